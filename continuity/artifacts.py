@@ -1,0 +1,176 @@
+"""Immutable, content-addressed blobs: summaries, compiled bundles, large tool outputs.
+
+An artifact's id is the blake3 hex digest of its (uncompressed) bytes, so the same content always
+gets the same id. On disk it is stored zstd-compressed at ``artifacts/<ab>/<id>.zst``, written to
+a temporary file in the same folder, fsynced and renamed into place, and verified on every read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import blake3
+import zstandard
+
+from continuity.errors import ArtifactCorrupt, ArtifactNotFound
+
+__all__ = [
+    "ArtifactStore",
+    "FileArtifactStore",
+    "MemoryArtifactStore",
+    "artifact_id",
+    "is_artifact_id",
+]
+
+_ID_RE: Final = re.compile(r"^[0-9a-f]{64}$")
+_LEVEL: Final = 3
+
+
+def artifact_id(data: bytes) -> str:
+    """The content address of ``data``."""
+    return blake3.blake3(data).hexdigest()
+
+
+def is_artifact_id(value: str) -> bool:
+    return bool(_ID_RE.match(value))
+
+
+def _check_id(value: str) -> None:
+    if not is_artifact_id(value):
+        raise ArtifactNotFound(f"not an artifact id (64 lowercase hex characters): {value!r}")
+
+
+class ArtifactStore(ABC):
+    """Content-addressed blob storage. ``put`` is idempotent; ``get`` verifies."""
+
+    @abstractmethod
+    def put(self, data: bytes) -> str:
+        """Store ``data`` (if not already there) and return its id."""
+
+    @abstractmethod
+    def get(self, aid: str) -> bytes:
+        """The bytes stored under ``aid``; :class:`ArtifactNotFound` or :class:`ArtifactCorrupt`."""
+
+    @abstractmethod
+    def exists(self, aid: str) -> bool: ...
+
+    @abstractmethod
+    def ids(self) -> Iterator[str]:
+        """Every stored id, sorted."""
+
+    def verify(self, aid: str) -> None:
+        """Raise unless ``aid`` is stored and its bytes hash to it."""
+        self.get(aid)
+
+
+class MemoryArtifactStore(ArtifactStore):
+    """The in-memory reference model."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, bytes] = {}
+
+    def put(self, data: bytes) -> str:
+        aid = artifact_id(data)
+        self._blobs.setdefault(aid, bytes(data))
+        return aid
+
+    def get(self, aid: str) -> bytes:
+        _check_id(aid)
+        try:
+            return self._blobs[aid]
+        except KeyError:
+            raise ArtifactNotFound(f"artifact {aid} not found") from None
+
+    def exists(self, aid: str) -> bool:
+        return aid in self._blobs
+
+    def ids(self) -> Iterator[str]:
+        return iter(sorted(self._blobs))
+
+
+class FileArtifactStore(ArtifactStore):
+    """Artifacts as zstd files under ``root`` (``<root>/<ab>/<id>.zst``)."""
+
+    def __init__(self, root: Path, *, durable: bool = True) -> None:
+        self.root = root
+        self.durable = durable
+        # zstandard's (de)compressor objects are not thread-safe: one pair per thread.
+        self._local = threading.local()
+
+    def _codecs(self) -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
+        codecs: tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor] | None = getattr(
+            self._local, "codecs", None
+        )
+        if codecs is None:
+            codecs = (zstandard.ZstdCompressor(level=_LEVEL), zstandard.ZstdDecompressor())
+            self._local.codecs = codecs
+        return codecs
+
+    def path(self, aid: str) -> Path:
+        return self.root / aid[:2] / f"{aid}.zst"
+
+    def put(self, data: bytes) -> str:
+        aid = artifact_id(data)
+        target = self.path(aid)
+        if target.exists():
+            return aid
+        target.parent.mkdir(parents=True, exist_ok=True)
+        compressed = self._codecs()[0].compress(data)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(compressed)
+                if self.durable:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        if self.durable:
+            _fsync_dir(target.parent)
+        return aid
+
+    def get(self, aid: str) -> bytes:
+        _check_id(aid)
+        try:
+            compressed = self.path(aid).read_bytes()
+        except FileNotFoundError:
+            raise ArtifactNotFound(f"artifact {aid} not found") from None
+        try:
+            data = self._codecs()[1].decompress(compressed)
+        except zstandard.ZstdError as exc:
+            raise ArtifactCorrupt(f"artifact {aid} does not decompress: {exc}") from None
+        if artifact_id(data) != aid:
+            raise ArtifactCorrupt(f"artifact {aid} does not match its content hash")
+        return data
+
+    def exists(self, aid: str) -> bool:
+        return is_artifact_id(aid) and self.path(aid).exists()
+
+    def ids(self) -> Iterator[str]:
+        if not self.root.is_dir():
+            return iter(())
+        found = [
+            p.name[: -len(".zst")]
+            for sub in self.root.iterdir()
+            if sub.is_dir()
+            for p in sub.iterdir()
+            if p.name.endswith(".zst") and is_artifact_id(p.name[: -len(".zst")])
+        ]
+        return iter(sorted(found))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

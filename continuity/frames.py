@@ -1,0 +1,425 @@
+"""The frame schema: one tagged union of frozen msgspec Structs, and the chained line codec.
+
+A log line is the frame's canonical JSON (``type`` first, fields in definition order, defaults
+omitted) with ``"digest"`` spliced in as the last member::
+
+    {"type":"message_appended","seq":1,"ts_ms":1732240000123,...,"digest":"<64 hex>"}
+
+The digest is ``blake3(previous digest || body)``, where *body* is the line without its digest
+member (exactly the bytes the encoder produced). Because the digest always sits at a fixed
+distance from the end of the line, the chain is verified on the stored bytes alone: no frame is
+ever re-encoded to be checked, so logs written by older versions of the schema keep verifying.
+
+Schema evolution rules (``contracts/event_frames.md``): new fields go at the end with a default,
+a field's type and default never change, a breaking change gets a new tag.
+"""
+
+from __future__ import annotations
+
+import uuid
+from binascii import hexlify
+from typing import Any, Final, Literal, TypeAlias
+
+import blake3
+import msgspec
+
+from continuity.errors import BadFrame
+from continuity.tokens import estimate_text
+
+__all__ = [
+    "DIGEST_HEX_LEN",
+    "GENESIS_DIGEST",
+    "Block",
+    "CheckpointRef",
+    "CompactionCheckpointCreated",
+    "ContextSelectionDecided",
+    "Frame",
+    "FrameBase",
+    "ImageBlock",
+    "JobEnded",
+    "JobSpawned",
+    "Limits",
+    "MessageAppended",
+    "ObservationRecorded",
+    "Role",
+    "SourceRef",
+    "TextBlock",
+    "ThinkingBlock",
+    "ThreadCreated",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "artifact_refs",
+    "chain",
+    "decode_frame",
+    "encode_body",
+    "estimate_message_tokens",
+    "frame_types",
+    "message",
+    "new_id",
+    "normalize",
+    "parse_payload",
+    "seal",
+    "unseal",
+]
+
+Role: TypeAlias = Literal["user", "assistant", "system"]
+
+
+class _Struct(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    pass
+
+
+# --- content blocks -------------------------------------------------------------------------
+
+
+class Block(_Struct, frozen=True, tag_field="type"):
+    """Base of the content blocks of a message."""
+
+
+class TextBlock(Block, frozen=True, kw_only=True, tag="text"):
+    text: str
+
+
+class ThinkingBlock(Block, frozen=True, kw_only=True, tag="thinking"):
+    text: str
+    signature: str | None = None
+
+
+class ToolUseBlock(Block, frozen=True, kw_only=True, tag="tool_use"):
+    id: str
+    name: str
+    input: dict[str, Any] = {}
+
+
+class ToolResultBlock(Block, frozen=True, kw_only=True, tag="tool_result"):
+    """One tool's output. Either ``content`` holds it whole, or it lives in the artifact
+    ``artifact_id`` and ``preview`` holds its beginning. ``size`` is the whole output's length
+    in UTF-8 bytes."""
+
+    tool_use_id: str
+    content: str = ""
+    artifact_id: str | None = None
+    preview: str = ""
+    size: int = 0
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if self.artifact_id is not None and self.content:
+            raise ValueError(
+                "a tool_result holds its output in `content` or in `artifact_id`, not both"
+            )
+
+
+class ImageBlock(Block, frozen=True, kw_only=True, tag="image"):
+    media_type: str
+    artifact_id: str | None = None
+    size: int = 0
+
+
+ContentBlock: TypeAlias = TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock | ImageBlock
+
+
+class SourceRef(_Struct, frozen=True, kw_only=True):
+    """Where an imported frame came from, so a re-import can skip what it already holds."""
+
+    system: str
+    key: str
+
+
+class CheckpointRef(_Struct, frozen=True, kw_only=True):
+    """A compaction checkpoint as a selection decision names it."""
+
+    checkpoint_id: str
+    seq: int
+    to_seq: int
+    summary_kind: str
+    summary_artifact_id: str
+
+
+class Limits(_Struct, frozen=True, kw_only=True):
+    """The limits a compile ran with."""
+
+    recent_messages: int = 16
+    max_summary_refs: int = 3
+    budget_tokens: int | None = None
+    keep_tool_outputs: int | None = None
+
+
+# --- frames ---------------------------------------------------------------------------------
+
+
+class FrameBase(_Struct, frozen=True, tag_field="type"):
+    """The envelope every frame carries.
+
+    ``seq`` and ``digest`` are assigned by the store; ``ts_ms`` too unless the caller gives one
+    (an import keeps the source's time). ``more`` is true on every frame of a batch but its last,
+    so a batch cut short by a crash is recognised and removed whole.
+    """
+
+    seq: int = -1
+    ts_ms: int = 0
+    more: bool = False
+    digest: str = ""
+
+
+class ThreadCreated(FrameBase, frozen=True, kw_only=True, tag="thread_created"):
+    thread_id: str = ""
+    title: str | None = None
+    parent_thread_id: str | None = None
+    meta: dict[str, str] = {}
+
+
+class MessageAppended(FrameBase, frozen=True, kw_only=True, tag="message_appended"):
+    message_id: str = ""
+    role: Role
+    content: list[ContentBlock]
+    tokens: int = 0
+    source: SourceRef | None = None
+    meta: dict[str, str] = {}
+
+
+class CompactionCheckpointCreated(
+    FrameBase, frozen=True, kw_only=True, tag="compaction_checkpoint_created"
+):
+    checkpoint_id: str
+    cut_rule_id: str
+    summary_kind: str
+    summary_artifact_id: str
+    from_seq: int
+    to_seq: int
+    from_message_id: str | None = None
+    to_message_id: str | None = None
+    base_checkpoint_id: str | None = None
+    produced_by: str = "continuity"
+
+
+class ContextSelectionDecided(
+    FrameBase, frozen=True, kw_only=True, tag="context_selection_decided"
+):
+    compiler_id: str
+    strategy: str
+    anchor_seq: int
+    anchor_message_id: str | None = None
+    limits: Limits = Limits()
+    checkpoint: CheckpointRef | None = None
+    checkpoints: list[CheckpointRef] = []
+    window_from_seq: int | None = None
+    window_to_seq: int | None = None
+    window_messages: int = 0
+    reasons: list[str] = []
+    resets: list[str] = []
+    bundle_artifact_id: str
+    tokens: int = 0
+
+
+class ObservationRecorded(FrameBase, frozen=True, kw_only=True, tag="observation_recorded"):
+    """A short text that stands for one tool result when the result itself is too old to show."""
+
+    tool_use_id: str
+    text: str
+    source_seq: int | None = None
+    produced_by: str = "continuity"
+
+
+class JobSpawned(FrameBase, frozen=True, kw_only=True, tag="job_spawned"):
+    job_id: str
+    kind: str
+    params: dict[str, Any] = {}
+
+
+class JobEnded(FrameBase, frozen=True, kw_only=True, tag="job_ended"):
+    job_id: str
+    status: Literal["succeeded", "failed", "cancelled"]
+    error: str | None = None
+    result: dict[str, Any] = {}
+
+
+Frame: TypeAlias = (
+    ThreadCreated
+    | MessageAppended
+    | CompactionCheckpointCreated
+    | ContextSelectionDecided
+    | ObservationRecorded
+    | JobSpawned
+    | JobEnded
+)
+
+_FRAME_CLASSES: Final = (
+    ThreadCreated,
+    MessageAppended,
+    CompactionCheckpointCreated,
+    ContextSelectionDecided,
+    ObservationRecorded,
+    JobSpawned,
+    JobEnded,
+)
+
+
+def frame_types() -> tuple[str, ...]:
+    """Every frame tag, in schema order."""
+    return tuple(str(c.__struct_config__.tag) for c in _FRAME_CLASSES)
+
+
+# --- the chained line codec -----------------------------------------------------------------
+
+DIGEST_HEX_LEN: Final = 64
+GENESIS_DIGEST: Final = bytes(32)
+_DIGEST_OPEN: Final = b',"digest":"'
+_DIGEST_CLOSE: Final = b'"}'
+_SUFFIX_LEN: Final = len(_DIGEST_OPEN) + DIGEST_HEX_LEN + len(_DIGEST_CLOSE)
+
+_encoder: Final = msgspec.json.Encoder()
+_decoder: Final[msgspec.json.Decoder[Frame]] = msgspec.json.Decoder(Frame)
+
+
+def encode_body(frame: Frame) -> bytes:
+    """The canonical bytes of a frame without its digest (the frame's ``digest`` must be empty)."""
+    return _encoder.encode(frame)
+
+
+def chain(prev_digest: bytes, body: bytes) -> bytes:
+    """The next link of the chain: ``blake3(prev_digest || body)``, 32 bytes."""
+    return blake3.blake3(prev_digest + body).digest()
+
+
+def seal(body: bytes, digest: bytes) -> bytes:
+    """A log line (with its newline) from a body and its chain digest."""
+    return body[:-1] + _DIGEST_OPEN + hexlify(digest) + b'"}\n'
+
+
+def unseal(line: bytes) -> tuple[bytes, bytes] | None:
+    """Split a stored line (no newline) into (body, digest); None if it has no digest suffix."""
+    n = len(line)
+    if n <= _SUFFIX_LEN or not line.endswith(_DIGEST_CLOSE):
+        return None
+    start = n - _SUFFIX_LEN
+    if line[start : start + len(_DIGEST_OPEN)] != _DIGEST_OPEN:
+        return None
+    hex_digest = line[start + len(_DIGEST_OPEN) : n - len(_DIGEST_CLOSE)]
+    try:
+        digest = bytes.fromhex(hex_digest.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return line[:start] + b"}", digest
+
+
+def decode_frame(line: bytes) -> Frame:
+    """Decode one stored line (or a payload) into its frame. Raises msgspec errors on bad input."""
+    return _decoder.decode(line)
+
+
+# --- building and checking frames -----------------------------------------------------------
+
+
+def new_id() -> str:
+    """A fresh random id (32 hex characters)."""
+    return uuid.uuid4().hex
+
+
+_MESSAGE_OVERHEAD_TOKENS: Final = 4
+_IMAGE_TOKENS: Final = 1600
+
+
+def estimate_message_tokens(content: list[ContentBlock]) -> int:
+    """The deterministic token estimate of a message's content as a model would see it."""
+    total = _MESSAGE_OVERHEAD_TOKENS
+    for block in content:
+        if isinstance(block, TextBlock | ThinkingBlock):
+            total += estimate_text(block.text)
+        elif isinstance(block, ToolUseBlock):
+            total += estimate_text(block.name) + estimate_text(
+                _encoder.encode(block.input).decode()
+            )
+        elif isinstance(block, ToolResultBlock):
+            total += estimate_text(block.content if block.artifact_id is None else block.preview)
+        else:
+            total += _IMAGE_TOKENS
+    return total
+
+
+def message(
+    role: Role,
+    text: str | None = None,
+    *,
+    content: list[ContentBlock] | None = None,
+    message_id: str | None = None,
+    source: SourceRef | None = None,
+    ts_ms: int = 0,
+) -> MessageAppended:
+    """A ``message_appended`` frame with its id and token estimate filled in."""
+    blocks: list[ContentBlock] = list(content or [])
+    if text is not None:
+        blocks.insert(0, TextBlock(text=text))
+    return MessageAppended(
+        message_id=message_id or new_id(),
+        role=role,
+        content=blocks,
+        tokens=estimate_message_tokens(blocks),
+        source=source,
+        ts_ms=ts_ms,
+    )
+
+
+def normalize(frame: Frame) -> Frame:
+    """Fill what a caller may leave out of a message (its id and token estimate)."""
+    if isinstance(frame, MessageAppended) and (not frame.message_id or frame.tokens <= 0):
+        return msgspec.structs.replace(
+            frame,
+            message_id=frame.message_id or new_id(),
+            tokens=frame.tokens if frame.tokens > 0 else estimate_message_tokens(frame.content),
+        )
+    return frame
+
+
+def artifact_refs(frame: Frame) -> list[str]:
+    """Every artifact id a frame points at (the ones ``verify`` must find)."""
+    if isinstance(frame, MessageAppended):
+        return [
+            b.artifact_id
+            for b in frame.content
+            if isinstance(b, ToolResultBlock | ImageBlock) and b.artifact_id is not None
+        ]
+    if isinstance(frame, CompactionCheckpointCreated):
+        return [frame.summary_artifact_id]
+    if isinstance(frame, ContextSelectionDecided):
+        return [frame.bundle_artifact_id]
+    return []
+
+
+_shorthand_decoder: Final = msgspec.json.Decoder(dict[str, Any])
+_SHORTHAND_KEYS: Final = frozenset({"role", "text", "message_id", "ts_ms"})
+_TYPES: Final = frame_types()
+
+
+def parse_payload(line: bytes | str) -> Frame:
+    """One input line: a full frame payload ``{"type": ...}`` or the shorthand
+    ``{"role": ..., "text": ...}``. Raises :class:`BadFrame` with a reason on bad input."""
+    raw = line.encode() if isinstance(line, str) else line
+    try:
+        obj = _shorthand_decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise BadFrame(f"not a JSON object: {exc}") from None
+    if "digest" in obj or "more" in obj:
+        raise BadFrame("`digest` and `more` are assigned by the store; remove them from the input")
+    if "type" in obj and obj["type"] not in _TYPES:
+        raise BadFrame(f"unknown frame type {obj['type']!r} (known: {', '.join(_TYPES)})")
+    if "type" not in obj:
+        if "role" not in obj:
+            raise BadFrame('expected a frame {"type": ...} or a message {"role": ..., "text": ...}')
+        unknown = sorted(set(obj) - _SHORTHAND_KEYS)
+        if unknown:
+            raise BadFrame(f"unknown field(s) in message shorthand: {', '.join(unknown)}")
+        if not isinstance(obj.get("text"), str):
+            raise BadFrame("message shorthand needs a string `text`")
+        obj = {
+            "type": "message_appended",
+            "role": obj["role"],
+            "content": [{"type": "text", "text": obj["text"]}],
+            **({"message_id": obj["message_id"]} if "message_id" in obj else {}),
+            **({"ts_ms": obj["ts_ms"]} if "ts_ms" in obj else {}),
+        }
+    try:
+        frame = msgspec.convert(obj, Frame)
+    except msgspec.ValidationError as exc:
+        raise BadFrame(str(exc)) from None
+    return normalize(frame)

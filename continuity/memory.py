@@ -1,0 +1,87 @@
+"""The in-memory backend: the reference model of the store's behaviour.
+
+It shares the batch rules and the line codec with every backend
+(:func:`continuity.store.seal_batch`) and keeps its lines in lists: no files, no locks beyond a
+mutex, no crash modes. Tests drive it side by side with the JSONL store and require the two to
+agree frame for frame and digest for digest.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+
+from continuity import frames as fr
+from continuity.artifacts import MemoryArtifactStore
+from continuity.errors import BadFrame
+from continuity.store import BaseStore, Head, Thread, now_ms, seal_batch
+
+__all__ = ["MemoryStore", "MemoryThread"]
+
+
+class MemoryThread(Thread):
+    def __init__(self, store: MemoryStore, thread_id: str) -> None:
+        super().__init__(thread_id)
+        self._store = store
+
+    @property
+    def _lines(self) -> list[bytes]:
+        return self._store._logs.setdefault(self.id, [])
+
+    def append(
+        self,
+        frames: fr.Frame | Iterable[fr.Frame],
+        *,
+        expected_seq: int | None = None,
+        durable: bool | None = None,
+    ) -> range:
+        batch = [frames] if isinstance(frames, fr.FrameBase) else list(frames)
+        if not batch:
+            raise BadFrame("empty batch")
+        with self._store._lock:
+            lines, head = seal_batch(
+                self.id, batch, self._head(), now_ms=self._store.clock(), expected_seq=expected_seq
+            )
+            self._lines.extend(line[:-1] for line in lines)
+            self._store._heads[self.id] = head
+        return range(head.seq - len(batch) + 1, head.seq + 1)
+
+    def _head(self) -> Head | None:
+        return self._store._heads.get(self.id)
+
+    def head(self) -> Head | None:
+        with self._store._lock:
+            return self._head()
+
+    def read_lines(
+        self, *, from_seq: int = 0, to_seq: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        with self._store._lock:
+            lines = list(self._store._logs.get(self.id, ()))
+        last = len(lines) - 1 if to_seq is None else min(to_seq, len(lines) - 1)
+        for seq in range(max(0, from_seq), last + 1):
+            yield seq, lines[seq]
+
+    def _lines_backwards(self) -> Iterator[tuple[int, bytes]]:
+        with self._store._lock:
+            lines = list(self._store._logs.get(self.id, ()))
+        for seq in range(len(lines) - 1, -1, -1):
+            yield seq, lines[seq]
+
+
+class MemoryStore(BaseStore):
+    """Threads and artifacts in memory."""
+
+    def __init__(self, *, clock: Callable[[], int] | None = None) -> None:
+        self.clock = clock or now_ms
+        self._lock = threading.Lock()
+        self._logs: dict[str, list[bytes]] = {}
+        self._heads: dict[str, Head] = {}
+        self.artifacts = MemoryArtifactStore()
+
+    def thread(self, thread_id: str) -> MemoryThread:
+        return MemoryThread(self, thread_id)
+
+    def threads(self) -> list[str]:
+        with self._lock:
+            return sorted(t for t, lines in self._logs.items() if lines)

@@ -1,0 +1,721 @@
+"""The truth: a narrow, backend-neutral thread store, and its embedded JSONL backend.
+
+A store holds threads; a thread is an append-only sequence of frames numbered 0, 1, 2, … and
+chained by blake3. Every backend shares :meth:`Thread.append`'s rules (batch normalisation,
+``thread_created`` at seq 0, optimistic ``expected_seq``) and the line codec of
+:mod:`continuity.frames`, so the in-memory backend (:mod:`continuity.memory`) is the reference
+model the JSONL backend is tested against — and the shape a PostgreSQL backend will take.
+
+JSONL backend, on disk::
+
+    <store>/store.json                 marks the folder as a store (format and version)
+    <store>/threads/<thread_id>.jsonl  the log: one sealed frame per line, append-only
+    <store>/artifacts/<ab>/<id>.zst    immutable blobs (see continuity.artifacts)
+    <store>/quarantine/                torn tails moved aside by recovery, never deleted
+    <store>/cache/                     derived indexes (continuity.caches): delete at will
+
+Appends take an exclusive ``flock`` on the log file, read the next seq from the log's own tail,
+write the whole batch with one ``write`` call and (by default) ``fdatasync`` it. Every frame of a
+batch but its last carries ``more: true``: readers hide an unfinished batch, and recovery removes
+one left by a crash, so batches are all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import os
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from continuity import frames as fr
+from continuity.artifacts import ArtifactStore, FileArtifactStore
+from continuity.errors import (
+    BadFrame,
+    CorruptFrame,
+    InvalidThreadId,
+    SeqConflict,
+    StoreNotFound,
+    ThreadNotFound,
+)
+
+__all__ = [
+    "BaseStore",
+    "Head",
+    "JsonlThread",
+    "Recovery",
+    "Store",
+    "Thread",
+    "now_ms",
+    "seal_batch",
+    "validate_thread_id",
+]
+
+MAX_THREAD_ID_LEN: Final = 128
+_THREAD_ID_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*$")
+STORE_FORMAT: Final = {"format": "continuity-store", "version": 1}
+
+
+def validate_thread_id(thread_id: str) -> str:
+    """Return ``thread_id`` if it is safe as a file name; raise :class:`InvalidThreadId` if not."""
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidThreadId("thread id must be a non-empty string")
+    if len(thread_id) > MAX_THREAD_ID_LEN:
+        raise InvalidThreadId(
+            f"thread id is {len(thread_id)} characters long; the limit is {MAX_THREAD_ID_LEN}"
+        )
+    if not _THREAD_ID_RE.match(thread_id):
+        raise InvalidThreadId(
+            f"invalid thread id {thread_id!r}: use letters, digits and _ . : @ + = -, "
+            "starting with a letter, digit or underscore (no path separators, no leading dot)"
+        )
+    return thread_id
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The last committed frame of a thread."""
+
+    seq: int
+    digest: str
+
+    @property
+    def next_seq(self) -> int:
+        return self.seq + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """A torn tail that was moved aside (reported on stderr by the CLI, listed by ``verify``)."""
+
+    thread_id: str
+    offset: int
+    length: int
+    reason: str
+    quarantine_file: str
+    time_ms: int
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def seal_batch(
+    thread_id: str,
+    batch: Sequence[fr.Frame],
+    head: Head | None,
+    *,
+    now_ms: int,
+    expected_seq: int | None = None,
+) -> tuple[list[bytes], Head]:
+    """Number, timestamp and chain a batch after ``head`` (None: the thread is new).
+
+    Shared by every backend so they agree byte for byte. A new thread gets ``thread_created`` at
+    seq 0 — the caller's, if the batch starts with one, else a default one. Raises
+    :class:`BadFrame` or :class:`SeqConflict`; nothing is written by the caller then.
+    """
+    frames = [fr.normalize(f) for f in batch]
+    if not frames:
+        raise BadFrame("empty batch")
+    for i, f in enumerate(frames):
+        if isinstance(f, fr.ThreadCreated) and (head is not None or i > 0):
+            raise BadFrame("thread_created can only be the first frame of a new thread")
+        if f.digest or f.more:
+            raise BadFrame("`digest` and `more` are assigned by the store")
+    first_given = 0 if head is None and isinstance(frames[0], fr.ThreadCreated) else None
+    if head is None:
+        if first_given is None:
+            frames.insert(0, fr.ThreadCreated(thread_id=thread_id))
+        created = frames[0]
+        assert isinstance(created, fr.ThreadCreated)
+        if created.thread_id and created.thread_id != thread_id:
+            raise BadFrame(
+                f"thread_created names thread {created.thread_id!r}, appended to {thread_id!r}"
+            )
+        if not created.thread_id:
+            frames[0] = msgspec.structs.replace(created, thread_id=thread_id)
+    next_seq = 0 if head is None else head.next_seq
+    offset_given = 0 if head is not None or first_given == 0 else 1
+    if expected_seq is not None and expected_seq != next_seq + offset_given:
+        raise SeqConflict(thread_id, expected_seq, next_seq + offset_given)
+    prev = fr.GENESIS_DIGEST if head is None else bytes.fromhex(head.digest)
+    last = len(frames) - 1
+    lines: list[bytes] = []
+    replace = msgspec.structs.replace
+    for i, f in enumerate(frames):
+        seq = next_seq + i
+        if f.seq >= 0 and f.seq != seq:
+            raise SeqConflict(thread_id, f.seq, seq)
+        body = fr.encode_body(replace(f, seq=seq, ts_ms=f.ts_ms or now_ms, more=i < last))
+        prev = fr.chain(prev, body)
+        lines.append(fr.seal(body, prev))
+    return lines, Head(next_seq + last, prev.hex())
+
+
+class Thread(ABC):
+    """A handle on one thread of a store. Cheap to create; holds no lock between calls."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.id = validate_thread_id(thread_id)
+
+    @abstractmethod
+    def append(
+        self,
+        frames: fr.Frame | Iterable[fr.Frame],
+        *,
+        expected_seq: int | None = None,
+        durable: bool | None = None,
+    ) -> range:
+        """Append one frame or a batch, all or nothing; return the seqs given to the caller's
+        frames. ``expected_seq`` is the seq the first of them must get (else :class:`SeqConflict`).
+        """
+
+    @abstractmethod
+    def head(self) -> Head | None:
+        """The last committed frame, or None when the thread has no frames."""
+
+    @abstractmethod
+    def read_lines(
+        self, *, from_seq: int = 0, to_seq: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """``(seq, stored line without newline)`` for seqs in ``[from_seq, to_seq]``."""
+
+    def exists(self) -> bool:
+        return self.head() is not None
+
+    def read(
+        self,
+        *,
+        from_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+        types: Iterable[str] | None = None,
+    ) -> Iterator[fr.Frame]:
+        """Frames with ``from_seq <= seq <= to_seq`` (of the given types), oldest first."""
+        wanted = frozenset(types) if types is not None else None
+        count = 0
+        if limit is not None and limit <= 0:
+            return
+        for seq, line in self.read_lines(from_seq=from_seq, to_seq=to_seq):
+            frame = self._decode(seq, line)
+            if wanted is not None and frame.__struct_config__.tag not in wanted:
+                continue
+            yield frame
+            count += 1
+            if limit is not None and count >= limit:
+                return
+
+    def tail(self, n: int, *, types: Iterable[str] | None = None) -> list[fr.Frame]:
+        """The last ``n`` frames (of the given types), oldest first."""
+        if n <= 0:
+            return []
+        wanted = frozenset(types) if types is not None else None
+        found: list[fr.Frame] = []
+        for seq, line in self._lines_backwards():
+            frame = self._decode(seq, line)
+            if wanted is None or frame.__struct_config__.tag in wanted:
+                found.append(frame)
+                if len(found) >= n:
+                    break
+        found.reverse()
+        return found
+
+    def _lines_backwards(self) -> Iterator[tuple[int, bytes]]:
+        head = self.head()
+        if head is None:
+            return
+        lines = list(self.read_lines())
+        yield from reversed(lines)
+
+    def _decode(self, seq: int, line: bytes) -> fr.Frame:
+        try:
+            return fr.decode_frame(line)
+        except msgspec.DecodeError as exc:
+            raise CorruptFrame(self.id, seq, -1, f"does not decode: {exc}") from None
+
+
+class BaseStore(ABC):
+    """A set of threads plus their artifacts."""
+
+    artifacts: ArtifactStore
+    clock: Callable[[], int]
+    """Milliseconds since the epoch for frames appended without a ``ts_ms``."""
+
+    @abstractmethod
+    def thread(self, thread_id: str) -> Thread:
+        """A handle on ``thread_id`` (which need not exist yet: the first append creates it)."""
+
+    @abstractmethod
+    def threads(self) -> list[str]:
+        """The ids of every thread with at least one frame, sorted."""
+
+    def existing_thread(self, thread_id: str) -> Thread:
+        """Like :meth:`thread`, but :class:`ThreadNotFound` when the thread has no frames."""
+        t = self.thread(thread_id)
+        if not t.exists():
+            raise ThreadNotFound(f"no thread {thread_id!r} in this store")
+        return t
+
+
+# --- the JSONL backend ----------------------------------------------------------------------
+
+_CHUNK: Final = 1 << 16
+
+
+class _Envelope(msgspec.Struct):
+    seq: int = -1
+    more: bool = False
+
+
+_probe: Final = msgspec.json.Decoder(_Envelope)
+
+
+def _probe_line(line: bytes) -> _Envelope | None:
+    """The seq and batch flag of a stored line; None if the line is not a sealed frame."""
+    if fr.unseal(line) is None:
+        return None
+    try:
+        env = _probe.decode(line)
+    except msgspec.DecodeError:
+        return None
+    return env if env.seq >= 0 else None
+
+
+class JsonlThread(Thread):
+    """A thread stored as ``threads/<id>.jsonl``."""
+
+    def __init__(self, store: Store, thread_id: str) -> None:
+        super().__init__(thread_id)
+        self._store = store
+        self.path = store.root / "threads" / f"{self.id}.jsonl"
+
+    # -- appending (under the lock) --
+
+    def append(
+        self,
+        frames: fr.Frame | Iterable[fr.Frame],
+        *,
+        expected_seq: int | None = None,
+        durable: bool | None = None,
+    ) -> range:
+        batch = [frames] if isinstance(frames, fr.FrameBase) else list(frames)
+        if not batch:
+            raise BadFrame("empty batch")
+        sync = self._store.durable if durable is None else durable
+        created = False
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = self._recover(fd)
+            head = self._head_at(fd, size)
+            created = head is None
+            lines, new_head = seal_batch(
+                self.id, batch, head, now_ms=self._store.clock(), expected_seq=expected_seq
+            )
+            data = b"".join(lines)
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            if sync:
+                os.fdatasync(fd)
+        finally:
+            os.close(fd)  # closing releases the lock
+        if created and sync:
+            _fsync_dir(self.path.parent)
+        n_given = len(batch)
+        return range(new_head.seq - n_given + 1, new_head.seq + 1)
+
+    def _recover(self, fd: int) -> int:
+        """Move a torn or unfinished tail to quarantine and truncate; return the log's size."""
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 0
+        cut = size
+        reason = ""
+        tail = os.pread(fd, min(size, _CHUNK), size - min(size, _CHUNK))
+        if not tail.endswith(b"\n"):
+            cut = _line_start(fd, size)
+            reason = "torn last line (no newline)"
+        # The last complete line must be a sealed frame; frames of an unfinished batch go too.
+        while cut > 0:
+            start = _line_start(fd, cut - 1)
+            env = _probe_line(os.pread(fd, cut - 1 - start, start))
+            if env is None:
+                if reason.startswith("unparsable"):
+                    # Two bad lines in a row is not a crash's torn tail: refuse to guess.
+                    raise CorruptFrame(self.id, None, start, "unparsable line before the tail")
+                reason = "unparsable last line"
+                cut = start
+                continue
+            if env.more:
+                reason = reason or "unfinished batch"
+                cut = start
+                continue
+            break
+        if cut == size:
+            return size
+        self._quarantine(fd, cut, size, reason or "unfinished batch")
+        os.ftruncate(fd, cut)
+        os.fsync(fd)
+        return cut
+
+    def _quarantine(self, fd: int, cut: int, size: int, reason: str) -> None:
+        data = os.pread(fd, size - cut, cut)
+        now = now_ms()
+        qdir = self._store.root / "quarantine"
+        qdir.mkdir(exist_ok=True)
+        name = f"{self.id}@{cut}.{now}.json"
+        record = {
+            "thread_id": self.id,
+            "offset": cut,
+            "length": len(data),
+            "reason": reason,
+            "time_ms": now,
+            "data_b64": base64.b64encode(data).decode("ascii"),
+        }
+        _atomic_write(qdir / name, msgspec.json.encode(record) + b"\n")
+        rec = Recovery(self.id, cut, len(data), reason, str(qdir / name), now)
+        self._store._report(rec)
+
+    def _head_at(self, fd: int, end: int) -> Head | None:
+        """The head when the committed log ends at ``end``."""
+        if end == 0:
+            return None
+        start = _line_start(fd, end - 1)
+        line = os.pread(fd, end - 1 - start, start)
+        sealed = fr.unseal(line)
+        env = _probe_line(line)
+        if sealed is None or env is None:
+            raise CorruptFrame(self.id, None, start, "the last line is not a sealed frame")
+        return Head(env.seq, sealed[1].hex())
+
+    # -- reading (no lock: readers see whole committed batches only) --
+
+    def _visible_end(self, fd: int) -> int:
+        """The end of the last committed batch: past a partial line or frames marked ``more``."""
+        size = os.fstat(fd).st_size
+        end = _line_start(fd, size)
+        while end > 0:
+            start = _line_start(fd, end - 1)
+            env = _probe_line(os.pread(fd, end - 1 - start, start))
+            if env is None or not env.more:
+                break
+            end = start
+        return end
+
+    def head(self) -> Head | None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            return self._head_at(fd, self._visible_end(fd))
+        finally:
+            os.close(fd)
+
+    def offset_of(self, seq: int) -> int | None:
+        """The byte offset of frame ``seq`` found by bisection over the log (no cache needed)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            end = self._visible_end(fd)
+            found = self._locate(fd, end, seq)
+            return found[0] if found is not None else None
+        finally:
+            os.close(fd)
+
+    def _locate(self, fd: int, end: int, seq: int) -> tuple[int, bytes] | None:
+        """(offset, line) of frame ``seq`` within ``[0, end)``, by bisection on byte offsets."""
+        if seq < 0 or end == 0:
+            return None
+        lo, hi = 0, end  # the line starting at lo has seq <= target; hi is an exclusive bound
+        while hi - lo > _CHUNK:
+            mid = (lo + hi) // 2
+            start = _next_line_start(fd, mid, end)
+            if start >= hi or start >= end:
+                hi = mid
+                continue
+            line = _read_line(fd, start, end)
+            env = _probe_line(line)
+            if env is None:
+                raise CorruptFrame(self.id, None, start, "not a sealed frame")
+            if env.seq == seq:
+                return start, line
+            if env.seq < seq:
+                lo = start
+            else:
+                hi = mid
+        pos = lo
+        while pos < end:
+            line = _read_line(fd, pos, end)
+            env = _probe_line(line)
+            if env is None:
+                raise CorruptFrame(self.id, None, pos, "not a sealed frame")
+            if env.seq == seq:
+                return pos, line
+            if env.seq > seq:
+                return None
+            pos += len(line) + 1
+        return None
+
+    def read_lines(
+        self, *, from_seq: int = 0, to_seq: int | None = None, start_offset: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """Lines of ``[from_seq, to_seq]``; ``start_offset`` (from the offset index) skips the
+        bisection when it is right, and is ignored when it is not."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            end = self._visible_end(fd)
+            if from_seq < 0:
+                from_seq = 0
+            if to_seq is not None and to_seq < from_seq:
+                return
+            pos: int | None = None
+            if start_offset is not None and 0 <= start_offset < end:
+                line = _read_line(fd, start_offset, end)
+                env = _probe_line(line)
+                if env is not None and env.seq == from_seq:
+                    pos = start_offset
+            if pos is None:
+                located = self._locate(fd, end, from_seq)
+                if located is None:
+                    return
+                pos = located[0]
+            yield from self._iter_from(fd, pos, end, from_seq, to_seq)
+        finally:
+            os.close(fd)
+
+    def _iter_from(
+        self, fd: int, pos: int, end: int, seq: int, to_seq: int | None
+    ) -> Iterator[tuple[int, bytes]]:
+        prev_digest: bytes | None = None
+        buf = b""
+        buf_pos = pos
+        while buf_pos < end or buf:
+            if buf_pos < end:
+                chunk = os.pread(fd, min(_CHUNK * 4, end - buf_pos), buf_pos)
+                buf_pos += len(chunk)
+                buf += chunk
+            lines = buf.split(b"\n")
+            buf = lines.pop()
+            for line in lines:
+                sealed = fr.unseal(line)
+                env = _probe_line(line) if sealed is not None else None
+                if sealed is None or env is None:
+                    raise CorruptFrame(self.id, seq, pos, "not a sealed frame")
+                if env.seq != seq:
+                    raise CorruptFrame(self.id, seq, pos, f"seq {env.seq} where {seq} belongs")
+                body, digest = sealed
+                if prev_digest is not None and fr.chain(prev_digest, body) != digest:
+                    raise CorruptFrame(self.id, seq, pos, "digest does not chain")
+                prev_digest = digest
+                yield seq, line
+                if to_seq is not None and seq >= to_seq:
+                    return
+                pos += len(line) + 1
+                seq += 1
+            if buf_pos >= end and buf:
+                raise CorruptFrame(self.id, seq, pos, "line without newline inside the log")
+
+    def _lines_backwards(self) -> Iterator[tuple[int, bytes]]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            pos = self._visible_end(fd)  # every byte before pos is whole lines
+            expect: int | None = None
+            later: tuple[bytes, bytes] | None = None  # (body, digest) of the frame after
+            step = 8192  # most callers want a few frames: start small, grow
+            while pos > 0:
+                start = _line_start(fd, max(0, pos - step))
+                step = min(step * 4, _CHUNK * 4)
+                lines = os.pread(fd, pos - start, start).split(b"\n")
+                lines.pop()  # the empty string after the last newline
+                offsets = [start]
+                for line in lines[:-1]:
+                    offsets.append(offsets[-1] + len(line) + 1)
+                for line, off in zip(reversed(lines), reversed(offsets), strict=True):
+                    sealed = fr.unseal(line)
+                    env = _probe_line(line) if sealed is not None else None
+                    if sealed is None or env is None:
+                        raise CorruptFrame(self.id, expect, off, "not a sealed frame")
+                    if expect is not None and env.seq != expect:
+                        raise CorruptFrame(self.id, expect, off, f"seq {env.seq} out of order")
+                    if later is not None and fr.chain(sealed[1], later[0]) != later[1]:
+                        raise CorruptFrame(self.id, env.seq + 1, off, "digest does not chain")
+                    later = sealed
+                    expect = env.seq - 1
+                    yield env.seq, line
+                pos = start
+        finally:
+            os.close(fd)
+
+    def _decode(self, seq: int, line: bytes) -> fr.Frame:
+        try:
+            return fr.decode_frame(line)
+        except msgspec.DecodeError as exc:
+            offset = self.offset_of(seq)
+            raise CorruptFrame(self.id, seq, -1 if offset is None else offset, str(exc)) from None
+
+
+class Store(BaseStore):
+    """The embedded default: a folder of JSONL logs plus content-addressed artifacts."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = False,
+        durable: bool = True,
+        on_recovery: Callable[[Recovery], None] | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.root = Path(path).absolute()
+        self.clock = clock or now_ms
+        self.durable = durable
+        self.recoveries: list[Recovery] = []
+        self._on_recovery = on_recovery
+        marker = self.root / "store.json"
+        if create:
+            self.init_layout()
+        elif not marker.is_file():
+            raise StoreNotFound(
+                f"no continuity store at {self.root} (create one with `continuity init`)"
+            )
+        self.artifacts = FileArtifactStore(self.root / "artifacts", durable=durable)
+
+    def init_layout(self) -> None:
+        """Create the store's folders and marker (idempotent)."""
+        marker = self.root / "store.json"
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreNotFound(f"{self.root} exists and is not a folder")
+        if self.root.is_dir() and not marker.exists() and any(self.root.iterdir()):
+            raise StoreNotFound(f"{self.root} is a non-empty folder that is not a continuity store")
+        for sub in ("threads", "artifacts", "quarantine", "cache"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        if not marker.exists():
+            _atomic_write(marker, msgspec.json.encode(STORE_FORMAT) + b"\n")
+
+    def thread(self, thread_id: str) -> JsonlThread:
+        return JsonlThread(self, thread_id)
+
+    def threads(self) -> list[str]:
+        folder = self.root / "threads"
+        if not folder.is_dir():
+            return []
+        ids = []
+        for p in folder.iterdir():
+            if p.suffix == ".jsonl" and p.stat().st_size > 0:
+                ids.append(p.name[: -len(".jsonl")])
+        return sorted(ids)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / "cache"
+
+    def quarantined(self) -> list[Recovery]:
+        """Every quarantine record in the store, oldest first."""
+        folder = self.root / "quarantine"
+        found: list[Recovery] = []
+        if not folder.is_dir():
+            return found
+        for p in sorted(folder.glob("*.json")):
+            try:
+                rec = msgspec.json.decode(p.read_bytes())
+                found.append(
+                    Recovery(
+                        rec["thread_id"],
+                        rec["offset"],
+                        rec["length"],
+                        rec["reason"],
+                        str(p),
+                        rec["time_ms"],
+                    )
+                )
+            except (msgspec.DecodeError, KeyError, TypeError):
+                continue
+        found.sort(key=lambda r: (r.time_ms, r.thread_id, r.offset))
+        return found
+
+    def _report(self, recovery: Recovery) -> None:
+        self.recoveries.append(recovery)
+        if self._on_recovery is not None:
+            self._on_recovery(recovery)
+
+
+# --- small file helpers ---------------------------------------------------------------------
+
+
+def _line_start(fd: int, pos: int) -> int:
+    """Offset just past the last newline before ``pos`` (0 if there is none): the start of the
+    line that contains (or ends with the newline at) ``pos``."""
+    step = 4096
+    while pos > 0:
+        start = max(0, pos - step)
+        chunk = os.pread(fd, pos - start, start)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        pos = start
+        step = min(step * 4, _CHUNK * 4)
+    return 0
+
+
+def _next_line_start(fd: int, pos: int, end: int) -> int:
+    """The first line start at or after ``pos`` (``end`` if none)."""
+    if pos == 0:
+        return 0
+    pos -= 1  # a line starts at pos if the byte before it is a newline
+    while pos < end:
+        chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return pos + i + 1
+        pos += len(chunk)
+    return end
+
+
+def _read_line(fd: int, start: int, end: int) -> bytes:
+    """The line starting at ``start`` (without its newline)."""
+    parts: list[bytes] = []
+    pos = start
+    while pos < end:
+        chunk = os.pread(fd, min(4096 if not parts else _CHUNK, end - pos), pos)
+        i = chunk.find(b"\n")
+        if i >= 0:
+            parts.append(chunk[:i])
+            break
+        parts.append(chunk)
+        pos += len(chunk)
+    return b"".join(parts)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
