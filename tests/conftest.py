@@ -1,0 +1,112 @@
+"""Shared fixtures: stores on a temporary folder, a fixed clock, and the ``../shared`` fixtures.
+
+Kept generic on purpose so every test module can lean on it:
+
+* ``clock`` — a :class:`FixedClock` (a store's ``clock``): the same millisecond every call until
+  a test moves it, so two stores given the same frames write byte-identical logs.
+* ``tmp_store`` — a JSONL :class:`~continuity.store.Store` in ``tmp_path`` (``create=True``,
+  ``durable=False``: tests do not need fsync) using ``clock``.
+* ``memory_store`` — a :class:`~continuity.memory.MemoryStore` using ``clock``.
+* ``shared_fixtures`` — the ``../shared/fixtures`` folder, or a skip with a clear reason when
+  it is absent (the project must still test outside this setup); ``requires_shared_fixtures``
+  is the same as a marker for whole tests or classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from continuity.memory import MemoryStore
+from continuity.store import Store
+
+FIXED_MS = 1_732_240_000_000
+"""The fixed clock's default time (2024-11-22), well inside any sane range."""
+
+SHARED_FIXTURES = (Path(__file__).parent.parent / ".." / "shared" / "fixtures").resolve()
+"""``../shared/fixtures`` relative to the project root (see ``../shared/README.md``)."""
+
+_NO_FIXTURES_REASON = (
+    f"shared test fixtures not found at {SHARED_FIXTURES} "
+    "(they live in ../shared/fixtures next to the project; absent outside the dev setup)"
+)
+
+requires_shared_fixtures = pytest.mark.skipif(
+    not SHARED_FIXTURES.is_dir(), reason=_NO_FIXTURES_REASON
+)
+
+
+def shared_fixture(*parts: str) -> Path:
+    """The path of one file or folder under ``../shared/fixtures``; skips the test if absent."""
+    path = SHARED_FIXTURES.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(
+            _NO_FIXTURES_REASON if not SHARED_FIXTURES.is_dir() else f"fixture {path} not found"
+        )
+    return path
+
+
+class FixedClock:
+    """A store clock that returns the same millisecond until told otherwise.
+
+    ``step`` (default 0) is added after every call, for tests that want time to move
+    deterministically.
+    """
+
+    def __init__(self, ms: int = FIXED_MS, step: int = 0) -> None:
+        self.ms = ms
+        self.step = step
+        self.calls = 0
+
+    def __call__(self) -> int:
+        now = self.ms
+        self.ms += self.step
+        self.calls += 1
+        return now
+
+    def advance(self, ms: int) -> None:
+        self.ms += ms
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock()
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    """Where ``tmp_store`` lives (the folder is created by the store)."""
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def tmp_store(store_path: Path, clock: FixedClock) -> Store:
+    return Store(store_path, create=True, durable=False, clock=clock)
+
+
+@pytest.fixture
+def memory_store(clock: FixedClock) -> MemoryStore:
+    return MemoryStore(clock=clock)
+
+
+@pytest.fixture
+def open_store(store_path: Path, clock: FixedClock) -> Callable[..., Store]:
+    """Open (again) the store at ``store_path``, as a new process would; keyword arguments
+    override the defaults (``durable=False``, the fixed ``clock``)."""
+
+    def _open(**kwargs: object) -> Store:
+        options: dict[str, object] = {"durable": False, "clock": clock}
+        options.update(kwargs)
+        return Store(store_path, **options)  # type: ignore[arg-type]
+
+    return _open
+
+
+@pytest.fixture
+def shared_fixtures() -> Path:
+    """``../shared/fixtures``, or skip the test with a clear reason when it is absent."""
+    if not SHARED_FIXTURES.is_dir():
+        pytest.skip(_NO_FIXTURES_REASON)
+    return SHARED_FIXTURES
