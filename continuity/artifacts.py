@@ -29,7 +29,7 @@ __all__ = [
     "is_artifact_id",
 ]
 
-_ID_RE: Final = re.compile(r"^[0-9a-f]{64}$")
+_ID_RE: Final = re.compile(r"[0-9a-f]{64}")
 _LEVEL: Final = 3
 
 
@@ -39,7 +39,8 @@ def artifact_id(data: bytes) -> str:
 
 
 def is_artifact_id(value: str) -> bool:
-    return bool(_ID_RE.match(value))
+    # fullmatch: `$` would also accept a trailing newline
+    return _ID_RE.fullmatch(value) is not None
 
 
 def _check_id(value: str) -> None:

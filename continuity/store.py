@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 MAX_THREAD_ID_LEN: Final = 128
-_THREAD_ID_RE: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*$")
+_THREAD_ID_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*")
 STORE_FORMAT: Final = {"format": "continuity-store", "version": 1}
 
 
@@ -71,7 +71,7 @@ def validate_thread_id(thread_id: str) -> str:
         raise InvalidThreadId(
             f"thread id is {len(thread_id)} characters long; the limit is {MAX_THREAD_ID_LEN}"
         )
-    if not _THREAD_ID_RE.match(thread_id):
+    if not _THREAD_ID_RE.fullmatch(thread_id):  # not match + `$`: that allows a trailing "\n"
         raise InvalidThreadId(
             f"invalid thread id {thread_id!r}: use letters, digits and _ . : @ + = -, "
             "starting with a letter, digit or underscore (no path separators, no leading dot)"

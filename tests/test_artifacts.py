@@ -1,0 +1,178 @@
+"""Content-addressed artifacts (continuity.artifacts): the file store and the in-memory model."""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import blake3
+import pytest
+import zstandard
+
+from continuity.artifacts import (
+    ArtifactStore,
+    FileArtifactStore,
+    MemoryArtifactStore,
+    artifact_id,
+    is_artifact_id,
+)
+from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
+
+
+def test_artifact_id_is_the_blake3_hex_of_the_bytes() -> None:
+    assert artifact_id(b"hello") == blake3.blake3(b"hello").hexdigest()
+    assert is_artifact_id(artifact_id(b""))
+    assert not is_artifact_id("AB" * 32)  # uppercase
+    assert not is_artifact_id("ab" * 31)
+    assert not is_artifact_id("ab" * 32 + "\n")
+    assert not is_artifact_id("../" + "a" * 61)
+
+
+class ArtifactStoreContract(ABC):
+    """What every artifact backend must do; subclasses only say how to build one."""
+
+    @abstractmethod
+    def make(self, tmp_path: Path) -> ArtifactStore: ...
+
+    def test_put_returns_the_content_id_and_get_returns_the_bytes(self, tmp_path: Path) -> None:
+        store = self.make(tmp_path)
+        for data in (b"", b"x", b"hello " * 10_000, bytes(range(256))):
+            aid = store.put(data)
+            assert aid == artifact_id(data)
+            assert store.exists(aid)
+            assert store.get(aid) == data
+            store.verify(aid)
+
+    def test_put_is_idempotent(self, tmp_path: Path) -> None:
+        store = self.make(tmp_path)
+        first = store.put(b"same")
+        assert store.put(b"same") == first
+        assert store.put(bytearray(b"same")) == first  # type: ignore[arg-type]
+        assert list(store.ids()) == [first]
+        assert store.get(first) == b"same"
+
+    def test_different_content_different_id(self, tmp_path: Path) -> None:
+        store = self.make(tmp_path)
+        assert store.put(b"a") != store.put(b"b")
+
+    def test_missing_artifact(self, tmp_path: Path) -> None:
+        store = self.make(tmp_path)
+        missing = artifact_id(b"never stored")
+        assert not store.exists(missing)
+        with pytest.raises(ArtifactNotFound) as err:
+            store.get(missing)
+        assert missing in str(err.value)
+        assert isinstance(err.value, ContinuityError) and isinstance(err.value, KeyError)
+        with pytest.raises(ArtifactNotFound):
+            store.verify(missing)
+
+    @pytest.mark.parametrize(
+        "bad", ["", "abc", "AB" * 32, "../../etc/passwd", "g" * 64, "ab" * 32 + "\n"]
+    )
+    def test_bad_id(self, tmp_path: Path, bad: str) -> None:
+        store = self.make(tmp_path)
+        store.put(b"x")
+        assert not store.exists(bad)
+        with pytest.raises(ArtifactNotFound, match="not an artifact id"):
+            store.get(bad)
+
+    def test_ids_are_sorted(self, tmp_path: Path) -> None:
+        store = self.make(tmp_path)
+        assert list(store.ids()) == []
+        ids = [store.put(f"blob {i}".encode()) for i in range(40)]
+        assert list(store.ids()) == sorted(ids)
+        assert ids != sorted(ids)  # the check above means something
+
+
+class TestMemoryArtifactStore(ArtifactStoreContract):
+    def make(self, tmp_path: Path) -> ArtifactStore:
+        return MemoryArtifactStore()
+
+    def test_stored_bytes_are_a_copy(self, tmp_path: Path) -> None:
+        store = MemoryArtifactStore()
+        data = bytearray(b"mutable")
+        aid = store.put(data)  # type: ignore[arg-type]
+        data[0:1] = b"X"
+        assert store.get(aid) == b"mutable"
+
+
+class TestFileArtifactStore(ArtifactStoreContract):
+    def make(self, tmp_path: Path) -> FileArtifactStore:
+        return FileArtifactStore(tmp_path / "artifacts", durable=False)
+
+    def test_layout_is_zstd_under_two_hex_folder(self, tmp_path: Path) -> None:
+        store = self.make(tmp_path)
+        data = b"compress me " * 1000
+        aid = store.put(data)
+        path = tmp_path / "artifacts" / aid[:2] / f"{aid}.zst"
+        assert store.path(aid) == path
+        assert path.is_file()
+        assert path.stat().st_size < len(data)
+        assert zstandard.ZstdDecompressor().decompress(path.read_bytes()) == data
+
+    def test_durable_put_and_a_fresh_instance_reads_it(self, tmp_path: Path) -> None:
+        aid = FileArtifactStore(tmp_path / "a", durable=True).put(b"kept")
+        again = FileArtifactStore(tmp_path / "a")
+        assert again.get(aid) == b"kept"
+        assert list(again.ids()) == [aid]
+
+    def test_corrupt_file_raises_artifact_corrupt(self, tmp_path: Path) -> None:
+        store = self.make(tmp_path)
+        aid = store.put(b"original content")
+        # valid zstd, wrong content: the hash check catches it
+        store.path(aid).write_bytes(zstandard.ZstdCompressor().compress(b"forged content"))
+        with pytest.raises(ArtifactCorrupt, match="content hash"):
+            store.get(aid)
+        with pytest.raises(ArtifactCorrupt):
+            store.verify(aid)
+        # bytes that are not zstd at all
+        store.path(aid).write_bytes(b"garbage")
+        with pytest.raises(ArtifactCorrupt, match="decompress"):
+            store.get(aid)
+
+    def test_flipped_byte_on_disk_is_detected(self, tmp_path: Path) -> None:
+        store = self.make(tmp_path)
+        aid = store.put(b"some text that compresses " * 50)
+        raw = bytearray(store.path(aid).read_bytes())
+        raw[len(raw) // 2] ^= 0x01
+        store.path(aid).write_bytes(bytes(raw))
+        with pytest.raises(ArtifactCorrupt):
+            store.get(aid)
+
+    def test_atomic_write_leaves_no_temp_files(self, tmp_path: Path) -> None:
+        store = FileArtifactStore(tmp_path / "artifacts", durable=True)
+        for i in range(20):
+            store.put(f"blob {i}".encode())
+        leftovers = [p for p in (tmp_path / "artifacts").rglob("*") if p.is_file()]
+        assert len(leftovers) == 20
+        assert all(p.suffix == ".zst" and not p.name.startswith(".") for p in leftovers)
+
+    def test_failed_write_removes_its_temp_file(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        store = self.make(tmp_path)
+
+        def broken_replace(src: str, dst: str) -> None:
+            raise OSError("disk on fire")
+
+        monkeypatch.setattr(os, "replace", broken_replace)
+        with pytest.raises(OSError, match="disk on fire"):
+            store.put(b"never lands")
+        monkeypatch.undo()
+        assert [p for p in (tmp_path / "artifacts").rglob("*") if p.is_file()] == []
+        assert not store.exists(artifact_id(b"never lands"))
+        assert store.get(store.put(b"never lands")) == b"never lands"
+
+    def test_ids_ignore_temp_and_foreign_files(self, tmp_path: Path) -> None:
+        store = self.make(tmp_path)
+        aid = store.put(b"x")
+        folder = store.path(aid).parent
+        (folder / ".tmp-abc").write_bytes(b"half")
+        (folder / "notes.txt").write_text("hi")
+        (folder / "short.zst").write_bytes(b"")
+        (tmp_path / "artifacts" / "stray-file").write_text("x")
+        assert list(store.ids()) == [aid]
+
+    def test_ids_of_a_missing_folder_is_empty(self, tmp_path: Path) -> None:
+        assert list(FileArtifactStore(tmp_path / "nowhere").ids()) == []
