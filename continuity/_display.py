@@ -1,0 +1,66 @@
+"""Human-readable one-line descriptions of frames (for ``continuity log``)."""
+
+from __future__ import annotations
+
+import time
+
+from continuity import frames as fr
+
+__all__ = ["describe", "format_ts"]
+
+
+def format_ts(ts_ms: int) -> str:
+    """UTC, to the second: stable whatever the machine's timezone."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts_ms / 1000))
+
+
+def _clip(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _block(block: fr.ContentBlock) -> str:
+    if isinstance(block, fr.TextBlock):
+        return block.text
+    if isinstance(block, fr.ThinkingBlock):
+        return f"(thinking) {block.text}"
+    if isinstance(block, fr.ToolUseBlock):
+        return f"[tool_use {block.name} {block.id}]"
+    if isinstance(block, fr.ToolResultBlock):
+        err = " error" if block.is_error else ""
+        where = f" in artifact {block.artifact_id[:12]}" if block.artifact_id else ""
+        text = block.preview if block.artifact_id else block.content
+        return f"[tool_result{err} {block.tool_use_id} {block.size}B{where}] {text}"
+    return f"[image {block.media_type}]"
+
+
+def describe(frame: fr.Frame, width: int = 100) -> str:
+    """What the frame says, on one line."""
+    if isinstance(frame, fr.MessageAppended):
+        text = " ".join(_block(b) for b in frame.content)
+        return _clip(f"{frame.role}: {text}", width)
+    if isinstance(frame, fr.ThreadCreated):
+        extra = f" title={frame.title!r}" if frame.title else ""
+        parent = f" parent={frame.parent_thread_id}" if frame.parent_thread_id else ""
+        return f"thread {frame.thread_id}{extra}{parent}"
+    if isinstance(frame, fr.CompactionCheckpointCreated):
+        return (
+            f"checkpoint {frame.checkpoint_id} {frame.summary_kind} seq {frame.from_seq}..{frame.to_seq}"
+            f" by {frame.cut_rule_id} (summary {frame.summary_artifact_id[:12]})"
+        )
+    if isinstance(frame, fr.ContextSelectionDecided):
+        window = (
+            f"window {frame.window_from_seq}..{frame.window_to_seq}"
+            if frame.window_from_seq is not None
+            else "empty window"
+        )
+        return (
+            f"{frame.strategy} at seq {frame.anchor_seq}: {len(frame.checkpoints)} summaries, "
+            f"{window}, ~{frame.tokens} tokens"
+        )
+    if isinstance(frame, fr.ObservationRecorded):
+        return _clip(f"observation for {frame.tool_use_id}: {frame.text}", width)
+    if isinstance(frame, fr.JobSpawned):
+        return f"job {frame.job_id} ({frame.kind}) spawned"
+    err = f": {frame.error}" if frame.error else ""
+    return _clip(f"job {frame.job_id} {frame.status}{err}", width)

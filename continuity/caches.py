@@ -1,0 +1,528 @@
+"""Derived, deletable indexes over a JSONL thread, each with a watermark.
+
+Per thread, under ``<store>/cache/threads/<thread_id>/``::
+
+    offsets.v1.u64         byte offset of every frame, indexed by seq (little-endian uint64)
+    messages.v1.bin        one 16-byte record per message, by ordinal: seq u64, tokens u32,
+                           role u8 (1 user, 2 assistant, 3 system), 3 zero bytes
+    checkpoints.v1.jsonl   one line per compaction_checkpoint_created frame (a projection)
+    manifest.v1.json       the watermark of each file: last seq applied, its chain digest,
+                           entries and bytes; plus the log offset just past that frame
+
+The data files are appended first and the manifest replaced atomically last: the manifest is the
+commit point, and bytes past it are cut off before the next append. A refresh trusts the caches
+only while the log still holds the watermark frame with the watermark digest at the recorded
+offset; then it parses just the bytes after it. Otherwise it rebuilds. Everything here is a pure
+function of the log, so deleting the folder and rebuilding gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from continuity import frames as fr
+from continuity.errors import CorruptFrame
+from continuity.store import JsonlThread, Store
+
+__all__ = [
+    "MESSAGE_DTYPE",
+    "CheckpointEntry",
+    "Progress",
+    "RefreshResult",
+    "ThreadIndex",
+    "rebuild_all",
+]
+
+MESSAGE_DTYPE: Final = np.dtype(
+    [("seq", "<u8"), ("tokens", "<u4"), ("role", "u1"), ("pad", "V3")]
+)
+ROLE_CODES: Final = {"user": 1, "assistant": 2, "system": 3}
+ROLE_NAMES: Final = {v: k for k, v in ROLE_CODES.items()}
+
+_OFFSETS: Final = "offsets.v1.u64"
+_MESSAGES: Final = "messages.v1.bin"
+_CHECKPOINTS: Final = "checkpoints.v1.jsonl"
+_MANIFEST: Final = "manifest.v1.json"
+_CHUNK: Final = 8 << 20
+
+Progress = Callable[[int, int], None]
+"""Called with (log bytes indexed so far, log bytes to index)."""
+
+
+class CheckpointEntry(msgspec.Struct, frozen=True):
+    """The projection of a ``compaction_checkpoint_created`` frame kept in the index."""
+
+    seq: int
+    to_seq: int
+    checkpoint_id: str
+    cut_rule_id: str
+    summary_kind: str
+    summary_artifact_id: str
+
+
+class Watermark(msgspec.Struct, frozen=True):
+    last_seq: int
+    digest: str
+    entries: int
+    bytes: int
+
+
+class Manifest(msgspec.Struct, frozen=True):
+    version: int
+    thread_id: str
+    log_end: int
+    offsets: Watermark
+    messages: Watermark
+    checkpoints: Watermark
+
+
+class _Probe(msgspec.Struct):
+    """The fields the indexes need; msgspec skips the rest of each line without building it."""
+
+    type: str
+    seq: int
+    role: str = ""
+    tokens: int = 0
+    to_seq: int = -1
+    checkpoint_id: str = ""
+    cut_rule_id: str = ""
+    summary_kind: str = ""
+    summary_artifact_id: str = ""
+
+
+_probes: Final = msgspec.json.Decoder(list[_Probe])
+_probe_one: Final = msgspec.json.Decoder(_Probe)
+_manifest_decoder: Final = msgspec.json.Decoder(Manifest)
+_encoder: Final = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshResult:
+    mode: Literal["current", "caught_up", "rebuilt"]
+    frames_applied: int
+
+
+@dataclass(slots=True)
+class _Delta:
+    """Index entries for a run of the log."""
+
+    offsets: bytes
+    messages: bytes
+    checkpoints: bytes
+    frames: int
+    message_count: int
+    checkpoint_count: int
+    last_seq: int
+    digest: str
+    end: int
+
+
+def _index_run(
+    thread: JsonlThread,
+    fd: int,
+    start: int,
+    end: int,
+    first_seq: int,
+    progress: Progress | None = None,
+) -> _Delta:
+    """Parse the committed lines in ``[start, end)`` (which begin with seq ``first_seq``)."""
+    offsets: list[npt.NDArray[np.uint64]] = []
+    messages: list[npt.NDArray[np.void]] = []
+    checkpoints: list[bytes] = []
+    n_frames = n_messages = 0
+    seq = first_seq
+    last_line = b""
+    pos = start
+    total = end - start
+    while pos < end:
+        chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
+        cut = chunk.rfind(b"\n") + 1
+        if cut == 0:  # a single line longer than the chunk
+            cut = _line_end(fd, pos, end) - pos
+            chunk = os.pread(fd, cut, pos)
+        chunk = chunk[:cut]
+        raw = np.frombuffer(chunk, dtype=np.uint8)
+        newlines = np.flatnonzero(raw == 10)
+        starts = np.empty(len(newlines), dtype=np.uint64)
+        starts[0] = 0
+        starts[1:] = newlines[:-1] + 1
+        try:
+            probes = _probes.decode(b"[" + chunk[:-1].replace(b"\n", b",") + b"]")
+        except msgspec.DecodeError:
+            _raise_first_bad(thread, chunk, pos, seq)
+        seqs = np.fromiter((p.seq for p in probes), dtype=np.int64, count=len(probes))
+        expected = np.arange(seq, seq + len(probes), dtype=np.int64)
+        if not np.array_equal(seqs, expected):
+            bad = int(np.flatnonzero(seqs != expected)[0])
+            raise CorruptFrame(
+                thread.id,
+                int(expected[bad]),
+                pos + int(starts[bad]),
+                f"seq {int(seqs[bad])} where {int(expected[bad])} belongs",
+            )
+        offsets.append(starts + np.uint64(pos))
+        role = ROLE_CODES.get
+        recs = [
+            (p.seq, p.tokens, role(p.role, 0), b"")
+            for p in probes
+            if p.type == "message_appended"
+        ]
+        checkpoints.extend(
+            _encoder.encode(
+                CheckpointEntry(
+                    p.seq,
+                    p.to_seq,
+                    p.checkpoint_id,
+                    p.cut_rule_id,
+                    p.summary_kind,
+                    p.summary_artifact_id,
+                )
+            )
+            + b"\n"
+            for p in probes
+            if p.type == "compaction_checkpoint_created"
+        )
+        if recs:
+            messages.append(np.array(recs, dtype=MESSAGE_DTYPE))
+            n_messages += len(recs)
+        n_frames += len(probes)
+        seq += len(probes)
+        last_line = chunk[int(starts[-1]) : -1]
+        pos += cut
+        if progress is not None:
+            progress(pos - start, total)
+    digest = ""
+    if n_frames:
+        sealed = fr.unseal(last_line)
+        if sealed is None:
+            raise CorruptFrame(thread.id, seq - 1, end - len(last_line) - 1, "no digest")
+        digest = sealed[1].hex()
+    return _Delta(
+        offsets=b"".join(a.tobytes() for a in offsets),
+        messages=b"".join(a.tobytes() for a in messages),
+        checkpoints=b"".join(checkpoints),
+        frames=n_frames,
+        message_count=n_messages,
+        checkpoint_count=len(checkpoints),
+        last_seq=seq - 1,
+        digest=digest,
+        end=end,
+    )
+
+
+def _raise_first_bad(thread: JsonlThread, chunk: bytes, base: int, seq: int) -> None:
+    pos = 0
+    for line in chunk.split(b"\n")[:-1]:
+        try:
+            _probe_one.decode(line)
+        except msgspec.DecodeError as exc:
+            raise CorruptFrame(thread.id, seq, base + pos, f"does not decode: {exc}") from None
+        pos += len(line) + 1
+        seq += 1
+    raise CorruptFrame(thread.id, seq, base, "a chunk of the log does not decode")
+
+
+def _line_end(fd: int, pos: int, end: int) -> int:
+    while pos < end:
+        chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return pos + i + 1
+        pos += len(chunk)
+    return end
+
+
+class ThreadIndex:
+    """The caches of one thread of a JSONL :class:`~continuity.store.Store`."""
+
+    def __init__(self, store: Store, thread_id: str) -> None:
+        self.store = store
+        self.thread = store.thread(thread_id)
+        self.dir = store.cache_dir / "threads" / self.thread.id
+
+    # -- keeping the caches current --
+
+    def manifest(self) -> Manifest | None:
+        try:
+            return _manifest_decoder.decode((self.dir / _MANIFEST).read_bytes())
+        except (FileNotFoundError, msgspec.DecodeError):
+            return None
+
+    def refresh(self, progress: Progress | None = None) -> RefreshResult:
+        """Bring the caches up to the log's committed end: catch up, or rebuild if they diverge."""
+        with self._lock():
+            fd = self._open_log()
+            if fd is None:
+                self._remove()
+                return RefreshResult("current", 0)
+            try:
+                end = self.thread._visible_end(fd)
+                start = self._trusted_end(fd, end)
+                if start is None:
+                    delta = _index_run(self.thread, fd, 0, end, 0, progress)
+                    self._write_fresh(delta)
+                    return RefreshResult("rebuilt", delta.frames)
+                manifest, start_offset = start
+                if start_offset == end:
+                    return RefreshResult("current", 0)
+                delta = _index_run(
+                    self.thread, fd, start_offset, end, manifest.offsets.last_seq + 1, progress
+                )
+                self._append(manifest, delta)
+                return RefreshResult("caught_up", delta.frames)
+            finally:
+                os.close(fd)
+
+    def rebuild(self, progress: Progress | None = None) -> RefreshResult:
+        """Drop the caches and index the whole log again."""
+        with self._lock():
+            fd = self._open_log()
+            if fd is None:
+                self._remove()
+                return RefreshResult("rebuilt", 0)
+            try:
+                end = self.thread._visible_end(fd)
+                delta = _index_run(self.thread, fd, 0, end, 0, progress)
+                self._write_fresh(delta)
+                return RefreshResult("rebuilt", delta.frames)
+            finally:
+                os.close(fd)
+
+    def problems(self) -> list[str]:
+        """What is wrong with the caches on disk (empty when they are sound or absent).
+
+        Caches behind the log are sound (the next refresh catches them up); caches that disagree
+        with a fresh index of the same log prefix are not.
+        """
+        manifest = self.manifest()
+        if manifest is None:
+            return [] if not (self.dir / _MANIFEST).exists() else ["manifest does not decode"]
+        fd = self._open_log()
+        if fd is None:
+            return ["caches exist for a thread with no log"]
+        try:
+            end = self.thread._visible_end(fd)
+            if self._trusted_end(fd, end) is None:
+                return ["watermark does not match the log (a refresh will rebuild)"]
+            delta = _index_run(self.thread, fd, 0, manifest.log_end, 0)
+        finally:
+            os.close(fd)
+        found = []
+        for name, want in (
+            (_OFFSETS, delta.offsets),
+            (_MESSAGES, delta.messages),
+            (_CHECKPOINTS, delta.checkpoints),
+        ):
+            mark = self._watermark(manifest, name)
+            try:
+                with open(self.dir / name, "rb") as f:
+                    have = f.read(mark.bytes)
+            except FileNotFoundError:
+                found.append(f"{name} is missing")
+                continue
+            if have != want:
+                found.append(f"{name} differs from the log")
+        return found
+
+    # -- lookups (O(1) or O(k) reads; call refresh() first for current answers) --
+
+    def frame_count(self) -> int:
+        m = self.manifest()
+        return 0 if m is None else m.offsets.entries
+
+    def message_count(self) -> int:
+        m = self.manifest()
+        return 0 if m is None else m.messages.entries
+
+    def offset(self, seq: int) -> int | None:
+        m = self.manifest()
+        if m is None or not 0 <= seq < m.offsets.entries:
+            return None
+        raw = self._pread(_OFFSETS, 8, seq * 8)
+        return int.from_bytes(raw, "little") if len(raw) == 8 else None
+
+    def messages(self, start: int, stop: int) -> npt.NDArray[np.void]:
+        """Message records with ordinals in ``[start, stop)`` (clipped to what is indexed)."""
+        m = self.manifest()
+        n = 0 if m is None else m.messages.entries
+        start, stop = max(0, start), min(stop, n)
+        if stop <= start:
+            return np.zeros(0, dtype=MESSAGE_DTYPE)
+        size = MESSAGE_DTYPE.itemsize
+        raw = self._pread(_MESSAGES, (stop - start) * size, start * size)
+        return np.frombuffer(raw, dtype=MESSAGE_DTYPE)
+
+    def checkpoints(self) -> list[CheckpointEntry]:
+        m = self.manifest()
+        if m is None or not m.checkpoints.bytes:
+            return []
+        raw = self._pread(_CHECKPOINTS, m.checkpoints.bytes, 0)
+        dec = msgspec.json.Decoder(CheckpointEntry)
+        return [dec.decode(line) for line in raw.splitlines()]
+
+    def read(self, from_seq: int, to_seq: int | None = None) -> Iterator[fr.Frame]:
+        """Frames from ``from_seq`` on, seeking straight to it through the offset index."""
+        for seq, line in self.thread.read_lines(
+            from_seq=from_seq, to_seq=to_seq, start_offset=self.offset(from_seq)
+        ):
+            yield self.thread._decode(seq, line)
+
+    def last_messages(self, k: int) -> list[fr.MessageAppended]:
+        """The last ``k`` messages, each read through the offset index."""
+        n = self.message_count()
+        out: list[fr.MessageAppended] = []
+        for rec in self.messages(n - k, n):
+            seq = int(rec["seq"])
+            for frame in self.read(seq, seq):
+                assert isinstance(frame, fr.MessageAppended)
+                out.append(frame)
+        return out
+
+    # -- files --
+
+    def _lock(self) -> _FileLock:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return _FileLock(self.dir / ".lock")
+
+    def _open_log(self) -> int | None:
+        try:
+            return os.open(self.thread.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+
+    def _pread(self, name: str, n: int, at: int) -> bytes:
+        try:
+            fd = os.open(self.dir / name, os.O_RDONLY)
+        except FileNotFoundError:
+            return b""
+        try:
+            return os.pread(fd, n, at)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _watermark(m: Manifest, name: str) -> Watermark:
+        return {_OFFSETS: m.offsets, _MESSAGES: m.messages, _CHECKPOINTS: m.checkpoints}[name]
+
+    def _trusted_end(self, fd: int, end: int) -> tuple[Manifest, int] | None:
+        """(manifest, log offset to resume from) if the caches still describe this log."""
+        m = self.manifest()
+        if m is None or m.thread_id != self.thread.id or m.log_end > end:
+            return None
+        for name in (_OFFSETS, _MESSAGES, _CHECKPOINTS):
+            mark = self._watermark(m, name)
+            path = self.dir / name
+            if not path.exists() or path.stat().st_size < mark.bytes:
+                return None
+        if m.offsets.entries == 0:
+            return (m, 0) if m.log_end == 0 else None
+        at = self.offset(m.offsets.last_seq)
+        if at is None or at >= m.log_end:
+            return None
+        line = os.pread(fd, m.log_end - at, at)
+        sealed = fr.unseal(line[:-1]) if line.endswith(b"\n") else None
+        if sealed is None or sealed[1].hex() != m.offsets.digest:
+            return None
+        return m, m.log_end
+
+    def _manifest_for(self, delta: _Delta, base: Manifest | None) -> Manifest:
+        def mark(prev: Watermark | None, entries: int, size: int) -> Watermark:
+            e0, b0 = (prev.entries, prev.bytes) if prev else (0, 0)
+            return Watermark(delta.last_seq, delta.digest, e0 + entries, b0 + size)
+
+        return Manifest(
+            version=1,
+            thread_id=self.thread.id,
+            log_end=delta.end,
+            offsets=mark(base.offsets if base else None, delta.frames, len(delta.offsets)),
+            messages=mark(
+                base.messages if base else None, delta.message_count, len(delta.messages)
+            ),
+            checkpoints=mark(
+                base.checkpoints if base else None, delta.checkpoint_count, len(delta.checkpoints)
+            ),
+        )
+
+    def _write_fresh(self, delta: _Delta) -> None:
+        for name, data in (
+            (_OFFSETS, delta.offsets),
+            (_MESSAGES, delta.messages),
+            (_CHECKPOINTS, delta.checkpoints),
+        ):
+            _replace_file(self.dir / name, data)
+        _replace_file(self.dir / _MANIFEST, _encoder.encode(self._manifest_for(delta, None)))
+
+    def _append(self, base: Manifest, delta: _Delta) -> None:
+        for name, data in (
+            (_OFFSETS, delta.offsets),
+            (_MESSAGES, delta.messages),
+            (_CHECKPOINTS, delta.checkpoints),
+        ):
+            mark = self._watermark(base, name)
+            with open(self.dir / name, "r+b") as f:
+                f.truncate(mark.bytes)  # drop what a crashed writer left past the watermark
+                f.seek(mark.bytes)
+                f.write(data)
+        _replace_file(self.dir / _MANIFEST, _encoder.encode(self._manifest_for(delta, base)))
+
+    def _remove(self) -> None:
+        for name in (_MANIFEST, _OFFSETS, _MESSAGES, _CHECKPOINTS):
+            (self.dir / name).unlink(missing_ok=True)
+
+
+class _FileLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = -1
+
+    def __enter__(self) -> _FileLock:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temp file beside ``path`` and rename it over (no fsync: a cache)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def rebuild_all(
+    store: Store,
+    thread_ids: list[str] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, RefreshResult]:
+    """Rebuild the caches of the given threads (default: all), removing caches of vanished ones."""
+    ids = store.threads() if thread_ids is None else thread_ids
+    results: dict[str, RefreshResult] = {}
+    for tid in ids:
+        step: Progress | None = None
+        if progress is not None:
+            cb = progress
+
+            def step(done: int, total: int, tid: str = tid) -> None:
+                cb(tid, done, total)
+
+        results[tid] = ThreadIndex(store, tid).rebuild(step)
+    if thread_ids is None:
+        folder = store.cache_dir / "threads"
+        if folder.is_dir():
+            for sub in folder.iterdir():
+                if sub.is_dir() and sub.name not in results:
+                    shutil.rmtree(sub, ignore_errors=True)
+    return results

@@ -1,0 +1,255 @@
+"""The ``continuity`` command line: a thin shell over the library.
+
+Each command opens the store, calls one or two library functions and turns library errors into
+one clear line on stderr and a non-zero exit (1). Usage errors exit 2 (typer's convention).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import msgspec
+import typer
+
+from continuity import frames as fr
+from continuity._display import describe, format_ts
+from continuity.errors import ContinuityError
+from continuity.paths import resolve_store_path
+from continuity.store import Recovery, Store
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="continuity",
+    help="An append-only, hash-chained event log for agent conversations.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@dataclass(slots=True)
+class _Options:
+    store_path: Path
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _report_recovery(rec: Recovery) -> None:
+    typer.echo(
+        f"recovered thread {rec.thread_id}: moved {rec.length} bytes at offset {rec.offset} "
+        f"to {rec.quarantine_file} ({rec.reason})",
+        err=True,
+    )
+
+
+def _open(ctx: typer.Context, *, durable: bool = True) -> Store:
+    opts: _Options = ctx.obj
+    try:
+        return Store(opts.store_path, durable=durable, on_recovery=_report_recovery)
+    except ContinuityError as exc:
+        _fail(str(exc))
+
+
+@app.callback()
+def _main(
+    ctx: typer.Context,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="The store folder. Default: $CONTINUITY_HOME, else "
+            "$XDG_DATA_HOME/continuity, else ~/.local/share/continuity.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """An append-only, hash-chained event log for agent conversations."""
+    ctx.obj = _Options(resolve_store_path(store))
+
+
+@app.command()
+def init(ctx: typer.Context) -> None:
+    """Create the store (nothing happens if it already exists)."""
+    opts: _Options = ctx.obj
+    existed = (opts.store_path / "store.json").is_file()
+    try:
+        Store(opts.store_path, create=True)
+    except (ContinuityError, OSError) as exc:
+        _fail(str(exc))
+    typer.echo(f"{'store exists' if existed else 'created store'} at {opts.store_path}")
+
+
+@app.command()
+def append(
+    ctx: typer.Context,
+    thread: Annotated[str, typer.Argument(help="The thread to append to (created if new).")],
+    expect_seq: Annotated[
+        int | None,
+        typer.Option("--expect-seq", help="Fail unless the first frame gets this seq."),
+    ] = None,
+    no_fsync: Annotated[
+        bool, typer.Option("--no-fsync", help="Skip the fsync after the batch.")
+    ] = False,
+) -> None:
+    """Append JSON lines from stdin as one all-or-nothing batch; print the seqs assigned.
+
+    Each line is a frame payload {"type": ...} or the message shorthand
+    {"role": "user", "text": "..."}. Blank lines are skipped.
+    """
+    store = _open(ctx, durable=not no_fsync)
+    batch: list[fr.Frame] = []
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        if not raw.strip():
+            continue
+        try:
+            batch.append(fr.parse_payload(raw))
+        except ContinuityError as exc:
+            _fail(f"line {number}: {exc} (nothing was written)")
+    if not batch:
+        _fail("no frames on stdin (nothing was written)")
+    try:
+        seqs = store.thread(thread).append(batch, expected_seq=expect_seq)
+    except ContinuityError as exc:
+        _fail(f"{exc} (nothing was written)")
+    typer.echo("\n".join(str(s) for s in seqs))
+
+
+@app.command()
+def log(
+    ctx: typer.Context,
+    thread: Annotated[str, typer.Argument(help="The thread to show.")],
+    from_seq: Annotated[int, typer.Option("--from-seq", min=0, help="First seq.")] = 0,
+    to_seq: Annotated[
+        int | None, typer.Option("--to-seq", min=0, help="Last seq (inclusive).")
+    ] = None,
+    types: Annotated[
+        list[str] | None,
+        typer.Option("--type", help="Only frames of this type (repeatable)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the frames exactly as stored.")
+    ] = False,
+) -> None:
+    """Show a thread's frames, oldest first."""
+    store = _open(ctx)
+    known = fr.frame_types()
+    for t in types or ():
+        if t not in known:
+            _fail(f"unknown frame type {t!r} (known: {', '.join(known)})")
+    wanted = frozenset(types) if types else None
+    try:
+        handle = store.existing_thread(thread)
+        out = sys.stdout
+        for _seq, line in handle.read_lines(from_seq=from_seq, to_seq=to_seq):
+            frame = fr.decode_frame(line)
+            if wanted is not None and frame.__struct_config__.tag not in wanted:
+                continue
+            if as_json:
+                out.write(line.decode() + "\n")
+            else:
+                tag = str(frame.__struct_config__.tag).replace("_", " ")
+                out.write(f"{frame.seq:>6}  {format_ts(frame.ts_ms)}  {tag:<27}  ")
+                out.write(describe(frame) + "\n")
+    except ContinuityError as exc:
+        _fail(str(exc))
+    except msgspec.DecodeError as exc:
+        _fail(f"thread {thread}: {exc}")
+
+
+@app.command()
+def verify(
+    ctx: typer.Context,
+    thread: Annotated[
+        str | None, typer.Argument(help="Only this thread (default: the whole store).")
+    ] = None,
+) -> None:
+    """Check every chain, referenced artifact and cache; exit 1 with a report if any is unsound."""
+    from continuity.verify import verify_store
+
+    store = _open(ctx)
+    try:
+        ids = None if thread is None else [store.existing_thread(thread).id]
+        report = verify_store(store, ids)
+    except ContinuityError as exc:
+        _fail(str(exc))
+    for note in report.notes:
+        typer.echo(f"note: {note}")
+    for rec in report.quarantined:
+        typer.echo(
+            f"quarantined: thread {rec.thread_id}, {rec.length} bytes from offset {rec.offset} "
+            f"at {format_ts(rec.time_ms)} ({rec.reason}) -> {rec.quarantine_file}"
+        )
+    for problem in report.problems:
+        typer.echo(f"problem: {problem}")
+    summary = (
+        f"{report.threads} threads, {report.frames} frames, {report.artifacts} artifacts checked"
+    )
+    if not report.ok:
+        typer.echo(f"FAILED: {len(report.problems)} problems; {summary}")
+        raise typer.Exit(1)
+    typer.echo(f"ok: {summary}")
+
+
+@app.command("rebuild-index")
+def rebuild_index(
+    ctx: typer.Context,
+    thread: Annotated[
+        str | None, typer.Argument(help="Only this thread (default: every thread).")
+    ] = None,
+) -> None:
+    """Delete and rebuild the caches from the logs (the result is byte-identical)."""
+    from continuity.caches import rebuild_all
+
+    store = _open(ctx)
+    try:
+        ids = None if thread is None else [store.existing_thread(thread).id]
+        if sys.stderr.isatty():
+            from rich.progress import Progress
+
+            with Progress(transient=True) as bar:
+                task = bar.add_task("indexing", total=None)
+
+                def step(tid: str, done: int, total: int) -> None:
+                    bar.update(task, description=f"indexing {tid}", completed=done, total=total)
+
+                results = rebuild_all(store, ids, step)
+        else:
+            results = rebuild_all(store, ids)
+    except ContinuityError as exc:
+        _fail(str(exc))
+    frames = sum(r.frames_applied for r in results.values())
+    typer.echo(f"rebuilt the caches of {len(results)} threads ({frames} frames)")
+
+
+@app.command()
+def stats(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Counts and sizes: threads, frames, messages, checkpoints, artifacts, caches."""
+    from continuity.stats import store_stats
+
+    store = _open(ctx)
+    try:
+        s = store_stats(store)
+    except ContinuityError as exc:
+        _fail(str(exc))
+    if as_json:
+        typer.echo(msgspec.json.encode(s).decode())
+        return
+    typer.echo(f"store        {store.root}")
+    typer.echo(f"threads      {s.threads}")
+    typer.echo(f"frames       {s.frames}")
+    typer.echo(f"messages     {s.messages}")
+    typer.echo(f"checkpoints  {s.checkpoints}")
+    typer.echo(f"log bytes    {s.log_bytes}")
+    typer.echo(f"artifacts    {s.artifacts} ({s.artifact_bytes} bytes compressed)")
+    typer.echo(f"cache bytes  {s.cache_bytes}")
+    typer.echo(f"quarantined  {s.quarantined}")
