@@ -387,7 +387,7 @@ def artifact_refs(frame: Frame) -> list[str]:
 
 
 _shorthand_decoder: Final = msgspec.json.Decoder(dict[str, Any])
-_SHORTHAND_KEYS: Final = frozenset({"role", "text", "message_id", "ts_ms"})
+_SHORTHAND_KEYS: Final = frozenset({"role", "text", "message_id", "ts_ms", "seq"})
 _TYPES: Final = frame_types()
 
 
@@ -415,8 +415,7 @@ def parse_payload(line: bytes | str) -> Frame:
             "type": "message_appended",
             "role": obj["role"],
             "content": [{"type": "text", "text": obj["text"]}],
-            **({"message_id": obj["message_id"]} if "message_id" in obj else {}),
-            **({"ts_ms": obj["ts_ms"]} if "ts_ms" in obj else {}),
+            **{k: obj[k] for k in ("message_id", "ts_ms", "seq") if k in obj},
         }
     try:
         frame = msgspec.convert(obj, Frame)

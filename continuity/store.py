@@ -420,6 +420,17 @@ class JsonlThread(Thread):
         finally:
             os.close(fd)
 
+    def committed_size(self) -> int:
+        """The byte length of the log's committed frames (a torn or unfinished tail excluded)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return 0
+        try:
+            return self._visible_end(fd)
+        finally:
+            os.close(fd)
+
     def offset_of(self, seq: int) -> int | None:
         """The byte offset of frame ``seq`` found by bisection over the log (no cache needed)."""
         try:
