@@ -466,15 +466,17 @@ class JsonlThread(Thread):
             else:
                 hi = mid
         pos = lo
+        expect: int | None = 0 if lo == 0 else None  # to name a damaged line by its seq
         while pos < end:
             line = _read_line(fd, pos, end)
             env = _probe_line(line)
             if env is None:
-                raise CorruptFrame(self.id, None, pos, "not a sealed frame")
+                raise CorruptFrame(self.id, expect, pos, "not a sealed frame")
             if env.seq == seq:
                 return pos, line
             if env.seq > seq:
                 return None
+            expect = env.seq + 1
             pos += len(line) + 1
         return None
 
@@ -511,7 +513,9 @@ class JsonlThread(Thread):
     def _iter_from(
         self, fd: int, pos: int, end: int, seq: int, to_seq: int | None
     ) -> Iterator[tuple[int, bytes]]:
-        prev_digest: bytes | None = None
+        # Seq 0 chains from genesis: without this, damage to the first frame's body would never
+        # be seen (nothing before it to check it against, and frame 1 only checks its digest).
+        prev_digest: bytes | None = fr.GENESIS_DIGEST if seq == 0 else None
         buf = b""
         buf_pos = pos
         while buf_pos < end or buf:
@@ -549,6 +553,7 @@ class JsonlThread(Thread):
             pos = self._visible_end(fd)  # every byte before pos is whole lines
             expect: int | None = None
             later: tuple[bytes, bytes] | None = None  # (body, digest) of the frame after
+            later_off = 0
             step = 8192  # most callers want a few frames: start small, grow
             while pos > 0:
                 start = _line_start(fd, max(0, pos - step))
@@ -566,8 +571,11 @@ class JsonlThread(Thread):
                     if expect is not None and env.seq != expect:
                         raise CorruptFrame(self.id, expect, off, f"seq {env.seq} out of order")
                     if later is not None and fr.chain(sealed[1], later[0]) != later[1]:
-                        raise CorruptFrame(self.id, env.seq + 1, off, "digest does not chain")
-                    later = sealed
+                        # named like a forward read names it: the later frame, at its offset
+                        raise CorruptFrame(self.id, env.seq + 1, later_off, "digest does not chain")
+                    if env.seq == 0 and fr.chain(fr.GENESIS_DIGEST, sealed[0]) != sealed[1]:
+                        raise CorruptFrame(self.id, 0, off, "digest does not chain")
+                    later, later_off = sealed, off
                     expect = env.seq - 1
                     yield env.seq, line
                 pos = start
