@@ -637,9 +637,18 @@ class Store(BaseStore):
             return []
         ids = []
         for p in folder.iterdir():
-            if p.suffix == ".jsonl" and p.stat().st_size > 0:
+            if p.suffix == ".jsonl" and p.stat().st_size > 0 and self._has_frames(p):
                 ids.append(p.name[: -len(".jsonl")])
         return sorted(ids)
+
+    def _has_frames(self, path: Path) -> bool:
+        # A log holding only a batch cut short by a crash has bytes but no committed frame.
+        try:
+            return self.thread(path.name[: -len(".jsonl")]).head() is not None
+        except InvalidThreadId:
+            return False
+        except CorruptFrame:
+            return True  # it has frames; `verify` says what is wrong with them
 
     @property
     def cache_dir(self) -> Path:
