@@ -283,6 +283,8 @@ def test_parse_payload_shorthand() -> None:
     full = fr.parse_payload(b'{"role":"assistant","text":"x","message_id":"m1","ts_ms":42}')
     assert isinstance(full, fr.MessageAppended)
     assert (full.role, full.message_id, full.ts_ms) == ("assistant", "m1", 42)
+    with_seq = fr.parse_payload('{"role":"user","text":"x","seq":3}')
+    assert with_seq.seq == 3  # an optimistic check, as in a full payload
 
 
 def test_parse_payload_full_frame() -> None:
@@ -322,6 +324,7 @@ def test_parse_payload_full_frame() -> None:
         ('{"role": "user", "text": 3}', "string `text`"),
         ('{"role": "user", "text": "hi", "ts_ms": "soon"}', "ts_ms"),
         ('{"role": "user", "text": "hi", "message_id": 7}', "message_id"),
+        ('{"role": "user", "text": "hi", "seq": "1"}', "seq"),
         ('{"type":"message_appended","role":"user"}', "content"),
         ('{"type":"job_ended","job_id":"j","status":"exploded"}', "status"),
         (
