@@ -729,7 +729,7 @@ class TestJsonlRecovery:
         assert [f.seq for f in thread.read()] == [0, 1, 2, 3]
         assert list(thread.read(from_seq=4)) == []
         assert [f.seq for f in thread.tail(3)] == [1, 2, 3]
-        assert tmp_offset_is_none(thread, 4)
+        assert thread.offset_of(4) is None
         # recovery removes the whole batch, and the next append continues after the head
         assert thread.append(msg(4)) == range(4, 5)
         reason = "torn" if cut == "mid_line" else "unfinished batch"
@@ -764,7 +764,7 @@ class TestJsonlRecovery:
         assert len(store.quarantined()) == 1
 
     def test_quarantined_lists_every_record_oldest_first(
-        self, store: Store, thread: JsonlThread, reports: list[Recovery], clock: FixedClock
+        self, store: Store, thread: JsonlThread, reports: list[Recovery]
     ) -> None:
         other = store.thread("u")
         other.append(msg(1))
@@ -775,18 +775,15 @@ class TestJsonlRecovery:
         (store.root / "quarantine" / "junk.json").write_text("not json")
         (store.root / "quarantine" / "other.json").write_text('{"thread_id": "t"}')
         listed = store.quarantined()
-        assert [(r.thread_id, r.offset) for r in listed] == [
-            (r.thread_id, r.offset) for r in sorted(reports, key=lambda r: r.time_ms)
-        ]
         assert len(listed) == 3 and {r.thread_id for r in listed} == {"t", "u"}
-        assert sorted(listed, key=lambda r: r.time_ms) == listed
+        # the same records as reported; oldest first (ties within a millisecond: by thread, offset)
+        assert sorted(listed, key=lambda r: r.quarantine_file) == sorted(
+            reports, key=lambda r: r.quarantine_file
+        )
+        assert listed == sorted(listed, key=lambda r: (r.time_ms, r.thread_id, r.offset))
         # A fresh store instance reports nothing new but lists the same records.
         fresh = Store(store.root, durable=False)
         assert fresh.recoveries == [] and fresh.quarantined() == listed
-
-
-def tmp_offset_is_none(thread: JsonlThread, seq: int) -> bool:
-    return thread.offset_of(seq) is None
 
 
 class TestJsonlCorruption:
