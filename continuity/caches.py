@@ -43,9 +43,7 @@ __all__ = [
     "rebuild_all",
 ]
 
-MESSAGE_DTYPE: Final = np.dtype(
-    [("seq", "<u8"), ("tokens", "<u4"), ("role", "u1"), ("pad", "V3")]
-)
+MESSAGE_DTYPE: Final = np.dtype([("seq", "<u8"), ("tokens", "<u4"), ("role", "u1"), ("pad", "V3")])
 ROLE_CODES: Final = {"user": 1, "assistant": 2, "system": 3}
 ROLE_NAMES: Final = {v: k for k, v in ROLE_CODES.items()}
 
@@ -173,9 +171,7 @@ def _index_run(
         offsets.append(starts + np.uint64(pos))
         role = ROLE_CODES.get
         recs = [
-            (p.seq, p.tokens, role(p.role, 0), b"")
-            for p in probes
-            if p.type == "message_appended"
+            (p.seq, p.tokens, role(p.role, 0), b"") for p in probes if p.type == "message_appended"
         ]
         checkpoints.extend(
             _encoder.encode(
@@ -361,6 +357,14 @@ class ThreadIndex:
         size = MESSAGE_DTYPE.itemsize
         raw = self._pread(_MESSAGES, (stop - start) * size, start * size)
         return np.frombuffer(raw, dtype=MESSAGE_DTYPE)
+
+    def message_records(self) -> npt.NDArray[np.void]:
+        """Every indexed message record, memory-mapped (pages are read only when touched)."""
+        m = self.manifest()
+        n = 0 if m is None else m.messages.entries
+        if n == 0:
+            return np.zeros(0, dtype=MESSAGE_DTYPE)
+        return np.memmap(self.dir / _MESSAGES, dtype=MESSAGE_DTYPE, mode="r", shape=(n,))
 
     def checkpoints(self) -> list[CheckpointEntry]:
         m = self.manifest()

@@ -1,0 +1,135 @@
+"""``context_bundle.v1``: what a compile selected, as one immutable, content-addressed document.
+
+A bundle holds everything a renderer needs (summary texts included), so rendering never touches
+the store. Its canonical bytes (msgspec JSON, fields in definition order, defaults omitted) are
+stored as an artifact; the artifact id is the bundle's id.
+Contract: ``contracts/context_bundle.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, TypeAlias
+
+import msgspec
+
+from continuity import frames as fr
+from continuity.artifacts import artifact_id
+
+__all__ = [
+    "BUNDLE_SCHEMA",
+    "BundleItem",
+    "ContextBundle",
+    "MessageItem",
+    "SummaryItem",
+    "ToolStubBlock",
+    "bundle_bytes",
+    "bundle_id",
+    "decode_bundle",
+]
+
+BUNDLE_SCHEMA: Final = "context_bundle.v1"
+
+
+class _Struct(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    pass
+
+
+class ToolStubBlock(_Struct, frozen=True, kw_only=True, tag="tool_stub", tag_field="type"):
+    """Stands in the bundle for a tool result too old to show whole (the log keeps it whole).
+
+    ``observation`` is the text of an ``observation_recorded`` frame for this tool use when there
+    is one; otherwise the stub names the tool, the output's size, its first line and where the
+    whole output lives.
+    """
+
+    tool_use_id: str
+    tool_name: str = ""
+    size: int = 0
+    first_line: str = ""
+    artifact_id: str | None = None
+    observation: str | None = None
+    is_error: bool = False
+
+    def text(self) -> str:
+        """How the stub reads to a model."""
+        if self.observation is not None:
+            return self.observation
+        where = f"; whole output in artifact {self.artifact_id}" if self.artifact_id else ""
+        err = " (error)" if self.is_error else ""
+        name = self.tool_name or "tool"
+        first = f"first line: {self.first_line!r}"
+        return f"[{name} output{err} elided: {self.size} bytes; {first}{where}]"
+
+
+ItemBlock: TypeAlias = (
+    fr.TextBlock
+    | fr.ThinkingBlock
+    | fr.ToolUseBlock
+    | fr.ToolResultBlock
+    | fr.ImageBlock
+    | ToolStubBlock
+)
+
+
+class SummaryItem(_Struct, frozen=True, kw_only=True, tag="summary_ref", tag_field="kind"):
+    """A cumulative summary of the thread up to ``to_seq``."""
+
+    checkpoint_id: str
+    checkpoint_seq: int
+    to_seq: int
+    summary_kind: str
+    summary_artifact_id: str
+    text: str
+    tokens: int
+
+
+class MessageItem(_Struct, frozen=True, kw_only=True, tag="message", tag_field="kind"):
+    """A raw message of the recent window (older tool outputs replaced by stubs)."""
+
+    seq: int
+    message_id: str
+    role: fr.Role
+    ts_ms: int = 0
+    content: list[ItemBlock]
+    tokens: int
+
+
+BundleItem: TypeAlias = SummaryItem | MessageItem
+
+
+class ContextBundle(_Struct, frozen=True, kw_only=True):
+    schema: Literal["context_bundle.v1"] = "context_bundle.v1"
+    compiler_id: str
+    strategy: str
+    thread_id: str
+    anchor_seq: int
+    anchor_message_id: str | None = None
+    limits: fr.Limits
+    items: list[BundleItem]
+    tokens: int
+    notes: list[str] = []
+
+    @property
+    def summaries(self) -> list[SummaryItem]:
+        return [i for i in self.items if isinstance(i, SummaryItem)]
+
+    @property
+    def messages(self) -> list[MessageItem]:
+        return [i for i in self.items if isinstance(i, MessageItem)]
+
+
+_encoder: Final = msgspec.json.Encoder()
+_decoder: Final[msgspec.json.Decoder[ContextBundle]] = msgspec.json.Decoder(ContextBundle)
+
+
+def bundle_bytes(bundle: ContextBundle) -> bytes:
+    """The canonical bytes (what is stored and hashed)."""
+    return _encoder.encode(bundle)
+
+
+def bundle_id(bundle: ContextBundle) -> str:
+    return artifact_id(bundle_bytes(bundle))
+
+
+def decode_bundle(data: bytes) -> ContextBundle:
+    return _decoder.decode(data)

@@ -1,0 +1,489 @@
+"""``context.compile``: deterministically choose what the model sees next, and log the choice.
+
+The rule (ARCHITECTURE.md, from the seed ADR-0018), applied to the log prefix ``[0, anchor]``:
+
+1. Eligible checkpoints: ``compaction_checkpoint_created`` frames in the prefix with
+   ``summary_kind == "cumulative_v1"`` and ``to_seq <= anchor``; on equal ``to_seq`` the later
+   frame wins. Checkpoints of other kinds (or whose summary artifact cannot be read) are
+   ignored, and the decision records that reset.
+2. Select the latest eligible checkpoint, then repeatedly the latest with
+   ``to_seq <= floor(prev_to_seq / 2)`` (each at most once), up to ``max_summary_refs``.
+   ``summary_ref`` items come in ascending ``to_seq``.
+3. Strategy: ``hierarchical_summaries_recent_messages_v1`` with ≥ 2 summaries,
+   ``summaries_recent_messages_v1`` with 1, ``recent_messages_v1`` with none.
+4. The recent window: messages after the latest selected checkpoint's ``to_seq`` up to the
+   anchor message, at most ``recent_messages``, within the token budget, never starting with a
+   tool result whose call is outside the window. The ``keep_tool_outputs`` newest tool results
+   stay whole; older ones become stubs (or their recorded observation).
+5. Append ``context_selection_decided`` naming all of it and the bundle's artifact id.
+
+The default anchor is the last frame that can change a selection (not a decision or job frame),
+so compiling twice in a row gives the same bundle. Everything read is in the prefix, so frames
+appended after the anchor never change the result.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import msgspec
+
+from continuity import frames as fr
+from continuity.bundle import ContextBundle, ItemBlock, MessageItem, SummaryItem, ToolStubBlock
+from continuity.bundle import bundle_bytes as _bundle_bytes
+from continuity.caches import CheckpointEntry
+from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
+from continuity.sources import ThreadSource, open_source
+from continuity.store import BaseStore
+from continuity.summary import CUMULATIVE_V1, decode_summary
+from continuity.tokens import Tokenizer, estimate_text
+
+__all__ = [
+    "COMPILER_ID",
+    "STRATEGY_HIERARCHICAL",
+    "STRATEGY_RECENT",
+    "STRATEGY_SUMMARIES",
+    "AnchorNotFound",
+    "CompileResult",
+    "InvalidLimits",
+    "compile_context",
+    "select_checkpoints",
+]
+
+COMPILER_ID: Final = "continuity.compile/1"
+STRATEGY_RECENT: Final = "recent_messages_v1"
+STRATEGY_SUMMARIES: Final = "summaries_recent_messages_v1"
+STRATEGY_HIERARCHICAL: Final = "hierarchical_summaries_recent_messages_v1"
+_SUMMARY_OVERHEAD_TOKENS: Final = 8
+
+
+class AnchorNotFound(ContinuityError):
+    """The anchor seq is outside the log, or no message has the anchor message id."""
+
+
+class InvalidLimits(ContinuityError, ValueError):
+    """Limits that cannot be honoured (negative counts, a zero budget, …)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompileResult:
+    bundle: ContextBundle
+    bundle_id: str
+    decision: fr.ContextSelectionDecided
+    logged: bool
+    """True when the decision was appended (``decision.seq`` is then its seq)."""
+
+    def bundle_bytes(self) -> bytes:
+        return _bundle_bytes(self.bundle)
+
+
+# --- the selection rule ---------------------------------------------------------------------
+
+
+def select_checkpoints(
+    checkpoints: Sequence[CheckpointEntry], anchor_seq: int, max_refs: int = 3
+) -> list[CheckpointEntry]:
+    """The hierarchy of cumulative checkpoints for ``anchor_seq``, ascending by ``to_seq``.
+
+    ``checkpoints`` must be in log order (ascending ``seq``).
+    """
+    by_to: dict[int, CheckpointEntry] = {}
+    for c in checkpoints:
+        if c.seq <= anchor_seq and c.to_seq <= anchor_seq and c.summary_kind == CUMULATIVE_V1:
+            by_to[c.to_seq] = c  # later frames overwrite: on equal to_seq the later wins
+    tos = sorted(by_to)
+    selected: list[CheckpointEntry] = []
+    if not tos or max_refs <= 0:
+        return selected
+    selected.append(by_to[tos[-1]])
+    while len(selected) < max_refs:
+        prev = selected[-1].to_seq
+        if prev <= 0:
+            break
+        i = bisect_right(tos, prev // 2) - 1
+        if i < 0:
+            break
+        selected.append(by_to[tos[i]])
+    selected.reverse()
+    return selected
+
+
+def _strategy(n_summaries: int) -> str:
+    if n_summaries >= 2:
+        return STRATEGY_HIERARCHICAL
+    return STRATEGY_SUMMARIES if n_summaries == 1 else STRATEGY_RECENT
+
+
+# --- compile --------------------------------------------------------------------------------
+
+
+def _check_limits(limits: fr.Limits) -> None:
+    if limits.recent_messages < 0:
+        raise InvalidLimits("recent_messages must be >= 0")
+    if limits.max_summary_refs < 0:
+        raise InvalidLimits("max_summary_refs must be >= 0")
+    if limits.budget_tokens is not None and limits.budget_tokens <= 0:
+        raise InvalidLimits("budget_tokens must be > 0")
+    if limits.keep_tool_outputs is not None and limits.keep_tool_outputs < 0:
+        raise InvalidLimits("keep_tool_outputs must be >= 0")
+
+
+def _resolve_anchor(source: ThreadSource, anchor: int | str | None) -> int:
+    head = source.head_seq()
+    if head is None:
+        raise AnchorNotFound("the thread has no frames")
+    if anchor is None:
+        found = source.default_anchor()
+        return head if found is None else found
+    if isinstance(anchor, int):
+        if not 0 <= anchor <= head:
+            raise AnchorNotFound(f"anchor seq {anchor} is outside the log (seqs 0..{head})")
+        return anchor
+    seq = source.seq_of_message_id(anchor)
+    if seq is None:
+        raise AnchorNotFound(f"no message with id {anchor!r}")
+    return seq
+
+
+def _first_line(text: str, width: int = 120) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= width else line[: width - 1] + "…"
+    return ""
+
+
+def _block_text(block: ItemBlock) -> str:
+    if isinstance(block, fr.TextBlock | fr.ThinkingBlock):
+        return block.text
+    if isinstance(block, fr.ToolUseBlock):
+        return block.name + " " + msgspec.json.encode(block.input).decode()
+    if isinstance(block, fr.ToolResultBlock):
+        return block.content if block.artifact_id is None else block.preview
+    if isinstance(block, ToolStubBlock):
+        return block.text()
+    return ""
+
+
+class _Compiler:
+    def __init__(
+        self,
+        store: BaseStore,
+        source: ThreadSource,
+        thread_id: str,
+        limits: fr.Limits,
+        tokenizer: Tokenizer | None,
+    ) -> None:
+        self.store = store
+        self.source = source
+        self.thread_id = thread_id
+        self.limits = limits
+        self.tokenizer = tokenizer
+        self.reasons: list[str] = []
+        self.resets: list[str] = []
+        self.notes: list[str] = []
+
+    def count(self, text: str) -> int:
+        return self.tokenizer.count(text) if self.tokenizer else estimate_text(text)
+
+    # -- summaries --
+
+    def summaries(self, anchor_seq: int) -> list[SummaryItem]:
+        checkpoints = self.source.checkpoints()
+        unreadable: set[str] = set()
+        while True:
+            usable = [c for c in checkpoints if c.checkpoint_id not in unreadable]
+            selected = select_checkpoints(usable, anchor_seq, self.limits.max_summary_refs)
+            items: list[SummaryItem] = []
+            for c in selected:
+                text = self._summary_text(c)
+                if text is None:
+                    unreadable.add(c.checkpoint_id)
+                    break
+                items.append(
+                    SummaryItem(
+                        checkpoint_id=c.checkpoint_id,
+                        checkpoint_seq=c.seq,
+                        to_seq=c.to_seq,
+                        summary_kind=c.summary_kind,
+                        summary_artifact_id=c.summary_artifact_id,
+                        text=text,
+                        tokens=self.count(text) + _SUMMARY_OVERHEAD_TOKENS,
+                    )
+                )
+            else:
+                break
+        latest = selected[-1].to_seq if selected else -1
+        for c in checkpoints:
+            if c.seq > anchor_seq or c.to_seq > anchor_seq or c.to_seq <= latest:
+                continue
+            if c.summary_kind != CUMULATIVE_V1:
+                self.resets.append(
+                    f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) ignored: "
+                    f"unsupported summary kind {c.summary_kind!r}"
+                )
+            elif c.checkpoint_id in unreadable:
+                self.resets.append(
+                    f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) ignored: "
+                    f"summary artifact {c.summary_artifact_id} cannot be read"
+                )
+        if items:
+            tos = ", ".join(str(i.to_seq) for i in items)
+            self.reasons.append(
+                f"summaries: {len(items)} selected by the halving rule (to_seq {tos})"
+            )
+        return items
+
+    def _summary_text(self, c: CheckpointEntry) -> str | None:
+        try:
+            data = self.store.artifacts.get(c.summary_artifact_id)
+        except (ArtifactNotFound, ArtifactCorrupt):
+            return None
+        try:
+            return decode_summary(data).text
+        except msgspec.DecodeError:
+            try:
+                return data.decode("utf-8")  # a plain-text summary written by another tool
+            except UnicodeDecodeError:
+                return None
+
+    # -- the window --
+
+    def window(
+        self, after_seq: int, anchor_seq: int
+    ) -> tuple[list[fr.MessageAppended], dict[str, str]]:
+        """Up to ``recent_messages`` messages in ``(after_seq, anchor]``, and the observations
+        recorded in the prefix for their tool uses."""
+        hi = self.source.message_count_upto(anchor_seq)
+        lo = self.source.message_count_upto(after_seq) if after_seq >= 0 else 0
+        available = hi - lo
+        lo = max(lo, hi - self.limits.recent_messages)
+        if hi <= lo:
+            return [], {}
+        if available > hi - lo:
+            self.reasons.append(
+                f"window: the last {hi - lo} of {available} messages "
+                f"(recent_messages={self.limits.recent_messages})"
+            )
+        first = self.source.message_seq(lo)
+        messages: list[fr.MessageAppended] = []
+        observations: dict[str, str] = {}
+        for frame in self.source.frames(first, anchor_seq):
+            if isinstance(frame, fr.MessageAppended):
+                messages.append(frame)
+            elif isinstance(frame, fr.ObservationRecorded):
+                observations[frame.tool_use_id] = frame.text
+        start = _valid_start(messages, 0)
+        if start:
+            self.reasons.append(
+                f"window: {start} leading message(s) dropped (tool result without its call)"
+            )
+        return messages[start:], observations
+
+    def items(
+        self, messages: list[fr.MessageAppended], observations: dict[str, str]
+    ) -> list[MessageItem]:
+        keep = self.limits.keep_tool_outputs
+        names = {
+            b.id: b.name for m in messages for b in m.content if isinstance(b, fr.ToolUseBlock)
+        }
+        verbatim = 0
+        stubbed = observed = 0
+        out: list[MessageItem] = []
+        for m in reversed(messages):
+            blocks: list[ItemBlock] = []
+            changed = False
+            for b in reversed(m.content):
+                if isinstance(b, fr.ToolResultBlock) and keep is not None:
+                    if verbatim >= keep:
+                        stub = self._stub(b, names.get(b.tool_use_id, ""), observations)
+                        stubbed += 1
+                        observed += stub.observation is not None
+                        blocks.append(stub)
+                        changed = True
+                        continue
+                    verbatim += 1
+                blocks.append(b)
+            blocks.reverse()
+            if changed or self.tokenizer is not None:
+                tokens = 4 + sum(self.count(_block_text(b)) for b in blocks)
+            else:
+                tokens = m.tokens or fr.estimate_message_tokens(m.content)
+            out.append(
+                MessageItem(
+                    seq=m.seq,
+                    message_id=m.message_id,
+                    role=m.role,
+                    ts_ms=m.ts_ms,
+                    content=blocks,
+                    tokens=tokens,
+                )
+            )
+        out.reverse()
+        if stubbed:
+            self.reasons.append(
+                f"tool outputs: {stubbed} older result(s) replaced "
+                f"({observed} by observations), {verbatim} kept whole"
+            )
+        return out
+
+    @staticmethod
+    def _stub(block: fr.ToolResultBlock, name: str, observations: dict[str, str]) -> ToolStubBlock:
+        text = block.content if block.artifact_id is None else block.preview
+        size = block.size or len(block.content.encode())
+        return ToolStubBlock(
+            tool_use_id=block.tool_use_id,
+            tool_name=name,
+            size=size,
+            first_line=_first_line(text),
+            artifact_id=block.artifact_id,
+            observation=observations.get(block.tool_use_id),
+            is_error=block.is_error,
+        )
+
+    def fit_budget(
+        self,
+        summaries: list[SummaryItem],
+        items: list[MessageItem],
+        sources: list[fr.MessageAppended],
+    ) -> tuple[list[SummaryItem], list[MessageItem]]:
+        budget = self.limits.budget_tokens
+        if budget is None:
+            return summaries, items
+        total_s = sum(s.tokens for s in summaries)
+        # Longest suffix of the window that fits next to the summaries and starts validly.
+        while True:
+            room = budget - total_s
+            start = len(items)
+            used = 0
+            for i in range(len(items) - 1, -1, -1):
+                if used + items[i].tokens > room:
+                    break
+                used += items[i].tokens
+                start = i
+            start = _valid_start(sources, start)
+            if start < len(items) or not summaries:
+                break
+            # Not even the newest message fits: give up the oldest summary and try again.
+            dropped = summaries.pop(0)
+            total_s -= dropped.tokens
+            self.reasons.append(
+                f"budget: summary to_seq {dropped.to_seq} dropped to make room for the newest"
+            )
+        if start:
+            self.reasons.append(
+                f"budget: window cut to {len(items) - start} of {len(items)} messages "
+                f"to fit {budget} tokens"
+            )
+        kept = items[start:]
+        if items and not kept:
+            need = items[-1].tokens
+            self.notes.append(
+                f"budget_insufficient: the newest message needs {need} tokens; "
+                f"the budget is {budget} ({total_s} used by summaries)"
+            )
+            self.reasons.append(self.notes[-1])
+        while summaries and total_s > budget:
+            dropped = summaries.pop(0)
+            total_s -= dropped.tokens
+            self.reasons.append(f"budget: summary to_seq {dropped.to_seq} dropped")
+        return summaries, kept
+
+
+def _valid_start(messages: Sequence[fr.MessageAppended], start: int) -> int:
+    """The first index ≥ ``start`` from which the window has no tool result without its call."""
+    while start < len(messages):
+        calls: set[str] = set()
+        ok = True
+        for m in messages[start:]:
+            for b in m.content:
+                if isinstance(b, fr.ToolUseBlock):
+                    calls.add(b.id)
+            if any(
+                isinstance(b, fr.ToolResultBlock) and b.tool_use_id not in calls for b in m.content
+            ):
+                ok = m is not messages[start]
+                break
+        if ok:
+            return start
+        start += 1
+    return start
+
+
+def compile_context(
+    store: BaseStore,
+    thread_id: str,
+    *,
+    anchor: int | str | None = None,
+    limits: fr.Limits | None = None,
+    log: bool = True,
+    use_caches: bool = True,
+    tokenizer: Tokenizer | None = None,
+) -> CompileResult:
+    """Compile the context of ``thread_id`` at ``anchor`` (a seq, a message id, or the latest).
+
+    Stores the bundle as an artifact and appends a ``context_selection_decided`` frame unless
+    ``log`` is false. ``use_caches=False`` reads the log directly (the reference path; any
+    backend). The bundle is the same either way.
+    """
+    limits = limits or fr.Limits()
+    _check_limits(limits)
+    source = open_source(store, thread_id, use_caches=use_caches)
+    anchor_seq = _resolve_anchor(source, anchor)
+    c = _Compiler(store, source, thread_id, limits, tokenizer)
+    summaries = c.summaries(anchor_seq)
+    after = summaries[-1].to_seq if summaries else -1
+    messages, observations = c.window(after, anchor_seq)
+    items = c.items(messages, observations)
+    summaries, kept = c.fit_budget(summaries, items, messages)
+    anchor_message_id = messages[-1].message_id if messages else None
+    strategy = _strategy(len(summaries))
+    bundle = ContextBundle(
+        compiler_id=COMPILER_ID,
+        strategy=strategy,
+        thread_id=thread_id,
+        anchor_seq=anchor_seq,
+        anchor_message_id=anchor_message_id,
+        limits=limits,
+        items=[*summaries, *kept],
+        tokens=sum(s.tokens for s in summaries) + sum(m.tokens for m in kept),
+        notes=c.notes,
+    )
+    data = _bundle_bytes(bundle)
+    refs = [
+        fr.CheckpointRef(
+            checkpoint_id=s.checkpoint_id,
+            seq=s.checkpoint_seq,
+            to_seq=s.to_seq,
+            summary_kind=s.summary_kind,
+            summary_artifact_id=s.summary_artifact_id,
+        )
+        for s in summaries
+    ]
+    from continuity.artifacts import artifact_id
+
+    decision = fr.ContextSelectionDecided(
+        compiler_id=COMPILER_ID,
+        strategy=strategy,
+        anchor_seq=anchor_seq,
+        anchor_message_id=anchor_message_id,
+        limits=limits,
+        checkpoint=refs[-1] if refs else None,
+        checkpoints=refs,
+        window_from_seq=kept[0].seq if kept else None,
+        window_to_seq=kept[-1].seq if kept else None,
+        window_messages=len(kept),
+        reasons=c.reasons,
+        resets=c.resets,
+        bundle_artifact_id=artifact_id(data),
+        tokens=bundle.tokens,
+    )
+    if not log:
+        return CompileResult(bundle, decision.bundle_artifact_id, decision, False)
+    store.artifacts.put(data)
+    seqs = store.thread(thread_id).append(decision)
+    logged = msgspec.structs.replace(decision, seq=seqs[0])
+    return CompileResult(bundle, decision.bundle_artifact_id, logged, True)
