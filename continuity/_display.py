@@ -45,8 +45,9 @@ def describe(frame: fr.Frame, width: int = 100) -> str:
         return f"thread {frame.thread_id}{extra}{parent}"
     if isinstance(frame, fr.CompactionCheckpointCreated):
         return (
-            f"checkpoint {frame.checkpoint_id} {frame.summary_kind} seq {frame.from_seq}..{frame.to_seq}"
-            f" by {frame.cut_rule_id} (summary {frame.summary_artifact_id[:12]})"
+            f"checkpoint {frame.checkpoint_id} {frame.summary_kind}"
+            f" seq {frame.from_seq}..{frame.to_seq} by {frame.cut_rule_id}"
+            f" (summary {frame.summary_artifact_id[:12]})"
         )
     if isinstance(frame, fr.ContextSelectionDecided):
         window = (

@@ -6,7 +6,10 @@ one clear line on stderr and a non-zero exit (1). Usage errors exit 2 (typer's c
 
 from __future__ import annotations
 
+import io
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -41,6 +44,23 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+@contextmanager
+def _errors(suffix: str = "") -> Iterator[None]:
+    """Turn a library error, or the OS refusing a file operation, into one line and exit 1."""
+    try:
+        yield
+    except ContinuityError as exc:
+        _fail(f"{exc}{suffix}")
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): click exits quietly
+    except OSError as exc:
+        _fail(f"{exc}{suffix}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _report_recovery(rec: Recovery) -> None:
     typer.echo(
         f"recovered thread {rec.thread_id}: moved {rec.length} bytes at offset {rec.offset} "
@@ -51,10 +71,8 @@ def _report_recovery(rec: Recovery) -> None:
 
 def _open(ctx: typer.Context, *, durable: bool = True) -> Store:
     opts: _Options = ctx.obj
-    try:
+    with _errors():
         return Store(opts.store_path, durable=durable, on_recovery=_report_recovery)
-    except ContinuityError as exc:
-        _fail(str(exc))
 
 
 @app.callback()
@@ -79,10 +97,8 @@ def init(ctx: typer.Context) -> None:
     """Create the store (nothing happens if it already exists)."""
     opts: _Options = ctx.obj
     existed = (opts.store_path / "store.json").is_file()
-    try:
+    with _errors():
         Store(opts.store_path, create=True)
-    except (ContinuityError, OSError) as exc:
-        _fail(str(exc))
     typer.echo(f"{'store exists' if existed else 'created store'} at {opts.store_path}")
 
 
@@ -114,10 +130,8 @@ def append(
             _fail(f"line {number}: {exc} (nothing was written)")
     if not batch:
         _fail("no frames on stdin (nothing was written)")
-    try:
+    with _errors(" (nothing was written)"):
         seqs = store.thread(thread).append(batch, expected_seq=expect_seq)
-    except ContinuityError as exc:
-        _fail(f"{exc} (nothing was written)")
     typer.echo("\n".join(str(s) for s in seqs))
 
 
@@ -144,23 +158,31 @@ def log(
         if t not in known:
             _fail(f"unknown frame type {t!r} (known: {', '.join(known)})")
     wanted = frozenset(types) if types else None
-    try:
+    if as_json:
+        sys.stdout.flush()
+        out = sys.stdout.buffer  # the stored bytes themselves, whatever the terminal's encoding
+    elif isinstance(sys.stdout, io.TextIOWrapper):
+        # A frame's text may not fit the terminal's encoding: escape it rather than crash.
+        sys.stdout.reconfigure(errors="backslashreplace")
+    with _errors():
         handle = store.existing_thread(thread)
-        out = sys.stdout
-        for _seq, line in handle.read_lines(from_seq=from_seq, to_seq=to_seq):
-            frame = fr.decode_frame(line)
-            if wanted is not None and frame.__struct_config__.tag not in wanted:
+        for seq, line in handle.read_lines(from_seq=from_seq, to_seq=to_seq):
+            if as_json and wanted is None:
+                out.write(line + b"\n")
+                continue
+            try:
+                frame = fr.decode_frame(line)
+            except msgspec.DecodeError as exc:
+                _fail(f"thread {thread!r}, seq {seq}: does not decode: {exc}")
+            tag = str(frame.__struct_config__.tag)
+            if wanted is not None and tag not in wanted:
                 continue
             if as_json:
-                out.write(line.decode() + "\n")
+                out.write(line + b"\n")
             else:
-                tag = str(frame.__struct_config__.tag).replace("_", " ")
-                out.write(f"{frame.seq:>6}  {format_ts(frame.ts_ms)}  {tag:<27}  ")
-                out.write(describe(frame) + "\n")
-    except ContinuityError as exc:
-        _fail(str(exc))
-    except msgspec.DecodeError as exc:
-        _fail(f"thread {thread}: {exc}")
+                label = tag.replace("_", " ")
+                typer.echo(f"{seq:>6}  {format_ts(frame.ts_ms)}  {label:<27}  {describe(frame)}")
+        sys.stdout.flush()
 
 
 @app.command()
@@ -174,11 +196,9 @@ def verify(
     from continuity.verify import verify_store
 
     store = _open(ctx)
-    try:
+    with _errors():
         ids = None if thread is None else [store.existing_thread(thread).id]
         report = verify_store(store, ids)
-    except ContinuityError as exc:
-        _fail(str(exc))
     for note in report.notes:
         typer.echo(f"note: {note}")
     for rec in report.quarantined:
@@ -189,10 +209,11 @@ def verify(
     for problem in report.problems:
         typer.echo(f"problem: {problem}")
     summary = (
-        f"{report.threads} threads, {report.frames} frames, {report.artifacts} artifacts checked"
+        f"{_count(report.threads, 'thread')}, {_count(report.frames, 'frame')}, "
+        f"{_count(report.artifacts, 'artifact')} checked"
     )
     if not report.ok:
-        typer.echo(f"FAILED: {len(report.problems)} problems; {summary}")
+        typer.echo(f"FAILED: {_count(len(report.problems), 'problem')}; {summary}")
         raise typer.Exit(1)
     typer.echo(f"ok: {summary}")
 
@@ -208,12 +229,14 @@ def rebuild_index(
     from continuity.caches import rebuild_all
 
     store = _open(ctx)
-    try:
+    with _errors():
         ids = None if thread is None else [store.existing_thread(thread).id]
         if sys.stderr.isatty():
+            from rich.console import Console
             from rich.progress import Progress
 
-            with Progress(transient=True) as bar:
+            # On stderr, where the terminal is: stdout may be a pipe or a file.
+            with Progress(console=Console(stderr=True), transient=True) as bar:
                 task = bar.add_task("indexing", total=None)
 
                 def step(tid: str, done: int, total: int) -> None:
@@ -222,10 +245,10 @@ def rebuild_index(
                 results = rebuild_all(store, ids, step)
         else:
             results = rebuild_all(store, ids)
-    except ContinuityError as exc:
-        _fail(str(exc))
     frames = sum(r.frames_applied for r in results.values())
-    typer.echo(f"rebuilt the caches of {len(results)} threads ({frames} frames)")
+    typer.echo(
+        f"rebuilt the caches of {_count(len(results), 'thread')} ({_count(frames, 'frame')})"
+    )
 
 
 @app.command()
@@ -237,10 +260,8 @@ def stats(
     from continuity.stats import store_stats
 
     store = _open(ctx)
-    try:
+    with _errors():
         s = store_stats(store)
-    except ContinuityError as exc:
-        _fail(str(exc))
     if as_json:
         typer.echo(msgspec.json.encode(s).decode())
         return
