@@ -1,0 +1,390 @@
+"""Compaction: decide where checkpoints fall, summarize, and record them. It only adds.
+
+Cut rules name the message a checkpoint ends at (its ``to_seq``):
+
+- ``stride_messages_v1/<n>``: after every n-th message (by ordinal: the n-th, 2n-th, …);
+- ``token_threshold_v1/<t>``: whenever the messages not covered by a cumulative summary exceed
+  t estimated tokens;
+- ``manual_v1``: at a given seq or message id.
+
+A cut never separates a tool call from its result: a cut landing on a message whose tool calls
+are answered by the next message moves to that message.
+
+Each checkpoint's ``cumulative_v1`` summary is built by a :class:`~continuity.summary.Summarizer`
+from its base (the latest earlier cumulative summary) plus the messages after the base up to the
+cut. ``run_compaction`` runs the planned cuts as a job: ``job_spawned``, the checkpoints,
+``job_ended`` — with the error when it fails. A second job for the same thread does not start
+while one is in flight.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Final
+
+import blake3
+import msgspec
+import numpy as np
+
+from continuity import frames as fr
+from continuity.caches import CheckpointEntry
+from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
+from continuity.sources import ThreadSource, open_source
+from continuity.store import BaseStore, Store
+from continuity.summary import (
+    CUMULATIVE_V1,
+    Summarizer,
+    SummaryDoc,
+    decode_summary,
+    summary_bytes,
+)
+
+__all__ = [
+    "CompactionResult",
+    "CutRule",
+    "InvalidCutRule",
+    "JobInFlight",
+    "ManualCut",
+    "StrideMessages",
+    "TokenThreshold",
+    "covered_tokens",
+    "create_checkpoint",
+    "parse_cut_rule",
+    "plan_cuts",
+    "run_compaction",
+]
+
+
+class InvalidCutRule(ContinuityError, ValueError):
+    """A cut rule id or parameter that does not make sense."""
+
+
+class JobInFlight(ContinuityError):
+    """A compaction job for this thread is already running."""
+
+
+@dataclass(frozen=True, slots=True)
+class StrideMessages:
+    n: int
+
+    @property
+    def id(self) -> str:
+        return f"stride_messages_v1/{self.n}"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenThreshold:
+    tokens: int
+
+    @property
+    def id(self) -> str:
+        return f"token_threshold_v1/{self.tokens}"
+
+
+@dataclass(frozen=True, slots=True)
+class ManualCut:
+    at: int | str
+    """A seq (the latest message at or before it) or a message id."""
+
+    @property
+    def id(self) -> str:
+        return "manual_v1"
+
+
+CutRule = StrideMessages | TokenThreshold | ManualCut
+_RULE_RE: Final = re.compile(r"^(stride_messages_v1|token_threshold_v1)/([0-9]+)$")
+
+
+def parse_cut_rule(rule_id: str) -> CutRule:
+    """``stride_messages_v1/<n>`` or ``token_threshold_v1/<t>`` (manual cuts need a position)."""
+    m = _RULE_RE.match(rule_id)
+    if m is None:
+        raise InvalidCutRule(
+            f"unknown cut rule {rule_id!r} (use stride_messages_v1/<n> or token_threshold_v1/<t>)"
+        )
+    value = int(m.group(2))
+    if value <= 0:
+        raise InvalidCutRule(f"{rule_id}: the parameter must be positive")
+    return StrideMessages(value) if m.group(1) == "stride_messages_v1" else TokenThreshold(value)
+
+
+def _latest_cumulative(checkpoints: Sequence[CheckpointEntry]) -> CheckpointEntry | None:
+    best: CheckpointEntry | None = None
+    for c in checkpoints:
+        if c.summary_kind == CUMULATIVE_V1 and (best is None or c.to_seq >= best.to_seq):
+            best = c
+    return best
+
+
+def _keep_pairs(source: ThreadSource, ordinal: int, total: int) -> int:
+    """Move a cut at message ``ordinal`` past the messages answering its tool calls."""
+    while ordinal + 1 < total:
+        seq = source.message_seq(ordinal)
+        nxt = source.message_seq(ordinal + 1)
+        frames = [f for f in source.frames(seq, nxt) if isinstance(f, fr.MessageAppended)]
+        calls = {b.id for b in frames[0].content if isinstance(b, fr.ToolUseBlock)}
+        if not calls or not any(
+            isinstance(b, fr.ToolResultBlock) and b.tool_use_id in calls for b in frames[-1].content
+        ):
+            return ordinal
+        ordinal += 1
+    return ordinal
+
+
+def plan_cuts(source: ThreadSource, rule: CutRule) -> list[int]:
+    """The ``to_seq`` of every checkpoint the rule calls for that no cumulative checkpoint has
+    yet, ascending."""
+    head = source.head_seq()
+    if head is None:
+        return []
+    total = source.message_count_upto(head)
+    checkpoints = source.checkpoints()
+    done = {c.to_seq for c in checkpoints if c.summary_kind == CUMULATIVE_V1}
+    ordinals: list[int] = []
+    if isinstance(rule, StrideMessages):
+        ordinals = list(range(rule.n - 1, total, rule.n))
+    elif isinstance(rule, TokenThreshold):
+        latest = _latest_cumulative(checkpoints)
+        start = source.message_count_upto(latest.to_seq) if latest else 0
+        tokens = source.message_tokens(start, total)
+        running = 0
+        for i, t in enumerate(tokens.tolist()):
+            running += int(t)
+            if running > rule.tokens:
+                ordinals.append(start + i)
+                running = 0
+    else:
+        if isinstance(rule.at, str):
+            seq = source.seq_of_message_id(rule.at)
+            if seq is None:
+                raise InvalidCutRule(f"no message with id {rule.at!r}")
+        else:
+            if not 0 <= rule.at <= head:
+                raise InvalidCutRule(f"seq {rule.at} is outside the log (seqs 0..{head})")
+            seq = rule.at
+        count = source.message_count_upto(seq)
+        if count == 0:
+            raise InvalidCutRule(f"no message at or before seq {seq}")
+        ordinals = [count - 1]
+    cuts: list[int] = []
+    for o in ordinals:
+        to_seq = source.message_seq(_keep_pairs(source, o, total))
+        if to_seq not in done and (not cuts or to_seq > cuts[-1]):
+            cuts.append(to_seq)
+    return cuts
+
+
+def _checkpoint_id(thread_id: str, to_seq: int, summary_id: str) -> str:
+    return blake3.blake3(f"{thread_id}\0{to_seq}\0{summary_id}".encode()).hexdigest()[:32]
+
+
+def _load_summary(store: BaseStore, c: CheckpointEntry) -> SummaryDoc | None:
+    try:
+        return decode_summary(store.artifacts.get(c.summary_artifact_id))
+    except (ArtifactNotFound, ArtifactCorrupt, msgspec.DecodeError):
+        return None
+
+
+def create_checkpoint(
+    store: BaseStore,
+    thread_id: str,
+    to_seq: int,
+    *,
+    text: str | None = None,
+    summarizer: Summarizer | None = None,
+    cut_rule_id: str = "manual_v1",
+    produced_by: str | None = None,
+    source: ThreadSource | None = None,
+    extra: Sequence[CheckpointEntry] = (),
+) -> fr.CompactionCheckpointCreated:
+    """Build (or take) the cumulative summary through ``to_seq`` and append its checkpoint.
+
+    With ``text`` the summary is given (by a person or an LLM outside); otherwise ``summarizer``
+    builds it from the base summary and the messages after it. Returns the appended frame.
+    """
+    src = source or open_source(store, thread_id)
+    head = src.head_seq()
+    if head is None or not 0 <= to_seq <= head:
+        raise InvalidCutRule(f"to_seq {to_seq} is outside the log")
+    candidates = [
+        c
+        for c in [*src.checkpoints(), *extra]
+        if c.summary_kind == CUMULATIVE_V1 and c.to_seq < to_seq
+    ]
+    base_entry = max(candidates, key=lambda c: (c.to_seq, c.seq), default=None)
+    base = _load_summary(store, base_entry) if base_entry else None
+    if base is None:
+        base_entry = None
+    first = src.message_count_upto(base_entry.to_seq) if base_entry else 0
+    last = src.message_count_upto(to_seq)
+    if last == 0:
+        raise InvalidCutRule(f"no message at or before seq {to_seq}")
+    to_message_seq = src.message_seq(last - 1)
+    messages: list[fr.MessageAppended] = []
+    if first < last:
+        messages = [
+            f
+            for f in src.frames(src.message_seq(first), to_message_seq)
+            if isinstance(f, fr.MessageAppended)
+        ]
+    if text is None:
+        if summarizer is None:
+            from continuity.summarize import ExtractiveSummarizer
+
+            summarizer = ExtractiveSummarizer()
+        content = summarizer.summarize(base, messages)
+        text, sections, by = content.text, content.sections, summarizer.id
+    else:
+        sections, by = {}, produced_by or "manual"
+    doc = SummaryDoc(
+        thread_id=thread_id,
+        to_seq=to_seq,
+        base_checkpoint_id=base_entry.checkpoint_id if base_entry else None,
+        base_summary_artifact_id=base_entry.summary_artifact_id if base_entry else None,
+        produced_by=produced_by or by,
+        text=text,
+        sections=sections,
+    )
+    aid = store.artifacts.put(summary_bytes(doc))
+    to_message = messages[-1].message_id if messages and messages[-1].seq == to_seq else None
+    frame = fr.CompactionCheckpointCreated(
+        checkpoint_id=_checkpoint_id(thread_id, to_seq, aid),
+        cut_rule_id=cut_rule_id,
+        summary_kind=CUMULATIVE_V1,
+        summary_artifact_id=aid,
+        from_seq=0,
+        to_seq=to_seq,
+        to_message_id=to_message,
+        base_checkpoint_id=doc.base_checkpoint_id,
+        produced_by=doc.produced_by,
+    )
+    seqs = store.thread(thread_id).append(frame)
+    return msgspec.structs.replace(frame, seq=seqs[0])
+
+
+@dataclass(slots=True)
+class CompactionResult:
+    job_id: str
+    status: str
+    checkpoints: list[fr.CompactionCheckpointCreated] = field(default_factory=list)
+    planned: list[int] = field(default_factory=list)
+    error: str | None = None
+
+
+class _JobLock:
+    """A non-blocking per-thread job lock: an flock on a file under the cache folder (a killed
+    process releases it with its descriptor), plus an in-process set for stores without files."""
+
+    _held: ClassVar[set[tuple[int, str]]] = set()
+
+    def __init__(self, store: BaseStore, thread_id: str) -> None:
+        self.path = (
+            store.cache_dir / "jobs" / f"{thread_id}.compaction.lock"
+            if isinstance(store, Store)
+            else None
+        )
+        self.key = (id(store), thread_id)
+        self.fd = -1
+
+    def __enter__(self) -> _JobLock:
+        busy = JobInFlight("a compaction job for this thread is already running")
+        if self.key in self._held:
+            raise busy
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(self.fd)
+                self.fd = -1
+                raise busy from None
+        self._held.add(self.key)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._held.discard(self.key)
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+def run_compaction(
+    store: BaseStore,
+    thread_id: str,
+    rule: CutRule,
+    *,
+    summarizer: Summarizer | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> CompactionResult:
+    """Plan the cuts ``rule`` calls for and create their checkpoints as one logged job.
+
+    Returns the outcome; a summarizer failure is logged (``job_ended`` with status ``failed``
+    and the error) and reported in the result, with the checkpoints made before it kept.
+    Raises :class:`JobInFlight` if a job for the thread is running.
+    """
+    with _JobLock(store, thread_id):
+        source = open_source(store, thread_id)
+        cuts = plan_cuts(source, rule)
+        if not cuts:
+            return CompactionResult("", "nothing_to_do")
+        thread = store.thread(thread_id)
+        job_id = fr.new_id()
+        thread.append(
+            fr.JobSpawned(
+                job_id=job_id, kind="compaction", params={"cut_rule_id": rule.id, "cuts": cuts}
+            )
+        )
+        result = CompactionResult(job_id, "succeeded", planned=cuts)
+        made: list[CheckpointEntry] = []
+        try:
+            for i, to_seq in enumerate(cuts):
+                frame = create_checkpoint(
+                    store,
+                    thread_id,
+                    to_seq,
+                    summarizer=summarizer,
+                    cut_rule_id=rule.id,
+                    source=source,
+                    extra=made,
+                )
+                result.checkpoints.append(frame)
+                made.append(
+                    CheckpointEntry(
+                        frame.seq,
+                        frame.to_seq,
+                        frame.checkpoint_id,
+                        frame.cut_rule_id,
+                        frame.summary_kind,
+                        frame.summary_artifact_id,
+                    )
+                )
+                if progress is not None:
+                    progress(i + 1, len(cuts))
+        except Exception as exc:  # the job's failure is data: log it, then report it
+            result.status = "failed"
+            result.error = f"{type(exc).__name__}: {exc}"
+        thread.append(
+            fr.JobEnded(
+                job_id=job_id,
+                status="succeeded" if result.status == "succeeded" else "failed",
+                error=result.error,
+                result={"checkpoints": len(result.checkpoints)},
+            )
+        )
+        return result
+
+
+def covered_tokens(source: ThreadSource) -> tuple[int, int]:
+    """(tokens covered by the latest cumulative summary, tokens after it) — for reports."""
+    head = source.head_seq()
+    if head is None:
+        return 0, 0
+    total = source.message_count_upto(head)
+    latest = _latest_cumulative(source.checkpoints())
+    split = source.message_count_upto(latest.to_seq) if latest else 0
+    tokens = source.message_tokens(0, total)
+    return int(np.sum(tokens[:split])), int(np.sum(tokens[split:]))
