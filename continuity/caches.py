@@ -19,6 +19,7 @@ function of the log, so deleting the folder and rebuilding gives byte-identical 
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -52,6 +53,7 @@ _MESSAGES: Final = "messages.v1.bin"
 _CHECKPOINTS: Final = "checkpoints.v1.jsonl"
 _MANIFEST: Final = "manifest.v1.json"
 _CHUNK: Final = 8 << 20
+_U32_MAX: Final = 2**32 - 1
 
 Progress = Callable[[int, int], None]
 """Called with (log bytes indexed so far, log bytes to index)."""
@@ -101,6 +103,7 @@ class _Probe(msgspec.Struct):
 _probes: Final = msgspec.json.Decoder(list[_Probe])
 _probe_one: Final = msgspec.json.Decoder(_Probe)
 _manifest_decoder: Final = msgspec.json.Decoder(Manifest)
+_checkpoint_decoder: Final = msgspec.json.Decoder(CheckpointEntry)
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -171,7 +174,14 @@ def _index_run(
         offsets.append(starts + np.uint64(pos))
         role = ROLE_CODES.get
         recs = [
-            (p.seq, p.tokens, role(p.role, 0), b"") for p in probes if p.type == "message_appended"
+            (
+                p.seq,
+                p.tokens if 0 <= p.tokens <= _U32_MAX else _clip_u32(p.tokens),
+                role(p.role, 0),
+                b"",
+            )
+            for p in probes
+            if p.type == "message_appended"
         ]
         checkpoints.extend(
             _encoder.encode(
@@ -216,6 +226,11 @@ def _index_run(
     )
 
 
+def _clip_u32(n: int) -> int:
+    # A message's token estimate is the caller's to give; a record field must not overflow on it.
+    return min(max(n, 0), _U32_MAX)
+
+
 def _raise_first_bad(thread: JsonlThread, chunk: bytes, base: int, seq: int) -> None:
     pos = 0
     for line in chunk.split(b"\n")[:-1]:
@@ -226,6 +241,20 @@ def _raise_first_bad(thread: JsonlThread, chunk: bytes, base: int, seq: int) -> 
         pos += len(line) + 1
         seq += 1
     raise CorruptFrame(thread.id, seq, base, "a chunk of the log does not decode")
+
+
+def _last_line(path: Path, size: int) -> bytes:
+    """The last line (with its newline) of the first ``size`` bytes of a file."""
+    with open(path, "rb") as f:
+        step = 4096
+        while True:
+            start = max(0, size - step)
+            f.seek(start)
+            data = f.read(size - start)
+            i = data.rfind(b"\n", 0, len(data) - 1)
+            if i >= 0 or start == 0:
+                return data[i + 1 :]
+            step *= 4
 
 
 def _line_end(fd: int, pos: int, end: int) -> int:
@@ -263,7 +292,7 @@ class ThreadIndex:
                 return RefreshResult("current", 0)
             try:
                 end = self.thread._visible_end(fd)
-                start = self._trusted_end(fd, end)
+                start = self._trusted_end(self.manifest(), fd, end)
                 if start is None:
                     delta = _index_run(self.thread, fd, 0, end, 0, progress)
                     self._write_fresh(delta)
@@ -300,6 +329,15 @@ class ThreadIndex:
         Caches behind the log are sound (the next refresh catches them up); caches that disagree
         with a fresh index of the same log prefix are not.
         """
+        found = self._problems()
+        if found and self.dir.is_dir():
+            # Confirm under the lock: a refresh in another process may have been replacing the
+            # files while they were read. Only then, so a sound cache never blocks a refresh.
+            with self._lock():
+                found = self._problems()
+        return found
+
+    def _problems(self) -> list[str]:
         manifest = self.manifest()
         if manifest is None:
             return [] if not (self.dir / _MANIFEST).exists() else ["manifest does not decode"]
@@ -308,12 +346,14 @@ class ThreadIndex:
             return ["caches exist for a thread with no log"]
         try:
             end = self.thread._visible_end(fd)
-            if self._trusted_end(fd, end) is None:
+            if self._trusted_end(manifest, fd, end) is None:
                 return ["watermark does not match the log (a refresh will rebuild)"]
             delta = _index_run(self.thread, fd, 0, manifest.log_end, 0)
         finally:
             os.close(fd)
         found = []
+        if manifest != self._manifest_for(delta, None):
+            found.append(f"{_MANIFEST} differs from the log")
         for name, want in (
             (_OFFSETS, delta.offsets),
             (_MESSAGES, delta.messages),
@@ -341,7 +381,9 @@ class ThreadIndex:
         return 0 if m is None else m.messages.entries
 
     def offset(self, seq: int) -> int | None:
-        m = self.manifest()
+        return self._offset_in(self.manifest(), seq)
+
+    def _offset_in(self, m: Manifest | None, seq: int) -> int | None:
         if m is None or not 0 <= seq < m.offsets.entries:
             return None
         raw = self._pread(_OFFSETS, 8, seq * 8)
@@ -418,10 +460,24 @@ class ThreadIndex:
     def _watermark(m: Manifest, name: str) -> Watermark:
         return {_OFFSETS: m.offsets, _MESSAGES: m.messages, _CHECKPOINTS: m.checkpoints}[name]
 
-    def _trusted_end(self, fd: int, end: int) -> tuple[Manifest, int] | None:
-        """(manifest, log offset to resume from) if the caches still describe this log."""
-        m = self.manifest()
-        if m is None or m.thread_id != self.thread.id or m.log_end > end:
+    def _trusted_end(self, m: Manifest | None, fd: int, end: int) -> tuple[Manifest, int] | None:
+        """(manifest, log offset to resume from) if the caches still describe this log.
+
+        O(1) reads: the watermark frame must be the one line that ends at ``log_end`` and carry
+        the watermark digest (so, the chain being a hash chain, the whole prefix is the one that
+        was indexed), and the last entry of each file must equal a fresh index of the log line
+        it names (so a damaged or swapped file is caught without reading all of it).
+        """
+        if m is None or m.version != 1 or m.thread_id != self.thread.id or m.log_end > end:
+            return None
+        marks = (m.offsets, m.messages, m.checkpoints)
+        if any((w.last_seq, w.digest) != (m.offsets.last_seq, m.offsets.digest) for w in marks):
+            return None
+        if (
+            m.offsets.entries != m.offsets.last_seq + 1
+            or m.offsets.bytes != 8 * m.offsets.entries
+            or m.messages.bytes != MESSAGE_DTYPE.itemsize * m.messages.entries
+        ):
             return None
         for name in (_OFFSETS, _MESSAGES, _CHECKPOINTS):
             mark = self._watermark(m, name)
@@ -429,15 +485,42 @@ class ThreadIndex:
             if not path.exists() or path.stat().st_size < mark.bytes:
                 return None
         if m.offsets.entries == 0:
-            return (m, 0) if m.log_end == 0 else None
-        at = self.offset(m.offsets.last_seq)
-        if at is None or at >= m.log_end:
+            empty = m.log_end == 0 and m.messages.entries == m.checkpoints.entries == 0
+            return (m, 0) if empty else None
+        at = self._offset_in(m, m.offsets.last_seq)
+        if at is None or at >= m.log_end or (at > 0 and os.pread(fd, 1, at - 1) != b"\n"):
             return None
         line = os.pread(fd, m.log_end - at, at)
-        sealed = fr.unseal(line[:-1]) if line.endswith(b"\n") else None
+        if line.find(b"\n") != len(line) - 1:
+            return None
+        sealed = fr.unseal(line[:-1])
         if sealed is None or sealed[1].hex() != m.offsets.digest:
             return None
-        return m, m.log_end
+        return (m, m.log_end) if self._last_entries_match(fd, m) else None
+
+    def _last_entries_match(self, fd: int, m: Manifest) -> bool:
+        try:
+            if m.messages.entries:
+                size = MESSAGE_DTYPE.itemsize
+                raw = self._pread(_MESSAGES, size, m.messages.bytes - size)
+                seq = int(np.frombuffer(raw, dtype=MESSAGE_DTYPE)[0]["seq"])
+                if self._index_line(fd, m, seq).messages != raw:
+                    return False
+            if m.checkpoints.entries:
+                raw = _last_line(self.dir / _CHECKPOINTS, m.checkpoints.bytes)
+                seq = _checkpoint_decoder.decode(raw).seq
+                if self._index_line(fd, m, seq).checkpoints != raw:
+                    return False
+        except (CorruptFrame, msgspec.DecodeError, ValueError, IndexError):
+            return False
+        return True
+
+    def _index_line(self, fd: int, m: Manifest, seq: int) -> _Delta:
+        """The index entries of the single log line of frame ``seq`` (as ``m`` locates it)."""
+        at = self._offset_in(m, seq)
+        if at is None or at >= m.log_end:
+            raise IndexError(seq)
+        return _index_run(self.thread, fd, at, _line_end(fd, at, m.log_end), seq)
 
     def _manifest_for(self, delta: _Delta, base: Manifest | None) -> Manifest:
         def mark(prev: Watermark | None, entries: int, size: int) -> Watermark:
@@ -458,6 +541,9 @@ class ThreadIndex:
         )
 
     def _write_fresh(self, delta: _Delta) -> None:
+        # Without a manifest nothing is trusted: a crash between the files below cannot pair
+        # the old manifest with some new files and some old ones.
+        (self.dir / _MANIFEST).unlink(missing_ok=True)
         for name, data in (
             (_OFFSETS, delta.offsets),
             (_MESSAGES, delta.messages),
@@ -515,13 +601,7 @@ def rebuild_all(
     ids = store.threads() if thread_ids is None else thread_ids
     results: dict[str, RefreshResult] = {}
     for tid in ids:
-        step: Progress | None = None
-        if progress is not None:
-            cb = progress
-
-            def step(done: int, total: int, tid: str = tid) -> None:
-                cb(tid, done, total)
-
+        step: Progress | None = None if progress is None else functools.partial(progress, tid)
         results[tid] = ThreadIndex(store, tid).rebuild(step)
     if thread_ids is None:
         folder = store.cache_dir / "threads"
