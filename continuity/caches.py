@@ -380,6 +380,10 @@ class ThreadIndex:
         m = self.manifest()
         return 0 if m is None else m.messages.entries
 
+    def checkpoint_count(self) -> int:
+        m = self.manifest()
+        return 0 if m is None else m.checkpoints.entries
+
     def offset(self, seq: int) -> int | None:
         return self._offset_in(self.manifest(), seq)
 

@@ -37,7 +37,7 @@ def store_stats(store: Store) -> StoreStats:
         index.refresh()
         frames += index.frame_count()
         messages += index.message_count()
-        checkpoints += len(index.checkpoints())
+        checkpoints += index.checkpoint_count()
         log_bytes += index.thread.path.stat().st_size
     artifact_ids = list(store.artifacts.ids())
     return StoreStats(

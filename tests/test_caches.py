@@ -112,6 +112,7 @@ def _assert_lookups(store: Store, tid: str) -> None:
     messages = [f for f in frames if isinstance(f, fr.MessageAppended)]
     assert index.frame_count() == len(frames)
     assert index.message_count() == len(messages)
+    assert index.checkpoint_count() == len(index.checkpoints())
     for seq, want in enumerate(_expected_offsets(lines)):
         assert index.offset(seq) == want
         assert store.thread(tid).offset_of(seq) == want
