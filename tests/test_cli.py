@@ -504,7 +504,10 @@ def test_continuity_home_is_honoured_and_store_overrides_it(tmp_path: Path) -> N
     assert json.loads(from_env.stdout)["threads"] == 1
 
 
-def test_the_default_store_follows_xdg_data_home(tmp_path: Path, _isolated_env: Path) -> None:
+def test_the_default_store_follows_xdg_data_home(
+    tmp_path: Path, _isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     xdg = tmp_path / "xdg"
     result = runner.invoke(app, ["init"], env={"XDG_DATA_HOME": str(xdg)})
@@ -514,7 +517,7 @@ def test_the_default_store_follows_xdg_data_home(tmp_path: Path, _isolated_env: 
     fallback = runner.invoke(app, ["init"], env={"XDG_DATA_HOME": "relative/data"})
     assert fallback.exit_code == 0
     assert (_isolated_env / ".local" / "share" / "continuity" / "store.json").is_file()
-    assert not Path("relative").exists()
+    assert not (tmp_path / "relative").exists()
 
 
 def test_a_relative_store_option_is_made_absolute(
