@@ -1,0 +1,1 @@
+"""Developer tools: contract generation, the thread generator, benchmarks."""
