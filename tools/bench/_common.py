@@ -1,0 +1,264 @@
+"""What the benchmarks share: timing and statistics, cached generated threads, the report table.
+
+Generated threads are cached under the bench folder (``$CONTINUITY_BENCH_DIR``, else
+``<tmp>/continuity-bench``) keyed by (generator version, frames, seed), so repeated runs do not
+generate them again. A cached store is only read by the benchmarks (plus its ``cache/`` folder,
+which is derived anyway); anything that appends works on a copy under ``work/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal, TypeVar
+
+from continuity.store import Store
+from tools.gen_thread import FIXED_CLOCK_MS, write_thread
+
+__all__ = [
+    "BENCH_THREAD",
+    "CHECKPOINT_EVERY",
+    "Report",
+    "Row",
+    "bench_dir",
+    "cached_thread",
+    "common_parser",
+    "emit",
+    "env_info",
+    "median",
+    "percentile",
+    "render",
+    "time_once",
+    "timed",
+    "work_dir",
+]
+
+GENERATOR_VERSION: Final = 1
+"""Bump when tools/gen_thread.py changes what it writes: cached threads are keyed by it."""
+BENCH_THREAD: Final = "bench"
+CHECKPOINT_EVERY: Final = 200
+"""Cached threads get a compaction checkpoint about every 200 messages."""
+_MARKER: Final = "bench-thread.json"
+T = TypeVar("T")
+
+
+def bench_dir() -> Path:
+    root = os.environ.get("CONTINUITY_BENCH_DIR")
+    path = Path(root) if root else Path(tempfile.gettempdir()) / "continuity-bench"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def log(message: str) -> None:
+    """Progress for the human at the terminal (stderr, so ``--json`` output stays clean)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- statistics -----------------------------------------------------------------------------
+
+
+def median(samples: Sequence[float]) -> float:
+    ordered = sorted(samples)
+    n = len(ordered)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100): with few samples, p90 is close to the max."""
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def time_once(fn: Callable[[], object]) -> float:
+    """Seconds one call of ``fn`` takes."""
+    return timed(fn)[0]
+
+
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
+    """(seconds, result) of one call of ``fn``."""
+    start = time.perf_counter_ns()
+    result = fn()
+    return (time.perf_counter_ns() - start) / 1e9, result
+
+
+# --- results --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Row:
+    """One measured figure. For rates, ``p90`` is the rate at the 90th-percentile time (the slow
+    end), so both columns read the same way: ``p90`` is the worse one."""
+
+    metric: str
+    median: float
+    unit: str
+    p90: float | None = None
+    n: int = 0
+    target: float | None = None
+    better: Literal["higher", "lower"] = "lower"
+    baseline: str = ""
+    ratio: float | None = None
+
+    @property
+    def ok(self) -> bool | None:
+        if self.target is None:
+            return None
+        return self.median >= self.target if self.better == "higher" else self.median <= self.target
+
+
+def rate_row(metric: str, work: float, seconds: Sequence[float], unit: str, **kw: Any) -> Row:
+    """A throughput row from per-run times of ``work`` units each."""
+    return Row(
+        metric,
+        work / median(seconds),
+        unit,
+        p90=work / percentile(seconds, 90),
+        n=len(seconds),
+        better="higher",
+        **kw,
+    )
+
+
+def time_row(metric: str, seconds: Sequence[float], unit: str = "ms", **kw: Any) -> Row:
+    scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
+    return Row(
+        metric,
+        median(seconds) * scale,
+        unit,
+        p90=percentile(seconds, 90) * scale,
+        n=len(seconds),
+        **kw,
+    )
+
+
+@dataclass(slots=True)
+class Report:
+    bench: str
+    params: dict[str, Any]
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        for row, raw in zip(self.rows, out["rows"], strict=True):
+            raw["ok"] = row.ok
+        return out
+
+
+def _num(value: float) -> str:
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}" if value >= 0.01 else f"{value:.2g}"
+
+
+def render(report: Report) -> str:
+    params = ", ".join(f"{k}={v}" for k, v in report.params.items())
+    head = ("metric", "median", "p90", "unit", "n", "vs baseline", "target", "ok")
+    rows = []
+    for r in report.rows:
+        target = ""
+        if r.target is not None:
+            target = f"{'>=' if r.better == 'higher' else '<='} {_num(r.target)}"
+        vs = f"{r.ratio:.2f}x {r.baseline}" if r.ratio is not None else r.baseline
+        ok = {None: "", True: "yes", False: "NO"}[r.ok]
+        p90 = "" if r.p90 is None else _num(r.p90)
+        rows.append((r.metric, _num(r.median), p90, r.unit, str(r.n), vs, target, ok))
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+    right = {1, 2, 4}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    out = [f"== {report.bench}  ({params}; {report.seconds:.0f} s)", line(head)]
+    out.append(line(["-" * w for w in widths]))
+    out.extend(line(r) for r in rows)
+    out.extend(f"  note: {n}" for n in report.notes)
+    return "\n".join(out)
+
+
+def env_info() -> dict[str, Any]:
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+    }
+
+
+def common_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    return parser
+
+
+def emit(reports: list[Report], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"env": env_info(), "reports": [r.to_json() for r in reports]}, indent=2))
+        return
+    env = env_info()
+    print(f"# {env['date']}  cpus={env['cpu_count']}  python={env['python']}  {env['platform']}")
+    for r in reports:
+        print()
+        print(render(r))
+
+
+# --- generated threads ----------------------------------------------------------------------
+
+
+def cached_thread(frames: int, seed: int = 0) -> Path:
+    """A store holding thread ``bench`` with ``frames`` generated frames, generated once."""
+    root = bench_dir() / f"thread-g{GENERATOR_VERSION}-f{frames}-s{seed}"
+    marker = root / _MARKER
+    if marker.is_file():
+        info = json.loads(marker.read_text())
+        log_path = root / "threads" / f"{BENCH_THREAD}.jsonl"
+        if log_path.is_file() and log_path.stat().st_size == info["log_bytes"]:
+            return root
+        log(f"cached thread {root} does not match its marker: generating it again")
+    shutil.rmtree(root, ignore_errors=True)
+    tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    log(f"generating {frames:,} frames (seed {seed}) into {root} (cached for later runs)")
+    store = Store(tmp, create=True, durable=False, clock=lambda: FIXED_CLOCK_MS)
+    stats = write_thread(store, BENCH_THREAD, frames, seed=seed, checkpoint_every=CHECKPOINT_EVERY)
+    (tmp / _MARKER).write_text(
+        json.dumps({"frames": frames, "seed": seed, "log_bytes": stats.log_bytes}) + "\n"
+    )
+    log(f"  {stats.log_bytes / 1e6:,.0f} MB in {stats.seconds:.1f} s")
+    os.replace(tmp, root)
+    return root
+
+
+@contextmanager
+def work_dir(name: str) -> Iterator[Path]:
+    """A scratch folder under the bench folder, removed afterwards."""
+    path = bench_dir() / "work" / f"{name}-{os.getpid()}"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

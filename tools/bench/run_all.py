@@ -1,0 +1,43 @@
+"""Run every benchmark with its default sizes and print one combined report.
+
+    python -m tools.bench [--quick] [--json] [--seed S]
+    python -m tools.bench.run_all ...
+
+``--quick`` shrinks every size tenfold (a smoke run of a minute or so); the default sizes are the
+ones the targets in ../shared/design/ARCHITECTURE.md are stated for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from tools.bench import bench_append, bench_read, bench_rebuild
+from tools.bench._common import Report, emit, log
+
+__all__ = ["main", "run_all"]
+
+
+def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
+    scale = 10 if quick else 1
+    started = time.perf_counter()
+    reports = [
+        bench_append.run(frames=100_000 // scale, seed=seed),
+        bench_rebuild.run(frames=1_000_000 // scale, seed=seed),
+        bench_read.run(sizes=tuple(n // scale for n in bench_read.DEFAULT_SIZES), seed=seed),
+    ]
+    log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
+    return reports
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="every size divided by 10")
+    args = parser.parse_args(argv)
+    emit(run_all(seed=args.seed, quick=args.quick), args.json)
+
+
+if __name__ == "__main__":
+    main()
