@@ -120,6 +120,8 @@ def append(
     {"role": "user", "text": "..."}. Blank lines are skipped.
     """
     store = _open(ctx, durable=not no_fsync)
+    with _errors(" (nothing was written)"):
+        handle = store.thread(thread)  # a bad thread id fails before stdin is read
     batch: list[fr.Frame] = []
     for number, raw in enumerate(sys.stdin.buffer, start=1):
         if not raw.strip():
@@ -131,7 +133,7 @@ def append(
     if not batch:
         _fail("no frames on stdin (nothing was written)")
     with _errors(" (nothing was written)"):
-        seqs = store.thread(thread).append(batch, expected_seq=expect_seq)
+        seqs = handle.append(batch, expected_seq=expect_seq)
     typer.echo("\n".join(str(s) for s in seqs))
 
 

@@ -270,6 +270,8 @@ def test_a_bad_thread_id_is_refused(run: Run, demo: Path, store: Path, bad_id: s
     before = tree(store.parent)
     result = run("append", bad_id, input='{"role":"user","text":"a"}\n')
     assert_one_line_error(result, "thread id")
+    # The id is checked before stdin is read, so a bad line does not hide it.
+    assert_one_line_error(run("append", bad_id, input="not json\n"), "thread id")
     assert tree(store.parent) == before
     for command in ("log", "verify", "rebuild-index"):
         assert_one_line_error(run(command, bad_id), "thread id")
