@@ -276,3 +276,8 @@ def stats(
     typer.echo(f"artifacts    {s.artifacts} ({s.artifact_bytes} bytes compressed)")
     typer.echo(f"cache bytes  {s.cache_bytes}")
     typer.echo(f"quarantined  {s.quarantined}")
+
+
+# The context commands live in their own module to keep this one short; importing it registers
+# them on ``app``.
+from continuity import cli_context as _cli_context  # noqa: E402, F401
