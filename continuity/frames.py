@@ -300,6 +300,10 @@ def unseal(line: bytes) -> tuple[bytes, bytes] | None:
         digest = bytes.fromhex(hex_digest.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
         return None
+    # fromhex also takes upper case and spaces: only the form `seal` writes is a sealed line,
+    # or the stored digest text could change without the chain noticing.
+    if hexlify(digest) != hex_digest:
+        return None
     return line[:start] + b"}", digest
 
 

@@ -149,6 +149,8 @@ def test_seal_places_the_digest_last_and_unseal_inverts_it() -> None:
         b'{"type":"thread_created","digst":"' + b"0" * 64 + b'"}',  # wrong key
         b'{"type":"thread_created";"digest":"' + b"0" * 64 + b'"}',  # wrong separator
         b'{"type":"thread_created","digest":"' + "é".encode() * 32 + b'"}',
+        b'{"type":"thread_created","digest":"' + b"AB" * 32 + b'"}',  # upper case
+        b'{"type":"thread_created","digest":"' + b"ab " * 21 + b'a"}',  # spaces
     ],
 )
 def test_unseal_rejects_lines_without_a_digest_suffix(line: bytes) -> None:

@@ -868,6 +868,15 @@ class TestJsonlCorruption:
         offsets = line_offsets(thread.path.read_bytes())
         assert exc.value.seq in (4, 5) and exc.value.offset == offsets[exc.value.seq]
 
+    def test_a_digest_in_upper_case_is_not_a_sealed_line(self, thread: JsonlThread) -> None:
+        line = thread.path.read_bytes().splitlines()[3]
+        digest = json.loads(line)["digest"].encode()
+        offset = self.damage(thread, 3, digest, digest.upper())
+        assert digest.upper() != digest
+        with pytest.raises(CorruptFrame, match="not a sealed frame") as exc:
+            list(thread.read())
+        self.assert_corrupt(exc, 3, offset)
+
     def test_damage_to_the_first_frame_is_caught_at_seq_0(self, thread: JsonlThread) -> None:
         self.damage(thread, 0, b'"thread_id":"t"', b'"thread_id":"u"')
         with pytest.raises(CorruptFrame, match="chain") as exc:
