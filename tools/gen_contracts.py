@@ -73,6 +73,51 @@ CONTRACTS: list[Contract] = [
             ),
         ),
     ),
+    Contract(
+        "contracts/context_bundle.schema.json",
+        json_schema(
+            "continuity.bundle:ContextBundle",
+            title="continuity context bundle (context_bundle.v1)",
+            description=(
+                "What one compile selected: summaries and the recent window. Stored as an "
+                "artifact (canonical msgspec JSON, defaults omitted) whose blake3 id is the "
+                "bundle's id; see contracts/context_bundle.md."
+            ),
+        ),
+    ),
+    Contract(
+        "contracts/summary.schema.json",
+        json_schema(
+            "continuity.summary:SummaryDoc",
+            title="continuity summary artifact (summary.v1)",
+            description=(
+                "The summary a compaction checkpoint points at, stored as an artifact "
+                "(canonical msgspec JSON, defaults omitted); see contracts/summary.md."
+            ),
+        ),
+    ),
+    Contract(
+        "contracts/cache_manifest.schema.json",
+        json_schema(
+            "continuity.caches:Manifest",
+            title="continuity cache manifest (manifest.v1.json)",
+            description=(
+                "The watermarks of one thread's cache files; the commit point of every cache "
+                "update. See contracts/caches.md."
+            ),
+        ),
+    ),
+    Contract(
+        "contracts/cache_checkpoint_entry.schema.json",
+        json_schema(
+            "continuity.caches:CheckpointEntry",
+            title="continuity checkpoint index line (checkpoints.v1.jsonl)",
+            description=(
+                "One line of a thread's checkpoint index: the projection of one "
+                "compaction_checkpoint_created frame. See contracts/caches.md."
+            ),
+        ),
+    ),
 ]
 
 
