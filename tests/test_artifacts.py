@@ -176,3 +176,10 @@ class TestFileArtifactStore(ArtifactStoreContract):
 
     def test_ids_of_a_missing_folder_is_empty(self, tmp_path: Path) -> None:
         assert list(FileArtifactStore(tmp_path / "nowhere").ids()) == []
+
+
+def test_artifact_not_found_reads_like_a_message_not_a_key() -> None:
+    err = ArtifactNotFound("artifact abc not found")
+    assert str(err) == "artifact abc not found"  # KeyError would quote it
+    assert str(ArtifactNotFound()) == "artifact not found"
+    assert not issubclass(ArtifactCorrupt, KeyError)

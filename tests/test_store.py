@@ -95,6 +95,21 @@ def test_validate_thread_id_rejects_non_strings() -> None:
         validate_thread_id(b"abc")  # type: ignore[arg-type]
 
 
+def test_error_messages_name_what_went_wrong() -> None:
+    conflict = SeqConflict("t", 3, 5)
+    assert (conflict.thread_id, conflict.expected, conflict.actual) == ("t", 3, 5)
+    assert (
+        str(conflict) == "seq conflict on thread 't': expected next seq 3, the log's next seq is 5"
+    )
+    corrupt = CorruptFrame("t", None, 17, "not a sealed frame")
+    assert (corrupt.thread_id, corrupt.seq, corrupt.offset) == ("t", None, 17)
+    assert str(corrupt) == (
+        "corrupt frame in thread 't' at unknown seq, byte offset 17: not a sealed frame"
+    )
+    assert "seq 4," in str(CorruptFrame("t", 4, 0, "x"))
+    assert isinstance(InvalidThreadId("x"), ValueError) and isinstance(BadFrame("x"), ValueError)
+
+
 class StoreContract(ABC):
     """Behaviour every backend must share. A subclass only says how to build its store."""
 
