@@ -1,0 +1,607 @@
+"""Rendering a context bundle (continuity.render): API shapes that always validate, bounded text."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from continuity import frames as fr
+from continuity.bundle import (
+    ContextBundle,
+    MessageItem,
+    SummaryItem,
+    ToolStubBlock,
+    bundle_bytes,
+)
+from continuity.render import CONTINUING, render, to_anthropic, to_openai, to_text
+
+AID = "ab" * 32
+AID2 = "cd" * 32
+
+
+# --- building bundles by hand ---------------------------------------------------------------
+
+
+def _msg(seq: int, role: fr.Role, *blocks: Any) -> MessageItem:
+    return MessageItem(seq=seq, message_id=f"m{seq}", role=role, content=list(blocks), tokens=1)
+
+
+def _summary(to_seq: int, text: str) -> SummaryItem:
+    return SummaryItem(
+        checkpoint_id=f"cp{to_seq}",
+        checkpoint_seq=to_seq + 1,
+        to_seq=to_seq,
+        summary_kind="cumulative_v1",
+        summary_artifact_id=AID,
+        text=text,
+        tokens=len(text) // 4,
+    )
+
+
+def _bundle(*items: SummaryItem | MessageItem, thread_id: str = "t1") -> ContextBundle:
+    return ContextBundle(
+        compiler_id="test",
+        strategy="summaries_recent_messages_v1",
+        thread_id=thread_id,
+        anchor_seq=99,
+        limits=fr.Limits(),
+        items=list(items),
+        tokens=0,
+    )
+
+
+STUB = ToolStubBlock(tool_use_id="tu2", tool_name="Read", size=50, first_line="hello")
+
+
+def _kitchen_sink() -> ContextBundle:
+    """One bundle with every awkward case the renderers must handle."""
+    return _bundle(
+        _summary(4, "The user asked for a parser."),
+        _summary(8, "The user asked for a parser; it now handles quotes."),
+        # an orphan result at the window start (its call is before the window)
+        _msg(10, "user", fr.ToolResultBlock(tool_use_id="gone", content="orphan output")),
+        _msg(
+            11,
+            "assistant",
+            fr.ThinkingBlock(text="secret reasoning", signature="sig"),
+            fr.TextBlock(text="Running the tests."),
+            fr.ToolUseBlock(id="tu1", name="Bash", input={"command": "pytest -q", "b": 1}),
+        ),
+        # consecutive user messages: text, then the (artifact-backed, failing) result
+        _msg(12, "user", fr.TextBlock(text="meanwhile, a note")),
+        _msg(
+            13,
+            "user",
+            fr.ToolResultBlock(
+                tool_use_id="tu1",
+                artifact_id=AID2,
+                preview="F.F\n2 failed",
+                size=9999,
+                is_error=True,
+            ),
+        ),
+        _msg(14, "assistant", fr.ToolUseBlock(id="tu2", name="Read", input={"file_path": "/x.py"})),
+        _msg(15, "user", STUB),
+        _msg(
+            16,
+            "user",
+            fr.ImageBlock(media_type="image/png", artifact_id=AID, size=5),
+            fr.TextBlock(text="   "),
+        ),
+        # an unanswered call at the end
+        _msg(
+            17,
+            "assistant",
+            fr.TextBlock(text="One more check.  "),
+            fr.ToolUseBlock(id="tu3", name="Bash", input={"command": "ls"}),
+        ),
+    )
+
+
+# --- validators: what the APIs accept -------------------------------------------------------
+
+
+def validate_anthropic(request: dict[str, Any]) -> None:
+    """Fail unless ``request`` is a Messages API body the API accepts, pairing included."""
+    assert set(request) == {"system", "messages"}
+    assert isinstance(request["system"], str)
+    messages = request["messages"]
+    assert messages, "at least one message"
+    assert messages[0]["role"] == "user"
+    seen_uses: set[str] = set()
+    for i, msg in enumerate(messages):
+        assert msg["role"] in ("user", "assistant")
+        if i:
+            assert msg["role"] != messages[i - 1]["role"], f"roles do not alternate at {i}"
+        blocks = msg["content"]
+        assert blocks, f"message {i} has no content"
+        for block in blocks:
+            kind = block["type"]
+            assert kind in ("text", "tool_use", "tool_result"), kind
+            if kind == "text":
+                assert set(block) == {"type", "text"}
+                assert block["text"].strip(), "empty text block"
+            elif kind == "tool_use":
+                assert msg["role"] == "assistant"
+                assert set(block) == {"type", "id", "name", "input"}
+                assert isinstance(block["input"], dict)
+                assert block["id"] not in seen_uses, "tool_use id repeated"
+                seen_uses.add(block["id"])
+            else:
+                assert msg["role"] == "user"
+                assert set(block) <= {"type", "tool_use_id", "content", "is_error"}
+                assert isinstance(block["content"], str)
+                assert block.get("is_error", True) is True
+        uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+        if msg["role"] == "user":
+            before = messages[i - 1]["content"] if i else []
+            called = {b["id"] for b in before if b["type"] == "tool_use"}
+            assert set(results) <= called, "tool_result without a call just before"
+            assert len(results) == len(set(results)), "two results for one call"
+            kinds = [b["type"] for b in blocks]
+            assert kinds[: len(results)] == ["tool_result"] * len(results), "results not first"
+        elif uses:
+            assert i + 1 < len(messages), "tool_use in the last message"
+            answered = {
+                b["tool_use_id"] for b in messages[i + 1]["content"] if b["type"] == "tool_result"
+            }
+            assert set(uses) <= answered, "tool_use not answered in the next message"
+    last = messages[-1]
+    if last["role"] == "assistant":
+        assert last["content"][-1]["type"] == "text"
+        assert last["content"][-1]["text"] == last["content"][-1]["text"].rstrip()
+
+
+def validate_openai(messages: list[dict[str, Any]]) -> None:
+    """Fail unless ``messages`` is a Chat Completions list the API accepts, pairing included."""
+    pending: set[str] = set()
+    calls_seen: set[str] = set()
+    for i, msg in enumerate(messages):
+        role = msg["role"]
+        if role == "tool":
+            assert set(msg) == {"role", "tool_call_id", "content"}
+            assert msg["tool_call_id"] in pending, "tool message without a matching call before"
+            assert isinstance(msg["content"], str)
+            pending.discard(msg["tool_call_id"])
+            continue
+        assert not pending, f"calls {pending} not answered before message {i}"
+        if role == "system":
+            assert i == 0
+            assert msg["content"]
+        elif role == "user":
+            assert set(msg) == {"role", "content"}
+            assert isinstance(msg["content"], str) and msg["content"].strip()
+        else:
+            assert role == "assistant"
+            assert set(msg) <= {"role", "content", "tool_calls"}
+            calls = msg.get("tool_calls", [])
+            assert msg["content"] is not None or calls, "assistant with neither text nor calls"
+            for call in calls:
+                assert call["type"] == "function"
+                assert set(call["function"]) == {"name", "arguments"}
+                assert isinstance(json.loads(call["function"]["arguments"]), dict)
+                assert call["id"] not in calls_seen, "tool call id repeated"
+                calls_seen.add(call["id"])
+            if "tool_calls" in msg:
+                assert calls, "an empty tool_calls list is rejected"
+            pending = {c["id"] for c in calls}
+    assert not pending, "calls left unanswered at the end"
+
+
+def _blocks(request: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(m["role"], b) for m in request["messages"] for b in m["content"]]
+
+
+# --- Anthropic ------------------------------------------------------------------------------
+
+
+def test_anthropic_kitchen_sink_validates_and_keeps_the_facts() -> None:
+    request = to_anthropic(_kitchen_sink(), system_prefix="You are a careful engineer.")
+    validate_anthropic(request)
+    system = request["system"]
+    assert system.startswith("You are a careful engineer.\n\n")
+    through_4 = system.index("## Summary of the conversation through seq 4")
+    through_8 = system.index("## Summary of the conversation through seq 8")
+    assert through_4 < through_8
+    assert system.endswith("it now handles quotes.")
+
+    messages = request["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"] * 3
+    dumped = json.dumps(request)
+    assert "thinking" not in dumped and "secret reasoning" not in dumped
+
+    # the orphan result at the start became text
+    first = messages[0]["content"]
+    assert [b["type"] for b in first] == ["text"]
+    assert "gone" in first[0]["text"] and "orphan output" in first[0]["text"]
+
+    assert messages[1]["content"] == [
+        {"type": "text", "text": "Running the tests."},
+        {
+            "type": "tool_use",
+            "id": "tu1",
+            "name": "Bash",
+            "input": {"command": "pytest -q", "b": 1},
+        },
+    ]
+    # the two user messages merged, the result first; the artifact named with its size
+    result, note = messages[2]["content"]
+    assert result["type"] == "tool_result" and result["tool_use_id"] == "tu1"
+    assert result["is_error"] is True
+    assert result["content"].startswith("F.F\n2 failed")
+    assert AID2 in result["content"] and "9999" in result["content"]
+    assert note == {"type": "text", "text": "meanwhile, a note"}
+
+    # the stub answers its call; the image is a placeholder; the blank text is gone
+    stub_result, image = messages[4]["content"]
+    assert stub_result == {"type": "tool_result", "tool_use_id": "tu2", "content": STUB.text()}
+    assert image["type"] == "text" and "image/png" in image["text"] and AID in image["text"]
+
+    # the unanswered call at the end became text; no trailing whitespace at the end
+    last = messages[5]["content"]
+    assert [b["type"] for b in last] == ["text", "text"]
+    assert last[0]["text"] == "One more check."
+    assert "tu3" in last[1]["text"] and "Bash" in last[1]["text"] and '"ls"' in last[1]["text"]
+
+
+def test_anthropic_window_starting_with_assistant_gets_a_user_turn_first() -> None:
+    request = to_anthropic(_bundle(_msg(5, "assistant", fr.TextBlock(text="Done."))))
+    validate_anthropic(request)
+    assert request["messages"][0] == {
+        "role": "user",
+        "content": [{"type": "text", "text": CONTINUING}],
+    }
+    assert request["system"] == ""
+
+
+def test_anthropic_empty_window_still_validates() -> None:
+    request = to_anthropic(_bundle(_summary(3, "All of it.")))
+    validate_anthropic(request)
+    assert "through seq 3" in request["system"]
+
+
+def test_anthropic_message_left_empty_gets_a_placeholder() -> None:
+    request = to_anthropic(
+        _bundle(
+            _msg(1, "user", fr.TextBlock(text="hi")),
+            _msg(2, "assistant", fr.ThinkingBlock(text="hmm")),
+            _msg(3, "user", fr.TextBlock(text="")),
+        )
+    )
+    validate_anthropic(request)
+    assert len(request["messages"]) == 3
+    assert request["messages"][1]["content"][0]["text"].strip()
+    assert request["messages"][2]["content"][0]["text"].strip()
+
+
+def test_anthropic_results_follow_call_order_and_repeats_become_text() -> None:
+    request = to_anthropic(
+        _bundle(
+            _msg(1, "user", fr.TextBlock(text="go")),
+            _msg(
+                2,
+                "assistant",
+                fr.ToolUseBlock(id="a", name="Bash", input={}),
+                fr.ToolUseBlock(id="b", name="Bash", input={}),
+                fr.ToolUseBlock(id="a", name="Bash", input={}),  # a repeated id
+            ),
+            _msg(
+                3,
+                "user",
+                fr.ToolResultBlock(tool_use_id="b", content="B"),
+                fr.ToolResultBlock(tool_use_id="a", content="A"),
+                fr.ToolResultBlock(tool_use_id="a", content="A again"),
+            ),
+        )
+    )
+    validate_anthropic(request)
+    results = [b for _, b in _blocks(request) if b["type"] == "tool_result"]
+    assert [(r["tool_use_id"], r["content"]) for r in results] == [("a", "A"), ("b", "B")]
+    texts = [b["text"] for _, b in _blocks(request) if b["type"] == "text"]
+    assert any("A again" in t for t in texts)
+
+
+def test_anthropic_misplaced_blocks_and_system_messages_become_text() -> None:
+    request = to_anthropic(
+        _bundle(
+            _msg(1, "system", fr.TextBlock(text="Be brief.")),
+            _msg(2, "user", fr.ToolUseBlock(id="x", name="Bash", input={})),
+            _msg(3, "assistant", fr.ToolResultBlock(tool_use_id="x", content="out")),
+        )
+    )
+    validate_anthropic(request)
+    kinds = [b["type"] for _, b in _blocks(request)]
+    assert kinds == ["text", "text", "text"]
+    assert request["messages"][0]["content"][0]["text"] == "[system] Be brief."
+
+
+def test_anthropic_does_not_share_the_bundles_input_dicts() -> None:
+    bundle = _bundle(
+        _msg(1, "assistant", fr.ToolUseBlock(id="a", name="T", input={"k": [1]})),
+        _msg(2, "user", fr.ToolResultBlock(tool_use_id="a", content="ok")),
+    )
+    request = to_anthropic(bundle)
+    request["messages"][1]["content"][0]["input"]["k"].append(2)
+    assert to_anthropic(bundle)["messages"][1]["content"][0]["input"] == {"k": [1]}
+
+
+# --- OpenAI ---------------------------------------------------------------------------------
+
+
+def test_openai_kitchen_sink() -> None:
+    messages = to_openai(_kitchen_sink())
+    validate_openai(messages)
+    assert messages[0]["role"] == "system"
+    assert "through seq 8" in messages[0]["content"]
+    roles = [m["role"] for m in messages]
+    assert roles == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+    ]
+    call = messages[2]["tool_calls"][0]
+    assert call == {
+        "id": "tu1",
+        "type": "function",
+        "function": {"name": "Bash", "arguments": '{"b":1,"command":"pytest -q"}'},
+    }
+    assert messages[2]["content"] == "Running the tests."
+    assert messages[3]["tool_call_id"] == "tu1" and messages[3]["content"].startswith("[error]")
+    assert AID2 in messages[3]["content"]
+    assert messages[5]["content"] is None
+    assert messages[6] == {"role": "tool", "tool_call_id": "tu2", "content": STUB.text()}
+    assert "tool_calls" not in messages[8] and "tu3" in messages[8]["content"]
+
+
+def test_openai_without_summaries_has_no_system_message() -> None:
+    messages = to_openai(_bundle(_msg(1, "user", fr.TextBlock(text="hi"))))
+    assert messages == [{"role": "user", "content": "hi"}]
+    with_prefix = to_openai(_bundle(_msg(1, "user", fr.TextBlock(text="hi"))), system_prefix="S")
+    assert with_prefix[0] == {"role": "system", "content": "S"}
+
+
+# --- property: any window renders to a valid request ----------------------------------------
+
+_IDS = st.sampled_from(["a", "b", "c", "d", "e"])
+_TEXT = st.text(alphabet="abc xyzé\n", max_size=30)
+_BLOCK = st.one_of(
+    st.builds(fr.TextBlock, text=_TEXT),
+    st.builds(fr.ThinkingBlock, text=_TEXT, signature=st.none() | st.just("sig")),
+    st.builds(
+        fr.ToolUseBlock,
+        id=_IDS,
+        name=st.sampled_from(["Bash", "Read"]),
+        input=st.dictionaries(st.sampled_from(["command", "x", "n"]), _TEXT | st.integers()),
+    ),
+    st.builds(fr.ToolResultBlock, tool_use_id=_IDS, content=_TEXT, is_error=st.booleans()),
+    st.builds(
+        fr.ToolResultBlock,
+        tool_use_id=_IDS,
+        artifact_id=st.just(AID),
+        preview=_TEXT,
+        size=st.integers(0, 10**6),
+    ),
+    st.builds(ToolStubBlock, tool_use_id=_IDS, size=st.integers(0, 999), is_error=st.booleans()),
+    st.builds(fr.ImageBlock, media_type=st.just("image/png"), artifact_id=st.none() | st.just(AID)),
+)
+
+
+@st.composite
+def bundles(draw: st.DrawFn, max_blocks: int = 5) -> ContextBundle:
+    n_summaries = draw(st.integers(0, 3))
+    summaries = [
+        _summary(10 * (k + 1), draw(st.text(alphabet="abc dé\n", max_size=400)))
+        for k in range(n_summaries)
+    ]
+    weighted: list[fr.Role] = ["user", "user", "assistant", "assistant", "system"]
+    roles = draw(st.lists(st.sampled_from(weighted), max_size=12))
+    messages = [
+        _msg(100 + k, role, *draw(st.lists(_BLOCK, max_size=max_blocks)))
+        for k, role in enumerate(roles)
+    ]
+    return _bundle(*summaries, *messages)
+
+
+@settings(max_examples=200, deadline=None)
+@given(bundles())
+def test_any_window_renders_to_valid_requests(bundle: ContextBundle) -> None:
+    validate_anthropic(to_anthropic(bundle, system_prefix="prefix"))
+    validate_openai(to_openai(bundle))
+    assert render(bundle, "anthropic") == render(bundle, "anthropic")
+
+
+@settings(max_examples=100, deadline=None)
+@given(bundles())
+def test_paired_calls_survive(bundle: ContextBundle) -> None:
+    """A call answered in the very next message, with ids never repeated, is kept as a call."""
+    request = to_anthropic(bundle)
+    kept = {b["id"] for _, b in _blocks(request) if b["type"] == "tool_use"}
+    messages = bundle.messages
+    uses = [b.id for m in messages for b in m.content if isinstance(b, fr.ToolUseBlock)]
+    results = [
+        b.tool_use_id
+        for m in messages
+        for b in m.content
+        if isinstance(b, fr.ToolResultBlock | ToolStubBlock)
+    ]
+    for i, m in enumerate(messages[:-1]):
+        nxt = messages[i + 1]
+        if m.role != "assistant" or nxt.role != "user":
+            continue
+        answered = {
+            b.tool_use_id for b in nxt.content if isinstance(b, fr.ToolResultBlock | ToolStubBlock)
+        }
+        for b in m.content:
+            if (
+                isinstance(b, fr.ToolUseBlock)
+                and b.id in answered
+                and uses.count(b.id) == 1
+                and results.count(b.id) == 1
+            ):
+                assert b.id in kept
+
+
+# --- text -----------------------------------------------------------------------------------
+
+
+def test_text_unbounded_layout() -> None:
+    text = to_text(_kitchen_sink())
+    lines = text.split("\n")
+    assert lines[0] == "# Context of thread t1 at seq 99 (strategy summaries_recent_messages_v1)"
+    latest = text.index("## Summary of the conversation through seq 8\n")
+    earlier = text.index("## Earlier summary, through seq 4\n")
+    recent = text.index("## Recent messages\n")
+    assert latest < earlier < recent
+    section = text[recent:].split("\n")[1:]
+    assert section[0] == "[tool_result ok] orphan output"
+    assert "[assistant] Running the tests." in section
+    assert "[tool_use Bash] pytest -q" in section
+    assert "[tool_result error] F.F" in section
+    assert "  2 failed" in section
+    assert "[tool_use Read] /x.py" in section
+    assert f"[tool_result ok] {STUB.text()}" in section
+    assert section[-2:] == ["[assistant] One more check.", "[tool_use Bash] ls"]
+    assert "secret reasoning" not in text
+    assert all(line.startswith(("[", "  ")) for line in section)
+
+
+def test_text_tool_output_shows_its_first_lines() -> None:
+    output = "\n".join(f"line {i}" for i in range(100))
+    text = to_text(
+        _bundle(
+            _msg(1, "assistant", fr.ToolUseBlock(id="a", name="Bash", input={"command": "seq"})),
+            _msg(2, "user", fr.ToolResultBlock(tool_use_id="a", content=output)),
+        )
+    )
+    assert "line 5" in text and "line 6" not in text
+    assert "…" in text
+
+
+def test_text_drops_oldest_messages_first_then_cuts_the_summary() -> None:
+    summary = "S" * 3000
+    messages = [_msg(k, "user", fr.TextBlock(text=f"message {k} " + "x" * 80)) for k in range(20)]
+    bundle = _bundle(_summary(5, summary), *messages)
+    text = to_text(bundle, max_chars=3600)
+    assert len(text) <= 3600
+    assert summary in text  # whole: old messages went first
+    assert "message 19 " in text and "message 0 " not in text
+    kept = re.findall(r"message (\d+) ", text)
+    assert kept == [str(k) for k in range(20 - len(kept), 20)]
+
+    small = to_text(bundle, max_chars=1000)
+    assert len(small) <= 1000
+    assert "message 19 " in small and "message 18 " not in small
+    assert "S…" in small and summary not in small
+
+
+def test_text_shortens_an_overly_long_tool_output_before_dropping_messages() -> None:
+    bundle = _bundle(
+        _msg(1, "user", fr.TextBlock(text="first question")),
+        _msg(
+            2,
+            "assistant",
+            fr.TextBlock(text="Looking."),
+            fr.ToolUseBlock(id="a", name="Bash", input={"command": "cat big"}),
+        ),
+        _msg(3, "user", fr.ToolResultBlock(tool_use_id="a", content="y" * 5000)),
+    )
+    text = to_text(bundle, max_chars=700)
+    assert len(text) <= 700
+    assert "first question" in text and "[assistant] Looking." in text
+    assert re.search(r"\[tool_result ok\] y+…", text)
+
+
+def test_text_older_summaries_only_when_there_is_room() -> None:
+    bundle = _bundle(
+        _summary(4, "older " * 50),
+        _summary(8, "latest"),
+        _msg(9, "user", fr.TextBlock(text="hello")),
+    )
+    full = to_text(bundle)
+    assert "Earlier summary" in full
+    tight = to_text(bundle, max_chars=len(full) - 1)
+    assert "Earlier summary" not in tight and "latest" in tight and "[user] hello" in tight
+
+
+def test_text_tiny_budgets() -> None:
+    bundle = _kitchen_sink()
+    assert to_text(bundle, max_chars=0) == ""
+    assert to_text(bundle, max_chars=10) == "# Context…"
+    with pytest.raises(ValueError):
+        to_text(bundle, max_chars=-1)
+
+
+def test_text_of_an_empty_bundle_is_its_header() -> None:
+    assert to_text(_bundle()) == (
+        "# Context of thread t1 at seq 99 (strategy summaries_recent_messages_v1)"
+    )
+
+
+_MARKER = re.compile(r"<m(\d+)>")
+
+
+@st.composite
+def marked_bundles(draw: st.DrawFn) -> ContextBundle:
+    """Bundles whose every message starts with a short marker text ``<mSEQ>``, and whose tool
+    outputs may be long."""
+    base = draw(bundles(max_blocks=3))
+    long_output = st.builds(
+        fr.ToolResultBlock,
+        tool_use_id=_IDS,
+        content=st.text(alphabet="ab\n", min_size=500, max_size=3000),
+    )
+    items: list[SummaryItem | MessageItem] = list(base.summaries)
+    for m in base.messages:
+        extra = draw(st.lists(long_output, max_size=1))
+        content = [fr.TextBlock(text=f"<m{m.seq}>"), *m.content, *extra]
+        items.append(_msg(m.seq, m.role, *content))
+    return _bundle(*items)
+
+
+@settings(max_examples=200, deadline=None)
+@given(marked_bundles(), st.integers(0, 6000))
+def test_text_fits_and_keeps_the_newest(bundle: ContextBundle, max_chars: int) -> None:
+    text = to_text(bundle, max_chars=max_chars)
+    assert len(text) <= max_chars
+    assert to_text(bundle, max_chars=max_chars) == text
+    if len(to_text(bundle)) <= max_chars:
+        assert text == to_text(bundle)
+    heading = "\n## Recent messages\n"
+    if heading not in text:
+        return
+    section = text[text.index(heading) + len(heading) :]
+    seqs = [str(m.seq) for m in bundle.messages]
+    markers = _MARKER.findall(section)
+    if markers:  # a suffix of the window, the newest included
+        assert markers == seqs[-len(markers) :]
+    else:  # only the newest, shortened below its marker
+        assert section.startswith(f"[{bundle.messages[-1].role}]")
+
+
+# --- render ---------------------------------------------------------------------------------
+
+
+def test_render_formats() -> None:
+    bundle = _kitchen_sink()
+    assert render(bundle, "json") == bundle_bytes(bundle).decode()
+    assert json.loads(render(bundle, "anthropic", system_prefix="P")) == to_anthropic(
+        bundle, system_prefix="P"
+    )
+    assert json.loads(render(bundle, "openai")) == to_openai(bundle)
+    assert render(bundle, "text", max_chars=500) == to_text(bundle, max_chars=500)
+    with pytest.raises(ValueError, match="unknown format"):
+        render(bundle, "xml")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        render(bundle, "json", max_chars=3)
