@@ -1,0 +1,524 @@
+"""Incremental, idempotent ingest of Claude Code transcripts into threads.
+
+One thread per session (``cc-<session id>``), one per subagent or sidechain
+(``cc-<session id>.agent-<agent id>``), linked to its parent by ``thread_created``. A cursor per
+transcript file (in the cache) remembers how far the file was read, a hash of its head (to notice
+a replaced file) and the source keys it recently wrote; every message carries its source line's
+uuid, so re-reading a file — after a lost cursor, a shrunk or replaced file, or a crash between
+the append and the cursor update — never duplicates anything: keys are re-derived from the log.
+
+Work is proportional to the new bytes. The trailing response of an assistant turn is held back
+until a later line shows it complete (one API response arrives as several lines), unless the
+ingest is ``final`` (pre-compact, session end). Claude's own compaction — a ``compact_boundary``
+then an ``isCompactSummary`` line — becomes a ``compaction_checkpoint_created`` whose summary
+artifact is Claude's summary, so compile builds on it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Final
+
+import blake3
+import msgspec
+
+from continuity import frames as fr
+from continuity.claude_code.transcript import (
+    AssistantPart,
+    CompactBoundary,
+    CompactSummary,
+    LegacySummary,
+    Record,
+    UserLine,
+    read_records,
+)
+from continuity.store import Store
+
+__all__ = [
+    "SOURCE_SYSTEM",
+    "IngestReport",
+    "agent_thread_id",
+    "ingest_transcript",
+    "session_thread_id",
+    "transcript_kind",
+]
+
+SOURCE_SYSTEM: Final = "claude-code"
+ARTIFACT_THRESHOLD: Final = 16 * 1024
+PREVIEW_CHARS: Final = 2000
+_RECENT_KEYS: Final = 4096
+_HEAD_BYTES: Final = 4096
+_SAFE_RE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
+
+
+def _safe(part: str) -> str:
+    return _SAFE_RE.sub("_", part)[:60] or "unknown"
+
+
+def session_thread_id(session_id: str) -> str:
+    return f"cc-{_safe(session_id)}"
+
+
+def agent_thread_id(session_id: str, agent_id: str) -> str:
+    return f"cc-{_safe(session_id)}.agent-{_safe(agent_id)}"
+
+
+class Cursor(msgspec.Struct, kw_only=True):
+    """How far a transcript was ingested (a cache: losing it costs a re-read, never data)."""
+
+    path: str
+    offset: int = 0
+    head_hash: str = ""
+    heads: dict[str, int] = {}
+    """Each thread's last seq when the cursor was written: frames after it are re-checked."""
+    keys: list[str] = []
+    """Recently written source keys (bounded), for replays of recent lines."""
+    main_thread: str = ""
+    last_message_seq: dict[str, int] = {}
+
+
+@dataclass(slots=True)
+class IngestReport:
+    path: str
+    threads: list[str] = field(default_factory=list)
+    messages: int = 0
+    checkpoints: int = 0
+    duplicates: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    bytes_read: int = 0
+    restarted: str | None = None
+    """Why the file was read from the start again (lost cursor, shrunk or replaced file)."""
+    held_back: bool = False
+
+
+def transcript_kind(path: Path) -> tuple[str, str | None]:
+    """(session id, agent id or None) from a transcript's path and layout.
+
+    ``<project>/<session>.jsonl`` is a session; ``<project>/<session>/subagents/agent-<id>.jsonl``
+    (2.1.x) and ``<project>/agent-<id>.jsonl`` (2.0.x, session read from its lines) are subagents.
+    """
+    name = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
+    if name.startswith("agent-"):
+        agent = name[len("agent-") :]
+        if path.parent.name == "subagents":
+            return path.parent.parent.name, agent
+        return "", agent
+    return name, None
+
+
+def _ts_ms(stamp: str) -> int:
+    if not stamp:
+        return 0
+    try:
+        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    """Where Claude's compaction falls among a thread's new frames: its checkpoint's ``to_seq``
+    (the last message before it) is known only once those frames are appended."""
+
+    summary: CompactSummary
+    boundary: CompactBoundary | None
+
+
+class _Batch:
+    """New frames (and compaction markers) for one thread, in transcript order."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        self.frames: list[fr.Frame | _Marker] = []
+
+
+class _Ingest:
+    def __init__(self, store: Store, path: Path, final: bool, thread_override: str | None) -> None:
+        self.store = store
+        self.path = path
+        self.final = final
+        self.session_id, self.agent_id = transcript_kind(path)
+        self.thread_override = thread_override
+        self.report = IngestReport(str(path))
+        self.known: set[str] = set()
+        self.loaded: set[str] = set()
+        self.new_keys: list[str] = []
+
+    # -- keys ----------------------------------------------------------------------------------
+
+    def load_keys(self, thread_id: str, after_seq: int) -> None:
+        """Add the source keys of ``thread_id``'s frames after ``after_seq`` to the known set."""
+        thread = self.store.thread(thread_id)
+        for frame in thread.read(from_seq=after_seq + 1):
+            self.known.update(_frame_keys(frame))
+
+    def ensure_loaded(self, thread_id: str, cursor: Cursor | None) -> None:
+        if thread_id in self.loaded:
+            return
+        self.loaded.add(thread_id)
+        after = -1 if cursor is None else cursor.heads.get(thread_id, -1)
+        self.load_keys(thread_id, after)
+
+    # -- building frames -----------------------------------------------------------------------
+
+    def thread_for(self, where_session: str, agent: str | None, sidechain: bool) -> str:
+        if self.thread_override:
+            return self.thread_override
+        session = self.session_id or where_session
+        if self.agent_id is not None:
+            return agent_thread_id(session or "unknown", self.agent_id)
+        if sidechain:
+            return agent_thread_id(session or "unknown", agent or "sidechain")
+        return session_thread_id(session or "unknown")
+
+    def externalize(self, blocks: list[fr.ContentBlock]) -> list[fr.ContentBlock]:
+        out: list[fr.ContentBlock] = []
+        for b in blocks:
+            if isinstance(b, fr.ToolResultBlock) and b.size > ARTIFACT_THRESHOLD:
+                data = b.content.encode("utf-8", "surrogatepass")
+                aid = self.store.artifacts.put(data)
+                b = fr.ToolResultBlock(
+                    tool_use_id=b.tool_use_id,
+                    artifact_id=aid,
+                    preview=b.content[:PREVIEW_CHARS],
+                    size=b.size,
+                    is_error=b.is_error,
+                )
+            out.append(b)
+        return out
+
+
+def _frame_keys(frame: fr.Frame) -> list[str]:
+    if isinstance(frame, fr.MessageAppended) and frame.source is not None:
+        keys = [frame.source.key]
+        extra = frame.meta.get("cc_keys")
+        if extra:
+            keys.extend(extra.split(","))
+        return keys
+    if isinstance(frame, fr.CompactionCheckpointCreated) and frame.produced_by == SOURCE_SYSTEM:
+        return [f"c:{frame.checkpoint_id}"]
+    return []
+
+
+def _cursor_path(store: Store, path: Path) -> Path:
+    digest = blake3.blake3(str(path).encode()).hexdigest()[:32]
+    return store.cache_dir / "claude-code" / "cursors" / f"{digest}.json"
+
+
+def _head_hash(path: Path, upto: int) -> str:
+    with open(path, "rb") as f:
+        return blake3.blake3(f.read(min(upto, _HEAD_BYTES))).hexdigest()
+
+
+_cursor_decoder: Final = msgspec.json.Decoder(Cursor)
+
+
+def _load_cursor(file: Path) -> Cursor | None:
+    try:
+        return _cursor_decoder.decode(file.read_bytes())
+    except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _save_cursor(file: Path, cursor: Cursor) -> None:
+    tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(msgspec.json.encode(cursor))
+    os.replace(tmp, file)
+
+
+def _user_keys(line: UserLine) -> list[str]:
+    keys = [line.where.uuid] if line.where.uuid else []
+    for b in line.blocks:
+        if isinstance(b, fr.ToolResultBlock) and b.tool_use_id:
+            keys.append(f"r:{b.tool_use_id}")
+    if not any(isinstance(b, fr.ToolResultBlock) for b in line.blocks):
+        text = "\n".join(b.text for b in line.blocks if isinstance(b, fr.TextBlock))
+        digest = blake3.blake3(f"{line.where.timestamp}\0{text}".encode()).hexdigest()[:20]
+        keys.append(f"p:{digest}")
+    return keys
+
+
+_Grouped = UserLine | CompactBoundary | CompactSummary | LegacySummary | list[AssistantPart]
+
+
+def _groups(records: list[Record]) -> list[_Grouped]:
+    """Records with consecutive parts of one assistant response gathered into lists."""
+    out: list[_Grouped] = []
+    for rec in records:
+        if isinstance(rec, AssistantPart):
+            last = out[-1] if out else None
+            if (
+                isinstance(last, list)
+                and last[0].message_id == rec.message_id
+                and last[0].where.sidechain == rec.where.sidechain
+                and last[0].where.agent_id == rec.where.agent_id
+            ):
+                last.append(rec)
+                continue
+            out.append([rec])
+        else:
+            out.append(rec)
+    return out
+
+
+def ingest_transcript(
+    store: Store,
+    path: str | os.PathLike[str],
+    *,
+    final: bool = False,
+    thread_id: str | None = None,
+) -> IngestReport:
+    """Ingest what is new in one transcript file. Safe to run from parallel processes."""
+    p = Path(path).absolute()
+    cursor_file = _cursor_path(store, p)
+    cursor_file.parent.mkdir(parents=True, exist_ok=True)
+    lock_fd = os.open(cursor_file.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        return _ingest_locked(store, p, cursor_file, final, thread_id)
+    finally:
+        os.close(lock_fd)
+
+
+def _ingest_locked(
+    store: Store, path: Path, cursor_file: Path, final: bool, thread_override: str | None
+) -> IngestReport:
+    job = _Ingest(store, path, final, thread_override)
+    size = path.stat().st_size
+    cursor = _load_cursor(cursor_file)
+    start = 0
+    if cursor is None:
+        job.report.restarted = "no cursor" if not cursor_file.exists() else "unreadable cursor"
+    elif size < cursor.offset:
+        job.report.restarted = f"file shrank from {cursor.offset} to {size} bytes"
+        cursor = None
+    elif cursor.offset and _head_hash(path, cursor.offset) != cursor.head_hash:
+        job.report.restarted = "file was replaced"
+        cursor = None
+    else:
+        start = cursor.offset
+        job.known.update(cursor.keys)
+    read = read_records(path, start)
+    job.report.bytes_read = read.end - start
+    job.report.skipped = dict(read.skipped)
+    grouped = _groups(read.records)
+
+    # Hold back an unfinished tail: the last response (more lines may follow) and a boundary
+    # whose summary has not been written yet.
+    end = read.end
+    if not final:
+        while grouped:
+            last = grouped[-1]
+            if isinstance(last, list):
+                end = last[0].where.offset
+            elif isinstance(last, CompactBoundary):
+                end = last.where.offset
+            else:
+                break
+            grouped.pop()
+            job.report.held_back = True
+            break
+
+    batches: dict[str, _Batch] = {}
+    order: list[str] = []
+
+    def batch_for(tid: str) -> _Batch:
+        if tid not in batches:
+            batches[tid] = _Batch(tid)
+            order.append(tid)
+            job.ensure_loaded(tid, cursor)
+        return batches[tid]
+
+    last_boundary: CompactBoundary | None = None
+    title: str | None = None
+    meta_source: dict[str, str] = {}
+    for item in grouped:
+        if isinstance(item, LegacySummary):
+            title = title or item.summary or None
+            continue
+        if isinstance(item, CompactBoundary):
+            last_boundary = item
+            continue
+        where = item[0].where if isinstance(item, list) else item.where
+        if not meta_source and where.cwd:
+            meta_source = {
+                "project": where.cwd,
+                "git_branch": where.git_branch,
+                "claude_code_version": where.version,
+            }
+        tid = job.thread_for(where.session_id, where.agent_id, where.sidechain)
+        batch = batch_for(tid)
+        if isinstance(item, CompactSummary):
+            key = f"c:cc-{item.where.uuid}"
+            if key in job.known:
+                job.report.duplicates += 1
+                continue
+            batch.frames.append(_Marker(item, last_boundary))
+            job.known.add(key)
+            job.new_keys.append(key)
+            last_boundary = None
+            continue
+        if isinstance(item, UserLine):
+            keys = _user_keys(item)
+            if not item.blocks:
+                continue
+            if any(k in job.known for k in keys):
+                job.report.duplicates += 1
+                continue
+            meta = {"is_meta": "true"} if item.is_meta else {}
+            if len(keys) > 1:
+                meta["cc_keys"] = ",".join(keys[1:])
+            frame = fr.message(
+                "user",
+                content=job.externalize(item.blocks),
+                message_id=item.where.uuid or keys[0],
+                source=fr.SourceRef(system=SOURCE_SYSTEM, key=keys[0]),
+                ts_ms=_ts_ms(item.where.timestamp),
+            )
+            batch.frames.append(msgspec.structs.replace(frame, meta=meta) if meta else frame)
+            job.known.update(keys)
+            job.new_keys.extend(keys)
+            continue
+        parts = [p for p in item if p.where.uuid not in job.known]
+        if not parts:
+            job.report.duplicates += 1
+            continue
+        head = parts[0]
+        message_key = f"a:{head.message_id}"
+        message_id = head.message_id
+        if message_key in job.known:  # a late line of a response already archived
+            message_id = f"{head.message_id}#{head.where.uuid[:8]}"
+        blocks = [b for p in parts for b in p.blocks]
+        if not blocks:
+            continue
+        keys = [p.where.uuid for p in parts if p.where.uuid] or [message_key]
+        meta = {"model": head.model} if head.model else {}
+        if head.synthetic:
+            meta["synthetic"] = "true"
+        extra = [*keys[1:], message_key] if keys[0] != message_key else []
+        if extra:
+            meta["cc_keys"] = ",".join(extra)
+        frame = fr.message(
+            "assistant",
+            content=job.externalize(blocks),
+            message_id=message_id,
+            source=fr.SourceRef(system=SOURCE_SYSTEM, key=keys[0]),
+            ts_ms=_ts_ms(head.where.timestamp),
+        )
+        batch.frames.append(msgspec.structs.replace(frame, meta=meta))
+        job.known.update([*keys, message_key])
+        job.new_keys.extend([*keys, message_key])
+
+    heads: dict[str, int] = dict(cursor.heads) if cursor else {}
+    last_msg: dict[str, int] = dict(cursor.last_message_seq) if cursor else {}
+    main = job.thread_for(job.session_id, None, False)
+    for tid in order:
+        _append_batch(job, batches[tid], main, title, meta_source, last_msg)
+        thread_head = store.thread(tid).head()
+        if thread_head is not None:
+            heads[tid] = thread_head.seq
+    job.report.threads = order
+    keys = [*(cursor.keys if cursor else []), *job.new_keys][-_RECENT_KEYS:]
+    _save_cursor(
+        cursor_file,
+        Cursor(
+            path=str(path),
+            offset=end,
+            head_hash=_head_hash(path, end),
+            heads=heads,
+            keys=keys,
+            main_thread=main,
+            last_message_seq=last_msg,
+        ),
+    )
+    return job.report
+
+
+def _append_batch(
+    job: _Ingest,
+    batch: _Batch,
+    main: str,
+    title: str | None,
+    meta_source: dict[str, str],
+    last_msg: dict[str, int],
+) -> None:
+    """Append a thread's frames; a checkpoint marker splits the batch so its ``to_seq`` can name
+    the last message appended before it."""
+    store = job.store
+    thread = store.thread(batch.thread_id)
+    segment: list[fr.Frame] = []
+    if not thread.exists() and batch.frames:
+        meta = {"source": SOURCE_SYSTEM, "transcript": str(job.path), **meta_source}
+        if job.session_id:
+            meta["session_id"] = job.session_id
+        parent = main if batch.thread_id != main else None
+        segment.append(
+            fr.ThreadCreated(
+                thread_id=batch.thread_id,
+                title=title if parent is None else None,
+                parent_thread_id=parent,
+                meta={k: v for k, v in meta.items() if v},
+            )
+        )
+
+    def flush() -> None:
+        if not segment:
+            return
+        seqs = thread.append(segment)
+        given = segment[len(segment) - len(seqs) :]
+        for seq, f in zip(seqs, given, strict=True):
+            if isinstance(f, fr.MessageAppended):
+                last_msg[batch.thread_id] = seq
+                job.report.messages += 1
+        segment.clear()
+
+    for item in batch.frames:
+        if not isinstance(item, _Marker):
+            segment.append(item)
+            continue
+        flush()
+        to_seq = last_msg.get(batch.thread_id)
+        if to_seq is None:
+            tail = thread.tail(1, types=["message_appended"])
+            to_seq = tail[0].seq if tail else None
+        if to_seq is None:
+            continue  # a summary of nothing we hold: keep the text only as Claude's
+        segment.append(_claude_checkpoint(job, batch.thread_id, item, to_seq))
+        flush()
+        job.report.checkpoints += 1
+    flush()
+
+
+def _claude_checkpoint(
+    job: _Ingest, thread_id: str, marker: _Marker, to_seq: int
+) -> fr.CompactionCheckpointCreated:
+    from continuity.summary import SummaryDoc, summary_bytes
+
+    trigger = marker.boundary.trigger if marker.boundary else ""
+    doc = SummaryDoc(
+        thread_id=thread_id,
+        to_seq=to_seq,
+        produced_by=SOURCE_SYSTEM,
+        text=marker.summary.text,
+    )
+    aid = job.store.artifacts.put(summary_bytes(doc))
+    return fr.CompactionCheckpointCreated(
+        checkpoint_id=f"cc-{marker.summary.where.uuid}",
+        cut_rule_id=f"claude_code_compact/{trigger or 'unknown'}",
+        summary_kind="cumulative_v1",
+        summary_artifact_id=aid,
+        from_seq=0,
+        to_seq=to_seq,
+        produced_by=SOURCE_SYSTEM,
+        ts_ms=_ts_ms(marker.summary.where.timestamp),
+    )
+
+
+def ingest_paths(store: Store, paths: Iterable[Path], *, final: bool = True) -> list[IngestReport]:
+    return [ingest_transcript(store, p, final=final) for p in paths]
