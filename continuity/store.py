@@ -310,6 +310,10 @@ class JsonlThread(Thread):
             raise BadFrame("empty batch")
         sync = self._store.durable if durable is None else durable
         created = False
+        if not self.path.exists():
+            # Refuse a bad first batch before the log file exists, so a failed append to a new
+            # thread leaves nothing behind (under the lock the batch is sealed again for real).
+            seal_batch(self.id, batch, None, now_ms=0, expected_seq=expected_seq)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -935,3 +935,13 @@ class TestJsonlCorruption:
             list(thread.read())
         self.assert_corrupt(exc, 3, offset)
         assert [f.seq for f in thread.read(from_seq=4)] == list(range(4, 10))
+
+
+def test_a_refused_first_batch_leaves_no_log_file(tmp_store: Store) -> None:
+    thread = tmp_store.thread("new")
+    with pytest.raises(SeqConflict):
+        thread.append(fr.message("user", "x"), expected_seq=7)
+    with pytest.raises(BadFrame):
+        thread.append([fr.message("user", "x"), fr.ThreadCreated()])
+    assert not thread.path.exists()
+    assert thread.append(fr.message("user", "x")) == range(1, 2)
