@@ -179,7 +179,7 @@ def render(report: Report) -> str:
         vs = f"{r.ratio:.2f}x {r.baseline}" if r.ratio is not None else r.baseline
         ok = {None: "", True: "yes", False: "NO"}[r.ok]
         p90 = "" if r.p90 is None else _num(r.p90)
-        rows.append((r.metric, _num(r.median), p90, r.unit, str(r.n), vs, target, ok))
+        rows.append((r.metric, _num(r.median), p90, r.unit, str(r.n or ""), vs, target, ok))
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
     right = {1, 2, 4}
 
