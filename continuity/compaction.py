@@ -22,6 +22,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Final
@@ -121,17 +122,25 @@ def _latest_cumulative(checkpoints: Sequence[CheckpointEntry]) -> CheckpointEntr
 
 
 def _keep_pairs(source: ThreadSource, ordinal: int, total: int) -> int:
-    """Move a cut at message ``ordinal`` past the messages answering its tool calls."""
-    while ordinal + 1 < total:
-        seq = source.message_seq(ordinal)
-        nxt = source.message_seq(ordinal + 1)
-        frames = [f for f in source.frames(seq, nxt) if isinstance(f, fr.MessageAppended)]
-        calls = {b.id for b in frames[0].content if isinstance(b, fr.ToolUseBlock)}
-        if not calls or not any(
-            isinstance(b, fr.ToolResultBlock) and b.tool_use_id in calls for b in frames[-1].content
-        ):
+    """Move a cut at message ``ordinal`` past the messages answering its tool calls (all of
+    them, when several calls are answered one message at a time)."""
+    seq = source.message_seq(ordinal)
+    message = next(f for f in source.frames(seq, seq) if isinstance(f, fr.MessageAppended))
+    pending = {b.id for b in message.content if isinstance(b, fr.ToolUseBlock)}
+    while pending and ordinal + 1 < total:
+        nxt_seq = source.message_seq(ordinal + 1)
+        nxt = next(f for f in source.frames(nxt_seq, nxt_seq) if isinstance(f, fr.MessageAppended))
+        answered = {
+            b.tool_use_id
+            for b in nxt.content
+            if isinstance(b, fr.ToolResultBlock) and b.tool_use_id in pending
+        }
+        if not answered:
             return ordinal
         ordinal += 1
+        pending = (pending - answered) | {
+            b.id for b in nxt.content if isinstance(b, fr.ToolUseBlock)
+        }
     return ordinal
 
 
@@ -146,17 +155,21 @@ def plan_cuts(source: ThreadSource, rule: CutRule) -> list[int]:
     done = {c.to_seq for c in checkpoints if c.summary_kind == CUMULATIVE_V1}
     ordinals: list[int] = []
     if isinstance(rule, StrideMessages):
-        ordinals = list(range(rule.n - 1, total, rule.n))
+        ordinals = [_keep_pairs(source, o, total) for o in range(rule.n - 1, total, rule.n)]
     elif isinstance(rule, TokenThreshold):
         latest = _latest_cumulative(checkpoints)
         start = source.message_count_upto(latest.to_seq) if latest else 0
-        tokens = source.message_tokens(start, total)
+        tokens = source.message_tokens(start, total).tolist()
         running = 0
-        for i, t in enumerate(tokens.tolist()):
-            running += int(t)
+        i = start
+        while i < total:
+            running += int(tokens[i - start])
             if running > rule.tokens:
-                ordinals.append(start + i)
+                # The cut may move past the results of its calls: count again after them.
+                i = _keep_pairs(source, i, total)
+                ordinals.append(i)
                 running = 0
+            i += 1
     else:
         if isinstance(rule.at, str):
             seq = source.seq_of_message_id(rule.at)
@@ -169,10 +182,10 @@ def plan_cuts(source: ThreadSource, rule: CutRule) -> list[int]:
         count = source.message_count_upto(seq)
         if count == 0:
             raise InvalidCutRule(f"no message at or before seq {seq}")
-        ordinals = [count - 1]
+        ordinals = [_keep_pairs(source, count - 1, total)]
     cuts: list[int] = []
     for o in ordinals:
-        to_seq = source.message_seq(_keep_pairs(source, o, total))
+        to_seq = source.message_seq(o)
         if to_seq not in done and (not cuts or to_seq > cuts[-1]):
             cuts.append(to_seq)
     return cuts
@@ -280,6 +293,7 @@ class _JobLock:
     process releases it with its descriptor), plus an in-process set for stores without files."""
 
     _held: ClassVar[set[tuple[int, str]]] = set()
+    _guard: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, store: BaseStore, thread_id: str) -> None:
         self.path = (
@@ -292,24 +306,32 @@ class _JobLock:
 
     def __enter__(self) -> _JobLock:
         busy = JobInFlight("a compaction job for this thread is already running")
-        if self.key in self._held:
-            raise busy
+        with self._guard:  # check and claim as one step: two threads must not both get in
+            if self.key in self._held:
+                raise busy
+            self._held.add(self.key)
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(self.fd)
-                self.fd = -1
-                raise busy from None
-        self._held.add(self.key)
+            except BaseException as exc:
+                if self.fd >= 0:
+                    os.close(self.fd)
+                    self.fd = -1
+                with self._guard:
+                    self._held.discard(self.key)
+                if isinstance(exc, BlockingIOError):
+                    raise busy from None
+                raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._held.discard(self.key)
         if self.fd >= 0:
             os.close(self.fd)
+            self.fd = -1
+        with self._guard:
+            self._held.discard(self.key)
 
 
 def run_compaction(

@@ -216,9 +216,10 @@ class _Compiler:
                 )
             else:
                 break
-        latest = selected[-1].to_seq if selected else -1
+        # Every ignored checkpoint the anchor could see is a reset, whatever its to_seq: an
+        # unreadable one may have been a lower tier, and an unsupported one may tie a selected one.
         for c in checkpoints:
-            if c.seq > anchor_seq or c.to_seq > anchor_seq or c.to_seq <= latest:
+            if c.seq > anchor_seq or c.to_seq > anchor_seq:
                 continue
             if c.summary_kind != CUMULATIVE_V1:
                 self.resets.append(
@@ -309,7 +310,7 @@ class _Compiler:
                 blocks.append(b)
             blocks.reverse()
             if changed or self.tokenizer is not None:
-                tokens = 4 + sum(self.count(_block_text(b)) for b in blocks)
+                tokens = 4 + sum(self._block_tokens(b) for b in blocks)
             else:
                 tokens = m.tokens or fr.estimate_message_tokens(m.content)
             out.append(
@@ -329,6 +330,11 @@ class _Compiler:
                 f"({observed} by observations), {verbatim} kept whole"
             )
         return out
+
+    def _block_tokens(self, block: ItemBlock) -> int:
+        if isinstance(block, fr.ImageBlock):  # no text to count: the frames' fixed estimate
+            return fr.estimate_message_tokens([block]) - fr.estimate_message_tokens([])
+        return self.count(_block_text(block))
 
     @staticmethod
     def _stub(block: fr.ToolResultBlock, name: str, observations: dict[str, str]) -> ToolStubBlock:
@@ -354,9 +360,9 @@ class _Compiler:
         if budget is None:
             return summaries, items
         total_s = sum(s.tokens for s in summaries)
-        # Longest suffix of the window that fits next to the summaries and starts validly.
-        while True:
-            room = budget - total_s
+
+        def fitting_start(room: int) -> int:
+            """Where the longest valid suffix of the window within ``room`` tokens starts."""
             start = len(items)
             used = 0
             for i in range(len(items) - 1, -1, -1):
@@ -364,52 +370,62 @@ class _Compiler:
                     break
                 used += items[i].tokens
                 start = i
-            start = _valid_start(sources, start)
-            if start < len(items) or not summaries:
-                break
-            # Not even the newest message fits: give up the oldest summary and try again.
-            dropped = summaries.pop(0)
-            total_s -= dropped.tokens
-            self.reasons.append(
-                f"budget: summary to_seq {dropped.to_seq} dropped to make room for the newest"
-            )
+            return _valid_start(sources, start)
+
+        # Summaries make room for the newest messages, oldest summary first — but only when
+        # there is a window and its newest message (with its call) fits in the budget at all.
+        start = fitting_start(budget - total_s)
+        if items and fitting_start(budget) < len(items):
+            while start == len(items) and summaries:
+                dropped = summaries.pop(0)
+                total_s -= dropped.tokens
+                self.reasons.append(
+                    f"budget: summary to_seq {dropped.to_seq} dropped to make room for the newest"
+                )
+                start = fitting_start(budget - total_s)
         if start:
             self.reasons.append(
                 f"budget: window cut to {len(items) - start} of {len(items)} messages "
                 f"to fit {budget} tokens"
             )
         kept = items[start:]
-        if items and not kept:
-            need = items[-1].tokens
-            self.notes.append(
-                f"budget_insufficient: the newest message needs {need} tokens; "
-                f"the budget is {budget} ({total_s} used by summaries)"
-            )
-            self.reasons.append(self.notes[-1])
         while summaries and total_s > budget:
             dropped = summaries.pop(0)
             total_s -= dropped.tokens
             self.reasons.append(f"budget: summary to_seq {dropped.to_seq} dropped")
+        if items and not kept:
+            # The minimum is the newest message together with the calls its results answer.
+            first = next(i for i in range(len(items) - 1, -1, -1) if _valid_start(sources, i) == i)
+            need = sum(m.tokens for m in items[first:])
+            what = (
+                "the newest message needs"
+                if first == len(items) - 1
+                else f"the newest {len(items) - first} messages (a call and its result) need"
+            )
+            self.notes.append(
+                f"budget_insufficient: {what} {need} tokens; "
+                f"the budget is {budget} ({total_s} used by summaries)"
+            )
+            self.reasons.append(self.notes[-1])
         return summaries, kept
 
 
 def _valid_start(messages: Sequence[fr.MessageAppended], start: int) -> int:
-    """The first index ≥ ``start`` from which the window has no tool result without its call."""
+    """The first index ≥ ``start`` from which no message of the window holds a tool result
+    whose call is not earlier in the window (a call is never separated from its result)."""
     while start < len(messages):
         calls: set[str] = set()
-        ok = True
-        for m in messages[start:]:
-            for b in m.content:
-                if isinstance(b, fr.ToolUseBlock):
-                    calls.add(b.id)
+        orphan = -1
+        for i in range(start, len(messages)):
+            content = messages[i].content
+            calls.update(b.id for b in content if isinstance(b, fr.ToolUseBlock))
             if any(
-                isinstance(b, fr.ToolResultBlock) and b.tool_use_id not in calls for b in m.content
+                isinstance(b, fr.ToolResultBlock) and b.tool_use_id not in calls for b in content
             ):
-                ok = m is not messages[start]
-                break
-        if ok:
+                orphan = i
+        if orphan < 0:
             return start
-        start += 1
+        start = orphan + 1
     return start
 
 

@@ -98,7 +98,8 @@ class ScanSource:
         return iter(self._frames[from_seq : to_seq + 1])
 
     def seq_of_message_id(self, message_id: str) -> int | None:
-        for f in self._frames:
+        # The latest message with the id, as the indexed source finds it searching backwards.
+        for f in reversed(self._frames):
             if isinstance(f, fr.MessageAppended) and f.message_id == message_id:
                 return f.seq
         return None
@@ -118,9 +119,14 @@ class IndexedSource:
         return n - 1 if n else None
 
     def default_anchor(self) -> int | None:
+        # Frames appended after the refresh are not in the index: the anchor stays within it.
+        head = self.head_seq()
+        if head is None:
+            return None
         return _default_anchor_backwards(
             self._index.thread._decode(seq, line)
             for seq, line in self._index.thread._lines_backwards()
+            if seq <= head
         )
 
     def checkpoints(self) -> list[CheckpointEntry]:
@@ -147,7 +153,12 @@ class IndexedSource:
         return self._index.read(from_seq, to_seq)
 
     def seq_of_message_id(self, message_id: str) -> int | None:
+        head = self.head_seq()
+        if head is None:
+            return None
         for seq, line in self._index.thread._lines_backwards():
+            if seq > head:
+                continue
             frame = self._index.thread._decode(seq, line)
             if isinstance(frame, fr.MessageAppended) and frame.message_id == message_id:
                 return seq

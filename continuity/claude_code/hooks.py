@@ -1,0 +1,243 @@
+"""``continuity hook <event>``: the Claude Code hook entry point.
+
+A hook must never break Claude Code. Whatever happens, this module exits 0 (2 only in the
+opt-in pre-compact block mode); an error becomes one line on stderr and in the store's
+``errors.log``; stdout gets either nothing, plain text or one complete JSON document, written in
+one piece at the end. It imports only the store and the transcript reader unless a context has
+to be compiled: ``continuity hook`` is dispatched before the CLI stack is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from continuity.paths import default_store_path
+from continuity.store import Store
+
+__all__ = ["EVENTS", "HookConfig", "HookOutcome", "main", "run_hook"]
+
+EVENTS: Final = {
+    "session-start": "SessionStart",
+    "user-prompt-submit": "UserPromptSubmit",
+    "pre-tool-use": "PreToolUse",
+    "post-tool-use": "PostToolUse",
+    "pre-compact": "PreCompact",
+    "post-compact": "PostCompact",
+    "stop": "Stop",
+    "subagent-stop": "SubagentStop",
+    "session-end": "SessionEnd",
+    "notification": "Notification",
+}
+_BY_NAME: Final = {v: k for k, v in EVENTS.items()}
+_MAX_STDIN: Final = 16 << 20
+
+
+class HookConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
+    """Settings in ``<store>/claude-code.json`` (all optional)."""
+
+    restore_on_prompt: bool = True
+    """Offer the restored context on the first prompt after a compaction if SessionStart did
+    not deliver it."""
+    block_compaction: bool = False
+    """Exit 2 from pre-compact (blocks the compaction) after archiving. Off by default."""
+    startup_pointer: bool = True
+    """On startup/clear, point Claude at the previous session of the same project."""
+    restore_max_chars: int = 9_500
+
+
+class SessionState(msgspec.Struct, kw_only=True):
+    """Per-session hook state (a cache: losing it costs at most one restore)."""
+
+    compactions: int = 0
+    restore_pending: bool = False
+
+
+@dataclass(slots=True)
+class HookOutcome:
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+def _event_name(arg: str | None, payload: dict[str, Any]) -> str:
+    raw = arg or ""
+    if raw in EVENTS:
+        return raw
+    if raw in _BY_NAME:
+        return _BY_NAME[raw]
+    named = payload.get("hook_event_name")
+    if isinstance(named, str) and named in _BY_NAME:
+        return _BY_NAME[named]
+    if raw:
+        raise ValueError(f"unknown hook event {raw!r}")
+    raise ValueError("no hook event given (argument or hook_event_name)")
+
+
+def _config(store: Store) -> HookConfig:
+    path = store.root / "claude-code.json"
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=HookConfig)
+    except FileNotFoundError:
+        return HookConfig()
+
+
+def _state_path(store: Store, thread_id: str) -> Path:
+    return store.cache_dir / "claude-code" / "sessions" / f"{thread_id}.json"
+
+
+def _load_state(store: Store, thread_id: str) -> SessionState:
+    try:
+        return msgspec.json.decode(_state_path(store, thread_id).read_bytes(), type=SessionState)
+    except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
+        return SessionState()
+
+
+def _save_state(store: Store, thread_id: str, state: SessionState) -> None:
+    path = _state_path(store, thread_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(msgspec.json.encode(state))
+    os.replace(tmp, path)
+
+
+def _context_json(event: str, text: str) -> str:
+    return msgspec.json.encode(
+        {"hookSpecificOutput": {"hookEventName": EVENTS[event], "additionalContext": text}}
+    ).decode()
+
+
+def _ingest(store: Store, transcript: Path, *, final: bool) -> str:
+    """Ingest the transcript (and its subagent files when final); return the session thread."""
+    from continuity.claude_code.ingest import ingest_transcript, session_thread_id, transcript_kind
+
+    if transcript.is_file():
+        ingest_transcript(store, transcript, final=final)
+        if final:
+            sub = transcript.with_suffix("") / "subagents"
+            if sub.is_dir():
+                for agent in sorted(sub.glob("agent-*.jsonl")):
+                    ingest_transcript(store, agent, final=True)
+    session, _agent = transcript_kind(transcript)
+    return session_thread_id(session)
+
+
+def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
+    """Do what ``event`` calls for; raise on failure (``main`` turns that into exit 0)."""
+    out = HookOutcome()
+    cfg = _config(store)
+    raw_path = payload.get("transcript_path")
+    if not isinstance(raw_path, str) or not raw_path:
+        raise ValueError("the hook input has no transcript_path")
+    transcript = Path(raw_path).expanduser()
+    if not transcript.is_file():
+        raise FileNotFoundError(f"transcript {transcript} does not exist")
+    final = event in ("pre-compact", "session-end")
+    thread_id = _ingest(store, transcript, final=final)
+    if event == "subagent-stop":
+        agent_path = payload.get("agent_transcript_path")
+        if isinstance(agent_path, str) and Path(agent_path).is_file():
+            from continuity.claude_code.ingest import ingest_transcript
+
+            ingest_transcript(store, Path(agent_path), final=True)
+    if event == "pre-compact":
+        from continuity.claude_code.restore import preservation_guidance
+
+        state = _load_state(store, thread_id)
+        state.restore_pending = True
+        _save_state(store, thread_id, state)
+        if store.thread(thread_id).exists():
+            out.stdout = preservation_guidance(store, thread_id)
+        if cfg.block_compaction:
+            out.exit_code = 2
+            out.stderr = "continuity: compaction blocked by configuration (block_compaction)"
+    elif event == "session-start":
+        source = payload.get("source")
+        if source in ("compact", "resume") and store.thread(thread_id).exists():
+            from continuity.claude_code.restore import restore_context
+
+            text = restore_context(store, thread_id, max_chars=cfg.restore_max_chars)
+            out.stdout = _context_json(event, text)
+            state = _load_state(store, thread_id)
+            if source == "compact":
+                state.compactions += 1
+            state.restore_pending = False
+            _save_state(store, thread_id, state)
+        elif source in ("startup", "clear") and cfg.startup_pointer:
+            pointer = _previous_session_pointer(store, thread_id, payload.get("cwd"))
+            if pointer:
+                out.stdout = _context_json(event, pointer)
+    elif event == "user-prompt-submit" and cfg.restore_on_prompt:
+        state = _load_state(store, thread_id)
+        if state.restore_pending and store.thread(thread_id).exists():
+            from continuity.claude_code.restore import restore_context
+
+            text = restore_context(store, thread_id, max_chars=cfg.restore_max_chars)
+            out.stdout = _context_json(event, text)
+            state.restore_pending = False
+            _save_state(store, thread_id, state)
+    return out
+
+
+def _previous_session_pointer(store: Store, thread_id: str, cwd: object) -> str:
+    from continuity.claude_code.sessions import previous_session
+
+    if not isinstance(cwd, str) or not cwd:
+        return ""
+    prev = previous_session(store, cwd, exclude=thread_id)
+    if prev is None:
+        return ""
+    return (
+        f"continuity archived the previous session of this project as thread {prev.thread_id} "
+        f"(last active {prev.last_active} UTC). "
+        f"`continuity compile {prev.thread_id} --format text` shows its context."
+    )
+
+
+def _log_error(store_root: Path | None, event: str, message: str) -> None:
+    if store_root is None or not (store_root / "store.json").is_file():
+        return
+    try:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with open(store_root / "errors.log", "a", encoding="utf-8") as f:
+            f.write(f"{stamp} hook {event}: {message}\n")
+    except OSError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    """Run a hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin)."""
+    event = argv[0] if argv else None
+    root: Path | None = None
+    try:
+        root = default_store_path()
+        raw = sys.stdin.buffer.read(_MAX_STDIN)
+        try:
+            payload = msgspec.json.decode(raw) if raw.strip() else {}
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"hook input is not JSON: {exc}") from None
+        if not isinstance(payload, dict):
+            raise ValueError("hook input is not a JSON object")
+        event = _event_name(event, payload)
+        store = Store(root, create=True)
+        outcome = run_hook(store, event, payload)
+    except Exception as exc:  # a hook never breaks Claude Code: report and exit 0
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        sys.stderr.write(f"continuity: {message}\n")
+        _log_error(root, str(event), message)
+        if os.environ.get("CONTINUITY_DEBUG"):
+            traceback.print_exc()
+        return 0
+    if outcome.stdout:
+        sys.stdout.write(outcome.stdout if outcome.stdout.endswith("\n") else outcome.stdout + "\n")
+        sys.stdout.flush()
+    if outcome.stderr:
+        sys.stderr.write(outcome.stderr + "\n")
+    return outcome.exit_code

@@ -1,0 +1,147 @@
+"""What to give Claude back after it compacts: the detail its own summary is known to lose.
+
+Claude's summary keeps the story; it drops exact commands and their outcomes, error messages, the
+full list of files read or changed, and the user's own words. The restore context puts those
+back (extracted from the archived messages before the compaction), followed by the most recent
+raw turns, within a character budget that Claude Code injects whole (it previews anything over
+10,000 characters). The recent turns are chosen by ``compile`` at the compaction point, so the
+selection is logged like every other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from continuity import frames as fr
+from continuity.errors import ContinuityError
+from continuity.store import Store
+from continuity.summary import SummaryContent
+
+__all__ = ["RESTORE_MAX_CHARS", "preservation_guidance", "restore_context"]
+
+RESTORE_MAX_CHARS: Final = 9_500
+GUIDANCE_MAX_CHARS: Final = 2_000
+_EXTRACT_MESSAGES: Final = 2_000
+_SECTIONS: Final = (
+    ("requests", "The user's own words"),
+    ("open_tasks", "Open tasks"),
+    ("commands", "Commands run and their outcomes"),
+    ("errors", "Errors seen"),
+    ("files", "Files read or changed"),
+    ("decisions", "Decisions"),
+)
+
+
+def _messages_between(
+    store: Store, thread_id: str, after_seq: int, to_seq: int
+) -> list[fr.MessageAppended]:
+    """The messages in ``(after_seq, to_seq]`` (the last ``_EXTRACT_MESSAGES`` of them)."""
+    from continuity.sources import open_source
+
+    source = open_source(store, thread_id)
+    hi = source.message_count_upto(to_seq)
+    lo = max(source.message_count_upto(after_seq) if after_seq >= 0 else 0, hi - _EXTRACT_MESSAGES)
+    if hi <= lo:
+        return []
+    first = source.message_seq(lo)
+    return [f for f in source.frames(first, to_seq) if isinstance(f, fr.MessageAppended)]
+
+
+def _extract(messages: Sequence[fr.MessageAppended]) -> SummaryContent:
+    from continuity.summarize import ExtractiveSummarizer
+
+    return ExtractiveSummarizer().summarize(None, messages)
+
+
+def _sections_text(content: SummaryContent, budget: int, keys: Sequence[tuple[str, str]]) -> str:
+    """The chosen sections, newest items first kept when the budget is tight."""
+    out: list[str] = []
+    used = 0
+    for key, heading in keys:
+        items = content.sections.get(key, [])
+        if not items:
+            continue
+        head = f"## {heading}\n"
+        if used + len(head) + 40 > budget:
+            break
+        kept: list[str] = []
+        room = budget - used - len(head)
+        for item in reversed(items):  # newest first: the oldest detail goes when space runs out
+            line = f"- {item}\n"
+            if len(line) > room:
+                continue
+            kept.append(line)
+            room -= len(line)
+        if kept:
+            block = head + "".join(reversed(kept))
+            out.append(block)
+            used += len(block) + 1
+    return "\n".join(out)
+
+
+def _checkpoints(store: Store, thread_id: str) -> list[fr.CompactionCheckpointCreated]:
+    return [
+        f
+        for f in store.thread(thread_id).tail(64, types=["compaction_checkpoint_created"])
+        if isinstance(f, fr.CompactionCheckpointCreated)
+    ]
+
+
+def restore_context(
+    store: Store, thread_id: str, *, max_chars: int = RESTORE_MAX_CHARS, log: bool = True
+) -> str:
+    """The context to give Claude after its latest compaction (or on resume), ≤ ``max_chars``."""
+    from continuity.compiler import compile_context
+    from continuity.render import to_text
+
+    thread = store.existing_thread(thread_id)
+    head = thread.head()
+    if head is None:
+        raise ContinuityError(f"thread {thread_id} is empty")
+    cps = _checkpoints(store, thread_id)
+    latest = cps[-1] if cps else None
+    previous = cps[-2] if len(cps) > 1 else None
+    upto = latest.to_seq if latest is not None else head.seq
+    after = previous.to_seq if previous is not None else -1
+    messages = _messages_between(store, thread_id, after, upto)
+    header = (
+        f"# Restored by continuity from the archive of this session (thread {thread_id})\n"
+        "Exact details from before the compaction, which the summary above may have lost. "
+        f"Everything is archived: `continuity log {thread_id}` shows it all.\n\n"
+    )
+    extract = _sections_text(_extract(messages), (max_chars - len(header)) * 3 // 5, _SECTIONS)
+    room = max_chars - len(header) - len(extract) - 2
+    recent = ""
+    if room > 200 and messages:
+        result = compile_context(
+            store,
+            thread_id,
+            anchor=upto,
+            limits=fr.Limits(recent_messages=8, max_summary_refs=0, keep_tool_outputs=2),
+            log=log,
+        )
+        recent = to_text(result.bundle, max_chars=room)
+    text = header + extract + ("\n\n" + recent if recent else "")
+    return text[:max_chars]
+
+
+def preservation_guidance(store: Store, thread_id: str) -> str:
+    """Short guidance for Claude's compaction (≤ 2,000 characters): what its summary must keep."""
+    thread = store.existing_thread(thread_id)
+    head = thread.head()
+    if head is None:
+        return ""
+    cps = _checkpoints(store, thread_id)
+    after = cps[-1].to_seq if cps else -1
+    content = _extract(_messages_between(store, thread_id, after, head.seq))
+    intro = (
+        "When summarizing, keep these exactly (continuity archives the full session; "
+        "details dropped here can be restored):\n"
+    )
+    body = _sections_text(
+        content,
+        GUIDANCE_MAX_CHARS - len(intro),
+        (("files", "Files touched"), ("open_tasks", "Open tasks"), ("decisions", "Decisions")),
+    )
+    return (intro + body)[:GUIDANCE_MAX_CHARS] if body else ""
