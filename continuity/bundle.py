@@ -1,9 +1,8 @@
 """``context_bundle.v1``: what a compile selected, as one immutable, content-addressed document.
 
 A bundle holds everything a renderer needs (summary texts included), so rendering never touches
-the store. Its canonical bytes (msgspec JSON, fields in definition order; the items omit their
-defaults, the bundle itself writes every field, ``schema`` first, so a stored bundle names its
-format) are stored as an artifact; the artifact id is the bundle's id.
+the store. Its canonical bytes (msgspec JSON, fields in definition order, defaults omitted) are
+stored as an artifact; the artifact id is the bundle's id.
 Contract: ``contracts/context_bundle.md``.
 """
 
@@ -98,7 +97,7 @@ class MessageItem(_Struct, frozen=True, kw_only=True, tag="message", tag_field="
 BundleItem: TypeAlias = SummaryItem | MessageItem
 
 
-class ContextBundle(_Struct, frozen=True, kw_only=True, omit_defaults=False):
+class ContextBundle(_Struct, frozen=True, kw_only=True):
     schema: Literal["context_bundle.v1"] = "context_bundle.v1"
     compiler_id: str
     strategy: str

@@ -280,4 +280,5 @@ def stats(
 
 # The context commands live in their own module to keep this one short; importing it registers
 # them on ``app``.
+from continuity import cli_claude as _cli_claude  # noqa: E402, F401
 from continuity import cli_context as _cli_context  # noqa: E402, F401

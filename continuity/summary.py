@@ -36,11 +36,8 @@ class SummaryContent(msgspec.Struct, frozen=True, kw_only=True):
     sections: dict[str, list[str]] = {}
 
 
-class SummaryDoc(msgspec.Struct, frozen=True, kw_only=True):
+class SummaryDoc(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A stored summary: ``text`` covers the thread from ``from_seq`` through ``to_seq``.
-
-    Every field is written (defaults too), so a stored summary names its ``schema`` and
-    ``summary_kind`` — an artifact is just bytes, and these say what the bytes are.
 
     A ``cumulative_v1`` summary covers everything from the thread's start (``from_seq`` 0): it
     is built from its base summary (the latest earlier cumulative one, named here) plus the

@@ -1,0 +1,183 @@
+"""CLI commands of the Claude Code adapter: install, uninstall, ingest, sessions, hook."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from continuity.cli import _count, _errors, _fail, _open, app
+
+__all__: list[str] = []
+
+Target = Literal["claude-code"]
+ScopeOpt = Literal["user", "project", "local"]
+
+
+def _settings(scope: ScopeOpt, project: Path | None) -> Path:
+    from continuity.claude_code.install import settings_path
+
+    return settings_path(scope, project)
+
+
+@app.command()
+def install(
+    ctx: typer.Context,
+    target: Annotated[Target, typer.Argument(help="What to install into: claude-code.")],
+    scope: Annotated[
+        ScopeOpt,
+        typer.Option("--scope", help="user (~/.claude), project (.claude, committed) or local."),
+    ] = "user",
+    project: Annotated[
+        Path | None,
+        typer.Option("--project", help="The project folder for --scope project/local."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the change; write nothing.")
+    ] = False,
+) -> None:
+    """Add continuity's hooks to Claude Code's settings (idempotent; other hooks are kept)."""
+    from continuity.claude_code.install import apply_plan, plan_install
+    from continuity.paths import default_store_path
+
+    opts = ctx.obj
+    path = _settings(scope, project)
+    store = opts.store_path if opts.store_path != default_store_path() else None
+    with _errors():
+        plan = plan_install(path, store)
+        if dry_run:
+            typer.echo(plan.diff() or f"{path}: already installed, nothing to change")
+            return
+        backup = apply_plan(plan)
+    if not plan.changed:
+        typer.echo(f"{path}: already installed, nothing changed")
+        return
+    typer.echo(f"installed continuity hooks in {path}")
+    if backup is not None:
+        typer.echo(f"previous settings saved to {backup}")
+
+
+@app.command()
+def uninstall(
+    target: Annotated[Target, typer.Argument(help="What to remove from: claude-code.")],
+    scope: Annotated[ScopeOpt, typer.Option("--scope", help="user, project or local.")] = "user",
+    project: Annotated[
+        Path | None,
+        typer.Option("--project", help="The project folder for --scope project/local."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the change; write nothing.")
+    ] = False,
+) -> None:
+    """Remove continuity's hooks from Claude Code's settings (everything else is kept)."""
+    from continuity.claude_code.install import apply_plan, plan_uninstall
+
+    path = _settings(scope, project)
+    with _errors():
+        plan = plan_uninstall(path)
+        if dry_run:
+            typer.echo(plan.diff() or f"{path}: no continuity hooks, nothing to change")
+            return
+        apply_plan(plan)
+    typer.echo(
+        f"removed continuity hooks from {path}"
+        if plan.changed
+        else f"{path}: no continuity hooks, nothing changed"
+    )
+
+
+def _transcripts(paths: list[Path]) -> list[Path]:
+    found: list[Path] = []
+    for p in paths:
+        if p.is_file():
+            found.append(p.absolute())
+        elif p.is_dir():
+            files = sorted(p.rglob("*.jsonl"))
+            # sessions before their subagents, so parents exist when children link to them
+            found.extend(sorted(files, key=lambda f: ("subagents" in f.parts, str(f))))
+        else:
+            _fail(f"no such file or folder: {p}")
+    return found
+
+
+@app.command()
+def ingest(
+    ctx: typer.Context,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Transcript files or folders (default: ~/.claude/projects)."),
+    ] = None,
+) -> None:
+    """Import Claude Code transcripts (past sessions), incrementally and without duplicates."""
+    from continuity.claude_code.ingest import ingest_transcript
+
+    store = _open(ctx)
+    files = _transcripts(paths or [Path.home() / ".claude" / "projects"])
+    if not files:
+        _fail("no transcripts (*.jsonl) found")
+    totals = {"messages": 0, "checkpoints": 0, "duplicates": 0, "bad": 0}
+    threads: set[str] = set()
+
+    def one(f: Path) -> None:
+        with _errors(f" ({f})"):
+            r = ingest_transcript(store, f, final=True)
+        totals["messages"] += r.messages
+        totals["checkpoints"] += r.checkpoints
+        totals["duplicates"] += r.duplicates
+        totals["bad"] += r.skipped.get("<not json>", 0) + r.skipped.get("<not object>", 0)
+        threads.update(r.threads)
+
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import Progress
+
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("ingesting", total=len(files))
+            for f in files:
+                one(f)
+                bar.advance(task)
+    else:
+        for f in files:
+            one(f)
+    typer.echo(
+        f"ingested {_count(len(files), 'transcript')} into {_count(len(threads), 'thread')}: "
+        f"{_count(totals['messages'], 'new message')}, "
+        f"{_count(totals['checkpoints'], 'compaction')}, "
+        f"{totals['duplicates']} already archived, {totals['bad']} unreadable lines skipped"
+    )
+
+
+@app.command()
+def sessions(
+    ctx: typer.Context,
+    agents: Annotated[bool, typer.Option("--agents", help="Include subagent threads.")] = False,
+) -> None:
+    """The archived Claude Code sessions: thread, project, branch, start, messages, compactions."""
+    from continuity.claude_code.sessions import list_sessions
+
+    store = _open(ctx)
+    with _errors():
+        found = list_sessions(store, include_agents=agents)
+    if not found:
+        typer.echo("no Claude Code sessions archived yet")
+        return
+    for s in found:
+        branch = f" ({s.git_branch})" if s.git_branch else ""
+        typer.echo(
+            f"{s.thread_id}  {s.project or '-'}{branch}  started {s.started}  "
+            f"{_count(s.messages, 'message')}, {_count(s.compactions, 'compaction')}"
+        )
+
+
+@app.command()
+def hook(
+    event: Annotated[
+        str, typer.Argument(help="session-start, user-prompt-submit, pre-compact, stop, …")
+    ],
+) -> None:
+    """Run a Claude Code hook (reads the hook's JSON on stdin; never fails Claude Code)."""
+    from continuity.claude_code.hooks import main
+
+    raise typer.Exit(main([event]))
