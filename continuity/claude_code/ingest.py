@@ -458,8 +458,12 @@ def _append_batch(
         if job.session_id:
             meta["session_id"] = job.session_id
         parent = main if batch.thread_id != main else None
+        first_ts = next(
+            (f.ts_ms for f in batch.frames if isinstance(f, fr.MessageAppended) and f.ts_ms), 0
+        )
         segment.append(
             fr.ThreadCreated(
+                ts_ms=first_ts,
                 thread_id=batch.thread_id,
                 title=title if parent is None else None,
                 parent_thread_id=parent,

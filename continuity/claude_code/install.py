@@ -98,18 +98,19 @@ def _load(path: Path) -> dict[str, Any]:
         raise InvalidSettings(f"{path} is not valid JSON ({exc}); it was not changed") from None
     if not isinstance(data, dict):
         raise InvalidSettings(f"{path} does not hold a JSON object; it was not changed")
-    hooks = data.get("hooks", {})
+    settings: dict[str, Any] = data
+    hooks = settings.get("hooks", {})
     if not isinstance(hooks, dict):
         raise InvalidSettings(f"{path}: 'hooks' is not an object; it was not changed")
     for event, groups in hooks.items():
         if not isinstance(groups, list):
             raise InvalidSettings(f"{path}: hooks.{event} is not a list; it was not changed")
-    return data
+    return settings
 
 
 def _strip_ours(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` without our handlers (and without groups or events they leave empty)."""
-    out = json.loads(json.dumps(data))
+    out: dict[str, Any] = json.loads(json.dumps(data))
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
         return out
