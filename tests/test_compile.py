@@ -1,0 +1,565 @@
+"""``compile_context``: the recent window, the token budget, tool pairs, stubs, anchors, logging."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import msgspec
+import pytest
+from compile_support import (
+    THREAD,
+    Script,
+    call,
+    checkpoint,
+    limits_strategy,
+    put_summary,
+    result,
+    scripts,
+    text,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from continuity import frames as fr
+from continuity.artifacts import artifact_id
+from continuity.bundle import ContextBundle, MessageItem, ToolStubBlock, bundle_bytes, decode_bundle
+from continuity.compiler import (
+    STRATEGY_HIERARCHICAL,
+    STRATEGY_RECENT,
+    STRATEGY_SUMMARIES,
+    AnchorNotFound,
+    InvalidLimits,
+    compile_context,
+)
+from continuity.errors import ThreadNotFound
+from continuity.memory import MemoryStore, MemoryThread
+from continuity.sources import IndexedSource
+from continuity.store import BaseStore, JsonlThread, Store
+
+
+@pytest.fixture(params=["jsonl", "memory"])
+def store(request: pytest.FixtureRequest, tmp_store: Store, memory_store: MemoryStore) -> BaseStore:
+    return tmp_store if request.param == "jsonl" else memory_store
+
+
+def _messages(store: BaseStore, n: int, *, size: int = 0) -> None:
+    store.thread(THREAD).append(
+        [text("user", f"m{i} " + "w" * size, f"m{i}") for i in range(1, n + 1)]
+    )
+
+
+# --- the recent window ----------------------------------------------------------------------
+
+
+def test_the_window_is_bounded_by_recent_messages(store: BaseStore) -> None:
+    _messages(store, 40)
+    default = compile_context(store, THREAD, log=False)
+    assert [m.seq for m in default.bundle.messages] == list(range(25, 41))
+    assert any("the last 16 of 40 messages" in r for r in default.decision.reasons)
+    five = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=5))
+    assert [m.message_id for m in five.bundle.messages] == [f"m{i}" for i in range(36, 41)]
+    none = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=0))
+    assert none.bundle.messages == [] and none.decision.window_messages == 0
+    assert none.decision.window_from_seq is None and none.decision.window_to_seq is None
+    many = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=100))
+    assert len(many.bundle.messages) == 40
+    assert not any(r.startswith("window:") for r in many.decision.reasons)
+
+
+def test_message_items_carry_the_frames_content_and_tokens(store: BaseStore) -> None:
+    _messages(store, 3, size=50)
+    res = compile_context(store, THREAD, log=False)
+    frames = [f for f in store.thread(THREAD).read() if isinstance(f, fr.MessageAppended)]
+    for item, frame in zip(res.bundle.messages, frames, strict=True):
+        assert (item.seq, item.message_id, item.role) == (frame.seq, frame.message_id, frame.role)
+        assert item.content == frame.content and item.tokens == frame.tokens
+    assert res.bundle.tokens == sum(m.tokens for m in frames)
+
+
+# --- the token budget -----------------------------------------------------------------------
+
+
+def _unbounded(limits: fr.Limits) -> fr.Limits:
+    return msgspec.structs.replace(limits, budget_tokens=None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(scripts(), limits_strategy(), st.data())
+def test_the_budget_is_never_exceeded(
+    script: Script, limits: fr.Limits, data: st.DataObject
+) -> None:
+    store = MemoryStore(clock=lambda: 1)
+    script.replay(store)
+    head = len(script.frames)
+    anchor = data.draw(st.none() | st.integers(0, head), label="anchor")
+    got = compile_context(store, THREAD, anchor=anchor, limits=limits, log=False)
+    bundle = got.bundle
+    assert bundle.tokens == sum(i.tokens for i in bundle.items)
+    if limits.budget_tokens is not None:
+        assert bundle.tokens <= limits.budget_tokens
+    free = compile_context(store, THREAD, anchor=anchor, limits=_unbounded(limits), log=False)
+    # The budget only drops: the oldest summaries and the oldest messages of the window.
+    n_s, n_m = len(bundle.summaries), len(bundle.messages)
+    assert bundle.summaries == free.bundle.summaries[len(free.bundle.summaries) - n_s :]
+    assert bundle.messages == free.bundle.messages[len(free.bundle.messages) - n_m :]
+    assert bundle.strategy == {0: STRATEGY_RECENT, 1: STRATEGY_SUMMARIES}.get(
+        n_s, STRATEGY_HIERARCHICAL
+    )
+    insufficient = [n for n in bundle.notes if n.startswith("budget_insufficient")]
+    starved = bool(free.bundle.messages) and not bundle.messages
+    assert bool(insufficient) == starved
+    if starved:
+        assert insufficient[0] in got.decision.reasons
+    budget = limits.budget_tokens
+    if free.bundle.messages and budget is not None and free.bundle.messages[-1].tokens > budget:
+        assert starved, "the newest message alone exceeds the budget"
+
+
+def test_when_the_newest_message_cannot_fit_the_decision_says_so(store: BaseStore) -> None:
+    _messages(store, 10)
+    aid = put_summary(store, 5, "short summary")
+    store.thread(THREAD).append(checkpoint("c5", 5, aid))
+    store.thread(THREAD).append(text("assistant", "z" * 4000, "huge"))
+    res = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=100))
+    assert res.bundle.messages == []
+    assert res.bundle.tokens <= 100
+    assert len(res.bundle.notes) == 1 and res.bundle.notes[0].startswith("budget_insufficient")
+    assert res.bundle.notes[0] in res.decision.reasons
+    assert "1004 tokens" in res.bundle.notes[0]  # 4 + 4000 / 4
+    # The summary that fits is not thrown away for a message that cannot fit anyway.
+    assert [s.to_seq for s in res.bundle.summaries] == [5]
+    assert res.bundle.strategy == STRATEGY_SUMMARIES
+
+
+def test_summaries_are_kept_when_the_window_is_empty(store: BaseStore) -> None:
+    _messages(store, 10)
+    for cid, to_seq in (("c4", 4), ("c10", 10)):
+        aid = put_summary(store, to_seq, f"summary {to_seq}")
+        store.thread(THREAD).append(checkpoint(cid, to_seq, aid))
+    res = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=1000))
+    assert res.bundle.messages == []
+    assert [s.to_seq for s in res.bundle.summaries] == [4, 10]
+    assert res.bundle.notes == []
+
+
+def test_the_budget_drops_the_oldest_summary_first(store: BaseStore) -> None:
+    _messages(store, 40, size=40)
+    for to_seq in (8, 16, 32):
+        aid = put_summary(store, to_seq, f"summary {to_seq} " + "s" * 400)
+        store.thread(THREAD).append(checkpoint(f"c{to_seq}", to_seq, aid))
+    free = compile_context(store, THREAD, log=False)
+    assert [s.to_seq for s in free.bundle.summaries] == [8, 16, 32]
+    s_tokens = [s.tokens for s in free.bundle.summaries]
+    m_tokens = free.bundle.messages[-1].tokens
+    budget = s_tokens[1] + s_tokens[2] + m_tokens  # room for two summaries and one message
+    res = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=budget))
+    assert [s.to_seq for s in res.bundle.summaries] == [16, 32]
+    assert [m.seq for m in res.bundle.messages] == [40]
+    assert res.bundle.tokens == budget
+    assert any("summary to_seq 8 dropped" in r for r in res.decision.reasons)
+    assert any("window cut to 1 of" in r for r in res.decision.reasons)
+
+
+def test_the_budget_keeps_a_call_with_its_result(store: BaseStore) -> None:
+    _messages(store, 3)
+    store.thread(THREAD).append([call("c", "tu1", command="x" * 400), result("r", "tu1", "short")])
+    free = compile_context(store, THREAD, log=False)
+    by_id = {m.message_id: m.tokens for m in free.bundle.messages}
+    # Room for the result but not for its call: neither goes in.
+    res = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=by_id["r"] + 1))
+    assert res.bundle.messages == []
+    assert res.bundle.notes and res.bundle.notes[0].startswith("budget_insufficient")
+    need = by_id["r"] + by_id["c"]
+    assert (
+        f"the newest 2 messages (a call and its result) need {need} tokens" in res.bundle.notes[0]
+    )
+    both = by_id["r"] + by_id["c"]
+    res2 = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=both))
+    assert [m.message_id for m in res2.bundle.messages] == ["c", "r"]
+
+
+# --- tool pairs -----------------------------------------------------------------------------
+
+
+def _result_ids(item: MessageItem) -> Iterator[str]:
+    for b in item.content:
+        if isinstance(b, fr.ToolResultBlock | ToolStubBlock):
+            yield b.tool_use_id
+
+
+def _call_ids(item: MessageItem) -> Iterator[str]:
+    for b in item.content:
+        if isinstance(b, fr.ToolUseBlock):
+            yield b.id
+
+
+def assert_pairs_intact(store: BaseStore, bundle: ContextBundle) -> None:
+    window = bundle.messages
+    if not window:
+        return
+    first_calls = set(_call_ids(window[0]))
+    assert set(_result_ids(window[0])) <= first_calls, "the window starts with an orphan result"
+    seen: set[str] = set()
+    for item in window:
+        seen.update(_call_ids(item))
+        for rid in _result_ids(item):
+            assert rid in seen, f"result {rid} at seq {item.seq} without its call in the window"
+    in_window = {rid for item in window for rid in _result_ids(item)}
+    for frame in store.thread(THREAD).read(to_seq=bundle.anchor_seq):
+        if isinstance(frame, fr.MessageAppended) and frame.seq > window[0].seq:
+            for b in frame.content:
+                if isinstance(b, fr.ToolResultBlock) and b.tool_use_id in seen:
+                    assert b.tool_use_id in in_window, f"call {b.tool_use_id} lost its result"
+
+
+@settings(max_examples=80, deadline=None)
+@given(scripts(), limits_strategy(), st.data())
+def test_tool_pairs_are_never_split(script: Script, limits: fr.Limits, data: st.DataObject) -> None:
+    store = MemoryStore(clock=lambda: 1)
+    script.replay(store)
+    anchor = data.draw(st.none() | st.integers(0, len(script.frames)), label="anchor")
+    res = compile_context(store, THREAD, anchor=anchor, limits=limits, log=False)
+    assert_pairs_intact(store, res.bundle)
+    # keep_tool_outputs: the K newest results whole, every older one a stub.
+    results = [
+        b
+        for m in res.bundle.messages
+        for b in m.content
+        if isinstance(b, fr.ToolResultBlock | ToolStubBlock)
+    ]
+    k = limits.keep_tool_outputs
+    n_whole = len(results) if k is None else min(k, len(results))
+    assert all(isinstance(b, ToolStubBlock) for b in results[: len(results) - n_whole])
+    assert all(isinstance(b, fr.ToolResultBlock) for b in results[len(results) - n_whole :])
+
+
+def test_a_window_never_starts_between_a_call_and_its_result(store: BaseStore) -> None:
+    store.thread(THREAD).append(
+        [
+            text("user", "go", "u1"),
+            call("a1", "tu1"),
+            result("r1", "tu1", "one"),
+            text("assistant", "done", "a2"),
+        ]
+    )
+    res = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=2))
+    assert [m.message_id for m in res.bundle.messages] == ["a2"]
+    res3 = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=3))
+    assert [m.message_id for m in res3.bundle.messages] == ["a1", "r1", "a2"]
+    assert any("leading message(s) dropped" in r for r in res.decision.reasons)
+
+
+def test_results_answered_one_by_one_stay_with_their_calls(store: BaseStore) -> None:
+    # Two calls in separate assistant messages, answered in order: a window that keeps the
+    # second call but not the first must not keep the first call's result either.
+    store.thread(THREAD).append(
+        [
+            text("user", "read both", "u1"),
+            call("a1", "tu1", "Read"),
+            call("a2", "tu2", "Read"),
+            result("r1", "tu1", "first file"),
+            result("r2", "tu2", "second file"),
+            text("assistant", "both read", "a3"),
+        ]
+    )
+    for n in range(1, 7):
+        res = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=n))
+        assert_pairs_intact(store, res.bundle)
+    res4 = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=4))
+    assert [m.message_id for m in res4.bundle.messages] == ["a3"]
+    res5 = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=5))
+    assert [m.message_id for m in res5.bundle.messages] == ["a1", "a2", "r1", "r2", "a3"]
+
+
+# --- keep_tool_outputs: stubs and observations -----------------------------------------------
+
+BIG = "\n".join(f"grep hit {i}: " + "q" * 60 for i in range(200))
+
+
+@pytest.fixture
+def tool_thread(store: BaseStore) -> tuple[BaseStore, int, str]:
+    """Five tool pairs; the first has an observation in the prefix, the second's output lives
+    in an artifact, the third has a blank first line; an observation for the second comes
+    after the anchor."""
+    big_id = store.artifacts.put(BIG.encode())
+    t = store.thread(THREAD)
+    t.append(
+        [
+            text("user", "start", "u0"),
+            call("c1", "tu1", "Bash", command="ls"),
+            result("r1", "tu1", "a.txt\nb.txt"),
+            fr.ObservationRecorded(tool_use_id="tu1", text="ls listed a.txt and b.txt"),
+            call("c2", "tu2", "Grep", pattern="hit"),
+            result("r2", "tu2", BIG[:80] + "…", artifact_id=big_id, size=len(BIG.encode())),
+            call("c3", "tu3", "Read", file_path="/x.py"),
+            result("r3", "tu3", "\n\n   def main():  \n    pass", is_error=True),
+            call("c4", "tu4", "Bash", command="pytest"),
+            result("r4", "tu4", "4 passed"),
+            call("c5", "tu5", "Bash", command="git status"),
+            result("r5", "tu5", "clean"),
+            fr.ObservationRecorded(tool_use_id="tu5", text="a kept output keeps its text"),
+        ]
+    )
+    anchor = t.head()
+    assert anchor is not None
+    t.append(fr.ObservationRecorded(tool_use_id="tu2", text="recorded after the anchor"))
+    return store, anchor.seq, big_id
+
+
+def _blocks(bundle: ContextBundle) -> dict[str, fr.ToolResultBlock | ToolStubBlock]:
+    return {
+        b.tool_use_id: b
+        for m in bundle.messages
+        for b in m.content
+        if isinstance(b, fr.ToolResultBlock | ToolStubBlock)
+    }
+
+
+def test_older_tool_outputs_become_stubs_or_observations(
+    tool_thread: tuple[BaseStore, int, str],
+) -> None:
+    store, anchor, big_id = tool_thread
+    original = {
+        b.tool_use_id: b
+        for f in store.thread(THREAD).read()
+        if isinstance(f, fr.MessageAppended)
+        for b in f.content
+        if isinstance(b, fr.ToolResultBlock)
+    }
+    res = compile_context(
+        store, THREAD, anchor=anchor, log=False, limits=fr.Limits(keep_tool_outputs=2)
+    )
+    blocks = _blocks(res.bundle)
+    assert blocks["tu4"] == original["tu4"] and blocks["tu5"] == original["tu5"]
+    assert blocks["tu1"] == ToolStubBlock(
+        tool_use_id="tu1",
+        tool_name="Bash",
+        size=len(b"a.txt\nb.txt"),
+        first_line="a.txt",
+        observation="ls listed a.txt and b.txt",
+    )
+    assert blocks["tu1"].text() == "ls listed a.txt and b.txt"
+    assert blocks["tu2"] == ToolStubBlock(
+        tool_use_id="tu2",
+        tool_name="Grep",
+        size=len(BIG.encode()),
+        first_line=BIG.splitlines()[0],
+        artifact_id=big_id,
+    )
+    assert big_id in blocks["tu2"].text() and "Grep" in blocks["tu2"].text()
+    stub3 = blocks["tu3"]
+    assert isinstance(stub3, ToolStubBlock)
+    assert (stub3.tool_name, stub3.first_line, stub3.is_error, stub3.observation) == (
+        "Read",
+        "def main():",
+        True,
+        None,
+    )
+    assert stub3.size == len(b"\n\n   def main():  \n    pass")
+    assert any("3 older result(s) replaced (1 by observations)" in r for r in res.decision.reasons)
+    # A stubbed message is cheaper than the original, and counted as what the model sees.
+    item2 = next(m for m in res.bundle.messages if m.message_id == "r2")
+    assert item2.tokens < next(f.tokens for f in _frames(store) if f.message_id == "r2") + 100
+    assert res.bundle.tokens == sum(i.tokens for i in res.bundle.items)
+
+    # The log keeps every output whole.
+    again = {
+        b.tool_use_id: b
+        for f in _frames(store)
+        for b in f.content
+        if isinstance(b, fr.ToolResultBlock)
+    }
+    assert again == original
+    assert store.artifacts.get(big_id) == BIG.encode()
+
+
+def _frames(store: BaseStore) -> list[fr.MessageAppended]:
+    return [f for f in store.thread(THREAD).read() if isinstance(f, fr.MessageAppended)]
+
+
+def test_observations_after_the_anchor_are_not_used(
+    tool_thread: tuple[BaseStore, int, str],
+) -> None:
+    store, anchor, _ = tool_thread
+    limits = fr.Limits(keep_tool_outputs=0)
+    at_anchor = _blocks(
+        compile_context(store, THREAD, anchor=anchor, log=False, limits=limits).bundle
+    )
+    latest = _blocks(compile_context(store, THREAD, log=False, limits=limits).bundle)
+    assert isinstance(at_anchor["tu2"], ToolStubBlock) and at_anchor["tu2"].observation is None
+    assert isinstance(latest["tu2"], ToolStubBlock)
+    assert latest["tu2"].observation == "recorded after the anchor"
+    assert all(isinstance(b, ToolStubBlock) for b in latest.values())
+    tu5 = latest["tu5"]
+    assert isinstance(tu5, ToolStubBlock) and tu5.observation == "a kept output keeps its text"
+
+
+def test_without_keep_tool_outputs_every_result_is_whole(
+    tool_thread: tuple[BaseStore, int, str],
+) -> None:
+    store, anchor, _ = tool_thread
+    res = compile_context(store, THREAD, anchor=anchor, log=False)
+    assert all(isinstance(b, fr.ToolResultBlock) for b in _blocks(res.bundle).values())
+    assert len(_blocks(res.bundle)) == 5
+    assert not any(r.startswith("tool outputs") for r in res.decision.reasons)
+
+
+# --- anchors and limits ---------------------------------------------------------------------
+
+
+def test_anchor_by_seq_and_by_message_id(store: BaseStore) -> None:
+    _messages(store, 30)
+    by_seq = compile_context(store, THREAD, anchor=20, log=False)
+    by_id = compile_context(store, THREAD, anchor="m20", log=False)
+    assert by_seq.bundle_bytes() == by_id.bundle_bytes()
+    assert by_seq.bundle.anchor_seq == 20 and by_seq.bundle.anchor_message_id == "m20"
+    assert [m.seq for m in by_seq.bundle.messages] == list(range(5, 21))
+    first = compile_context(store, THREAD, anchor=0, log=False)
+    assert first.bundle.messages == [] and first.bundle.anchor_seq == 0
+
+
+def test_the_default_anchor_skips_decisions_and_jobs(store: BaseStore) -> None:
+    _messages(store, 5)
+    store.thread(THREAD).append(fr.JobSpawned(job_id="j", kind="compaction"))
+    store.thread(THREAD).append(fr.JobEnded(job_id="j", status="succeeded"))
+    res = compile_context(store, THREAD)
+    assert res.bundle.anchor_seq == 5
+    again = compile_context(store, THREAD, log=False)
+    assert again.bundle.anchor_seq == 5
+    store.thread(THREAD).append(fr.ObservationRecorded(tool_use_id="x", text="y"))
+    assert compile_context(store, THREAD, log=False).bundle.anchor_seq == 9
+
+
+@pytest.mark.parametrize("anchor", [-1, 31, 10**9, "nope", ""])
+def test_an_anchor_outside_the_log_raises(store: BaseStore, anchor: int | str) -> None:
+    _messages(store, 30)
+    with pytest.raises(AnchorNotFound):
+        compile_context(store, THREAD, anchor=anchor, log=False)
+
+
+def test_an_unknown_thread_raises(store: BaseStore) -> None:
+    with pytest.raises(ThreadNotFound):
+        compile_context(store, "missing", log=False)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        fr.Limits(recent_messages=-1),
+        fr.Limits(max_summary_refs=-1),
+        fr.Limits(budget_tokens=0),
+        fr.Limits(budget_tokens=-10),
+        fr.Limits(keep_tool_outputs=-1),
+    ],
+)
+def test_invalid_limits_raise(store: BaseStore, limits: fr.Limits) -> None:
+    _messages(store, 3)
+    with pytest.raises(InvalidLimits):
+        compile_context(store, THREAD, limits=limits)
+    assert store.thread(THREAD).head().seq == 3  # type: ignore[union-attr]
+
+
+# --- logging --------------------------------------------------------------------------------
+
+
+def test_a_logged_compile_appends_one_decision_matching_the_bundle(store: BaseStore) -> None:
+    _messages(store, 40, size=20)
+    for to_seq in (8, 16, 36):
+        aid = put_summary(store, to_seq, f"summary {to_seq}")
+        store.thread(THREAD).append(checkpoint(f"c{to_seq}", to_seq, aid))
+    limits = fr.Limits(recent_messages=3, budget_tokens=5000, keep_tool_outputs=1)
+    before = store.thread(THREAD).head()
+    assert before is not None
+    res = compile_context(store, THREAD, limits=limits)
+    after = store.thread(THREAD).head()
+    assert after is not None and after.seq == before.seq + 1
+    assert res.logged and res.decision.seq == after.seq
+    logged = list(store.thread(THREAD).read(from_seq=after.seq))
+    assert len(logged) == 1
+    frame = logged[0]
+    assert isinstance(frame, fr.ContextSelectionDecided)
+    assert msgspec.structs.replace(frame, ts_ms=0, digest="") == res.decision
+
+    bundle = res.bundle
+    assert frame.strategy == bundle.strategy == STRATEGY_HIERARCHICAL
+    assert frame.anchor_seq == bundle.anchor_seq == before.seq
+    assert frame.limits == limits == bundle.limits
+    refs = [(c.checkpoint_id, c.seq, c.to_seq, c.summary_artifact_id) for c in frame.checkpoints]
+    assert refs == [
+        (s.checkpoint_id, s.checkpoint_seq, s.to_seq, s.summary_artifact_id)
+        for s in bundle.summaries
+    ]
+    assert [c.to_seq for c in frame.checkpoints] == [8, 16, 36]
+    assert frame.checkpoint == frame.checkpoints[-1]
+    assert (frame.window_from_seq, frame.window_to_seq) == (38, 40)
+    assert frame.window_messages == len(bundle.messages) == 3
+    assert frame.tokens == bundle.tokens
+    assert frame.bundle_artifact_id == res.bundle_id == artifact_id(bundle_bytes(bundle))
+    stored = store.artifacts.get(frame.bundle_artifact_id)
+    assert stored == bundle_bytes(bundle)
+    assert decode_bundle(stored) == bundle
+    assert frame.reasons and frame.reasons[0].startswith("summaries: 3 selected")
+
+
+def test_a_dry_run_appends_and_stores_nothing(store: BaseStore) -> None:
+    _messages(store, 10)
+    head = store.thread(THREAD).head()
+    ids = list(store.artifacts.ids())
+    res = compile_context(store, THREAD, log=False)
+    assert not res.logged and res.decision.seq == -1
+    assert store.thread(THREAD).head() == head
+    assert list(store.artifacts.ids()) == ids
+    assert not store.artifacts.exists(res.bundle_id)
+    assert res.decision.bundle_artifact_id == res.bundle_id == artifact_id(res.bundle_bytes())
+
+
+def test_a_failure_to_log_fails_the_compile(
+    store: BaseStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _messages(store, 10)
+    head = store.thread(THREAD).head()
+
+    def refuse(self: object, *args: object, **kwargs: object) -> range:
+        raise OSError(28, "No space left on device")
+
+    cls = JsonlThread if isinstance(store, Store) else MemoryThread
+    monkeypatch.setattr(cls, "append", refuse)
+    with pytest.raises(OSError, match="No space left"):
+        compile_context(store, THREAD)
+    monkeypatch.undo()
+    assert store.thread(THREAD).head() == head
+    # A dry run needs no append, so it still works.
+    assert compile_context(store, THREAD, log=False).bundle.messages
+
+
+def test_a_stubbed_message_still_counts_its_image(store: BaseStore) -> None:
+    image = fr.ImageBlock(media_type="image/png", size=1000)
+    store.thread(THREAD).append(
+        [
+            call("c1", "tu1", "Screenshot"),
+            fr.message(
+                "user",
+                content=[fr.ToolResultBlock(tool_use_id="tu1", content="png\n" * 50), image],
+                message_id="r1",
+            ),
+        ]
+    )
+    whole = compile_context(store, THREAD, log=False)
+    stubbed = compile_context(store, THREAD, log=False, limits=fr.Limits(keep_tool_outputs=0))
+    r_whole = whole.bundle.messages[-1]
+    r_stub = stubbed.bundle.messages[-1]
+    assert isinstance(r_stub.content[0], ToolStubBlock) and r_stub.content[1] == image
+    image_tokens = fr.estimate_message_tokens([image]) - fr.estimate_message_tokens([])
+    assert r_stub.tokens >= image_tokens
+    assert r_stub.tokens < r_whole.tokens
+
+
+def test_the_indexed_source_anchors_within_what_it_indexed(tmp_store: Store) -> None:
+    _messages(tmp_store, 5)
+    source = IndexedSource(tmp_store, THREAD)
+    # Another process appends after the source read the caches.
+    tmp_store.thread(THREAD).append(text("user", "late", "late"))
+    assert source.head_seq() == 5
+    assert source.default_anchor() == 5
+    assert source.seq_of_message_id("late") is None
+    assert source.seq_of_message_id("m5") == 5
