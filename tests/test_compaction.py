@@ -1,0 +1,532 @@
+"""Compaction: where cuts land, cumulative summaries on their base, jobs, locks, and compile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from compile_support import THREAD, RecordingSummarizer, call, checkpoint, put_summary, text
+from conftest import FixedClock
+
+from continuity import frames as fr
+from continuity.compaction import (
+    InvalidCutRule,
+    JobInFlight,
+    ManualCut,
+    StrideMessages,
+    TokenThreshold,
+    _JobLock,
+    create_checkpoint,
+    parse_cut_rule,
+    plan_cuts,
+    run_compaction,
+)
+from continuity.compiler import STRATEGY_HIERARCHICAL, compile_context
+from continuity.memory import MemoryStore
+from continuity.sources import open_source
+from continuity.store import BaseStore, Store
+from continuity.summary import SummaryContent, SummaryDoc, decode_summary
+
+
+@pytest.fixture(params=["jsonl", "memory"])
+def store(request: pytest.FixtureRequest, tmp_store: Store, memory_store: MemoryStore) -> BaseStore:
+    return tmp_store if request.param == "jsonl" else memory_store
+
+
+def _plan(store: BaseStore, rule: StrideMessages | TokenThreshold | ManualCut) -> list[int]:
+    cuts = plan_cuts(open_source(store, THREAD), rule)
+    assert cuts == plan_cuts(open_source(store, THREAD, use_caches=False), rule)
+    return cuts
+
+
+def _message_seqs(store: BaseStore) -> list[int]:
+    return [f.seq for f in store.thread(THREAD).read() if isinstance(f, fr.MessageAppended)]
+
+
+def _checkpoints(store: BaseStore) -> list[fr.CompactionCheckpointCreated]:
+    return [f for f in store.thread(THREAD).read() if isinstance(f, fr.CompactionCheckpointCreated)]
+
+
+def _summary(store: BaseStore, frame: fr.CompactionCheckpointCreated) -> SummaryDoc:
+    return decode_summary(store.artifacts.get(frame.summary_artifact_id))
+
+
+def _chatter(store: BaseStore, n: int, *, start: int = 1, every_obs: int = 0) -> None:
+    """``n`` text messages m<start>…; an observation after every ``every_obs``-th one, so
+    seqs and message ordinals differ."""
+    frames: list[fr.Frame] = []
+    for i in range(start, start + n):
+        frames.append(text("user" if i % 2 else "assistant", f"m{i} " + "x" * (i % 7), f"m{i}"))
+        if every_obs and i % every_obs == 0:
+            frames.append(fr.ObservationRecorded(tool_use_id=f"none{i}", text="noise"))
+    store.thread(THREAD).append(frames)
+
+
+# --- cut rules ------------------------------------------------------------------------------
+
+
+def test_parse_cut_rule() -> None:
+    assert parse_cut_rule("stride_messages_v1/200") == StrideMessages(200)
+    assert parse_cut_rule("token_threshold_v1/50000") == TokenThreshold(50000)
+    assert StrideMessages(7).id == "stride_messages_v1/7"
+    assert TokenThreshold(9).id == "token_threshold_v1/9"
+    assert ManualCut(3).id == "manual_v1"
+    for bad in ("stride_messages_v1/0", "stride_messages_v1/-1", "stride/3", "manual_v1", ""):
+        with pytest.raises(InvalidCutRule):
+            parse_cut_rule(bad)
+
+
+def test_stride_cuts_land_on_every_nth_message(store: BaseStore) -> None:
+    _chatter(store, 23, every_obs=3)
+    seqs = _message_seqs(store)
+    assert seqs != list(range(1, 24))  # the observations shift seqs away from ordinals
+    assert _plan(store, StrideMessages(5)) == [seqs[4], seqs[9], seqs[14], seqs[19]]
+    assert _plan(store, StrideMessages(1)) == seqs
+    assert _plan(store, StrideMessages(24)) == []
+
+
+def test_a_stride_cut_moves_past_the_result_of_a_call_at_the_cut(store: BaseStore) -> None:
+    _chatter(store, 4)
+    store.thread(THREAD).append(
+        [
+            call("c5", "tu1"),
+            _result("r6", "tu1"),
+            *[text("user", f"m{i}", f"m{i}") for i in range(7, 13)],
+        ]
+    )
+    seqs = {
+        f.message_id: f.seq
+        for f in store.thread(THREAD).read()
+        if isinstance(f, fr.MessageAppended)
+    }
+    # The 5th message is the call: the cut moves to its result; the 10th is still the 10th.
+    assert _plan(store, StrideMessages(5)) == [seqs["r6"], seqs["m10"]]
+
+
+def _result(mid: str, *ids: str) -> fr.MessageAppended:
+    return fr.message(
+        "user",
+        content=[fr.ToolResultBlock(tool_use_id=i, content=f"out {i}") for i in ids],
+        message_id=mid,
+    )
+
+
+def test_a_cut_waits_for_every_result_of_the_calls_at_the_cut(store: BaseStore) -> None:
+    two_calls = fr.message(
+        "assistant",
+        content=[fr.ToolUseBlock(id="tu1", name="Read"), fr.ToolUseBlock(id="tu2", name="Read")],
+        message_id="c2",
+    )
+    store.thread(THREAD).append(
+        [
+            text("user", "read both", "m1"),
+            two_calls,
+            _result("r1", "tu1"),
+            _result("r2", "tu2"),
+            text("assistant", "done", "m5"),
+        ]
+    )
+    seqs = {
+        f.message_id: f.seq
+        for f in store.thread(THREAD).read()
+        if isinstance(f, fr.MessageAppended)
+    }
+    # A cut after r1 would leave tu2's call in the summary and its result in the window.
+    assert _plan(store, StrideMessages(2)) == [seqs["r2"]]
+    assert _plan(store, ManualCut("c2")) == [seqs["r2"]]
+
+
+def _reference_threshold(
+    tokens: list[int], start: int, limit: int, pairs: dict[int, int]
+) -> list[int]:
+    """Ordinals of the cuts: the running total of the uncovered messages first exceeds the
+    limit; a cut on a call moves to the message answering it; counting restarts after the cut."""
+    cuts = []
+    running = 0
+    i = start
+    while i < len(tokens):
+        running += tokens[i]
+        if running > limit:
+            i = pairs.get(i, i)
+            cuts.append(i)
+            running = 0
+        i += 1
+    return cuts
+
+
+def test_token_threshold_cuts_land_where_the_total_first_exceeds(store: BaseStore) -> None:
+    frames: list[fr.Frame] = []
+    for i in range(1, 31):
+        frames.append(text("user", f"m{i} " + "t" * (40 * (i % 5)), f"m{i}"))
+    store.thread(THREAD).append(frames)
+    msgs = [f for f in store.thread(THREAD).read() if isinstance(f, fr.MessageAppended)]
+    tokens = [m.tokens for m in msgs]
+    want = _reference_threshold(tokens, 0, 100, {})
+    assert len(want) >= 3
+    assert _plan(store, TokenThreshold(100)) == [msgs[o].seq for o in want]
+    assert _plan(store, TokenThreshold(sum(tokens))) == []
+    assert _plan(store, TokenThreshold(sum(tokens) - 1)) == [msgs[-1].seq]
+
+
+def test_token_threshold_counts_from_the_latest_cumulative_checkpoint(store: BaseStore) -> None:
+    store.thread(THREAD).append([text("user", f"m{i} " + "t" * 60, f"m{i}") for i in range(1, 21)])
+    msgs = [f for f in store.thread(THREAD).read() if isinstance(f, fr.MessageAppended)]
+    aid = put_summary(store, msgs[9].seq, "first ten")
+    store.thread(THREAD).append(checkpoint("c10", msgs[9].seq, aid))
+    # An unsupported checkpoint later on does not count as covering anything.
+    aid2 = put_summary(store, msgs[14].seq, "other", kind="segment_v1")
+    store.thread(THREAD).append(checkpoint("s15", msgs[14].seq, aid2, kind="segment_v1"))
+    tokens = [m.tokens for m in msgs]
+    limit = 3 * tokens[0] - 1  # every third uncovered message crosses it
+    want = _reference_threshold(tokens, 10, limit, {})
+    assert want == [12, 15, 18]
+    assert _plan(store, TokenThreshold(limit)) == [msgs[o].seq for o in want]
+
+
+def test_token_threshold_restarts_counting_after_a_moved_cut(store: BaseStore) -> None:
+    frames: list[fr.Frame] = [text("user", "m1 " + "t" * 60, "m1")]
+    frames += [call("c2", "tu1", command="x" * 60), _result("r3", "tu1")]
+    frames += [text("user", f"m{i} " + "t" * 60, f"m{i}") for i in range(4, 12)]
+    store.thread(THREAD).append(frames)
+    msgs = [f for f in store.thread(THREAD).read() if isinstance(f, fr.MessageAppended)]
+    tokens = [m.tokens for m in msgs]
+    limit = tokens[0] + tokens[1] - 1  # crossed at the call (ordinal 1): the cut moves to 2
+    want = _reference_threshold(tokens, 0, limit, {1: 2})
+    assert want[0] == 2
+    assert _plan(store, TokenThreshold(limit)) == [msgs[o].seq for o in want]
+
+
+def test_manual_cuts_by_seq_and_by_message_id(store: BaseStore) -> None:
+    _chatter(store, 12, every_obs=4)
+    seqs = {
+        f.message_id: f.seq
+        for f in store.thread(THREAD).read()
+        if isinstance(f, fr.MessageAppended)
+    }
+    assert _plan(store, ManualCut("m7")) == [seqs["m7"]]
+    assert _plan(store, ManualCut(seqs["m7"])) == [seqs["m7"]]
+    # A seq that is not a message cuts at the latest message before it.
+    obs_seq = seqs["m8"] + 1
+    assert _plan(store, ManualCut(obs_seq)) == [seqs["m8"]]
+    head = store.thread(THREAD).head()
+    assert head is not None
+    for bad in (ManualCut(head.seq + 1), ManualCut(-1), ManualCut("nope"), ManualCut(0)):
+        with pytest.raises(InvalidCutRule):
+            _plan(store, bad)
+
+
+def test_plan_cuts_skips_cuts_already_checkpointed(store: BaseStore) -> None:
+    _chatter(store, 20)
+    seqs = _message_seqs(store)
+    aid = put_summary(store, seqs[9], "ten")
+    store.thread(THREAD).append(checkpoint("c10", seqs[9], aid))
+    aid2 = put_summary(store, seqs[4], "five", kind="segment_v1")
+    store.thread(THREAD).append(checkpoint("s5", seqs[4], aid2, kind="segment_v1"))
+    # The segment checkpoint at the 5th message is not cumulative: that cut is still missing.
+    assert _plan(store, StrideMessages(5)) == [seqs[4], seqs[14], seqs[19]]
+    run_compaction(store, THREAD, StrideMessages(5), summarizer=RecordingSummarizer())
+    assert _plan(store, StrideMessages(5)) == []
+    _chatter(store, 5, start=21)
+    assert _plan(store, StrideMessages(5)) == [_message_seqs(store)[24]]
+
+
+# --- summaries and their bases --------------------------------------------------------------
+
+
+def test_each_cumulative_summary_records_its_base(store: BaseStore) -> None:
+    _chatter(store, 15, every_obs=4)
+    seqs = _message_seqs(store)
+    summarizer = RecordingSummarizer()
+    res = run_compaction(store, THREAD, StrideMessages(5), summarizer=summarizer)
+    assert res.status == "succeeded" and res.planned == [seqs[4], seqs[9], seqs[14]]
+    frames = _checkpoints(store)
+    assert frames == res.checkpoints or [(f.checkpoint_id, f.seq) for f in frames] == [
+        (f.checkpoint_id, f.seq) for f in res.checkpoints
+    ]
+    docs = [_summary(store, f) for f in frames]
+    assert [d.to_seq for d in docs] == [f.to_seq for f in frames] == res.planned
+    assert docs[0].base_checkpoint_id is None and docs[0].base_summary_artifact_id is None
+    for prev, frame, doc in zip(frames, frames[1:], docs[1:], strict=False):
+        assert doc.base_checkpoint_id == prev.checkpoint_id == frame.base_checkpoint_id
+        assert doc.base_summary_artifact_id == prev.summary_artifact_id
+    for f, d in zip(frames, docs, strict=True):
+        assert (f.summary_kind, d.summary_kind, f.from_seq, d.from_seq) == (
+            "cumulative_v1",
+            "cumulative_v1",
+            0,
+            0,
+        )
+        assert f.cut_rule_id == "stride_messages_v1/5"
+        assert f.produced_by == d.produced_by == "test.recording/1"
+        assert d.thread_id == THREAD
+        assert f.to_message_id == f"m{seqs.index(f.to_seq) + 1}"
+    # The summarizer saw the base document and exactly the messages after it up to the cut.
+    assert [c[1] for c in summarizer.calls] == [seqs[0:5], seqs[5:10], seqs[10:15]]
+    assert summarizer.calls[0][0] is None
+    assert summarizer.calls[1][0] == docs[0] and summarizer.calls[2][0] == docs[1]
+    assert docs[2].text.split() == [f"{s}:m{i + 1}" for i, s in enumerate(seqs)]
+    assert docs[2].sections == {"seqs": [str(s) for s in seqs[10:15]]}
+
+    # A later job builds on the last checkpoint of the earlier one.
+    _chatter(store, 5, start=16)
+    later = RecordingSummarizer()
+    run_compaction(store, THREAD, StrideMessages(5), summarizer=later)
+    new = _checkpoints(store)[-1]
+    assert _summary(store, new).base_checkpoint_id == frames[-1].checkpoint_id
+    assert later.calls[0][0] == docs[2]
+    assert later.calls[0][1] == _message_seqs(store)[15:20]
+
+
+def test_a_base_whose_summary_is_missing_is_skipped(store: BaseStore) -> None:
+    _chatter(store, 10)
+    seqs = _message_seqs(store)
+    store.thread(THREAD).append(checkpoint("ghost", seqs[4], "d" * 64))
+    summarizer = RecordingSummarizer()
+    frame = create_checkpoint(store, THREAD, seqs[9], summarizer=summarizer)
+    assert summarizer.calls == [(None, seqs)]
+    assert frame.base_checkpoint_id is None
+
+
+def test_create_checkpoint_with_a_given_text(store: BaseStore) -> None:
+    _chatter(store, 10)
+    seqs = _message_seqs(store)
+    first = create_checkpoint(store, THREAD, seqs[3], text="# What happened\nthe first four")
+    doc = _summary(store, first)
+    assert doc.text == "# What happened\nthe first four"
+    assert doc.produced_by == first.produced_by == "manual"
+    assert doc.sections == {} and doc.base_checkpoint_id is None
+    assert first.cut_rule_id == "manual_v1" and first.to_seq == seqs[3]
+    assert first.to_message_id == "m4"
+    head = store.thread(THREAD).head()
+    assert head is not None and first.seq == head.seq
+    second = create_checkpoint(store, THREAD, seqs[9], text="all ten", produced_by="claude-sonnet")
+    doc2 = _summary(store, second)
+    assert (doc2.text, doc2.produced_by, second.produced_by) == (
+        "all ten",
+        "claude-sonnet",
+        "claude-sonnet",
+    )
+    assert doc2.base_checkpoint_id == first.checkpoint_id == second.base_checkpoint_id
+    assert doc2.base_summary_artifact_id == first.summary_artifact_id
+    res = compile_context(store, THREAD, log=False)
+    assert [s.text for s in res.bundle.summaries] == ["# What happened\nthe first four", "all ten"]
+    with pytest.raises(InvalidCutRule):
+        create_checkpoint(store, THREAD, 10**6, text="x")
+
+
+# --- jobs -----------------------------------------------------------------------------------
+
+
+def test_run_compaction_logs_the_job_around_its_checkpoints(store: BaseStore) -> None:
+    _chatter(store, 10)
+    head = store.thread(THREAD).head()
+    assert head is not None
+    res = run_compaction(store, THREAD, StrideMessages(5), summarizer=RecordingSummarizer())
+    new = list(store.thread(THREAD).read(from_seq=head.seq + 1))
+    assert [f.__struct_config__.tag for f in new] == [
+        "job_spawned",
+        "compaction_checkpoint_created",
+        "compaction_checkpoint_created",
+        "job_ended",
+    ]
+    spawned, ended = new[0], new[-1]
+    assert isinstance(spawned, fr.JobSpawned) and isinstance(ended, fr.JobEnded)
+    assert spawned.job_id == ended.job_id == res.job_id
+    assert spawned.kind == "compaction"
+    assert spawned.params == {"cut_rule_id": "stride_messages_v1/5", "cuts": res.planned}
+    assert (ended.status, ended.error, ended.result) == ("succeeded", None, {"checkpoints": 2})
+    assert [f.seq for f in res.checkpoints] == [new[1].seq, new[2].seq]
+
+
+@pytest.mark.parametrize("fail_at", [0, 1])
+def test_a_failing_summarizer_is_logged_and_leaves_no_checkpoint(
+    store: BaseStore, fail_at: int
+) -> None:
+    _chatter(store, 15)
+    res = run_compaction(
+        store, THREAD, StrideMessages(5), summarizer=RecordingSummarizer(fail_at_call=fail_at)
+    )
+    assert res.status == "failed"
+    assert res.error == "RuntimeError: summarizer exploded on purpose"
+    assert len(res.checkpoints) == fail_at == len(_checkpoints(store))
+    last = store.thread(THREAD).tail(1)[0]
+    assert isinstance(last, fr.JobEnded) and last.job_id == res.job_id
+    assert (last.status, last.error) == ("failed", res.error)
+    assert last.result == {"checkpoints": fail_at}
+    # The failed cut (and those after it) are still planned for the next job.
+    assert _plan(store, StrideMessages(5)) == res.planned[fail_at:]
+
+
+def test_nothing_planned_logs_no_job(store: BaseStore) -> None:
+    _chatter(store, 4)
+    head = store.thread(THREAD).head()
+    res = run_compaction(store, THREAD, StrideMessages(5), summarizer=RecordingSummarizer())
+    assert (res.status, res.checkpoints, res.planned) == ("nothing_to_do", [], [])
+    assert store.thread(THREAD).head() == head
+
+
+class _Blocking:
+    """A summarizer that holds its job open until released."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    @property
+    def id(self) -> str:
+        return "test.blocking/1"
+
+    def summarize(
+        self, base: SummaryDoc | None, messages: Sequence[fr.MessageAppended]
+    ) -> SummaryContent:
+        self.entered.set()
+        assert self.release.wait(30)
+        return SummaryContent(text="held")
+
+
+def test_a_second_job_for_the_thread_raises_job_in_flight(
+    store: BaseStore, store_path: Path, clock: FixedClock
+) -> None:
+    _chatter(store, 10)
+    blocking = _Blocking()
+    outcome: list[object] = []
+    worker = threading.Thread(
+        target=lambda: outcome.append(
+            run_compaction(store, THREAD, StrideMessages(5), summarizer=blocking)
+        )
+    )
+    worker.start()
+    try:
+        assert blocking.entered.wait(30)
+        with pytest.raises(JobInFlight):
+            run_compaction(store, THREAD, StrideMessages(5), summarizer=RecordingSummarizer())
+        if isinstance(store, Store):  # another handle on the same folder: the file lock
+            other = Store(store_path, durable=False, clock=clock)
+            with pytest.raises(JobInFlight):
+                run_compaction(other, THREAD, StrideMessages(5), summarizer=RecordingSummarizer())
+        # Another thread of the same store is not blocked.
+        store.thread("other").append(text("user", "hi", "o1"))
+        res = run_compaction(store, "other", StrideMessages(1), summarizer=RecordingSummarizer())
+        assert res.status == "succeeded"
+    finally:
+        blocking.release.set()
+        worker.join(30)
+    assert len(outcome) == 1
+    assert len(_checkpoints(store)) == 2
+    again = run_compaction(store, THREAD, ManualCut("m3"), summarizer=RecordingSummarizer())
+    assert again.status == "succeeded"
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import sys
+    from continuity.compaction import StrideMessages, run_compaction
+    from continuity.store import Store
+    from continuity.summary import SummaryContent
+
+    class Holder:
+        id = "test.holder/1"
+        def summarize(self, base, messages):
+            print("holding", flush=True)
+            sys.stdin.read()  # until the parent closes our stdin
+            return SummaryContent(text="held")
+
+    res = run_compaction(Store(sys.argv[1], durable=False), "t", StrideMessages(5),
+                         summarizer=Holder())
+    print(res.status, len(res.checkpoints), flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_job_held_by_another_process_blocks_this_one(tmp_store: Store) -> None:
+    _chatter(tmp_store, 5)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(tmp_store.root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "holding"
+        with pytest.raises(JobInFlight):
+            run_compaction(tmp_store, THREAD, ManualCut("m2"), summarizer=RecordingSummarizer())
+        proc.stdin.close()
+        assert proc.stdout.readline().split() == ["succeeded", "1"]
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    res = run_compaction(tmp_store, THREAD, ManualCut("m2"), summarizer=RecordingSummarizer())
+    assert res.status == "succeeded"
+
+
+# --- compile after compaction ---------------------------------------------------------------
+
+
+def test_compile_after_compaction_selects_the_new_checkpoints(store: BaseStore) -> None:
+    _chatter(store, 40)
+    run_compaction(store, THREAD, StrideMessages(4), summarizer=RecordingSummarizer())
+    made = {f.to_seq: f for f in _checkpoints(store)}
+    assert sorted(made) == list(range(4, 41, 4))
+    res = compile_context(store, THREAD, log=False)
+    # 40, then the latest <= 20 (20), then the latest <= 10 (8).
+    assert [s.to_seq for s in res.bundle.summaries] == [8, 20, 40]
+    assert res.bundle.strategy == STRATEGY_HIERARCHICAL
+    assert [s.checkpoint_id for s in res.bundle.summaries] == [
+        made[t].checkpoint_id for t in (8, 20, 40)
+    ]
+    assert res.bundle.messages == []  # the job ended after the checkpoint covering m40
+    _chatter(store, 3, start=41)
+    res2 = compile_context(store, THREAD, log=False)
+    assert [m.message_id for m in res2.bundle.messages] == ["m41", "m42", "m43"]
+    assert [s.to_seq for s in res2.bundle.summaries] == [8, 20, 40]
+    # The summaries in the bundle are the stored ones.
+    assert res2.bundle.summaries[-1].text == _summary(store, made[40]).text
+
+
+class _SlowSet(set[tuple[int, str]]):
+    """Widens the gap between checking for a running job and claiming the thread."""
+
+    def __contains__(self, item: object) -> bool:
+        time.sleep(0.05)
+        return super().__contains__(item)
+
+
+def test_two_jobs_started_at_once_on_a_memory_store_run_one_at_a_time(
+    memory_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _chatter(memory_store, 10)
+    monkeypatch.setattr(_JobLock, "_held", _SlowSet())
+    blocking = _Blocking()
+    outcomes: list[str] = []
+    start = threading.Barrier(2)
+
+    def job() -> None:
+        start.wait()
+        try:
+            run_compaction(memory_store, THREAD, StrideMessages(5), summarizer=blocking)
+            outcomes.append("ran")
+        except JobInFlight:
+            outcomes.append("in flight")
+
+    workers = [threading.Thread(target=job) for _ in range(2)]
+    for w in workers:
+        w.start()
+    deadline = time.monotonic() + 10
+    while not outcomes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    blocking.release.set()
+    for w in workers:
+        w.join(30)
+    assert sorted(outcomes) == ["in flight", "ran"]
+    assert len(_checkpoints(memory_store)) == 2
