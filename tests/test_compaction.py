@@ -246,7 +246,7 @@ def test_each_cumulative_summary_records_its_base(store: BaseStore) -> None:
     res = run_compaction(store, THREAD, StrideMessages(5), summarizer=summarizer)
     assert res.status == "succeeded" and res.planned == [seqs[4], seqs[9], seqs[14]]
     frames = _checkpoints(store)
-    assert frames == res.checkpoints or [(f.checkpoint_id, f.seq) for f in frames] == [
+    assert [(f.checkpoint_id, f.seq) for f in frames] == [
         (f.checkpoint_id, f.seq) for f in res.checkpoints
     ]
     docs = [_summary(store, f) for f in frames]

@@ -83,7 +83,7 @@ def _entry(seq: int, to_seq: int, kind: str = "cumulative_v1") -> CheckpointEntr
     return CheckpointEntry(seq, to_seq, f"c{seq}", "r", kind, f"a{seq}")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(checkpoint_sets(), st.integers(0, 70), st.integers(0, 4))
 @example([_entry(2, 0), _entry(3, 1)], 5, 3)  # 1 -> floor(1/2) = 0 -> stop at to_seq 0
 @example([_entry(2, 0), _entry(3, 0)], 5, 3)  # a tie at 0: the later one, once
