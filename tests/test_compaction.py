@@ -498,8 +498,9 @@ class _SlowSet(set[tuple[int, str]]):
     """Widens the gap between checking for a running job and claiming the thread."""
 
     def __contains__(self, item: object) -> bool:
-        time.sleep(0.05)
-        return super().__contains__(item)
+        found = super().__contains__(item)
+        time.sleep(0.05)  # between the answer and the caller acting on it
+        return found
 
 
 def test_two_jobs_started_at_once_on_a_memory_store_run_one_at_a_time(
