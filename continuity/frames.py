@@ -284,7 +284,7 @@ def chain(prev_digest: bytes, body: bytes) -> bytes:
 
 def seal(body: bytes, digest: bytes) -> bytes:
     """A log line (with its newline) from a body and its chain digest."""
-    return body[:-1] + _DIGEST_OPEN + hexlify(digest) + b'"}\n'
+    return b"".join((body[:-1], _DIGEST_OPEN, hexlify(digest), b'"}\n'))
 
 
 def unseal(line: bytes) -> tuple[bytes, bytes] | None:

@@ -343,8 +343,7 @@ class JsonlThread(Thread):
             return 0
         cut = size
         reason = ""
-        tail = os.pread(fd, min(size, _CHUNK), size - min(size, _CHUNK))
-        if not tail.endswith(b"\n"):
+        if os.pread(fd, 1, size - 1) != b"\n":
             cut = _line_start(fd, size)
             reason = "torn last line (no newline)"
         # The last complete line must be a sealed frame; frames of an unfinished batch go too.
@@ -522,9 +521,11 @@ class JsonlThread(Thread):
         prev_digest: bytes | None = fr.GENESIS_DIGEST if seq == 0 else None
         buf = b""
         buf_pos = pos
+        step = 8192  # most reads want a few frames: start small, grow to 256 KiB
         while buf_pos < end or buf:
             if buf_pos < end:
-                chunk = os.pread(fd, min(_CHUNK * 4, end - buf_pos), buf_pos)
+                chunk = os.pread(fd, min(step, end - buf_pos), buf_pos)
+                step = min(step * 4, _CHUNK * 4)
                 buf_pos += len(chunk)
                 buf += chunk
             lines = buf.split(b"\n")
