@@ -21,7 +21,18 @@ import msgspec
 import pytest
 
 from continuity import frames as fr
+from continuity.bundle import (
+    ContextBundle,
+    MessageItem,
+    SummaryItem,
+    ToolStubBlock,
+    bundle_bytes,
+    bundle_id,
+    decode_bundle,
+)
+from continuity.caches import CheckpointEntry, Manifest, Watermark
 from continuity.store import Store
+from continuity.summary import SummaryDoc, decode_summary, summary_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAMES_DOC = ROOT / "contracts" / "event_frames.md"
@@ -162,6 +173,64 @@ def test_line_format_example_in_the_contract_verifies() -> None:
         assert fr.decode_frame(line).seq == seq
         prev = sealed[1]
     assert [fr.decode_frame(line).more for line in lines] == [True, True, False]
+
+
+# --- the bundle, summary and cache contracts --------------------------------------------------
+
+CONTRACTS_DIR = ROOT / "contracts"
+
+
+@pytest.mark.parametrize(
+    ("doc", "heading", "cls"),
+    [
+        ("context_bundle.md", "ContextBundle", ContextBundle),
+        ("context_bundle.md", "summary_ref", SummaryItem),
+        ("context_bundle.md", "message", MessageItem),
+        ("context_bundle.md", "tool_stub", ToolStubBlock),
+        ("summary.md", "SummaryDoc", SummaryDoc),
+        ("caches.md", "checkpoints.v1.jsonl", CheckpointEntry),
+        ("caches.md", "Manifest", Manifest),
+        ("caches.md", "Watermark", Watermark),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.__name__,
+)
+def test_every_field_of_the_other_contracts_is_documented(
+    doc: str, heading: str, cls: type[msgspec.Struct]
+) -> None:
+    section = _section((CONTRACTS_DIR / doc).read_text(encoding="utf-8"), heading)
+    missing = [
+        f.encode_name
+        for f in msgspec.structs.fields(cls)
+        if not re.search(rf"^\|\s*`{f.encode_name}`", section, re.MULTILINE)
+    ]
+    assert not missing, f"fields of {cls.__name__} without a table row in {doc}: {missing}"
+
+
+def _json_examples(doc: str) -> list[bytes]:
+    text = (CONTRACTS_DIR / doc).read_text(encoding="utf-8")
+    return [m.encode() for m in re.findall(r"```json\n(\{.*?\})\n```", text, re.DOTALL)]
+
+
+def test_the_bundle_example_is_canonical_and_has_the_stated_id() -> None:
+    (example,) = _json_examples("context_bundle.md")
+    bundle = decode_bundle(example)
+    assert bundle_bytes(bundle) == example, "the example is not the canonical encoding"
+    stated = re.search(
+        r"Its id is `([0-9a-f]{64})`", (CONTRACTS_DIR / "context_bundle.md").read_text()
+    )
+    assert stated is not None
+    assert bundle_id(bundle) == stated.group(1)
+    assert bundle.tokens == sum(item.tokens for item in bundle.items)
+
+
+def test_the_summary_example_is_canonical() -> None:
+    (example,) = _json_examples("summary.md")
+    assert summary_bytes(decode_summary(example)) == example
+
+
+def test_the_checkpoint_index_example_is_canonical() -> None:
+    line = _json_examples("caches.md")[0]
+    assert msgspec.json.encode(msgspec.json.decode(line, type=CheckpointEntry)) == line
 
 
 # --- old logs keep reading --------------------------------------------------------------------
