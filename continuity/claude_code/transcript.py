@@ -10,6 +10,7 @@ skipped; it never raises on content. It imports nothing heavy: it runs on the ho
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
@@ -107,6 +108,7 @@ class ReadResult:
 
 _decoder: Final = msgspec.json.Decoder()
 _CHUNK: Final = 1 << 20
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def text_of(content: Any) -> str:
@@ -231,9 +233,70 @@ def _record(obj: dict[str, Any], offset: int) -> Record | str:
     )
 
 
+def _scrub(value: Any) -> Any:
+    """``value`` with lone UTF-16 surrogates replaced by U+FFFD (they cannot be encoded)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    return value
+
+
+def _decode(raw: bytes) -> Any:
+    """The JSON value of one line; raises ``ValueError`` when it is not JSON.
+
+    Claude Code before 2.1.132 could cut an emoji in half when truncating a tool output and write
+    the lone UTF-16 surrogate as a JSON escape, which strict decoders refuse; a damaged file can
+    hold bytes that are not UTF-8. Such a line costs its broken characters, not the whole line
+    (a lost tool result or reply), and never the read.
+    """
+    try:
+        return _decoder.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass
+    import json  # the rare path only
+
+    try:
+        return _scrub(json.loads(raw.decode("utf-8", "replace")))
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+
+
+def _take(raw: bytes, offset: int, result: ReadResult) -> None:
+    """Add the record of one complete line to ``result`` (or count why it has none)."""
+    if not raw.strip():
+        return
+    try:
+        obj = _decode(raw)
+    except ValueError:
+        result.skipped["<not json>"] += 1
+        return
+    if not isinstance(obj, dict):
+        result.skipped["<not object>"] += 1
+        return
+    rec = _record(obj, offset)
+    if isinstance(rec, str):
+        result.skipped[rec] += 1
+    else:
+        result.records.append(rec)
+
+
+def _complete_object(raw: bytes) -> bool:
+    """Whether an unterminated last line is already a whole JSON object: a cut object never
+    decodes, so this is a file that ends without a newline, not a line still being written."""
+    if not raw.strip():
+        return False
+    try:
+        return isinstance(_decode(raw), dict)
+    except ValueError:
+        return False
+
+
 def read_records(path: str | os.PathLike[str], start: int = 0) -> ReadResult:
     """Parse the complete lines of ``path`` from byte ``start`` on (a partial last line is left
-    for the next read)."""
+    for the next read; a last line without a newline that is a whole JSON object is read)."""
     result = ReadResult(end=start)
     with open(path, "rb") as f:
         f.seek(start)
@@ -250,22 +313,10 @@ def read_records(path: str | os.PathLike[str], start: int = 0) -> ReadResult:
                 continue
             carry = data[cut + 1 :]
             for raw in data[:cut].split(b"\n"):
-                offset = pos
+                _take(raw, pos, result)
                 pos += len(raw) + 1
-                if not raw.strip():
-                    continue
-                try:
-                    obj = _decoder.decode(raw)
-                except msgspec.DecodeError:
-                    result.skipped["<not json>"] += 1
-                    continue
-                if not isinstance(obj, dict):
-                    result.skipped["<not object>"] += 1
-                    continue
-                rec = _record(obj, offset)
-                if isinstance(rec, str):
-                    result.skipped[rec] += 1
-                else:
-                    result.records.append(rec)
             result.end = pos
+    if carry and _complete_object(carry):
+        _take(carry, pos, result)
+        result.end = pos + len(carry)
     return result
