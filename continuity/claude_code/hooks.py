@@ -132,15 +132,18 @@ def _ingest(store: Store, transcript: Path, *, final: bool) -> str:
 def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
     """Do what ``event`` calls for; raise on failure (``main`` turns that into exit 0)."""
     out = HookOutcome()
-    cfg = _config(store)
     raw_path = payload.get("transcript_path")
     if not isinstance(raw_path, str) or not raw_path:
         raise ValueError("the hook input has no transcript_path")
     transcript = Path(raw_path).expanduser()
-    if not transcript.is_file():
+    if not transcript.is_file() and event != "session-start":
         raise FileNotFoundError(f"transcript {transcript} does not exist")
+    # A new session's transcript may not be written yet when SessionStart fires: the pointer
+    # to the previous session does not need it (and _ingest skips a missing file).
     final = event in ("pre-compact", "session-end")
     thread_id = _ingest(store, transcript, final=final)
+    # Read after the ingest: a broken claude-code.json must not stop the archiving.
+    cfg = _config(store)
     if event == "subagent-stop":
         agent_path = payload.get("agent_transcript_path")
         if isinstance(agent_path, str) and Path(agent_path).is_file():
@@ -150,9 +153,10 @@ def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
     if event == "pre-compact":
         from continuity.claude_code.restore import preservation_guidance
 
-        state = _load_state(store, thread_id)
-        state.restore_pending = True
-        _save_state(store, thread_id, state)
+        if not cfg.block_compaction:  # a blocked compaction leaves nothing to restore
+            state = _load_state(store, thread_id)
+            state.restore_pending = True
+            _save_state(store, thread_id, state)
         if store.thread(thread_id).exists():
             out.stdout = preservation_guidance(store, thread_id)
         if cfg.block_compaction:
@@ -212,12 +216,15 @@ def _log_error(store_root: Path | None, event: str, message: str) -> None:
         pass
 
 
-def main(argv: list[str]) -> int:
-    """Run a hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin)."""
+def main(argv: list[str], *, store_path: Path | None = None) -> int:
+    """Run a hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin); the store is
+    ``store_path`` or the default one."""
     event = argv[0] if argv else None
     root: Path | None = None
     try:
-        root = default_store_path()
+        root = store_path or default_store_path()
+        # Opened (created) first, so that even malformed input is reported in its errors.log.
+        store = Store(root, create=True)
         raw = sys.stdin.buffer.read(_MAX_STDIN)
         try:
             payload = msgspec.json.decode(raw) if raw.strip() else {}
@@ -226,7 +233,6 @@ def main(argv: list[str]) -> int:
         if not isinstance(payload, dict):
             raise ValueError("hook input is not a JSON object")
         event = _event_name(event, payload)
-        store = Store(root, create=True)
         outcome = run_hook(store, event, payload)
     except Exception as exc:  # a hook never breaks Claude Code: report and exit 0
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -235,9 +241,16 @@ def main(argv: list[str]) -> int:
         if os.environ.get("CONTINUITY_DEBUG"):
             traceback.print_exc()
         return 0
-    if outcome.stdout:
-        sys.stdout.write(outcome.stdout if outcome.stdout.endswith("\n") else outcome.stdout + "\n")
-        sys.stdout.flush()
-    if outcome.stderr:
-        sys.stderr.write(outcome.stderr + "\n")
+    try:
+        if outcome.stdout:
+            # UTF-8 whatever the locale (Claude Code reads UTF-8; an ASCII or Latin-1 stdout would
+            # raise on the first arrow or ellipsis), written in one piece.
+            text = outcome.stdout if outcome.stdout.endswith("\n") else outcome.stdout + "\n"
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text.encode("utf-8", "replace"))
+            sys.stdout.buffer.flush()
+        if outcome.stderr:
+            sys.stderr.write(outcome.stderr + "\n")
+    except OSError:  # Claude Code stopped reading (a timed-out hook): nothing left to tell
+        pass
     return outcome.exit_code
