@@ -89,12 +89,23 @@ def _is_ours(handler: Any) -> bool:
     )
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> str | None:
+    """The settings file's text, or None when there is none."""
     if not path.exists():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidSettings(f"{path} is not valid JSON ({exc}); it was not changed") from None
+
+
+def _load(path: Path) -> dict[str, Any]:
+    text = _read(path)
+    if text is None:
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise InvalidSettings(f"{path} is not valid JSON ({exc}); it was not changed") from None
     if not isinstance(data, dict):
         raise InvalidSettings(f"{path} does not hold a JSON object; it was not changed")
@@ -155,7 +166,7 @@ def _dump(data: dict[str, Any]) -> str:
 
 def plan_install(path: Path, store: Path | None = None) -> InstallPlan:
     """The settings file with our handlers merged in (ours replaced if already there)."""
-    before = path.read_text(encoding="utf-8") if path.exists() else None
+    before = _read(path)
     data = _strip_ours(_load(path))
     hooks = data.setdefault("hooks", {})
     for event, slug, matcher, timeout in HOOKS:
@@ -171,7 +182,7 @@ def plan_install(path: Path, store: Path | None = None) -> InstallPlan:
 
 
 def plan_uninstall(path: Path) -> InstallPlan:
-    before = path.read_text(encoding="utf-8") if path.exists() else None
+    before = _read(path)
     if before is None:
         return InstallPlan(path, None, None)
     original = _load(path)
@@ -184,15 +195,20 @@ def apply_plan(plan: InstallPlan) -> Path | None:
     """Write the plan (backup first); return the backup's path, if one was made."""
     if not plan.changed or plan.after is None:
         return None
-    plan.path.parent.mkdir(parents=True, exist_ok=True)
+    # A settings file kept in a dotfiles repository is often a symlink: write its target, so
+    # the rename does not replace the link with a plain file.
+    target = plan.path.resolve() if plan.path.is_symlink() else plan.path
+    target.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if plan.before is not None:
         backup = plan.path.with_name(plan.path.name + ".continuity-backup")
         backup.write_text(plan.before, encoding="utf-8")
-    tmp = plan.path.with_name(f".{plan.path.name}.{os.getpid()}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(plan.after)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, plan.path)
+    if target.exists():
+        shutil.copymode(target, tmp)  # keep the user's permissions
+    os.replace(tmp, target)
     return backup
