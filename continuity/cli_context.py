@@ -133,13 +133,21 @@ def checkpoint(
     ] = None,
 ) -> None:
     """Record a cumulative summary of the thread through --to-seq as a checkpoint."""
-    from continuity.compaction import create_checkpoint
+    from continuity.compaction import create_checkpoint, pair_safe_cut
+    from continuity.sources import open_source
 
     store = _open(ctx)
     text = _read_summary(summary_file) if summary_file is not None else None
     with _errors():
         store.existing_thread(thread)
-        frame = create_checkpoint(store, thread, to_seq, text=text, produced_by=produced_by)
+        cut = pair_safe_cut(open_source(store, thread), to_seq)
+        if cut != to_seq:
+            typer.echo(
+                f"note: to_seq {to_seq} moved to {cut}, the last message there "
+                "(a checkpoint never separates a tool call from its result)",
+                err=True,
+            )
+        frame = create_checkpoint(store, thread, cut, text=text, produced_by=produced_by)
     typer.echo(
         f"checkpoint {frame.checkpoint_id} at seq {frame.seq}: to_seq {frame.to_seq}, "
         f"summary {frame.summary_artifact_id}"

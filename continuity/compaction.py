@@ -54,6 +54,7 @@ __all__ = [
     "TokenThreshold",
     "covered_tokens",
     "create_checkpoint",
+    "pair_safe_cut",
     "parse_cut_rule",
     "plan_cuts",
     "run_compaction",
@@ -142,6 +143,18 @@ def _keep_pairs(source: ThreadSource, ordinal: int, total: int) -> int:
             b.id for b in nxt.content if isinstance(b, fr.ToolUseBlock)
         }
     return ordinal
+
+
+def pair_safe_cut(source: ThreadSource, seq: int) -> int:
+    """The ``to_seq`` a checkpoint asked for at ``seq`` should have: the latest message at or
+    before ``seq``, moved past the messages answering its tool calls."""
+    head = source.head_seq()
+    if head is None or not 0 <= seq <= head:
+        raise InvalidCutRule(f"seq {seq} is outside the log")
+    count = source.message_count_upto(seq)
+    if count == 0:
+        raise InvalidCutRule(f"no message at or before seq {seq}")
+    return source.message_seq(_keep_pairs(source, count - 1, source.message_count_upto(head)))
 
 
 def plan_cuts(source: ThreadSource, rule: CutRule) -> list[int]:

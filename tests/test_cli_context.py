@@ -670,3 +670,21 @@ def test_compile_messages_keep_their_log_content(run: Run, demo: Path) -> None:
             frame.content,
         )
         assert item.tokens == frame.tokens
+
+
+@pytest.mark.parametrize("asked", sorted(TOOL_CALL_SEQS))
+def test_checkpoint_never_separates_a_tool_call_from_its_result(
+    run: Run, demo: Path, asked: int
+) -> None:
+    result = run("checkpoint", "demo", "--to-seq", str(asked), "--summary-file", "-", input="s\n")
+    assert result.exit_code == 0, result.stderr
+    (cp,) = of_type(demo, fr.CompactionCheckpointCreated)
+    assert cp.to_seq == asked + 1  # moved onto the message holding the call's result
+    assert f"to_seq {asked} moved to {asked + 1}" in result.stderr
+
+
+def test_checkpoint_on_a_plain_message_stays_where_asked(run: Run, demo: Path) -> None:
+    result = run("checkpoint", "demo", "--to-seq", "8", "--summary-file", "-", input="s\n")
+    assert result.exit_code == 0, result.stderr
+    (cp,) = of_type(demo, fr.CompactionCheckpointCreated)
+    assert cp.to_seq == 8 and "moved" not in result.stderr
