@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tools.bench import bench_append, bench_read, bench_rebuild
+from tools.bench import bench_append, bench_compile, bench_read, bench_rebuild
 from tools.bench._common import Report, emit, log
 
 __all__ = ["main", "run_all"]
@@ -27,6 +27,11 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         bench_append.run(frames=100_000 // scale, seed=seed),
         bench_read.run(sizes=tuple(n // scale for n in bench_read.DEFAULT_SIZES), seed=seed),
         bench_rebuild.run(frames=1_000_000 // scale, seed=seed),
+        bench_compile.run(
+            sizes=tuple(n // scale for n in bench_compile.DEFAULT_SIZES),
+            compaction_frames=100_000 // scale,
+            seed=seed,
+        ),
     ]
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
     return reports
