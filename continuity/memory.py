@@ -25,6 +25,10 @@ class MemoryThread(Thread):
         self._store = store
 
     @property
+    def store(self) -> MemoryStore:
+        return self._store
+
+    @property
     def _lines(self) -> list[bytes]:
         return self._store._logs.setdefault(self.id, [])
 

@@ -31,12 +31,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from continuity import frames as fr
 from continuity.artifacts import ArtifactStore, FileArtifactStore
+
+if TYPE_CHECKING:
+    from continuity.compiler import CompileResult
+
 from continuity.errors import (
     BadFrame,
     CorruptFrame,
@@ -187,6 +191,26 @@ class Thread(ABC):
     ) -> Iterator[tuple[int, bytes]]:
         """``(seq, stored line without newline)`` for seqs in ``[from_seq, to_seq]``."""
 
+    @property
+    @abstractmethod
+    def store(self) -> BaseStore:
+        """The store this thread belongs to."""
+
+    def compile(
+        self,
+        *,
+        anchor: int | str | None = None,
+        limits: fr.Limits | None = None,
+        log: bool = True,
+    ) -> CompileResult:
+        """Compile this thread's next context: :func:`continuity.compiler.compile_context`.
+
+        A convenience for runtimes; the compiler sits above the store and is imported on use.
+        """
+        from continuity.compiler import compile_context
+
+        return compile_context(self.store, self.id, anchor=anchor, limits=limits, log=log)
+
     def exists(self) -> bool:
         return self.head() is not None
 
@@ -295,6 +319,10 @@ class JsonlThread(Thread):
         super().__init__(thread_id)
         self._store = store
         self.path = store.root / "threads" / f"{self.id}.jsonl"
+
+    @property
+    def store(self) -> Store:
+        return self._store
 
     # -- appending (under the lock) --
 

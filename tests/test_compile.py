@@ -563,3 +563,14 @@ def test_the_indexed_source_anchors_within_what_it_indexed(tmp_store: Store) -> 
     assert source.default_anchor() == 5
     assert source.seq_of_message_id("late") is None
     assert source.seq_of_message_id("m5") == 5
+
+
+def test_thread_compile_is_compile_context_on_that_thread(store: BaseStore) -> None:
+    _messages(store, 20)
+    limits = fr.Limits(recent_messages=4)
+    via_thread = store.thread(THREAD).compile(limits=limits, log=False)
+    direct = compile_context(store, THREAD, limits=limits, log=False)
+    assert via_thread.bundle_id == direct.bundle_id
+    assert [m.seq for m in via_thread.bundle.messages] == [17, 18, 19, 20]
+    logged = store.thread(THREAD).compile(limits=limits)
+    assert logged.logged and store.thread(THREAD).head().seq == logged.decision.seq  # type: ignore[union-attr]
