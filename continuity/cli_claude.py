@@ -173,6 +173,7 @@ def sessions(
 
 @app.command()
 def hook(
+    ctx: typer.Context,
     event: Annotated[
         str, typer.Argument(help="session-start, user-prompt-submit, pre-compact, stop, …")
     ],
@@ -180,4 +181,4 @@ def hook(
     """Run a Claude Code hook (reads the hook's JSON on stdin; never fails Claude Code)."""
     from continuity.claude_code.hooks import main
 
-    raise typer.Exit(main([event]))
+    raise typer.Exit(main([event], store_path=ctx.obj.store_path))

@@ -1,0 +1,214 @@
+"""The Claude Code commands of the CLI: ``ingest``, ``sessions``, and ``compile`` after an ingest.
+
+Counts printed by the commands are checked against the store itself, so the tests hold for any
+fixture set the ``../shared/fixtures`` folder carries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import shared_fixture
+from typer.testing import CliRunner, Result
+
+from continuity import frames as fr
+from continuity.cli import app
+from continuity.store import Store
+
+INGESTED = re.compile(
+    r"^ingested (\d+) transcripts? into (\d+) threads?: (\d+) new messages?, "
+    r"(\d+) compactions?, (\d+) already archived, (\d+) unreadable lines skipped$"
+)
+SESSION_LINE = re.compile(
+    r"^(?P<thread>\S+)  (?P<project>\S+)(?: \((?P<branch>[^)]*)\))?  started (?P<started>.+?)  "
+    r"(?P<messages>\d+) messages?, (?P<compactions>\d+) compactions?$"
+)
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in ("CONTINUITY_HOME", "XDG_DATA_HOME", "CLAUDE_PROJECT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    Store(path, create=True)
+    return path
+
+
+@pytest.fixture
+def spotter() -> Path:
+    return shared_fixture("claude-code", "spotter")
+
+
+def run(store: Path, *args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(app, ["--store", str(store), *args], input=input)
+
+
+def ingested(result: Result) -> dict[str, int]:
+    assert result.exit_code == 0, result.output
+    match = INGESTED.match(result.stdout.strip())
+    assert match, result.stdout
+    names = ("transcripts", "threads", "messages", "compactions", "archived", "bad")
+    return dict(zip(names, map(int, match.groups()), strict=True))
+
+
+def threads_bytes(store: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((store / "threads").glob("*.jsonl"))}
+
+
+def message_counts(store: Path) -> dict[str, int]:
+    s = Store(store)
+    return {
+        tid: sum(1 for _ in s.thread(tid).read(types=["message_appended"])) for tid in s.threads()
+    }
+
+
+def claude_checkpoints(store: Path) -> int:
+    s = Store(store)
+    return sum(
+        1
+        for tid in s.threads()
+        for f in s.thread(tid).read(types=["compaction_checkpoint_created"])
+        if isinstance(f, fr.CompactionCheckpointCreated) and f.produced_by == "claude-code"
+    )
+
+
+def test_ingest_reports_counts_and_is_idempotent(store: Path, spotter: Path) -> None:
+    files = sorted(spotter.rglob("*.jsonl"))
+    first = ingested(run(store, "ingest", str(spotter)))
+    assert first["transcripts"] == len(files)
+    counts = message_counts(store)
+    assert first["messages"] == sum(counts.values()) > 0
+    assert first["threads"] == len(counts)
+    assert first["compactions"] == claude_checkpoints(store) >= 1
+    before = threads_bytes(store)
+
+    second = ingested(run(store, "ingest", str(spotter)))
+    assert second["transcripts"] == len(files)
+    assert (second["messages"], second["compactions"]) == (0, 0)
+    assert threads_bytes(store) == before
+
+    # With the cursors gone every line is read again, and recognised.
+    shutil.rmtree(store / "cache")
+    third = ingested(run(store, "ingest", str(spotter)))
+    assert (third["messages"], third["compactions"]) == (0, 0)
+    assert third["archived"] > 0
+    assert threads_bytes(store) == before
+
+
+def test_ingest_of_one_file(store: Path, spotter: Path) -> None:
+    report = ingested(run(store, "ingest", str(spotter / "short.jsonl")))
+    assert report["transcripts"] == 1 and report["threads"] == 1
+    assert message_counts(store) == {"cc-short": report["messages"]}
+
+
+def test_ingest_of_a_missing_path_fails_and_writes_nothing(store: Path, spotter: Path) -> None:
+    missing = store.parent / "no-such-folder"
+    result = run(store, "ingest", str(spotter / "short.jsonl"), str(missing))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert str(missing) in result.stderr and result.stderr.count("\n") == 1
+    assert threads_bytes(store) == {}
+
+
+def test_ingest_of_a_folder_without_transcripts_fails(store: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run(store, "ingest", str(empty))
+    assert result.exit_code == 1
+    assert "no transcripts" in result.stderr
+
+
+def test_ingest_into_a_missing_store_fails_clearly(tmp_path: Path, spotter: Path) -> None:
+    result = run(tmp_path / "nowhere", "ingest", str(spotter / "short.jsonl"))
+    assert result.exit_code == 1
+    assert "no continuity store" in result.stderr
+
+
+def sessions(store: Path, *args: str) -> dict[str, dict[str, str]]:
+    result = run(store, "sessions", *args)
+    assert result.exit_code == 0, result.output
+    found = {}
+    for line in result.stdout.splitlines():
+        match = SESSION_LINE.match(line)
+        assert match, line
+        found[match["thread"]] = match.groupdict()
+    return found
+
+
+def test_sessions_lists_what_was_ingested(store: Path, spotter: Path) -> None:
+    assert run(store, "sessions").stdout.strip() == "no Claude Code sessions archived yet"
+    ingested(run(store, "ingest", str(spotter)))
+    counts = message_counts(store)
+    listed = sessions(store)
+    mains = {tid for tid in counts if ".agent-" not in tid}
+    assert set(listed) == mains
+    s = Store(store)
+    for tid, row in listed.items():
+        assert int(row["messages"]) == counts[tid]
+        created = next(iter(s.thread(tid).read(to_seq=0)))
+        assert isinstance(created, fr.ThreadCreated)
+        assert row["project"] == created.meta["project"]
+        assert (row["branch"] or "") == created.meta.get("git_branch", "")
+    compacted = [tid for tid, row in listed.items() if int(row["compactions"]) > 0]
+    assert len(compacted) == claude_checkpoints(store)
+
+    with_agents = sessions(store, "--agents")
+    assert set(with_agents) == set(counts)
+    agents = set(with_agents) - mains
+    assert agents and all(".agent-" in tid for tid in agents)
+    for tid in agents:
+        assert int(with_agents[tid]["messages"]) == counts[tid]
+
+
+def test_compile_after_ingest(store: Path, spotter: Path) -> None:
+    session = "cc-4d5611e5-241a-462a-8d15-5122611a9569"
+    ingested(run(store, "ingest", str(spotter / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl")))
+    result = run(store, "compile", session, "--format", "text")
+    assert result.exit_code == 0, result.output
+    assert session in result.stdout
+    # compile builds on Claude's own compaction: its summary is the context's start
+    assert "This session is being continued from a previous conversation" in result.stdout
+    decisions = list(Store(store).thread(session).read(types=["context_selection_decided"]))
+    assert len(decisions) == 1
+
+
+def test_hook_through_the_cli_uses_the_store_option(
+    store: Path, spotter: Path, tmp_path: Path
+) -> None:
+    transcript = tmp_path / "short.jsonl"
+    transcript.write_bytes((spotter / "short.jsonl").read_bytes())
+    payload = json.dumps({"transcript_path": str(transcript), "hook_event_name": "Stop"})
+    result = run(store, "hook", "stop", input=payload)
+    assert result.exit_code == 0
+    assert (result.stdout, result.stderr) == ("", "")
+    assert message_counts(store).get("cc-short", 0) > 0
+
+    result = run(store, "hook", "stop", input="not json")
+    assert result.exit_code == 0
+    assert result.stdout == "" and result.stderr.startswith("continuity: ")
+    assert len((store / "errors.log").read_text().splitlines()) == 1
+
+
+@pytest.mark.xfail(
+    reason="ingest.py gives subagent threads no parent_thread_id (its main thread is the agent)",
+    strict=False,
+)
+def test_subagent_threads_are_linked_to_their_session(store: Path, spotter: Path) -> None:
+    from continuity.claude_code.sessions import list_sessions
+
+    ingested(run(store, "ingest", str(spotter)))
+    agents = [
+        s for s in list_sessions(Store(store), include_agents=True) if ".agent-" in s.thread_id
+    ]
+    assert agents
+    for info in agents:
+        assert info.parent_thread_id == info.thread_id.split(".agent-")[0]
