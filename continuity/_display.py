@@ -19,6 +19,10 @@ def _clip(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def _summaries(n: int) -> str:
+    return "1 summary" if n == 1 else f"{n} summaries"
+
+
 def _block(block: fr.ContentBlock) -> str:
     if isinstance(block, fr.TextBlock):
         return block.text
@@ -56,7 +60,7 @@ def describe(frame: fr.Frame, width: int = 100) -> str:
             else "empty window"
         )
         return (
-            f"{frame.strategy} at seq {frame.anchor_seq}: {len(frame.checkpoints)} summaries, "
+            f"{frame.strategy} at seq {frame.anchor_seq}: {_summaries(len(frame.checkpoints))}, "
             f"{window}, ~{frame.tokens} tokens"
         )
     if isinstance(frame, fr.ObservationRecorded):

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Literal
 
-import msgspec
 import typer
 
 from continuity import frames as fr
@@ -209,8 +208,10 @@ def decisions(
         return
     for d in found:
         assert isinstance(d, fr.ContextSelectionDecided)
-        if as_json:
-            typer.echo(msgspec.json.encode(d).decode())
+        if as_json:  # the frame exactly as stored, like `log --json`
+            handle = store.thread(thread)
+            for _seq, line in handle.read_lines(from_seq=d.seq, to_seq=d.seq):
+                typer.echo(line.decode())
             continue
         tos = ", ".join(str(c.to_seq) for c in d.checkpoints) or "none"
         window = (
