@@ -555,6 +555,20 @@ def test_bad_input_is_reported_and_never_breaks_claude_code(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("args", [[], ["UserPromptSubmit"]], ids=["no-argument", "camel-case"])
+def test_a_hook_process_takes_the_event_from_its_input(
+    tmp_path: Path, transcript: Transcript, args: list[str]
+) -> None:
+    work(transcript, ["/work/demo/app.py"], ["pytest -q"])
+    transcript.flush()
+    store = tmp_path / "store"
+    proc = hook_process(store, args, json.dumps(transcript.payload("UserPromptSubmit")).encode())
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+    assert messages(Store(store), transcript.thread_id)
+    assert not (store / "errors.log").exists()
+
+
+@pytest.mark.slow
 def test_the_hook_path_imports_nothing_heavy(tmp_path: Path, transcript: Transcript) -> None:
     work(transcript, ["/work/demo/app.py"], ["pytest -q"])
     transcript.flush()
