@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
@@ -44,7 +45,10 @@ def install(
 
     opts = ctx.obj
     path = _settings(scope, project)
-    store = opts.store_path if opts.store_path != default_store_path() else None
+    # Claude Code runs hooks without the installing shell's environment: name the store in the
+    # command unless it is where the hook would look by itself (no CONTINUITY_HOME).
+    plain_env = {k: v for k, v in os.environ.items() if k != "CONTINUITY_HOME"}
+    store = opts.store_path if opts.store_path != default_store_path(plain_env) else None
     with _errors():
         plan = plan_install(path, store)
         if dry_run:
