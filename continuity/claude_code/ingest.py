@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeGuard
 
 import blake3
 import msgspec
@@ -81,6 +81,10 @@ class Cursor(msgspec.Struct, kw_only=True):
     """Recently written source keys (bounded), for replays of recent lines."""
     main_thread: str = ""
     last_message_seq: dict[str, int] = {}
+    session_id: str = ""
+    """The session a flat ``agent-<id>.jsonl`` belongs to, read from its first lines."""
+    title: str = ""
+    """A ``summary`` line read before the session's thread had a frame, kept for its creation."""
 
 
 @dataclass(slots=True)
@@ -247,24 +251,54 @@ def _user_keys(line: UserLine) -> list[str]:
 _Grouped = UserLine | CompactBoundary | CompactSummary | LegacySummary | list[AssistantPart]
 
 
-def _groups(records: list[Record]) -> list[_Grouped]:
-    """Records with consecutive parts of one assistant response gathered into lists."""
+_WhereLike = UserLine | AssistantPart | CompactBoundary | CompactSummary
+
+
+def _chain(rec: _WhereLike) -> tuple[bool, str | None]:
+    """Which thread of the file a record is on (the main chain, or one sidechain or agent)."""
+    return rec.where.sidechain, rec.where.agent_id
+
+
+def _has_where(rec: Record) -> TypeGuard[_WhereLike]:
+    return not isinstance(rec, LegacySummary)
+
+
+def _is_tool_result(rec: Record) -> bool:
+    return isinstance(rec, UserLine) and any(isinstance(b, fr.ToolResultBlock) for b in rec.blocks)
+
+
+def _groups(records: list[Record]) -> tuple[list[_Grouped], int | None]:
+    """Records with the parts of one assistant response gathered into a list, and the index of
+    the response still open at the end (None if none).
+
+    Claude Code writes a response one block per line, and since 2.1 it runs each tool as soon as
+    its block is written: the response's later blocks come after the earlier tools' results.
+    Tool-result lines of the same chain therefore leave a response open; its later parts join
+    it, and the results follow it in the log (where a model expects them). Anything else — a
+    prompt, another response, a compaction, a line of another chain — closes it.
+    """
     out: list[_Grouped] = []
+    open_at: int | None = None
     for rec in records:
-        if isinstance(rec, AssistantPart):
-            last = out[-1] if out else None
+        if open_at is not None and not isinstance(rec, LegacySummary):
+            response = out[open_at]
+            assert isinstance(response, list)
+            same_chain = _chain(rec) == _chain(response[0])
             if (
-                isinstance(last, list)
-                and last[0].message_id == rec.message_id
-                and last[0].where.sidechain == rec.where.sidechain
-                and last[0].where.agent_id == rec.where.agent_id
+                same_chain
+                and isinstance(rec, AssistantPart)
+                and rec.message_id == response[0].message_id
             ):
-                last.append(rec)
+                response.append(rec)
                 continue
+            if not (same_chain and _is_tool_result(rec)):
+                open_at = None
+        if isinstance(rec, AssistantPart):
             out.append([rec])
+            open_at = len(out) - 1
         else:
             out.append(rec)
-    return out
+    return out, open_at
 
 
 def ingest_transcript(
@@ -307,23 +341,36 @@ def _ingest_locked(
     read = read_records(path, start)
     job.report.bytes_read = read.end - start
     job.report.skipped = dict(read.skipped)
-    grouped = _groups(read.records)
+    if not job.session_id:
+        # A flat agent-<id>.jsonl names its session only in its lines (and they may disagree):
+        # the first one decides, once, so the file is one thread under one parent.
+        job.session_id = (cursor.session_id if cursor else "") or next(
+            (r.where.session_id for r in read.records if _has_where(r) and r.where.session_id),
+            "",
+        )
+    grouped, open_at = _groups(read.records)
 
-    # Hold back an unfinished tail: the last response (more lines may follow) and a boundary
-    # whose summary has not been written yet.
+    # Hold back an unfinished tail: the last response while only its tool results follow it
+    # (more of its lines may come), and a boundary whose summary has not been written yet.
     end = read.end
     if not final:
-        while grouped:
-            last = grouped[-1]
-            if isinstance(last, list):
-                end = last[0].where.offset
-            elif isinstance(last, CompactBoundary):
-                end = last.where.offset
-            else:
-                break
+        if open_at is not None:
+            response = grouped[open_at]
+            assert isinstance(response, list)
+            end = response[0].where.offset
+            del grouped[open_at:]
+            job.report.held_back = True
+        elif grouped and isinstance(grouped[-1], CompactBoundary):
+            end = grouped[-1].where.offset
             grouped.pop()
             job.report.held_back = True
-            break
+
+    # Subagent and sidechain threads hang under the session's thread.
+    main = thread_override or (session_thread_id(job.session_id) if job.session_id else None)
+    main_started = main is not None and store.thread(main).exists()
+    # A title is a summary line read before the session's thread has a frame, whichever read
+    # that was, so that feeding the file in pieces gives the thread the title a single read does.
+    title: str | None = (cursor.title if cursor else "") or None
 
     batches: dict[str, _Batch] = {}
     order: list[str] = []
@@ -336,22 +383,29 @@ def _ingest_locked(
         return batches[tid]
 
     last_boundary: CompactBoundary | None = None
-    title: str | None = None
-    meta_source: dict[str, str] = {}
+    # Each thread's project, branch and version come from its own first message (not from the
+    # first line of whatever read creates it), so they do not depend on how the file was fed.
+    meta_sources: dict[str, dict[str, str]] = {}
+
+    def note_meta(tid: str, rec: _WhereLike) -> None:
+        where = rec.where
+        if tid not in meta_sources and where.cwd:
+            meta_sources[tid] = {
+                "project": where.cwd,
+                "git_branch": where.git_branch,
+                "claude_code_version": where.version,
+            }
+
     for item in grouped:
         if isinstance(item, LegacySummary):
-            title = title or item.summary or None
+            started = main_started or (main in batches and bool(batches[main].frames))
+            if not started and not title:
+                title = item.summary or None
             continue
         if isinstance(item, CompactBoundary):
             last_boundary = item
             continue
         where = item[0].where if isinstance(item, list) else item.where
-        if not meta_source and where.cwd:
-            meta_source = {
-                "project": where.cwd,
-                "git_branch": where.git_branch,
-                "claude_code_version": where.version,
-            }
         tid = job.thread_for(where.session_id, where.agent_id, where.sidechain)
         batch = batch_for(tid)
         if isinstance(item, CompactSummary):
@@ -381,6 +435,7 @@ def _ingest_locked(
                 source=fr.SourceRef(system=SOURCE_SYSTEM, key=keys[0]),
                 ts_ms=_ts_ms(item.where.timestamp),
             )
+            note_meta(tid, item)
             batch.frames.append(msgspec.structs.replace(frame, meta=meta) if meta else frame)
             job.known.update(keys)
             job.new_keys.extend(keys)
@@ -411,15 +466,15 @@ def _ingest_locked(
             source=fr.SourceRef(system=SOURCE_SYSTEM, key=keys[0]),
             ts_ms=_ts_ms(head.where.timestamp),
         )
+        note_meta(tid, head)
         batch.frames.append(msgspec.structs.replace(frame, meta=meta))
         job.known.update([*keys, message_key])
         job.new_keys.extend([*keys, message_key])
 
     heads: dict[str, int] = dict(cursor.heads) if cursor else {}
     last_msg: dict[str, int] = dict(cursor.last_message_seq) if cursor else {}
-    main = job.thread_for(job.session_id, None, False)
     for tid in order:
-        _append_batch(job, batches[tid], main, title, meta_source, last_msg)
+        _append_batch(job, batches[tid], main, title, meta_sources.get(tid, {}), last_msg)
         thread_head = store.thread(tid).head()
         if thread_head is not None:
             heads[tid] = thread_head.seq
@@ -433,8 +488,10 @@ def _ingest_locked(
             head_hash=_head_hash(path, end),
             heads=heads,
             keys=keys,
-            main_thread=main,
+            main_thread=main or "",
             last_message_seq=last_msg,
+            session_id=job.session_id,
+            title=(title or "") if main is not None and not store.thread(main).exists() else "",
         ),
     )
     return job.report
@@ -443,7 +500,7 @@ def _ingest_locked(
 def _append_batch(
     job: _Ingest,
     batch: _Batch,
-    main: str,
+    main: str | None,
     title: str | None,
     meta_source: dict[str, str],
     last_msg: dict[str, int],
