@@ -673,6 +673,7 @@ def test_parallel_ingests_of_a_growing_transcript(rel: str, tmp_path: Path) -> N
             if p.poll() is None:
                 p.kill()
     assert all(p.returncode == 0 for p in procs)
+    print(f"ingests per process: {runs}")
     assert sum(runs) > 8
     ingest_transcript(store, path, final=True)
     assert_same_logs(store, want)
