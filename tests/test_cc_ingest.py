@@ -20,8 +20,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
-from conftest import FixedClock, shared_fixture
+from conftest import SHARED_FIXTURES, FixedClock, shared_fixture
 
 from continuity import frames as fr
 from continuity.claude_code.ingest import (
@@ -47,8 +48,6 @@ def fixture(rel: str) -> Path:
 
 
 def all_fixtures() -> list[str]:
-    from conftest import SHARED_FIXTURES
-
     root = SHARED_FIXTURES / CC
     if not root.is_dir():
         return ["<absent>"]
@@ -123,16 +122,10 @@ def projection(store: Store) -> dict[str, list[tuple[Any, ...]]]:
         rows: list[tuple[Any, ...]] = []
         for f in frames(store, tid):
             ts_ms = 0 if isinstance(f, fr.ThreadCreated) else f.ts_ms
-            body = fr.encode_body(msgspec_replace(f, digest="", more=False, ts_ms=ts_ms))
+            body = fr.encode_body(msgspec.structs.replace(f, digest="", more=False, ts_ms=ts_ms))
             rows.append((type(f).__name__, f.seq, body))
         out[tid] = rows
     return out
-
-
-def msgspec_replace(f: fr.Frame, **changes: Any) -> fr.Frame:
-    import msgspec
-
-    return msgspec.structs.replace(f, **changes)
 
 
 def assert_same_logs(got: Store, want: Store) -> None:
