@@ -198,10 +198,6 @@ def test_hook_through_the_cli_uses_the_store_option(
     assert len((store / "errors.log").read_text().splitlines()) == 1
 
 
-@pytest.mark.xfail(
-    reason="ingest.py gives subagent threads no parent_thread_id (its main thread is the agent)",
-    strict=False,
-)
 def test_subagent_threads_are_linked_to_their_session(store: Path, spotter: Path) -> None:
     from continuity.claude_code.sessions import list_sessions
 

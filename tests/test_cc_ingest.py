@@ -923,3 +923,30 @@ def test_boundary_then_summary_in_a_later_read(tmp_path: Path) -> None:
         if isinstance(f, fr.CompactionCheckpointCreated)
     ]
     assert cp.cut_rule_id == "claude_code_compact/auto"  # the boundary's trigger was kept
+
+
+def test_long_session_and_agent_names_still_make_valid_thread_ids(tmp_path: Path) -> None:
+    from continuity.claude_code.ingest import agent_thread_id, session_thread_id
+    from continuity.store import validate_thread_id
+
+    long = "x" * 300
+    assert validate_thread_id(agent_thread_id(long, long)) == agent_thread_id(long, long)
+    assert validate_thread_id(session_thread_id(long)) == session_thread_id(long)
+
+
+def test_a_symlink_to_a_transcript_shares_its_cursor(tmp_path: Path) -> None:
+    from continuity.claude_code.ingest import ingest_transcript
+    from continuity.store import Store
+
+    store = Store(tmp_path / "s", create=True, durable=False)
+    real = tmp_path / "sess.jsonl"
+    real.write_text(
+        '{"type":"user","uuid":"u1","sessionId":"sess","timestamp":"2026-01-01T00:00:00Z",'
+        '"message":{"role":"user","content":"hello"}}\n'
+    )
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    first = ingest_transcript(store, real, final=True)
+    again = ingest_transcript(store, link, final=True)
+    assert first.messages == 1
+    assert again.messages == 0 and again.bytes_read == 0  # same cursor: nothing re-read

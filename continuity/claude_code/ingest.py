@@ -58,7 +58,8 @@ _SAFE_RE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
 
 
 def _safe(part: str) -> str:
-    return _SAFE_RE.sub("_", part)[:60] or "unknown"
+    # 56 keeps the longest id, cc-<56>.agent-<56>, within the store's 128-character limit
+    return _SAFE_RE.sub("_", part)[:56] or "unknown"
 
 
 def session_thread_id(session_id: str) -> str:
@@ -309,7 +310,8 @@ def ingest_transcript(
     thread_id: str | None = None,
 ) -> IngestReport:
     """Ingest what is new in one transcript file. Safe to run from parallel processes."""
-    p = Path(path).absolute()
+    # One cursor (and one lock) per file, however it is named: resolve links and relative parts.
+    p = Path(path).resolve()
     cursor_file = _cursor_path(store, p)
     cursor_file.parent.mkdir(parents=True, exist_ok=True)
     lock_fd = os.open(cursor_file.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
