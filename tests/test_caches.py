@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from continuity import frames as fr
-from continuity.caches import MESSAGE_DTYPE, ROLE_CODES, CheckpointEntry, ThreadIndex, rebuild_all
+from continuity.caches import MESSAGE_DTYPE, CheckpointEntry, ThreadIndex, rebuild_all
 from continuity.store import Store, seal_batch
 
+ROLE_CODES = {"user": 1, "assistant": 2, "system": 3}  # the documented record format
 CACHE_FILES = ("offsets.v1.u64", "messages.v1.bin", "checkpoints.v1.jsonl", "manifest.v1.json")
 AID = "ab" * 32
 
