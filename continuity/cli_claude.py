@@ -186,3 +186,30 @@ def hook(
     from continuity.claude_code.hooks import main
 
     raise typer.Exit(main([event], store_path=ctx.obj.store_path))
+
+
+@app.command()
+def demo(
+    ctx: typer.Context,
+    temp_store: Annotated[
+        bool,
+        typer.Option("--temp-store", help="Use a throwaway store (deleted afterwards)."),
+    ] = False,
+    keep: Annotated[
+        bool,
+        typer.Option("--keep", help="Keep the temporary folder (the transcript, the temp store)."),
+    ] = False,
+) -> None:
+    """Replay a scripted Claude Code session through the hooks; show what is archived and restored.
+
+    Uses the configured store (--store, $CONTINUITY_HOME or the default; created if missing)
+    with a thread of its own (cc-demo-<uuid>), or a throwaway one with --temp-store.
+    """
+    from continuity.claude_code.demo import print_report, run_in_temp
+    from continuity.cli import _report_recovery
+
+    with _errors():
+        result = run_in_temp(
+            None if temp_store else ctx.obj.store_path, keep=keep, on_recovery=_report_recovery
+        )
+    print_report(result, sys.stdout, styled=sys.stdout.isatty())
