@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tools.bench import bench_append, bench_compile, bench_read, bench_rebuild
+from tools.bench import bench_append, bench_compile, bench_hooks, bench_read, bench_rebuild
 from tools.bench._common import Report, emit, log
 
 __all__ = ["main", "run_all"]
@@ -32,6 +32,7 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
             compaction_frames=100_000 // scale,
             seed=seed,
         ),
+        bench_hooks.run(sizes=(3, 100 // scale), seed=seed),
     ]
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
     return reports

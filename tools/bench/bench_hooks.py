@@ -1,0 +1,496 @@
+"""Whole-process latency of the Claude Code hooks on large transcripts.
+
+    python -m tools.bench.bench_hooks [--sizes 3,100] [--repeat 11] [--first-repeat 9]
+                                      [--profile] [--json]
+
+Transcripts of ``--sizes`` MB (10^6 bytes) are built by repeating the real sessions in
+``../shared/fixtures/claude-code/spotter/*.jsonl`` with fresh uuids, message, request and tool
+ids on every repetition (so each repetition is new conversation to the ingest, compactions
+included: about one per 3.3 MB), cached under the bench folder, copied into a scratch folder and
+first ingested in full (untimed). Then, ``--repeat`` rounds, sizes and baselines interleaved:
+
+* one new turn is appended (a prompt, a response split over three lines — thinking, text,
+  a Bash tool_use — hook progress noise and the tool result; about 3 KB) and
+  ``continuity hook user-prompt-submit`` is timed as a fresh process (target p50 <= 60 ms at
+  every size, and flat: the largest size over the smallest <= 1.5x);
+* baselines as fresh processes: ``python -c pass`` and ``python -c "import continuity.store"``.
+
+Then ``--repeat`` rounds of a compaction: a new turn, ``pre-compact`` (timed, no target), a
+``compact_boundary`` and an ``isCompactSummary`` line, and ``session-start`` with source
+``compact`` (timed, whole process: target <= 120 ms). And ``--first-repeat`` first ingests of the
+smallest transcript into an empty store, in-process (``ingest_transcript``) and as a fresh
+``continuity hook user-prompt-submit`` process (target <= 400 ms).
+
+Bytecode: the child processes run without ``PYTHONDONTWRITEBYTECODE`` (users' installs cache
+bytecode) and every command is run once before timing. ``--profile`` adds where one hook
+process spends its time: ``python -X importtime`` (slowest imports) and ``cProfile`` (functions
+by cumulative and by own time).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pstats
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from continuity.claude_code._demo_transcript import TranscriptWriter
+from continuity.claude_code.ingest import ingest_transcript
+from continuity.store import Store
+from tools.bench._common import (
+    Report,
+    Row,
+    bench_dir,
+    common_parser,
+    emit,
+    log,
+    median,
+    time_row,
+    timed,
+    work_dir,
+)
+
+__all__ = ["main", "run"]
+
+FIXTURES: Final = (
+    Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "claude-code" / "spotter"
+)
+TEMPLATE_VERSION: Final = 1
+"""Bump when the way transcripts are built changes: cached transcripts are keyed by it."""
+SESSION_ID: Final = "b3c4e1f0-6d2a-4c8e-9f71-2a5b8d0c4e13"
+DEFAULT_SIZES: Final = (3, 100)
+PROMPT_TARGET_MS: Final = 60.0
+FLAT_TARGET: Final = 1.5
+FIRST_INGEST_TARGET_MS: Final = 400.0
+SESSION_START_TARGET_MS: Final = 120.0
+_MB: Final = 1_000_000
+_MARK: Final = b"~CYCLE"
+_ID: Final = re.compile(
+    rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    rb"|(?:msg|toolu|req)_[A-Za-z0-9]{12,}"
+)
+_CWD: Final = "/home/USER/projects/spotter-worktrees/spotter-dov"
+
+
+# --- transcripts ----------------------------------------------------------------------------
+
+
+def _fixture_files() -> list[Path]:
+    files = sorted(p for p in FIXTURES.glob("*.jsonl") if p.stat().st_size > _MB)
+    if not files:
+        raise SystemExit(f"bench_hooks: no fixture transcripts in {FIXTURES}")
+    return files
+
+
+def _template() -> bytes:
+    """The fixtures' lines with one session id, every other id's last 6 characters a marker."""
+    files = _fixture_files()
+    sessions = {p.stem.encode() for p in files}
+
+    def mark(m: re.Match[bytes]) -> bytes:
+        found = m.group(0)
+        return SESSION_ID.encode() if found in sessions else found[:-6] + _MARK
+
+    data = b"".join(p.read_bytes() for p in files)
+    if _MARK in data:
+        raise SystemExit("bench_hooks: the fixtures contain the id marker")
+    return _ID.sub(mark, data)
+
+
+def cached_transcript(megabytes: int) -> Path:
+    """A transcript of about ``megabytes`` MB (cut at a line end), built once and cached."""
+    path = bench_dir() / f"cc-transcript-t{TEMPLATE_VERSION}-{megabytes}mb" / f"{SESSION_ID}.jsonl"
+    marker = path.with_suffix(".size")
+    if (
+        path.is_file()
+        and marker.is_file()
+        and marker.read_text().strip() == str(path.stat().st_size)
+    ):
+        return path
+    log(f"bench_hooks: building a {megabytes} MB transcript in {path} (cached for later runs)")
+    template = _template()
+    target = megabytes * _MB
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    written = 0
+    with open(tmp, "wb") as f:
+        cycle = 0
+        while written < target:
+            chunk = template.replace(_MARK, f"{cycle:06x}".encode())
+            if written + len(chunk) > target:
+                cut = chunk.find(b"\n", target - written)
+                chunk = chunk[: cut + 1] if cut >= 0 else chunk
+            f.write(chunk)
+            written += len(chunk)
+            cycle += 1
+    os.replace(tmp, path)
+    marker.write_text(f"{written}\n")
+    return path
+
+
+class _Session:
+    """A scratch copy of a transcript that grows one turn at a time, as Claude Code writes it."""
+
+    def __init__(self, source: Path, folder: Path, seed: int) -> None:
+        project = folder / "projects" / "-home-USER-projects-spotter-worktrees-spotter-dov"
+        project.mkdir(parents=True)
+        self.path = project / source.name
+        shutil.copyfile(source, self.path)
+        self.store = folder / "store"
+        self.writer = TranscriptWriter(
+            self.path,
+            session_id=SESSION_ID,
+            cwd=_CWD,
+            git_branch="spotter-dov",
+            version="2.1.39",
+            rng=random.Random(seed),
+        )
+        self.turns = 0
+
+    def payload(self, event: str, **fields: Any) -> bytes:
+        names = {
+            "user-prompt-submit": "UserPromptSubmit",
+            "pre-compact": "PreCompact",
+            "session-start": "SessionStart",
+        }
+        return msgspec.json.encode(
+            {
+                "session_id": SESSION_ID,
+                "transcript_path": str(self.path),
+                "cwd": _CWD,
+                "hook_event_name": names[event],
+                **fields,
+            }
+        )
+
+    def add_turn(self) -> str:
+        """Append one turn (about 3 KB); return its prompt."""
+        self.turns += 1
+        w = self.writer
+        prompt = f"Turn {self.turns}: rename render_turn to render_entry and rerun the tests."
+        w.prompt(prompt)
+        tool_id = w.tool_id()
+        w.response(
+            [
+                w.thinking("Rename the helper everywhere, then run the suite to catch leftovers."),
+                {"type": "text", "text": "I'll rename it and run the tests."},
+                {
+                    "type": "tool_use",
+                    "id": tool_id,
+                    "name": "Bash",
+                    "input": {"command": "mix test", "description": "Run the test suite"},
+                },
+            ]
+        )
+        output = "".join(f"test/spotter/case_{i}_test.exs ....\n" for i in range(40))
+        output += f"Finished in 4.1 seconds\n{160 + self.turns} tests, 0 failures\n"
+        w.tool_result(
+            tool_id,
+            output,
+            {"stdout": output, "stderr": "", "interrupted": False, "isImage": False},
+        )
+        w.hook_progress("PostToolUse", "Bash", "continuity hook post-tool-use", tool_id)
+        w.flush()
+        return prompt
+
+    def add_compaction(self) -> None:
+        self.writer.compaction(
+            "This session is being continued from a previous conversation that ran out of "
+            "context. The summary below covers the earlier portion of the conversation.\n\n"
+            f"Summary:\n1. Primary Request and Intent:\n   Rename helpers (turn {self.turns}).\n"
+        )
+        self.writer.flush()
+
+
+# --- processes ------------------------------------------------------------------------------
+
+
+def _continuity_command() -> list[str]:
+    script = shutil.which("continuity", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "continuity"]
+
+
+def _child_env(store: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure with bytecode caching, as users have it
+    env.pop("CONTINUITY_DEBUG", None)
+    if store is not None:
+        env["CONTINUITY_HOME"] = str(store)
+    return env
+
+
+def _run(argv: Sequence[str], env: dict[str, str], stdin: bytes = b"") -> tuple[float, bytes]:
+    start = time.perf_counter_ns()
+    done = subprocess.run(argv, input=stdin, capture_output=True, env=env, check=False)
+    seconds = (time.perf_counter_ns() - start) / 1e9
+    if done.returncode != 0 or done.stderr:
+        raise RuntimeError(
+            f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode(errors='replace')}"
+        )
+    return seconds, done.stdout
+
+
+def _restored_chars(stdout: bytes) -> int:
+    out = msgspec.json.decode(stdout)
+    return len(out["hookSpecificOutput"]["additionalContext"])
+
+
+# --- the benchmark --------------------------------------------------------------------------
+
+
+def run(
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    repeat: int = 11,
+    first_repeat: int = 9,
+    seed: int = 0,
+    profile: bool = False,
+) -> Report:
+    started = time.perf_counter()
+    report = Report(
+        "bench_hooks",
+        {
+            "sizes": ",".join(f"{s}MB" for s in sizes),
+            "repeat": repeat,
+            "first_repeat": first_repeat,
+            "seed": seed,
+        },
+    )
+    sources = {mb: cached_transcript(mb) for mb in sizes}
+    hook = [*_continuity_command(), "hook"]
+    small = min(sizes)
+    with work_dir("bench_hooks") as scratch:
+        _first_ingest(report, sources[small], scratch / "first", hook, first_repeat, small)
+        sessions = {}
+        for mb in sizes:
+            s = _Session(sources[mb], scratch / f"s{mb}", seed + mb)
+            log(f"bench_hooks: first ingest of {mb} MB (untimed) into {s.store}")
+            store = Store(s.store, create=True)
+            t, r = timed(partial(ingest_transcript, store, s.path, final=True))
+            report.notes.append(
+                f"{mb} MB transcript: {s.path.stat().st_size:,} bytes, {r.messages:,} messages, "
+                f"compactions: {r.checkpoints}; its first full ingest in-process: {t * 1e3:,.0f} ms"
+            )
+            sessions[mb] = s
+        _prompts(report, sessions, hook, repeat)
+        _compactions(report, sessions, hook, repeat)
+        if profile:
+            report.notes.extend(_profile(hook, sessions[max(sizes)], max(sizes)))
+    report.notes.append(
+        "child processes run without PYTHONDONTWRITEBYTECODE (bytecode cached, as users have it); "
+        "each command ran once before timing; the page cache is warm"
+    )
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _first_ingest(
+    report: Report, source: Path, folder: Path, hook: list[str], repeat: int, mb: int
+) -> None:
+    log(f"bench_hooks: {repeat} first ingests of {mb} MB, in-process and as a hook process")
+    inproc: list[float] = []
+    process: list[float] = []
+    for i in range(repeat + 1):  # the first round warms up
+        for kind in ("in-process", "process"):
+            run_dir = folder / f"{kind}-{i}"
+            s = _Session(source, run_dir, i)
+            if kind == "in-process":
+                store = Store(s.store, create=True)
+                secs, _ = timed(partial(ingest_transcript, store, s.path))
+                if i:
+                    inproc.append(secs)
+            else:
+                payload = s.payload("user-prompt-submit", prompt="hello")
+                secs, _ = _run([*hook, "user-prompt-submit"], _child_env(s.store), payload)
+                if i:
+                    process.append(secs)
+            shutil.rmtree(run_dir)
+    report.rows.append(
+        time_row(
+            f"first ingest {mb} MB, in-process (ingest_transcript)",
+            inproc,
+            target=FIRST_INGEST_TARGET_MS,
+        )
+    )
+    report.rows.append(
+        time_row(
+            f"first ingest {mb} MB, whole process (hook user-prompt-submit)",
+            process,
+            target=FIRST_INGEST_TARGET_MS,
+        )
+    )
+
+
+def _prompts(report: Report, sessions: dict[int, _Session], hook: list[str], repeat: int) -> None:
+    log(f"bench_hooks: {repeat} rounds of user-prompt-submit at {len(sessions)} sizes")
+    env = _child_env()
+    baselines = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        'python -c "import continuity.store"': [sys.executable, "-c", "import continuity.store"],
+    }
+    base_s: dict[str, list[float]] = {name: [] for name in baselines}
+    hook_s: dict[int, list[float]] = {mb: [] for mb in sessions}
+    for i in range(repeat + 1):  # the first round warms up
+        for name, argv in baselines.items():
+            secs, _ = _run(argv, env)
+            if i:
+                base_s[name].append(secs)
+        for mb, s in sessions.items():
+            prompt = s.add_turn()
+            payload = s.payload("user-prompt-submit", prompt=prompt)
+            secs, out = _run([*hook, "user-prompt-submit"], _child_env(s.store), payload)
+            if out:
+                raise RuntimeError(f"user-prompt-submit printed {out[:200]!r}")
+            if i:
+                hook_s[mb].append(secs)
+    base = median(base_s["python -c pass"])
+    for name, samples in base_s.items():
+        row = time_row(name, samples)
+        if name != "python -c pass":
+            row.baseline, row.ratio = "python -c pass", median(samples) / base
+        report.rows.append(row)
+    for mb, samples in hook_s.items():
+        row = time_row(
+            f"hook user-prompt-submit, one new turn, {mb} MB", samples, target=PROMPT_TARGET_MS
+        )
+        row.baseline, row.ratio = "python -c pass", median(samples) / base
+        report.rows.append(row)
+    lo, hi = min(hook_s), max(hook_s)
+    if lo != hi:
+        ratio = median(hook_s[hi]) / median(hook_s[lo])
+        report.rows.append(
+            Row(f"  user-prompt-submit {hi}MB/{lo}MB", ratio, "x", target=FLAT_TARGET)
+        )
+
+
+def _compactions(
+    report: Report, sessions: dict[int, _Session], hook: list[str], repeat: int
+) -> None:
+    log(f"bench_hooks: {repeat} rounds of pre-compact + session-start (compact)")
+    pre_s: dict[int, list[float]] = {mb: [] for mb in sessions}
+    start_s: dict[int, list[float]] = {mb: [] for mb in sessions}
+    chars: list[int] = []
+    for i in range(repeat + 1):
+        for mb, s in sessions.items():
+            env = _child_env(s.store)
+            s.add_turn()
+            pre = s.payload("pre-compact", trigger="auto", custom_instructions=None)
+            secs, _ = _run([*hook, "pre-compact"], env, pre)
+            if i:
+                pre_s[mb].append(secs)
+            s.add_compaction()
+            start = s.payload("session-start", source="compact")
+            secs, out = _run([*hook, "session-start"], env, start)
+            chars.append(_restored_chars(out))
+            if i:
+                start_s[mb].append(secs)
+    for mb in sessions:
+        report.rows.append(time_row(f"hook pre-compact, one new turn, {mb} MB", pre_s[mb]))
+    for mb in sessions:
+        report.rows.append(
+            time_row(
+                f"hook session-start (compact) after a compaction, {mb} MB",
+                start_s[mb],
+                target=SESSION_START_TARGET_MS,
+            )
+        )
+    report.notes.append(f"restored context: {min(chars):,}..{max(chars):,} characters")
+
+
+# --- profile --------------------------------------------------------------------------------
+
+
+def _importtime(argv: list[str], env: dict[str, str], stdin: bytes, runs: int = 3) -> list[str]:
+    """The slowest imports of a process (best of ``runs``; nested ones indented)."""
+    best: dict[str, tuple[int, int]] = {}
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", *argv], input=stdin, capture_output=True, env=env
+        )
+        for line in done.stderr.decode().splitlines():
+            parts = line.removeprefix("import time:").split("|")
+            if len(parts) != 3 or not parts[0].strip().isdigit():
+                continue
+            name = parts[2].rstrip()
+            cum, own = int(parts[1]), int(parts[0])
+            best[name] = min(best.get(name, (cum, own)), (cum, own))
+    top_level = sum(cum for name, (cum, _) in best.items() if not name.startswith("  "))
+    rows = sorted(best.items(), key=lambda kv: -kv[1][0])[:14]
+    out = [f"all imports: {top_level / 1000:.1f} ms (cumulative ms, own ms, module)"]
+    out += [f"{cum / 1000:6.1f} {own / 1000:6.1f} {name}" for name, (cum, own) in rows]
+    return out
+
+
+def _cprofile(event: str, env: dict[str, str], stdin: bytes, path: Path) -> list[str]:
+    """cProfile of ``hooks.main`` (the lazy imports it makes included), top functions."""
+    code = (
+        "import cProfile\n"
+        "from continuity.claude_code.hooks import main\n"
+        f"cProfile.run({f'main([{event!r}])'!r}, {str(path)!r})\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], input=stdin, env=env, check=True, capture_output=True
+    )
+    buf = io.StringIO()
+    stats = pstats.Stats(str(path), stream=buf)
+    stats.sort_stats("cumulative").print_stats(20)
+    stats.sort_stats("tottime").print_stats(8)
+    keep = [line.rstrip() for line in buf.getvalue().splitlines()]
+    return [line for line in keep if line.strip()[:1].isdigit() or "function calls" in line]
+
+
+def _profile(hook: list[str], s: _Session, mb: int) -> list[str]:
+    """Where one hook process spends its time: user-prompt-submit after a new turn, and
+    session-start after a compaction."""
+    env = _child_env(s.store)
+    notes: list[str] = []
+    argv = ["-m", "continuity", "hook", "user-prompt-submit"]
+    s.add_turn()
+    payload = s.payload("user-prompt-submit", prompt="profile")
+    notes.append(f"profile at {mb} MB: user-prompt-submit, -X importtime")
+    notes.extend(f"  {line}" for line in _importtime(argv, env, payload))
+    s.add_turn()
+    notes.append(f"profile at {mb} MB: user-prompt-submit, cProfile of hooks.main")
+    notes.extend(
+        f"  {line}" for line in _cprofile("user-prompt-submit", env, payload, s.store / "p1")
+    )
+
+    s.add_turn()
+    _run([*hook, "pre-compact"], env, s.payload("pre-compact", trigger="auto"))
+    s.add_compaction()
+    payload = s.payload("session-start", source="compact")
+    argv = ["-m", "continuity", "hook", "session-start"]
+    notes.append(f"profile at {mb} MB: session-start (compact), -X importtime")
+    notes.extend(f"  {line}" for line in _importtime(argv, env, payload))
+    notes.append(f"profile at {mb} MB: session-start (compact), cProfile of hooks.main")
+    notes.extend(f"  {line}" for line in _cprofile("session-start", env, payload, s.store / "p2"))
+    return notes
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = common_parser(__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--sizes",
+        default=",".join(str(s) for s in DEFAULT_SIZES),
+        help="comma-separated transcript sizes in MB",
+    )
+    parser.add_argument("--repeat", type=int, default=11, help="timed hook runs per size")
+    parser.add_argument("--first-repeat", type=int, default=9, help="timed first ingests")
+    parser.add_argument("--profile", action="store_true", help="add importtime and cProfile")
+    args = parser.parse_args(argv)
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    emit([run(sizes, args.repeat, args.first_repeat, args.seed, args.profile)], args.json)
+
+
+if __name__ == "__main__":
+    main()
