@@ -469,14 +469,14 @@ def test_rebuild_all_removes_caches_of_vanished_threads(tmp_store: Store) -> Non
 def test_offsets_around_lines_longer_than_the_read_chunk(tmp_store: Store) -> None:
     """Single lines over 8 MiB (the indexer's chunk) at the start, middle and end of a run."""
     thread = tmp_store.thread("big")
-    huge = "x" * (9 << 20)
+    huge = "x" * ((8 << 20) + 1)
     thread.append(fr.message("user", huge, message_id="h1"))
     index = ThreadIndex(tmp_store, "big")
     index.refresh()
     thread.append(_batch(30, 2))
     thread.append(
         [
-            fr.message("assistant", "y" * (17 << 20), message_id="h2"),
+            fr.message("assistant", "y" * ((16 << 20) + 3), message_id="h2"),
             *_batch(3, 33),
             fr.message("user", huge + "z", message_id="h3"),
         ]

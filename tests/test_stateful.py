@@ -368,6 +368,14 @@ class StoreMachine(RuleBasedStateMachine):
                 )
             mid = len(lines) // 2
             assert list(j.read_lines(from_seq=mid, to_seq=mid + 2)) == lines[mid : mid + 3]
+            assert list(j.read_lines(from_seq=len(lines))) == []
+            assert list(j.read_lines(from_seq=mid + 1, to_seq=mid)) == []
+            for types in (["message_appended"], ["compaction_checkpoint_created", "job_ended"]):
+                assert list(j.read(from_seq=mid, types=types, limit=3)) == list(
+                    m.read(from_seq=mid, types=types, limit=3)
+                )
+            assert j.exists() == m.exists() == bool(lines)
+            assert j.offset_of(len(lines)) is None
             log = b"".join(line + b"\n" for _, line in lines)
             assert j.committed_size() == len(log)
             if j.path.exists():
