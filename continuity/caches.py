@@ -1,4 +1,4 @@
-"""Derived, deletable indexes over a JSONL thread, each with a watermark.
+r"""Derived, deletable indexes over a JSONL thread, each with a watermark.
 
 Per thread, under ``<store>/cache/threads/<thread_id>/``::
 
@@ -6,8 +6,15 @@ Per thread, under ``<store>/cache/threads/<thread_id>/``::
     messages.v1.bin        one 16-byte record per message, by ordinal: seq u64, tokens u32,
                            role u8 (1 user, 2 assistant, 3 system), 3 zero bytes
     checkpoints.v1.jsonl   one line per compaction_checkpoint_created frame (a projection)
+    checkpoints.v1.sel     the cumulative_v1 checkpoints sorted by (to_seq, seq), 24 bytes each:
+                           to_seq u64, seq u64, byte offset of its line in the .jsonl — so
+                           the compile rule's "latest with to_seq <= x" is a bisection
+    checkpoints.v1.other   byte offsets (u64) of the other checkpoints' lines, in log order
     manifest.v1.json       the watermark of each file: last seq applied, its chain digest,
                            entries and bytes; plus the log offset just past that frame
+
+Nothing here imports numpy: the files are read with ``struct`` over ``mmap`` or small
+``pread``\ s, so the hook path can use the caches at the cost of a few system calls.
 
 The data files are appended first and the manifest replaced atomically last: the manifest is the
 commit point, and bytes past it are cut off before the next append. A refresh trusts the caches
@@ -20,39 +27,53 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import mmap
 import os
 import shutil
+import struct
+from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity.errors import CorruptFrame
 from continuity.store import JsonlThread, Store
+from continuity.summary import CUMULATIVE_V1 as CUMULATIVE
 
 __all__ = [
-    "MESSAGE_DTYPE",
+    "MESSAGE_RECORD",
     "CheckpointEntry",
+    "CheckpointSelection",
+    "MessageRecord",
+    "MessageRecords",
     "Progress",
     "RefreshResult",
     "ThreadIndex",
     "rebuild_all",
 ]
 
-MESSAGE_DTYPE: Final = np.dtype([("seq", "<u8"), ("tokens", "<u4"), ("role", "u1"), ("pad", "V3")])
+MESSAGE_RECORD: Final = struct.Struct("<QIB3x")
+"""One ``messages.v1.bin`` record: seq, token estimate, role code, 3 zero bytes."""
+_SEL_RECORD: Final = struct.Struct("<QQQ")
+_U64: Final = struct.Struct("<Q")
+_MANIFEST_VERSION: Final = 2
 ROLE_CODES: Final = {"user": 1, "assistant": 2, "system": 3}
 ROLE_NAMES: Final = {v: k for k, v in ROLE_CODES.items()}
 
 _OFFSETS: Final = "offsets.v1.u64"
 _MESSAGES: Final = "messages.v1.bin"
 _CHECKPOINTS: Final = "checkpoints.v1.jsonl"
+_SELECTION: Final = "checkpoints.v1.sel"
+_OTHER: Final = "checkpoints.v1.other"
 _MANIFEST: Final = "manifest.v1.json"
-_CHUNK: Final = 8 << 20
+_DATA_FILES: Final = (_OFFSETS, _MESSAGES, _CHECKPOINTS, _SELECTION, _OTHER)
+_CHUNK: Final = 2 << 20
 _U32_MAX: Final = 2**32 - 1
 
 Progress = Callable[[int, int], None]
@@ -84,6 +105,14 @@ class Manifest(msgspec.Struct, frozen=True):
     offsets: Watermark
     messages: Watermark
     checkpoints: Watermark
+    selection: Watermark
+    other: Watermark
+
+
+class MessageRecord(NamedTuple):
+    seq: int
+    tokens: int
+    role: int
 
 
 class _Probe(msgspec.Struct):
@@ -104,6 +133,7 @@ _probes: Final = msgspec.json.Decoder(list[_Probe])
 _probe_one: Final = msgspec.json.Decoder(_Probe)
 _manifest_decoder: Final = msgspec.json.Decoder(Manifest)
 _checkpoint_decoder: Final = msgspec.json.Decoder(CheckpointEntry)
+_checkpoints_decoder: Final = msgspec.json.Decoder(list[CheckpointEntry])
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -126,6 +156,17 @@ class _Delta:
     last_seq: int
     digest: str
     end: int
+    cumulative: list[tuple[int, int, int]]
+    """(to_seq, seq, line offset within ``checkpoints``) of the new cumulative_v1 entries."""
+    other: list[int]
+    """Line offsets within ``checkpoints`` of the new entries of other kinds."""
+
+    def selection_bytes(self, base_offset: int = 0) -> bytes:
+        recs = sorted((t, s, o + base_offset) for t, s, o in self.cumulative)
+        return b"".join(_SEL_RECORD.pack(*r) for r in recs)
+
+    def other_bytes(self, base_offset: int = 0) -> bytes:
+        return b"".join(_U64.pack(o + base_offset) for o in self.other)
 
 
 def _index_run(
@@ -137,14 +178,19 @@ def _index_run(
     progress: Progress | None = None,
 ) -> _Delta:
     """Parse the committed lines in ``[start, end)`` (which begin with seq ``first_seq``)."""
-    offsets: list[npt.NDArray[np.uint64]] = []
-    messages: list[npt.NDArray[np.void]] = []
+    offsets = array("Q")
+    messages: list[bytes] = []
     checkpoints: list[bytes] = []
+    cumulative: list[tuple[int, int, int]] = []
+    other: list[int] = []
+    cp_bytes = 0
     n_frames = n_messages = 0
     seq = first_seq
     last_line = b""
     pos = start
     total = end - start
+    pack = MESSAGE_RECORD.pack
+    role = ROLE_CODES.get
     while pos < end:
         chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
         cut = chunk.rfind(b"\n") + 1
@@ -152,58 +198,44 @@ def _index_run(
             cut = _line_end(fd, pos, end) - pos
             chunk = os.pread(fd, cut, pos)
         chunk = chunk[:cut]
-        raw = np.frombuffer(chunk, dtype=np.uint8)
-        newlines = np.flatnonzero(raw == 10)
-        starts = np.empty(len(newlines), dtype=np.uint64)
-        starts[0] = 0
-        starts[1:] = newlines[:-1] + 1
+        lines = chunk[:-1].split(b"\n")
         try:
-            probes = _probes.decode(b"[" + chunk[:-1].replace(b"\n", b",") + b"]")
+            probes = _probes.decode(b"[" + b",".join(lines) + b"]")
         except msgspec.DecodeError:
             _raise_first_bad(thread, chunk, pos, seq)
-        seqs = np.fromiter((p.seq for p in probes), dtype=np.int64, count=len(probes))
-        expected = np.arange(seq, seq + len(probes), dtype=np.int64)
-        if not np.array_equal(seqs, expected):
-            bad = int(np.flatnonzero(seqs != expected)[0])
+        starts = list(accumulate(map((1).__add__, map(len, lines)), initial=pos))
+        seqs = [p.seq for p in probes]
+        if seqs != list(range(seq, seq + len(probes))):
+            bad = next(i for i, q in enumerate(seqs) if q != seq + i)
             raise CorruptFrame(
-                thread.id,
-                int(expected[bad]),
-                pos + int(starts[bad]),
-                f"seq {int(seqs[bad])} where {int(expected[bad])} belongs",
+                thread.id, seq + bad, starts[bad], f"seq {seqs[bad]} where {seq + bad} belongs"
             )
-        offsets.append(starts + np.uint64(pos))
-        role = ROLE_CODES.get
-        recs = [
-            (
-                p.seq,
-                p.tokens if 0 <= p.tokens <= _U32_MAX else _clip_u32(p.tokens),
-                role(p.role, 0),
-                b"",
-            )
-            for p in probes
-            if p.type == "message_appended"
-        ]
-        checkpoints.extend(
-            _encoder.encode(
-                CheckpointEntry(
-                    p.seq,
-                    p.to_seq,
-                    p.checkpoint_id,
-                    p.cut_rule_id,
-                    p.summary_kind,
-                    p.summary_artifact_id,
+        offsets.extend(starts[:-1])
+        for p in probes:
+            if p.type == "message_appended":
+                tokens = p.tokens if 0 <= p.tokens <= _U32_MAX else _clip_u32(p.tokens)
+                messages.append(pack(p.seq, tokens, role(p.role, 0)))
+                n_messages += 1
+            elif p.type == "compaction_checkpoint_created":
+                entry = _encoder.encode(
+                    CheckpointEntry(
+                        p.seq,
+                        p.to_seq,
+                        p.checkpoint_id,
+                        p.cut_rule_id,
+                        p.summary_kind,
+                        p.summary_artifact_id,
+                    )
                 )
-            )
-            + b"\n"
-            for p in probes
-            if p.type == "compaction_checkpoint_created"
-        )
-        if recs:
-            messages.append(np.array(recs, dtype=MESSAGE_DTYPE))
-            n_messages += len(recs)
+                if p.summary_kind == CUMULATIVE:
+                    cumulative.append((p.to_seq, p.seq, cp_bytes))
+                else:
+                    other.append(cp_bytes)
+                checkpoints.append(entry + b"\n")
+                cp_bytes += len(entry) + 1
         n_frames += len(probes)
         seq += len(probes)
-        last_line = chunk[int(starts[-1]) : -1]
+        last_line = lines[-1]
         pos += cut
         if progress is not None:
             progress(pos - start, total)
@@ -214,8 +246,8 @@ def _index_run(
             raise CorruptFrame(thread.id, seq - 1, end - len(last_line) - 1, "no digest")
         digest = sealed[1].hex()
     return _Delta(
-        offsets=b"".join(a.tobytes() for a in offsets),
-        messages=b"".join(a.tobytes() for a in messages),
+        offsets=offsets.tobytes() if _LITTLE else _swapped(offsets),
+        messages=b"".join(messages),
         checkpoints=b"".join(checkpoints),
         frames=n_frames,
         message_count=n_messages,
@@ -223,7 +255,18 @@ def _index_run(
         last_seq=seq - 1,
         digest=digest,
         end=end,
+        cumulative=cumulative,
+        other=other,
     )
+
+
+_LITTLE: Final = array("H", [1]).tobytes() == b"\x01\x00"
+
+
+def _swapped(values: array[int]) -> bytes:
+    copy = array("Q", values)
+    copy.byteswap()
+    return copy.tobytes()
 
 
 def _clip_u32(n: int) -> int:
@@ -354,11 +397,7 @@ class ThreadIndex:
         found = []
         if manifest != self._manifest_for(delta, None):
             found.append(f"{_MANIFEST} differs from the log")
-        for name, want in (
-            (_OFFSETS, delta.offsets),
-            (_MESSAGES, delta.messages),
-            (_CHECKPOINTS, delta.checkpoints),
-        ):
+        for name, want in self._file_contents(delta).items():
             mark = self._watermark(manifest, name)
             try:
                 with open(self.dir / name, "rb") as f:
@@ -393,32 +432,46 @@ class ThreadIndex:
         raw = self._pread(_OFFSETS, 8, seq * 8)
         return int.from_bytes(raw, "little") if len(raw) == 8 else None
 
-    def messages(self, start: int, stop: int) -> npt.NDArray[np.void]:
+    def messages(self, start: int, stop: int) -> list[MessageRecord]:
         """Message records with ordinals in ``[start, stop)`` (clipped to what is indexed)."""
         m = self.manifest()
         n = 0 if m is None else m.messages.entries
         start, stop = max(0, start), min(stop, n)
         if stop <= start:
-            return np.zeros(0, dtype=MESSAGE_DTYPE)
-        size = MESSAGE_DTYPE.itemsize
+            return []
+        size = MESSAGE_RECORD.size
         raw = self._pread(_MESSAGES, (stop - start) * size, start * size)
-        return np.frombuffer(raw, dtype=MESSAGE_DTYPE)
+        return [MessageRecord(*r) for r in MESSAGE_RECORD.iter_unpack(raw)]
 
-    def message_records(self) -> npt.NDArray[np.void]:
+    def message_records(self) -> MessageRecords:
         """Every indexed message record, memory-mapped (pages are read only when touched)."""
         m = self.manifest()
         n = 0 if m is None else m.messages.entries
-        if n == 0:
-            return np.zeros(0, dtype=MESSAGE_DTYPE)
-        return np.memmap(self.dir / _MESSAGES, dtype=MESSAGE_DTYPE, mode="r", shape=(n,))
+        return MessageRecords(_map(self.dir / _MESSAGES, n * MESSAGE_RECORD.size), n)
 
     def checkpoints(self) -> list[CheckpointEntry]:
+        """Every checkpoint entry, in log order (O(checkpoints): for planning, not for compile)."""
         m = self.manifest()
         if m is None or not m.checkpoints.bytes:
             return []
         raw = self._pread(_CHECKPOINTS, m.checkpoints.bytes, 0)
-        dec = msgspec.json.Decoder(CheckpointEntry)
-        return [dec.decode(line) for line in raw.splitlines()]
+        return _checkpoints_decoder.decode(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
+
+    def selection(self) -> CheckpointSelection:
+        """The cumulative checkpoints by (to_seq, seq), for the compile rule's bisections."""
+        m = self.manifest()
+        n = 0 if m is None else m.selection.entries
+        return CheckpointSelection(
+            _map(self.dir / _SELECTION, n * _SEL_RECORD.size), n, self.dir / _CHECKPOINTS
+        )
+
+    def other_checkpoints(self) -> list[CheckpointEntry]:
+        """The checkpoints of kinds other than cumulative_v1, in log order."""
+        m = self.manifest()
+        if m is None or not m.other.entries:
+            return []
+        raw = self._pread(_OTHER, m.other.bytes, 0)
+        return [_entry_at(self.dir / _CHECKPOINTS, off) for (off,) in _U64.iter_unpack(raw)]
 
     def read(self, from_seq: int, to_seq: int | None = None) -> Iterator[fr.Frame]:
         """Frames from ``from_seq`` on, seeking straight to it through the offset index."""
@@ -432,7 +485,7 @@ class ThreadIndex:
         n = self.message_count()
         out: list[fr.MessageAppended] = []
         for rec in self.messages(n - k, n):
-            seq = int(rec["seq"])
+            seq = rec.seq
             for frame in self.read(seq, seq):
                 assert isinstance(frame, fr.MessageAppended)
                 out.append(frame)
@@ -462,7 +515,13 @@ class ThreadIndex:
 
     @staticmethod
     def _watermark(m: Manifest, name: str) -> Watermark:
-        return {_OFFSETS: m.offsets, _MESSAGES: m.messages, _CHECKPOINTS: m.checkpoints}[name]
+        return {
+            _OFFSETS: m.offsets,
+            _MESSAGES: m.messages,
+            _CHECKPOINTS: m.checkpoints,
+            _SELECTION: m.selection,
+            _OTHER: m.other,
+        }[name]
 
     def _trusted_end(self, m: Manifest | None, fd: int, end: int) -> tuple[Manifest, int] | None:
         """(manifest, log offset to resume from) if the caches still describe this log.
@@ -472,18 +531,26 @@ class ThreadIndex:
         was indexed), and the last entry of each file must equal a fresh index of the log line
         it names (so a damaged or swapped file is caught without reading all of it).
         """
-        if m is None or m.version != 1 or m.thread_id != self.thread.id or m.log_end > end:
+        if (
+            m is None
+            or m.version != _MANIFEST_VERSION
+            or m.thread_id != self.thread.id
+            or m.log_end > end
+        ):
             return None
-        marks = (m.offsets, m.messages, m.checkpoints)
+        marks = (m.offsets, m.messages, m.checkpoints, m.selection, m.other)
         if any((w.last_seq, w.digest) != (m.offsets.last_seq, m.offsets.digest) for w in marks):
             return None
         if (
             m.offsets.entries != m.offsets.last_seq + 1
             or m.offsets.bytes != 8 * m.offsets.entries
-            or m.messages.bytes != MESSAGE_DTYPE.itemsize * m.messages.entries
+            or m.messages.bytes != MESSAGE_RECORD.size * m.messages.entries
+            or m.selection.bytes != _SEL_RECORD.size * m.selection.entries
+            or m.other.bytes != _U64.size * m.other.entries
+            or m.selection.entries + m.other.entries != m.checkpoints.entries
         ):
             return None
-        for name in (_OFFSETS, _MESSAGES, _CHECKPOINTS):
+        for name in _DATA_FILES:
             mark = self._watermark(m, name)
             path = self.dir / name
             if not path.exists() or path.stat().st_size < mark.bytes:
@@ -505,9 +572,9 @@ class ThreadIndex:
     def _last_entries_match(self, fd: int, m: Manifest) -> bool:
         try:
             if m.messages.entries:
-                size = MESSAGE_DTYPE.itemsize
+                size = MESSAGE_RECORD.size
                 raw = self._pread(_MESSAGES, size, m.messages.bytes - size)
-                seq = int(np.frombuffer(raw, dtype=MESSAGE_DTYPE)[0]["seq"])
+                seq = MESSAGE_RECORD.unpack(raw)[0]
                 if self._index_line(fd, m, seq).messages != raw:
                     return False
             if m.checkpoints.entries:
@@ -532,7 +599,7 @@ class ThreadIndex:
             return Watermark(delta.last_seq, delta.digest, e0 + entries, b0 + size)
 
         return Manifest(
-            version=1,
+            version=_MANIFEST_VERSION,
             thread_id=self.thread.id,
             log_end=delta.end,
             offsets=mark(base.offsets if base else None, delta.frames, len(delta.offsets)),
@@ -542,26 +609,59 @@ class ThreadIndex:
             checkpoints=mark(
                 base.checkpoints if base else None, delta.checkpoint_count, len(delta.checkpoints)
             ),
+            selection=mark(
+                base.selection if base else None,
+                len(delta.cumulative),
+                _SEL_RECORD.size * len(delta.cumulative),
+            ),
+            other=mark(
+                base.other if base else None, len(delta.other), _U64.size * len(delta.other)
+            ),
         )
+
+    @staticmethod
+    def _file_contents(delta: _Delta) -> dict[str, bytes]:
+        """What each data file holds for a fresh index of ``delta`` (a run from the start)."""
+        return {
+            _OFFSETS: delta.offsets,
+            _MESSAGES: delta.messages,
+            _CHECKPOINTS: delta.checkpoints,
+            _SELECTION: delta.selection_bytes(),
+            _OTHER: delta.other_bytes(),
+        }
 
     def _write_fresh(self, delta: _Delta) -> None:
         # Without a manifest nothing is trusted: a crash between the files below cannot pair
         # the old manifest with some new files and some old ones.
         (self.dir / _MANIFEST).unlink(missing_ok=True)
-        for name, data in (
-            (_OFFSETS, delta.offsets),
-            (_MESSAGES, delta.messages),
-            (_CHECKPOINTS, delta.checkpoints),
-        ):
+        for name, data in self._file_contents(delta).items():
             _replace_file(self.dir / name, data)
         _replace_file(self.dir / _MANIFEST, _encoder.encode(self._manifest_for(delta, None)))
 
     def _append(self, base: Manifest, delta: _Delta) -> None:
-        for name, data in (
-            (_OFFSETS, delta.offsets),
-            (_MESSAGES, delta.messages),
-            (_CHECKPOINTS, delta.checkpoints),
-        ):
+        appends = {
+            _OFFSETS: delta.offsets,
+            _MESSAGES: delta.messages,
+            _CHECKPOINTS: delta.checkpoints,
+            _OTHER: delta.other_bytes(base.checkpoints.bytes),
+        }
+        selection = delta.selection_bytes(base.checkpoints.bytes)
+        merged: bytes | None = None
+        if selection and base.selection.entries:
+            last = self._pread(
+                _SELECTION, _SEL_RECORD.size, base.selection.bytes - _SEL_RECORD.size
+            )
+            if _SEL_RECORD.unpack(selection[: _SEL_RECORD.size])[:2] < _SEL_RECORD.unpack(last)[:2]:
+                # An older to_seq than the newest indexed: the sorted file is rewritten whole.
+                old = self._pread(_SELECTION, base.selection.bytes, 0)
+                recs = sorted([*_SEL_RECORD.iter_unpack(old), *_SEL_RECORD.iter_unpack(selection)])
+                merged = b"".join(_SEL_RECORD.pack(*r) for r in recs)
+        if merged is None:
+            appends[_SELECTION] = selection
+        else:
+            (self.dir / _MANIFEST).unlink()  # the rewrite is only trusted once committed below
+            _replace_file(self.dir / _SELECTION, merged)
+        for name, data in appends.items():
             mark = self._watermark(base, name)
             with open(self.dir / name, "r+b") as f:
                 f.truncate(mark.bytes)  # drop what a crashed writer left past the watermark
@@ -570,7 +670,7 @@ class ThreadIndex:
         _replace_file(self.dir / _MANIFEST, _encoder.encode(self._manifest_for(delta, base)))
 
     def _remove(self) -> None:
-        for name in (_MANIFEST, _OFFSETS, _MESSAGES, _CHECKPOINTS):
+        for name in (_MANIFEST, *_DATA_FILES):
             (self.dir / name).unlink(missing_ok=True)
 
 
@@ -614,3 +714,103 @@ def rebuild_all(
                 if sub.is_dir() and sub.name not in results:
                     shutil.rmtree(sub, ignore_errors=True)
     return results
+
+
+def _map(path: Path, size: int) -> bytes | mmap.mmap:
+    """The first ``size`` bytes of a file: mapped when large, read when small."""
+    if size <= 0:
+        return b""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return b""
+    try:
+        if size <= 64 * 1024:
+            return os.pread(fd, size, 0)
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
+def _entry_at(path: Path, offset: int) -> CheckpointEntry:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return _checkpoint_decoder.decode(f.readline())
+
+
+class MessageRecords:
+    """The message index as a read-only sequence of :class:`MessageRecord`, without copying."""
+
+    def __init__(self, data: bytes | mmap.mmap, n: int) -> None:
+        self._data = data
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> MessageRecord:
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return MessageRecord(*MESSAGE_RECORD.unpack_from(self._data, i * MESSAGE_RECORD.size))
+
+    def seq(self, i: int) -> int:
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return int(_U64.unpack_from(self._data, i * MESSAGE_RECORD.size)[0])
+
+    def count_upto(self, seq: int) -> int:
+        """How many messages have a seq ≤ ``seq`` (a bisection)."""
+        return bisect_right(_Column(self, self.seq), seq)
+
+    def tokens(self, start: int, stop: int) -> list[int]:
+        start, stop = max(0, start), min(stop, self._n)
+        size = MESSAGE_RECORD.size
+        return [r[1] for r in MESSAGE_RECORD.iter_unpack(self._data[start * size : stop * size])]
+
+
+class _Column:
+    """A sequence view of one field, for :func:`bisect.bisect_right`."""
+
+    def __init__(self, source: MessageRecords | CheckpointSelection, get: Callable[[int], int]):
+        self._len = len(source)
+        self._get = get
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i: int) -> int:
+        return self._get(i)
+
+
+class CheckpointSelection:
+    """The cumulative_v1 checkpoints sorted by (to_seq, seq), read by bisection.
+
+    ``latest(max_to_seq, anchor_seq)`` is the compile rule's step: the checkpoint with the
+    greatest ``to_seq <= max_to_seq`` (the later frame on a tie) among those at or before the
+    anchor, skipping excluded checkpoint ids.
+    """
+
+    def __init__(self, data: bytes | mmap.mmap, n: int, entries: Path) -> None:
+        self._data = data
+        self._n = n
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _to_seq(self, i: int) -> int:
+        return int(_U64.unpack_from(self._data, i * _SEL_RECORD.size)[0])
+
+    def latest(
+        self, max_to_seq: int, anchor_seq: int, exclude: frozenset[str] = frozenset()
+    ) -> CheckpointEntry | None:
+        i = bisect_right(_Column(self, self._to_seq), max_to_seq) - 1
+        while i >= 0:
+            _to, seq, offset = _SEL_RECORD.unpack_from(self._data, i * _SEL_RECORD.size)
+            i -= 1
+            if seq > anchor_seq:
+                continue
+            entry = _entry_at(self._entries, offset)
+            if entry.checkpoint_id not in exclude:
+                return entry
+        return None

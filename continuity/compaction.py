@@ -29,7 +29,6 @@ from typing import ClassVar, Final
 
 import blake3
 import msgspec
-import numpy as np
 
 from continuity import frames as fr
 from continuity.caches import CheckpointEntry
@@ -172,7 +171,7 @@ def plan_cuts(source: ThreadSource, rule: CutRule) -> list[int]:
     elif isinstance(rule, TokenThreshold):
         latest = _latest_cumulative(checkpoints)
         start = source.message_count_upto(latest.to_seq) if latest else 0
-        tokens = source.message_tokens(start, total).tolist()
+        tokens = source.message_tokens(start, total)
         running = 0
         i = start
         while i < total:
@@ -422,4 +421,4 @@ def covered_tokens(source: ThreadSource) -> tuple[int, int]:
     latest = _latest_cumulative(source.checkpoints())
     split = source.message_count_upto(latest.to_seq) if latest else 0
     tokens = source.message_tokens(0, total)
-    return int(np.sum(tokens[:split])), int(np.sum(tokens[split:]))
+    return sum(tokens[:split]), sum(tokens[split:])

@@ -24,7 +24,6 @@ appended after the anchor never change the result.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -36,7 +35,7 @@ from continuity.bundle import ContextBundle, ItemBlock, MessageItem, SummaryItem
 from continuity.bundle import bundle_bytes as _bundle_bytes
 from continuity.caches import CheckpointEntry
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
-from continuity.sources import ThreadSource, open_source
+from continuity.sources import ThreadSource, halving, latest_checkpoint_in, open_source
 from continuity.store import BaseStore
 from continuity.summary import CUMULATIVE_V1, decode_summary
 from continuity.tokens import Tokenizer, estimate_text
@@ -88,27 +87,10 @@ def select_checkpoints(
 ) -> list[CheckpointEntry]:
     """The hierarchy of cumulative checkpoints for ``anchor_seq``, ascending by ``to_seq``.
 
-    ``checkpoints`` must be in log order (ascending ``seq``).
+    ``checkpoints`` must be in log order (ascending ``seq``). This is the rule over a plain
+    list; compile asks its source, which answers the same from the caches by bisection.
     """
-    by_to: dict[int, CheckpointEntry] = {}
-    for c in checkpoints:
-        if c.seq <= anchor_seq and c.to_seq <= anchor_seq and c.summary_kind == CUMULATIVE_V1:
-            by_to[c.to_seq] = c  # later frames overwrite: on equal to_seq the later wins
-    tos = sorted(by_to)
-    selected: list[CheckpointEntry] = []
-    if not tos or max_refs <= 0:
-        return selected
-    selected.append(by_to[tos[-1]])
-    while len(selected) < max_refs:
-        prev = selected[-1].to_seq
-        if prev <= 0:
-            break
-        i = bisect_right(tos, prev // 2) - 1
-        if i < 0:
-            break
-        selected.append(by_to[tos[i]])
-    selected.reverse()
-    return selected
+    return halving(lambda x: latest_checkpoint_in(checkpoints, x, anchor_seq), anchor_seq, max_refs)
 
 
 def _strategy(n_summaries: int) -> str:
@@ -192,16 +174,19 @@ class _Compiler:
     # -- summaries --
 
     def summaries(self, anchor_seq: int) -> list[SummaryItem]:
-        checkpoints = self.source.checkpoints()
-        unreadable: set[str] = set()
+        unreadable: dict[str, CheckpointEntry] = {}
         while True:
-            usable = [c for c in checkpoints if c.checkpoint_id not in unreadable]
-            selected = select_checkpoints(usable, anchor_seq, self.limits.max_summary_refs)
+            excluded = frozenset(unreadable)
+
+            def latest(x: int, ex: frozenset[str] = excluded) -> CheckpointEntry | None:
+                return self.source.latest_checkpoint(x, anchor_seq, ex)
+
+            selected = halving(latest, anchor_seq, self.limits.max_summary_refs)
             items: list[SummaryItem] = []
             for c in selected:
                 text = self._summary_text(c)
                 if text is None:
-                    unreadable.add(c.checkpoint_id)
+                    unreadable[c.checkpoint_id] = c
                     break
                 items.append(
                     SummaryItem(
@@ -218,15 +203,14 @@ class _Compiler:
                 break
         # Every ignored checkpoint the anchor could see is a reset, whatever its to_seq: an
         # unreadable one may have been a lower tier, and an unsupported one may tie a selected one.
-        for c in checkpoints:
-            if c.seq > anchor_seq or c.to_seq > anchor_seq:
-                continue
+        ignored = [*self.source.other_checkpoints(anchor_seq), *unreadable.values()]
+        for c in sorted(ignored, key=lambda c: c.seq):
             if c.summary_kind != CUMULATIVE_V1:
                 self.resets.append(
                     f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) ignored: "
                     f"unsupported summary kind {c.summary_kind!r}"
                 )
-            elif c.checkpoint_id in unreadable:
+            else:
                 self.resets.append(
                     f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) ignored: "
                     f"summary artifact {c.summary_artifact_id} cannot be read"

@@ -8,17 +8,22 @@ the indexed path is tested against (the same answers, so the same bundles).
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
-
-import numpy as np
-import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity.caches import CheckpointEntry, ThreadIndex
 from continuity.store import BaseStore, Store
+from continuity.summary import CUMULATIVE_V1
 
-__all__ = ["IndexedSource", "ScanSource", "ThreadSource", "open_source"]
+__all__ = [
+    "IndexedSource",
+    "ScanSource",
+    "ThreadSource",
+    "halving",
+    "latest_checkpoint_in",
+    "open_source",
+]
 
 _NOT_ANCHORS: Final = frozenset({"context_selection_decided", "job_spawned", "job_ended"})
 
@@ -32,7 +37,20 @@ class ThreadSource(Protocol):
 
     def default_anchor(self) -> int | None: ...
 
-    def checkpoints(self) -> list[CheckpointEntry]: ...
+    def checkpoints(self) -> list[CheckpointEntry]:
+        """Every checkpoint, in log order (O(checkpoints): planning, not compile)."""
+        ...
+
+    def latest_checkpoint(
+        self, max_to_seq: int, anchor_seq: int, exclude: frozenset[str] = frozenset()
+    ) -> CheckpointEntry | None:
+        """The cumulative checkpoint at or before ``anchor_seq`` with the greatest
+        ``to_seq <= max_to_seq`` (the later frame on a tie), skipping ``exclude``d ids."""
+        ...
+
+    def other_checkpoints(self, anchor_seq: int) -> list[CheckpointEntry]:
+        """The checkpoints of other summary kinds the anchor can see, in log order."""
+        ...
 
     def message_count_upto(self, seq: int) -> int:
         """How many messages have ``seq`` ≤ the given seq."""
@@ -40,13 +58,50 @@ class ThreadSource(Protocol):
 
     def message_seq(self, ordinal: int) -> int: ...
 
-    def message_tokens(self, start: int, stop: int) -> npt.NDArray[np.int64]:
+    def message_tokens(self, start: int, stop: int) -> list[int]:
         """The token estimates of the messages with ordinals in ``[start, stop)``."""
         ...
 
     def frames(self, from_seq: int, to_seq: int) -> Iterator[fr.Frame]: ...
 
     def seq_of_message_id(self, message_id: str) -> int | None: ...
+
+
+def latest_checkpoint_in(
+    checkpoints: Sequence[CheckpointEntry],
+    max_to_seq: int,
+    anchor_seq: int,
+    exclude: frozenset[str] = frozenset(),
+) -> CheckpointEntry | None:
+    """:meth:`ThreadSource.latest_checkpoint` over a list in log order (the reference)."""
+    best: CheckpointEntry | None = None
+    for c in checkpoints:
+        if (
+            c.seq <= anchor_seq
+            and c.to_seq <= min(max_to_seq, anchor_seq)
+            and c.summary_kind == CUMULATIVE_V1
+            and c.checkpoint_id not in exclude
+            and (best is None or c.to_seq >= best.to_seq)  # >=: the later frame wins a tie
+        ):
+            best = c
+    return best
+
+
+def halving(
+    latest: Callable[[int], CheckpointEntry | None], anchor_seq: int, max_refs: int
+) -> list[CheckpointEntry]:
+    """The compile rule: the latest eligible checkpoint, then repeatedly the latest with
+    ``to_seq <= floor(prev_to_seq / 2)`` (each at most once: to_seq 0 ends it), up to
+    ``max_refs``; ascending by ``to_seq``. ``latest(x)`` answers "greatest to_seq <= x"."""
+    selected: list[CheckpointEntry] = []
+    current = latest(anchor_seq) if max_refs > 0 else None
+    while current is not None:
+        selected.append(current)
+        if len(selected) >= max_refs or current.to_seq <= 0:
+            break
+        current = latest(current.to_seq // 2)
+    selected.reverse()
+    return selected
 
 
 def _default_anchor_backwards(frames: Iterator[fr.Frame]) -> int | None:
@@ -63,16 +118,8 @@ class ScanSource:
         self._frames = list(store.existing_thread(thread_id).read())
         msgs = [f for f in self._frames if isinstance(f, fr.MessageAppended)]
         self._messages = [m.seq for m in msgs]
-        self._tokens = np.array([m.tokens for m in msgs], dtype=np.int64)
-
-    def head_seq(self) -> int | None:
-        return self._frames[-1].seq if self._frames else None
-
-    def default_anchor(self) -> int | None:
-        return _default_anchor_backwards(reversed(self._frames))
-
-    def checkpoints(self) -> list[CheckpointEntry]:
-        return [
+        self._tokens = [m.tokens for m in msgs]
+        self._checkpoints = [
             CheckpointEntry(
                 f.seq,
                 f.to_seq,
@@ -85,14 +132,35 @@ class ScanSource:
             if isinstance(f, fr.CompactionCheckpointCreated)
         ]
 
+    def head_seq(self) -> int | None:
+        return self._frames[-1].seq if self._frames else None
+
+    def default_anchor(self) -> int | None:
+        return _default_anchor_backwards(reversed(self._frames))
+
+    def checkpoints(self) -> list[CheckpointEntry]:
+        return list(self._checkpoints)
+
+    def latest_checkpoint(
+        self, max_to_seq: int, anchor_seq: int, exclude: frozenset[str] = frozenset()
+    ) -> CheckpointEntry | None:
+        return latest_checkpoint_in(self._checkpoints, max_to_seq, anchor_seq, exclude)
+
+    def other_checkpoints(self, anchor_seq: int) -> list[CheckpointEntry]:
+        return [
+            c
+            for c in self._checkpoints
+            if c.summary_kind != CUMULATIVE_V1 and c.seq <= anchor_seq and c.to_seq <= anchor_seq
+        ]
+
     def message_count_upto(self, seq: int) -> int:
         return bisect_right(self._messages, seq)
 
     def message_seq(self, ordinal: int) -> int:
         return self._messages[ordinal]
 
-    def message_tokens(self, start: int, stop: int) -> npt.NDArray[np.int64]:
-        return self._tokens[start:stop]
+    def message_tokens(self, start: int, stop: int) -> list[int]:
+        return self._tokens[max(0, start) : max(0, stop)]
 
     def frames(self, from_seq: int, to_seq: int) -> Iterator[fr.Frame]:
         return iter(self._frames[from_seq : to_seq + 1])
@@ -113,6 +181,7 @@ class IndexedSource:
         self._index = ThreadIndex(store, thread_id)
         self._index.refresh()
         self._records = self._index.message_records()
+        self._selection = self._index.selection()
 
     def head_seq(self) -> int | None:
         n = self._index.frame_count()
@@ -132,22 +201,26 @@ class IndexedSource:
     def checkpoints(self) -> list[CheckpointEntry]:
         return self._index.checkpoints()
 
+    def latest_checkpoint(
+        self, max_to_seq: int, anchor_seq: int, exclude: frozenset[str] = frozenset()
+    ) -> CheckpointEntry | None:
+        return self._selection.latest(min(max_to_seq, anchor_seq), anchor_seq, exclude)
+
+    def other_checkpoints(self, anchor_seq: int) -> list[CheckpointEntry]:
+        return [
+            c
+            for c in self._index.other_checkpoints()
+            if c.seq <= anchor_seq and c.to_seq <= anchor_seq
+        ]
+
     def message_count_upto(self, seq: int) -> int:
-        rec = self._records
-        lo, hi = 0, len(rec)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if int(rec[mid]["seq"]) <= seq:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        return self._records.count_upto(seq)
 
     def message_seq(self, ordinal: int) -> int:
-        return int(self._records[ordinal]["seq"])
+        return self._records.seq(ordinal)
 
-    def message_tokens(self, start: int, stop: int) -> npt.NDArray[np.int64]:
-        return np.asarray(self._records["tokens"][start:stop], dtype=np.int64)
+    def message_tokens(self, start: int, stop: int) -> list[int]:
+        return self._records.tokens(start, stop)
 
     def frames(self, from_seq: int, to_seq: int) -> Iterator[fr.Frame]:
         return self._index.read(from_seq, to_seq)

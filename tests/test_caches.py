@@ -10,11 +10,10 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from continuity import frames as fr
-from continuity.caches import MESSAGE_DTYPE, CheckpointEntry, ThreadIndex, rebuild_all
+from continuity.caches import MESSAGE_RECORD, CheckpointEntry, ThreadIndex, rebuild_all
 from continuity.store import Store, seal_batch
 
 ROLE_CODES = {"user": 1, "assistant": 2, "system": 3}  # the documented record format
@@ -120,10 +119,9 @@ def _assert_lookups(store: Store, tid: str) -> None:
     assert index.offset(len(lines)) is None
     assert index.offset(-1) is None
     recs = index.messages(0, len(messages) + 5)
-    assert recs.dtype == MESSAGE_DTYPE
-    assert [int(r["seq"]) for r in recs] == [m.seq for m in messages]
-    assert [int(r["tokens"]) for r in recs] == [m.tokens for m in messages]
-    assert [int(r["role"]) for r in recs] == [ROLE_CODES[m.role] for m in messages]
+    assert [r.seq for r in recs] == [m.seq for m in messages]
+    assert [r.tokens for r in recs] == [m.tokens for m in messages]
+    assert [r.role for r in recs] == [ROLE_CODES[m.role] for m in messages]
     assert index.checkpoints() == [
         CheckpointEntry(
             f.seq, f.to_seq, f.checkpoint_id, f.cut_rule_id, f.summary_kind, f.summary_artifact_id
@@ -496,7 +494,7 @@ def test_token_counts_beyond_the_record_field_saturate(tmp_store: Store) -> None
     )
     index = ThreadIndex(tmp_store, "t")
     index.refresh()
-    assert int(index.messages(0, 1)[0]["tokens"]) == 2**32 - 1
+    assert index.messages(0, 1)[0].tokens == 2**32 - 1
     assert index.problems() == []
 
 
@@ -556,7 +554,7 @@ def test_message_records_are_packed_as_documented(tmp_store: Store) -> None:
     index.refresh()
     raw = (index.dir / "messages.v1.bin").read_bytes()
     assert len(raw) == 32
-    first = np.frombuffer(raw[:16], dtype=MESSAGE_DTYPE)[0]
-    assert (int(first["seq"]), int(first["role"])) == (1, 3)
+    seq, _tokens, role = MESSAGE_RECORD.unpack(raw[:16])
+    assert (seq, role) == (1, 3)
     assert raw[13:16] == b"\x00\x00\x00"
     assert raw[16:24] == (2).to_bytes(8, "little")

@@ -12,13 +12,14 @@ the refreshed caches must agree with a computation over the model's frames.
 from __future__ import annotations
 
 import base64
+import itertools
 import shutil
+import struct
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -403,15 +404,16 @@ class StoreMachine(RuleBasedStateMachine):
                 for f in frames
                 if isinstance(f, fr.CompactionCheckpointCreated)
             ]
-            starts = np.cumsum([0] + [len(line) + 1 for line in lines[:-1]]).tolist()
-            stored = np.frombuffer(self._cache_files(tid)["offsets.v1.u64"], dtype="<u8")
-            assert stored.tolist() == starts
+            starts = list(itertools.accumulate([len(line) + 1 for line in lines[:-1]], initial=0))
+            raw = self._cache_files(tid)["offsets.v1.u64"]
+            stored = [v for (v,) in struct.iter_unpack("<Q", raw)]
+            assert stored == starts
             for seq in {0, len(lines) // 2, len(lines) - 1}:
                 assert index.offset(seq) == starts[seq]
                 assert self.jsonl.thread(tid).offset_of(seq) == starts[seq]
             assert index.offset(len(lines)) is None
             records = index.messages(0, len(messages))
-            assert [(int(r["seq"]), int(r["tokens"]), int(r["role"])) for r in records] == [
+            assert [(r.seq, r.tokens, r.role) for r in records] == [
                 (f.seq, f.tokens, ROLE_CODES[f.role]) for f in messages
             ]
             for k in (0, 1, 5):
