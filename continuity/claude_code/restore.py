@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from typing import Final
 
 from continuity import frames as fr
+from continuity.caches import CheckpointEntry
 from continuity.errors import ContinuityError
+from continuity.sources import ThreadSource, open_source
 from continuity.store import Store
 from continuity.summary import SummaryContent
 
@@ -34,12 +36,9 @@ _SECTIONS: Final = (
 
 
 def _messages_between(
-    store: Store, thread_id: str, after_seq: int, to_seq: int
+    source: ThreadSource, after_seq: int, to_seq: int
 ) -> list[fr.MessageAppended]:
     """The messages in ``(after_seq, to_seq]`` (the last ``_EXTRACT_MESSAGES`` of them)."""
-    from continuity.sources import open_source
-
-    source = open_source(store, thread_id)
     hi = source.message_count_upto(to_seq)
     lo = max(source.message_count_upto(after_seq) if after_seq >= 0 else 0, hi - _EXTRACT_MESSAGES)
     if hi <= lo:
@@ -80,12 +79,9 @@ def _sections_text(content: SummaryContent, budget: int, keys: Sequence[tuple[st
     return "\n".join(out)
 
 
-def _checkpoints(store: Store, thread_id: str) -> list[fr.CompactionCheckpointCreated]:
-    return [
-        f
-        for f in store.thread(thread_id).tail(64, types=["compaction_checkpoint_created"])
-        if isinstance(f, fr.CompactionCheckpointCreated)
-    ]
+def _checkpoints(source: ThreadSource) -> list[CheckpointEntry]:
+    """The thread's checkpoints, from the index (a session has few: one per compaction)."""
+    return source.checkpoints()
 
 
 def restore_context(
@@ -95,16 +91,16 @@ def restore_context(
     from continuity.compiler import compile_context
     from continuity.render import to_text
 
-    thread = store.existing_thread(thread_id)
-    head = thread.head()
+    source = open_source(store, thread_id)
+    head = source.head_seq()
     if head is None:
         raise ContinuityError(f"thread {thread_id} is empty")
-    cps = _checkpoints(store, thread_id)
+    cps = _checkpoints(source)
     latest = cps[-1] if cps else None
     previous = cps[-2] if len(cps) > 1 else None
-    upto = latest.to_seq if latest is not None else head.seq
+    upto = latest.to_seq if latest is not None else head
     after = previous.to_seq if previous is not None else -1
-    messages = _messages_between(store, thread_id, after, upto)
+    messages = _messages_between(source, after, upto)
     header = (
         f"# Restored by continuity from the archive of this session (thread {thread_id})\n"
         "Exact details from before the compaction, which the summary above may have lost. "
@@ -128,13 +124,13 @@ def restore_context(
 
 def preservation_guidance(store: Store, thread_id: str) -> str:
     """Short guidance for Claude's compaction (≤ 2,000 characters): what its summary must keep."""
-    thread = store.existing_thread(thread_id)
-    head = thread.head()
+    source = open_source(store, thread_id)
+    head = source.head_seq()
     if head is None:
         return ""
-    cps = _checkpoints(store, thread_id)
+    cps = _checkpoints(source)
     after = cps[-1].to_seq if cps else -1
-    content = _extract(_messages_between(store, thread_id, after, head.seq))
+    content = _extract(_messages_between(source, after, head))
     intro = (
         "When summarizing, keep these exactly (continuity archives the full session; "
         "details dropped here can be restored):\n"
