@@ -582,7 +582,21 @@ class ThreadIndex:
                 seq = _checkpoint_decoder.decode(raw).seq
                 if self._index_line(fd, m, seq).checkpoints != raw:
                     return False
-        except (CorruptFrame, msgspec.DecodeError, ValueError, IndexError):
+            entries = self.dir / _CHECKPOINTS
+            if m.selection.entries:
+                raw = self._pread(
+                    _SELECTION, _SEL_RECORD.size, m.selection.bytes - _SEL_RECORD.size
+                )
+                to_seq, seq, offset = _SEL_RECORD.unpack(raw)
+                entry = _entry_at(entries, offset, m.checkpoints.bytes)
+                if (entry.to_seq, entry.seq, entry.summary_kind) != (to_seq, seq, CUMULATIVE):
+                    return False
+            if m.other.entries:
+                raw = self._pread(_OTHER, _U64.size, m.other.bytes - _U64.size)
+                entry = _entry_at(entries, _U64.unpack(raw)[0], m.checkpoints.bytes)
+                if entry.summary_kind == CUMULATIVE:
+                    return False
+        except (CorruptFrame, msgspec.DecodeError, ValueError, IndexError, struct.error):
             return False
         return True
 
@@ -732,8 +746,17 @@ def _map(path: Path, size: int) -> bytes | mmap.mmap:
         os.close(fd)
 
 
-def _entry_at(path: Path, offset: int) -> CheckpointEntry:
+def _entry_at(path: Path, offset: int, size: int | None = None) -> CheckpointEntry:
+    """The entry whose line starts at ``offset``; with ``size``, it must lie within that many
+    bytes and start a line (else ValueError), as a check of an index that may be damaged."""
     with open(path, "rb") as f:
+        if size is not None:
+            if not 0 <= offset < size:
+                raise ValueError(f"checkpoint entry offset {offset} outside {size} bytes")
+            if offset > 0:
+                f.seek(offset - 1)
+                if f.read(1) != b"\n":
+                    raise ValueError(f"checkpoint entry offset {offset} is not a line start")
         f.seek(offset)
         return _checkpoint_decoder.decode(f.readline())
 

@@ -17,7 +17,14 @@ from continuity.caches import MESSAGE_RECORD, CheckpointEntry, ThreadIndex, rebu
 from continuity.store import Store, seal_batch
 
 ROLE_CODES = {"user": 1, "assistant": 2, "system": 3}  # the documented record format
-CACHE_FILES = ("offsets.v1.u64", "messages.v1.bin", "checkpoints.v1.jsonl", "manifest.v1.json")
+DATA_FILES = (
+    "offsets.v1.u64",
+    "messages.v1.bin",
+    "checkpoints.v1.jsonl",
+    "checkpoints.v1.sel",
+    "checkpoints.v1.other",
+)
+CACHE_FILES = (*DATA_FILES, "manifest.v1.json")
 AID = "ab" * 32
 
 
@@ -48,14 +55,16 @@ def _batch(n: int, start: int) -> list[fr.Frame]:
                 fr.ObservationRecorded(tool_use_id=f"tu{seq - 2}", text="saw", source_seq=seq - 1)
             )
         elif kind == 3 and seq > 2:
+            # to_seq is not monotonic (a later checkpoint may cover less), and a few are of
+            # another kind: both shape the sorted selection file
             out.append(
                 fr.CompactionCheckpointCreated(
                     checkpoint_id=f"cp{seq}",
                     cut_rule_id="every_n",
-                    summary_kind="cumulative_v1",
+                    summary_kind="other_v1" if seq % 15 == 13 else "cumulative_v1",
                     summary_artifact_id=AID,
                     from_seq=1,
-                    to_seq=seq - 1,
+                    to_seq=seq // 3 if seq % 4 == 0 else seq - 1,
                 )
             )
         else:
@@ -129,6 +138,16 @@ def _assert_lookups(store: Store, tid: str) -> None:
         for f in frames
         if isinstance(f, fr.CompactionCheckpointCreated)
     ]
+    entries = index.checkpoints()
+    assert index.other_checkpoints() == [e for e in entries if e.summary_kind != "cumulative_v1"]
+    selection = index.selection()
+    cumulative = [e for e in entries if e.summary_kind == "cumulative_v1"]
+    assert len(selection) == len(cumulative)
+    for anchor in {0, len(frames) // 2, len(frames)}:
+        for max_to_seq in range(-1, len(frames) + 1):
+            eligible = [e for e in cumulative if e.to_seq <= max_to_seq and e.seq <= anchor]
+            want = max(eligible, key=lambda e: (e.to_seq, e.seq), default=None)
+            assert selection.latest(max_to_seq, anchor) == want
     for k in (0, 1, 3, len(messages), len(messages) + 2):
         assert index.last_messages(k) == (messages[-k:] if k else [])
     if frames:
@@ -229,7 +248,7 @@ def _refreshed(store: Store, tid: str = "t", n: int = 23) -> ThreadIndex:
     return index
 
 
-@pytest.mark.parametrize("name", CACHE_FILES[:3])
+@pytest.mark.parametrize("name", DATA_FILES)
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "missing", "emptied"])
 def test_damaged_cache_files_trigger_a_rebuild(tmp_store: Store, name: str, damage: str) -> None:
     index = _refreshed(tmp_store)
@@ -305,7 +324,7 @@ def test_wrong_counts_in_the_manifest_are_a_problem(tmp_store: Store) -> None:
 
 def test_bytes_past_the_watermark_are_cut_off_on_catch_up(tmp_store: Store) -> None:
     index = _refreshed(tmp_store)
-    for name in CACHE_FILES[:3]:
+    for name in DATA_FILES:
         with open(index.dir / name, "ab") as f:
             f.write(b"\x07junk from a writer that crashed before its manifest\n" * 3)
     # The junk is invisible: lookups and problems() read only up to the watermark.

@@ -42,7 +42,14 @@ pytestmark = pytest.mark.slow
 
 FIXED_MS = 1_732_240_000_000
 THREADS = ("t1", "t2", "main.x")
-CACHE_DATA_FILES = ("offsets.v1.u64", "messages.v1.bin", "checkpoints.v1.jsonl", "manifest.v1.json")
+CACHE_FILES = (
+    "offsets.v1.u64",
+    "messages.v1.bin",
+    "checkpoints.v1.jsonl",
+    "checkpoints.v1.sel",
+    "checkpoints.v1.other",
+    "manifest.v1.json",
+)
 KINDS = ("text", "tool", "tool_artifact", "observation", "checkpoint", "job", "decision")
 
 ROLE_CODES = {"user": 1, "assistant": 2, "system": 3}  # the documented record format
@@ -339,7 +346,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     def _cache_files(self, tid: str) -> dict[str, bytes]:
         folder = self.jsonl.cache_dir / "threads" / tid
-        return {name: (folder / name).read_bytes() for name in CACHE_DATA_FILES}
+        return {name: (folder / name).read_bytes() for name in CACHE_FILES}
 
     def _check_refresh(self, tid: str, index: ThreadIndex) -> None:
         total = self._frame_count(tid)
@@ -392,7 +399,7 @@ class StoreMachine(RuleBasedStateMachine):
             messages = [f for f in frames if isinstance(f, fr.MessageAppended)]
             assert index.frame_count() == len(frames)
             assert index.message_count() == len(messages)
-            assert index.checkpoints() == [
+            entries = [
                 CheckpointEntry(
                     f.seq,
                     f.to_seq,
@@ -404,6 +411,18 @@ class StoreMachine(RuleBasedStateMachine):
                 for f in frames
                 if isinstance(f, fr.CompactionCheckpointCreated)
             ]
+            assert index.checkpoints() == entries
+            assert index.checkpoint_count() == len(entries)
+            cumulative = [e for e in entries if e.summary_kind == "cumulative_v1"]
+            assert index.other_checkpoints() == [e for e in entries if e not in cumulative]
+            selection = index.selection()
+            assert len(selection) == len(cumulative)
+            for anchor, max_to_seq in itertools.product(
+                {0, len(lines) // 2, len(lines)}, {0, len(lines) // 4, len(lines) // 2, len(lines)}
+            ):
+                eligible = [e for e in cumulative if e.to_seq <= max_to_seq and e.seq <= anchor]
+                want = max(eligible, key=lambda e: (e.to_seq, e.seq), default=None)
+                assert selection.latest(max_to_seq, anchor) == want
             starts = list(itertools.accumulate([len(line) + 1 for line in lines[:-1]], initial=0))
             raw = self._cache_files(tid)["offsets.v1.u64"]
             stored = [v for (v,) in struct.iter_unpack("<Q", raw)]
