@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import blake3
-import zstandard
+
+if TYPE_CHECKING:
+    import zstandard
 
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound
 
@@ -110,6 +111,8 @@ class FileArtifactStore(ArtifactStore):
             self._local, "codecs", None
         )
         if codecs is None:
+            import zstandard  # on use: most hook runs never touch an artifact
+
             codecs = (zstandard.ZstdCompressor(level=_LEVEL), zstandard.ZstdDecompressor())
             self._local.codecs = codecs
         return codecs
@@ -124,7 +127,8 @@ class FileArtifactStore(ArtifactStore):
             return aid
         target.parent.mkdir(parents=True, exist_ok=True)
         compressed = self._codecs()[0].compress(data)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+        tmp = target.parent / f".tmp-{os.getpid()}-{os.urandom(6).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(compressed)
@@ -145,8 +149,11 @@ class FileArtifactStore(ArtifactStore):
             compressed = self.path(aid).read_bytes()
         except FileNotFoundError:
             raise ArtifactNotFound(f"artifact {aid} not found") from None
+        decompressor = self._codecs()[1]
+        import zstandard
+
         try:
-            data = self._codecs()[1].decompress(compressed)
+            data = decompressor.decompress(compressed)
         except zstandard.ZstdError as exc:
             raise ArtifactCorrupt(f"artifact {aid} does not decompress: {exc}") from None
         if artifact_id(data) != aid:

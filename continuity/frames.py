@@ -16,7 +16,7 @@ a field's type and default never change, a breaking change gets a new tag.
 
 from __future__ import annotations
 
-import uuid
+import os
 from binascii import hexlify
 from typing import Any, Final, Literal, TypeAlias
 
@@ -317,7 +317,7 @@ def decode_frame(line: bytes) -> Frame:
 
 def new_id() -> str:
     """A fresh random id (32 hex characters)."""
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()
 
 
 _MESSAGE_OVERHEAD_TOKENS: Final = 4

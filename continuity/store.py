@@ -29,7 +29,6 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -83,8 +82,7 @@ def validate_thread_id(thread_id: str) -> str:
     return thread_id
 
 
-@dataclass(frozen=True, slots=True)
-class Head:
+class Head(msgspec.Struct, frozen=True):
     """The last committed frame of a thread."""
 
     seq: int
@@ -95,8 +93,7 @@ class Head:
         return self.seq + 1
 
 
-@dataclass(frozen=True, slots=True)
-class Recovery:
+class Recovery(msgspec.Struct, frozen=True):
     """A torn tail that was moved aside (reported on stderr by the CLI, listed by ``verify``)."""
 
     thread_id: str

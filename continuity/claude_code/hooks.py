@@ -13,7 +13,6 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,8 +59,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     restore_pending: bool = False
 
 
-@dataclass(slots=True)
-class HookOutcome:
+class HookOutcome(msgspec.Struct):
     exit_code: int = 0
     stdout: str = ""
     stderr: str = ""

@@ -20,7 +20,6 @@ import fcntl
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Final, TypeGuard
@@ -88,14 +87,13 @@ class Cursor(msgspec.Struct, kw_only=True):
     """A ``summary`` line read before the session's thread had a frame, kept for its creation."""
 
 
-@dataclass(slots=True)
-class IngestReport:
+class IngestReport(msgspec.Struct):
     path: str
-    threads: list[str] = field(default_factory=list)
+    threads: list[str] = msgspec.field(default_factory=list)
     messages: int = 0
     checkpoints: int = 0
     duplicates: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
     bytes_read: int = 0
     restarted: str | None = None
     """Why the file was read from the start again (lost cursor, shrunk or replaced file)."""
@@ -126,8 +124,7 @@ def _ts_ms(stamp: str) -> int:
         return 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Marker:
+class _Marker(msgspec.Struct, frozen=True):
     """Where Claude's compaction falls among a thread's new frames: its checkpoint's ``to_seq``
     (the last message before it) is known only once those frames are appended."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 import msgspec
@@ -36,8 +35,7 @@ __all__ = [
 _CONVERSATION: Final = frozenset({"user", "assistant"})
 
 
-@dataclass(frozen=True, slots=True)
-class _Where:
+class _Where(msgspec.Struct, frozen=True):
     offset: int
     uuid: str
     timestamp: str
@@ -49,8 +47,7 @@ class _Where:
     version: str
 
 
-@dataclass(frozen=True, slots=True)
-class UserLine:
+class UserLine(msgspec.Struct, frozen=True):
     """A ``user`` line: a prompt, a tool result, or Claude Code's own meta text."""
 
     where: _Where
@@ -58,8 +55,7 @@ class UserLine:
     is_meta: bool
 
 
-@dataclass(frozen=True, slots=True)
-class AssistantPart:
+class AssistantPart(msgspec.Struct, frozen=True):
     """One ``assistant`` line: one or more blocks of the API response ``message_id``."""
 
     where: _Where
@@ -70,23 +66,20 @@ class AssistantPart:
     synthetic: bool
 
 
-@dataclass(frozen=True, slots=True)
-class CompactBoundary:
+class CompactBoundary(msgspec.Struct, frozen=True):
     where: _Where
     trigger: str
     pre_tokens: int
 
 
-@dataclass(frozen=True, slots=True)
-class CompactSummary:
+class CompactSummary(msgspec.Struct, frozen=True):
     """The ``isCompactSummary`` user line after a boundary: Claude's summary of what came before."""
 
     where: _Where
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class LegacySummary:
+class LegacySummary(msgspec.Struct, frozen=True):
     """An older ``summary`` line (a session title, ``leafUuid`` naming where it applies)."""
 
     offset: int
@@ -97,12 +90,11 @@ class LegacySummary:
 Record: TypeAlias = UserLine | AssistantPart | CompactBoundary | CompactSummary | LegacySummary
 
 
-@dataclass(slots=True)
-class ReadResult:
-    records: list[Record] = field(default_factory=list)
+class ReadResult(msgspec.Struct):
+    records: list[Record] = msgspec.field(default_factory=list)
     end: int = 0
     """The offset just past the last complete line read (where the next read starts)."""
-    skipped: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = msgspec.field(default_factory=Counter)
     """Lines that carry no conversation, by type; ``<not json>``/``<not object>`` for bad ones."""
 
 
