@@ -7,7 +7,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -577,3 +578,43 @@ def test_message_records_are_packed_as_documented(tmp_store: Store) -> None:
     assert (seq, role) == (1, 3)
     assert raw[13:16] == b"\x00\x00\x00"
     assert raw[16:24] == (2).to_bytes(8, "little")
+
+
+class _Crash(Exception):
+    pass
+
+
+@contextmanager
+def _no_raise() -> Iterator[None]:
+    yield
+
+
+@pytest.mark.parametrize("survivors", range(7))
+@pytest.mark.parametrize("operation", ["rebuild", "catch_up"])
+def test_a_cache_writer_that_dies_between_files_leaves_caches_that_recover(
+    tmp_store: Store, monkeypatch: pytest.MonkeyPatch, operation: str, survivors: int
+) -> None:
+    """Let only the first ``survivors`` file replacements of a refresh happen, then die: the
+    next refresh must still end with the same bytes as a rebuild from nothing."""
+    import continuity.caches as caches
+
+    index = _refreshed(tmp_store, n=40)
+    _append(tmp_store, "t", 30)  # to_seq goes back below the indexed maximum: a merge
+    real = caches._replace_file
+    calls = 0
+
+    def dying(path: Path, data: bytes) -> None:
+        nonlocal calls
+        calls += 1
+        if calls > survivors:
+            raise _Crash(path.name)
+        real(path, data)
+
+    monkeypatch.setattr(caches, "_replace_file", dying)
+    with pytest.raises(_Crash) if survivors < (6 if operation == "rebuild" else 2) else _no_raise():
+        index.rebuild() if operation == "rebuild" else index.refresh()
+    monkeypatch.setattr(caches, "_replace_file", real)
+    index.refresh()
+    assert index.problems() == []
+    assert _files(tmp_store, "t") == _rebuilt_files(tmp_store, "t")
+    _assert_lookups(tmp_store, "t")
