@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any, Final
 
@@ -237,6 +236,8 @@ def main(argv: list[str], *, store_path: Path | None = None) -> int:
         sys.stderr.write(f"continuity: {message}\n")
         _log_error(root, str(event), message)
         if os.environ.get("CONTINUITY_DEBUG"):
+            import traceback  # only when debugging: it costs 5 ms to import
+
             traceback.print_exc()
         return 0
     try:
