@@ -1,0 +1,584 @@
+"""The search index: per-thread inverted indexes over messages, observations and summaries.
+
+It is a cache like the others (``<store>/cache/search/<thread_id>/``): a watermark per
+thread, incremental catch-up, rebuilt from the log, and deleting it changes no result. Its shape
+is a pure function of the log, so a rebuild gives the same bytes:
+
+``docs.bin``        one 16-byte record per document in log order: seq u64, weighted length u32,
+                    kind u8 (1 message, 2 observation, 3 summary), role u8, 2 zero bytes
+``seg-*.bin``       sealed segments of 256 × 16^k documents (an inverted index each; see
+                    :class:`Segment`); every 16 equal neighbours merge into one, at fixed
+                    document counts, so the set of segments depends only on how many docs exist
+``tail.jsonl``      the documents not yet in a segment (fewer than 256), one line each
+``manifest.json``   the watermark (last seq, its digest, log offset) and the segment list
+
+Documents are weighted bags of terms: code-aware tokens (paths and identifiers split on ``/``,
+``.``, ``_``, ``-`` and camelCase, the whole kept too) with field weights — commands and file
+paths count four times, tool names three, prose two, tool output one. Ranking is BM25 over those
+weighted counts (:mod:`continuity.search`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import re
+import struct
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from continuity import frames as fr
+from continuity.errors import ArtifactCorrupt, ArtifactNotFound
+from continuity.store import BaseStore, Store
+
+__all__ = [
+    "KIND_MESSAGE",
+    "KIND_OBSERVATION",
+    "KIND_SUMMARY",
+    "Doc",
+    "IndexView",
+    "SearchManifest",
+    "Segment",
+    "SegmentRef",
+    "ThreadSearchIndex",
+    "build_segment",
+    "doc_of",
+    "docs_of",
+    "merge_segments",
+    "summary_text",
+    "tokenize",
+]
+
+KIND_MESSAGE: Final = 1
+KIND_OBSERVATION: Final = 2
+KIND_SUMMARY: Final = 3
+KIND_NAMES: Final = {
+    KIND_MESSAGE: "message",
+    KIND_OBSERVATION: "observation",
+    KIND_SUMMARY: "summary",
+}
+_ROLES: Final = {"user": 1, "assistant": 2, "system": 3}
+ROLE_NAMES: Final = {v: k for k, v in _ROLES.items()}
+
+BLOCK: Final = 256
+FANOUT: Final = 16
+K1: Final = 1.2
+B: Final = 0.75
+_MAX_FIELD_CHARS: Final = 4000
+_DOC: Final = struct.Struct("<QIBB2x")
+_VERSION: Final = 1
+
+# --- tokenizing -----------------------------------------------------------------------------
+
+_CHUNK_RE: Final = re.compile(r"[0-9A-Za-z\u00c0-\uffff]+(?:[._/\\:-]+[0-9A-Za-z\u00c0-\uffff]+)*")
+_SPLIT_RE: Final = re.compile(r"[._/\\:-]+")
+_CAMEL_RE: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+|[^\x00-\x7f]+")
+_STOP: Final = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "do",
+        "for",
+        "from",
+        "has",
+        "have",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "which",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
+_MAX_TOKEN: Final = 64
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercase tokens of ``text``: each path or identifier whole and split into its parts."""
+    out: list[str] = []
+    for chunk in _CHUNK_RE.findall(text):
+        low = chunk.lower()
+        parts = [p for piece in _SPLIT_RE.split(chunk) for p in _CAMEL_RE.findall(piece)]
+        if len(parts) != 1 or parts[0].lower() != low:
+            if 1 < len(low) <= _MAX_TOKEN:
+                out.append(low)
+            out.extend(q for p in parts if (q := p.lower()) not in _STOP and len(q) > 1)
+        elif low not in _STOP and 1 < len(low) <= _MAX_TOKEN:
+            out.append(low)
+    return out
+
+
+# --- documents ------------------------------------------------------------------------------
+
+
+class Doc(msgspec.Struct, array_like=True):
+    """A searchable unit: a message, an observation or a summary, as weighted term counts."""
+
+    seq: int
+    kind: int
+    role: int
+    length: int
+    tf: dict[str, int]
+
+
+_PATH_KEYS: Final = ("file_path", "path", "notebook_path", "filePath", "pattern", "glob")
+_COMMAND_KEYS: Final = ("command", "cmd", "script")
+
+
+def _fields(frame: fr.Frame, summary: str | None) -> Iterator[tuple[str, int]]:
+    """(text, weight) pairs of what a frame says."""
+    if isinstance(frame, fr.MessageAppended):
+        for b in frame.content:
+            if isinstance(b, fr.TextBlock):
+                yield b.text, 2
+            elif isinstance(b, fr.ThinkingBlock):
+                yield b.text, 1
+            elif isinstance(b, fr.ToolUseBlock):
+                yield b.name, 3
+                for key, value in b.input.items():
+                    if isinstance(value, str):
+                        weight = 4 if key in _PATH_KEYS or key in _COMMAND_KEYS else 2
+                        yield value, weight
+            elif isinstance(b, fr.ToolResultBlock):
+                yield (b.content if b.artifact_id is None else b.preview), 1
+    elif isinstance(frame, fr.ObservationRecorded):
+        yield frame.text, 2
+    elif summary is not None:
+        yield summary, 1
+
+
+def doc_of(frame: fr.Frame, summary: str | None = None) -> Doc | None:
+    """The document of a frame (None for frames that say nothing searchable)."""
+    if isinstance(frame, fr.MessageAppended):
+        kind, role = KIND_MESSAGE, _ROLES.get(frame.role, 0)
+    elif isinstance(frame, fr.ObservationRecorded):
+        kind, role = KIND_OBSERVATION, 0
+    elif isinstance(frame, fr.CompactionCheckpointCreated) and summary is not None:
+        kind, role = KIND_SUMMARY, 0
+    else:
+        return None
+    tf: dict[str, int] = {}
+    for text, weight in _fields(frame, summary):
+        for token in tokenize(text[:_MAX_FIELD_CHARS]):
+            tf[token] = tf.get(token, 0) + weight
+    if not tf:
+        return None
+    return Doc(frame.seq, kind, role, sum(tf.values()), dict(sorted(tf.items())))
+
+
+# --- segments -------------------------------------------------------------------------------
+
+_HEADER: Final = struct.Struct("<8sQQQQ")
+_MAGIC: Final = b"CSEG\x01\x00\x00\x00"
+
+
+def build_segment(docs: list[Doc]) -> bytes:
+    """The bytes of a segment holding ``docs`` (local doc ids = their order)."""
+    vocab = sorted({t for d in docs for t in d.tf})
+    ids = {t: i for i, t in enumerate(vocab)}
+    term_ids: list[int] = []
+    doc_ids: list[int] = []
+    tfs: list[int] = []
+    for local, d in enumerate(docs):
+        for t, w in d.tf.items():
+            term_ids.append(ids[t])
+            doc_ids.append(local)
+            tfs.append(w)
+    return _pack(
+        vocab,
+        np.array(term_ids, dtype=np.int64),
+        np.array(doc_ids, dtype=np.uint32),
+        np.minimum(np.array(tfs, dtype=np.int64), 65535).astype(np.uint16),
+        len(docs),
+    )
+
+
+def _pack(
+    vocab: list[str],
+    term_ids: npt.NDArray[np.int64],
+    doc_ids: npt.NDArray[np.uint32],
+    tfs: npt.NDArray[np.uint16],
+    n_docs: int,
+) -> bytes:
+    order = np.argsort(term_ids, kind="stable")  # stable: each term's postings stay in doc order
+    counts = np.bincount(term_ids, minlength=len(vocab)) if len(vocab) else np.zeros(0, np.int64)
+    starts = np.zeros(len(vocab) + 1, dtype="<u8")
+    np.cumsum(counts, out=starts[1:])
+    encoded = [t.encode() for t in vocab]
+    offsets = np.zeros(len(vocab) + 1, dtype="<u8")
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    blob = b"".join(encoded)
+    blob += b"\0" * (-len(blob) % 8)
+    return b"".join(
+        (
+            _HEADER.pack(_MAGIC, n_docs, len(vocab), len(doc_ids), len(blob)),
+            offsets.tobytes(),
+            starts.tobytes(),
+            blob,
+            doc_ids[order].astype("<u4").tobytes(),
+            tfs[order].astype("<u2").tobytes(),
+        )
+    )
+
+
+class Segment:
+    """A sealed inverted index, read in place (memory-mapped when large)."""
+
+    def __init__(self, data: bytes | mmap.mmap, first_doc: int) -> None:
+        magic, n_docs, n_terms, n_post, blob_len = _HEADER.unpack_from(data, 0)
+        if magic != _MAGIC:
+            raise ValueError("not a continuity search segment")
+        self.data = data
+        self.first_doc = first_doc
+        self.n_docs = n_docs
+        self.n_terms = n_terms
+        pos = _HEADER.size
+        self._offsets = np.frombuffer(data, "<u8", n_terms + 1, pos)
+        pos += 8 * (n_terms + 1)
+        self._starts = np.frombuffer(data, "<u8", n_terms + 1, pos)
+        pos += 8 * (n_terms + 1)
+        self._blob = pos
+        pos += blob_len
+        self._docs = np.frombuffer(data, "<u4", n_post, pos)
+        pos += 4 * n_post
+        self._tfs = np.frombuffer(data, "<u2", n_post, pos)
+
+    def term(self, i: int) -> str:
+        a, b = int(self._offsets[i]), int(self._offsets[i + 1])
+        return bytes(self.data[self._blob + a : self._blob + b]).decode()
+
+    def terms(self) -> list[str]:
+        return [self.term(i) for i in range(self.n_terms)]
+
+    def postings(self, term: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
+        """(local doc ids ascending, weighted counts) of ``term``; empty arrays if absent."""
+        lo, hi = 0, self.n_terms
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.term(mid) < term:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.n_terms and self.term(lo) == term:
+            a, b = int(self._starts[lo]), int(self._starts[lo + 1])
+            return self._docs[a:b], self._tfs[a:b]
+        return self._docs[:0], self._tfs[:0]
+
+    def all_postings(
+        self,
+    ) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
+        """(vocabulary, term id per posting, doc ids, counts): for merging."""
+        counts: npt.NDArray[np.int64] = np.diff(self._starts).astype(np.int64)
+        term_ids = np.repeat(np.arange(self.n_terms, dtype=np.int64), counts)
+        return self.terms(), term_ids, self._docs, self._tfs
+
+
+def merge_segments(segments: list[Segment]) -> bytes:
+    """One segment holding the documents of ``segments`` (consecutive, in order)."""
+    vocab = sorted({t for s in segments for t in s.terms()})
+    ids = {t: i for i, t in enumerate(vocab)}
+    all_terms, all_docs, all_tfs = [], [], []
+    base = 0
+    for s in segments:
+        local_vocab, term_ids, docs, tfs = s.all_postings()
+        remap = np.array([ids[t] for t in local_vocab], dtype=np.int64)
+        all_terms.append(remap[term_ids] if len(term_ids) else term_ids)
+        all_docs.append(docs.astype(np.uint32) + np.uint32(base))
+        all_tfs.append(tfs)
+        base += s.n_docs
+    return _pack(
+        vocab,
+        np.concatenate(all_terms) if all_terms else np.zeros(0, np.int64),
+        np.concatenate(all_docs) if all_docs else np.zeros(0, np.uint32),
+        np.concatenate(all_tfs) if all_tfs else np.zeros(0, np.uint16),
+        base,
+    )
+
+
+# --- the per-thread index -------------------------------------------------------------------
+
+
+class SegmentRef(msgspec.Struct, frozen=True, array_like=True):
+    first_doc: int
+    n_docs: int
+
+    @property
+    def name(self) -> str:
+        return f"seg-{self.first_doc:010d}-{self.n_docs}.bin"
+
+
+class SearchManifest(msgspec.Struct, frozen=True):
+    version: int
+    thread_id: str
+    log_end: int
+    last_seq: int
+    digest: str
+    docs: int
+    tail_bytes: int
+    segments: list[SegmentRef]
+
+
+_manifest_decoder: Final = msgspec.json.Decoder(SearchManifest)
+_doc_decoder: Final = msgspec.json.Decoder(Doc)
+_encoder: Final = msgspec.json.Encoder()
+
+
+def _read_map(path: Path) -> bytes | mmap.mmap:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > 256 * 1024:
+            return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+        return f.read()
+
+
+class ThreadSearchIndex:
+    """The search index of one thread; ``refresh()`` brings it up to the log's end."""
+
+    def __init__(self, store: Store, thread_id: str) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self.dir = store.cache_dir / "search" / thread_id
+
+    def manifest(self) -> SearchManifest | None:
+        try:
+            return _manifest_decoder.decode((self.dir / "manifest.json").read_bytes())
+        except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
+            return None
+
+    # -- building --
+
+    def refresh(self) -> int:
+        """Index what is new (rebuild if the watermark no longer matches); return docs added."""
+        from continuity.caches import ThreadIndex
+
+        index = ThreadIndex(self.store, self.thread_id)
+        index.refresh()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            m = self.manifest()
+            frames = index.frame_count()
+            if m is not None and not self._trusted(index, m):
+                m = None
+            if m is None:
+                self._clear()
+                m = SearchManifest(_VERSION, self.thread_id, 0, -1, "", 0, 0, [])
+            if m.last_seq + 1 >= frames:
+                return 0
+            docs = [
+                d
+                for f in index.read(m.last_seq + 1, frames - 1)
+                if (d := doc_of(f, self._summary(f))) is not None
+            ]
+            last = index.manifest()
+            assert last is not None
+            self._add(m, docs, last.log_end, last.offsets.last_seq, last.offsets.digest)
+            return len(docs)
+        finally:
+            os.close(fd)
+
+    def rebuild(self) -> int:
+        (self.dir / "manifest.json").unlink(missing_ok=True)
+        return self.refresh()
+
+    def _trusted(self, index: object, m: SearchManifest) -> bool:
+        from continuity.caches import ThreadIndex
+
+        assert isinstance(index, ThreadIndex)
+        if m.version != _VERSION or m.thread_id != self.thread_id:
+            return False
+        if m.last_seq < 0:
+            return True
+        at = index.offset(m.last_seq)
+        if at is None:
+            return False
+        line = next(
+            index.thread.read_lines(from_seq=m.last_seq, to_seq=m.last_seq, start_offset=at), None
+        )
+        sealed = fr.unseal(line[1]) if line is not None else None
+        docs_size = (
+            (self.dir / "docs.bin").stat().st_size if (self.dir / "docs.bin").exists() else -1
+        )
+        return (
+            sealed is not None and sealed[1].hex() == m.digest and docs_size >= m.docs * _DOC.size
+        )
+
+    def _summary(self, frame: fr.Frame) -> str | None:
+        return summary_text(self.store, frame)
+
+    def _clear(self) -> None:
+        for p in self.dir.glob("*"):
+            if p.name != ".lock":
+                p.unlink()
+
+    def _add(
+        self, m: SearchManifest, docs: list[Doc], log_end: int, last_seq: int, digest: str
+    ) -> None:
+        tail = self._tail(m)
+        n_before = m.docs
+        with open(self.dir / "docs.bin", "ab") as f:
+            f.truncate(n_before * _DOC.size)
+            f.write(
+                b"".join(_DOC.pack(d.seq, min(d.length, 2**32 - 1), d.kind, d.role) for d in docs)
+            )
+        segments = list(m.segments)
+        tail.extend(docs)
+        sealed_docs = sum(s.n_docs for s in segments)
+        while len(tail) >= BLOCK:
+            block, tail = tail[:BLOCK], tail[BLOCK:]
+            ref = SegmentRef(sealed_docs, BLOCK)
+            _write(self.dir / ref.name, build_segment(block))
+            segments.append(ref)
+            sealed_docs += BLOCK
+            segments = self._merge(segments)
+        tail_bytes = b"".join(_encoder.encode(d) + b"\n" for d in tail)
+        _write(self.dir / "tail.jsonl", tail_bytes)
+        live = {s.name for s in segments}
+        for p in self.dir.glob("seg-*.bin"):
+            if p.name not in live:
+                p.unlink()
+        new = SearchManifest(
+            _VERSION,
+            self.thread_id,
+            log_end,
+            last_seq,
+            digest,
+            n_before + len(docs),
+            len(tail_bytes),
+            segments,
+        )
+        _write(self.dir / "manifest.json", _encoder.encode(new))
+
+    def _merge(self, segments: list[SegmentRef]) -> list[SegmentRef]:
+        while len(segments) >= FANOUT:
+            group = segments[-FANOUT:]
+            size = group[0].n_docs
+            if any(s.n_docs != size for s in group) or group[0].first_doc % (size * FANOUT):
+                break
+            merged = merge_segments([self._segment(s) for s in group])
+            ref = SegmentRef(group[0].first_doc, size * FANOUT)
+            _write(self.dir / ref.name, merged)
+            segments = [*segments[:-FANOUT], ref]
+        return segments
+
+    def _tail(self, m: SearchManifest) -> list[Doc]:
+        if not m.tail_bytes:
+            return []
+        with open(self.dir / "tail.jsonl", "rb") as f:
+            raw = f.read(m.tail_bytes)
+        return [_doc_decoder.decode(line) for line in raw.splitlines()]
+
+    def _segment(self, ref: SegmentRef) -> Segment:
+        return Segment(_read_map(self.dir / ref.name), ref.first_doc)
+
+    # -- reading --
+
+    def view(self) -> IndexView | None:
+        m = self.manifest()
+        if m is None:
+            return None
+        return IndexView(self, m)
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+class IndexView:
+    """A consistent read of one thread's index: docs, segments and tail of one manifest."""
+
+    def __init__(self, index: ThreadSearchIndex, m: SearchManifest) -> None:
+        self.thread_id = index.thread_id
+        self.manifest = m
+        raw = _read_map(index.dir / "docs.bin") if m.docs else b""
+        self.docs = (
+            np.frombuffer(
+                raw,
+                dtype=np.dtype(
+                    [("seq", "<u8"), ("len", "<u4"), ("kind", "u1"), ("role", "u1"), ("pad", "V2")]
+                ),
+                count=m.docs,
+            )
+            if m.docs
+            else None
+        )
+        self.segments: list[Segment] = [index._segment(s) for s in m.segments]
+        tail = index._tail(m)
+        if tail:
+            self.segments.append(Segment(build_segment(tail), m.docs - len(tail)))
+
+    def seqs(self) -> npt.NDArray[np.uint64]:
+        return self.docs["seq"] if self.docs is not None else np.zeros(0, np.uint64)
+
+    def lengths(self) -> npt.NDArray[np.uint32]:
+        return self.docs["len"] if self.docs is not None else np.zeros(0, np.uint32)
+
+
+def summary_text(store: BaseStore, frame: fr.Frame) -> str | None:
+    """The text of a checkpoint's summary (None for other frames or an unreadable artifact)."""
+    if not isinstance(frame, fr.CompactionCheckpointCreated):
+        return None
+    from continuity.summary import decode_summary
+
+    try:
+        data = store.artifacts.get(frame.summary_artifact_id)
+    except (ArtifactNotFound, ArtifactCorrupt):
+        return None
+    try:
+        return decode_summary(data).text
+    except msgspec.DecodeError:
+        return data.decode("utf-8", "replace")
+
+
+def docs_of(frames: Iterable[fr.Frame], store: BaseStore) -> Iterator[Doc]:
+    """The documents of ``frames`` as the index makes them (the scan path's reference)."""
+    for f in frames:
+        d = doc_of(f, summary_text(store, f))
+        if d is not None:
+            yield d
