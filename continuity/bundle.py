@@ -20,6 +20,7 @@ __all__ = [
     "BundleItem",
     "ContextBundle",
     "MessageItem",
+    "RecallItem",
     "SummaryItem",
     "ToolStubBlock",
     "bundle_bytes",
@@ -94,7 +95,18 @@ class MessageItem(_Struct, frozen=True, kw_only=True, tag="message", tag_field="
     tokens: int
 
 
-BundleItem: TypeAlias = SummaryItem | MessageItem
+class RecallItem(_Struct, frozen=True, kw_only=True, tag="recall", tag_field="kind"):
+    """A message from before the summaries that a search for the recall query brought back."""
+
+    seq: int
+    source_kind: str
+    role: str = ""
+    score: float
+    text: str
+    tokens: int
+
+
+BundleItem: TypeAlias = SummaryItem | RecallItem | MessageItem
 
 
 class ContextBundle(_Struct, frozen=True, kw_only=True):
@@ -112,6 +124,10 @@ class ContextBundle(_Struct, frozen=True, kw_only=True):
     @property
     def summaries(self) -> list[SummaryItem]:
         return [i for i in self.items if isinstance(i, SummaryItem)]
+
+    @property
+    def recalled(self) -> list[RecallItem]:
+        return [i for i in self.items if isinstance(i, RecallItem)]
 
     @property
     def messages(self) -> list[MessageItem]:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Literal
 
+import msgspec
 import typer
 
 from continuity import frames as fr
@@ -67,6 +68,18 @@ def compile_cmd(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show the selection without logging it.")
     ] = False,
+    recall: Annotated[
+        str | None,
+        typer.Option(
+            "--recall",
+            help="Add what a search for this text finds from before the summaries "
+            "(@anchor: search for the anchor message's text).",
+        ),
+    ] = None,
+    recall_budget_tokens: Annotated[
+        int | None,
+        typer.Option("--recall-budget-tokens", min=1, help="Token budget of recalled items."),
+    ] = None,
 ) -> None:
     """Compile the thread's next context; log the selection (unless --dry-run)."""
     from continuity.compiler import compile_context
@@ -78,10 +91,18 @@ def compile_cmd(
         max_summary_refs=max_summaries,
         budget_tokens=budget_tokens,
         keep_tool_outputs=keep_tool_outputs,
+        recall_budget_tokens=recall_budget_tokens,
     )
+    if recall is not None and not recall.strip():
+        _fail("--recall needs a query (or @anchor)", code=2)
     with _errors():
         result = compile_context(
-            store, thread, anchor=_anchor(anchor), limits=limits, log=not dry_run
+            store,
+            thread,
+            anchor=_anchor(anchor),
+            limits=limits,
+            log=not dry_run,
+            recall=True if recall == "@anchor" else recall,
         )
     kwargs = {"max_chars": max_chars} if fmt == "text" and max_chars is not None else {}
     typer.echo(render(result.bundle, fmt, **kwargs))
@@ -226,3 +247,58 @@ def decisions(
             typer.echo(f"  - {reason}")
         for reset in d.resets:
             typer.echo(f"  ! {reset}")
+
+
+@app.command()
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for (words, paths, commands).")],
+    thread: Annotated[str | None, typer.Option("--thread", help="Only this thread.")] = None,
+    project: Annotated[
+        str | None, typer.Option("--project", help="Only threads of this project (its cwd).")
+    ] = None,
+    k: Annotated[int, typer.Option("--k", min=1, max=1000, help="How many hits.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="The hits as JSON lines.")] = False,
+    rerank: Annotated[
+        bool, typer.Option("--rerank", help="Re-rank by hashed-feature vector similarity.")
+    ] = False,
+) -> None:
+    """The best hits for QUERY across every thread: thread, seq, time, role and a snippet."""
+    from continuity.search import HashedEmbedder
+    from continuity.search import search as run_search
+
+    store = _open(ctx)
+    with _errors():
+        hits = run_search(
+            store,
+            query,
+            thread=thread,
+            project=project,
+            k=k,
+            embedder=HashedEmbedder() if rerank else None,
+        )
+    if as_json:
+        for h in hits:
+            typer.echo(msgspec.json.encode(h).decode())
+        return
+    if not hits:
+        typer.echo(f"no hits for {query!r}")
+        return
+    color = sys.stdout.isatty()
+    for h in hits:
+        snippet = _highlight(h.snippet, h.terms) if color else h.snippet
+        who = f" {h.role}" if h.role else ""
+        typer.echo(
+            f"{h.thread_id}  seq {h.seq}  {format_ts(h.ts_ms)}  {h.kind}{who}  ({h.score:.3f})"
+        )
+        typer.echo(f"    {snippet}", color=color)
+
+
+def _highlight(text: str, terms: list[str]) -> str:
+    """Bold the matched terms (ANSI) for a terminal."""
+    import re
+
+    if not terms:
+        return text
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.I)
+    return pattern.sub(lambda m: f"\x1b[1m{m.group(0)}\x1b[22m", text)

@@ -31,7 +31,14 @@ from typing import Final
 import msgspec
 
 from continuity import frames as fr
-from continuity.bundle import ContextBundle, ItemBlock, MessageItem, SummaryItem, ToolStubBlock
+from continuity.bundle import (
+    ContextBundle,
+    ItemBlock,
+    MessageItem,
+    RecallItem,
+    SummaryItem,
+    ToolStubBlock,
+)
 from continuity.bundle import bundle_bytes as _bundle_bytes
 from continuity.caches import CheckpointEntry
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
@@ -57,6 +64,9 @@ STRATEGY_RECENT: Final = "recent_messages_v1"
 STRATEGY_SUMMARIES: Final = "summaries_recent_messages_v1"
 STRATEGY_HIERARCHICAL: Final = "hierarchical_summaries_recent_messages_v1"
 _SUMMARY_OVERHEAD_TOKENS: Final = 8
+_RECALL_BUDGET: Final = 1500
+_RECALL_HITS: Final = 8
+_RECALL_CHARS: Final = 800
 
 
 class AnchorNotFound(ContinuityError):
@@ -109,6 +119,8 @@ def _check_limits(limits: fr.Limits) -> None:
         raise InvalidLimits("max_summary_refs must be >= 0")
     if limits.budget_tokens is not None and limits.budget_tokens <= 0:
         raise InvalidLimits("budget_tokens must be > 0")
+    if limits.recall_budget_tokens is not None and limits.recall_budget_tokens <= 0:
+        raise InvalidLimits("recall_budget_tokens must be > 0")
     if limits.keep_tool_outputs is not None and limits.keep_tool_outputs < 0:
         raise InvalidLimits("keep_tool_outputs must be >= 0")
 
@@ -334,6 +346,54 @@ class _Compiler:
             is_error=block.is_error,
         )
 
+    def recall(
+        self, query: str, before_seq: int, room: int, use_caches: bool
+    ) -> tuple[list[RecallItem], list[fr.RecallRef]]:
+        """The best hits with seq ≤ ``before_seq`` that fit in ``room`` tokens."""
+        from continuity.search import InvalidQuery, frame_text, search_prefix
+
+        if before_seq < 0 or room <= 0:
+            self.reasons.append("recall: nothing before the window to search")
+            return [], []
+        try:
+            hits = search_prefix(
+                self.store,
+                self.thread_id,
+                query,
+                max_seq=before_seq,
+                k=_RECALL_HITS,
+                use_caches=use_caches,
+            )
+        except InvalidQuery as exc:
+            self.reasons.append(f"recall: {exc}")
+            return [], []
+        items: list[RecallItem] = []
+        refs: list[fr.RecallRef] = []
+        used = 0
+        for h in hits:
+            frame = next(iter(self.source.frames(h.seq, h.seq)), None)
+            text = _clip_around(frame_text(frame, self.store), h.terms) if frame else ""
+            tokens = self.count(text) + _SUMMARY_OVERHEAD_TOKENS
+            include = h.kind != "summary" and bool(text) and used + tokens <= room
+            refs.append(fr.RecallRef(seq=h.seq, score=h.score, included=include))
+            if include:
+                used += tokens
+                items.append(
+                    RecallItem(
+                        seq=h.seq,
+                        source_kind=h.kind,
+                        role=h.role,
+                        score=h.score,
+                        text=text,
+                        tokens=tokens,
+                    )
+                )
+        self.reasons.append(
+            f"recall: {len(items)} of {len(hits)} hits up to seq {before_seq} "
+            f"({used} of {room} tokens)"
+        )
+        return items, refs
+
     def fit_budget(
         self,
         summaries: list[SummaryItem],
@@ -394,6 +454,29 @@ class _Compiler:
         return summaries, kept
 
 
+def _clip_around(text: str, terms: Sequence[str], width: int = _RECALL_CHARS) -> str:
+    """At most ``width`` characters of ``text``, starting a little before the first match."""
+    if len(text) <= width:
+        return text
+    low = text.lower()
+    found = [i for t in terms if (i := low.find(t)) >= 0]
+    start = max(0, min(found) - width // 4) if found else 0
+    piece = text[start : start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+
+
+def _anchor_text(source: ThreadSource, anchor_seq: int) -> str:
+    """The text of the latest message at or before the anchor (recall's default query)."""
+    count = source.message_count_upto(anchor_seq)
+    if count == 0:
+        return ""
+    seq = source.message_seq(count - 1)
+    for frame in source.frames(seq, seq):
+        if isinstance(frame, fr.MessageAppended):
+            return " ".join(b.text for b in frame.content if isinstance(b, fr.TextBlock))
+    return ""
+
+
 def _valid_start(messages: Sequence[fr.MessageAppended], start: int) -> int:
     """The first index ≥ ``start`` from which no message of the window holds a tool result
     whose call is not earlier in the window (a call is never separated from its result)."""
@@ -422,12 +505,17 @@ def compile_context(
     log: bool = True,
     use_caches: bool = True,
     tokenizer: Tokenizer | None = None,
+    recall: str | bool | None = None,
 ) -> CompileResult:
     """Compile the context of ``thread_id`` at ``anchor`` (a seq, a message id, or the latest).
 
     Stores the bundle as an artifact and appends a ``context_selection_decided`` frame unless
     ``log`` is false. ``use_caches=False`` reads the log directly (the reference path; any
     backend). The bundle is the same either way.
+
+    ``recall`` (a query, or True for the anchor message's text) adds the best search hits from
+    before the latest selected summary (or before the window when there is none), within
+    ``limits.recall_budget_tokens`` (default 1,500) and the overall budget.
     """
     limits = limits or fr.Limits()
     _check_limits(limits)
@@ -439,6 +527,22 @@ def compile_context(
     messages, observations = c.window(after, anchor_seq)
     items = c.items(messages, observations)
     summaries, kept = c.fit_budget(summaries, items, messages)
+    recalled: list[RecallItem] = []
+    recall_refs: list[fr.RecallRef] = []
+    query: str | None = None
+    if recall:
+        query = recall if isinstance(recall, str) else _anchor_text(source, anchor_seq)
+        if query.strip():
+            before = (
+                summaries[-1].to_seq if summaries else (kept[0].seq - 1 if kept else anchor_seq)
+            )
+            used = sum(s.tokens for s in summaries) + sum(m.tokens for m in kept)
+            room = limits.recall_budget_tokens or _RECALL_BUDGET
+            if limits.budget_tokens is not None:
+                room = min(room, limits.budget_tokens - used)
+            recalled, recall_refs = c.recall(query, before, room, use_caches)
+        else:
+            query = None
     anchor_message_id = messages[-1].message_id if messages else None
     strategy = _strategy(len(summaries))
     bundle = ContextBundle(
@@ -448,8 +552,10 @@ def compile_context(
         anchor_seq=anchor_seq,
         anchor_message_id=anchor_message_id,
         limits=limits,
-        items=[*summaries, *kept],
-        tokens=sum(s.tokens for s in summaries) + sum(m.tokens for m in kept),
+        items=[*summaries, *recalled, *kept],
+        tokens=sum(s.tokens for s in summaries)
+        + sum(r.tokens for r in recalled)
+        + sum(m.tokens for m in kept),
         notes=c.notes,
     )
     data = _bundle_bytes(bundle)
@@ -480,6 +586,8 @@ def compile_context(
         resets=c.resets,
         bundle_artifact_id=artifact_id(data),
         tokens=bundle.tokens,
+        recall_query=query,
+        recall_hits=recall_refs,
     )
     if not log:
         return CompileResult(bundle, decision.bundle_artifact_id, decision, False)

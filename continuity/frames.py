@@ -41,6 +41,7 @@ __all__ = [
     "Limits",
     "MessageAppended",
     "ObservationRecorded",
+    "RecallRef",
     "Role",
     "SourceRef",
     "TextBlock",
@@ -126,6 +127,14 @@ class SourceRef(_Struct, frozen=True, kw_only=True):
     key: str
 
 
+class RecallRef(_Struct, frozen=True, kw_only=True):
+    """One search hit the recall stage of a compile considered."""
+
+    seq: int
+    score: float
+    included: bool = False
+
+
 class CheckpointRef(_Struct, frozen=True, kw_only=True):
     """A compaction checkpoint as a selection decision names it."""
 
@@ -143,6 +152,7 @@ class Limits(_Struct, frozen=True, kw_only=True):
     max_summary_refs: int = 3
     budget_tokens: int | None = None
     keep_tool_outputs: int | None = None
+    recall_budget_tokens: int | None = None
 
 
 # --- frames ---------------------------------------------------------------------------------
@@ -210,6 +220,8 @@ class ContextSelectionDecided(
     resets: list[str] = []
     bundle_artifact_id: str
     tokens: int = 0
+    recall_query: str | None = None
+    recall_hits: list[RecallRef] = []
 
 
 class ObservationRecorded(FrameBase, frozen=True, kw_only=True, tag="observation_recorded"):

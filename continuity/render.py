@@ -186,9 +186,24 @@ def _summary_heading(summary: SummaryItem) -> str:
     return f"## Summary of the conversation through seq {summary.to_seq}"
 
 
+def _recall_section(bundle: ContextBundle) -> str:
+    """The recalled messages, oldest first, under one heading ("" when there are none)."""
+    recalled = sorted(bundle.recalled, key=lambda r: r.seq)
+    if not recalled:
+        return ""
+    lines = [_RECALLED]
+    for r in recalled:
+        who = f" {r.role}" if r.role else ""
+        lines.append(f"- [seq {r.seq}{who}] {' '.join(r.text.split())}")
+    return "\n".join(lines)
+
+
 def _system_text(bundle: ContextBundle, system_prefix: str | None) -> str:
     sections = [system_prefix.rstrip()] if system_prefix and system_prefix.strip() else []
     sections += [f"{_summary_heading(s)}\n\n{s.text.strip()}" for s in bundle.summaries]
+    recall = _recall_section(bundle)
+    if recall:
+        sections.append(recall)
     return "\n\n".join(sections)
 
 
@@ -275,6 +290,7 @@ def to_openai(bundle: ContextBundle, *, system_prefix: str | None = None) -> lis
 # --- plain text -----------------------------------------------------------------------------
 
 _RECENT: Final = "## Recent messages"
+_RECALLED: Final = "## Recalled from earlier in this thread"
 _TOOL_OUTPUT_LINES: Final = 6
 _TOOL_OUTPUT_CHARS: Final = 600
 _TOOL_INPUT_CHARS: Final = 300
@@ -417,8 +433,10 @@ def to_text(bundle: ContextBundle, *, max_chars: int | None = None) -> str:
     latest_heading = _summary_heading(latest) if latest else ""
     latest_text = latest.text.strip() if latest else ""
     latest_section = [f"{latest_heading}\n{latest_text}"] if latest else []
+    recall = _recall_section(bundle)
+    optional = [recall, *older] if recall else older  # shown only when everything else fits
 
-    full = _compose(header, [*latest_section, *older], texts)
+    full = _compose(header, [*latest_section, *optional], texts)
     if max_chars is None or len(full) <= max_chars:
         return full
     if len(header) >= max_chars:
@@ -438,7 +456,7 @@ def to_text(bundle: ContextBundle, *, max_chars: int | None = None) -> str:
     if kept:
         extra: list[str] = []
         if len(kept) == len(capped):
-            for section in older:
+            for section in optional:
                 if used + 2 + len(section) > max_chars:
                     break
                 extra.append(section)

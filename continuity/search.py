@@ -44,6 +44,7 @@ __all__ = [
     "HashedEmbedder",
     "Hit",
     "InvalidQuery",
+    "frame_text",
     "query_terms",
     "search",
     "search_prefix",
@@ -239,7 +240,8 @@ def _rank(
 # --- snippets -------------------------------------------------------------------------------
 
 
-def _text_of(frame: fr.Frame, store: BaseStore) -> str:
+def frame_text(frame: fr.Frame, store: BaseStore) -> str:
+    """What a frame says, as one line of text (the fields the index tokenizes)."""
     from continuity.search_index import _fields
 
     summary = summary_text(store, frame)
@@ -264,7 +266,7 @@ def _with_snippets(store: BaseStore, hits: list[Hit], terms: list[str]) -> list[
         if frame is None:
             out.append(h)
             continue
-        snippet, matched = _snippet(_text_of(frame, store), terms)
+        snippet, matched = _snippet(frame_text(frame, store), terms)
         out.append(msgspec.structs.replace(h, ts_ms=frame.ts_ms, snippet=snippet, terms=matched))
     return out
 
