@@ -57,8 +57,8 @@ def _errors(suffix: str = "") -> Iterator[None]:
         _fail(f"{exc}{suffix}")
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
 def _report_recovery(rec: Recovery) -> None:
@@ -247,9 +247,13 @@ def rebuild_index(
                 results = rebuild_all(store, ids, step)
         else:
             results = rebuild_all(store, ids)
+        from continuity.search_index import rebuild_search
+
+        searched = rebuild_search(store, ids)
     frames = sum(r.frames_applied for r in results.values())
     typer.echo(
         f"rebuilt the caches of {_count(len(results), 'thread')} ({_count(frames, 'frame')})"
+        + (f" and {_count(searched, 'search index', 'search indexes')}" if searched else "")
     )
 
 

@@ -582,3 +582,26 @@ def docs_of(frames: Iterable[fr.Frame], store: BaseStore) -> Iterator[Doc]:
         d = doc_of(f, summary_text(store, f))
         if d is not None:
             yield d
+
+
+def rebuild_search(store: Store, thread_ids: list[str] | None = None) -> int:
+    """Rebuild the search indexes that exist (others are built by the first search that needs
+    them) and remove those of threads that no longer exist; return how many were rebuilt."""
+    import shutil
+
+    root = store.cache_dir / "search"
+    if not root.is_dir():
+        return 0
+    live = set(store.threads())
+    rebuilt = 0
+    for sub in sorted(root.iterdir()):
+        if not sub.is_dir():
+            continue
+        if sub.name not in live:
+            if thread_ids is None:
+                shutil.rmtree(sub, ignore_errors=True)
+            continue
+        if thread_ids is None or sub.name in thread_ids:
+            ThreadSearchIndex(store, sub.name).rebuild()
+            rebuilt += 1
+    return rebuilt
