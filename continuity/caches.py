@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
-from typing import Final, Literal, NamedTuple
+from typing import Final, Literal, NamedTuple, TypeVar
 
 import msgspec
 
@@ -75,6 +75,8 @@ _MANIFEST: Final = "manifest.v1.json"
 _DATA_FILES: Final = (_OFFSETS, _MESSAGES, _CHECKPOINTS, _SELECTION, _OTHER)
 _CHUNK: Final = 2 << 20
 _U32_MAX: Final = 2**32 - 1
+
+_T = TypeVar("_T")
 
 Progress = Callable[[int, int], None]
 """Called with (log bytes indexed so far, log bytes to index)."""
@@ -434,44 +436,80 @@ class ThreadIndex:
 
     def messages(self, start: int, stop: int) -> list[MessageRecord]:
         """Message records with ordinals in ``[start, stop)`` (clipped to what is indexed)."""
-        m = self.manifest()
-        n = 0 if m is None else m.messages.entries
-        start, stop = max(0, start), min(stop, n)
-        if stop <= start:
-            return []
-        size = MESSAGE_RECORD.size
-        raw = self._pread(_MESSAGES, (stop - start) * size, start * size)
-        return [MessageRecord(*r) for r in MESSAGE_RECORD.iter_unpack(raw)]
+
+        def read(m: Manifest | None) -> list[MessageRecord]:
+            n = 0 if m is None else m.messages.entries
+            lo, hi = max(0, start), min(stop, n)
+            if hi <= lo:
+                return []
+            size = MESSAGE_RECORD.size
+            raw = self._pread(_MESSAGES, (hi - lo) * size, lo * size)
+            return [MessageRecord(*r) for r in MESSAGE_RECORD.iter_unpack(raw)]
+
+        return self._consistent(read)
 
     def message_records(self) -> MessageRecords:
         """Every indexed message record, memory-mapped (pages are read only when touched)."""
-        m = self.manifest()
-        n = 0 if m is None else m.messages.entries
-        return MessageRecords(_map(self.dir / _MESSAGES, n * MESSAGE_RECORD.size), n)
+
+        def read(m: Manifest | None) -> MessageRecords:
+            n = 0 if m is None else m.messages.entries
+            return MessageRecords(_map(self.dir / _MESSAGES, n * MESSAGE_RECORD.size), n)
+
+        return self._consistent(read)
 
     def checkpoints(self) -> list[CheckpointEntry]:
         """Every checkpoint entry, in log order (O(checkpoints): for planning, not for compile)."""
-        m = self.manifest()
-        if m is None or not m.checkpoints.bytes:
-            return []
-        raw = self._pread(_CHECKPOINTS, m.checkpoints.bytes, 0)
-        return _checkpoints_decoder.decode(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
+
+        def read(m: Manifest | None) -> list[CheckpointEntry]:
+            if m is None or not m.checkpoints.bytes:
+                return []
+            raw = self._pread(_CHECKPOINTS, m.checkpoints.bytes, 0)
+            return _checkpoints_decoder.decode(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
+
+        return self._consistent(read)
 
     def selection(self) -> CheckpointSelection:
         """The cumulative checkpoints by (to_seq, seq), for the compile rule's bisections."""
-        m = self.manifest()
-        n = 0 if m is None else m.selection.entries
-        return CheckpointSelection(
-            _map(self.dir / _SELECTION, n * _SEL_RECORD.size), n, self.dir / _CHECKPOINTS
-        )
+
+        def read(m: Manifest | None) -> CheckpointSelection:
+            n = 0 if m is None else m.selection.entries
+            return CheckpointSelection(
+                _map(self.dir / _SELECTION, n * _SEL_RECORD.size), n, self.dir / _CHECKPOINTS
+            )
+
+        return self._consistent(read)
 
     def other_checkpoints(self) -> list[CheckpointEntry]:
         """The checkpoints of kinds other than cumulative_v1, in log order."""
-        m = self.manifest()
-        if m is None or not m.other.entries:
-            return []
-        raw = self._pread(_OTHER, m.other.bytes, 0)
-        return [_entry_at(self.dir / _CHECKPOINTS, off) for (off,) in _U64.iter_unpack(raw)]
+
+        def read(m: Manifest | None) -> list[CheckpointEntry]:
+            if m is None or not m.other.entries:
+                return []
+            raw = self._pread(_OTHER, m.other.bytes, 0)
+            return [_entry_at(self.dir / _CHECKPOINTS, off) for (off,) in _U64.iter_unpack(raw)]
+
+        return self._consistent(read)
+
+    def _consistent(self, read: Callable[[Manifest | None], _T]) -> _T:
+        """``read(manifest)`` over files that match that manifest, without taking the lock.
+
+        A writer removes the manifest before it rewrites any committed byte (a rebuild, the
+        merge of the sorted checkpoint file) and commits a new one after; appends only add bytes
+        past the watermark. So the same manifest before and after the read proves the read saw
+        its version; a missing one, with the folder there, means a rewrite is under way (or
+        died), and the lock waits for the writer.
+        """
+        for _ in range(3):
+            m = self.manifest()
+            if m is None:
+                break
+            value = read(m)
+            if self.manifest() == m:
+                return value
+        if not self.dir.is_dir():
+            return read(None)
+        with self._lock():
+            return read(self.manifest())
 
     def read(self, from_seq: int, to_seq: int | None = None) -> Iterator[fr.Frame]:
         """Frames from ``from_seq`` on, seeking straight to it through the offset index."""

@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -522,44 +524,69 @@ def test_token_counts_beyond_the_record_field_saturate(tmp_store: Store) -> None
 
 _WORKER = textwrap.dedent(
     """
-    import sys
+    import os, sys, time
     from continuity import frames as fr
     from continuity.caches import ThreadIndex
     from continuity.store import Store
 
-    store = Store(sys.argv[1], durable=False)
-    me = sys.argv[2]
+    root, me = sys.argv[1], int(sys.argv[2])
+    store = Store(root, durable=False)
     index = ThreadIndex(store, "t")
-    for i in range(40):
-        if me == "0":
+    go, done = os.path.join(root, "go"), os.path.join(root, "done")
+    while not os.path.exists(go):  # start together, so that the work overlaps
+        time.sleep(0.001)
+    checks = 0
+    i = 0
+    while (i < 150) if me == 0 else not os.path.exists(done):
+        if me == 0:
+            checkpoint = fr.CompactionCheckpointCreated(  # a to_seq below the indexed ones
+                checkpoint_id=f"c{i}", cut_rule_id="r", summary_kind="cumulative_v1",
+                summary_artifact_id="ab" * 32, from_seq=1, to_seq=i,
+            )
             store.thread("t").append(
-                [fr.message("user", f"w{me} {i} {j}", message_id=f"{me}-{i}-{j}") for j in range(3)]
+                [fr.message("user", f"{i} {j}", message_id=f"{i}-{j}") for j in range(2)]
+                + [checkpoint]
             )
         index.refresh()
-        if i % 10 == 3:
+        if i % 7 == me:
             index.rebuild()
+        if i % 3 == me % 3:
+            found = index.problems()  # while the others rebuild and catch up
+            assert found == [], found
+            checks += 1
+        i += 1
+    if me == 0:
+        open(done, "w").close()
+    print(checks)
     """
 )
 
 
 @pytest.mark.slow
 def test_concurrent_refreshes_leave_sound_caches(tmp_store: Store) -> None:
-    _refreshed(tmp_store, n=5)
+    """One process appends while three refresh, rebuild and check the same thread's caches."""
+    for _ in range(20):
+        _append(tmp_store, "t", 100)
+    before = tmp_store.thread("t").head()
+    assert before is not None
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _WORKER, str(tmp_store.root), str(me)],
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
         )
-        for me in range(3)
+        for me in range(4)
     ]
+    (tmp_store.root / "go").touch()
     for p in procs:
-        _, err = p.communicate(timeout=120)
+        out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()
+        assert int(out) > 0  # every process checked problems() at least once
     index = ThreadIndex(tmp_store, "t")
     assert index.problems() == []
     assert index.refresh().mode in ("current", "caught_up")
-    assert index.frame_count() == 6 + 40 * 3
+    assert index.frame_count() == before.next_seq + 150 * 3
     assert _files(tmp_store, "t") == _rebuilt_files(tmp_store, "t")
     _assert_lookups(tmp_store, "t")
     leftovers = [p.name for p in index.dir.iterdir() if p.name.endswith(".tmp")]
@@ -618,3 +645,83 @@ def test_a_cache_writer_that_dies_between_files_leaves_caches_that_recover(
     assert index.problems() == []
     assert _files(tmp_store, "t") == _rebuilt_files(tmp_store, "t")
     _assert_lookups(tmp_store, "t")
+
+
+def _brute_latest(
+    entries: list[CheckpointEntry], max_to_seq: int, anchor: int
+) -> CheckpointEntry | None:
+    eligible = [
+        e
+        for e in entries
+        if e.summary_kind == "cumulative_v1" and e.to_seq <= max_to_seq and e.seq <= anchor
+    ]
+    return max(eligible, key=lambda e: (e.to_seq, e.seq), default=None)
+
+
+def test_a_selection_read_across_a_concurrent_merge_is_one_whole_version(
+    tmp_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process merges the sorted checkpoint file between this reader's manifest read
+    and its read of the file: the reader must not pair the old count with the new file."""
+    import continuity.caches as caches
+
+    index = _refreshed(tmp_store, n=40)
+    real_map = caches._map
+    merged = False
+
+    def racing_map(path: Path, size: int) -> object:
+        nonlocal merged
+        if not merged and path.name == "checkpoints.v1.sel":
+            merged = True
+            head = tmp_store.thread("t").head()
+            assert head is not None
+            low = fr.CompactionCheckpointCreated(
+                checkpoint_id="low",
+                cut_rule_id="r",
+                summary_kind="cumulative_v1",
+                summary_artifact_id=AID,
+                from_seq=1,
+                to_seq=1,  # sorts first: the file is rewritten, not appended to
+            )
+            tmp_store.thread("t").append(low)
+            assert ThreadIndex(tmp_store, "t").refresh().mode == "caught_up"
+        return real_map(path, size)
+
+    monkeypatch.setattr(caches, "_map", racing_map)
+    selection = index.selection()
+    monkeypatch.undo()
+    assert merged
+    entries = index.checkpoints()
+    assert len(selection) == sum(e.summary_kind == "cumulative_v1" for e in entries)
+    for max_to_seq in range(0, 45):
+        assert selection.latest(max_to_seq, 10**6) == _brute_latest(entries, max_to_seq, 10**6)
+
+
+def test_readers_wait_for_a_rewrite_under_way(tmp_store: Store) -> None:
+    """Between a writer removing the manifest and committing the new one, a reader waits for
+    the lock rather than reading 'no checkpoints'."""
+    index = _refreshed(tmp_store, n=40)
+    want = (index.checkpoints(), index.other_checkpoints(), index.messages(0, 100))
+    writer = ThreadIndex(tmp_store, "t")
+    manifest = writer.dir / "manifest.v1.json"
+    removed = threading.Event()
+
+    def rewrite() -> None:
+        with writer._lock():
+            manifest.rename(manifest.with_name("aside"))
+            removed.set()
+            time.sleep(0.3)
+            manifest.with_name("aside").rename(manifest)
+
+    t = threading.Thread(target=rewrite)
+    t.start()
+    removed.wait()
+    try:
+        got = (index.checkpoints(), index.other_checkpoints(), index.messages(0, 100))
+        selection = index.selection()
+        records = index.message_records()
+    finally:
+        t.join()
+    assert got == want
+    assert len(selection) == sum(e.summary_kind == "cumulative_v1" for e in want[0]) > 0
+    assert len(records) == len(want[2]) > 0
