@@ -49,6 +49,10 @@ class HookConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
     startup_pointer: bool = True
     """On startup/clear, point Claude at the previous session of the same project."""
     restore_max_chars: int = 9_500
+    recall_on_prompt: bool = False
+    """Search the archive for each prompt and inject what Claude no longer has in context:
+    this session before its last compaction, and earlier sessions of the same project."""
+    recall_max_chars: int = 1_500
 
 
 class SessionState(msgspec.Struct, kw_only=True):
@@ -175,15 +179,31 @@ def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
             pointer = _previous_session_pointer(store, thread_id, payload.get("cwd"))
             if pointer:
                 out.stdout = _context_json(event, pointer)
-    elif event == "user-prompt-submit" and cfg.restore_on_prompt:
+    elif event == "user-prompt-submit":
+        parts: list[str] = []
         state = _load_state(store, thread_id)
-        if state.restore_pending and store.thread(thread_id).exists():
+        if cfg.restore_on_prompt and state.restore_pending and store.thread(thread_id).exists():
             from continuity.claude_code.restore import restore_context
 
-            text = restore_context(store, thread_id, max_chars=cfg.restore_max_chars)
-            out.stdout = _context_json(event, text)
+            parts.append(restore_context(store, thread_id, max_chars=cfg.restore_max_chars))
             state.restore_pending = False
             _save_state(store, thread_id, state)
+        prompt = payload.get("prompt")
+        if cfg.recall_on_prompt and isinstance(prompt, str) and prompt.strip():
+            from continuity.claude_code.restore import prompt_recall
+
+            cwd = payload.get("cwd")
+            recalled = prompt_recall(
+                store,
+                thread_id,
+                prompt,
+                project=cwd if isinstance(cwd, str) else None,
+                max_chars=cfg.recall_max_chars,
+            )
+            if recalled:
+                parts.append(recalled)
+        if parts:
+            out.stdout = _context_json(event, "\n\n".join(parts))
     return out
 
 

@@ -141,3 +141,39 @@ def preservation_guidance(store: Store, thread_id: str) -> str:
         (("files", "Files touched"), ("open_tasks", "Open tasks"), ("decisions", "Decisions")),
     )
     return (intro + body)[:GUIDANCE_MAX_CHARS] if body else ""
+
+
+def prompt_recall(
+    store: Store, thread_id: str, prompt: str, *, project: str | None, max_chars: int
+) -> str:
+    """What the archive holds for ``prompt`` that Claude no longer has in context: this
+    session's messages before its last compaction, and earlier sessions of the same project.
+    "" when nothing is found (or the prompt has nothing searchable)."""
+    from continuity.search import Hit, InvalidQuery, search, search_prefix
+
+    hits: list[Hit] = []
+    try:
+        if store.thread(thread_id).exists():
+            cps = open_source(store, thread_id).checkpoints()
+            if cps:
+                hits += search_prefix(store, thread_id, prompt, max_seq=cps[-1].to_seq, k=3)
+        if project:
+            hits += [
+                h
+                for h in search(store, prompt, project=project, k=6)
+                if h.thread_id != thread_id and not h.thread_id.startswith(thread_id + ".")
+            ][:3]
+    except InvalidQuery:
+        return ""
+    if not hits:
+        return ""
+    lines = ["continuity recalled from the archive (no longer in this context):"]
+    used = len(lines[0])
+    for h in hits:
+        where = "this session" if h.thread_id == thread_id else f"session {h.thread_id}"
+        line = f"- [{where}, seq {h.seq}{' ' + h.role if h.role else ''}] {h.snippet}"
+        if used + 1 + len(line) > max_chars:
+            continue
+        lines.append(line)
+        used += 1 + len(line)
+    return "\n".join(lines) if len(lines) > 1 else ""
