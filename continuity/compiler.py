@@ -352,8 +352,11 @@ class _Compiler:
         """The best hits with seq ≤ ``before_seq`` that fit in ``room`` tokens."""
         from continuity.search import InvalidQuery, frame_text, search_prefix
 
-        if before_seq < 0 or room <= 0:
+        if before_seq < 0:
             self.reasons.append("recall: nothing before the window to search")
+            return [], []
+        if room <= 0:
+            self.reasons.append("recall: no room left in the token budget")
             return [], []
         try:
             hits = search_prefix(
@@ -542,7 +545,8 @@ def compile_context(
                 room = min(room, limits.budget_tokens - used)
             recalled, recall_refs = c.recall(query, before, room, use_caches)
         else:
-            query = None
+            what = "the query is empty" if isinstance(recall, str) else "the anchor has no text"
+            c.reasons.append(f"recall: {what}: nothing to search for")
     anchor_message_id = messages[-1].message_id if messages else None
     strategy = _strategy(len(summaries))
     bundle = ContextBundle(
