@@ -11,7 +11,7 @@ selection is logged like every other.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from continuity import frames as fr
 from continuity.caches import CheckpointEntry
@@ -20,11 +20,16 @@ from continuity.sources import ThreadSource, open_source
 from continuity.store import Store
 from continuity.summary import SummaryContent
 
+if TYPE_CHECKING:  # search imports numpy: only when a prompt is searched
+    from continuity.search import Hit
+
 __all__ = ["RESTORE_MAX_CHARS", "preservation_guidance", "restore_context"]
 
 RESTORE_MAX_CHARS: Final = 9_500
 GUIDANCE_MAX_CHARS: Final = 2_000
 _EXTRACT_MESSAGES: Final = 2_000
+_OTHER_HITS: Final = 3
+_MAX_RANKED: Final = 384
 _SECTIONS: Final = (
     ("requests", "The user's own words"),
     ("open_tasks", "Open tasks"),
@@ -149,7 +154,7 @@ def prompt_recall(
     """What the archive holds for ``prompt`` that Claude no longer has in context: this
     session's messages before its last compaction, and earlier sessions of the same project.
     "" when nothing is found (or the prompt has nothing searchable)."""
-    from continuity.search import Hit, InvalidQuery, search, search_prefix
+    from continuity.search import InvalidQuery, search_prefix
 
     hits: list[Hit] = []
     try:
@@ -158,11 +163,7 @@ def prompt_recall(
             if cps:
                 hits += search_prefix(store, thread_id, prompt, max_seq=cps[-1].to_seq, k=3)
         if project:
-            hits += [
-                h
-                for h in search(store, prompt, project=project, k=6)
-                if h.thread_id != thread_id and not h.thread_id.startswith(thread_id + ".")
-            ][:3]
+            hits += _other_sessions(store, thread_id, prompt, project)
     except InvalidQuery:
         return ""
     if not hits:
@@ -177,3 +178,22 @@ def prompt_recall(
         lines.append(line)
         used += 1 + len(line)
     return "\n".join(lines) if len(lines) > 1 else ""
+
+
+def _other_sessions(store: Store, thread_id: str, prompt: str, project: str) -> list[Hit]:
+    """The best hits of the project's other sessions, ranked across the whole project (one set
+    of statistics). This session and its subagents rank too and are skipped, so the ranking is
+    read further down while they crowd out everything else (up to ``_MAX_RANKED`` hits)."""
+    from continuity.search import search
+
+    k = 2 * _OTHER_HITS
+    while True:
+        found = search(store, prompt, project=project, k=k)
+        others = [
+            h
+            for h in found
+            if h.thread_id != thread_id and not h.thread_id.startswith(thread_id + ".")
+        ]
+        if len(others) >= _OTHER_HITS or len(found) < k or k >= _MAX_RANKED:
+            return others[:_OTHER_HITS]
+        k *= 8
