@@ -29,6 +29,7 @@ RESTORE_MAX_CHARS: Final = 9_500
 GUIDANCE_MAX_CHARS: Final = 2_000
 _EXTRACT_MESSAGES: Final = 2_000
 _OTHER_HITS: Final = 3
+_CLAUDE_COMPACTION: Final = "claude_code_compact/"  # the ingest's cut_rule_id prefix
 _MAX_RANKED: Final = 384
 _SECTIONS: Final = (
     ("requests", "The user's own words"),
@@ -159,7 +160,13 @@ def prompt_recall(
     hits: list[Hit] = []
     try:
         if store.thread(thread_id).exists():
-            cps = open_source(store, thread_id).checkpoints()
+            # Only Claude's own compactions take messages out of its context (a checkpoint
+            # made by `continuity compact` does not).
+            cps = [
+                c
+                for c in open_source(store, thread_id).checkpoints()
+                if c.cut_rule_id.startswith(_CLAUDE_COMPACTION)
+            ]
             if cps:
                 hits += search_prefix(store, thread_id, prompt, max_seq=cps[-1].to_seq, k=3)
         if project:
