@@ -25,6 +25,7 @@ from test_cc_hooks import SPOTTER, Transcript, configure, context_of, hook_proce
 from continuity import frames as fr
 from continuity.claude_code.hooks import HookConfig, run_hook
 from continuity.claude_code.ingest import ingest_transcript, session_thread_id
+from continuity.compaction import create_checkpoint
 from continuity.search import search
 from continuity.store import Store
 
@@ -75,10 +76,14 @@ def spotter(tmp_path: Path) -> tuple[Store, Path, Payload]:
 
 
 def compaction_to_seq(store: Store) -> int:
-    cps = list(
-        store.thread(session_thread_id(SPOTTER)).read(types=["compaction_checkpoint_created"])
-    )
-    assert len(cps) == 1 and isinstance(cps[0], fr.CompactionCheckpointCreated)
+    """The to_seq of Claude's own (only) compaction of the spotter session."""
+    thread = store.thread(session_thread_id(SPOTTER))
+    cps = [
+        c
+        for c in thread.read(types=["compaction_checkpoint_created"])
+        if isinstance(c, fr.CompactionCheckpointCreated) and c.cut_rule_id.startswith("claude")
+    ]
+    assert len(cps) == 1
     return cps[0].to_seq
 
 
@@ -149,6 +154,23 @@ def test_recall_never_returns_what_is_still_in_context(
     hits = recalled_lines(context)
     assert hits
     assert all(thread == "" and seq <= to_seq for thread, seq, _ in hits)
+
+
+def test_a_checkpoint_of_our_own_does_not_move_claudes_boundary(
+    spotter: tuple[Store, Path, Payload],
+) -> None:
+    """A checkpoint made by ``continuity compact`` (not by Claude) does not take anything out of
+    Claude's context: recall still stops at Claude's own compaction."""
+    store, _, payload = spotter
+    run_hook(store, "user-prompt-submit", payload(""))  # ingest
+    to_seq = compaction_to_seq(store)
+    tid = session_thread_id(SPOTTER)
+    head = store.thread(tid).head()
+    assert head is not None
+    create_checkpoint(store, tid, head.seq - 2, text="our own summary of almost everything")
+    configure(store, recall_on_prompt=True)
+    hits = recalled_lines(prompt_context(store, payload, "highlighter sidecar"))
+    assert hits and all(thread == "" and seq <= to_seq for thread, seq, _ in hits)
 
 
 def test_subagents_of_this_session_are_never_recalled(
