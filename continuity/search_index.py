@@ -72,13 +72,16 @@ K1: Final = 1.2
 B: Final = 0.75
 _MAX_FIELD_CHARS: Final = 4000
 _DOC: Final = struct.Struct("<QIBB2x")
-_VERSION: Final = 1
+_VERSION: Final = 2  # 2: Unicode-aware tokens
 
 # --- tokenizing -----------------------------------------------------------------------------
 
-_CHUNK_RE: Final = re.compile(r"[0-9A-Za-z\u00c0-\uffff]+(?:[._/\\:-]+[0-9A-Za-z\u00c0-\uffff]+)*")
+# A word character is a Unicode letter or digit (``[^\W_]``): punctuation such as “ ” — … is
+# a separator, and a non-ASCII letter stays inside its word. camelCase splits only at ASCII
+# capitals, so "résumé" stays one part (not "r", "sum"), while "HTTPServerError" splits.
+_CHUNK_RE: Final = re.compile(r"[^\W_]+(?:[._/\\:-]+[^\W_]+)*")
 _SPLIT_RE: Final = re.compile(r"[._/\\:-]+")
-_CAMEL_RE: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+|[^\x00-\x7f]+")
+_CAMEL_RE: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[^\W_A-Z0-9]+|[A-Z]+|[0-9]+")
 _STOP: Final = frozenset(
     [
         "a",
@@ -144,7 +147,9 @@ def tokenize(text: str) -> list[str]:
         if len(parts) != 1 or parts[0].lower() != low:
             if 1 < len(low) <= _MAX_TOKEN:
                 out.append(low)
-            out.extend(q for p in parts if (q := p.lower()) not in _STOP and len(q) > 1)
+            out.extend(
+                q for p in parts if (q := p.lower()) not in _STOP and 1 < len(q) <= _MAX_TOKEN
+            )
         elif low not in _STOP and 1 < len(low) <= _MAX_TOKEN:
             out.append(low)
     return out
