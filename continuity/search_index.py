@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound
-from continuity.store import BaseStore, Store
+from continuity.store import BaseStore, Store, validate_thread_id
 
 __all__ = [
     "KIND_MESSAGE",
@@ -383,7 +383,7 @@ class ThreadSearchIndex:
 
     def __init__(self, store: Store, thread_id: str) -> None:
         self.store = store
-        self.thread_id = thread_id
+        self.thread_id = validate_thread_id(thread_id)  # it names a folder
         self.dir = store.cache_dir / "search" / thread_id
 
     def manifest(self) -> SearchManifest | None:
@@ -396,6 +396,13 @@ class ThreadSearchIndex:
 
     def refresh(self) -> int:
         """Index what is new (rebuild if the watermark no longer matches); return docs added."""
+        return self._refresh(rebuild=False)
+
+    def rebuild(self) -> int:
+        """Drop the index and build it again from the log; return the docs indexed."""
+        return self._refresh(rebuild=True)
+
+    def _refresh(self, *, rebuild: bool) -> int:
         from continuity.caches import ThreadIndex
 
         index = ThreadIndex(self.store, self.thread_id)
@@ -404,30 +411,27 @@ class ThreadSearchIndex:
         fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            m = self.manifest()
-            frames = index.frame_count()
+            m = None if rebuild else self.manifest()
+            # One read of the offsets' watermark: another process may catch the offset index up
+            # while this one works, and the frames indexed must be exactly the ones it names.
+            log = index.manifest()
+            frames = 0 if log is None else log.offsets.entries
             if m is not None and not self._trusted(index, m):
                 m = None
             if m is None:
                 self._clear()
                 m = SearchManifest(_VERSION, self.thread_id, 0, -1, "", 0, 0, [])
-            if m.last_seq + 1 >= frames:
+            if log is None or m.last_seq + 1 >= frames:
                 return 0
             docs = [
                 d
                 for f in index.read(m.last_seq + 1, frames - 1)
                 if (d := doc_of(f, self._summary(f))) is not None
             ]
-            last = index.manifest()
-            assert last is not None
-            self._add(m, docs, last.log_end, last.offsets.last_seq, last.offsets.digest)
+            self._add(m, docs, log.log_end, log.offsets.last_seq, log.offsets.digest)
             return len(docs)
         finally:
             os.close(fd)
-
-    def rebuild(self) -> int:
-        (self.dir / "manifest.json").unlink(missing_ok=True)
-        return self.refresh()
 
     def _trusted(self, index: object, m: SearchManifest) -> bool:
         from continuity.caches import ThreadIndex
@@ -444,12 +448,28 @@ class ThreadSearchIndex:
             index.thread.read_lines(from_seq=m.last_seq, to_seq=m.last_seq, start_offset=at), None
         )
         sealed = fr.unseal(line[1]) if line is not None else None
-        docs_size = (
-            (self.dir / "docs.bin").stat().st_size if (self.dir / "docs.bin").exists() else -1
-        )
-        return (
-            sealed is not None and sealed[1].hex() == m.digest and docs_size >= m.docs * _DOC.size
-        )
+        if sealed is None or sealed[1].hex() != m.digest:
+            return False
+        return self._files_match(m)
+
+    def _files_match(self, m: SearchManifest) -> bool:
+        """Whether the files hold what ``m`` names. A writer that died after rewriting
+        ``tail.jsonl`` but before its manifest leaves a tail the old manifest cannot read."""
+        try:
+            if (self.dir / "docs.bin").stat().st_size < m.docs * _DOC.size:
+                return False
+            for ref in m.segments:
+                if (self.dir / ref.name).stat().st_size < _HEADER.size:
+                    return False
+            tail = self._tail(m)
+            with open(self.dir / "docs.bin", "rb") as f:
+                f.seek((m.docs - len(tail)) * _DOC.size)
+                raw = f.read(len(tail) * _DOC.size)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        sealed_docs = sum(s.n_docs for s in m.segments)
+        seqs = [_DOC.unpack_from(raw, i * _DOC.size)[0] for i in range(len(tail))]
+        return sealed_docs + len(tail) == m.docs and seqs == [d.seq for d in tail]
 
     def _summary(self, frame: fr.Frame) -> str | None:
         return summary_text(self.store, frame)
@@ -481,10 +501,6 @@ class ThreadSearchIndex:
             segments = self._merge(segments)
         tail_bytes = b"".join(_encoder.encode(d) + b"\n" for d in tail)
         _write(self.dir / "tail.jsonl", tail_bytes)
-        live = {s.name for s in segments}
-        for p in self.dir.glob("seg-*.bin"):
-            if p.name not in live:
-                p.unlink()
         new = SearchManifest(
             _VERSION,
             self.thread_id,
@@ -496,6 +512,12 @@ class ThreadSearchIndex:
             segments,
         )
         _write(self.dir / "manifest.json", _encoder.encode(new))
+        # Only now, so that a writer dying before its manifest leaves every file the old
+        # manifest names in place.
+        live = {s.name for s in segments}
+        for p in self.dir.glob("seg-*.bin"):
+            if p.name not in live:
+                p.unlink()
 
     def _merge(self, segments: list[SegmentRef]) -> list[SegmentRef]:
         while len(segments) >= FANOUT:
@@ -522,10 +544,23 @@ class ThreadSearchIndex:
     # -- reading --
 
     def view(self) -> IndexView | None:
-        m = self.manifest()
-        if m is None:
+        """The index as of its manifest (None if there is none; ``refresh()`` first).
+
+        Read under a shared lock: a writer in another process rewrites ``tail.jsonl`` and
+        removes merged segments before and after its manifest, never while this is held.
+        """
+        try:
+            fd = os.open(self.dir / ".lock", os.O_RDONLY)
+        except FileNotFoundError:
             return None
-        return IndexView(self, m)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            m = self.manifest()
+            if m is None:
+                return None
+            return IndexView(self, m)
+        finally:
+            os.close(fd)
 
 
 def _write(path: Path, data: bytes) -> None:
