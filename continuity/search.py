@@ -106,10 +106,12 @@ def query_terms(query: str) -> list[str]:
     """The distinct searchable terms of a query, sorted (the order scores are summed in)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidQuery("the query is empty")
-    terms = sorted(set(tokenize(query[:MAX_QUERY_CHARS])))
+    # The first MAX_QUERY_TERMS distinct terms in the order they are written: cutting the
+    # sorted list instead would keep digits and a-words and drop the rest of a long prompt.
+    terms = list(dict.fromkeys(tokenize(query[:MAX_QUERY_CHARS])))[:MAX_QUERY_TERMS]
     if not terms:
         raise InvalidQuery(f"the query {query[:80]!r} has no searchable terms")
-    return terms[:MAX_QUERY_TERMS]
+    return sorted(terms)
 
 
 # --- scoring --------------------------------------------------------------------------------
@@ -347,6 +349,8 @@ def search_prefix(
     over exactly those documents: the result is a function of the log prefix alone, through the
     index or by reading the log (``use_caches=False``, any backend)."""
     terms = query_terms(query)
+    # Both paths refuse an unknown thread alike (the index alone would just find nothing).
+    thread = store.existing_thread(thread_id)
     if max_seq < 0 or k <= 0:
         return []
     if use_caches and isinstance(store, Store):
@@ -355,7 +359,7 @@ def search_prefix(
         view = index.view()
         corpora = [_corpus_of_view(view, max_seq)] if view is not None else []
     else:
-        docs = list(docs_of(store.existing_thread(thread_id).read(to_seq=max_seq), store))
+        docs = list(docs_of(thread.read(to_seq=max_seq), store))
         corpora = [_corpus_of_docs(thread_id, docs)] if docs else []
     exclude = frozenset((thread_id, s) for s in exclude_seqs)
     return _with_snippets(store, _rank(corpora, terms, k, exclude), terms)
