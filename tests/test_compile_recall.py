@@ -5,7 +5,11 @@ caches (search indexes included) are deleted, and whatever is appended after the
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,6 +25,7 @@ from continuity.bundle import MessageItem, RecallItem, SummaryItem
 from continuity.compaction import create_checkpoint
 from continuity.compiler import CompileResult, InvalidLimits, compile_context
 from continuity.memory import MemoryStore
+from continuity.render import to_anthropic, to_openai, to_text
 from continuity.search import frame_text
 from continuity.store import BaseStore, Store
 
@@ -315,6 +320,31 @@ def test_frames_after_the_anchor_change_nothing(session: tuple[Store, int]) -> N
     assert latest.bundle.anchor_seq > anchor and latest.bundle_id != ref.bundle_id
 
 
+_COMPILE_IN_A_CHILD = """
+import sys
+from continuity.compiler import compile_context
+from continuity.store import Store
+
+res = compile_context(Store(sys.argv[1]), "t", recall=sys.argv[2], log=False)
+print(res.bundle_id, len(res.bundle.recalled))
+"""
+
+
+@pytest.mark.slow
+def test_same_bundle_in_other_processes_whatever_the_hash_seed(
+    session: tuple[Store, int],
+) -> None:
+    store, _ = session
+    ref = compile_context(store, THREAD, recall=QUERY, log=False)
+    argv = [sys.executable, "-c", _COMPILE_IN_A_CHILD, str(store.root), QUERY]
+    for seed in ("0", "1", "12345"):
+        shutil.rmtree(store.cache_dir, ignore_errors=True)
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == [ref.bundle_id, str(len(ref.bundle.recalled))]
+
+
 def _long_thread(store: BaseStore, n: int) -> None:
     """``n`` varied messages (search documents), so the index holds sealed segments and a tail."""
     words = ["alembic", "retry", "orders", "pytest", "frontend", "header", "schema", "lint"]
@@ -473,3 +503,39 @@ def test_recall_never_breaks_the_token_budget(
     assert res.bundle.summaries == without.bundle.summaries
     assert res.bundle.messages == without.bundle.messages
     assert res.bundle.tokens == without.bundle.tokens + sum(r.tokens for r in res.bundle.recalled)
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def test_recalled_items_render_oldest_first_under_their_heading(
+    session: tuple[Store, int],
+) -> None:
+    store, _ = session
+    res = compile_context(store, THREAD, recall=QUERY, log=False)
+    seqs = [r.seq for r in res.bundle.recalled]
+    assert len(seqs) >= 2 and seqs != sorted(seqs)  # best first in the bundle…
+    for text_of in (
+        lambda b: to_anthropic(b)["system"],
+        lambda b: to_openai(b)[0]["content"],
+        to_text,
+    ):
+        rendered = text_of(res.bundle)
+        section = rendered.split("## Recalled from earlier in this thread\n", 1)[1]
+        shown = [int(m) for m in re.findall(r"^- \[seq (\d+)", section, re.MULTILINE)]
+        assert shown == sorted(seqs)  # …oldest first when rendered
+        for r in res.bundle.recalled:
+            assert " ".join(r.text.split()) in section
+
+
+@settings(max_examples=40, deadline=None)
+@given(scripts(max_steps=20), recall_limits(), _QUERIES, st.integers(0, 3000))
+def test_text_with_recall_stays_within_max_chars(
+    script: Script, limits: fr.Limits, recall: str | bool, max_chars: int
+) -> None:
+    memory = MemoryStore(clock=FixedClock())
+    script.replay(memory)
+    bundle = compile_context(memory, THREAD, limits=limits, recall=recall, log=False).bundle
+    assert len(to_text(bundle, max_chars=max_chars)) <= max_chars
+    whole = to_text(bundle)
+    assert ("## Recalled from earlier" in whole) == bool(bundle.recalled)
