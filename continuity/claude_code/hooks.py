@@ -182,12 +182,13 @@ def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
     elif event == "user-prompt-submit":
         parts: list[str] = []
         state = _load_state(store, thread_id)
-        if cfg.restore_on_prompt and state.restore_pending and store.thread(thread_id).exists():
+        restoring = (
+            cfg.restore_on_prompt and state.restore_pending and store.thread(thread_id).exists()
+        )
+        if restoring:
             from continuity.claude_code.restore import restore_context
 
             parts.append(restore_context(store, thread_id, max_chars=cfg.restore_max_chars))
-            state.restore_pending = False
-            _save_state(store, thread_id, state)
         prompt = payload.get("prompt")
         if cfg.recall_on_prompt and isinstance(prompt, str) and prompt.strip():
             from continuity.claude_code.restore import prompt_recall
@@ -202,6 +203,9 @@ def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
             )
             if recalled:
                 parts.append(recalled)
+        if restoring:  # delivered only now: a failing recall must not swallow the restore
+            state.restore_pending = False
+            _save_state(store, thread_id, state)
         if parts:
             out.stdout = _context_json(event, "\n\n".join(parts))
     return out
