@@ -9,6 +9,7 @@ the session's own subagents. The output is one JSON object whose context stays w
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -20,10 +21,18 @@ from typing import Any
 
 import pytest
 from conftest import shared_fixture
-from test_cc_hooks import SPOTTER, Transcript, configure, context_of, hook_process, work
+from test_cc_hooks import (
+    SPOTTER,
+    Transcript,
+    compacted,
+    configure,
+    context_of,
+    hook_process,
+    work,
+)
 
 from continuity import frames as fr
-from continuity.claude_code.hooks import HookConfig, run_hook
+from continuity.claude_code.hooks import HookConfig, main, run_hook
 from continuity.claude_code.ingest import ingest_transcript, session_thread_id
 from continuity.compaction import create_checkpoint
 from continuity.search import search
@@ -344,6 +353,36 @@ def test_restore_and_recall_share_one_json_object(
     assert recalled_lines(HEADER + recalled)
     again = run_hook(store, "user-prompt-submit", payload("where is subagent_pattern defined?"))
     assert context_of(again.stdout, "UserPromptSubmit").startswith(HEADER)  # restored once
+
+
+def test_a_failing_recall_does_not_swallow_a_pending_restore(
+    tmp_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook exits 0 on an error and prints nothing; the restore it could not deliver is
+    still pending, and the next prompt gets it."""
+    transcript = Transcript(tmp_path / "projects" / "-work-demo" / "session.jsonl")
+    compacted(tmp_store, transcript)
+    configure(tmp_store, recall_on_prompt=True)
+    import continuity.search
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(continuity.search, "search_prefix", disk_full)
+        stdin = json.dumps(transcript.payload("UserPromptSubmit", prompt="app.py tests"))
+        patch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+        assert main(["user-prompt-submit"], store_path=tmp_store.root) == 0
+    assert "No space left on device" in (tmp_store.root / "errors.log").read_text()
+    out = run_hook(
+        tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit", prompt="?!")
+    )
+    context = context_of(out.stdout, "UserPromptSubmit")
+    assert context.startswith("# Restored by continuity") and "/work/demo/app.py" in context
+    again = run_hook(
+        tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit", prompt="?!")
+    )
+    assert again.stdout == ""
 
 
 def test_recall_off_keeps_the_hook_path_light(tmp_path: Path) -> None:
