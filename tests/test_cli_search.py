@@ -180,8 +180,18 @@ def test_a_query_with_nothing_to_search_is_one_error_line(
     assert log_bytes(threads) == before
 
 
-def test_an_unknown_thread_is_an_error(run: Run, threads: Store) -> None:
-    assert_one_line_error(run("search", "alembic", "--thread", "nope"), "nope")
+@pytest.mark.parametrize("thread", ["nope", "../shop", "a b"])
+def test_an_unknown_or_invalid_thread_is_an_error(run: Run, threads: Store, thread: str) -> None:
+    assert_one_line_error(run("search", "alembic", "--thread", thread), thread)
+
+
+def test_rerank_is_deterministic_and_keeps_to_the_matches(run: Run, threads: Store) -> None:
+    plain = hits_of(run("search", "alembic migration", "--json"))
+    first = hits_of(run("search", "alembic migration", "--json", "--rerank"))
+    assert first == hits_of(run("search", "alembic migration", "--json", "--rerank"))
+    assert {(h.thread_id, h.seq) for h in first} == {(h.thread_id, h.seq) for h in plain}
+    scores = [h.score for h in first]
+    assert scores == sorted(scores, reverse=True)
 
 
 def test_a_huge_query_and_odd_characters_are_searched_not_refused(run: Run, threads: Store) -> None:
