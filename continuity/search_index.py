@@ -454,22 +454,33 @@ class ThreadSearchIndex:
 
     def _files_match(self, m: SearchManifest) -> bool:
         """Whether the files hold what ``m`` names. A writer that died after rewriting
-        ``tail.jsonl`` but before its manifest leaves a tail the old manifest cannot read."""
+        ``tail.jsonl`` but before its manifest leaves a tail the old manifest cannot read: its
+        first document is then not the one at the tail's ordinal in ``docs.bin``."""
+        n_tail = m.docs - sum(s.n_docs for s in m.segments)
+        if n_tail < 0 or (n_tail == 0) != (m.tail_bytes == 0):
+            return False
         try:
             if (self.dir / "docs.bin").stat().st_size < m.docs * _DOC.size:
                 return False
             for ref in m.segments:
                 if (self.dir / ref.name).stat().st_size < _HEADER.size:
                     return False
-            tail = self._tail(m)
+            if not n_tail:
+                return True
+            with open(self.dir / "tail.jsonl", "rb") as f:
+                raw = f.read(m.tail_bytes)
             with open(self.dir / "docs.bin", "rb") as f:
-                f.seek((m.docs - len(tail)) * _DOC.size)
-                raw = f.read(len(tail) * _DOC.size)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+                f.seek((m.docs - n_tail) * _DOC.size)
+                first_seq: int = _DOC.unpack(f.read(_DOC.size))[0]
+                f.seek((m.docs - 1) * _DOC.size)
+                last_seq: int = _DOC.unpack(f.read(_DOC.size))[0]
+            if len(raw) != m.tail_bytes or raw.count(b"\n") != n_tail or raw[-1:] != b"\n":
+                return False
+            first = _doc_decoder.decode(raw[: raw.index(b"\n")])
+            last = _doc_decoder.decode(raw[raw.rfind(b"\n", 0, len(raw) - 1) + 1 : -1])
+        except (OSError, struct.error, msgspec.DecodeError, msgspec.ValidationError):
             return False
-        sealed_docs = sum(s.n_docs for s in m.segments)
-        seqs = [_DOC.unpack_from(raw, i * _DOC.size)[0] for i in range(len(tail))]
-        return sealed_docs + len(tail) == m.docs and seqs == [d.seq for d in tail]
+        return first.seq == first_seq and last.seq == last_seq
 
     def _summary(self, frame: fr.Frame) -> str | None:
         return summary_text(self.store, frame)
