@@ -413,3 +413,29 @@ def test_recall_off_keeps_the_hook_path_light(tmp_path: Path) -> None:
     assert report["code"] == 0 and "continuity.claude_code.ingest" in modules
     assert "numpy" not in modules
     assert not {"continuity.search", "continuity.search_index"} & modules
+
+
+def test_restore_is_bounded_by_claude_compactions_not_by_our_own_checkpoints(
+    tmp_path: Path,
+) -> None:
+    from continuity.claude_code.ingest import ingest_transcript
+    from continuity.claude_code.restore import restore_context
+    from continuity.compaction import create_checkpoint
+    from continuity.store import Store
+
+    store = Store(tmp_path / "s", create=True, durable=False)
+    lines = [
+        f'{{"type":"user","uuid":"u{i}","sessionId":"sess","timestamp":"2026-01-01T00:00:{i:02d}Z",'
+        f'"message":{{"role":"user","content":"run `make deploy-{i}` please"}}}}'
+        for i in range(1, 21)
+    ]
+    transcript = tmp_path / "sess.jsonl"
+    transcript.write_text("\n".join(lines) + "\n")
+    ingest_transcript(store, transcript, final=True)
+    # Claude compacted after the third prompt (seq 3); later we checkpointed at the end ourselves
+    create_checkpoint(store, "cc-sess", 3, text="claude", cut_rule_id="claude_code_compact/auto")
+    create_checkpoint(store, "cc-sess", 20, text="ours")
+    text = restore_context(store, "cc-sess", log=False)
+    # what Claude lost is what came before its own compaction, whatever we did afterwards
+    assert "make deploy-1" in text and "make deploy-3" in text
+    assert "make deploy-20" not in text  # after Claude's compaction: still in its context

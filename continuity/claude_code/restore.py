@@ -86,8 +86,9 @@ def _sections_text(content: SummaryContent, budget: int, keys: Sequence[tuple[st
 
 
 def _checkpoints(source: ThreadSource) -> list[CheckpointEntry]:
-    """The thread's checkpoints, from the index (a session has few: one per compaction)."""
-    return source.checkpoints()
+    """Claude's own compactions of the thread, from the index (a session has few). A checkpoint
+    made by ``continuity compact`` takes nothing out of Claude's context, so it bounds nothing."""
+    return [c for c in source.checkpoints() if c.cut_rule_id.startswith(_CLAUDE_COMPACTION)]
 
 
 def restore_context(
