@@ -69,10 +69,10 @@ def _report_recovery(rec: Recovery) -> None:
     )
 
 
-def _open(ctx: typer.Context, *, durable: bool = True) -> Store:
+def _open(ctx: typer.Context, *, durable: bool = True, create: bool = False) -> Store:
     opts: _Options = ctx.obj
     with _errors():
-        return Store(opts.store_path, durable=durable, on_recovery=_report_recovery)
+        return Store(opts.store_path, durable=durable, create=create, on_recovery=_report_recovery)
 
 
 @app.callback()

@@ -117,10 +117,11 @@ def ingest(
     """Import Claude Code transcripts (past sessions), incrementally and without duplicates."""
     from continuity.claude_code.ingest import ingest_transcript
 
-    store = _open(ctx)
     files = _transcripts(paths or [Path.home() / ".claude" / "projects"])
     if not files:
         _fail("no transcripts (*.jsonl) found")
+    # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
+    store = _open(ctx, create=True)
     totals = {"messages": 0, "checkpoints": 0, "duplicates": 0, "bad": 0}
     threads: set[str] = set()
 

@@ -127,10 +127,17 @@ def test_ingest_of_a_folder_without_transcripts_fails(store: Path, tmp_path: Pat
     assert "no transcripts" in result.stderr
 
 
-def test_ingest_into_a_missing_store_fails_clearly(tmp_path: Path, spotter: Path) -> None:
-    result = run(tmp_path / "nowhere", "ingest", str(spotter / "short.jsonl"))
+def test_ingest_creates_a_missing_store(tmp_path: Path, spotter: Path) -> None:
+    result = run(tmp_path / "new", "ingest", str(spotter / "short.jsonl"))
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "new" / "store.json").is_file()
+    assert Store(tmp_path / "new").threads()
+
+
+def test_ingest_of_a_missing_path_creates_no_store(tmp_path: Path) -> None:
+    result = run(tmp_path / "new", "ingest", str(tmp_path / "absent.jsonl"))
     assert result.exit_code == 1
-    assert "no continuity store" in result.stderr
+    assert not (tmp_path / "new").exists()
 
 
 def sessions(store: Path, *args: str) -> dict[str, dict[str, str]]:
