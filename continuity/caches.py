@@ -43,7 +43,7 @@ import msgspec
 
 from continuity import frames as fr
 from continuity.errors import CorruptFrame
-from continuity.store import JsonlThread, Store
+from continuity.store import JsonlThread, Store, line_end
 from continuity.summary import CUMULATIVE_V1 as CUMULATIVE
 
 __all__ = [
@@ -197,7 +197,7 @@ def _index_run(
         chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
         cut = chunk.rfind(b"\n") + 1
         if cut == 0:  # a single line longer than the chunk
-            cut = _line_end(fd, pos, end) - pos
+            cut = line_end(fd, pos, end) - pos
             chunk = os.pread(fd, cut, pos)
         chunk = chunk[:cut]
         lines = chunk[:-1].split(b"\n")
@@ -300,16 +300,6 @@ def _last_line(path: Path, size: int) -> bytes:
             if i >= 0 or start == 0:
                 return data[i + 1 :]
             step *= 4
-
-
-def _line_end(fd: int, pos: int, end: int) -> int:
-    while pos < end:
-        chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
-        i = chunk.find(b"\n")
-        if i >= 0:
-            return pos + i + 1
-        pos += len(chunk)
-    return end
 
 
 class ThreadIndex:
@@ -643,7 +633,7 @@ class ThreadIndex:
         at = self._offset_in(m, seq)
         if at is None or at >= m.log_end:
             raise IndexError(seq)
-        return _index_run(self.thread, fd, at, _line_end(fd, at, m.log_end), seq)
+        return _index_run(self.thread, fd, at, line_end(fd, at, m.log_end), seq)
 
     def _manifest_for(self, delta: _Delta, base: Manifest | None) -> Manifest:
         def mark(prev: Watermark | None, entries: int, size: int) -> Watermark:

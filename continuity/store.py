@@ -732,11 +732,8 @@ def _line_start(fd: int, pos: int) -> int:
     return 0
 
 
-def _next_line_start(fd: int, pos: int, end: int) -> int:
-    """The first line start at or after ``pos`` (``end`` if none)."""
-    if pos == 0:
-        return 0
-    pos -= 1  # a line starts at pos if the byte before it is a newline
+def line_end(fd: int, pos: int, end: int) -> int:
+    """Offset just past the first newline at or after ``pos`` (``end`` if none before it)."""
     while pos < end:
         chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
         i = chunk.find(b"\n")
@@ -744,6 +741,12 @@ def _next_line_start(fd: int, pos: int, end: int) -> int:
             return pos + i + 1
         pos += len(chunk)
     return end
+
+
+def _next_line_start(fd: int, pos: int, end: int) -> int:
+    """The first line start at or after ``pos`` (``end`` if none)."""
+    # a line starts at pos if the byte before it is a newline
+    return 0 if pos == 0 else line_end(fd, pos - 1, end)
 
 
 def _read_line(fd: int, start: int, end: int) -> bytes:
