@@ -12,7 +12,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from tools.bench import bench_append, bench_compile, bench_hooks, bench_read, bench_rebuild
+from tools.bench import (
+    bench_append,
+    bench_compile,
+    bench_hooks,
+    bench_read,
+    bench_rebuild,
+    bench_search,
+)
 from tools.bench._common import Report, emit, log
 
 __all__ = ["main", "run_all"]
@@ -33,6 +40,7 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
             seed=seed,
         ),
         bench_hooks.run(sizes=(3, 100 // scale), seed=seed),
+        bench_search.run(sizes=tuple(n // scale for n in bench_search.DEFAULT_SIZES), seed=seed),
     ]
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
     return reports
