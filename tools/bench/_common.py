@@ -15,6 +15,7 @@ import math
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -262,3 +263,63 @@ def work_dir(name: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def short_size(n: int) -> str:
+    """1000000 -> '1M', 10000 -> '10k'."""
+    for unit, div in (("M", 1_000_000), ("k", 1_000)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
+
+
+# --- fresh processes ------------------------------------------------------------------------
+
+
+def continuity_command() -> list[str]:
+    script = shutil.which("continuity", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "continuity"]
+
+
+# A child's ru_maxrss starts at its parent's peak RSS (Linux carries it across fork and exec),
+# so the processes are started by this small launcher, not by the benchmark (tens of MB).
+LAUNCHER_SCRIPT: Final = """
+import json, os, subprocess, sys, tempfile, time
+for line in sys.stdin:
+    argv = json.loads(line)
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter_ns()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = (time.perf_counter_ns() - start) / 1e9
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        message = err.read().decode(errors="replace") if code else ""
+    print(json.dumps([seconds, usage.ru_maxrss, code, message]), flush=True)
+"""
+
+
+class Launcher:
+    """Runs fresh processes for the benchmark: (seconds, peak RSS in MB) of each."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER_SCRIPT],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self, argv: list[str]) -> tuple[float, float]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(argv) + "\n")
+        self.proc.stdin.flush()
+        seconds, maxrss_kib, code, message = json.loads(self.proc.stdout.readline())
+        if code != 0:
+            raise RuntimeError(f"{argv} exited with {code}: {message}")
+        return seconds, maxrss_kib / 1024
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()

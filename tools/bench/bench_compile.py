@@ -38,11 +38,9 @@ from __future__ import annotations
 import cProfile
 import gc
 import itertools
-import json
 import os
 import pstats
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -79,6 +77,9 @@ from tools.bench._common import (
     timed,
     work_dir,
 )
+from tools.bench._common import Launcher as _Launcher
+from tools.bench._common import continuity_command as _continuity_command
+from tools.bench._common import short_size as _short
 from tools.gen_thread import FIXED_CLOCK_MS, generate_frames, write_thread
 
 __all__ = ["main", "run"]
@@ -120,13 +121,6 @@ _CONFIGS: Final = (
     ),
     _Config("compile log=True budget=8000", BUDGET_LIMITS, log=True, baseline="compile log=True"),
 )
-
-
-def _short(n: int) -> str:
-    for unit, div in (("M", 1_000_000), ("k", 1_000)):
-        if n >= div and n % div == 0:
-            return f"{n // div}{unit}"
-    return str(n)
 
 
 def _compile(store: Store, limits: fr.Limits = LIMITS, log: bool = False) -> CompileResult:
@@ -312,55 +306,6 @@ def _in_process(
 
 
 # --- fresh processes ------------------------------------------------------------------------
-
-
-def _continuity_command() -> list[str]:
-    script = shutil.which("continuity", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "continuity"]
-
-
-# A child's ru_maxrss starts at its parent's peak RSS (Linux carries it across fork and exec),
-# so the processes are started by this small launcher, not by the benchmark (tens of MB).
-_LAUNCHER: Final = """
-import json, os, subprocess, sys, tempfile, time
-for line in sys.stdin:
-    argv = json.loads(line)
-    with tempfile.TemporaryFile() as err:
-        start = time.perf_counter_ns()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = (time.perf_counter_ns() - start) / 1e9
-        proc.returncode = code = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        message = err.read().decode(errors="replace") if code else ""
-    print(json.dumps([seconds, usage.ru_maxrss, code, message]), flush=True)
-"""
-
-
-class _Launcher:
-    """Runs fresh processes for the benchmark: (seconds, peak RSS in MB) of each."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCHER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-
-    def run(self, argv: list[str]) -> tuple[float, float]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(argv) + "\n")
-        self.proc.stdin.flush()
-        seconds, maxrss_kib, code, message = json.loads(self.proc.stdout.readline())
-        if code != 0:
-            raise RuntimeError(f"{argv} exited with {code}: {message}")
-        return seconds, maxrss_kib / 1024
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait()
 
 
 _LIBRARY_COMPILE: Final = (

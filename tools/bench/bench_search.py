@@ -79,7 +79,9 @@ from tools.bench._common import (
     timed,
     work_dir,
 )
-from tools.bench.bench_compile import _continuity_command, _Launcher, _short
+from tools.bench._common import Launcher as _Launcher
+from tools.bench._common import continuity_command as _continuity_command
+from tools.bench._common import short_size as _short
 from tools.gen_thread import generate_frames
 
 __all__ = ["QUERIES", "main", "run"]
