@@ -13,7 +13,7 @@ plugged in by the caller (nothing is downloaded).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from math import log
 from typing import Final, Protocol
 
@@ -29,6 +29,7 @@ from continuity.search_index import (
     ROLE_NAMES,
     B,
     Doc,
+    DocsSegment,
     IndexView,
     Segment,
     ThreadSearchIndex,
@@ -116,6 +117,27 @@ def query_terms(query: str) -> list[str]:
 
 # --- scoring --------------------------------------------------------------------------------
 
+_Postings = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]
+
+
+class _TopK:
+    """The best ``k`` final scores seen so far in one ranking: its smallest is a floor every
+    document still to be scored must reach (or tie) to take part in the result."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.best = np.zeros(0, np.float64)
+
+    @property
+    def floor(self) -> float:
+        return float(self.best.min()) if len(self.best) >= self.k else 0.0
+
+    def add(self, scores: npt.NDArray[np.float64]) -> None:
+        both = np.concatenate((self.best, scores))
+        if len(both) > self.k:
+            both = np.partition(both, len(both) - self.k)[len(both) - self.k :]
+        self.best = both
+
 
 class _Corpus:
     """The documents one ranking runs over: segments plus each doc's seq and length."""
@@ -123,7 +145,7 @@ class _Corpus:
     def __init__(
         self,
         thread_id: str,
-        segments: list[Segment],
+        segments: Sequence[Segment | DocsSegment],
         seqs: npt.NDArray[np.uint64],
         lengths: npt.NDArray[np.uint32],
         kinds: npt.NDArray[np.uint8],
@@ -131,50 +153,87 @@ class _Corpus:
         cutoff: int,
     ) -> None:
         self.thread_id = thread_id
-        self.segments = segments
+        self.segments = [s for s in segments if s.first_doc < cutoff]
         self.seqs = seqs
         self.lengths = lengths
         self.kinds = kinds
         self.roles = roles
         self.cutoff = cutoff  # documents with ordinal < cutoff take part
+        self._postings: dict[str, list[_Postings]] = {}
+
+    def postings(self, term: str) -> list[_Postings]:
+        """``term``'s postings in each segment, cut at the cutoff (looked up once per term)."""
+        found = self._postings.get(term)
+        if found is None:
+            found = []
+            for seg in self.segments:
+                docs, tfs = seg.postings(term)
+                keep = int(np.searchsorted(docs, self.cutoff - seg.first_doc))
+                found.append((docs[:keep], tfs[:keep]))
+            self._postings[term] = found
+        return found
 
     def df(self, term: str) -> int:
-        n = 0
-        for seg in self.segments:
-            if seg.first_doc >= self.cutoff:
-                break
-            docs, _ = seg.postings(term)
-            n += int(np.searchsorted(docs, self.cutoff - seg.first_doc))
-        return n
+        return sum(len(docs) for docs, _ in self.postings(term))
 
     def total_length(self) -> int:
         return int(self.lengths[: self.cutoff].sum(dtype=np.uint64))
 
     def score(
-        self, terms: list[str], idf: dict[str, float], avgdl: float
+        self, order: list[str], idf: dict[str, float], avgdl: float, top: _TopK
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """(doc ordinals, scores) of the documents matching any term."""
+        """(doc ordinals, scores) of every document that can be among ``top``'s best.
+
+        A document's score is its terms' BM25 contributions summed in ``order`` (rarest first),
+        whichever path computes it, so scores are the same bytes however a ranking was pruned.
+        Pruning (MaxScore): a term adds less than ``idf × (K1 + 1)``; once the terms still to
+        come cannot lift a document above the floor of the best scores so far, documents none
+        of the terms before matched are dropped, and the rest are only looked up in the later
+        terms' postings instead of walking them whole.
+        """
+        bounds = [idf[t] * (K1 + 1.0) for t in order]
+        # rest[i]: the most terms i.. can add, with room for rounding in the sums.
+        rest = [sum(bounds[i:]) * (1.0 + 1e-9) + 1e-12 for i in range(len(order))] + [0.0]
         found_docs: list[npt.NDArray[np.int64]] = []
         found_scores: list[npt.NDArray[np.float64]] = []
-        for seg in self.segments:
-            if seg.first_doc >= self.cutoff:
-                break
-            limit = self.cutoff - seg.first_doc
-            scores = np.zeros(min(seg.n_docs, limit), dtype=np.float64)
-            for term in terms:  # sorted: the same summation order on every path
-                docs, tfs = seg.postings(term)
-                keep = int(np.searchsorted(docs, limit))
-                if keep == 0:
-                    continue
-                local = docs[:keep].astype(np.int64)
-                tf = tfs[:keep].astype(np.float64)
-                dl = self.lengths[seg.first_doc + local].astype(np.float64)
-                scores[local] += (
-                    idf[term] * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * dl / avgdl))
-                )
-            hits = np.flatnonzero(scores > 0.0)
+        for s, seg in enumerate(self.segments):
+            n = min(seg.n_docs, self.cutoff - seg.first_doc)
+            lengths = self.lengths[seg.first_doc : seg.first_doc + n].astype(np.float64)
+            norm = K1 * (1.0 - B + B * lengths / avgdl)
+            scores = np.zeros(n, dtype=np.float64)
+            floor = top.floor
+            i = 0
+            while i < len(order) and not rest[i] < floor:
+                docs, tfs = self.postings(order[i])[s]
+                if len(docs):
+                    tf = tfs.astype(np.float64)
+                    scores[docs] += idf[order[i]] * (tf * (K1 + 1.0)) / (tf + norm[docs])
+                i += 1
+                if i < len(order) and rest[i] < scores.max(initial=0.0):
+                    # Partial scores only grow: the k-th best of them is a floor too.
+                    positive = scores[scores > 0.0]
+                    if len(positive) >= top.k:
+                        kth = np.partition(positive, len(positive) - top.k)[len(positive) - top.k]
+                        floor = max(floor, float(kth))
+            hits = np.flatnonzero(scores).astype(np.int64)
+            cand = scores[hits]
+            if i < len(order):
+                keep = cand + rest[i] >= floor
+                hits, cand = hits[keep], cand[keep]
+                for term in order[i:]:
+                    docs, tfs = self.postings(term)[s]
+                    if not len(docs) or not len(hits):
+                        continue
+                    at = np.minimum(np.searchsorted(docs, hits), len(docs) - 1)
+                    match = docs[at] == hits
+                    if match.any():
+                        tf = tfs[at[match]].astype(np.float64)
+                        cand[match] += (
+                            idf[term] * (tf * (K1 + 1.0)) / (tf + norm[hits[match]])
+                        )
+            top.add(cand)
             found_docs.append(hits + seg.first_doc)
-            found_scores.append(scores[hits])
+            found_scores.append(cand)
         if not found_docs:
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
         return np.concatenate(found_docs), np.concatenate(found_scores)
@@ -213,14 +272,21 @@ def _rank(
     for term in terms:
         df = sum(c.df(term) for c in corpora)
         idf[term] = log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+    order = sorted(terms, key=lambda t: (-idf[t], t))  # the summation order: rarest first
+    want = k + len(exclude)
+    top = _TopK(want)
     ranked: list[tuple[float, str, int, int, int]] = []
     for c in corpora:
-        ordinals, scores = c.score(terms, idf, avgdl)
+        ordinals, scores = c.score(order, idf, avgdl, top)
+        if len(ordinals) > want:
+            # Only the best ``want`` (and whatever ties the last of them) can be kept.
+            cut = np.partition(scores, len(scores) - want)[len(scores) - want]
+            best = scores >= cut
+            ordinals, scores = ordinals[best], scores[best]
         if not len(ordinals):
             continue
-        # Keep the best k of this corpus (ties to the lower seq), then merge across corpora.
-        order = np.lexsort((c.seqs[ordinals], -scores))[: k + len(exclude)]
-        for i in order:
+        # Keep the best of this corpus (ties to the lower seq), then merge across corpora.
+        for i in np.lexsort((c.seqs[ordinals], -scores))[:want]:
             o = int(ordinals[i])
             seq = int(c.seqs[o])
             if (c.thread_id, seq) in exclude:
@@ -261,10 +327,26 @@ def _snippet(text: str, terms: list[str]) -> tuple[str, list[str]]:
     return ("…" if start else "") + piece + ("…" if start + _SNIPPET < len(text) else ""), matched
 
 
-def _with_snippets(store: BaseStore, hits: list[Hit], terms: list[str]) -> list[Hit]:
+def _with_snippets(
+    store: BaseStore, hits: list[Hit], terms: list[str], *, use_caches: bool = True
+) -> list[Hit]:
+    readers: dict[str, Callable[[int], fr.Frame | None]] = {}
+
+    def reader(thread_id: str) -> Callable[[int], fr.Frame | None]:
+        if use_caches and isinstance(store, Store):
+            from continuity.caches import ThreadIndex
+
+            index = ThreadIndex(store, thread_id)  # straight to the line, no bisection
+            return lambda seq: next(index.read(seq, seq), None)
+        thread = store.thread(thread_id)
+        return lambda seq: next(iter(thread.read(from_seq=seq, to_seq=seq)), None)
+
     out = []
     for h in hits:
-        frame = next(iter(store.thread(h.thread_id).read(from_seq=h.seq, to_seq=h.seq)), None)
+        read = readers.get(h.thread_id)
+        if read is None:
+            read = readers[h.thread_id] = reader(h.thread_id)
+        frame = read(h.seq)
         if frame is None:
             out.append(h)
             continue
@@ -362,4 +444,5 @@ def search_prefix(
         docs = list(docs_of(thread.read(to_seq=max_seq), store))
         corpora = [_corpus_of_docs(thread_id, docs)] if docs else []
     exclude = frozenset((thread_id, s) for s in exclude_seqs)
-    return _with_snippets(store, _rank(corpora, terms, k, exclude), terms)
+    hits = _rank(corpora, terms, k, exclude)
+    return _with_snippets(store, hits, terms, use_caches=use_caches)

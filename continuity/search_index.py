@@ -42,6 +42,7 @@ __all__ = [
     "KIND_OBSERVATION",
     "KIND_SUMMARY",
     "Doc",
+    "DocsSegment",
     "IndexView",
     "SearchManifest",
     "Segment",
@@ -581,6 +582,24 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+class DocsSegment:
+    """A few documents (an index's tail) read as a segment without building one: postings are
+    found by looking the term up in each document, as :class:`Segment` would hold them."""
+
+    def __init__(self, docs: list[Doc], first_doc: int) -> None:
+        self.docs = docs
+        self.first_doc = first_doc
+        self.n_docs = len(docs)
+
+    def postings(self, term: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
+        """(local doc ids ascending, weighted counts) of ``term``; empty arrays if absent."""
+        found = [(i, d.tf[term]) for i, d in enumerate(self.docs) if term in d.tf]
+        return (
+            np.array([i for i, _ in found], dtype=np.uint32),
+            np.array([min(w, 65535) for _, w in found], dtype=np.uint16),
+        )
+
+
 class IndexView:
     """A consistent read of one thread's index: docs, segments and tail of one manifest."""
 
@@ -599,10 +618,10 @@ class IndexView:
             if m.docs
             else None
         )
-        self.segments: list[Segment] = [index._segment(s) for s in m.segments]
+        self.segments: list[Segment | DocsSegment] = [index._segment(s) for s in m.segments]
         tail = index._tail(m)
         if tail:
-            self.segments.append(Segment(build_segment(tail), m.docs - len(tail)))
+            self.segments.append(DocsSegment(tail, m.docs - len(tail)))
 
     def seqs(self) -> npt.NDArray[np.uint64]:
         return self.docs["seq"] if self.docs is not None else np.zeros(0, np.uint64)
