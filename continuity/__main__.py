@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 
 def main() -> None:
+    # numpy's OpenBLAS starts a thread per core when it loads (60 ms of a 2-core machine's
+    # start-up); the CLI's few small products never use them. A user's setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # The hook path is latency-critical: dispatch it before typer, rich or numpy are imported.
     if len(sys.argv) > 1 and sys.argv[1] == "hook" and not {"-h", "--help"} & set(sys.argv[2:]):
         # msgspec imports typing_extensions when it is installed (typer brings it) only to

@@ -4,10 +4,11 @@
 thread's, or one project's); ``search_prefix(...)`` ranks one thread's documents up to a seq with
 statistics computed over that prefix alone — what compile's recall stage needs to stay a pure
 function of the log prefix. Both are deterministic: BM25 over weighted term counts (see
-:mod:`continuity.search_index`), summed term by term in sorted term order, ties broken by
-(thread, seq). An :class:`Embedder` can re-rank the best candidates by cosine similarity; the
-default :class:`HashedEmbedder` is deterministic hashed features, and a real model can be
-plugged in by the caller (nothing is downloaded).
+:mod:`continuity.search_index`), summed term by term rarest first whichever documents a
+ranking had to look at (it prunes with MaxScore), ties broken by (thread, seq). An
+:class:`Embedder` can re-rank the best candidates by cosine similarity; the default
+:class:`HashedEmbedder` is deterministic hashed features, and a real model can be plugged in by
+the caller (nothing is downloaded).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class HashedEmbedder:
 
 
 def query_terms(query: str) -> list[str]:
-    """The distinct searchable terms of a query, sorted (the order scores are summed in)."""
+    """The distinct searchable terms of a query, sorted."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidQuery("the query is empty")
     # The first MAX_QUERY_TERMS distinct terms in the order they are written: cutting the
