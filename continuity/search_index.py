@@ -25,9 +25,11 @@ import mmap
 import os
 import re
 import struct
+from collections import Counter
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 import msgspec
 import numpy as np
@@ -139,21 +141,42 @@ _STOP: Final = frozenset(
 _MAX_TOKEN: Final = 64
 
 
+_TOKEN_CACHE_MAX: Final = 100_000
+_CACHED_CHUNK_MAX: Final = 128
+_token_cache: dict[str, tuple[str, ...]] = {}
+"""Chunk → its tokens: paths, identifiers and words repeat a lot, in generated and real text.
+At most ``_TOKEN_CACHE_MAX`` chunks of at most ``_CACHED_CHUNK_MAX`` characters (cleared when
+full), so a few tens of MB at worst."""
+
+
+def _chunk_tokens(chunk: str) -> tuple[str, ...]:
+    """The tokens of one chunk (a word, path or identifier): whole, then its parts."""
+    low = chunk.lower()
+    parts = [p for piece in _SPLIT_RE.split(chunk) for p in _CAMEL_RE.findall(piece)]
+    if len(parts) != 1 or parts[0].lower() != low:
+        out = [low] if 1 < len(low) <= _MAX_TOKEN else []
+        out.extend(q for p in parts if (q := p.lower()) not in _STOP and 1 < len(q) <= _MAX_TOKEN)
+        return tuple(out)
+    if low not in _STOP and 1 < len(low) <= _MAX_TOKEN:
+        return (low,)
+    return ()
+
+
 def tokenize(text: str) -> list[str]:
     """Lowercase tokens of ``text``: each path or identifier whole and split into its parts."""
-    out: list[str] = []
-    for chunk in _CHUNK_RE.findall(text):
-        low = chunk.lower()
-        parts = [p for piece in _SPLIT_RE.split(chunk) for p in _CAMEL_RE.findall(piece)]
-        if len(parts) != 1 or parts[0].lower() != low:
-            if 1 < len(low) <= _MAX_TOKEN:
-                out.append(low)
-            out.extend(
-                q for p in parts if (q := p.lower()) not in _STOP and 1 < len(q) <= _MAX_TOKEN
-            )
-        elif low not in _STOP and 1 < len(low) <= _MAX_TOKEN:
-            out.append(low)
-    return out
+    chunks = _CHUNK_RE.findall(text)
+    cache = _token_cache
+    found = list(map(cache.get, chunks))
+    if None in found:
+        for i, tokens in enumerate(found):
+            if tokens is None:
+                chunk = chunks[i]
+                found[i] = tokens = _chunk_tokens(chunk)
+                if len(chunk) <= _CACHED_CHUNK_MAX:
+                    if len(cache) >= _TOKEN_CACHE_MAX:
+                        cache.clear()
+                    cache[chunk] = tokens
+    return list(chain.from_iterable(cast("list[tuple[str, ...]]", found)))  # no None left
 
 
 # --- documents ------------------------------------------------------------------------------
@@ -205,10 +228,12 @@ def doc_of(frame: fr.Frame, summary: str | None = None) -> Doc | None:
         kind, role = KIND_SUMMARY, 0
     else:
         return None
-    tf: dict[str, int] = {}
+    # Each field's tokens ``weight`` times over, counted in one go: a token's count is the sum
+    # of the weights of its occurrences.
+    tokens: list[str] = []
     for text, weight in _fields(frame, summary):
-        for token in tokenize(text[:_MAX_FIELD_CHARS]):
-            tf[token] = tf.get(token, 0) + weight
+        tokens += tokenize(text[:_MAX_FIELD_CHARS]) * weight
+    tf = Counter(tokens)
     if not tf:
         return None
     return Doc(frame.seq, kind, role, sum(tf.values()), dict(sorted(tf.items())))
@@ -227,11 +252,11 @@ def build_segment(docs: list[Doc]) -> bytes:
     term_ids: list[int] = []
     doc_ids: list[int] = []
     tfs: list[int] = []
+    lookup = ids.__getitem__
     for local, d in enumerate(docs):
-        for t, w in d.tf.items():
-            term_ids.append(ids[t])
-            doc_ids.append(local)
-            tfs.append(w)
+        term_ids.extend(map(lookup, d.tf))
+        doc_ids.extend([local] * len(d.tf))
+        tfs.extend(d.tf.values())
     return _pack(
         vocab,
         np.array(term_ids, dtype=np.int64),
@@ -243,7 +268,7 @@ def build_segment(docs: list[Doc]) -> bytes:
 
 def _pack(
     vocab: list[str],
-    term_ids: npt.NDArray[np.int64],
+    term_ids: npt.NDArray[np.int32] | npt.NDArray[np.int64],
     doc_ids: npt.NDArray[np.uint32],
     tfs: npt.NDArray[np.uint16],
     n_docs: int,
@@ -263,8 +288,8 @@ def _pack(
             offsets.tobytes(),
             starts.tobytes(),
             blob,
-            doc_ids[order].astype("<u4").tobytes(),
-            tfs[order].astype("<u2").tobytes(),
+            doc_ids[order].astype("<u4", copy=False).data,
+            tfs[order].astype("<u2", copy=False).data,
         )
     )
 
@@ -296,7 +321,16 @@ class Segment:
         return bytes(self.data[self._blob + a : self._blob + b]).decode()
 
     def terms(self) -> list[str]:
-        return [self.term(i) for i in range(self.n_terms)]
+        """The whole vocabulary, decoded in one go: a newline put at every term boundary (no
+        token holds one), one decode, one split."""
+        if not self.n_terms:
+            return []
+        blob = np.frombuffer(self.data, np.uint8, int(self._offsets[-1]), self._blob)
+        cuts = self._offsets[1:-1].astype(np.intp)
+        out = np.insert(blob, cuts, np.uint8(10)).tobytes().decode().split("\n")
+        if len(out) != self.n_terms:  # a term holding a newline: not one of ours, but readable
+            return [self.term(i) for i in range(self.n_terms)]
+        return out
 
     def postings(self, term: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
         """(local doc ids ascending, weighted counts) of ``term``; empty arrays if absent."""
@@ -315,32 +349,38 @@ class Segment:
     def all_postings(
         self,
     ) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
-        """(vocabulary, term id per posting, doc ids, counts): for merging."""
-        counts: npt.NDArray[np.int64] = np.diff(self._starts).astype(np.int64)
-        term_ids = np.repeat(np.arange(self.n_terms, dtype=np.int64), counts)
+        """(vocabulary, term id per posting, doc ids, counts)."""
+        term_ids = np.repeat(np.arange(self.n_terms, dtype=np.int64), self._counts())
         return self.terms(), term_ids, self._docs, self._tfs
+
+    def _counts(self) -> npt.NDArray[np.int64]:
+        """The number of postings of each term."""
+        return np.diff(self._starts).astype(np.int64)
 
 
 def merge_segments(segments: list[Segment]) -> bytes:
     """One segment holding the documents of ``segments`` (consecutive, in order)."""
-    vocab = sorted({t for s in segments for t in s.terms()})
+    vocabs = [s.terms() for s in segments]
+    vocab = sorted(set().union(*vocabs))
     ids = {t: i for i, t in enumerate(vocab)}
-    all_terms, all_docs, all_tfs = [], [], []
+    all_terms: list[npt.NDArray[np.int32]] = []
+    all_docs: list[npt.NDArray[np.uint32]] = []
+    all_tfs: list[npt.NDArray[np.uint16]] = []
     base = 0
-    for s in segments:
-        local_vocab, term_ids, docs, tfs = s.all_postings()
-        remap = np.array([ids[t] for t in local_vocab], dtype=np.int64)
-        all_terms.append(remap[term_ids] if len(term_ids) else term_ids)
-        all_docs.append(docs.astype(np.uint32) + np.uint32(base))
-        all_tfs.append(tfs)
+    for s, local_vocab in zip(segments, vocabs, strict=True):
+        # each posting's term, as an id in the merged vocabulary (int32: a few bytes less per
+        # posting to hold; a segment has far fewer than 2^31 terms)
+        remap = np.fromiter(map(ids.__getitem__, local_vocab), np.int32, len(local_vocab))
+        all_terms.append(np.repeat(remap, s._counts()))
+        all_docs.append(s._docs + np.uint32(base))
+        all_tfs.append(s._tfs)
         base += s.n_docs
-    return _pack(
-        vocab,
-        np.concatenate(all_terms) if all_terms else np.zeros(0, np.int64),
-        np.concatenate(all_docs) if all_docs else np.zeros(0, np.uint32),
-        np.concatenate(all_tfs) if all_tfs else np.zeros(0, np.uint16),
-        base,
-    )
+    # joined, and the parts let go before packing: the peak is what one merge holds at once
+    term_ids = np.concatenate(all_terms) if all_terms else np.zeros(0, np.int32)
+    doc_ids = np.concatenate(all_docs) if all_docs else np.zeros(0, np.uint32)
+    tfs = np.concatenate(all_tfs) if all_tfs else np.zeros(0, np.uint16)
+    del all_terms, all_docs, all_tfs
+    return _pack(vocab, term_ids, doc_ids, tfs, base)
 
 
 # --- the per-thread index -------------------------------------------------------------------
