@@ -9,8 +9,13 @@ is a pure function of the log, so a rebuild gives the same bytes:
 ``seg-*.bin``       sealed segments of 256 × 16^k documents (an inverted index each; see
                     :class:`Segment`); every 16 equal neighbours merge into one, at fixed
                     document counts, so the set of segments depends only on how many docs exist
-``tail.jsonl``      the documents not yet in a segment (fewer than 256), one line each
+``tail.jsonl``      the documents not yet in a segment (fewer than 256), one line each; it only
+                    grows between seals (each manifest names the bytes it covers)
 ``manifest.json``   the watermark (last seq, its digest, log offset) and the segment list
+
+A catch-up (or a rebuild) reads the new frames ``_CHUNK`` documents at a time, sealing and
+merging segments as they fill, so its memory does not grow with the thread; only its final
+manifest commits what it wrote.
 
 Documents are weighted bags of terms: code-aware tokens (paths and identifiers split on ``/``,
 ``.``, ``_``, ``-`` and camelCase, the whole kept too) with field weights — commands and file
@@ -27,7 +32,7 @@ import re
 import struct
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import Final, cast
 
@@ -75,6 +80,8 @@ K1: Final = 1.2
 B: Final = 0.75
 _MAX_FIELD_CHARS: Final = 4000
 _DOC: Final = struct.Struct("<QIBB2x")
+_CHUNK: Final = 16_384
+"""Documents tokenized, written and sealed at a time by a catch-up."""
 _VERSION: Final = 2  # 2: Unicode-aware tokens
 
 # --- tokenizing -----------------------------------------------------------------------------
@@ -464,13 +471,12 @@ class ThreadSearchIndex:
                 m = SearchManifest(_VERSION, self.thread_id, 0, -1, "", 0, 0, [])
             if log is None or m.last_seq + 1 >= frames:
                 return 0
-            docs = [
+            docs = (
                 d
                 for f in index.read(m.last_seq + 1, frames - 1)
                 if (d := doc_of(f, self._summary(f))) is not None
-            ]
-            self._add(m, docs, log.log_end, log.offsets.last_seq, log.offsets.digest)
-            return len(docs)
+            )
+            return self._add(m, docs, log.log_end, log.offsets.last_seq, log.offsets.digest)
         finally:
             os.close(fd)
 
@@ -532,46 +538,70 @@ class ThreadSearchIndex:
                 p.unlink()
 
     def _add(
-        self, m: SearchManifest, docs: list[Doc], log_end: int, last_seq: int, digest: str
-    ) -> None:
-        tail = self._tail(m)
-        n_before = m.docs
-        with open(self.dir / "docs.bin", "ab") as f:
-            f.truncate(n_before * _DOC.size)
-            f.write(
-                b"".join(_DOC.pack(d.seq, min(d.length, 2**32 - 1), d.kind, d.role) for d in docs)
-            )
+        self, m: SearchManifest, docs: Iterable[Doc], log_end: int, last_seq: int, digest: str
+    ) -> int:
+        """Append ``docs`` to the index of ``m`` and commit them with a new manifest; return how
+        many there were. They are taken ``_CHUNK`` at a time, so memory stays bounded however
+        many there are.
+
+        Until the new manifest replaces ``m``, every byte ``m`` names stays as it was:
+        ``docs.bin`` is cut back to ``m``'s length and only grows; new segments have names ``m``
+        does not use, and ``m``'s are deleted only after the new manifest is written. Without a
+        seal, ``tail.jsonl`` is cut back to ``m``'s length and only grows too; a seal replaces
+        it, after which ``m`` cannot read it (``_files_match``) and the index would be rebuilt.
+        """
+        kept = {s.name for s in m.segments}
         segments = list(m.segments)
-        tail.extend(docs)
-        sealed_docs = sum(s.n_docs for s in segments)
-        while len(tail) >= BLOCK:
-            block, tail = tail[:BLOCK], tail[BLOCK:]
-            ref = SegmentRef(sealed_docs, BLOCK)
-            _write(self.dir / ref.name, build_segment(block))
-            segments.append(ref)
-            sealed_docs += BLOCK
-            segments = self._merge(segments)
-        tail_bytes = b"".join(_encoder.encode(d) + b"\n" for d in tail)
-        _write(self.dir / "tail.jsonl", tail_bytes)
-        new = SearchManifest(
-            _VERSION,
-            self.thread_id,
-            log_end,
-            last_seq,
-            digest,
-            n_before + len(docs),
-            len(tail_bytes),
-            segments,
+        sealed_before = sealed = sum(s.n_docs for s in segments)
+        tail = self._tail(m)
+        n_old_tail = len(tail)
+        n_docs = m.docs
+        with open(self.dir / "docs.bin", "ab") as f:
+            f.truncate(m.docs * _DOC.size)
+            new = iter(docs)
+            while chunk := list(islice(new, _CHUNK)):
+                f.write(
+                    b"".join(
+                        _DOC.pack(d.seq, min(d.length, 2**32 - 1), d.kind, d.role) for d in chunk
+                    )
+                )
+                n_docs += len(chunk)
+                tail.extend(chunk)
+                start = 0
+                while len(tail) - start >= BLOCK:
+                    ref = SegmentRef(sealed, BLOCK)
+                    _write(self.dir / ref.name, build_segment(tail[start : start + BLOCK]))
+                    segments.append(ref)
+                    sealed += BLOCK
+                    start += BLOCK
+                    segments = self._merge(segments, kept)
+                del tail[:start]
+        if sealed == sealed_before:
+            lines = b"".join(_encoder.encode(d) + b"\n" for d in tail[n_old_tail:])
+            with open(self.dir / "tail.jsonl", "ab") as f:
+                f.truncate(m.tail_bytes)
+                f.write(lines)
+            tail_bytes = m.tail_bytes + len(lines)
+        else:
+            whole = b"".join(_encoder.encode(d) + b"\n" for d in tail)
+            _write(self.dir / "tail.jsonl", whole)
+            tail_bytes = len(whole)
+        manifest = SearchManifest(
+            _VERSION, self.thread_id, log_end, last_seq, digest, n_docs, tail_bytes, segments
         )
-        _write(self.dir / "manifest.json", _encoder.encode(new))
+        _write(self.dir / "manifest.json", _encoder.encode(manifest))
         # Only now, so that a writer dying before its manifest leaves every file the old
         # manifest names in place.
         live = {s.name for s in segments}
         for p in self.dir.glob("seg-*.bin"):
             if p.name not in live:
                 p.unlink()
+        return n_docs - m.docs
 
-    def _merge(self, segments: list[SegmentRef]) -> list[SegmentRef]:
+    def _merge(self, segments: list[SegmentRef], kept: set[str]) -> list[SegmentRef]:
+        """Merge the last 16 segments into one while they have one size and start at a
+        multiple of the merged size. The merged ones that no manifest names (``kept`` are the
+        live manifest's) go at once."""
         while len(segments) >= FANOUT:
             group = segments[-FANOUT:]
             size = group[0].n_docs
@@ -581,6 +611,9 @@ class ThreadSearchIndex:
             ref = SegmentRef(group[0].first_doc, size * FANOUT)
             _write(self.dir / ref.name, merged)
             segments = [*segments[:-FANOUT], ref]
+            for s in group:
+                if s.name not in kept:
+                    (self.dir / s.name).unlink(missing_ok=True)
         return segments
 
     def _tail(self, m: SearchManifest) -> list[Doc]:

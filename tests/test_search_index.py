@@ -1,14 +1,23 @@
-"""The search index's speed-ups that must not change a byte: the token cache gives the tokens
-of no cache, and a segment's vocabulary read in one go equals reading it term by term."""
+"""The search index's build (continuity.search_index): the token cache, catch-up a chunk at a
+time, the append-only tail, the vocabulary read in one go. Small ``BLOCK``/``FANOUT``/``_CHUNK``
+(monkeypatched) keep the layouts of many segments fast to reach."""
 
 from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from continuity import frames as fr
 from continuity import search_index as si
-from continuity.search_index import Doc, Segment, build_segment, tokenize
+from continuity.search import search, search_prefix
+from continuity.search_index import Doc, Segment, ThreadSearchIndex, build_segment, tokenize
+from continuity.store import Store
 
 # --- tokens ---------------------------------------------------------------------------------
 
@@ -86,3 +95,182 @@ def _doc(seq: int, *terms: str) -> Doc:
 def test_the_vocabulary_read_in_one_go_equals_term_by_term(terms: list[str]) -> None:
     seg = Segment(build_segment([_doc(0, *terms)] if terms else []), 0)
     assert seg.terms() == [seg.term(i) for i in range(seg.n_terms)] == sorted(terms)
+
+
+# --- the index ------------------------------------------------------------------------------
+
+VOCAB = ["retry", "backoff", "alembic", "migration", "deploy", "pytest", "timeout", "cache"]
+
+
+def _frames(rng: random.Random, n: int) -> Iterator[fr.Frame]:
+    """Cheap frames, some without a document, some tool calls and observations."""
+    for i in range(n):
+        roll = rng.random()
+        words = " ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, 4)))
+        if roll < 0.1:
+            yield fr.message("user", "it is the one")  # no document
+        elif roll < 0.2:
+            block = fr.ToolUseBlock(
+                id=f"toolu_{i}", name="Edit", input={"file_path": f"src/{rng.choice(VOCAB)}.py"}
+            )
+            yield fr.message("assistant", content=[block])
+        elif roll < 0.25:
+            yield fr.ObservationRecorded(tool_use_id="t", text=words)
+        else:
+            yield fr.message(rng.choice(["user", "assistant"]), f"{words} w{i}")
+
+
+def _files(index: ThreadSearchIndex) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(index.dir.iterdir()) if p.name != ".lock"}
+
+
+@pytest.fixture
+def small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of 4, merges of 4."""
+    monkeypatch.setattr(si, "BLOCK", 4)
+    monkeypatch.setattr(si, "FANOUT", 4)
+
+
+@pytest.mark.usefixtures("small")
+def test_catch_up_in_any_chunking_equals_a_rebuild(
+    tmp_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    t = tmp_store.thread("t")
+    index = ThreadSearchIndex(tmp_store, "t")
+    total = 0
+    while total < 900:  # past merges into 16 and 64 many times
+        n = rng.choice([1, 2, 3, 7, 30, 90])
+        t.append(list(_frames(rng, n)))
+        total += n
+        monkeypatch.setattr(si, "_CHUNK", rng.choice([1, 3, 5, 16, 1000]))
+        index.refresh()
+        m = index.manifest()
+        assert m is not None and m.last_seq == total
+        assert {p.name for p in index.dir.glob("seg-*.bin")} == {s.name for s in m.segments}
+    m = index.manifest()
+    assert m is not None and m.docs > 10 * 64
+    caught_up = _files(index)
+    hits = [search(tmp_store, q, k=30) for q in ("retry backoff", "w17", "src/cache.py")]
+    assert all(hits)
+    for chunk in (1, 4, 63, 64, 65, 10_000):
+        monkeypatch.setattr(si, "_CHUNK", chunk)
+        assert index.rebuild() == m.docs
+        assert _files(index) == caught_up  # byte for byte
+    assert [search(tmp_store, q, k=30) for q in ("retry backoff", "w17", "src/cache.py")] == hits
+    for q in ("retry backoff", "deploy timeout", "w100"):
+        by_scan = search_prefix(tmp_store, "t", q, max_seq=10**9, k=30, use_caches=False)
+        assert search_prefix(tmp_store, "t", q, max_seq=10**9, k=30) == by_scan
+
+
+@pytest.mark.usefixtures("small")
+def test_a_catch_up_reads_the_log_a_chunk_at_a_time(
+    tmp_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the first segment is written, at most a chunk of documents has been made."""
+    tmp_store.thread("t").append([fr.message("user", f"word{i} common") for i in range(200)])
+    monkeypatch.setattr(si, "_CHUNK", 10)
+    made = [0]
+    real_doc_of, real_write = si.doc_of, si._write
+
+    def counting_doc_of(frame: fr.Frame, summary: str | None = None) -> Doc | None:
+        doc = real_doc_of(frame, summary)
+        made[0] += doc is not None
+        return doc
+
+    made_at_first_segment: list[int] = []
+
+    def watching_write(path: Path, data: bytes) -> None:
+        if path.name.startswith("seg-") and not made_at_first_segment:
+            made_at_first_segment.append(made[0])
+        real_write(path, data)
+
+    monkeypatch.setattr(si, "doc_of", counting_doc_of)
+    monkeypatch.setattr(si, "_write", watching_write)
+    assert ThreadSearchIndex(tmp_store, "t").refresh() == 200
+    assert made == [200]
+    assert made_at_first_segment == [10]
+
+
+def _die_at(name: str) -> Callable[[Path, bytes], None]:
+    real = si._write
+
+    def dying(path: Path, data: bytes) -> None:
+        if re.fullmatch(name, path.name):
+            raise KeyboardInterrupt(f"died before writing {path.name}")
+        real(path, data)
+
+    return dying
+
+
+def test_a_writer_that_dies_after_growing_the_tail_leaves_the_old_index_in_use(
+    tmp_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a seal the tail only grows: the old manifest still reads it, so the next
+    refresh catches up from there instead of rebuilding."""
+    t = tmp_store.thread("t")
+    t.append([fr.message("user", f"word{i} common") for i in range(300)])
+    index = ThreadSearchIndex(tmp_store, "t")
+    index.refresh()
+    old = index.manifest()
+    assert old is not None and old.tail_bytes > 0 and old.docs == 300
+    t.append([fr.message("user", f"word{i} common") for i in range(300, 310)])
+    monkeypatch.setattr(si, "_write", _die_at("manifest.json"))
+    with pytest.raises(KeyboardInterrupt):
+        index.refresh()
+    monkeypatch.undo()
+    assert (index.dir / "tail.jsonl").stat().st_size > old.tail_bytes  # grown, not committed
+    assert index.manifest() == old
+    assert index._files_match(old)
+    view = index.view()
+    assert view is not None and view.seqs().tolist() == list(range(1, 301))
+    assert index.refresh() == 10  # caught up from the old watermark, not rebuilt
+    after = _files(index)
+    assert index.rebuild() == 310
+    assert _files(index) == after
+
+
+@pytest.mark.usefixtures("small")
+@pytest.mark.parametrize("survivors", [0, 1, 5, 12, 30])
+def test_a_writer_that_dies_in_the_middle_of_a_long_catch_up_leaves_the_old_index_in_use(
+    tmp_store: Store, monkeypatch: pytest.MonkeyPatch, survivors: int
+) -> None:
+    """New segments (sealed and merged) are written as chunks fill, the tail and manifest only
+    at the end: dying before them leaves the old manifest's files as they were."""
+    t = tmp_store.thread("t")
+    t.append([fr.message("user", f"word{i} common") for i in range(30)])
+    index = ThreadSearchIndex(tmp_store, "t")
+    index.refresh()
+    old = index.manifest()
+    assert old is not None
+    t.append([fr.message("user", f"word{i} common") for i in range(30, 230)])
+    monkeypatch.setattr(si, "_CHUNK", 7)
+    real = si._write
+    done = [0]
+
+    def dying(path: Path, data: bytes) -> None:
+        if done[0] >= survivors:
+            raise KeyboardInterrupt(f"died before writing {path.name}")
+        done[0] += 1
+        real(path, data)
+
+    monkeypatch.setattr(si, "_write", dying)
+    with pytest.raises(KeyboardInterrupt):
+        index.refresh()
+    monkeypatch.setattr(si, "_write", real)
+    assert index.manifest() == old
+    assert index._files_match(old)
+    view = index.view()
+    assert view is not None and view.seqs().tolist() == list(range(1, 31))
+    assert index.refresh() == 200  # from the old watermark
+    for q in ("word5", "word29 common", "word229"):
+        by_scan = search_prefix(tmp_store, "t", q, max_seq=10**9, k=5, use_caches=False)
+        assert search_prefix(tmp_store, "t", q, max_seq=10**9, k=5) == by_scan
+    after = _files(index)
+    assert {p.name for p in index.dir.glob("seg-*.bin")} == {
+        s.name for s in (index.manifest() or old).segments
+    }
+    assert index.rebuild() == 230
+    assert _files(index) == after
