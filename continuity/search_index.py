@@ -6,9 +6,11 @@ is a pure function of the log, so a rebuild gives the same bytes:
 
 ``docs.bin``        one 16-byte record per document in log order: seq u64, weighted length u32,
                     kind u8 (1 message, 2 observation, 3 summary), role u8, 2 zero bytes
-``seg-*.bin``       sealed segments of 256 × 16^k documents (an inverted index each; see
-                    :class:`Segment`); every 16 equal neighbours merge into one, at fixed
-                    document counts, so the set of segments depends only on how many docs exist
+``seg-*.bin``       sealed segments of 256, 4,096 or 65,536 documents (256 × 16^k, k ≤ 2; an
+                    inverted index each, see :class:`Segment`); every 16 equal neighbours below
+                    the cap merge into one, at fixed document counts, so the set of segments
+                    depends only on how many docs exist; no merge goes past ``MAX_SEGMENT``
+                    (ADR 0011), so an update rewrites at most 65,536 documents
 ``tail.jsonl``      the documents not yet in a segment (fewer than 256), one line each; it only
                     grows between seals (each manifest names the bytes it covers)
 ``manifest.json``   the watermark (last seq, its digest, log offset) and the segment list
@@ -80,9 +82,11 @@ K1: Final = 1.2
 B: Final = 0.75
 _MAX_FIELD_CHARS: Final = 4000
 _DOC: Final = struct.Struct("<QIBB2x")
+MAX_SEGMENT: Final = BLOCK * FANOUT**2
+"""No merge makes a segment larger (65,536 documents): an update rewrites at most that many."""
 _CHUNK: Final = 16_384
 """Documents tokenized, written and sealed at a time by a catch-up."""
-_VERSION: Final = 2  # 2: Unicode-aware tokens
+_VERSION: Final = 3  # 2: Unicode-aware tokens; 3: segments of at most MAX_SEGMENT documents
 
 # --- tokenizing -----------------------------------------------------------------------------
 
@@ -599,13 +603,17 @@ class ThreadSearchIndex:
         return n_docs - m.docs
 
     def _merge(self, segments: list[SegmentRef], kept: set[str]) -> list[SegmentRef]:
-        """Merge the last 16 segments into one while they have one size and start at a
-        multiple of the merged size. The merged ones that no manifest names (``kept`` are the
-        live manifest's) go at once."""
+        """Merge the last 16 segments into one while they have one size, start at a multiple
+        of the merged size, and the merged one holds at most ``MAX_SEGMENT`` documents. The
+        merged ones that no manifest names (``kept`` are the live manifest's) go at once."""
         while len(segments) >= FANOUT:
             group = segments[-FANOUT:]
             size = group[0].n_docs
-            if any(s.n_docs != size for s in group) or group[0].first_doc % (size * FANOUT):
+            if (
+                size * FANOUT > MAX_SEGMENT
+                or any(s.n_docs != size for s in group)
+                or group[0].first_doc % (size * FANOUT)
+            ):
                 break
             merged = merge_segments([self._segment(s) for s in group])
             ref = SegmentRef(group[0].first_doc, size * FANOUT)

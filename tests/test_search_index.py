@@ -1,5 +1,6 @@
 """The search index's build (continuity.search_index): the token cache, catch-up a chunk at a
-time, the append-only tail, the vocabulary read in one go. Small ``BLOCK``/``FANOUT``/``_CHUNK``
+time, the cap on merged segments, the append-only tail, the vocabulary read in one go, and an
+index of an older version being rebuilt. Small ``BLOCK``/``FANOUT``/``MAX_SEGMENT``/``_CHUNK``
 (monkeypatched) keep the layouts of many segments fast to reach."""
 
 from __future__ import annotations
@@ -126,9 +127,23 @@ def _files(index: ThreadSearchIndex) -> dict[str, bytes]:
 
 @pytest.fixture
 def small(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks of 4, merges of 4."""
+    """Blocks of 4, merges of 4, segments of at most 64 documents (4 × 4²), as the real
+    256 × 16² = 65,536."""
     monkeypatch.setattr(si, "BLOCK", 4)
     monkeypatch.setattr(si, "FANOUT", 4)
+    monkeypatch.setattr(si, "MAX_SEGMENT", 64)
+
+
+def _layout(n_docs: int) -> list[tuple[int, int]]:
+    """The segments of ``n_docs`` documents with the small constants: as many of the cap (64)
+    as fit, then fewer than 4 of 16, then fewer than 4 of 4."""
+    sizes = [64] * (n_docs // 64) + [16] * (n_docs % 64 // 16) + [4] * (n_docs % 16 // 4)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return list(zip(starts, sizes, strict=True))
+
+
+def test_the_real_cap_is_256_times_16_squared() -> None:
+    assert si.MAX_SEGMENT == si.BLOCK * si.FANOUT**2 == 65_536
 
 
 @pytest.mark.usefixtures("small")
@@ -141,7 +156,7 @@ def test_catch_up_in_any_chunking_equals_a_rebuild(
     t = tmp_store.thread("t")
     index = ThreadSearchIndex(tmp_store, "t")
     total = 0
-    while total < 900:  # past merges into 16 and 64 many times
+    while total < 900:  # past the cap of 64 many times
         n = rng.choice([1, 2, 3, 7, 30, 90])
         t.append(list(_frames(rng, n)))
         total += n
@@ -149,6 +164,7 @@ def test_catch_up_in_any_chunking_equals_a_rebuild(
         index.refresh()
         m = index.manifest()
         assert m is not None and m.last_seq == total
+        assert [(s.first_doc, s.n_docs) for s in m.segments] == _layout(m.docs)  # capped
         assert {p.name for p in index.dir.glob("seg-*.bin")} == {s.name for s in m.segments}
     m = index.manifest()
     assert m is not None and m.docs > 10 * 64
@@ -274,3 +290,29 @@ def test_a_writer_that_dies_in_the_middle_of_a_long_catch_up_leaves_the_old_inde
     }
     assert index.rebuild() == 230
     assert _files(index) == after
+
+
+@pytest.mark.usefixtures("small")
+def test_an_index_of_the_previous_version_is_rebuilt(
+    tmp_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 2 merged without a cap: its segments are not this version's, so it is dropped
+    and built again."""
+    t = tmp_store.thread("t")
+    t.append(list(_frames(random.Random(3), 400)))
+    index = ThreadSearchIndex(tmp_store, "t")
+    monkeypatch.setattr(si, "MAX_SEGMENT", 10**9)
+    monkeypatch.setattr(si, "_VERSION", 2)
+    index.refresh()
+    v2 = index.manifest()
+    assert v2 is not None and v2.version == 2 and v2.segments[0].n_docs == 256
+    monkeypatch.setattr(si, "MAX_SEGMENT", 64)
+    monkeypatch.setattr(si, "_VERSION", 3)
+    assert index.refresh() == v2.docs  # every document again
+    m = index.manifest()
+    assert m is not None and m.version == 3
+    assert [(s.first_doc, s.n_docs) for s in m.segments] == _layout(m.docs)
+    assert not (index.dir / v2.segments[0].name).exists()
+    rebuilt = _files(index)
+    index.rebuild()
+    assert _files(index) == rebuilt
