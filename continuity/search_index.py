@@ -157,7 +157,8 @@ _CACHED_CHUNK_MAX: Final = 128
 _token_cache: dict[str, tuple[str, ...]] = {}
 """Chunk → its tokens: paths, identifiers and words repeat a lot, in generated and real text.
 At most ``_TOKEN_CACHE_MAX`` chunks of at most ``_CACHED_CHUNK_MAX`` characters (cleared when
-full), so a few tens of MB at worst."""
+full): about 350 bytes a chunk on generated threads (14 characters on average), so some 35 MB
+when full; chunks near the length limit and split into many parts cost a few times that."""
 
 
 def _chunk_tokens(chunk: str) -> tuple[str, ...]:
