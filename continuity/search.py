@@ -229,9 +229,7 @@ class _Corpus:
                     match = docs[at] == hits
                     if match.any():
                         tf = tfs[at[match]].astype(np.float64)
-                        cand[match] += (
-                            idf[term] * (tf * (K1 + 1.0)) / (tf + norm[hits[match]])
-                        )
+                        cand[match] += idf[term] * (tf * (K1 + 1.0)) / (tf + norm[hits[match]])
             top.add(cand)
             found_docs.append(hits + seg.first_doc)
             found_scores.append(cand)
