@@ -392,9 +392,7 @@ def search(
     terms = query_terms(query)
     corpora = []
     for tid in _threads(store, thread, project):
-        index = ThreadSearchIndex(store, tid)
-        index.refresh()
-        view = index.view()
+        view = ThreadSearchIndex(store, tid).current_view()
         if view is not None and view.manifest.docs:
             corpora.append(_corpus_of_view(view, None))
     hits = _rank(corpora, terms, max(k, rerank if embedder else k), frozenset())
@@ -435,9 +433,7 @@ def search_prefix(
     if max_seq < 0 or k <= 0:
         return []
     if use_caches and isinstance(store, Store):
-        index = ThreadSearchIndex(store, thread_id)
-        index.refresh()
-        view = index.view()
+        view = ThreadSearchIndex(store, thread_id).current_view()
         corpora = [_corpus_of_view(view, max_seq)] if view is not None else []
     else:
         docs = list(docs_of(thread.read(to_seq=max_seq), store))

@@ -44,7 +44,7 @@ import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound
-from continuity.store import BaseStore, Store, validate_thread_id
+from continuity.store import BaseStore, JsonlThread, Store, validate_thread_id
 
 __all__ = [
     "KIND_MESSAGE",
@@ -630,6 +630,8 @@ class ThreadSearchIndex:
             return []
         with open(self.dir / "tail.jsonl", "rb") as f:
             raw = f.read(m.tail_bytes)
+        if len(raw) != m.tail_bytes:
+            raise ValueError("tail.jsonl is shorter than its manifest says")
         return [_doc_decoder.decode(line) for line in raw.splitlines()]
 
     def _segment(self, ref: SegmentRef) -> Segment:
@@ -655,6 +657,59 @@ class ThreadSearchIndex:
             return IndexView(self, m)
         finally:
             os.close(fd)
+
+
+    def current_view(self) -> IndexView | None:
+        """The index as of the log's end. When nothing is new this costs one stat and one short
+        read of the log: no catch-up of the frame caches, no other check. Otherwise (the log
+        moved on, or the index is missing, old or damaged) it is ``refresh()`` then ``view()``.
+        None if the thread has nothing indexed yet."""
+        view = self._view_if_current()
+        if view is not None:
+            return view
+        self.refresh()
+        return self.view()
+
+    def _view_if_current(self) -> IndexView | None:
+        try:
+            fd = os.open(self.dir / ".lock", os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            m = self.manifest()
+            if (
+                m is None
+                or m.version != _VERSION
+                or m.thread_id != self.thread_id
+                or m.last_seq < 0
+                or not self._log_ends_with(m.log_end, m.digest)
+            ):
+                return None
+            return IndexView(self, m)
+        except (OSError, ValueError, struct.error, msgspec.DecodeError, msgspec.ValidationError):
+            return None  # a file gone or damaged: refresh() sees it and rebuilds
+        finally:
+            os.close(fd)
+
+    def _log_ends_with(self, end: int, digest: str) -> bool:
+        """Whether the thread's log is exactly ``end`` bytes long and its last line carries
+        ``digest``: the chain digest of every frame up to it, so nothing indexed has changed."""
+        thread = self.store.thread(self.thread_id)
+        assert isinstance(thread, JsonlThread)
+        want = fr.DIGEST_HEX_LEN + 32  # the sealed suffix and a few bytes of the body before it
+        try:
+            fd = os.open(thread.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            if os.fstat(fd).st_size != end or end <= want:
+                return False
+            data = os.pread(fd, want, end - want)
+        finally:
+            os.close(fd)
+        sealed = fr.unseal(data[:-1]) if data.endswith(b"\n") else None
+        return sealed is not None and sealed[1].hex() == digest
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -700,9 +755,19 @@ class IndexView:
             if m.docs
             else None
         )
-        self.segments: list[Segment | DocsSegment] = [index._segment(s) for s in m.segments]
+        self.segments: list[Segment | DocsSegment] = []
+        for ref in m.segments:
+            segment = index._segment(ref)
+            if segment.n_docs != ref.n_docs:
+                raise ValueError(f"{ref.name} holds {segment.n_docs} documents")
+            self.segments.append(segment)
         tail = index._tail(m)
         if tail:
+            # The tail must be the documents docs.bin ends with: a writer that died between a
+            # seal's tail.jsonl and its manifest leaves another tail under the old manifest.
+            assert self.docs is not None
+            if [d.seq for d in tail] != self.docs["seq"][m.docs - len(tail) :].tolist():
+                raise ValueError("tail.jsonl is not the end of docs.bin")
             self.segments.append(DocsSegment(tail, m.docs - len(tail)))
 
     def seqs(self) -> npt.NDArray[np.uint64]:

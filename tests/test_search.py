@@ -469,6 +469,52 @@ def test_an_index_that_disagrees_with_the_log_is_rebuilt(tmp_store: Store) -> No
     assert [h.seq for h in search(tmp_store, "alembic")] == [1]
 
 
+def test_a_log_of_the_same_length_with_other_frames_is_not_taken_for_the_indexed_one(
+    tmp_store: Store,
+) -> None:
+    """The quick check of an index that looks current compares the log's length and its last
+    chain digest: a log of exactly the same length with other words must still be re-indexed."""
+    path = tmp_store.root / "threads" / "t.jsonl"
+    tmp_store.thread("t").append([text("user", "first retry"), text("user", "second retry")])
+    assert [h.seq for h in search(tmp_store, "retry")] == [1, 2]
+    size = path.stat().st_size
+    path.unlink()
+    tmp_store.thread("t").append([text("user", "first alpha"), text("user", "second retry")])
+    assert path.stat().st_size == size
+    assert [h.seq for h in search(tmp_store, "retry")] == [2]
+    assert [h.seq for h in search(tmp_store, "alpha")] == [1]
+
+
+def test_index_files_damaged_behind_a_current_manifest_are_noticed(tmp_store: Store) -> None:
+    """With the log unchanged, a search reads the index without the full trust check; a
+    missing, cut or foreign file behind the manifest must still send it to a rebuild."""
+    t = tmp_store.thread("t")
+    t.append([text("user", f"word{i} common") for i in range(300)])
+    expected = {
+        q: search(tmp_store, q, k=5) for q in ("word7", "word256", "word290 common", "common")
+    }
+    assert all(expected.values())
+    folder = tmp_store.cache_dir / "search" / "t"
+    segment = next(folder.glob("seg-*.bin"))
+
+    def damage_all() -> Iterator[None]:
+        segment.unlink()
+        yield
+        segment.write_bytes(b"CSEG")
+        yield
+        tail = (folder / "tail.jsonl").read_bytes()
+        (folder / "tail.jsonl").write_bytes(tail[: len(tail) // 2])
+        yield
+        # a tail of the right length naming other documents than docs.bin ends with
+        lines = (folder / "tail.jsonl").read_bytes().splitlines(keepends=True)
+        (folder / "tail.jsonl").write_bytes(b"".join([lines[1], lines[0], *lines[2:]]))
+        yield
+
+    for _ in damage_all():
+        for q, hits in expected.items():
+            assert search(tmp_store, q, k=5) == hits, q
+
+
 def _die_after(survivors: int) -> Callable[[Path, bytes], None]:
     real = si._write
     done = [0]
