@@ -19,6 +19,13 @@ def main() -> None:
         from continuity.claude_code.hooks import main as hook_main
 
         sys.exit(hook_main(sys.argv[2:]))
+    if "search" in sys.argv[1:4]:
+        # Latency-critical too: a plain search runs before typer is imported (60-70 ms).
+        from continuity._search_cli import fast_search
+
+        code = fast_search(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
     from continuity.cli import app
 
     app()

@@ -1,17 +1,26 @@
-"""Human-readable one-line descriptions of frames (for ``continuity log``)."""
+"""Human-readable one-liners for the CLI: frames (for ``continuity log``), times, recoveries."""
 
 from __future__ import annotations
 
 import time
 
 from continuity import frames as fr
+from continuity.store import Recovery
 
-__all__ = ["describe", "format_ts"]
+__all__ = ["describe", "format_ts", "recovery_line"]
 
 
 def format_ts(ts_ms: int) -> str:
     """UTC, to the second: stable whatever the machine's timezone."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts_ms / 1000))
+
+
+def recovery_line(rec: Recovery) -> str:
+    """What the CLI says on stderr when opening a thread moved a torn or unfinished tail away."""
+    return (
+        f"recovered thread {rec.thread_id}: moved {rec.length} bytes at offset {rec.offset} "
+        f"to {rec.quarantine_file} ({rec.reason})"
+    )
 
 
 def _clip(text: str, width: int) -> str:

@@ -18,7 +18,7 @@ import msgspec
 import typer
 
 from continuity import frames as fr
-from continuity._display import describe, format_ts
+from continuity._display import describe, format_ts, recovery_line
 from continuity.errors import ContinuityError
 from continuity.paths import resolve_store_path
 from continuity.store import Recovery, Store
@@ -62,11 +62,7 @@ def _count(n: int, noun: str, plural: str | None = None) -> str:
 
 
 def _report_recovery(rec: Recovery) -> None:
-    typer.echo(
-        f"recovered thread {rec.thread_id}: moved {rec.length} bytes at offset {rec.offset} "
-        f"to {rec.quarantine_file} ({rec.reason})",
-        err=True,
-    )
+    typer.echo(recovery_line(rec), err=True)
 
 
 def _open(ctx: typer.Context, *, durable: bool = True, create: bool = False) -> Store:

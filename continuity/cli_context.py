@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 from typing import Annotated, Literal
 
-import msgspec
 import typer
 
 from continuity import frames as fr
 from continuity._display import format_ts
+from continuity._search_cli import K_MAX, print_hits
 from continuity.cli import _count, _errors, _fail, _open, app
 
 __all__: list[str] = []
@@ -257,7 +257,7 @@ def search(
     project: Annotated[
         str | None, typer.Option("--project", help="Only threads of this project (its cwd).")
     ] = None,
-    k: Annotated[int, typer.Option("--k", min=1, max=1000, help="How many hits.")] = 10,
+    k: Annotated[int, typer.Option("--k", min=1, max=K_MAX, help="How many hits.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="The hits as JSON lines.")] = False,
     rerank: Annotated[
         bool, typer.Option("--rerank", help="Re-rank by hashed-feature vector similarity.")
@@ -277,28 +277,4 @@ def search(
             k=k,
             embedder=HashedEmbedder() if rerank else None,
         )
-    if as_json:
-        for h in hits:
-            typer.echo(msgspec.json.encode(h).decode())
-        return
-    if not hits:
-        typer.echo(f"no hits for {query!r}")
-        return
-    color = sys.stdout.isatty()
-    for h in hits:
-        snippet = _highlight(h.snippet, h.terms) if color else h.snippet
-        who = f" {h.role}" if h.role else ""
-        typer.echo(
-            f"{h.thread_id}  seq {h.seq}  {format_ts(h.ts_ms)}  {h.kind}{who}  ({h.score:.3f})"
-        )
-        typer.echo(f"    {snippet}", color=color)
-
-
-def _highlight(text: str, terms: list[str]) -> str:
-    """Bold the matched terms (ANSI) for a terminal."""
-    import re
-
-    if not terms:
-        return text
-    pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.I)
-    return pattern.sub(lambda m: f"\x1b[1m{m.group(0)}\x1b[22m", text)
+    print_hits(hits, query, as_json=as_json, write=typer.echo)

@@ -658,7 +658,6 @@ class ThreadSearchIndex:
         finally:
             os.close(fd)
 
-
     def current_view(self) -> IndexView | None:
         """The index as of the log's end. When nothing is new this costs one stat and one short
         read of the log: no catch-up of the frame caches, no other check. Otherwise (the log

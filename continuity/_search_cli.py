@@ -1,0 +1,156 @@
+"""``continuity search`` before typer: the well-formed command line, parsed by hand.
+
+A search from a fresh process at a million messages has about 300 ms; typer, click and building
+the whole command tree take 60–70 ms of them. ``__main__`` hands a command line whose command is
+``search`` to :func:`fast_search` first. It runs only what it recognises exactly — ``--store``
+before the command, one query, ``--thread``, ``--project``, ``--k`` within its range,
+``--json``, ``--rerank`` — and returns None for anything else (help, a bad value, an unknown or
+repeated option) and for any error, so that the typer command (``cli_context.search``) runs
+instead and owns every message, usage error and exit code. Both print through
+:func:`print_hits`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from continuity._display import format_ts, recovery_line
+from continuity.errors import ContinuityError
+
+if TYPE_CHECKING:
+    from continuity.search import Hit
+
+__all__ = ["K_MAX", "fast_search", "parse", "print_hits"]
+
+K_MAX = 1000
+_FLAGS = {"--json": "json", "--rerank": "rerank"}
+_VALUED = {"--thread": "thread", "--project": "project", "--k": "k"}
+
+
+class SearchArgs(msgspec.Struct, kw_only=True):
+    store: str | None = None
+    query: str
+    thread: str | None = None
+    project: str | None = None
+    k: int = 10
+    json: bool = False
+    rerank: bool = False
+
+
+def parse(argv: list[str]) -> SearchArgs | None:
+    """The search a command line (without the program name) asks for, or None when it is
+    not a plain well-formed ``search`` command line."""
+    seen: dict[str, str | bool] = {}
+    i = 0
+    if argv[:1] == ["--store"] and len(argv) > 1:
+        seen["store"] = argv[1]
+        i = 2
+    elif argv and argv[0].startswith("--store="):
+        seen["store"] = argv[0].removeprefix("--store=")
+        i = 1
+    if argv[i : i + 1] != ["search"]:
+        return None
+    positional: list[str] = []
+    rest = argv[i + 1 :]
+    j = 0
+    while j < len(rest):
+        arg = rest[j]
+        j += 1
+        if arg == "--":
+            positional += rest[j:]
+            break
+        if not arg.startswith("-") or arg == "-":
+            positional.append(arg)
+            continue
+        name, eq, value = arg.partition("=")
+        if name in _FLAGS and not eq:
+            key: str = _FLAGS[name]
+            found: str | bool = True
+        elif name in _VALUED:
+            key = _VALUED[name]
+            if not eq:
+                if j >= len(rest):
+                    return None
+                value = rest[j]
+                j += 1
+            found = value
+        else:
+            return None  # --help, -h, an unknown option, a typo: typer says what is wrong
+        if key in seen:
+            return None
+        seen[key] = found
+    if len(positional) != 1:
+        return None
+    k = seen.pop("k", "10")
+    assert isinstance(k, str)
+    if not re.fullmatch(r"[0-9]+", k) or not 1 <= int(k) <= K_MAX:
+        return None
+    return msgspec.convert({**seen, "query": positional[0], "k": int(k)}, SearchArgs)
+
+
+def fast_search(argv: list[str]) -> int | None:
+    """Run a well-formed ``search`` command line and return its exit code; None to leave it
+    (and any error it meets) to the typer command."""
+    args = parse(argv)
+    if args is None:
+        return None
+    from continuity.paths import resolve_store_path
+    from continuity.search import HashedEmbedder, search
+    from continuity.store import Store
+
+    try:
+        store = Store(
+            resolve_store_path(args.store),
+            on_recovery=lambda rec: print(recovery_line(rec), file=sys.stderr),
+        )
+        hits = search(
+            store,
+            args.query,
+            thread=args.thread,
+            project=args.project,
+            k=args.k,
+            embedder=HashedEmbedder() if args.rerank else None,
+        )
+    except (ContinuityError, OSError):
+        return None  # the typer command runs it again and reports the error its way
+    try:
+        print_hits(hits, args.query, as_json=args.json, write=print)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (``| head``): quiet, exit 1, as click does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0
+
+
+def print_hits(
+    hits: Sequence[Hit], query: str, *, as_json: bool, write: Callable[[str], object]
+) -> None:
+    """Hits as JSON lines, or two lines each (matched terms in bold on a terminal)."""
+    if as_json:
+        for h in hits:
+            write(msgspec.json.encode(h).decode())
+        return
+    if not hits:
+        write(f"no hits for {query!r}")
+        return
+    color = sys.stdout.isatty()
+    for h in hits:
+        snippet = highlight(h.snippet, h.terms) if color else h.snippet
+        who = f" {h.role}" if h.role else ""
+        write(f"{h.thread_id}  seq {h.seq}  {format_ts(h.ts_ms)}  {h.kind}{who}  ({h.score:.3f})")
+        write(f"    {snippet}")
+
+
+def highlight(text: str, terms: list[str]) -> str:
+    """Bold the matched terms (ANSI) for a terminal."""
+    if not terms:
+        return text
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.I)
+    return pattern.sub(lambda m: f"\x1b[1m{m.group(0)}\x1b[22m", text)
