@@ -16,8 +16,9 @@ figure is the search index's own cost unless a row says otherwise.
 * query: ``search(store, query, k=10)`` (every thread of the store; it holds one) for a file
   path, a command, an error phrase and a two-word concept, ``--repeat`` (30) rounds with the
   queries and sizes interleaved; target p50 <= 50 ms at 1M, and rows ``1M/10k`` give the ratio
-  largest/smallest size. Components in the same rounds: ``refresh()`` with nothing new (the
-  watermark check every search pays) and ``view()`` (opening the index);
+  largest/smallest size. Components in the same rounds: ``current_view()`` with nothing new
+  (what every search pays per thread: the watermark check against the log's end, then opening
+  the index) and ``view()`` (opening it alone);
 * update: append one turn (a user prompt, an assistant ``tool_use`` of Bash, its
   ``tool_result``, an assistant reply: four documents; untimed), then time the frame caches'
   catch-up (``ThreadIndex.refresh``) and the search index's (``ThreadSearchIndex.refresh``),
@@ -25,7 +26,8 @@ figure is the search index's own cost unless a row says otherwise.
   <= 10 ms). A block of 256 documents is sealed into a segment about every 64 turns: those rounds
   are also shown apart. Then the merges: appended frames (untimed) bring the index to just below
   the next multiple of 4,096 documents (``--cross-repeat`` times: seal + merge of 16 x 256) and of
-  65,536 (seal + the cascade of merges up to it; at 1M frames that is 1,048,576 = 16 x 65,536),
+  65,536 (seal + the cascade of merges up to it; segments stop growing there, ADR 0011, so at
+  1M frames the crossing of 1,048,576 is one more 16 x 4,096 merge),
   and one more turn crosses it (timed, one sample each; skipped when more than
   ``--cross-max-fill`` documents would be needed);
 * process (largest size): ``continuity search QUERY`` as a fresh process for each query (a
@@ -306,7 +308,7 @@ def _queries(stores: dict[int, Store], repeat: int, report: Report) -> None:
     log(f"bench_search: {repeat} rounds of {len(QUERIES)} queries at {len(sizes)} sizes")
     for _ in range(repeat):
         for n in sizes:
-            refresh_s[n].append(time_once(indexes[n].refresh))
+            refresh_s[n].append(time_once(indexes[n].current_view))
             view_s[n].append(time_once(indexes[n].view))
         for label, query in QUERIES:
             for n in sizes:
@@ -317,7 +319,7 @@ def _queries(stores: dict[int, Store], repeat: int, report: Report) -> None:
     for label, _query in QUERIES:
         for n in sizes:
             row = time_row(f"search {label} @{_short(n)}", samples[(label, n)])
-            row.baseline = "refresh, nothing new"
+            row.baseline = "current_view(), nothing new"
             row.ratio = row.median / (median(refresh_s[n]) * 1e3)
             if n == large:
                 row.target = QUERY_TARGET_MS
@@ -327,7 +329,7 @@ def _queries(stores: dict[int, Store], repeat: int, report: Report) -> None:
             report.rows.append(Row(f"  search {label} {_short(large)}/{_short(small)}", ratio, "x"))
     for n in sizes:
         report.rows.append(
-            time_row(f"  component: refresh, nothing new @{_short(n)}", refresh_s[n])
+            time_row(f"  component: current_view(), nothing new @{_short(n)}", refresh_s[n])
         )
         report.rows.append(time_row(f"  component: view() @{_short(n)}", view_s[n]))
     for label, query in QUERIES:
