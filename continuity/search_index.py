@@ -645,6 +645,23 @@ class ThreadSearchIndex:
         Read under a shared lock: a writer in another process rewrites ``tail.jsonl`` and
         removes merged segments before and after its manifest, never while this is held.
         """
+        return self._locked_view(current_only=False)
+
+    def current_view(self) -> IndexView | None:
+        """The index as of the log's end. When nothing is new this costs one stat and one short
+        read of the log: no catch-up of the frame caches, no other check. Otherwise (the log
+        moved on, or the index is missing, old or damaged) it is ``refresh()`` then ``view()``.
+        None if the thread has nothing indexed yet."""
+        view = self._locked_view(current_only=True)
+        if view is not None:
+            return view
+        self.refresh()
+        return self.view()
+
+    def _locked_view(self, *, current_only: bool) -> IndexView | None:
+        """The view of the manifest, under the shared lock; with ``current_only``, None unless
+        the manifest is this version's and the log ends where it says, and None (not an error)
+        when a file behind it is missing or damaged."""
         try:
             fd = os.open(self.dir / ".lock", os.O_RDONLY)
         except FileNotFoundError:
@@ -654,40 +671,19 @@ class ThreadSearchIndex:
             m = self.manifest()
             if m is None:
                 return None
-            return IndexView(self, m)
-        finally:
-            os.close(fd)
-
-    def current_view(self) -> IndexView | None:
-        """The index as of the log's end. When nothing is new this costs one stat and one short
-        read of the log: no catch-up of the frame caches, no other check. Otherwise (the log
-        moved on, or the index is missing, old or damaged) it is ``refresh()`` then ``view()``.
-        None if the thread has nothing indexed yet."""
-        view = self._view_if_current()
-        if view is not None:
-            return view
-        self.refresh()
-        return self.view()
-
-    def _view_if_current(self) -> IndexView | None:
-        try:
-            fd = os.open(self.dir / ".lock", os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            m = self.manifest()
+            if not current_only:
+                return IndexView(self, m)
             if (
-                m is None
-                or m.version != _VERSION
+                m.version != _VERSION
                 or m.thread_id != self.thread_id
                 or m.last_seq < 0
                 or not self._log_ends_with(m.log_end, m.digest)
             ):
                 return None
-            return IndexView(self, m)
-        except (OSError, ValueError, struct.error, msgspec.DecodeError, msgspec.ValidationError):
-            return None  # a file gone or damaged: refresh() sees it and rebuilds
+            try:
+                return IndexView(self, m)
+            except (OSError, ValueError, struct.error, msgspec.DecodeError):
+                return None  # refresh() sees what is wrong and rebuilds
         finally:
             os.close(fd)
 

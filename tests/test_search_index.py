@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_search import _die_after
 
 from continuity import frames as fr
 from continuity import search_index as si
@@ -264,15 +265,7 @@ def test_a_writer_that_dies_in_the_middle_of_a_long_catch_up_leaves_the_old_inde
     t.append([fr.message("user", f"word{i} common") for i in range(30, 230)])
     monkeypatch.setattr(si, "_CHUNK", 7)
     real = si._write
-    done = [0]
-
-    def dying(path: Path, data: bytes) -> None:
-        if done[0] >= survivors:
-            raise KeyboardInterrupt(f"died before writing {path.name}")
-        done[0] += 1
-        real(path, data)
-
-    monkeypatch.setattr(si, "_write", dying)
+    monkeypatch.setattr(si, "_write", _die_after(survivors))
     with pytest.raises(KeyboardInterrupt):
         index.refresh()
     monkeypatch.setattr(si, "_write", real)
