@@ -208,10 +208,31 @@ def env_info() -> dict[str, Any]:
     }
 
 
-def common_parser(description: str) -> argparse.ArgumentParser:
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(s) for s in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated integers: {text!r}") from None
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"sizes must be positive: {text!r}")
+    return sizes
+
+
+def common_parser(
+    description: str, sizes: tuple[int, ...] | None = None, unit: str = "frames"
+) -> argparse.ArgumentParser:
+    """``--json`` and ``--seed``; with ``sizes``, also ``--sizes`` (parsed to a tuple of ints,
+    ``sizes`` by default), the thread or transcript sizes a benchmark runs at, in ``unit``."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    if sizes is not None:
+        parser.add_argument(
+            "--sizes",
+            type=_sizes,
+            default=sizes,
+            help=f"comma-separated sizes in {unit} (default {','.join(map(str, sizes))})",
+        )
     return parser
 
 

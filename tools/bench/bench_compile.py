@@ -501,12 +501,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = common_parser(__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--sizes",
-        default=",".join(str(s) for s in DEFAULT_SIZES),
-        help="comma-separated thread sizes in frames",
-    )
+    parser = common_parser(__doc__.split("\n\n")[0], DEFAULT_SIZES)
     parser.add_argument("--repeat", type=int, default=60, help="timed compiles per config, size")
     parser.add_argument("--process-repeat", type=int, default=9, help="fresh processes each")
     parser.add_argument("--catchup-repeat", type=int, default=10)
@@ -518,7 +513,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile the largest size")
     args = parser.parse_args(argv)
     report = run(
-        sizes=tuple(int(s) for s in args.sizes.split(",")),
+        sizes=args.sizes,
         repeat=args.repeat,
         process_repeat=args.process_repeat,
         catchup_repeat=args.catchup_repeat,

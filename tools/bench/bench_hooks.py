@@ -478,18 +478,12 @@ def _profile(hook: list[str], s: _Session, mb: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = common_parser(__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--sizes",
-        default=",".join(str(s) for s in DEFAULT_SIZES),
-        help="comma-separated transcript sizes in MB",
-    )
+    parser = common_parser(__doc__.split("\n\n")[0], DEFAULT_SIZES, unit="MB (transcripts)")
     parser.add_argument("--repeat", type=int, default=11, help="timed hook runs per size")
     parser.add_argument("--first-repeat", type=int, default=9, help="timed first ingests")
     parser.add_argument("--profile", action="store_true", help="add importtime and cProfile")
     args = parser.parse_args(argv)
-    sizes = tuple(int(s) for s in args.sizes.split(","))
-    emit([run(sizes, args.repeat, args.first_repeat, args.seed, args.profile)], args.json)
+    emit([run(args.sizes, args.repeat, args.first_repeat, args.seed, args.profile)], args.json)
 
 
 if __name__ == "__main__":

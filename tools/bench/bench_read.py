@@ -186,17 +186,11 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = common_parser(__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--sizes",
-        default=",".join(str(s) for s in DEFAULT_SIZES),
-        help="comma-separated thread sizes in frames",
-    )
+    parser = common_parser(__doc__.split("\n\n")[0], DEFAULT_SIZES)
     parser.add_argument("--repeat", type=int, default=200, help="timed calls per op and size")
     parser.add_argument("--process-repeat", type=int, default=10, help="fresh processes each")
     args = parser.parse_args(argv)
-    sizes = tuple(int(s) for s in args.sizes.split(","))
-    emit([run(sizes, args.repeat, args.process_repeat, args.seed)], args.json)
+    emit([run(args.sizes, args.repeat, args.process_repeat, args.seed)], args.json)
 
 
 if __name__ == "__main__":

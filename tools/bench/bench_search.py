@@ -582,12 +582,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = common_parser(__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--sizes",
-        default=",".join(str(s) for s in DEFAULT_SIZES),
-        help="comma-separated thread sizes in frames",
-    )
+    parser = common_parser(__doc__.split("\n\n")[0], DEFAULT_SIZES)
     parser.add_argument("--build-repeat", type=int, default=3, help="builds below 1M frames")
     parser.add_argument("--large-build-repeat", type=int, default=1, help="builds from 1M up")
     parser.add_argument("--repeat", type=int, default=30, help="timed searches per query, size")
@@ -598,7 +593,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile the largest size")
     args = parser.parse_args(argv)
     report = run(
-        sizes=tuple(int(s) for s in args.sizes.split(",")),
+        sizes=args.sizes,
         build_repeat=args.build_repeat,
         large_build_repeat=args.large_build_repeat,
         repeat=args.repeat,
