@@ -15,6 +15,10 @@ __all__: list[str] = []
 
 Target = Literal["claude-code"]
 ScopeOpt = Literal["user", "project", "local"]
+ProjectOpt = Annotated[
+    Path | None, typer.Option("--project", help="The project folder for --scope project/local.")
+]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the change; write nothing.")]
 
 
 def _settings(scope: ScopeOpt, project: Path | None) -> Path:
@@ -31,13 +35,8 @@ def install(
         ScopeOpt,
         typer.Option("--scope", help="user (~/.claude), project (.claude, committed) or local."),
     ] = "user",
-    project: Annotated[
-        Path | None,
-        typer.Option("--project", help="The project folder for --scope project/local."),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the change; write nothing.")
-    ] = False,
+    project: ProjectOpt = None,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Add continuity's hooks to Claude Code's settings (idempotent; other hooks are kept)."""
     from continuity.claude_code.install import apply_plan, plan_install
@@ -67,13 +66,8 @@ def install(
 def uninstall(
     target: Annotated[Target, typer.Argument(help="What to remove from: claude-code.")],
     scope: Annotated[ScopeOpt, typer.Option("--scope", help="user, project or local.")] = "user",
-    project: Annotated[
-        Path | None,
-        typer.Option("--project", help="The project folder for --scope project/local."),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the change; write nothing.")
-    ] = False,
+    project: ProjectOpt = None,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Remove continuity's hooks from Claude Code's settings (everything else is kept)."""
     from continuity.claude_code.install import apply_plan, plan_uninstall
