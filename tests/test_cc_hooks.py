@@ -568,10 +568,10 @@ def test_a_hook_process_takes_the_event_from_its_input(
     assert not (store / "errors.log").exists()
 
 
-@pytest.mark.slow
-def test_the_hook_path_imports_nothing_heavy(tmp_path: Path, transcript: Transcript) -> None:
-    work(transcript, ["/work/demo/app.py"], ["pytest -q"])
-    transcript.flush()
+def hook_modules(tmp_path: Path, payload: dict[str, Any]) -> set[str]:
+    """The numpy, typer, rich, click and continuity modules a whole
+    ``continuity hook user-prompt-submit`` process imported for ``payload`` (which must succeed
+    quietly), with the store in ``tmp_path / "store"`` and no CONTINUITY_ or CLAUDE_ setting."""
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import json, runpy, sys\n"
@@ -584,20 +584,26 @@ def test_the_hook_path_imports_nothing_heavy(tmp_path: Path, transcript: Transcr
         "    ('numpy', 'typer', 'rich', 'click', 'continuity'))\n"
         "sys.stdout.write(json.dumps({'code': code, 'modules': mods}))\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONTINUITY_", "CLAUDE_"))}
     env["CONTINUITY_HOME"] = str(tmp_path / "store")
     proc = subprocess.run(
         [sys.executable, str(probe)],
-        input=json.dumps(transcript.payload("UserPromptSubmit")).encode(),
+        input=json.dumps(payload).encode(),
         capture_output=True,
         env=env,
         timeout=60,
-        check=True,
     )
-    assert proc.stderr == b""
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
     report = json.loads(proc.stdout)
     assert report["code"] == 0
-    modules = set(report["modules"])
+    return set(report["modules"])
+
+
+@pytest.mark.slow
+def test_the_hook_path_imports_nothing_heavy(tmp_path: Path, transcript: Transcript) -> None:
+    work(transcript, ["/work/demo/app.py"], ["pytest -q"])
+    transcript.flush()
+    modules = hook_modules(tmp_path, transcript.payload("UserPromptSubmit"))
     assert "continuity.claude_code.ingest" in modules  # the hook did its work
     assert not {"numpy", "typer", "rich", "click"} & modules, modules
     assert "continuity.compiler" not in modules and "continuity.cli" not in modules

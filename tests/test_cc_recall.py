@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +25,7 @@ from test_cc_hooks import (
     compacted,
     configure,
     context_of,
+    hook_modules,
     hook_process,
     work,
 )
@@ -390,27 +389,10 @@ def test_recall_off_keeps_the_hook_path_light(tmp_path: Path) -> None:
     t = Transcript(tmp_path / "projects" / "p" / "s.jsonl")
     work(t, ["/work/demo/app.py"], ["pytest -q"])
     t.flush()
-    probe = tmp_path / "probe.py"
-    probe.write_text(
-        "import json, runpy, sys\n"
-        "sys.argv = ['continuity', 'hook', 'user-prompt-submit']\n"
-        "try:\n"
-        "    runpy.run_module('continuity', run_name='__main__')\n"
-        "except SystemExit as exc:\n"
-        "    code = exc.code\n"
-        "mods = sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'continuity'))\n"
-        "sys.stdout.write(json.dumps({'code': code, 'modules': mods}))\n"
+    modules = hook_modules(
+        tmp_path, t.payload("UserPromptSubmit", prompt="where is app.py tested?")
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONTINUITY_", "CLAUDE_"))}
-    env["CONTINUITY_HOME"] = str(tmp_path / "store")
-    stdin = json.dumps(t.payload("UserPromptSubmit", prompt="where is app.py tested?")).encode()
-    proc = subprocess.run(
-        [sys.executable, str(probe)], input=stdin, capture_output=True, env=env, timeout=60
-    )
-    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
-    report = json.loads(proc.stdout)
-    modules = set(report["modules"])
-    assert report["code"] == 0 and "continuity.claude_code.ingest" in modules
+    assert "continuity.claude_code.ingest" in modules
     assert "numpy" not in modules
     assert not {"continuity.search", "continuity.search_index"} & modules
 
