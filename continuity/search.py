@@ -140,6 +140,17 @@ class _TopK:
         self.best = both
 
 
+def _bm25(
+    idf: float, tfs: npt.NDArray[np.uint16], norm: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """One term's BM25 contributions, given each document's length norm
+    ``K1 × (1 − B + B × length / avgdl)``: the one place the arithmetic is written, so every
+    path computes the same floats."""
+    tf = tfs.astype(np.float64)
+    result: npt.NDArray[np.float64] = idf * (tf * (K1 + 1.0)) / (tf + norm)
+    return result
+
+
 class _Corpus:
     """The documents one ranking runs over: segments plus each doc's seq and length."""
 
@@ -207,8 +218,7 @@ class _Corpus:
             while i < len(order) and not rest[i] < floor:
                 docs, tfs = self.postings(order[i])[s]
                 if len(docs):
-                    tf = tfs.astype(np.float64)
-                    scores[docs] += idf[order[i]] * (tf * (K1 + 1.0)) / (tf + norm[docs])
+                    scores[docs] += _bm25(idf[order[i]], tfs, norm[docs])
                 i += 1
                 if i < len(order) and rest[i] < scores.max(initial=0.0):
                     # Partial scores only grow: the k-th best of them is a floor too.
@@ -228,8 +238,7 @@ class _Corpus:
                     at = np.minimum(np.searchsorted(docs, hits), len(docs) - 1)
                     match = docs[at] == hits
                     if match.any():
-                        tf = tfs[at[match]].astype(np.float64)
-                        cand[match] += idf[term] * (tf * (K1 + 1.0)) / (tf + norm[hits[match]])
+                        cand[match] += _bm25(idf[term], tfs[at[match]], norm[hits[match]])
             top.add(cand)
             found_docs.append(hits + seg.first_doc)
             found_scores.append(cand)
