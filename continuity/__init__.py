@@ -1,13 +1,52 @@
-"""continuity: an append-only, hash-chained event log for agent conversations.
+"""continuity: an agent conversation that goes on for as long as it needs to, losing nothing.
 
-The log is the truth; everything else is a cache. Start with :class:`Store`::
+Each thread is an append-only, hash-chained log of frames (the truth); caches, indexes and
+compiled contexts are derived from it. A runtime's loop, with everything it needs from here::
 
-    from continuity import Store, message
-    store = Store("/path/to/store", create=True)
-    store.thread("demo").append([message("user", "hello"), message("assistant", "hi")])
+    from continuity import Limits, Store, StrideMessages, compile_context, message
+    from continuity import run_compaction, to_anthropic
 
-The names below are imported on first use (PEP 562), so importing the package costs nothing:
-``continuity hook …`` starts through it and must start fast.
+    store = Store("/path/to/store", create=True)  # or MemoryStore(): nothing on disk
+    thread = store.thread("agent-1")               # a handle; the first append creates it
+    thread.append(message("user", "The invoice total is off by one. Fix it."))
+    while not done:
+        result = compile_context(thread, limits=Limits(budget_tokens=8000))  # logged
+        request = to_anthropic(result.bundle)      # {"system": ..., "messages": [...]}
+        reply = call_your_model(request)
+        thread.append(message("assistant", reply))
+        run_compaction(thread, StrideMessages(50)) # cumulative summaries: it only adds
+
+What is here, by what it is for (each name's docstring says more):
+
+- **Stores and threads**: :class:`Store` (JSONL files, the embedded default),
+  :class:`MemoryStore` (the reference model, nothing on disk), :class:`BaseStore` and
+  :class:`Thread` (the interface: ``append``, ``read``, ``tail``, ``head``), :class:`Head`,
+  :class:`Recovery`.
+- **Frames**: :func:`message` builds a message; its content blocks are :class:`TextBlock`,
+  :class:`ThinkingBlock`, :class:`ToolUseBlock`, :class:`ToolResultBlock` and
+  :class:`ImageBlock`. Every frame type (:data:`Frame`: :class:`MessageAppended`,
+  :class:`ObservationRecorded`, :class:`ContextSelectionDecided`, …) is here too.
+- **Compile**: :func:`compile_context` with :class:`Limits` returns a :class:`CompileResult`
+  whose ``bundle`` (:class:`ContextBundle`) holds summaries, recall and recent messages; the
+  same log prefix and limits give the same bytes. A :class:`Tokenizer` can replace the
+  estimate.
+- **Render**: :func:`to_anthropic`, :func:`to_openai`, :func:`to_text`, or :func:`render` by
+  name.
+- **Compaction**: :func:`run_compaction` with a cut rule (:class:`StrideMessages`,
+  :class:`TokenThreshold`, :class:`ManualCut`), or :func:`create_checkpoint` for one summary;
+  a :class:`Summarizer` (the default is :class:`ExtractiveSummarizer`; an LLM can be one)
+  writes :class:`SummaryContent`.
+- **Search and recall**: :func:`search` across the store, :func:`search_prefix` within a
+  thread's prefix; :class:`Hit`; an :class:`Embedder` (:class:`HashedEmbedder`) re-ranks.
+  ``compile_context(..., recall=...)`` brings hits into a bundle.
+- **Errors**: every one is a :class:`ContinuityError` (the hierarchy is drawn in
+  :mod:`continuity.errors`).
+
+Entry points take a thread handle, or a store and a thread id: ``compile_context(thread)`` and
+``compile_context(store, "agent-1")`` are the same. The names are imported on first use
+(PEP 562), so ``import continuity`` costs nothing: ``continuity hook …`` starts through it.
+Backends and their contract suites are in :mod:`continuity.store` and :mod:`continuity.testing`;
+the Claude Code adapter is :mod:`continuity.claude_code`.
 """
 
 from __future__ import annotations
@@ -16,62 +55,226 @@ import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from continuity.context.bundle import (
+        ContextBundle,
+        MessageItem,
+        RecallItem,
+        SummaryItem,
+        ToolStubBlock,
+    )
+    from continuity.context.compaction import (
+        CompactionResult,
+        CutRule,
+        ManualCut,
+        StrideMessages,
+        TokenThreshold,
+        create_checkpoint,
+        run_compaction,
+    )
+    from continuity.context.compiler import CompileResult, compile_context
+    from continuity.context.render import render, to_anthropic, to_openai, to_text
+    from continuity.context.summarize import ExtractiveSummarizer
     from continuity.errors import (
+        AnchorNotFound,
         ArtifactCorrupt,
         ArtifactNotFound,
         BadFrame,
         ContinuityError,
         CorruptFrame,
+        DemoError,
+        InvalidCutRule,
+        InvalidLimits,
+        InvalidQuery,
+        InvalidSettings,
         InvalidThreadId,
+        JobInFlight,
         SeqConflict,
         StoreNotFound,
         ThreadNotFound,
     )
-    from continuity.frames import Frame, message
-    from continuity.memory import MemoryStore
-    from continuity.store import BaseStore, Head, Recovery, Store, Thread
+    from continuity.frames import (
+        CheckpointRef,
+        CompactionCheckpointCreated,
+        ContentBlock,
+        ContextSelectionDecided,
+        Frame,
+        ImageBlock,
+        JobEnded,
+        JobSpawned,
+        Limits,
+        MessageAppended,
+        ObservationRecorded,
+        RecallRef,
+        Role,
+        SourceRef,
+        TextBlock,
+        ThinkingBlock,
+        ThreadCreated,
+        ToolResultBlock,
+        ToolUseBlock,
+        message,
+    )
+    from continuity.search import Embedder, HashedEmbedder, Hit, search, search_prefix
+    from continuity.store.base import BaseStore, Head, Recovery, Thread
+    from continuity.store.jsonl import Store
+    from continuity.store.memory import MemoryStore
+    from continuity.summary import Summarizer, SummaryContent, SummaryDoc
+    from continuity.tokens import Tokenizer
 
 __version__ = "0.1.0"
 
 _HOMES: Final = {
+    # stores and threads
+    "BaseStore": "continuity.store.base",
+    "Head": "continuity.store.base",
+    "MemoryStore": "continuity.store.memory",
+    "Recovery": "continuity.store.base",
+    "Store": "continuity.store.jsonl",
+    "Thread": "continuity.store.base",
+    # frames and content blocks
+    "CheckpointRef": "continuity.frames",
+    "CompactionCheckpointCreated": "continuity.frames",
+    "ContentBlock": "continuity.frames",
+    "ContextSelectionDecided": "continuity.frames",
+    "Frame": "continuity.frames",
+    "ImageBlock": "continuity.frames",
+    "JobEnded": "continuity.frames",
+    "JobSpawned": "continuity.frames",
+    "Limits": "continuity.frames",
+    "MessageAppended": "continuity.frames",
+    "ObservationRecorded": "continuity.frames",
+    "RecallRef": "continuity.frames",
+    "Role": "continuity.frames",
+    "SourceRef": "continuity.frames",
+    "TextBlock": "continuity.frames",
+    "ThinkingBlock": "continuity.frames",
+    "ThreadCreated": "continuity.frames",
+    "ToolResultBlock": "continuity.frames",
+    "ToolUseBlock": "continuity.frames",
+    "message": "continuity.frames",
+    # compile and the bundle
+    "CompileResult": "continuity.context.compiler",
+    "ContextBundle": "continuity.context.bundle",
+    "MessageItem": "continuity.context.bundle",
+    "RecallItem": "continuity.context.bundle",
+    "SummaryItem": "continuity.context.bundle",
+    "Tokenizer": "continuity.tokens",
+    "ToolStubBlock": "continuity.context.bundle",
+    "compile_context": "continuity.context.compiler",
+    # rendering
+    "render": "continuity.context.render",
+    "to_anthropic": "continuity.context.render",
+    "to_openai": "continuity.context.render",
+    "to_text": "continuity.context.render",
+    # compaction and summaries
+    "CompactionResult": "continuity.context.compaction",
+    "CutRule": "continuity.context.compaction",
+    "ExtractiveSummarizer": "continuity.context.summarize",
+    "ManualCut": "continuity.context.compaction",
+    "StrideMessages": "continuity.context.compaction",
+    "Summarizer": "continuity.summary",
+    "SummaryContent": "continuity.summary",
+    "SummaryDoc": "continuity.summary",
+    "TokenThreshold": "continuity.context.compaction",
+    "create_checkpoint": "continuity.context.compaction",
+    "run_compaction": "continuity.context.compaction",
+    # search and recall
+    "Embedder": "continuity.search",
+    "HashedEmbedder": "continuity.search",
+    "Hit": "continuity.search",
+    "search": "continuity.search",
+    "search_prefix": "continuity.search",
+    # errors
+    "AnchorNotFound": "continuity.errors",
     "ArtifactCorrupt": "continuity.errors",
     "ArtifactNotFound": "continuity.errors",
     "BadFrame": "continuity.errors",
     "ContinuityError": "continuity.errors",
     "CorruptFrame": "continuity.errors",
+    "DemoError": "continuity.errors",
+    "InvalidCutRule": "continuity.errors",
+    "InvalidLimits": "continuity.errors",
+    "InvalidQuery": "continuity.errors",
+    "InvalidSettings": "continuity.errors",
     "InvalidThreadId": "continuity.errors",
+    "JobInFlight": "continuity.errors",
     "SeqConflict": "continuity.errors",
     "StoreNotFound": "continuity.errors",
     "ThreadNotFound": "continuity.errors",
-    "Frame": "continuity.frames",
-    "message": "continuity.frames",
-    "MemoryStore": "continuity.memory",
-    "BaseStore": "continuity.store",
-    "Head": "continuity.store",
-    "Recovery": "continuity.store",
-    "Store": "continuity.store",
-    "Thread": "continuity.store",
 }
 
 __all__ = [
+    "AnchorNotFound",
     "ArtifactCorrupt",
     "ArtifactNotFound",
     "BadFrame",
     "BaseStore",
+    "CheckpointRef",
+    "CompactionCheckpointCreated",
+    "CompactionResult",
+    "CompileResult",
+    "ContentBlock",
+    "ContextBundle",
+    "ContextSelectionDecided",
     "ContinuityError",
     "CorruptFrame",
+    "CutRule",
+    "DemoError",
+    "Embedder",
+    "ExtractiveSummarizer",
     "Frame",
+    "HashedEmbedder",
     "Head",
+    "Hit",
+    "ImageBlock",
+    "InvalidCutRule",
+    "InvalidLimits",
+    "InvalidQuery",
+    "InvalidSettings",
     "InvalidThreadId",
+    "JobEnded",
+    "JobInFlight",
+    "JobSpawned",
+    "Limits",
+    "ManualCut",
     "MemoryStore",
+    "MessageAppended",
+    "MessageItem",
+    "ObservationRecorded",
+    "RecallItem",
+    "RecallRef",
     "Recovery",
+    "Role",
     "SeqConflict",
+    "SourceRef",
     "Store",
     "StoreNotFound",
+    "StrideMessages",
+    "Summarizer",
+    "SummaryContent",
+    "SummaryDoc",
+    "SummaryItem",
+    "TextBlock",
+    "ThinkingBlock",
     "Thread",
+    "ThreadCreated",
     "ThreadNotFound",
+    "TokenThreshold",
+    "Tokenizer",
+    "ToolResultBlock",
+    "ToolStubBlock",
+    "ToolUseBlock",
     "__version__",
+    "compile_context",
+    "create_checkpoint",
     "message",
+    "render",
+    "run_compaction",
+    "search",
+    "search_prefix",
+    "to_anthropic",
+    "to_openai",
+    "to_text",
 ]
 
 

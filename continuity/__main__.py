@@ -21,12 +21,12 @@ def main() -> None:
         sys.exit(hook_main(sys.argv[2:]))
     if "search" in sys.argv[1:4]:
         # Latency-critical too: a plain search runs before typer is imported (60-70 ms).
-        from continuity._search_cli import fast_search
+        from continuity.cli.fast_search import fast_search
 
         code = fast_search(sys.argv[1:])
         if code is not None:
             sys.exit(code)
-    from continuity.cli import app
+    from continuity.cli.app import app
 
     app()
 

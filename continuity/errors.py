@@ -1,14 +1,45 @@
-"""Typed errors: every failure a caller can act on has its own class, never a bare ``Exception``."""
+"""Typed errors: every failure a caller can act on has its own class, never a bare ``Exception``.
+
+Every error continuity raises on purpose is a :class:`ContinuityError`; where a standard
+exception says the same thing, the class is that one too, so ``except ValueError`` keeps
+working::
+
+    ContinuityError
+    ├── StoreNotFound          the store folder does not exist or is not a continuity store
+    ├── InvalidThreadId        (ValueError) an id that could escape the store or hide itself
+    ├── ThreadNotFound         a read asked for a thread with no frames
+    ├── BadFrame               (ValueError) a frame given to append is not valid
+    ├── SeqConflict            the caller expected another next seq (optimistic writers)
+    ├── CorruptFrame           a stored frame does not parse, breaks seq order or the chain
+    ├── ArtifactNotFound       (KeyError) no artifact under this id
+    ├── ArtifactCorrupt        an artifact's bytes do not hash to its id
+    ├── AnchorNotFound         compile: the anchor seq or message id is not in the log
+    ├── InvalidLimits          (ValueError) compile: limits that cannot be honoured
+    ├── InvalidCutRule         (ValueError) compaction: a cut rule or cut that makes no sense
+    ├── JobInFlight            compaction: a job for the thread is already running
+    ├── InvalidQuery           (ValueError) search: nothing to search for, or a bad k
+    ├── InvalidSettings        Claude Code: a settings file that is not a JSON object
+    └── DemoError              the demo did not run to the end or archived the wrong thing
+
+Every class is importable from the package root too: ``from continuity import SeqConflict``.
+"""
 
 from __future__ import annotations
 
 __all__ = [
+    "AnchorNotFound",
     "ArtifactCorrupt",
     "ArtifactNotFound",
     "BadFrame",
     "ContinuityError",
     "CorruptFrame",
+    "DemoError",
+    "InvalidCutRule",
+    "InvalidLimits",
+    "InvalidQuery",
+    "InvalidSettings",
     "InvalidThreadId",
+    "JobInFlight",
     "SeqConflict",
     "StoreNotFound",
     "ThreadNotFound",
@@ -17,6 +48,9 @@ __all__ = [
 
 class ContinuityError(Exception):
     """Base of every error this library raises on purpose."""
+
+
+# --- the store ------------------------------------------------------------------------------
 
 
 class StoreNotFound(ContinuityError):
@@ -71,3 +105,40 @@ class ArtifactNotFound(ContinuityError, KeyError):
 
 class ArtifactCorrupt(ContinuityError):
     """An artifact's bytes do not hash to its id (or do not decompress)."""
+
+
+# --- context: compile and compaction --------------------------------------------------------
+
+
+class AnchorNotFound(ContinuityError):
+    """The anchor seq is outside the log, or no message has the anchor message id."""
+
+
+class InvalidLimits(ContinuityError, ValueError):
+    """Limits that cannot be honoured (negative counts, a zero budget, …)."""
+
+
+class InvalidCutRule(ContinuityError, ValueError):
+    """A cut rule id or parameter that does not make sense."""
+
+
+class JobInFlight(ContinuityError):
+    """A compaction job for this thread is already running."""
+
+
+# --- search ---------------------------------------------------------------------------------
+
+
+class InvalidQuery(ContinuityError, ValueError):
+    """A query with nothing to search for, or limits that make no sense."""
+
+
+# --- the Claude Code adapter ----------------------------------------------------------------
+
+
+class InvalidSettings(ContinuityError):
+    """A Claude Code settings file that is not a JSON object (left untouched)."""
+
+
+class DemoError(ContinuityError):
+    """The demo could not run to the end, or the archive does not hold what it should."""

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import msgspec
 
-from continuity.caches import ThreadIndex
-from continuity.store import Store
+from continuity import frames as fr
+from continuity.caches.thread_index import ThreadIndex
+from continuity.store.base import BaseStore, Thread
 
 __all__ = ["StoreStats", "store_stats"]
 
@@ -24,30 +25,52 @@ class StoreStats(msgspec.Struct, frozen=True):
     quarantined: int
 
 
-def _tree_bytes(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
+def _tree_bytes(root: Path | None) -> int:
+    if root is None or not root.is_dir():
+        return 0
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def store_stats(store: Store) -> StoreStats:
-    """Bring each thread's caches up to date and read the counts from them (O(new frames))."""
+def _counts(thread: Thread) -> tuple[int, int, int]:
+    """(frames, messages, checkpoints): from the caches, brought up to date (O(new frames)),
+    or by reading the log when the store keeps none."""
+    if ThreadIndex.available(thread):
+        index = ThreadIndex(thread)
+        index.refresh()
+        return index.frame_count(), index.message_count(), index.checkpoint_count()
+    frames = messages = checkpoints = 0
+    for frame in thread.read():
+        frames += 1
+        messages += isinstance(frame, fr.MessageAppended)
+        checkpoints += isinstance(frame, fr.CompactionCheckpointCreated)
+    return frames, messages, checkpoints
+
+
+def _log_bytes(thread: Thread) -> int:
+    log = thread.open_log()
+    if log is None:
+        return 0
+    with log:
+        return log.size()
+
+
+def store_stats(store: BaseStore) -> StoreStats:
+    """Counts and sizes of every thread, artifact and cache of ``store``."""
     frames = messages = checkpoints = log_bytes = 0
     ids = store.threads()
     for tid in ids:
-        index = ThreadIndex(store, tid)
-        index.refresh()
-        frames += index.frame_count()
-        messages += index.message_count()
-        checkpoints += index.checkpoint_count()
-        log_bytes += index.thread.path.stat().st_size
-    artifact_ids = list(store.artifacts.ids())
+        thread = store.thread(tid)
+        f, m, c = _counts(thread)
+        frames, messages, checkpoints = frames + f, messages + m, checkpoints + c
+        log_bytes += _log_bytes(thread)
     return StoreStats(
         threads=len(ids),
         frames=frames,
         messages=messages,
         checkpoints=checkpoints,
         log_bytes=log_bytes,
-        artifacts=len(artifact_ids),
-        artifact_bytes=_tree_bytes(store.root / "artifacts"),
+        artifacts=sum(1 for _ in store.artifacts.ids()),
+        artifact_bytes=store.artifacts.stored_bytes(),
         cache_bytes=_tree_bytes(store.cache_dir),
         quarantined=len(store.quarantined()),
     )

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches import ThreadIndex
+from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError, CorruptFrame
-from continuity.store import Recovery, Store
+from continuity.store.base import BaseStore, Recovery, Thread
 
 __all__ = ["Problem", "VerifyReport", "verify_store"]
 
@@ -38,8 +38,8 @@ class VerifyReport:
         return not self.problems
 
 
-def _verify_log(store: Store, tid: str, report: VerifyReport, refs: dict[str, str]) -> None:
-    thread = store.thread(tid)
+def _verify_log(thread: Thread, report: VerifyReport, refs: dict[str, str]) -> None:
+    tid = thread.id
     prev = fr.GENESIS_DIGEST
     expected = 0
     try:
@@ -69,8 +69,11 @@ def _verify_log(store: Store, tid: str, report: VerifyReport, refs: dict[str, st
     except CorruptFrame as exc:
         report.problems.append(Problem(f"thread {tid}", str(exc)))
     report.frames += expected
-    size = thread.path.stat().st_size if thread.path.exists() else 0
-    committed = thread.committed_size()
+    log = thread.open_log()
+    if log is None:
+        return
+    with log:
+        size, committed = log.size(), log.end
     if size > committed:
         report.notes.append(
             f"thread {tid}: {size - committed} bytes past the last committed frame "
@@ -79,25 +82,28 @@ def _verify_log(store: Store, tid: str, report: VerifyReport, refs: dict[str, st
 
 
 def verify_store(
-    store: Store,
-    thread_ids: list[str] | None = None,
+    store: BaseStore,
+    threads: Sequence[Thread] | None = None,
     *,
     progress: Callable[[str], None] | None = None,
 ) -> VerifyReport:
-    """Check logs, artifacts and caches; return what is wrong (nothing is repaired)."""
+    """Check logs, artifacts and caches of the given threads (default: every thread); return
+    what is wrong (nothing is repaired)."""
     report = VerifyReport()
-    ids = store.threads() if thread_ids is None else thread_ids
+    chosen = [store.thread(tid) for tid in store.threads()] if threads is None else threads
     refs: dict[str, str] = {}
-    for tid in ids:
+    for thread in chosen:
         if progress is not None:
-            progress(tid)
+            progress(thread.id)
         report.threads += 1
-        _verify_log(store, tid, report, refs)
+        _verify_log(thread, report, refs)
+        if not ThreadIndex.available(thread):
+            continue
         try:
-            for problem in ThreadIndex(store, tid).problems():
-                report.problems.append(Problem(f"cache of thread {tid}", problem))
+            for problem in ThreadIndex(thread).problems():
+                report.problems.append(Problem(f"cache of thread {thread.id}", problem))
         except ContinuityError as exc:
-            report.problems.append(Problem(f"cache of thread {tid}", str(exc)))
+            report.problems.append(Problem(f"cache of thread {thread.id}", str(exc)))
     checked: set[str] = set()
     for aid, where in sorted(refs.items()):
         checked.add(aid)
@@ -107,7 +113,7 @@ def verify_store(
             report.problems.append(Problem(f"artifact {aid}", f"missing (referenced by {where})"))
         except ArtifactCorrupt as exc:
             report.problems.append(Problem(f"artifact {aid}", str(exc)))
-    if thread_ids is None:
+    if threads is None:
         for aid in store.artifacts.ids():
             if aid in checked:
                 continue
@@ -117,7 +123,6 @@ def verify_store(
             except ArtifactCorrupt as exc:
                 report.problems.append(Problem(f"artifact {aid}", str(exc)))
     report.artifacts = len(checked)
-    report.quarantined = [
-        r for r in store.quarantined() if thread_ids is None or r.thread_id in thread_ids
-    ]
+    ids = None if threads is None else {t.id for t in threads}
+    report.quarantined = [r for r in store.quarantined() if ids is None or r.thread_id in ids]
     return report

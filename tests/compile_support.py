@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from continuity import frames as fr
-from continuity.store import BaseStore
+from continuity.store.base import BaseStore
 from continuity.summary import CUMULATIVE_V1, SummaryContent, SummaryDoc, summary_bytes
 
 THREAD = "t"
@@ -218,7 +218,7 @@ def scripts(
                 summary_kind=ckind,
             )
             data = summary_bytes(doc)
-            from continuity.artifacts import artifact_id
+            from continuity.store.artifacts import artifact_id
 
             aid = artifact_id(data)
             if draw(st.integers(0, 9)) == 0:

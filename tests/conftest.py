@@ -4,9 +4,9 @@ Kept generic on purpose so every test module can lean on it:
 
 * ``clock`` — a :class:`FixedClock` (a store's ``clock``): the same millisecond every call until
   a test moves it, so two stores given the same frames write byte-identical logs.
-* ``tmp_store`` — a JSONL :class:`~continuity.store.Store` in ``tmp_path`` (``create=True``,
+* ``tmp_store`` — a JSONL :class:`~continuity.store.jsonl.Store` in ``tmp_path`` (``create=True``,
   ``durable=False``: tests do not need fsync) using ``clock``.
-* ``memory_store`` — a :class:`~continuity.memory.MemoryStore` using ``clock``.
+* ``memory_store`` — a :class:`~continuity.store.memory.MemoryStore` using ``clock``.
 * ``shared_fixtures`` — the ``../shared/fixtures`` folder, or a skip with a clear reason when
   it is absent (the project must still test outside this setup); ``requires_shared_fixtures``
   is the same as a marker for whole tests or classes.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from continuity.memory import MemoryStore
-from continuity.store import Store
+from continuity.store.jsonl import Store
+from continuity.store.memory import MemoryStore
 
 FIXED_MS = 1_732_240_000_000
 """The fixed clock's default time (2024-11-22), well inside any sane range."""

@@ -1,4 +1,4 @@
-"""Content-addressed artifacts (continuity.artifacts): the file store and the in-memory model."""
+"""Content-addressed artifacts (continuity.store.artifacts): the file store and the memory model."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import blake3
 import pytest
 import zstandard
 
-from continuity.artifacts import (
+from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
+from continuity.store.artifacts import (
     ArtifactStore,
     FileArtifactStore,
     MemoryArtifactStore,
     artifact_id,
     is_artifact_id,
 )
-from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
 
 
 def test_artifact_id_is_the_blake3_hex_of_the_bytes() -> None:

@@ -1,4 +1,5 @@
-"""The derived caches (continuity.caches): watermarks, catch-up, rebuild, lookups, problems."""
+"""The frame caches (continuity.caches.thread_index): watermarks, catch-up, rebuild, lookups,
+problems."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from continuity import frames as fr
-from continuity.caches import MESSAGE_RECORD, CheckpointEntry, ThreadIndex, rebuild_all
-from continuity.store import Store, seal_batch
+from continuity.caches.thread_index import MESSAGE_RECORD, CheckpointEntry, ThreadIndex, rebuild_all
+from continuity.store.base import seal_batch
+from continuity.store.jsonl import Store
 
 ROLE_CODES = {"user": 1, "assistant": 2, "system": 3}  # the documented record format
 DATA_FILES = (
@@ -95,7 +97,7 @@ def _rebuilt_files(store: Store, tid: str) -> dict[str, bytes]:
     if folder.exists():
         shutil.copytree(folder, saved)
         shutil.rmtree(folder)
-    assert ThreadIndex(store, tid).rebuild().mode == "rebuilt"
+    assert ThreadIndex(store.thread(tid)).rebuild().mode == "rebuilt"
     fresh = _files(store, tid)
     shutil.rmtree(folder)
     if saved.exists():
@@ -118,7 +120,7 @@ def _expected_offsets(lines: list[bytes]) -> list[int]:
 
 def _assert_lookups(store: Store, tid: str) -> None:
     """Every lookup of the (refreshed) index agrees with a direct reading of the log."""
-    index = ThreadIndex(store, tid)
+    index = ThreadIndex(store.thread(tid))
     lines = _log_lines(store, tid)
     frames = [fr.decode_frame(line) for line in lines]
     messages = [f for f in frames if isinstance(f, fr.MessageAppended)]
@@ -163,7 +165,7 @@ def _assert_lookups(store: Store, tid: str) -> None:
 
 
 def test_catch_up_gives_the_same_files_as_a_rebuild(tmp_store: Store) -> None:
-    index = ThreadIndex(tmp_store, "t")
+    index = ThreadIndex(tmp_store.thread("t"))
     _append(tmp_store, "t", 7)
     first = index.refresh()
     assert (first.mode, first.frames_applied) == ("rebuilt", 8)
@@ -180,7 +182,7 @@ def test_rm_rf_cache_then_rebuild_is_byte_identical(tmp_store: Store) -> None:
     for tid, n in (("a", 9), ("b", 31), ("c", 1)):
         for _ in range(3):
             _append(tmp_store, tid, n)
-            ThreadIndex(tmp_store, tid).refresh()
+            ThreadIndex(tmp_store.thread(tid)).refresh()
     before = {tid: _files(tmp_store, tid) for tid in ("a", "b", "c")}
     shutil.rmtree(tmp_store.cache_dir)
     results = rebuild_all(tmp_store)
@@ -189,7 +191,7 @@ def test_rm_rf_cache_then_rebuild_is_byte_identical(tmp_store: Store) -> None:
     # refresh on a deleted cache folder rebuilds to the same bytes too
     shutil.rmtree(tmp_store.cache_dir)
     for tid in ("a", "b", "c"):
-        assert ThreadIndex(tmp_store, tid).refresh().mode == "rebuilt"
+        assert ThreadIndex(tmp_store.thread(tid)).refresh().mode == "rebuilt"
         assert _files(tmp_store, tid) == before[tid]
         _assert_lookups(tmp_store, tid)
 
@@ -197,7 +199,7 @@ def test_rm_rf_cache_then_rebuild_is_byte_identical(tmp_store: Store) -> None:
 def test_rebuild_reports_progress_up_to_the_committed_end(tmp_store: Store) -> None:
     _append(tmp_store, "t", 20)
     seen: list[tuple[int, int]] = []
-    ThreadIndex(tmp_store, "t").rebuild(lambda done, total: seen.append((done, total)))
+    ThreadIndex(tmp_store.thread("t")).rebuild(lambda done, total: seen.append((done, total)))
     size = tmp_store.thread("t").committed_size()
     assert seen and seen[-1] == (size, size)
     calls: list[tuple[str, int, int]] = []
@@ -228,7 +230,7 @@ def test_a_replaced_log_triggers_a_rebuild(
     x, y = _twin_logs(tmp_path, clock, 10)
     log = tmp_store.thread("t").path
     shutil.copyfile(x, log)
-    index = ThreadIndex(tmp_store, "t")
+    index = ThreadIndex(tmp_store.thread("t"))
     index.refresh()
     other = Store(y.parent.parent, durable=False, clock=clock)
     if replacement == "longer":
@@ -246,7 +248,7 @@ def test_a_replaced_log_triggers_a_rebuild(
 
 def _refreshed(store: Store, tid: str = "t", n: int = 23) -> ThreadIndex:
     _append(store, tid, n)
-    index = ThreadIndex(store, tid)
+    index = ThreadIndex(store.thread(tid))
     index.refresh()
     return index
 
@@ -421,7 +423,7 @@ def test_a_torn_tail_is_not_indexed(tmp_store: Store, kind: str) -> None:
 
 def test_a_torn_first_batch_leaves_an_empty_index(tmp_store: Store) -> None:
     _torn_tail(tmp_store, "new", "half_batch")
-    index = ThreadIndex(tmp_store, "new")
+    index = ThreadIndex(tmp_store.thread("new"))
     index.refresh()
     assert (index.frame_count(), index.message_count(), index.checkpoints()) == (0, 0, [])
     assert index.offset(0) is None
@@ -436,7 +438,7 @@ def test_a_torn_first_batch_leaves_an_empty_index(tmp_store: Store) -> None:
 
 
 def test_an_index_of_a_thread_that_does_not_exist(tmp_store: Store) -> None:
-    index = ThreadIndex(tmp_store, "nobody")
+    index = ThreadIndex(tmp_store.thread("nobody"))
     assert index.refresh().mode == "current"
     assert (index.frame_count(), index.message_count()) == (0, 0)
     assert index.offset(0) is None
@@ -450,7 +452,7 @@ def test_an_index_of_a_thread_that_does_not_exist(tmp_store: Store) -> None:
 def test_an_empty_log_file_then_appends(tmp_store: Store) -> None:
     """A failed first append (here a seq conflict) can leave an empty log file behind."""
     tmp_store.thread("t").path.touch()
-    index = ThreadIndex(tmp_store, "t")
+    index = ThreadIndex(tmp_store.thread("t"))
     assert index.refresh().frames_applied == 0
     assert index.refresh().mode == "current"
     assert index.frame_count() == 0
@@ -463,7 +465,7 @@ def test_an_empty_log_file_then_appends(tmp_store: Store) -> None:
 
 def test_a_thread_with_only_thread_created(tmp_store: Store) -> None:
     tmp_store.thread("t").append(fr.ThreadCreated(title="hello"))
-    index = ThreadIndex(tmp_store, "t")
+    index = ThreadIndex(tmp_store.thread("t"))
     assert index.refresh().frames_applied == 1
     assert (index.frame_count(), index.message_count(), index.offset(0)) == (1, 0, 0)
     assert index.last_messages(3) == []
@@ -474,7 +476,7 @@ def test_rebuild_all_removes_caches_of_vanished_threads(tmp_store: Store) -> Non
     for tid in ("a", "b", "c"):
         _refreshed(tmp_store, tid, 5)
     tmp_store.thread("b").path.unlink()
-    rebuild_all(tmp_store, ["a"])  # an explicit list removes nothing
+    rebuild_all(tmp_store, [tmp_store.thread("a")])  # an explicit list removes nothing
     assert (tmp_store.cache_dir / "threads" / "b").is_dir()
     results = rebuild_all(tmp_store)
     assert sorted(results) == ["a", "c"]
@@ -491,7 +493,7 @@ def test_offsets_around_lines_longer_than_the_read_chunk(tmp_store: Store) -> No
     thread = tmp_store.thread("big")
     huge = "x" * ((8 << 20) + 1)
     thread.append(fr.message("user", huge, message_id="h1"))
-    index = ThreadIndex(tmp_store, "big")
+    index = ThreadIndex(tmp_store.thread("big"))
     index.refresh()
     thread.append(_batch(30, 2))
     thread.append(
@@ -514,7 +516,7 @@ def test_token_counts_beyond_the_record_field_saturate(tmp_store: Store) -> None
             message_id="m", role="user", content=[fr.TextBlock(text="hi")], tokens=5 << 30
         )
     )
-    index = ThreadIndex(tmp_store, "t")
+    index = ThreadIndex(tmp_store.thread("t"))
     index.refresh()
     assert index.messages(0, 1)[0].tokens == 2**32 - 1
     assert index.problems() == []
@@ -526,12 +528,12 @@ _WORKER = textwrap.dedent(
     """
     import os, sys, time
     from continuity import frames as fr
-    from continuity.caches import ThreadIndex
-    from continuity.store import Store
+    from continuity.caches.thread_index import ThreadIndex
+    from continuity.store.jsonl import Store
 
     root, me = sys.argv[1], int(sys.argv[2])
     store = Store(root, durable=False)
-    index = ThreadIndex(store, "t")
+    index = ThreadIndex(store.thread("t"))
     go, done = os.path.join(root, "go"), os.path.join(root, "done")
     while not os.path.exists(go):  # start together, so that the work overlaps
         time.sleep(0.001)
@@ -583,7 +585,7 @@ def test_concurrent_refreshes_leave_sound_caches(tmp_store: Store) -> None:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()
         assert int(out) > 0  # every process checked problems() at least once
-    index = ThreadIndex(tmp_store, "t")
+    index = ThreadIndex(tmp_store.thread("t"))
     assert index.problems() == []
     assert index.refresh().mode in ("current", "caught_up")
     assert index.frame_count() == before.next_seq + 150 * 3
@@ -597,7 +599,7 @@ def test_message_records_are_packed_as_documented(tmp_store: Store) -> None:
     tmp_store.thread("t").append(
         [fr.message("system", "s", message_id="a"), fr.message("assistant", "b", message_id="b")]
     )
-    index = ThreadIndex(tmp_store, "t")
+    index = ThreadIndex(tmp_store.thread("t"))
     index.refresh()
     raw = (index.dir / "messages.v1.bin").read_bytes()
     assert len(raw) == 32
@@ -623,11 +625,11 @@ def test_a_cache_writer_that_dies_between_files_leaves_caches_that_recover(
 ) -> None:
     """Let only the first ``survivors`` file replacements of a refresh happen, then die: the
     next refresh must still end with the same bytes as a rebuild from nothing."""
-    import continuity.caches as caches
+    from continuity.caches import thread_index as caches
 
     index = _refreshed(tmp_store, n=40)
     _append(tmp_store, "t", 30)  # to_seq goes back below the indexed maximum: a merge
-    real = caches._replace_file
+    real = caches._write_cache
     calls = 0
 
     def dying(path: Path, data: bytes) -> None:
@@ -637,10 +639,10 @@ def test_a_cache_writer_that_dies_between_files_leaves_caches_that_recover(
             raise _Crash(path.name)
         real(path, data)
 
-    monkeypatch.setattr(caches, "_replace_file", dying)
+    monkeypatch.setattr(caches, "_write_cache", dying)
     with pytest.raises(_Crash) if survivors < (6 if operation == "rebuild" else 2) else _no_raise():
         index.rebuild() if operation == "rebuild" else index.refresh()
-    monkeypatch.setattr(caches, "_replace_file", real)
+    monkeypatch.setattr(caches, "_write_cache", real)
     index.refresh()
     assert index.problems() == []
     assert _files(tmp_store, "t") == _rebuilt_files(tmp_store, "t")
@@ -663,7 +665,7 @@ def test_a_selection_read_across_a_concurrent_merge_is_one_whole_version(
 ) -> None:
     """Another process merges the sorted checkpoint file between this reader's manifest read
     and its read of the file: the reader must not pair the old count with the new file."""
-    import continuity.caches as caches
+    from continuity.caches import thread_index as caches
 
     index = _refreshed(tmp_store, n=40)
     real_map = caches._map
@@ -684,7 +686,7 @@ def test_a_selection_read_across_a_concurrent_merge_is_one_whole_version(
                 to_seq=1,  # sorts first: the file is rewritten, not appended to
             )
             tmp_store.thread("t").append(low)
-            assert ThreadIndex(tmp_store, "t").refresh().mode == "caught_up"
+            assert ThreadIndex(tmp_store.thread("t")).refresh().mode == "caught_up"
         return real_map(path, size)
 
     monkeypatch.setattr(caches, "_map", racing_map)
@@ -702,7 +704,7 @@ def test_readers_wait_for_a_rewrite_under_way(tmp_store: Store) -> None:
     the lock rather than reading 'no checkpoints'."""
     index = _refreshed(tmp_store, n=40)
     want = (index.checkpoints(), index.other_checkpoints(), index.messages(0, 100))
-    writer = ThreadIndex(tmp_store, "t")
+    writer = ThreadIndex(tmp_store.thread("t"))
     manifest = writer.dir / "manifest.v1.json"
     removed = threading.Event()
 

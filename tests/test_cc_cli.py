@@ -16,8 +16,8 @@ from conftest import shared_fixture
 from typer.testing import CliRunner, Result
 
 from continuity import frames as fr
-from continuity.cli import app
-from continuity.store import Store
+from continuity.cli.app import app
+from continuity.store.jsonl import Store
 
 INGESTED = re.compile(
     r"^ingested (\d+) transcripts? into (\d+) threads?: (\d+) new messages?, "

@@ -30,8 +30,8 @@ from continuity.claude_code.ingest import (
     ingest_transcript,
     session_thread_id,
 )
-from continuity.compiler import compile_context
-from continuity.store import Store
+from continuity.context.compiler import compile_context
+from continuity.store.jsonl import Store
 from continuity.summary import decode_summary
 
 CC = "claude-code"
@@ -603,7 +603,7 @@ _WORKER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from continuity.store import Store
+    from continuity.store.jsonl import Store
     from continuity.claude_code.ingest import ingest_transcript
 
     store_path, transcript, done = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
@@ -927,7 +927,7 @@ def test_boundary_then_summary_in_a_later_read(tmp_path: Path) -> None:
 
 def test_long_session_and_agent_names_still_make_valid_thread_ids(tmp_path: Path) -> None:
     from continuity.claude_code.ingest import agent_thread_id, session_thread_id
-    from continuity.store import validate_thread_id
+    from continuity.store.base import validate_thread_id
 
     long = "x" * 300
     assert validate_thread_id(agent_thread_id(long, long)) == agent_thread_id(long, long)
@@ -936,7 +936,7 @@ def test_long_session_and_agent_names_still_make_valid_thread_ids(tmp_path: Path
 
 def test_a_symlink_to_a_transcript_shares_its_cursor(tmp_path: Path) -> None:
     from continuity.claude_code.ingest import ingest_transcript
-    from continuity.store import Store
+    from continuity.store.jsonl import Store
 
     store = Store(tmp_path / "s", create=True, durable=False)
     real = tmp_path / "sess.jsonl"

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from continuity.claude_code.install import HOOKS, plan_install, settings_path
-from continuity.cli import app
+from continuity.cli.app import app
 
 THEIRS: dict[str, Any] = {
     "model": "opus",

@@ -33,9 +33,9 @@ from test_cc_hooks import (
 from continuity import frames as fr
 from continuity.claude_code.hooks import HookConfig, main, run_hook
 from continuity.claude_code.ingest import ingest_transcript, session_thread_id
-from continuity.compaction import create_checkpoint
+from continuity.context.compaction import create_checkpoint
 from continuity.search import search
-from continuity.store import Store
+from continuity.store.jsonl import Store
 
 SPOTTER_CWD = "/home/USER/projects/spotter-worktrees/spotter-dov"
 EARLIER = "22222222-3333-4444-8555-666666666666"
@@ -394,7 +394,8 @@ def test_recall_off_keeps_the_hook_path_light(tmp_path: Path) -> None:
     )
     assert "continuity.claude_code.ingest" in modules
     assert "numpy" not in modules
-    assert not {"continuity.search", "continuity.search_index"} & modules
+    searching = {"continuity.search", "continuity.caches.search_index", "continuity.caches.ranking"}
+    assert not searching & modules
 
 
 def test_restore_is_bounded_by_claude_compactions_not_by_our_own_checkpoints(
@@ -402,8 +403,8 @@ def test_restore_is_bounded_by_claude_compactions_not_by_our_own_checkpoints(
 ) -> None:
     from continuity.claude_code.ingest import ingest_transcript
     from continuity.claude_code.restore import restore_context
-    from continuity.compaction import create_checkpoint
-    from continuity.store import Store
+    from continuity.context.compaction import create_checkpoint
+    from continuity.store.jsonl import Store
 
     store = Store(tmp_path / "s", create=True, durable=False)
     lines = [
@@ -417,7 +418,7 @@ def test_restore_is_bounded_by_claude_compactions_not_by_our_own_checkpoints(
     # Claude compacted after the third prompt (seq 3); later we checkpointed at the end ourselves
     create_checkpoint(store, "cc-sess", 3, text="claude", cut_rule_id="claude_code_compact/auto")
     create_checkpoint(store, "cc-sess", 20, text="ours")
-    text = restore_context(store, "cc-sess", log=False)
+    text = restore_context(store.thread("cc-sess"), log=False)
     # what Claude lost is what came before its own compaction, whatever we did afterwards
     assert "make deploy-1" in text and "make deploy-3" in text
     assert "make deploy-20" not in text  # after Claude's compaction: still in its context

@@ -20,7 +20,7 @@ import typer.main
 import typer.testing
 from typer.testing import CliRunner, Result
 
-from continuity.cli import app
+from continuity.cli.app import app
 from continuity.paths import default_store_path, resolve_store_path
 
 HELLO = '{"role":"user","text":"hello"}\n{"role":"assistant","text":"hi"}\n'

@@ -20,9 +20,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from continuity import frames as fr
-from continuity.bundle import ContextBundle, MessageItem, ToolStubBlock, decode_bundle
-from continuity.cli import app
-from continuity.store import Store
+from continuity.cli.app import app
+from continuity.context.bundle import ContextBundle, MessageItem, ToolStubBlock, decode_bundle
+from continuity.store.jsonl import Store
 from continuity.summary import decode_summary
 
 Run = Callable[..., Result]

@@ -16,11 +16,11 @@ from compile_support import call, result, text
 from typer.testing import CliRunner, Result
 
 from continuity import frames as fr
-from continuity.bundle import ContextBundle, decode_bundle
-from continuity.cli import app
-from continuity.compaction import create_checkpoint
+from continuity.cli.app import app
+from continuity.context.bundle import ContextBundle, decode_bundle
+from continuity.context.compaction import create_checkpoint
 from continuity.search import Hit
-from continuity.store import Store
+from continuity.store.jsonl import Store
 
 Run = Callable[..., Result]
 

@@ -1,4 +1,4 @@
-"""``continuity search`` before typer (``continuity._search_cli``): what it takes on, what it
+"""``continuity search`` before typer (``continuity.cli.fast_search``): what it takes on, what it
 leaves to the typer command, and that either way a user sees the same output and exit code."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from continuity import frames as fr
-from continuity._search_cli import SearchArgs, fast_search, parse
-from continuity.cli import app
-from continuity.store import Store
+from continuity.cli.app import app
+from continuity.cli.fast_search import SearchArgs, fast_search, parse
+from continuity.store.jsonl import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 

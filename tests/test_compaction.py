@@ -15,22 +15,22 @@ from compile_support import THREAD, RecordingSummarizer, call, checkpoint, put_s
 from conftest import FixedClock
 
 from continuity import frames as fr
-from continuity.compaction import (
-    InvalidCutRule,
-    JobInFlight,
+from continuity.context.compaction import (
     ManualCut,
     StrideMessages,
     TokenThreshold,
-    _JobLock,
     create_checkpoint,
     parse_cut_rule,
     plan_cuts,
     run_compaction,
 )
-from continuity.compiler import STRATEGY_HIERARCHICAL, compile_context
-from continuity.memory import MemoryStore
-from continuity.sources import open_source
-from continuity.store import BaseStore, Store
+from continuity.context.compiler import STRATEGY_HIERARCHICAL, compile_context
+from continuity.context.sources import open_source
+from continuity.errors import InvalidCutRule, JobInFlight
+from continuity.store import base as store_base
+from continuity.store.base import BaseStore
+from continuity.store.jsonl import Store
+from continuity.store.memory import MemoryStore
 from continuity.summary import SummaryContent, SummaryDoc, decode_summary
 
 
@@ -40,8 +40,8 @@ def store(request: pytest.FixtureRequest, tmp_store: Store, memory_store: Memory
 
 
 def _plan(store: BaseStore, rule: StrideMessages | TokenThreshold | ManualCut) -> list[int]:
-    cuts = plan_cuts(open_source(store, THREAD), rule)
-    assert cuts == plan_cuts(open_source(store, THREAD, use_caches=False), rule)
+    cuts = plan_cuts(open_source(store.thread(THREAD)), rule)
+    assert cuts == plan_cuts(open_source(store.thread(THREAD), use_caches=False), rule)
     return cuts
 
 
@@ -426,8 +426,8 @@ def test_a_second_job_for_the_thread_raises_job_in_flight(
 _HOLDER = textwrap.dedent(
     """
     import sys
-    from continuity.compaction import StrideMessages, run_compaction
-    from continuity.store import Store
+    from continuity.context.compaction import StrideMessages, run_compaction
+    from continuity.store.jsonl import Store
     from continuity.summary import SummaryContent
 
     class Holder:
@@ -494,7 +494,7 @@ def test_compile_after_compaction_selects_the_new_checkpoints(store: BaseStore) 
     assert res2.bundle.summaries[-1].text == _summary(store, made[40]).text
 
 
-class _SlowSet(set[tuple[int, str]]):
+class _SlowSet(set[tuple[int, str, str]]):
     """Widens the gap between checking for a running job and claiming the thread."""
 
     def __contains__(self, item: object) -> bool:
@@ -507,7 +507,7 @@ def test_two_jobs_started_at_once_on_a_memory_store_run_one_at_a_time(
     memory_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _chatter(memory_store, 10)
-    monkeypatch.setattr(_JobLock, "_held", _SlowSet())
+    monkeypatch.setattr(store_base, "_HELD", _SlowSet())
     blocking = _Blocking()
     outcomes: list[str] = []
     start = threading.Barrier(2)

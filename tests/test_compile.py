@@ -21,20 +21,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from continuity import frames as fr
-from continuity.artifacts import artifact_id
-from continuity.bundle import ContextBundle, MessageItem, ToolStubBlock, bundle_bytes, decode_bundle
-from continuity.compiler import (
+from continuity.context.bundle import (
+    ContextBundle,
+    MessageItem,
+    ToolStubBlock,
+    bundle_bytes,
+    decode_bundle,
+)
+from continuity.context.compiler import (
     STRATEGY_HIERARCHICAL,
     STRATEGY_RECENT,
     STRATEGY_SUMMARIES,
-    AnchorNotFound,
-    InvalidLimits,
     compile_context,
 )
-from continuity.errors import ThreadNotFound
-from continuity.memory import MemoryStore, MemoryThread
-from continuity.sources import IndexedSource
-from continuity.store import BaseStore, JsonlThread, Store
+from continuity.context.sources import IndexedSource
+from continuity.errors import AnchorNotFound, InvalidLimits, ThreadNotFound
+from continuity.store.artifacts import artifact_id
+from continuity.store.base import BaseStore
+from continuity.store.jsonl import JsonlThread, Store
+from continuity.store.memory import MemoryStore, MemoryThread
 
 
 @pytest.fixture(params=["jsonl", "memory"])
@@ -556,7 +561,7 @@ def test_a_stubbed_message_still_counts_its_image(store: BaseStore) -> None:
 
 def test_the_indexed_source_anchors_within_what_it_indexed(tmp_store: Store) -> None:
     _messages(tmp_store, 5)
-    source = IndexedSource(tmp_store, THREAD)
+    source = IndexedSource(tmp_store.thread(THREAD))
     # Another process appends after the source read the caches.
     tmp_store.thread(THREAD).append(text("user", "late", "late"))
     assert source.head_seq() == 5
@@ -565,12 +570,19 @@ def test_the_indexed_source_anchors_within_what_it_indexed(tmp_store: Store) -> 
     assert source.seq_of_message_id("m5") == 5
 
 
-def test_thread_compile_is_compile_context_on_that_thread(store: BaseStore) -> None:
+def test_compile_takes_a_thread_handle_or_a_store_and_an_id(store: BaseStore) -> None:
     _messages(store, 20)
     limits = fr.Limits(recent_messages=4)
-    via_thread = store.thread(THREAD).compile(limits=limits, log=False)
+    thread = store.thread(THREAD)
+    via_thread = compile_context(thread, limits=limits, log=False)
     direct = compile_context(store, THREAD, limits=limits, log=False)
     assert via_thread.bundle_id == direct.bundle_id
     assert [m.seq for m in via_thread.bundle.messages] == [17, 18, 19, 20]
-    logged = store.thread(THREAD).compile(limits=limits)
-    assert logged.logged and store.thread(THREAD).head().seq == logged.decision.seq  # type: ignore[union-attr]
+    logged = compile_context(thread, limits=limits)
+    assert logged.logged and thread.head().seq == logged.decision.seq  # type: ignore[union-attr]
+    with pytest.raises(ThreadNotFound):
+        compile_context(store.thread("nobody"))
+    with pytest.raises(TypeError):
+        compile_context(store)  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        compile_context(thread, "another")  # type: ignore[call-overload]

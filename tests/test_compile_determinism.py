@@ -27,12 +27,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from continuity import frames as fr
-from continuity.bundle import MessageItem, ToolStubBlock, decode_bundle
-from continuity.caches import rebuild_all
-from continuity.compaction import create_checkpoint
-from continuity.compiler import STRATEGY_HIERARCHICAL, CompileResult, compile_context
-from continuity.memory import MemoryStore
-from continuity.store import BaseStore, Store
+from continuity.caches.thread_index import rebuild_all
+from continuity.context.bundle import MessageItem, ToolStubBlock, decode_bundle
+from continuity.context.compaction import create_checkpoint
+from continuity.context.compiler import STRATEGY_HIERARCHICAL, CompileResult, compile_context
+from continuity.store.base import BaseStore
+from continuity.store.jsonl import Store
+from continuity.store.memory import MemoryStore
 
 GOLDEN = Path(__file__).parent / "data" / "golden_bundle_v1.json"
 LIMITS = fr.Limits(recent_messages=12, budget_tokens=6000, keep_tool_outputs=1)
@@ -164,8 +165,8 @@ _COMPILE_IN_A_CHILD = textwrap.dedent(
     import sys
     import msgspec
     from continuity import frames as fr
-    from continuity.compiler import compile_context
-    from continuity.store import Store
+    from continuity.context.compiler import compile_context
+    from continuity.store.jsonl import Store
 
     limits = msgspec.json.decode(sys.argv[2], type=fr.Limits)
     res = compile_context(Store(sys.argv[1]), "t", limits=limits, log=False)

@@ -21,13 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from continuity import frames as fr
-from continuity.bundle import MessageItem, RecallItem, SummaryItem
-from continuity.compaction import create_checkpoint
-from continuity.compiler import CompileResult, InvalidLimits, compile_context
-from continuity.memory import MemoryStore
-from continuity.render import to_anthropic, to_openai, to_text
-from continuity.search import frame_text
-from continuity.store import BaseStore, Store
+from continuity.caches.search_index import frame_text
+from continuity.context.bundle import MessageItem, RecallItem, SummaryItem
+from continuity.context.compaction import create_checkpoint
+from continuity.context.compiler import CompileResult, compile_context
+from continuity.context.render import to_anthropic, to_openai, to_text
+from continuity.errors import InvalidLimits
+from continuity.store.base import BaseStore
+from continuity.store.jsonl import Store
+from continuity.store.memory import MemoryStore
 
 # --- a small session: the detail a later turn needs is before the summary -------------------
 
@@ -322,8 +324,8 @@ def test_frames_after_the_anchor_change_nothing(session: tuple[Store, int]) -> N
 
 _COMPILE_IN_A_CHILD = """
 import sys
-from continuity.compiler import compile_context
-from continuity.store import Store
+from continuity.context.compiler import compile_context
+from continuity.store.jsonl import Store
 
 res = compile_context(Store(sys.argv[1]), "t", recall=sys.argv[2], log=False)
 print(res.bundle_id, len(res.bundle.recalled))

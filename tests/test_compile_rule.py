@@ -19,16 +19,17 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from continuity import frames as fr
-from continuity.caches import CheckpointEntry
-from continuity.compiler import (
+from continuity.caches.thread_index import CheckpointEntry
+from continuity.context.compiler import (
     STRATEGY_HIERARCHICAL,
     STRATEGY_RECENT,
     STRATEGY_SUMMARIES,
     compile_context,
     select_checkpoints,
 )
-from continuity.memory import MemoryStore
-from continuity.store import BaseStore, Store
+from continuity.store.base import BaseStore
+from continuity.store.jsonl import Store
+from continuity.store.memory import MemoryStore
 
 # --- the reference ------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from continuity import frames as fr
-from continuity.store import JsonlThread, Store
+from continuity.store.jsonl import JsonlThread, Store
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ _WORKER = textwrap.dedent(
     """
     import json, random, sys
     from continuity import frames as fr
-    from continuity.store import JsonlThread, Store
+    from continuity.store.jsonl import JsonlThread, Store
 
     path, worker, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     rng = random.Random(seed)

@@ -21,7 +21,8 @@ import msgspec
 import pytest
 
 from continuity import frames as fr
-from continuity.bundle import (
+from continuity.caches.thread_index import CheckpointEntry, Manifest, Watermark
+from continuity.context.bundle import (
     ContextBundle,
     MessageItem,
     SummaryItem,
@@ -30,8 +31,7 @@ from continuity.bundle import (
     bundle_id,
     decode_bundle,
 )
-from continuity.caches import CheckpointEntry, Manifest, Watermark
-from continuity.store import Store
+from continuity.store.jsonl import Store
 from continuity.summary import SummaryDoc, decode_summary, summary_bytes
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from continuity import frames as fr
-from continuity.store import JsonlThread, Recovery, Store, seal_batch
+from continuity.store.base import Recovery, seal_batch
+from continuity.store.jsonl import JsonlThread, Store
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ _CHILD = textwrap.dedent(
     """
     import json, os, random, sys
     from continuity import frames as fr
-    from continuity.store import Store
+    from continuity.store.jsonl import Store
 
     path, side_path, rnd, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     rng = random.Random(seed)

@@ -13,8 +13,8 @@ from continuity import frames as fr
 from continuity.claude_code.demo import print_report, run_demo
 from continuity.claude_code.ingest import ingest_transcript
 from continuity.claude_code.transcript import read_records
-from continuity.cli import app
-from continuity.store import Store
+from continuity.cli.app import app
+from continuity.store.jsonl import Store
 from continuity.verify import verify_store
 
 

@@ -16,8 +16,8 @@ import msgspec
 import pytest
 
 from continuity import frames as fr
-from continuity.artifacts import MemoryArtifactStore
-from continuity.store import Store
+from continuity.store.artifacts import MemoryArtifactStore
+from continuity.store.jsonl import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXED_MS = 1_732_240_000_000

@@ -1,4 +1,5 @@
-"""Rendering a context bundle (continuity.render): API shapes that always validate, bounded text."""
+"""Rendering a context bundle (continuity.context.render): API shapes that always validate,
+bounded text."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from continuity import frames as fr
-from continuity.bundle import (
+from continuity.context.bundle import (
     ContextBundle,
     MessageItem,
     SummaryItem,
     ToolStubBlock,
     bundle_bytes,
 )
-from continuity.render import CONTINUING, render, to_anthropic, to_openai, to_text
+from continuity.context.render import CONTINUING, render, to_anthropic, to_openai, to_text
 
 AID = "ab" * 32
 AID2 = "cd" * 32

@@ -1,5 +1,6 @@
-"""Search (continuity.search, continuity.search_index): tokens, documents, ranking, the index as
-a cache (catch-up, rebuild, crashes), prefix search on every path, odd queries, re-ranking."""
+"""Search (continuity.search, continuity.caches.search_index and .ranking): tokens, documents,
+ranking, the index as a cache (catch-up, rebuild, crashes), prefix search on every path, odd
+queries, re-ranking."""
 
 from __future__ import annotations
 
@@ -18,19 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from continuity import frames as fr
-from continuity import search_index as si
-from continuity.errors import InvalidThreadId, ThreadNotFound
-from continuity.memory import MemoryStore
-from continuity.search import (
-    MAX_QUERY_TERMS,
-    HashedEmbedder,
-    Hit,
-    InvalidQuery,
-    query_terms,
-    search,
-    search_prefix,
-)
-from continuity.search_index import (
+from continuity.caches import search_index as si
+from continuity.caches.ranking import MAX_QUERY_TERMS, query_terms
+from continuity.caches.search_index import (
     KIND_MESSAGE,
     KIND_OBSERVATION,
     KIND_SUMMARY,
@@ -41,7 +32,11 @@ from continuity.search_index import (
     merge_segments,
     tokenize,
 )
-from continuity.store import BaseStore, Store
+from continuity.errors import InvalidQuery, InvalidThreadId, ThreadNotFound
+from continuity.search import HashedEmbedder, Hit, search, search_prefix
+from continuity.store.base import BaseStore
+from continuity.store.jsonl import Store
+from continuity.store.memory import MemoryStore
 from continuity.summary import SummaryDoc, summary_bytes
 
 _ids = count()
@@ -387,7 +382,7 @@ def test_catch_up_in_small_steps_equals_one_rebuild(tmp_store: Store) -> None:
     print(f"seed {seed}")
     rng = random.Random(seed)
     t = tmp_store.thread("t")
-    index = ThreadSearchIndex(tmp_store, "t")
+    index = ThreadSearchIndex(tmp_store.thread("t"))
     total = 0
     started = time.monotonic()
     while total < 4700:  # past the 256-doc seal many times and the 16 x 256 merge at 4096 docs
@@ -425,7 +420,7 @@ def test_refresh_is_incremental_and_idempotent(tmp_store: Store) -> None:
     rng = random.Random(5)
     t = tmp_store.thread("t")
     t.append(list(_small_frames(rng, 300)))
-    index = ThreadSearchIndex(tmp_store, "t")
+    index = ThreadSearchIndex(tmp_store.thread("t"))
     built = index.refresh()
     assert built > 256
     assert index.refresh() == 0
@@ -540,7 +535,7 @@ def test_a_writer_that_dies_between_files_leaves_an_index_that_gives_right_answe
     from 16 * 256 - 6 documents, merges 16 of them): the next search is still right."""
     t = tmp_store.thread("t")
     t.append([text("user", f"word{i} common") for i in range(before)])
-    index = ThreadSearchIndex(tmp_store, "t")
+    index = ThreadSearchIndex(tmp_store.thread("t"))
     index.refresh()
     t.append([text("user", f"word{i} common") for i in range(before, before + 12)])
     monkeypatch.setattr(si, "_write", _die_after(survivors))
@@ -558,9 +553,9 @@ def test_a_writer_that_dies_between_files_leaves_an_index_that_gives_right_answe
 
 def test_an_index_view_is_none_before_the_first_refresh(tmp_store: Store) -> None:
     tmp_store.thread("t").append(text("user", "x y z words"))
-    assert ThreadSearchIndex(tmp_store, "t").view() is None
+    assert ThreadSearchIndex(tmp_store.thread("t")).view() is None
     with pytest.raises(InvalidThreadId):
-        ThreadSearchIndex(tmp_store, "../elsewhere")
+        ThreadSearchIndex(tmp_store.thread("../elsewhere"))
 
 
 # --- search_prefix on every path ------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The search index's build (continuity.search_index): the token cache, catch-up a chunk at a
+"""The search index's build (continuity.caches.search_index): the token cache, catch-up a chunk at a
 time, the cap on merged segments, the append-only tail, the vocabulary read in one go, and an
 index of an older version being rebuilt. Small ``BLOCK``/``FANOUT``/``MAX_SEGMENT``/``_CHUNK``
 (monkeypatched) keep the layouts of many segments fast to reach."""
@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from test_search import _die_after
 
 from continuity import frames as fr
-from continuity import search_index as si
+from continuity.caches import search_index as si
+from continuity.caches.search_index import Doc, Segment, ThreadSearchIndex, build_segment, tokenize
 from continuity.search import search, search_prefix
-from continuity.search_index import Doc, Segment, ThreadSearchIndex, build_segment, tokenize
-from continuity.store import Store
+from continuity.store.jsonl import Store
 
 # --- tokens ---------------------------------------------------------------------------------
 
@@ -155,7 +155,7 @@ def test_catch_up_in_any_chunking_equals_a_rebuild(
     print(f"seed {seed}")
     rng = random.Random(seed)
     t = tmp_store.thread("t")
-    index = ThreadSearchIndex(tmp_store, "t")
+    index = ThreadSearchIndex(tmp_store.thread("t"))
     total = 0
     while total < 900:  # past the cap of 64 many times
         n = rng.choice([1, 2, 3, 7, 30, 90])
@@ -206,7 +206,7 @@ def test_a_catch_up_reads_the_log_a_chunk_at_a_time(
 
     monkeypatch.setattr(si, "doc_of", counting_doc_of)
     monkeypatch.setattr(si, "_write", watching_write)
-    assert ThreadSearchIndex(tmp_store, "t").refresh() == 200
+    assert ThreadSearchIndex(tmp_store.thread("t")).refresh() == 200
     assert made == [200]
     assert made_at_first_segment == [10]
 
@@ -229,7 +229,7 @@ def test_a_writer_that_dies_after_growing_the_tail_leaves_the_old_index_in_use(
     refresh catches up from there instead of rebuilding."""
     t = tmp_store.thread("t")
     t.append([fr.message("user", f"word{i} common") for i in range(300)])
-    index = ThreadSearchIndex(tmp_store, "t")
+    index = ThreadSearchIndex(tmp_store.thread("t"))
     index.refresh()
     old = index.manifest()
     assert old is not None and old.tail_bytes > 0 and old.docs == 300
@@ -258,7 +258,7 @@ def test_a_writer_that_dies_in_the_middle_of_a_long_catch_up_leaves_the_old_inde
     at the end: dying before them leaves the old manifest's files as they were."""
     t = tmp_store.thread("t")
     t.append([fr.message("user", f"word{i} common") for i in range(30)])
-    index = ThreadSearchIndex(tmp_store, "t")
+    index = ThreadSearchIndex(tmp_store.thread("t"))
     index.refresh()
     old = index.manifest()
     assert old is not None
@@ -293,7 +293,7 @@ def test_an_index_of_the_previous_version_is_rebuilt(
     and built again."""
     t = tmp_store.thread("t")
     t.append(list(_frames(random.Random(3), 400)))
-    index = ThreadSearchIndex(tmp_store, "t")
+    index = ThreadSearchIndex(tmp_store.thread("t"))
     monkeypatch.setattr(si, "MAX_SEGMENT", 10**9)
     monkeypatch.setattr(si, "_VERSION", 2)
     index.refresh()

@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from continuity import frames as fr
-from continuity import search as search_module
-from continuity.search import query_terms, search, search_prefix
-from continuity.search_index import K1, B, Doc, ThreadSearchIndex, docs_of
-from continuity.store import Store
+from continuity.caches import ranking
+from continuity.caches.ranking import query_terms
+from continuity.caches.search_index import K1, B, Doc, ThreadSearchIndex, docs_of
+from continuity.search import search, search_prefix
+from continuity.store.jsonl import Store
 
 # Word frequencies from very common to rare, so that some query terms match most documents
 # (what pruning skips) and some a handful (what sets the floor).
@@ -125,11 +126,11 @@ def test_pruning_skips_documents_that_cannot_reach_the_best(store: Store) -> Non
     hands back fewer candidates than the documents matching the query, and still the right
     best hit. (Would fail if every matching document were scored: the speed of common-word
     queries at a million messages depends on it.)"""
-    index = ThreadSearchIndex(store, "a")
+    index = ThreadSearchIndex(store.thread("a"))
     index.refresh()
     view = index.view()
     assert view is not None and len(view.segments) > 2
-    corpus = search_module._corpus_of_view(view, None)
+    corpus = ranking.corpus_of_view(view, None)
     terms = query_terms("alembic deploy cache")
     n = corpus.cutoff
     avgdl = corpus.total_length() / n
@@ -139,7 +140,7 @@ def test_pruning_skips_documents_that_cannot_reach_the_best(store: Store) -> Non
     for t in terms:
         for seg, (docs, _tfs) in zip(corpus.segments, corpus.postings(t), strict=True):
             matching[docs.astype(np.int64) + seg.first_doc] = True
-    ordinals, _scores = corpus.score(order, idf, avgdl, search_module._TopK(1))
+    ordinals, _scores = corpus.score(order, idf, avgdl, ranking._TopK(1))
     assert 0 < len(ordinals) < int(matching.sum()) // 4
     best = search_prefix(store, "a", "alembic deploy cache", max_seq=10**9, k=1)
     assert [(h.seq, h.score) for h in best] == [

@@ -1,12 +1,13 @@
 """The JSONL store and its caches against the in-memory reference model, driven by Hypothesis.
 
 A :class:`RuleBasedStateMachine` applies the same random operations to a JSONL
-:class:`~continuity.store.Store` and a :class:`~continuity.memory.MemoryStore` (both on a fixed
-clock, so they write the same bytes): appends of single frames and mixed batches, optimistic
-appends with a right and a wrong ``expected_seq``, invalid batches, reopening the JSONL store,
-crashes that leave a torn tail, deleting the cache folder, refreshing and rebuilding caches and
-verifying the store. After every step the two stores must hold the same threads and lines, and
-the refreshed caches must agree with a computation over the model's frames.
+:class:`~continuity.store.jsonl.Store` and a :class:`~continuity.store.memory.MemoryStore`
+(both on a fixed clock, so they write the same bytes): appends of single frames and mixed
+batches, optimistic appends with a right and a wrong ``expected_seq``, invalid batches,
+reopening the JSONL store, crashes that leave a torn tail, deleting the cache folder, refreshing
+and rebuilding caches and verifying the store. After every step the two stores must hold the
+same threads and lines, and the refreshed caches must agree with a computation over the model's
+frames.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ from hypothesis.stateful import (
 from msgspec.structs import replace
 
 from continuity import frames as fr
-from continuity.caches import CheckpointEntry, ThreadIndex, rebuild_all
+from continuity.caches.thread_index import CheckpointEntry, ThreadIndex, rebuild_all
 from continuity.errors import BadFrame, SeqConflict
-from continuity.memory import MemoryStore
-from continuity.store import Store, seal_batch
+from continuity.store.base import seal_batch
+from continuity.store.jsonl import Store
+from continuity.store.memory import MemoryStore
 from continuity.verify import verify_store
 
 pytestmark = pytest.mark.slow
@@ -299,7 +301,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert all(r.mode == "rebuilt" for r in results.values())
         else:
             for tid in self.model.threads():
-                assert ThreadIndex(self.jsonl, tid).refresh().mode == "rebuilt"
+                assert ThreadIndex(self.jsonl.thread(tid)).refresh().mode == "rebuilt"
         for tid in self.model.threads():
             self.indexed[tid] = self._frame_count(tid)
         assert {tid: self._cache_files(tid) for tid in self.model.threads()} == before
@@ -308,7 +310,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data(), rebuild=st.booleans())
     def refresh_or_rebuild(self, data: st.DataObject, rebuild: bool) -> None:
         tid = data.draw(st.sampled_from(self.model.threads()), label="tid")
-        index = ThreadIndex(self.jsonl, tid)
+        index = ThreadIndex(self.jsonl.thread(tid))
         if rebuild:
             result = index.rebuild()
             assert (result.mode, result.frames_applied) == ("rebuilt", self._frame_count(tid))
@@ -392,7 +394,7 @@ class StoreMachine(RuleBasedStateMachine):
     @invariant()
     def caches_agree_with_the_model(self) -> None:
         for tid in self.model.threads():
-            index = ThreadIndex(self.jsonl, tid)
+            index = ThreadIndex(self.jsonl.thread(tid))
             self._check_refresh(tid, index)
             lines = [line for _, line in self.model.thread(tid).read_lines()]
             frames = [fr.decode_frame(line) for line in lines]

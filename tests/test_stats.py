@@ -6,9 +6,10 @@ import shutil
 from pathlib import Path
 
 from continuity import frames as fr
-from continuity.memory import MemoryStore
 from continuity.stats import StoreStats, store_stats
-from continuity.store import BaseStore, Store
+from continuity.store.base import BaseStore
+from continuity.store.jsonl import Store
+from continuity.store.memory import MemoryStore
 
 
 def _fill(store: BaseStore, tid: str, n: int, aid: str) -> None:

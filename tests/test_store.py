@@ -23,17 +23,16 @@ from continuity.errors import (
     StoreNotFound,
     ThreadNotFound,
 )
-from continuity.memory import MemoryStore
-from continuity.store import (
+from continuity.store.base import (
     MAX_THREAD_ID_LEN,
     BaseStore,
-    JsonlThread,
     Recovery,
-    Store,
     Thread,
     seal_batch,
     validate_thread_id,
 )
+from continuity.store.jsonl import JsonlThread, Store
+from continuity.store.memory import MemoryStore
 
 
 def msg(i: int | str, role: fr.Role = "user", text: str | None = None) -> fr.MessageAppended:

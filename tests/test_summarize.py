@@ -1,4 +1,4 @@
-"""The default extractive summarizer (continuity.summarize)."""
+"""The default extractive summarizer (continuity.context.summarize)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from continuity import frames as fr
-from continuity.summarize import DEFAULT_BUDGETS, ExtractiveSummarizer
+from continuity.context.summarize import DEFAULT_BUDGETS, ExtractiveSummarizer
 from continuity.summary import Summarizer, SummaryContent, SummaryDoc
 from continuity.tokens import estimate_text
 

@@ -8,8 +8,9 @@ import shutil
 import pytest
 
 from continuity import frames as fr
-from continuity.caches import ThreadIndex
-from continuity.store import Head, Store, seal_batch
+from continuity.caches.thread_index import ThreadIndex
+from continuity.store.base import Head, seal_batch
+from continuity.store.jsonl import Store
 from continuity.verify import verify_store
 
 
@@ -78,7 +79,7 @@ def test_a_sound_store_verifies(tmp_store: Store) -> None:
     _populate(tmp_store, "b", 5)
     unreferenced = tmp_store.artifacts.put(b"nobody points here")
     for tid in ("a", "b"):
-        ThreadIndex(tmp_store, tid).refresh()
+        ThreadIndex(tmp_store.thread(tid)).refresh()
     seen: list[str] = []
     report = verify_store(tmp_store, progress=seen.append)
     assert report.ok, report.problems
@@ -201,10 +202,10 @@ def test_only_the_named_threads_are_verified(tmp_store: Store) -> None:
     _rewrite_line(tmp_store, "b", 2, b'"text":"hi 2"', b'"text":"xx 2"')
     loose = tmp_store.artifacts.put(b"loose")
     tmp_store.artifacts.path(loose).write_bytes(b"junk")  # type: ignore[attr-defined]
-    report = verify_store(tmp_store, ["a"])
+    report = verify_store(tmp_store, [tmp_store.thread("a")])
     assert report.ok
     assert (report.threads, report.frames) == (1, 13)
-    assert not verify_store(tmp_store, ["b"]).ok
+    assert not verify_store(tmp_store, [tmp_store.thread("b")]).ok
 
 
 def test_a_torn_tail_is_a_note_not_a_problem(tmp_store: Store) -> None:
@@ -250,12 +251,14 @@ def test_quarantined_records_are_listed_after_recovery(tmp_store: Store) -> None
     assert report.ok and report.notes == []
     assert sorted((r.thread_id, r.length) for r in report.quarantined) == [("a", 13), ("b", 13)]
     assert [r.offset for r in report.quarantined if r.thread_id == "a"] == [committed]
-    assert [r.thread_id for r in verify_store(tmp_store, ["b"]).quarantined] == ["b"]
+    assert [r.thread_id for r in verify_store(tmp_store, [tmp_store.thread("b")]).quarantined] == [
+        "b"
+    ]
 
 
 def test_a_cache_that_differs_from_the_log_is_a_problem(tmp_store: Store) -> None:
     _populate(tmp_store, n=30)
-    index = ThreadIndex(tmp_store, "t")
+    index = ThreadIndex(tmp_store.thread("t"))
     index.refresh()
     path = index.dir / "offsets.v1.u64"
     data = bytearray(path.read_bytes())
@@ -269,14 +272,14 @@ def test_a_cache_that_differs_from_the_log_is_a_problem(tmp_store: Store) -> Non
 
 def test_a_cache_behind_the_log_is_sound(tmp_store: Store) -> None:
     _populate(tmp_store)
-    ThreadIndex(tmp_store, "t").refresh()
+    ThreadIndex(tmp_store.thread("t")).refresh()
     tmp_store.thread("t").append(fr.message("user", "more", message_id="more"))
     assert verify_store(tmp_store).ok
 
 
 def test_a_cache_of_a_replaced_log_is_a_problem(tmp_store: Store) -> None:
     _populate(tmp_store)
-    ThreadIndex(tmp_store, "t").refresh()
+    ThreadIndex(tmp_store.thread("t")).refresh()
     line = tmp_store.thread("t").path.read_bytes().split(b"\n")[12]
     tokens = re.search(rb'"tokens":(\d)', line)
     assert tokens is not None
@@ -289,7 +292,7 @@ def test_a_cache_of_a_replaced_log_is_a_problem(tmp_store: Store) -> None:
 def test_a_cache_is_judged_on_what_it_indexes(tmp_store: Store) -> None:
     """An edit the caches do not project (a message's text) breaks the chain, not the cache."""
     _populate(tmp_store)
-    ThreadIndex(tmp_store, "t").refresh()
+    ThreadIndex(tmp_store.thread("t")).refresh()
     _rewrite_line(tmp_store, "t", 12, b'"text":"hi 12"', b'"text":"HI 12"')
     assert [p.where for p in verify_store(tmp_store).problems] == ["thread t"]
 

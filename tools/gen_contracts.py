@@ -76,7 +76,7 @@ CONTRACTS: list[Contract] = [
     Contract(
         "contracts/context_bundle.schema.json",
         json_schema(
-            "continuity.bundle:ContextBundle",
+            "continuity.context.bundle:ContextBundle",
             title="continuity context bundle (context_bundle.v1)",
             description=(
                 "What one compile selected: summaries and the recent window. Stored as an "
@@ -99,7 +99,7 @@ CONTRACTS: list[Contract] = [
     Contract(
         "contracts/cache_manifest.schema.json",
         json_schema(
-            "continuity.caches:Manifest",
+            "continuity.caches.thread_index:Manifest",
             title="continuity cache manifest (manifest.v1.json)",
             description=(
                 "The watermarks of one thread's cache files; the commit point of every cache "
@@ -110,7 +110,7 @@ CONTRACTS: list[Contract] = [
     Contract(
         "contracts/cache_checkpoint_entry.schema.json",
         json_schema(
-            "continuity.caches:CheckpointEntry",
+            "continuity.caches.thread_index:CheckpointEntry",
             title="continuity checkpoint index line (checkpoints.v1.jsonl)",
             description=(
                 "One line of a thread's checkpoint index: the projection of one "

@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from continuity import frames as fr
-from continuity.artifacts import ArtifactStore
-from continuity.store import BaseStore, Store
+from continuity.store.artifacts import ArtifactStore
+from continuity.store.base import BaseStore
+from continuity.store.jsonl import Store
 
 __all__ = [
     "DEFAULT_ARTIFACT_THRESHOLD",

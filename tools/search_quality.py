@@ -37,9 +37,10 @@ MODES: Final = ("bm25", "bm25+hashed")
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
+from continuity.caches.search_index import frame_text  # noqa: E402
 from continuity.claude_code.ingest import ingest_transcript  # noqa: E402
-from continuity.search import HashedEmbedder, frame_text, search  # noqa: E402
-from continuity.store import Store  # noqa: E402
+from continuity.search import HashedEmbedder, search  # noqa: E402
+from continuity.store.jsonl import Store  # noqa: E402
 
 
 class Answer(msgspec.Struct, frozen=True):

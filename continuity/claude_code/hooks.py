@@ -17,8 +17,10 @@ from typing import Any, Final
 
 import msgspec
 
+from continuity._fs import atomic_write
 from continuity.paths import default_store_path
-from continuity.store import Store
+from continuity.store.base import Thread
+from continuity.store.jsonl import Store
 
 __all__ = ["EVENTS", "HookConfig", "HookOutcome", "main", "run_hook"]
 
@@ -104,9 +106,7 @@ def _load_state(store: Store, thread_id: str) -> SessionState:
 def _save_state(store: Store, thread_id: str, state: SessionState) -> None:
     path = _state_path(store, thread_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(msgspec.json.encode(state))
-    os.replace(tmp, path)
+    atomic_write(path, msgspec.json.encode(state), durable=False)  # a cache
 
 
 def _context_json(event: str, text: str) -> str:
@@ -115,8 +115,9 @@ def _context_json(event: str, text: str) -> str:
     ).decode()
 
 
-def _ingest(store: Store, transcript: Path, *, final: bool) -> str:
-    """Ingest the transcript (and its subagent files when final); return the session thread."""
+def _ingest(store: Store, transcript: Path, *, final: bool) -> Thread:
+    """Ingest the transcript (and its subagent files when final); return the session's thread
+    (the handle everything after the ingest works on)."""
     from continuity.claude_code.ingest import ingest_transcript, session_thread_id, transcript_kind
 
     if transcript.is_file():
@@ -127,7 +128,7 @@ def _ingest(store: Store, transcript: Path, *, final: bool) -> str:
                 for agent in sorted(sub.glob("agent-*.jsonl")):
                     ingest_transcript(store, agent, final=True)
     session, _agent = transcript_kind(transcript)
-    return session_thread_id(session)
+    return store.thread(session_thread_id(session))
 
 
 def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
@@ -142,7 +143,8 @@ def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
     # A new session's transcript may not be written yet when SessionStart fires: the pointer
     # to the previous session does not need it (and _ingest skips a missing file).
     final = event in ("pre-compact", "session-end")
-    thread_id = _ingest(store, transcript, final=final)
+    thread = _ingest(store, transcript, final=final)
+    thread_id = thread.id
     # Read after the ingest: a broken claude-code.json must not stop the archiving.
     cfg = _config(store)
     if event == "subagent-stop":
@@ -158,17 +160,17 @@ def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
             state = _load_state(store, thread_id)
             state.restore_pending = True
             _save_state(store, thread_id, state)
-        if store.thread(thread_id).exists():
-            out.stdout = preservation_guidance(store, thread_id)
+        if thread.exists():
+            out.stdout = preservation_guidance(thread)
         if cfg.block_compaction:
             out.exit_code = 2
             out.stderr = "continuity: compaction blocked by configuration (block_compaction)"
     elif event == "session-start":
         source = payload.get("source")
-        if source in ("compact", "resume") and store.thread(thread_id).exists():
+        if source in ("compact", "resume") and thread.exists():
             from continuity.claude_code.restore import restore_context
 
-            text = restore_context(store, thread_id, max_chars=cfg.restore_max_chars)
+            text = restore_context(thread, max_chars=cfg.restore_max_chars)
             out.stdout = _context_json(event, text)
             state = _load_state(store, thread_id)
             if source == "compact":
@@ -182,21 +184,18 @@ def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
     elif event == "user-prompt-submit":
         parts: list[str] = []
         state = _load_state(store, thread_id)
-        restoring = (
-            cfg.restore_on_prompt and state.restore_pending and store.thread(thread_id).exists()
-        )
+        restoring = cfg.restore_on_prompt and state.restore_pending and thread.exists()
         if restoring:
             from continuity.claude_code.restore import restore_context
 
-            parts.append(restore_context(store, thread_id, max_chars=cfg.restore_max_chars))
+            parts.append(restore_context(thread, max_chars=cfg.restore_max_chars))
         prompt = payload.get("prompt")
         if cfg.recall_on_prompt and isinstance(prompt, str) and prompt.strip():
             from continuity.claude_code.restore import prompt_recall
 
             cwd = payload.get("cwd")
             recalled = prompt_recall(
-                store,
-                thread_id,
+                thread,
                 prompt,
                 project=cwd if isinstance(cwd, str) else None,
                 max_chars=cfg.recall_max_chars,

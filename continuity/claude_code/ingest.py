@@ -19,7 +19,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-from collections.abc import Iterable
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Final, TypeGuard
@@ -28,6 +28,7 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
+from continuity._fs import atomic_write
 from continuity.claude_code.transcript import (
     AssistantPart,
     CompactBoundary,
@@ -37,7 +38,7 @@ from continuity.claude_code.transcript import (
     UserLine,
     read_records,
 )
-from continuity.store import Store
+from continuity.store.base import BaseStore, Thread
 
 __all__ = [
     "SOURCE_SYSTEM",
@@ -141,7 +142,9 @@ class _Batch:
 
 
 class _Ingest:
-    def __init__(self, store: Store, path: Path, final: bool, thread_override: str | None) -> None:
+    def __init__(
+        self, store: BaseStore, path: Path, final: bool, thread_override: str | None
+    ) -> None:
         self.store = store
         self.path = path
         self.final = final
@@ -151,13 +154,20 @@ class _Ingest:
         self.known: set[str] = set()
         self.loaded: set[str] = set()
         self.new_keys: list[str] = []
+        self._threads: dict[str, Thread] = {}
+
+    def thread(self, thread_id: str) -> Thread:
+        """The handle of a thread this transcript feeds (made, and its id checked, once)."""
+        handle = self._threads.get(thread_id)
+        if handle is None:
+            handle = self._threads[thread_id] = self.store.thread(thread_id)
+        return handle
 
     # -- keys ----------------------------------------------------------------------------------
 
     def load_keys(self, thread_id: str, after_seq: int) -> None:
         """Add the source keys of ``thread_id``'s frames after ``after_seq`` to the known set."""
-        thread = self.store.thread(thread_id)
-        for frame in thread.read(from_seq=after_seq + 1):
+        for frame in self.thread(thread_id).read(from_seq=after_seq + 1):
             self.known.update(_frame_keys(frame))
 
     def ensure_loaded(self, thread_id: str, cursor: Cursor | None) -> None:
@@ -208,7 +218,11 @@ def _frame_keys(frame: fr.Frame) -> list[str]:
     return []
 
 
-def _cursor_path(store: Store, path: Path) -> Path:
+def _cursor_path(store: BaseStore, path: Path) -> Path | None:
+    """Where the cursor of a transcript lives (None: the store keeps no cache files, and every
+    ingest reads the whole file; the source keys in the log still keep it idempotent)."""
+    if store.cache_dir is None:
+        return None
     digest = blake3.blake3(str(path).encode()).hexdigest()[:32]
     return store.cache_dir / "claude-code" / "cursors" / f"{digest}.json"
 
@@ -221,17 +235,18 @@ def _head_hash(path: Path, upto: int) -> str:
 _cursor_decoder: Final = msgspec.json.Decoder(Cursor)
 
 
-def _load_cursor(file: Path) -> Cursor | None:
+def _load_cursor(file: Path | None) -> Cursor | None:
+    if file is None:
+        return None
     try:
         return _cursor_decoder.decode(file.read_bytes())
     except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
         return None
 
 
-def _save_cursor(file: Path, cursor: Cursor) -> None:
-    tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(msgspec.json.encode(cursor))
-    os.replace(tmp, file)
+def _save_cursor(file: Path | None, cursor: Cursor) -> None:
+    if file is not None:
+        atomic_write(file, msgspec.json.encode(cursor), durable=False)  # a cache
 
 
 def _user_keys(line: UserLine) -> list[str]:
@@ -300,7 +315,7 @@ def _groups(records: list[Record]) -> tuple[list[_Grouped], int | None]:
 
 
 def ingest_transcript(
-    store: Store,
+    store: BaseStore,
     path: str | os.PathLike[str],
     *,
     final: bool = False,
@@ -310,6 +325,9 @@ def ingest_transcript(
     # One cursor (and one lock) per file, however it is named: resolve links and relative parts.
     p = Path(path).resolve()
     cursor_file = _cursor_path(store, p)
+    if cursor_file is None:
+        with _in_process_lock(p):
+            return _ingest_locked(store, p, None, final, thread_id)
     cursor_file.parent.mkdir(parents=True, exist_ok=True)
     lock_fd = os.open(cursor_file.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -319,15 +337,30 @@ def ingest_transcript(
         os.close(lock_fd)
 
 
+_LOCKS: Final[dict[Path, threading.Lock]] = {}
+_LOCKS_GUARD: Final = threading.Lock()
+
+
+def _in_process_lock(path: Path) -> threading.Lock:
+    """One lock per transcript for stores without cache files (no file to flock)."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(path, threading.Lock())
+
+
 def _ingest_locked(
-    store: Store, path: Path, cursor_file: Path, final: bool, thread_override: str | None
+    store: BaseStore,
+    path: Path,
+    cursor_file: Path | None,
+    final: bool,
+    thread_override: str | None,
 ) -> IngestReport:
     job = _Ingest(store, path, final, thread_override)
     size = path.stat().st_size
     cursor = _load_cursor(cursor_file)
     start = 0
     if cursor is None:
-        job.report.restarted = "no cursor" if not cursor_file.exists() else "unreadable cursor"
+        found = cursor_file is not None and cursor_file.exists()
+        job.report.restarted = "unreadable cursor" if found else "no cursor"
     elif size < cursor.offset:
         job.report.restarted = f"file shrank from {cursor.offset} to {size} bytes"
         cursor = None
@@ -366,7 +399,7 @@ def _ingest_locked(
 
     # Subagent and sidechain threads hang under the session's thread.
     main = thread_override or (session_thread_id(job.session_id) if job.session_id else None)
-    main_started = main is not None and store.thread(main).exists()
+    main_started = main is not None and job.thread(main).exists()
     # A title is a summary line read before the session's thread has a frame, whichever read
     # that was, so that feeding the file in pieces gives the thread the title a single read does.
     title: str | None = (cursor.title if cursor else "") or None
@@ -474,7 +507,7 @@ def _ingest_locked(
     last_msg: dict[str, int] = dict(cursor.last_message_seq) if cursor else {}
     for tid in order:
         _append_batch(job, batches[tid], main, title, meta_sources.get(tid, {}), last_msg)
-        thread_head = store.thread(tid).head()
+        thread_head = job.thread(tid).head()
         if thread_head is not None:
             heads[tid] = thread_head.seq
     job.report.threads = order
@@ -490,7 +523,7 @@ def _ingest_locked(
             main_thread=main or "",
             last_message_seq=last_msg,
             session_id=job.session_id,
-            title=(title or "") if main is not None and not store.thread(main).exists() else "",
+            title=(title or "") if main is not None and not job.thread(main).exists() else "",
         ),
     )
     return job.report
@@ -506,8 +539,7 @@ def _append_batch(
 ) -> None:
     """Append a thread's frames; a checkpoint marker splits the batch so its ``to_seq`` can name
     the last message appended before it."""
-    store = job.store
-    thread = store.thread(batch.thread_id)
+    thread = job.thread(batch.thread_id)
     segment: list[fr.Frame] = []
     if not thread.exists() and batch.frames:
         meta = {"source": SOURCE_SYSTEM, "transcript": str(job.path), **meta_source}
@@ -578,7 +610,3 @@ def _claude_checkpoint(
         produced_by=SOURCE_SYSTEM,
         ts_ms=_ts_ms(marker.summary.where.timestamp),
     )
-
-
-def ingest_paths(store: Store, paths: Iterable[Path], *, final: bool = True) -> list[IngestReport]:
-    return [ingest_transcript(store, p, final=final) for p in paths]

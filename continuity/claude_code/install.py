@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from continuity.errors import ContinuityError
+from continuity._fs import atomic_write
+from continuity.errors import InvalidSettings
 
 __all__ = [
     "HOOKS",
     "InstallPlan",
-    "InvalidSettings",
     "apply_plan",
     "hook_command",
     "plan_install",
@@ -33,10 +33,6 @@ __all__ = [
 ]
 
 Scope = Literal["user", "project", "local"]
-
-
-class InvalidSettings(ContinuityError):
-    """A Claude Code settings file that is not a JSON object (left untouched)."""
 
 
 # (Claude Code event, our event slug, matcher or None, timeout in seconds)
@@ -203,12 +199,5 @@ def apply_plan(plan: InstallPlan) -> Path | None:
     if plan.before is not None:
         backup = plan.path.with_name(plan.path.name + ".continuity-backup")
         backup.write_text(plan.before, encoding="utf-8")
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(plan.after)
-        f.flush()
-        os.fsync(f.fileno())
-    if target.exists():
-        shutil.copymode(target, tmp)  # keep the user's permissions
-    os.replace(tmp, target)
+    atomic_write(target, plan.after.encode("utf-8"), durable=True, keep_mode=True)
     return backup

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from continuity import frames as fr
-from continuity.caches import CheckpointEntry
-from continuity.errors import ContinuityError
-from continuity.sources import ThreadSource, open_source
-from continuity.store import Store
+from continuity.caches.thread_index import CheckpointEntry
+from continuity.context.sources import ThreadSource, open_source
+from continuity.errors import ContinuityError, InvalidQuery
+from continuity.store.base import Thread
 from continuity.summary import SummaryContent
 
 if TYPE_CHECKING:  # search imports numpy: only when a prompt is searched
@@ -54,7 +54,7 @@ def _messages_between(
 
 
 def _extract(messages: Sequence[fr.MessageAppended]) -> SummaryContent:
-    from continuity.summarize import ExtractiveSummarizer
+    from continuity.context.summarize import ExtractiveSummarizer
 
     return ExtractiveSummarizer().summarize(None, messages)
 
@@ -91,14 +91,13 @@ def _checkpoints(source: ThreadSource) -> list[CheckpointEntry]:
     return [c for c in source.checkpoints() if c.cut_rule_id.startswith(_CLAUDE_COMPACTION)]
 
 
-def restore_context(
-    store: Store, thread_id: str, *, max_chars: int = RESTORE_MAX_CHARS, log: bool = True
-) -> str:
+def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: bool = True) -> str:
     """The context to give Claude after its latest compaction (or on resume), ≤ ``max_chars``."""
-    from continuity.compiler import compile_context
-    from continuity.render import to_text
+    from continuity.context.compiler import compile_context
+    from continuity.context.render import to_text
 
-    source = open_source(store, thread_id)
+    thread_id = thread.id
+    source = open_source(thread)
     head = source.head_seq()
     if head is None:
         raise ContinuityError(f"thread {thread_id} is empty")
@@ -118,8 +117,7 @@ def restore_context(
     recent = ""
     if room > 200 and messages:
         result = compile_context(
-            store,
-            thread_id,
+            thread,
             anchor=upto,
             limits=fr.Limits(recent_messages=8, max_summary_refs=0, keep_tool_outputs=2),
             log=log,
@@ -129,9 +127,9 @@ def restore_context(
     return text[:max_chars]
 
 
-def preservation_guidance(store: Store, thread_id: str) -> str:
+def preservation_guidance(thread: Thread) -> str:
     """Short guidance for Claude's compaction (≤ 2,000 characters): what its summary must keep."""
-    source = open_source(store, thread_id)
+    source = open_source(thread)
     head = source.head_seq()
     if head is None:
         return ""
@@ -150,28 +148,27 @@ def preservation_guidance(store: Store, thread_id: str) -> str:
     return (intro + body)[:GUIDANCE_MAX_CHARS] if body else ""
 
 
-def prompt_recall(
-    store: Store, thread_id: str, prompt: str, *, project: str | None, max_chars: int
-) -> str:
+def prompt_recall(thread: Thread, prompt: str, *, project: str | None, max_chars: int) -> str:
     """What the archive holds for ``prompt`` that Claude no longer has in context: this
     session's messages before its last compaction, and earlier sessions of the same project.
     "" when nothing is found (or the prompt has nothing searchable)."""
-    from continuity.search import InvalidQuery, search_prefix
+    from continuity.search import search_prefix
 
+    thread_id = thread.id
     hits: list[Hit] = []
     try:
-        if store.thread(thread_id).exists():
+        if thread.exists():
             # Only Claude's own compactions take messages out of its context (a checkpoint
             # made by `continuity compact` does not).
             cps = [
                 c
-                for c in open_source(store, thread_id).checkpoints()
+                for c in open_source(thread).checkpoints()
                 if c.cut_rule_id.startswith(_CLAUDE_COMPACTION)
             ]
             if cps:
-                hits += search_prefix(store, thread_id, prompt, max_seq=cps[-1].to_seq, k=3)
+                hits += search_prefix(thread, prompt, max_seq=cps[-1].to_seq, k=3)
         if project:
-            hits += _other_sessions(store, thread_id, prompt, project)
+            hits += _other_sessions(thread, prompt, project)
     except InvalidQuery:
         return ""
     if not hits:
@@ -188,15 +185,16 @@ def prompt_recall(
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
-def _other_sessions(store: Store, thread_id: str, prompt: str, project: str) -> list[Hit]:
+def _other_sessions(thread: Thread, prompt: str, project: str) -> list[Hit]:
     """The best hits of the project's other sessions, ranked across the whole project (one set
     of statistics). This session and its subagents rank too and are skipped, so the ranking is
     read further down while they crowd out everything else (up to ``_MAX_RANKED`` hits)."""
     from continuity.search import search
 
+    thread_id = thread.id
     k = 2 * _OTHER_HITS
     while True:
-        found = search(store, prompt, project=project, k=k)
+        found = search(thread.store, prompt, project=project, k=k)
         others = [
             h
             for h in found

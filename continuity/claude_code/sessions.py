@@ -6,7 +6,8 @@ import time
 from dataclasses import dataclass
 
 from continuity import frames as fr
-from continuity.store import Store
+from continuity.caches.thread_index import ThreadIndex
+from continuity.store.base import BaseStore, Thread
 
 __all__ = ["SessionInfo", "list_sessions", "previous_session"]
 
@@ -28,15 +29,14 @@ def _stamp(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ms / 1000)) if ms else "-"
 
 
-def _info(store: Store, thread_id: str) -> SessionInfo | None:
-    thread = store.thread(thread_id)
+def _info(thread: Thread) -> SessionInfo | None:
     first = next(iter(thread.read(to_seq=0)), None)
     if not isinstance(first, fr.ThreadCreated) or first.meta.get("source") != "claude-code":
         return None
     last = thread.tail(1, types=["message_appended"])
     last_ms = last[0].ts_ms if last else first.ts_ms
     return SessionInfo(
-        thread_id=thread_id,
+        thread_id=thread.id,
         project=first.meta.get("project", ""),
         git_branch=first.meta.get("git_branch", ""),
         started=_stamp(first.ts_ms),
@@ -46,26 +46,38 @@ def _info(store: Store, thread_id: str) -> SessionInfo | None:
     )
 
 
-def list_sessions(store: Store, *, include_agents: bool = False) -> list[SessionInfo]:
-    """Every archived Claude Code session, most recently active last, with message and
-    compaction counts (read from the caches, brought up to date)."""
-    from continuity.caches import ThreadIndex
+def _counts(thread: Thread) -> tuple[int, int]:
+    """(messages, Claude's compactions): from the caches, brought up to date, or by reading the
+    log when the store keeps none."""
+    if ThreadIndex.available(thread):
+        index = ThreadIndex(thread)
+        index.refresh()
+        cut_rules = [c.cut_rule_id for c in index.checkpoints()]
+        messages = index.message_count()
+    else:
+        frames = list(thread.read(types=["message_appended", "compaction_checkpoint_created"]))
+        cut_rules = [f.cut_rule_id for f in frames if isinstance(f, fr.CompactionCheckpointCreated)]
+        messages = len(frames) - len(cut_rules)
+    return messages, sum(1 for r in cut_rules if r.startswith("claude_code"))
 
+
+def list_sessions(store: BaseStore, *, include_agents: bool = False) -> list[SessionInfo]:
+    """Every archived Claude Code session, most recently active last, with message and
+    compaction counts."""
     found: list[SessionInfo] = []
     for tid in store.threads():
         if not tid.startswith("cc-") or (".agent-" in tid and not include_agents):
             continue
-        info = _info(store, tid)
+        thread = store.thread(tid)
+        info = _info(thread)
         if info is None:
             continue
-        index = ThreadIndex(store, tid)
-        index.refresh()
-        compactions = sum(1 for c in index.checkpoints() if c.cut_rule_id.startswith("claude_code"))
+        messages, compactions = _counts(thread)
         found.append(
             SessionInfo(
                 **{
                     **{f: getattr(info, f) for f in info.__slots__},
-                    "messages": index.message_count(),
+                    "messages": messages,
                     "compactions": compactions,
                 }
             )
@@ -74,13 +86,13 @@ def list_sessions(store: Store, *, include_agents: bool = False) -> list[Session
     return found
 
 
-def previous_session(store: Store, project: str, *, exclude: str) -> SessionInfo | None:
+def previous_session(store: BaseStore, project: str, *, exclude: str) -> SessionInfo | None:
     """The most recently active other session of ``project`` (no caches touched)."""
     best: SessionInfo | None = None
     for tid in store.threads():
         if tid == exclude or not tid.startswith("cc-") or ".agent-" in tid:
             continue
-        info = _info(store, tid)
+        info = _info(store.thread(tid))
         if info is None or info.project != project:
             continue
         if best is None or (info.last_active_ms, tid) > (best.last_active_ms, best.thread_id):

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
-from continuity.store import Store
+from continuity.store.jsonl import Store
 from tools.gen_thread import FIXED_CLOCK_MS, write_thread
 
 __all__ = [

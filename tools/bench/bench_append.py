@@ -21,8 +21,9 @@ from pathlib import Path
 import msgspec
 
 from continuity import frames as fr
-from continuity.artifacts import MemoryArtifactStore
-from continuity.store import Store, seal_batch
+from continuity.store.artifacts import MemoryArtifactStore
+from continuity.store.base import seal_batch
+from continuity.store.jsonl import Store
 from tools.bench._common import (
     Report,
     common_parser,

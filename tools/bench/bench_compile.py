@@ -21,8 +21,8 @@ compile appends its decision. All stores are opened with ``durable=False`` excep
 * fresh processes at the largest size (``--process-repeat`` rounds, interleaved, after one
   warm-up each): ``continuity compile`` with ``--dry-run`` and logged (the CLI's store is
   durable), a process calling ``compile_context`` directly, and the baselines ``python -c pass``,
-  ``continuity --help`` and ``python -c "import continuity.compiler"``. Their peak RSS comes from
-  ``os.wait4`` (the child's own ``ru_maxrss``);
+  ``continuity --help`` and ``python -c "import continuity.context.compiler"``. Their peak RSS
+  comes from ``os.wait4`` (the child's own ``ru_maxrss``);
 * compaction: ``run_compaction(StrideMessages(200))`` with the default ``ExtractiveSummarizer``
   on a copy of a ``--compaction-frames`` thread generated without checkpoints (messages covered
   per second, checkpoints per second); baselines in the same run: reading every frame through
@@ -52,12 +52,12 @@ from typing import Any, Final
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches import ThreadIndex
-from continuity.compaction import StrideMessages, run_compaction
-from continuity.compiler import STRATEGY_HIERARCHICAL, CompileResult, compile_context
-from continuity.sources import open_source
-from continuity.store import Store
-from continuity.summarize import ExtractiveSummarizer
+from continuity.caches.thread_index import ThreadIndex
+from continuity.context.compaction import StrideMessages, run_compaction
+from continuity.context.compiler import STRATEGY_HIERARCHICAL, CompileResult, compile_context
+from continuity.context.sources import open_source
+from continuity.context.summarize import ExtractiveSummarizer
+from continuity.store.jsonl import Store
 from continuity.summary import SummaryDoc
 from tools.bench._common import (
     BENCH_THREAD,
@@ -166,7 +166,7 @@ def _thread_without_checkpoints(frames: int, seed: int) -> Path:
     log(f"generating {frames:,} frames without checkpoints (seed {seed}) into {root}")
     store = Store(tmp, create=True, durable=False, clock=lambda: FIXED_CLOCK_MS)
     stats = write_thread(store, BENCH_THREAD, frames, seed=seed)
-    ThreadIndex(store, BENCH_THREAD).refresh()
+    ThreadIndex(store.thread(BENCH_THREAD)).refresh()
     (tmp / "bench-thread.json").write_text(f"{stats.log_bytes}\n")
     os.replace(tmp, root)
     return root
@@ -186,7 +186,7 @@ def _check_hierarchical(store: Store, n: int) -> str:
     budget = _compile(store, BUDGET_LIMITS).decision.reasons
     cut = "; ".join(r for r in budget if r.startswith("budget")) or "budget=8000 cuts nothing"
     tos = ",".join(str(s.to_seq) for s in bundle.summaries)
-    checkpoints = ThreadIndex(store, BENCH_THREAD).checkpoint_count()
+    checkpoints = ThreadIndex(store.thread(BENCH_THREAD)).checkpoint_count()
     return (
         f"{_short(n)}: {checkpoints:,} checkpoints, {bundle.strategy}, summaries to_seq {tos}, "
         f"{len(bundle.messages)} messages, ~{bundle.tokens} tokens; {cut}"
@@ -230,7 +230,7 @@ def _in_process(
     profile: bool = False,
 ) -> None:
     sizes = list(stores)
-    indexes = {n: ThreadIndex(s, BENCH_THREAD) for n, s in stores.items()}
+    indexes = {n: ThreadIndex(s.thread(BENCH_THREAD)) for n, s in stores.items()}
     more = {
         n: _continuation(s, repeat + catchup_repeat * sum(catchup_frames), seed)
         for n, s in stores.items()
@@ -310,9 +310,9 @@ def _in_process(
 
 _LIBRARY_COMPILE: Final = (
     "import sys\n"
-    "from continuity.compiler import compile_context\n"
+    "from continuity.context.compiler import compile_context\n"
     "from continuity.frames import Limits\n"
-    "from continuity.store import Store\n"
+    "from continuity.store.jsonl import Store\n"
     "compile_context(Store(sys.argv[1], durable=False), sys.argv[2], log=False,\n"
     "                limits=Limits(recent_messages=16, keep_tool_outputs=3))\n"
 )
@@ -325,10 +325,10 @@ def _processes(store: Store, n: int, repeat: int, report: Report) -> None:
     processes: dict[str, list[str]] = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "continuity --help": [*cli, "--help"],
-        'python -c "import continuity.compiler"': [
+        'python -c "import continuity.context.compiler"': [
             sys.executable,
             "-c",
-            "import continuity.compiler",
+            "import continuity.context.compiler",
         ],
         f"process: compile_context(log=False) @{size}": [
             sys.executable,
@@ -401,7 +401,7 @@ def _summarize_alone(messages: Sequence[fr.MessageAppended]) -> None:
 def _compaction(frames: int, repeat: int, compile_repeat: int, seed: int, report: Report) -> None:
     source = _thread_without_checkpoints(frames, seed)
     plain = Store(source, durable=False)
-    index = ThreadIndex(plain, BENCH_THREAD)
+    index = ThreadIndex(plain.thread(BENCH_THREAD))
     index.refresh()
     head = index.frame_count() - 1
 
@@ -427,7 +427,7 @@ def _compaction(frames: int, repeat: int, compile_repeat: int, seed: int, report
                 raise RuntimeError(f"compaction did not succeed: {result.status} {result.error}")
             compact_s.append(seconds)
             checkpoints = len(result.checkpoints)
-            src = open_source(store, BENCH_THREAD)
+            src = open_source(store.thread(BENCH_THREAD))
             covered = src.message_count_upto(result.checkpoints[-1].to_seq)
             if r == 0:
                 check = _compile(store)
@@ -486,7 +486,7 @@ def run(
         stores: dict[int, Store] = {}
         for n in sizes:
             cached = cached_thread(n, seed)
-            ThreadIndex(Store(cached, durable=False), BENCH_THREAD).refresh()
+            ThreadIndex(Store(cached, durable=False).thread(BENCH_THREAD)).refresh()
             log(f"bench_compile: copying the {_short(n)} store")
             stores[n] = _copy_store(cached, work / _short(n))
             report.notes.append(_check_hierarchical(stores[n], n))

@@ -13,7 +13,8 @@ first ingested in full (untimed). Then, ``--repeat`` rounds, sizes and baselines
   a Bash tool_use — hook progress noise and the tool result; about 3 KB) and
   ``continuity hook user-prompt-submit`` is timed as a fresh process (target p50 <= 60 ms at
   every size, and flat: the largest size over the smallest <= 1.5x);
-* baselines as fresh processes: ``python -c pass`` and ``python -c "import continuity.store"``.
+* baselines as fresh processes: ``python -c pass`` and
+  ``python -c "import continuity.store.jsonl"``.
 
 Then ``--repeat`` rounds of a compaction: a new turn, ``pre-compact`` (timed, no target), a
 ``compact_boundary`` and an ``isCompactSummary`` line, and ``session-start`` with source
@@ -45,9 +46,9 @@ from typing import Any, Final
 
 import msgspec
 
-from continuity.claude_code._demo_transcript import TranscriptWriter
+from continuity.claude_code.demo.transcript import TranscriptWriter
 from continuity.claude_code.ingest import ingest_transcript
-from continuity.store import Store
+from continuity.store.jsonl import Store
 from tools.bench._common import (
     Report,
     Row,
@@ -336,7 +337,11 @@ def _prompts(report: Report, sessions: dict[int, _Session], hook: list[str], rep
     env = _child_env()
     baselines = {
         "python -c pass": [sys.executable, "-c", "pass"],
-        'python -c "import continuity.store"': [sys.executable, "-c", "import continuity.store"],
+        'python -c "import continuity.store.jsonl"': [
+            sys.executable,
+            "-c",
+            "import continuity.store.jsonl",
+        ],
     }
     base_s: dict[str, list[float]] = {name: [] for name in baselines}
     hook_s: dict[int, list[float]] = {mb: [] for mb in sessions}

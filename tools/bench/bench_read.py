@@ -10,7 +10,7 @@ At each size (generated, cached threads whose caches are brought up to date firs
   ``thread.offset_of(seq)`` (bisection over the log, no cache);
 * one frame read through the index: ``next(ThreadIndex.read(seq, seq))``;
 * a fresh process: ``continuity --store S log bench --from-seq X --to-seq X`` (X in the middle),
-  against the baselines ``python -c pass`` and ``python -c "import continuity.cli"``.
+  against the baselines ``python -c pass`` and ``python -c "import continuity.cli.app"``.
 
 Each op is timed call by call, the sizes interleaved round by round so a noisy machine disturbs
 them alike. Rows ``<op> 1M/10k`` give the ratio largest/smallest size (target: flat, <= 1.5x).
@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from continuity.caches import ThreadIndex
-from continuity.store import Store
+from continuity.caches.thread_index import ThreadIndex
+from continuity.store.jsonl import Store
 from tools.bench._common import (
     BENCH_THREAD,
     Report,
@@ -69,7 +69,7 @@ def _run_process(argv: list[str]) -> float:
 
 
 def _ops(store: Store, frames: int, rng: random.Random) -> dict[str, Callable[[], object]]:
-    index = ThreadIndex(store, BENCH_THREAD)
+    index = ThreadIndex(store.thread(BENCH_THREAD))
     thread = store.thread(BENCH_THREAD)
 
     def last_messages() -> None:
@@ -116,7 +116,7 @@ def run(
     rng = random.Random(seed)
     stores = {n: Store(cached_thread(n, seed), durable=False) for n in sizes}
     for n, store in stores.items():
-        index = ThreadIndex(store, BENCH_THREAD)
+        index = ThreadIndex(store.thread(BENCH_THREAD))
         result = index.refresh()
         log(f"bench_read: caches of {_short(n)}: {result.mode}")
         for path in index.dir.iterdir():  # warm: random lookups should not measure the disk
@@ -138,7 +138,11 @@ def run(
     command = _continuity_command()
     processes: dict[str, list[str]] = {
         "python -c pass": [sys.executable, "-c", "pass"],
-        'python -c "import continuity.cli"': [sys.executable, "-c", "import continuity.cli"],
+        'python -c "import continuity.cli.app"': [
+            sys.executable,
+            "-c",
+            "import continuity.cli.app",
+        ],
     }
     for n, store in stores.items():
         mid = str(n // 2)

@@ -19,8 +19,8 @@ import os
 import shutil
 import time
 
-from continuity.caches import ThreadIndex, rebuild_all
-from continuity.store import Store
+from continuity.caches.thread_index import ThreadIndex, rebuild_all
+from continuity.store.jsonl import Store
 from tools.bench._common import (
     BENCH_THREAD,
     Report,
@@ -104,7 +104,7 @@ def run(
         report.rows += [row, mb, floor]
 
         log("bench_rebuild: catch-up")
-        index = ThreadIndex(store, BENCH_THREAD)
+        index = ThreadIndex(store.thread(BENCH_THREAD))
         thread = store.thread(BENCH_THREAD)
         head = thread.head()
         assert head is not None

@@ -61,10 +61,16 @@ from typing import Any, Final
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches import ThreadIndex
+from continuity.caches.search_index import (
+    BLOCK,
+    FANOUT,
+    SearchManifest,
+    SegmentRef,
+    ThreadSearchIndex,
+)
+from continuity.caches.thread_index import ThreadIndex
 from continuity.search import Hit, search
-from continuity.search_index import BLOCK, FANOUT, SearchManifest, SegmentRef, ThreadSearchIndex
-from continuity.store import Store
+from continuity.store.jsonl import Store
 from tools.bench._common import (
     BENCH_THREAD,
     Report,
@@ -253,8 +259,8 @@ def _build(
     """Rebuild each size's index; return its document count."""
     docs: dict[int, int] = {}
     for n, store in stores.items():
-        index = ThreadSearchIndex(store, BENCH_THREAD)
-        frames_index = ThreadIndex(store, BENCH_THREAD)
+        index = ThreadSearchIndex(store.thread(BENCH_THREAD))
+        frames_index = ThreadIndex(store.thread(BENCH_THREAD))
         frames = frames_index.frame_count()
         runs = large_repeat if n >= LARGE else repeat
         build_s: list[float] = []
@@ -292,7 +298,7 @@ def _build(
 
 def _queries(stores: dict[int, Store], repeat: int, report: Report) -> None:
     sizes = list(stores)
-    indexes = {n: ThreadSearchIndex(s, BENCH_THREAD) for n, s in stores.items()}
+    indexes = {n: ThreadSearchIndex(s.thread(BENCH_THREAD)) for n, s in stores.items()}
     samples: dict[tuple[str, int], list[float]] = {
         (label, n): [] for label, _ in QUERIES for n in sizes
     }
@@ -348,8 +354,8 @@ def _updates(
 ) -> None:
     sizes = list(stores)
     rng = random.Random(seed)
-    frame_indexes = {n: ThreadIndex(s, BENCH_THREAD) for n, s in stores.items()}
-    indexes = {n: ThreadSearchIndex(s, BENCH_THREAD) for n, s in stores.items()}
+    frame_indexes = {n: ThreadIndex(s.thread(BENCH_THREAD)) for n, s in stores.items()}
+    indexes = {n: ThreadSearchIndex(s.thread(BENCH_THREAD)) for n, s in stores.items()}
     threads = {n: s.thread(BENCH_THREAD) for n, s in stores.items()}
 
     def one_turn(n: int) -> tuple[float, float, str]:
@@ -436,7 +442,7 @@ def _updates(
 _LIBRARY_SEARCH: Final = (
     "import sys\n"
     "from continuity.search import search\n"
-    "from continuity.store import Store\n"
+    "from continuity.store.jsonl import Store\n"
     "search(Store(sys.argv[1], durable=False), sys.argv[2], k=10)\n"
 )
 
@@ -447,7 +453,7 @@ def _has_search_command(cli: list[str]) -> bool:
 
 
 def _processes(store: Store, n: int, repeat: int, report: Report) -> None:
-    ThreadSearchIndex(store, BENCH_THREAD).refresh()
+    ThreadSearchIndex(store.thread(BENCH_THREAD)).refresh()
     cli = [*_continuity_command(), "--store", str(store.root)]
     size = _short(n)
     processes: dict[str, list[str]] = {
@@ -532,7 +538,7 @@ def _profile(store: Store, n: int) -> None:
 
     log(f"bench_search: profiling searches and a build @{_short(n)}")
     _print_profile(f"10 x {len(QUERIES)} searches @{_short(n)}", queries)
-    _print_profile(f"one build @{_short(n)}", ThreadSearchIndex(store, BENCH_THREAD).rebuild)
+    _print_profile(f"one build @{_short(n)}", ThreadSearchIndex(store.thread(BENCH_THREAD)).rebuild)
 
 
 # --- the benchmark --------------------------------------------------------------------------
@@ -564,7 +570,7 @@ def run(
         stores: dict[int, Store] = {}
         for n in sizes:
             cached = cached_thread(n, seed)
-            ThreadIndex(Store(cached, durable=False), BENCH_THREAD).refresh()
+            ThreadIndex(Store(cached, durable=False).thread(BENCH_THREAD)).refresh()
             log(f"bench_search: copying the {_short(n)} store")
             stores[n] = _copy_store(cached, work / _short(n))
         _build(stores, build_repeat, large_build_repeat, report)

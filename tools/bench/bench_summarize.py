@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 
 from continuity import frames as fr
-from continuity.summarize import ExtractiveSummarizer
+from continuity.context.summarize import ExtractiveSummarizer
 from continuity.summary import SummaryDoc
 
 _FAILURE = (

@@ -5,7 +5,7 @@ the whole command tree take 60–70 ms of them. ``__main__`` hands a command lin
 ``search`` to :func:`fast_search` first. It runs only what it recognises exactly — ``--store``
 before the command, one query, ``--thread``, ``--project``, ``--k`` within its range,
 ``--json``, ``--rerank`` — and returns None for anything else (help, a bad value, an unknown or
-repeated option) and for any error, so that the typer command (``cli_context.search``) runs
+repeated option) and for any error, so that the typer command (:mod:`.search_commands`) runs
 instead and owns every message, usage error and exit code. Both print through
 :func:`print_hits`.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from continuity._display import format_ts, recovery_line
+from continuity.cli._display import format_ts, recovery_line
 from continuity.errors import ContinuityError
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def fast_search(argv: list[str]) -> int | None:
         return None
     from continuity.paths import resolve_store_path
     from continuity.search import HashedEmbedder, search
-    from continuity.store import Store
+    from continuity.store.jsonl import Store
 
     try:
         store = Store(

@@ -24,7 +24,7 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from continuity import frames as fr
-from continuity.bundle import ContextBundle, SummaryItem, ToolStubBlock, bundle_bytes
+from continuity.context.bundle import ContextBundle, SummaryItem, ToolStubBlock, bundle_bytes
 
 __all__ = ["CONTINUING", "FORMATS", "Format", "render", "to_anthropic", "to_openai", "to_text"]
 

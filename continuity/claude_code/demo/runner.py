@@ -1,6 +1,6 @@
 """``continuity demo``: a scripted Claude Code session replayed through the real hooks.
 
-The demo writes a realistic transcript (``_demo_script``: a bug fix with failing tests, new
+The demo writes a realistic transcript (:mod:`.script`: a bug fix with failing tests, new
 tests, a profile with a large output, an auto compaction in the middle of the work, a commit) in
 a temporary folder laid out like ``~/.claude/projects/<project>/<session>.jsonl``, growing it
 line by line as Claude Code would, and runs the hook entry point (:func:`hooks.run_hook`)
@@ -27,27 +27,23 @@ from typing import Any, TextIO
 import msgspec
 
 from continuity import frames as fr
-from continuity.claude_code._demo_script import CWD, HookCall, session
-from continuity.claude_code._demo_transcript import TranscriptWriter, project_folder_name
+from continuity.claude_code.demo.script import CWD, HookCall, session
+from continuity.claude_code.demo.transcript import TranscriptWriter, project_folder_name
 from continuity.claude_code.hooks import EVENTS, run_hook
 from continuity.claude_code.ingest import session_thread_id
 from continuity.claude_code.restore import RESTORE_MAX_CHARS
-from continuity.errors import ContinuityError
-from continuity.store import Recovery, Store
+from continuity.errors import DemoError
+from continuity.store.base import Recovery
+from continuity.store.jsonl import Store
 
 __all__ = [
     "Archive",
-    "DemoError",
     "DemoResult",
     "HookRun",
     "print_report",
     "run_demo",
     "run_in_temp",
 ]
-
-
-class DemoError(ContinuityError):
-    """The demo could not run to the end, or the archive does not hold what it should."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +189,7 @@ def _result(store: Store, transcript: Path, thread_id: str, runs: list[HookRun])
     from continuity.verify import verify_store
 
     summary = decode_summary(store.artifacts.get(checkpoint.summary_artifact_id)).text
-    report = verify_store(store, [thread_id])
+    report = verify_store(store, [store.thread(thread_id)])
     archive.problems = [str(p) for p in report.problems]
     return DemoResult(
         store_root=store.root,

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, overload
 
 import msgspec
 
 from continuity import frames as fr
-from continuity.bundle import (
+from continuity.caches.ranking import query_terms, rank_prefix
+from continuity.caches.search_index import frame_text
+from continuity.caches.thread_index import CheckpointEntry
+from continuity.context.bundle import (
     ContextBundle,
     ItemBlock,
     MessageItem,
@@ -39,11 +42,17 @@ from continuity.bundle import (
     SummaryItem,
     ToolStubBlock,
 )
-from continuity.bundle import bundle_bytes as _bundle_bytes
-from continuity.caches import CheckpointEntry
-from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
-from continuity.sources import ThreadSource, halving, latest_checkpoint_in, open_source
-from continuity.store import BaseStore
+from continuity.context.bundle import bundle_bytes as _bundle_bytes
+from continuity.context.sources import ThreadSource, halving, latest_checkpoint_in, open_source
+from continuity.errors import (
+    AnchorNotFound,
+    ArtifactCorrupt,
+    ArtifactNotFound,
+    InvalidLimits,
+    InvalidQuery,
+)
+from continuity.store.artifacts import artifact_id
+from continuity.store.base import BaseStore, Thread, resolve_thread
 from continuity.summary import CUMULATIVE_V1, decode_summary
 from continuity.tokens import Tokenizer, estimate_text
 
@@ -52,9 +61,7 @@ __all__ = [
     "STRATEGY_HIERARCHICAL",
     "STRATEGY_RECENT",
     "STRATEGY_SUMMARIES",
-    "AnchorNotFound",
     "CompileResult",
-    "InvalidLimits",
     "compile_context",
     "select_checkpoints",
 ]
@@ -67,14 +74,6 @@ _SUMMARY_OVERHEAD_TOKENS: Final = 8
 _RECALL_BUDGET: Final = 1500
 _RECALL_HITS: Final = 8
 _RECALL_CHARS: Final = 800
-
-
-class AnchorNotFound(ContinuityError):
-    """The anchor seq is outside the log, or no message has the anchor message id."""
-
-
-class InvalidLimits(ContinuityError, ValueError):
-    """Limits that cannot be honoured (negative counts, a zero budget, …)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,15 +164,14 @@ def _block_text(block: ItemBlock) -> str:
 class _Compiler:
     def __init__(
         self,
-        store: BaseStore,
+        thread: Thread,
         source: ThreadSource,
-        thread_id: str,
         limits: fr.Limits,
         tokenizer: Tokenizer | None,
     ) -> None:
-        self.store = store
+        self.thread = thread
+        self.store = thread.store
         self.source = source
-        self.thread_id = thread_id
         self.limits = limits
         self.tokenizer = tokenizer
         self.reasons: list[str] = []
@@ -350,8 +348,6 @@ class _Compiler:
         self, query: str, before_seq: int, room: int, use_caches: bool
     ) -> tuple[list[RecallItem], list[fr.RecallRef]]:
         """The best hits with seq ≤ ``before_seq`` that fit in ``room`` tokens."""
-        from continuity.search import InvalidQuery, frame_text, search_prefix
-
         if before_seq < 0:
             self.reasons.append("recall: nothing before the window to search")
             return [], []
@@ -359,23 +355,20 @@ class _Compiler:
             self.reasons.append("recall: no room left in the token budget")
             return [], []
         try:
-            hits = search_prefix(
-                self.store,
-                self.thread_id,
-                query,
-                max_seq=before_seq,
-                k=_RECALL_HITS,
-                use_caches=use_caches,
-            )
+            terms = query_terms(query)
         except InvalidQuery as exc:
             self.reasons.append(f"recall: {exc}")
             return [], []
+        hits = rank_prefix(
+            self.thread, terms, max_seq=before_seq, k=_RECALL_HITS, use_caches=use_caches
+        )
         items: list[RecallItem] = []
         refs: list[fr.RecallRef] = []
         used = 0
         for h in hits:
             frame = next(iter(self.source.frames(h.seq, h.seq)), None)
-            text = _clip_around(frame_text(frame, self.store), h.terms) if frame else ""
+            # The clip starts at the first query term the text holds.
+            text = _clip_around(frame_text(frame, self.store), terms) if frame else ""
             tokens = self.count(text) + _SUMMARY_OVERHEAD_TOKENS
             include = h.kind != "summary" and bool(text) and used + tokens <= room
             refs.append(fr.RecallRef(seq=h.seq, score=h.score, included=include))
@@ -499,8 +492,21 @@ def _valid_start(messages: Sequence[fr.MessageAppended], start: int) -> int:
     return start
 
 
+@overload
 def compile_context(
-    store: BaseStore,
+    target: Thread,
+    thread_id: None = None,
+    *,
+    anchor: int | str | None = None,
+    limits: fr.Limits | None = None,
+    log: bool = True,
+    use_caches: bool = True,
+    tokenizer: Tokenizer | None = None,
+    recall: str | bool | None = None,
+) -> CompileResult: ...
+@overload
+def compile_context(
+    target: BaseStore,
     thread_id: str,
     *,
     anchor: int | str | None = None,
@@ -509,8 +515,20 @@ def compile_context(
     use_caches: bool = True,
     tokenizer: Tokenizer | None = None,
     recall: str | bool | None = None,
+) -> CompileResult: ...
+def compile_context(
+    target: BaseStore | Thread,
+    thread_id: str | None = None,
+    *,
+    anchor: int | str | None = None,
+    limits: fr.Limits | None = None,
+    log: bool = True,
+    use_caches: bool = True,
+    tokenizer: Tokenizer | None = None,
+    recall: str | bool | None = None,
 ) -> CompileResult:
-    """Compile the context of ``thread_id`` at ``anchor`` (a seq, a message id, or the latest).
+    """Compile a thread's context at ``anchor`` (a seq, a message id, or the latest):
+    ``compile_context(thread)`` with a thread handle, or ``compile_context(store, thread_id)``.
 
     Stores the bundle as an artifact and appends a ``context_selection_decided`` frame unless
     ``log`` is false. ``use_caches=False`` reads the log directly (the reference path; any
@@ -522,9 +540,10 @@ def compile_context(
     """
     limits = limits or fr.Limits()
     _check_limits(limits)
-    source = open_source(store, thread_id, use_caches=use_caches)
+    thread = resolve_thread(target, thread_id)
+    source = open_source(thread, use_caches=use_caches)
     anchor_seq = _resolve_anchor(source, anchor)
-    c = _Compiler(store, source, thread_id, limits, tokenizer)
+    c = _Compiler(thread, source, limits, tokenizer)
     summaries = c.summaries(anchor_seq)
     after = summaries[-1].to_seq if summaries else -1
     messages, observations = c.window(after, anchor_seq)
@@ -552,7 +571,7 @@ def compile_context(
     bundle = ContextBundle(
         compiler_id=COMPILER_ID,
         strategy=strategy,
-        thread_id=thread_id,
+        thread_id=thread.id,
         anchor_seq=anchor_seq,
         anchor_message_id=anchor_message_id,
         limits=limits,
@@ -573,8 +592,6 @@ def compile_context(
         )
         for s in summaries
     ]
-    from continuity.artifacts import artifact_id
-
     decision = fr.ContextSelectionDecided(
         compiler_id=COMPILER_ID,
         strategy=strategy,
@@ -595,7 +612,7 @@ def compile_context(
     )
     if not log:
         return CompileResult(bundle, decision.bundle_artifact_id, decision, False)
-    store.artifacts.put(data)
-    seqs = store.thread(thread_id).append(decision)
+    thread.store.artifacts.put(data)
+    seqs = thread.append(decision)
     logged = msgspec.structs.replace(decision, seq=seqs[0])
     return CompileResult(bundle, decision.bundle_artifact_id, logged, True)

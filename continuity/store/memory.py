@@ -1,7 +1,7 @@
 """The in-memory backend: the reference model of the store's behaviour.
 
 It shares the batch rules and the line codec with every backend
-(:func:`continuity.store.seal_batch`) and keeps its lines in lists: no files, no locks beyond a
+(:func:`continuity.store.base.seal_batch`) and keeps its lines in lists: no files, no locks beyond a
 mutex, no crash modes. Tests drive it side by side with the JSONL store and require the two to
 agree frame for frame and digest for digest.
 """
@@ -12,9 +12,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 
 from continuity import frames as fr
-from continuity.artifacts import MemoryArtifactStore
-from continuity.errors import BadFrame
-from continuity.store import BaseStore, Head, Thread, now_ms, seal_batch
+from continuity.store.artifacts import MemoryArtifactStore
+from continuity.store.base import BaseStore, Head, Thread, batch_of, now_ms, seal_batch
 
 __all__ = ["MemoryStore", "MemoryThread"]
 
@@ -39,9 +38,7 @@ class MemoryThread(Thread):
         expected_seq: int | None = None,
         durable: bool | None = None,
     ) -> range:
-        batch = [frames] if isinstance(frames, fr.FrameBase) else list(frames)
-        if not batch:
-            raise BadFrame("empty batch")
+        batch = batch_of(frames)
         with self._store._lock:
             lines, head = seal_batch(
                 self.id, batch, self._head(), now_ms=self._store.clock(), expected_seq=expected_seq
@@ -58,7 +55,7 @@ class MemoryThread(Thread):
             return self._head()
 
     def read_lines(
-        self, *, from_seq: int = 0, to_seq: int | None = None
+        self, *, from_seq: int = 0, to_seq: int | None = None, start_offset: int | None = None
     ) -> Iterator[tuple[int, bytes]]:
         with self._store._lock:
             lines = list(self._store._logs.get(self.id, ()))
@@ -66,7 +63,7 @@ class MemoryThread(Thread):
         for seq in range(max(0, from_seq), last + 1):
             yield seq, lines[seq]
 
-    def _lines_backwards(self) -> Iterator[tuple[int, bytes]]:
+    def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
         with self._store._lock:
             lines = list(self._store._logs.get(self.id, ()))
         for seq in range(len(lines) - 1, -1, -1):

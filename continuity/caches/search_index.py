@@ -22,7 +22,7 @@ manifest commits what it wrote.
 Documents are weighted bags of terms: code-aware tokens (paths and identifiers split on ``/``,
 ``.``, ``_``, ``-`` and camelCase, the whole kept too) with field weights — commands and file
 paths count four times, tool names three, prose two, tool output one. Ranking is BM25 over those
-weighted counts (:mod:`continuity.search`).
+weighted counts (:mod:`continuity.caches.ranking`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import os
 import re
 import struct
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
 from pathlib import Path
 from typing import Final, cast
@@ -43,8 +43,10 @@ import numpy as np
 import numpy.typing as npt
 
 from continuity import frames as fr
+from continuity._fs import atomic_write
+from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound
-from continuity.store import BaseStore, JsonlThread, Store, validate_thread_id
+from continuity.store.base import BaseStore, Thread
 
 __all__ = [
     "KIND_MESSAGE",
@@ -60,7 +62,9 @@ __all__ = [
     "build_segment",
     "doc_of",
     "docs_of",
+    "frame_text",
     "merge_segments",
+    "rebuild_search",
     "summary_text",
     "tokenize",
 ]
@@ -432,12 +436,19 @@ def _read_map(path: Path) -> bytes | mmap.mmap:
 
 
 class ThreadSearchIndex:
-    """The search index of one thread; ``refresh()`` brings it up to the log's end."""
+    """The search index of one thread; ``refresh()`` brings it up to the log's end.
 
-    def __init__(self, store: Store, thread_id: str) -> None:
-        self.store = store
-        self.thread_id = validate_thread_id(thread_id)  # it names a folder
-        self.dir = store.cache_dir / "search" / thread_id
+    ``frames`` is the thread's frame index when the caller holds one already (the search index
+    reads the frames through it, and catches it up first)."""
+
+    def __init__(self, thread: Thread, frames: ThreadIndex | None = None) -> None:
+        cache_dir = thread.store.cache_dir
+        if cache_dir is None:
+            raise ValueError(f"the store of thread {thread.id!r} keeps no caches")
+        self.frames = frames or ThreadIndex(thread)
+        self.thread = thread
+        self.thread_id = thread.id
+        self.dir = cache_dir / "search" / thread.id
 
     def manifest(self) -> SearchManifest | None:
         try:
@@ -456,9 +467,7 @@ class ThreadSearchIndex:
         return self._refresh(rebuild=True)
 
     def _refresh(self, *, rebuild: bool) -> int:
-        from continuity.caches import ThreadIndex
-
-        index = ThreadIndex(self.store, self.thread_id)
+        index = self.frames
         index.refresh()
         self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -485,10 +494,7 @@ class ThreadSearchIndex:
         finally:
             os.close(fd)
 
-    def _trusted(self, index: object, m: SearchManifest) -> bool:
-        from continuity.caches import ThreadIndex
-
-        assert isinstance(index, ThreadIndex)
+    def _trusted(self, index: ThreadIndex, m: SearchManifest) -> bool:
         if m.version != _VERSION or m.thread_id != self.thread_id:
             return False
         if m.last_seq < 0:
@@ -535,7 +541,7 @@ class ThreadSearchIndex:
         return first.seq == first_seq and last.seq == last_seq
 
     def _summary(self, frame: fr.Frame) -> str | None:
-        return summary_text(self.store, frame)
+        return summary_text(self.thread.store, frame)
 
     def _clear(self) -> None:
         for p in self.dir.glob("*"):
@@ -690,28 +696,20 @@ class ThreadSearchIndex:
     def _log_ends_with(self, end: int, digest: str) -> bool:
         """Whether the thread's log is exactly ``end`` bytes long and its last line carries
         ``digest``: the chain digest of every frame up to it, so nothing indexed has changed."""
-        thread = self.store.thread(self.thread_id)
-        assert isinstance(thread, JsonlThread)
         want = fr.DIGEST_HEX_LEN + 32  # the sealed suffix and a few bytes of the body before it
-        try:
-            fd = os.open(thread.path, os.O_RDONLY)
-        except FileNotFoundError:
+        log = self.thread.open_log()
+        if log is None:
             return False
-        try:
-            if os.fstat(fd).st_size != end or end <= want:
+        with log:
+            if log.size() != end or end <= want:
                 return False
-            data = os.pread(fd, want, end - want)
-        finally:
-            os.close(fd)
+            data = log.pread(want, end - want)
         sealed = fr.unseal(data[:-1]) if data.endswith(b"\n") else None
         return sealed is not None and sealed[1].hex() == digest
 
 
 def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    atomic_write(path, data, durable=False)  # no fsync: a cache is rebuilt, not recovered
 
 
 class DocsSegment:
@@ -788,6 +786,12 @@ def summary_text(store: BaseStore, frame: fr.Frame) -> str | None:
         return data.decode("utf-8", "replace")
 
 
+def frame_text(frame: fr.Frame, store: BaseStore) -> str:
+    """What a frame says, as one line of text (the fields the index tokenizes)."""
+    summary = summary_text(store, frame)
+    return " ".join(" ".join(text.split()) for text, _w in _fields(frame, summary))
+
+
 def docs_of(frames: Iterable[fr.Frame], store: BaseStore) -> Iterator[Doc]:
     """The documents of ``frames`` as the index makes them (the scan path's reference)."""
     for f in frames:
@@ -796,24 +800,26 @@ def docs_of(frames: Iterable[fr.Frame], store: BaseStore) -> Iterator[Doc]:
             yield d
 
 
-def rebuild_search(store: Store, thread_ids: list[str] | None = None) -> int:
+def rebuild_search(store: BaseStore, threads: Sequence[Thread] | None = None) -> int:
     """Rebuild the search indexes that exist (others are built by the first search that needs
     them) and remove those of threads that no longer exist; return how many were rebuilt."""
     import shutil
 
-    root = store.cache_dir / "search"
-    if not root.is_dir():
+    root = None if store.cache_dir is None else store.cache_dir / "search"
+    if root is None or not root.is_dir():
         return 0
     live = set(store.threads())
+    chosen = None if threads is None else {t.id: t for t in threads}
     rebuilt = 0
     for sub in sorted(root.iterdir()):
         if not sub.is_dir():
             continue
         if sub.name not in live:
-            if thread_ids is None:
+            if chosen is None:
                 shutil.rmtree(sub, ignore_errors=True)
             continue
-        if thread_ids is None or sub.name in thread_ids:
-            ThreadSearchIndex(store, sub.name).rebuild()
+        if chosen is None or sub.name in chosen:
+            thread = chosen[sub.name] if chosen is not None else store.thread(sub.name)
+            ThreadSearchIndex(thread).rebuild()
             rebuilt += 1
     return rebuilt

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from continuity.claude_code._demo_transcript import TranscriptWriter
+from continuity.claude_code.demo.transcript import TranscriptWriter
 
 __all__ = ["CWD", "GIT_BRANCH", "HookCall", "session"]
 

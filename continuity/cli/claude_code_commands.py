@@ -1,4 +1,4 @@
-"""CLI commands of the Claude Code adapter: install, uninstall, ingest, sessions, hook."""
+"""The commands of the Claude Code adapter: install, uninstall, ingest, sessions, hook, demo."""
 
 from __future__ import annotations
 
@@ -9,9 +9,19 @@ from typing import Annotated, Literal
 
 import typer
 
-from continuity.cli import _count, _errors, _fail, _open, app
+from continuity.cli._common import count, errors, fail, open_store, report_recovery
 
-__all__: list[str] = []
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(install)
+    app.command()(uninstall)
+    app.command()(ingest)
+    app.command()(sessions)
+    app.command()(hook)
+    app.command()(demo)
+
 
 Target = Literal["claude-code"]
 ScopeOpt = Literal["user", "project", "local"]
@@ -27,7 +37,6 @@ def _settings(scope: ScopeOpt, project: Path | None) -> Path:
     return settings_path(scope, project)
 
 
-@app.command()
 def install(
     ctx: typer.Context,
     target: Annotated[Target, typer.Argument(help="What to install into: claude-code.")],
@@ -48,7 +57,7 @@ def install(
     # command unless it is where the hook would look by itself (no CONTINUITY_HOME).
     plain_env = {k: v for k, v in os.environ.items() if k != "CONTINUITY_HOME"}
     store = opts.store_path if opts.store_path != default_store_path(plain_env) else None
-    with _errors():
+    with errors():
         plan = plan_install(path, store)
         if dry_run:
             typer.echo(plan.diff() or f"{path}: already installed, nothing to change")
@@ -62,7 +71,6 @@ def install(
         typer.echo(f"previous settings saved to {backup}")
 
 
-@app.command()
 def uninstall(
     target: Annotated[Target, typer.Argument(help="What to remove from: claude-code.")],
     scope: Annotated[ScopeOpt, typer.Option("--scope", help="user, project or local.")] = "user",
@@ -73,7 +81,7 @@ def uninstall(
     from continuity.claude_code.install import apply_plan, plan_uninstall
 
     path = _settings(scope, project)
-    with _errors():
+    with errors():
         plan = plan_uninstall(path)
         if dry_run:
             typer.echo(plan.diff() or f"{path}: no continuity hooks, nothing to change")
@@ -96,11 +104,10 @@ def _transcripts(paths: list[Path]) -> list[Path]:
             # sessions before their subagents, so parents exist when children link to them
             found.extend(sorted(files, key=lambda f: ("subagents" in f.parts, str(f))))
         else:
-            _fail(f"no such file or folder: {p}")
+            fail(f"no such file or folder: {p}")
     return found
 
 
-@app.command()
 def ingest(
     ctx: typer.Context,
     paths: Annotated[
@@ -113,14 +120,14 @@ def ingest(
 
     files = _transcripts(paths or [Path.home() / ".claude" / "projects"])
     if not files:
-        _fail("no transcripts (*.jsonl) found")
+        fail("no transcripts (*.jsonl) found")
     # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
-    store = _open(ctx, create=True)
+    store = open_store(ctx, create=True)
     totals = {"messages": 0, "checkpoints": 0, "duplicates": 0, "bad": 0}
     threads: set[str] = set()
 
     def one(f: Path) -> None:
-        with _errors(f" ({f})"):
+        with errors(f" ({f})"):
             r = ingest_transcript(store, f, final=True)
         totals["messages"] += r.messages
         totals["checkpoints"] += r.checkpoints
@@ -141,14 +148,13 @@ def ingest(
         for f in files:
             one(f)
     typer.echo(
-        f"ingested {_count(len(files), 'transcript')} into {_count(len(threads), 'thread')}: "
-        f"{_count(totals['messages'], 'new message')}, "
-        f"{_count(totals['checkpoints'], 'compaction')}, "
+        f"ingested {count(len(files), 'transcript')} into {count(len(threads), 'thread')}: "
+        f"{count(totals['messages'], 'new message')}, "
+        f"{count(totals['checkpoints'], 'compaction')}, "
         f"{totals['duplicates']} already archived, {totals['bad']} unreadable lines skipped"
     )
 
 
-@app.command()
 def sessions(
     ctx: typer.Context,
     agents: Annotated[bool, typer.Option("--agents", help="Include subagent threads.")] = False,
@@ -156,8 +162,8 @@ def sessions(
     """The archived Claude Code sessions: thread, project, branch, start, messages, compactions."""
     from continuity.claude_code.sessions import list_sessions
 
-    store = _open(ctx)
-    with _errors():
+    store = open_store(ctx)
+    with errors():
         found = list_sessions(store, include_agents=agents)
     if not found:
         typer.echo("no Claude Code sessions archived yet")
@@ -166,11 +172,10 @@ def sessions(
         branch = f" ({s.git_branch})" if s.git_branch else ""
         typer.echo(
             f"{s.thread_id}  {s.project or '-'}{branch}  started {s.started}  "
-            f"{_count(s.messages, 'message')}, {_count(s.compactions, 'compaction')}"
+            f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}"
         )
 
 
-@app.command()
 def hook(
     ctx: typer.Context,
     event: Annotated[
@@ -183,7 +188,6 @@ def hook(
     raise typer.Exit(main([event], store_path=ctx.obj.store_path))
 
 
-@app.command()
 def demo(
     ctx: typer.Context,
     temp_store: Annotated[
@@ -201,10 +205,9 @@ def demo(
     with a thread of its own (cc-demo-<uuid>), or a throwaway one with --temp-store.
     """
     from continuity.claude_code.demo import print_report, run_in_temp
-    from continuity.cli import _report_recovery
 
-    with _errors():
+    with errors():
         result = run_in_temp(
-            None if temp_store else ctx.obj.store_path, keep=keep, on_recovery=_report_recovery
+            None if temp_store else ctx.obj.store_path, keep=keep, on_recovery=report_recovery
         )
     print_report(result, sys.stdout, styled=sys.stdout.isatty())

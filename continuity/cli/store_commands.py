@@ -1,104 +1,41 @@
-"""The ``continuity`` command line: a thin shell over the library.
-
-Each command opens the store, calls one or two library functions and turns library errors into
-one clear line on stderr and a non-zero exit (1). Usage errors exit 2 (typer's convention).
-"""
+"""The store commands: init, append, log, verify, rebuild-index, stats."""
 
 from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import msgspec
 import typer
 
 from continuity import frames as fr
-from continuity._display import describe, format_ts, recovery_line
+from continuity.cli._common import Options, count, errors, fail, open_store
+from continuity.cli._display import describe, format_ts
 from continuity.errors import ContinuityError
-from continuity.paths import resolve_store_path
-from continuity.store import Recovery, Store
+from continuity.store.jsonl import Store
 
-__all__ = ["app"]
-
-app = typer.Typer(
-    name="continuity",
-    help="An append-only, hash-chained event log for agent conversations.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+__all__ = ["register"]
 
 
-@dataclass(slots=True)
-class _Options:
-    store_path: Path
+def register(app: typer.Typer) -> None:
+    app.command()(init)
+    app.command()(append)
+    app.command()(log)
+    app.command()(verify)
+    app.command("rebuild-index")(rebuild_index)
+    app.command()(stats)
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-@contextmanager
-def _errors(suffix: str = "") -> Iterator[None]:
-    """Turn a library error, or the OS refusing a file operation, into one line and exit 1."""
-    try:
-        yield
-    except ContinuityError as exc:
-        _fail(f"{exc}{suffix}")
-    except BrokenPipeError:
-        raise  # the reader went away (`| head`): click exits quietly
-    except OSError as exc:
-        _fail(f"{exc}{suffix}")
-
-
-def _count(n: int, noun: str, plural: str | None = None) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
-
-
-def _report_recovery(rec: Recovery) -> None:
-    typer.echo(recovery_line(rec), err=True)
-
-
-def _open(ctx: typer.Context, *, durable: bool = True, create: bool = False) -> Store:
-    opts: _Options = ctx.obj
-    with _errors():
-        return Store(opts.store_path, durable=durable, create=create, on_recovery=_report_recovery)
-
-
-@app.callback()
-def _main(
-    ctx: typer.Context,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store",
-            help="The store folder. Default: $CONTINUITY_HOME, else "
-            "$XDG_DATA_HOME/continuity, else ~/.local/share/continuity.",
-            show_default=False,
-        ),
-    ] = None,
-) -> None:
-    """An append-only, hash-chained event log for agent conversations."""
-    ctx.obj = _Options(resolve_store_path(store))
-
-
-@app.command()
 def init(ctx: typer.Context) -> None:
     """Create the store (nothing happens if it already exists)."""
-    opts: _Options = ctx.obj
+    opts: Options = ctx.obj
     existed = (opts.store_path / "store.json").is_file()
-    with _errors():
+    with errors():
         Store(opts.store_path, create=True)
     typer.echo(f"{'store exists' if existed else 'created store'} at {opts.store_path}")
 
 
-@app.command()
 def append(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(help="The thread to append to (created if new).")],
@@ -115,8 +52,8 @@ def append(
     Each line is a frame payload {"type": ...} or the message shorthand
     {"role": "user", "text": "..."}. Blank lines are skipped.
     """
-    store = _open(ctx, durable=not no_fsync)
-    with _errors(" (nothing was written)"):
+    store = open_store(ctx, durable=not no_fsync)
+    with errors(" (nothing was written)"):
         handle = store.thread(thread)  # a bad thread id fails before stdin is read
     batch: list[fr.Frame] = []
     for number, raw in enumerate(sys.stdin.buffer, start=1):
@@ -125,15 +62,14 @@ def append(
         try:
             batch.append(fr.parse_payload(raw))
         except ContinuityError as exc:
-            _fail(f"line {number}: {exc} (nothing was written)")
+            fail(f"line {number}: {exc} (nothing was written)")
     if not batch:
-        _fail("no frames on stdin (nothing was written)")
-    with _errors(" (nothing was written)"):
+        fail("no frames on stdin (nothing was written)")
+    with errors(" (nothing was written)"):
         seqs = handle.append(batch, expected_seq=expect_seq)
     typer.echo("\n".join(str(s) for s in seqs))
 
 
-@app.command()
 def log(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(help="The thread to show.")],
@@ -150,11 +86,11 @@ def log(
     ] = False,
 ) -> None:
     """Show a thread's frames, oldest first."""
-    store = _open(ctx)
+    store = open_store(ctx)
     known = fr.frame_types()
     for t in types or ():
         if t not in known:
-            _fail(f"unknown frame type {t!r} (known: {', '.join(known)})")
+            fail(f"unknown frame type {t!r} (known: {', '.join(known)})")
     wanted = frozenset(types) if types else None
     if as_json:
         sys.stdout.flush()
@@ -162,7 +98,7 @@ def log(
     elif isinstance(sys.stdout, io.TextIOWrapper):
         # A frame's text may not fit the terminal's encoding: escape it rather than crash.
         sys.stdout.reconfigure(errors="backslashreplace")
-    with _errors():
+    with errors():
         handle = store.existing_thread(thread)
         for seq, line in handle.read_lines(from_seq=from_seq, to_seq=to_seq):
             if as_json and wanted is None:
@@ -171,7 +107,7 @@ def log(
             try:
                 frame = fr.decode_frame(line)
             except msgspec.DecodeError as exc:
-                _fail(f"thread {thread!r}, seq {seq}: does not decode: {exc}")
+                fail(f"thread {thread!r}, seq {seq}: does not decode: {exc}")
             tag = str(frame.__struct_config__.tag)
             if wanted is not None and tag not in wanted:
                 continue
@@ -183,7 +119,6 @@ def log(
         sys.stdout.flush()
 
 
-@app.command()
 def verify(
     ctx: typer.Context,
     thread: Annotated[
@@ -193,10 +128,10 @@ def verify(
     """Check every chain, referenced artifact and cache; exit 1 with a report if any is unsound."""
     from continuity.verify import verify_store
 
-    store = _open(ctx)
-    with _errors():
-        ids = None if thread is None else [store.existing_thread(thread).id]
-        report = verify_store(store, ids)
+    store = open_store(ctx)
+    with errors():
+        chosen = None if thread is None else [store.existing_thread(thread)]
+        report = verify_store(store, chosen)
     for note in report.notes:
         typer.echo(f"note: {note}")
     for rec in report.quarantined:
@@ -207,16 +142,15 @@ def verify(
     for problem in report.problems:
         typer.echo(f"problem: {problem}")
     summary = (
-        f"{_count(report.threads, 'thread')}, {_count(report.frames, 'frame')}, "
-        f"{_count(report.artifacts, 'artifact')} checked"
+        f"{count(report.threads, 'thread')}, {count(report.frames, 'frame')}, "
+        f"{count(report.artifacts, 'artifact')} checked"
     )
     if not report.ok:
-        typer.echo(f"FAILED: {_count(len(report.problems), 'problem')}; {summary}")
+        typer.echo(f"FAILED: {count(len(report.problems), 'problem')}; {summary}")
         raise typer.Exit(1)
     typer.echo(f"ok: {summary}")
 
 
-@app.command("rebuild-index")
 def rebuild_index(
     ctx: typer.Context,
     thread: Annotated[
@@ -224,11 +158,12 @@ def rebuild_index(
     ] = None,
 ) -> None:
     """Delete and rebuild the caches from the logs (the result is byte-identical)."""
-    from continuity.caches import rebuild_all
+    from continuity.caches.search_index import rebuild_search
+    from continuity.caches.thread_index import rebuild_all
 
-    store = _open(ctx)
-    with _errors():
-        ids = None if thread is None else [store.existing_thread(thread).id]
+    store = open_store(ctx)
+    with errors():
+        chosen = None if thread is None else [store.existing_thread(thread)]
         if sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import Progress
@@ -240,20 +175,17 @@ def rebuild_index(
                 def step(tid: str, done: int, total: int) -> None:
                     bar.update(task, description=f"indexing {tid}", completed=done, total=total)
 
-                results = rebuild_all(store, ids, step)
+                results = rebuild_all(store, chosen, step)
         else:
-            results = rebuild_all(store, ids)
-        from continuity.search_index import rebuild_search
-
-        searched = rebuild_search(store, ids)
+            results = rebuild_all(store, chosen)
+        searched = rebuild_search(store, chosen)
     frames = sum(r.frames_applied for r in results.values())
     typer.echo(
-        f"rebuilt the caches of {_count(len(results), 'thread')} ({_count(frames, 'frame')})"
-        + (f" and {_count(searched, 'search index', 'search indexes')}" if searched else "")
+        f"rebuilt the caches of {count(len(results), 'thread')} ({count(frames, 'frame')})"
+        + (f" and {count(searched, 'search index', 'search indexes')}" if searched else "")
     )
 
 
-@app.command()
 def stats(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -261,8 +193,8 @@ def stats(
     """Counts and sizes: threads, frames, messages, checkpoints, artifacts, caches."""
     from continuity.stats import store_stats
 
-    store = _open(ctx)
-    with _errors():
+    store = open_store(ctx)
+    with errors():
         s = store_stats(store)
     if as_json:
         typer.echo(msgspec.json.encode(s).decode())
@@ -276,9 +208,3 @@ def stats(
     typer.echo(f"artifacts    {s.artifacts} ({s.artifact_bytes} bytes compressed)")
     typer.echo(f"cache bytes  {s.cache_bytes}")
     typer.echo(f"quarantined  {s.quarantined}")
-
-
-# The context commands live in their own module to keep this one short; importing it registers
-# them on ``app``.
-from continuity import cli_claude as _cli_claude  # noqa: E402, F401
-from continuity import cli_context as _cli_context  # noqa: E402, F401

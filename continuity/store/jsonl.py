@@ -1,16 +1,10 @@
-"""The truth: a narrow, backend-neutral thread store, and its embedded JSONL backend.
+"""The embedded default backend: one JSONL file per thread, in a folder.
 
-A store holds threads; a thread is an append-only sequence of frames numbered 0, 1, 2, … and
-chained by blake3. Every backend shares :meth:`Thread.append`'s rules (batch normalisation,
-``thread_created`` at seq 0, optimistic ``expected_seq``) and the line codec of
-:mod:`continuity.frames`, so the in-memory backend (:mod:`continuity.memory`) is the reference
-model the JSONL backend is tested against — and the shape a PostgreSQL backend will take.
-
-JSONL backend, on disk::
+On disk::
 
     <store>/store.json                 marks the folder as a store (format and version)
     <store>/threads/<thread_id>.jsonl  the log: one sealed frame per line, append-only
-    <store>/artifacts/<ab>/<id>.zst    immutable blobs (see continuity.artifacts)
+    <store>/artifacts/<ab>/<id>.zst    immutable blobs (see continuity.store.artifacts)
     <store>/quarantine/                torn tails moved aside by recovery, never deleted
     <store>/cache/                     derived indexes (continuity.caches): delete at will
 
@@ -25,267 +19,31 @@ from __future__ import annotations
 import base64
 import fcntl
 import os
-import re
-import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import msgspec
 
 from continuity import frames as fr
-from continuity.artifacts import ArtifactStore, FileArtifactStore
-
-if TYPE_CHECKING:
-    from continuity.compiler import CompileResult
-
-from continuity.errors import (
-    BadFrame,
-    CorruptFrame,
-    InvalidThreadId,
-    SeqConflict,
-    StoreNotFound,
-    ThreadNotFound,
+from continuity._fs import atomic_write, fsync_dir
+from continuity.errors import CorruptFrame, InvalidThreadId, JobInFlight, StoreNotFound
+from continuity.store.artifacts import FileArtifactStore
+from continuity.store.base import (
+    BaseStore,
+    Head,
+    LogReader,
+    Recovery,
+    Thread,
+    batch_of,
+    now_ms,
+    seal_batch,
 )
 
-__all__ = [
-    "BaseStore",
-    "Head",
-    "JsonlThread",
-    "Recovery",
-    "Store",
-    "Thread",
-    "now_ms",
-    "seal_batch",
-    "validate_thread_id",
-]
+__all__ = ["STORE_FORMAT", "JsonlThread", "Store"]
 
-MAX_THREAD_ID_LEN: Final = 128
-_THREAD_ID_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*")
 STORE_FORMAT: Final = {"format": "continuity-store", "version": 1}
-
-
-def validate_thread_id(thread_id: str) -> str:
-    """Return ``thread_id`` if it is safe as a file name; raise :class:`InvalidThreadId` if not."""
-    if not isinstance(thread_id, str) or not thread_id:
-        raise InvalidThreadId("thread id must be a non-empty string")
-    if len(thread_id) > MAX_THREAD_ID_LEN:
-        raise InvalidThreadId(
-            f"thread id is {len(thread_id)} characters long; the limit is {MAX_THREAD_ID_LEN}"
-        )
-    if not _THREAD_ID_RE.fullmatch(thread_id):  # not match + `$`: that allows a trailing "\n"
-        raise InvalidThreadId(
-            f"invalid thread id {thread_id!r}: use letters, digits and _ . : @ + = -, "
-            "starting with a letter, digit or underscore (no path separators, no leading dot)"
-        )
-    return thread_id
-
-
-class Head(msgspec.Struct, frozen=True):
-    """The last committed frame of a thread."""
-
-    seq: int
-    digest: str
-
-    @property
-    def next_seq(self) -> int:
-        return self.seq + 1
-
-
-class Recovery(msgspec.Struct, frozen=True):
-    """A torn tail that was moved aside (reported on stderr by the CLI, listed by ``verify``)."""
-
-    thread_id: str
-    offset: int
-    length: int
-    reason: str
-    quarantine_file: str
-    time_ms: int
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def seal_batch(
-    thread_id: str,
-    batch: Sequence[fr.Frame],
-    head: Head | None,
-    *,
-    now_ms: int,
-    expected_seq: int | None = None,
-) -> tuple[list[bytes], Head]:
-    """Number, timestamp and chain a batch after ``head`` (None: the thread is new).
-
-    Shared by every backend so they agree byte for byte. A new thread gets ``thread_created`` at
-    seq 0 — the caller's, if the batch starts with one, else a default one. Raises
-    :class:`BadFrame` or :class:`SeqConflict`; nothing is written by the caller then.
-    """
-    frames = [fr.normalize(f) for f in batch]
-    if not frames:
-        raise BadFrame("empty batch")
-    for i, f in enumerate(frames):
-        if isinstance(f, fr.ThreadCreated) and (head is not None or i > 0):
-            raise BadFrame("thread_created can only be the first frame of a new thread")
-        if f.digest or f.more:
-            raise BadFrame("`digest` and `more` are assigned by the store")
-    first_given = 0 if head is None and isinstance(frames[0], fr.ThreadCreated) else None
-    if head is None:
-        if first_given is None:
-            frames.insert(0, fr.ThreadCreated(thread_id=thread_id))
-        created = frames[0]
-        assert isinstance(created, fr.ThreadCreated)
-        if created.thread_id and created.thread_id != thread_id:
-            raise BadFrame(
-                f"thread_created names thread {created.thread_id!r}, appended to {thread_id!r}"
-            )
-        if not created.thread_id:
-            frames[0] = msgspec.structs.replace(created, thread_id=thread_id)
-    next_seq = 0 if head is None else head.next_seq
-    offset_given = 0 if head is not None or first_given == 0 else 1
-    if expected_seq is not None and expected_seq != next_seq + offset_given:
-        raise SeqConflict(thread_id, expected_seq, next_seq + offset_given)
-    prev = fr.GENESIS_DIGEST if head is None else bytes.fromhex(head.digest)
-    last = len(frames) - 1
-    lines: list[bytes] = []
-    replace = msgspec.structs.replace
-    for i, f in enumerate(frames):
-        seq = next_seq + i
-        if f.seq >= 0 and f.seq != seq:
-            raise SeqConflict(thread_id, f.seq, seq)
-        body = fr.encode_body(replace(f, seq=seq, ts_ms=f.ts_ms or now_ms, more=i < last))
-        prev = fr.chain(prev, body)
-        lines.append(fr.seal(body, prev))
-    return lines, Head(next_seq + last, prev.hex())
-
-
-class Thread(ABC):
-    """A handle on one thread of a store. Cheap to create; holds no lock between calls."""
-
-    def __init__(self, thread_id: str) -> None:
-        self.id = validate_thread_id(thread_id)
-
-    @abstractmethod
-    def append(
-        self,
-        frames: fr.Frame | Iterable[fr.Frame],
-        *,
-        expected_seq: int | None = None,
-        durable: bool | None = None,
-    ) -> range:
-        """Append one frame or a batch, all or nothing; return the seqs given to the caller's
-        frames. ``expected_seq`` is the seq the first of them must get (else :class:`SeqConflict`).
-        """
-
-    @abstractmethod
-    def head(self) -> Head | None:
-        """The last committed frame, or None when the thread has no frames."""
-
-    @abstractmethod
-    def read_lines(
-        self, *, from_seq: int = 0, to_seq: int | None = None
-    ) -> Iterator[tuple[int, bytes]]:
-        """``(seq, stored line without newline)`` for seqs in ``[from_seq, to_seq]``."""
-
-    @property
-    @abstractmethod
-    def store(self) -> BaseStore:
-        """The store this thread belongs to."""
-
-    def compile(
-        self,
-        *,
-        anchor: int | str | None = None,
-        limits: fr.Limits | None = None,
-        log: bool = True,
-    ) -> CompileResult:
-        """Compile this thread's next context: :func:`continuity.compiler.compile_context`.
-
-        A convenience for runtimes; the compiler sits above the store and is imported on use.
-        """
-        from continuity.compiler import compile_context
-
-        return compile_context(self.store, self.id, anchor=anchor, limits=limits, log=log)
-
-    def exists(self) -> bool:
-        return self.head() is not None
-
-    def read(
-        self,
-        *,
-        from_seq: int = 0,
-        to_seq: int | None = None,
-        limit: int | None = None,
-        types: Iterable[str] | None = None,
-    ) -> Iterator[fr.Frame]:
-        """Frames with ``from_seq <= seq <= to_seq`` (of the given types), oldest first."""
-        wanted = frozenset(types) if types is not None else None
-        count = 0
-        if limit is not None and limit <= 0:
-            return
-        for seq, line in self.read_lines(from_seq=from_seq, to_seq=to_seq):
-            frame = self._decode(seq, line)
-            if wanted is not None and frame.__struct_config__.tag not in wanted:
-                continue
-            yield frame
-            count += 1
-            if limit is not None and count >= limit:
-                return
-
-    def tail(self, n: int, *, types: Iterable[str] | None = None) -> list[fr.Frame]:
-        """The last ``n`` frames (of the given types), oldest first."""
-        if n <= 0:
-            return []
-        wanted = frozenset(types) if types is not None else None
-        found: list[fr.Frame] = []
-        for seq, line in self._lines_backwards():
-            frame = self._decode(seq, line)
-            if wanted is None or frame.__struct_config__.tag in wanted:
-                found.append(frame)
-                if len(found) >= n:
-                    break
-        found.reverse()
-        return found
-
-    def _lines_backwards(self) -> Iterator[tuple[int, bytes]]:
-        head = self.head()
-        if head is None:
-            return
-        lines = list(self.read_lines())
-        yield from reversed(lines)
-
-    def _decode(self, seq: int, line: bytes) -> fr.Frame:
-        try:
-            return fr.decode_frame(line)
-        except msgspec.DecodeError as exc:
-            raise CorruptFrame(self.id, seq, -1, f"does not decode: {exc}") from None
-
-
-class BaseStore(ABC):
-    """A set of threads plus their artifacts."""
-
-    artifacts: ArtifactStore
-    clock: Callable[[], int]
-    """Milliseconds since the epoch for frames appended without a ``ts_ms``."""
-
-    @abstractmethod
-    def thread(self, thread_id: str) -> Thread:
-        """A handle on ``thread_id`` (which need not exist yet: the first append creates it)."""
-
-    @abstractmethod
-    def threads(self) -> list[str]:
-        """The ids of every thread with at least one frame, sorted."""
-
-    def existing_thread(self, thread_id: str) -> Thread:
-        """Like :meth:`thread`, but :class:`ThreadNotFound` when the thread has no frames."""
-        t = self.thread(thread_id)
-        if not t.exists():
-            raise ThreadNotFound(f"no thread {thread_id!r} in this store")
-        return t
-
-
-# --- the JSONL backend ----------------------------------------------------------------------
 
 _CHUNK: Final = 1 << 16
 
@@ -330,9 +88,7 @@ class JsonlThread(Thread):
         expected_seq: int | None = None,
         durable: bool | None = None,
     ) -> range:
-        batch = [frames] if isinstance(frames, fr.FrameBase) else list(frames)
-        if not batch:
-            raise BadFrame("empty batch")
+        batch = batch_of(frames)
         sync = self._store.durable if durable is None else durable
         created = False
         if not self.path.exists():
@@ -357,7 +113,7 @@ class JsonlThread(Thread):
         finally:
             os.close(fd)  # closing releases the lock
         if created and sync:
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
         n_given = len(batch)
         return range(new_head.seq - n_given + 1, new_head.seq + 1)
 
@@ -408,7 +164,7 @@ class JsonlThread(Thread):
             "time_ms": now,
             "data_b64": base64.b64encode(data).decode("ascii"),
         }
-        _atomic_write(qdir / name, msgspec.json.encode(record) + b"\n")
+        atomic_write(qdir / name, msgspec.json.encode(record) + b"\n", durable=True)
         rec = Recovery(self.id, cut, len(data), reason, str(qdir / name), now)
         self._store._report(rec)
 
@@ -437,6 +193,13 @@ class JsonlThread(Thread):
                 break
             end = start
         return end
+
+    def open_log(self) -> LogReader | None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        return _LogFile(self, fd)
 
     def head(self) -> Head | None:
         try:
@@ -574,7 +337,7 @@ class JsonlThread(Thread):
             if buf_pos >= end and buf:
                 raise CorruptFrame(self.id, seq, pos, "line without newline inside the log")
 
-    def _lines_backwards(self) -> Iterator[tuple[int, bytes]]:
+    def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -612,12 +375,31 @@ class JsonlThread(Thread):
         finally:
             os.close(fd)
 
-    def _decode(self, seq: int, line: bytes) -> fr.Frame:
-        try:
-            return fr.decode_frame(line)
-        except msgspec.DecodeError as exc:
-            offset = self.offset_of(seq)
-            raise CorruptFrame(self.id, seq, -1 if offset is None else offset, str(exc)) from None
+
+class _LogFile(LogReader):
+    """A JSONL log opened for reading; the committed end is found on first use."""
+
+    def __init__(self, thread: JsonlThread, fd: int) -> None:
+        self._thread = thread
+        self._fd = fd
+        self._end: int | None = None
+
+    @property
+    def end(self) -> int:
+        if self._end is None:
+            self._end = self._thread._visible_end(self._fd)
+        return self._end
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def pread(self, n: int, offset: int) -> bytes:
+        return os.pread(self._fd, n, offset)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class Store(BaseStore):
@@ -656,7 +438,7 @@ class Store(BaseStore):
         for sub in ("threads", "artifacts", "quarantine", "cache"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         if not marker.exists():
-            _atomic_write(marker, msgspec.json.encode(STORE_FORMAT) + b"\n")
+            atomic_write(marker, msgspec.json.encode(STORE_FORMAT) + b"\n", durable=True)
 
     def thread(self, thread_id: str) -> JsonlThread:
         return JsonlThread(self, thread_id)
@@ -707,6 +489,26 @@ class Store(BaseStore):
                 continue
         found.sort(key=lambda r: (r.time_ms, r.thread_id, r.offset))
         return found
+
+    def job_lock(self, thread_id: str, job: str) -> AbstractContextManager[None]:
+        """Held by this process (the in-process lock) and by an ``flock`` on
+        ``cache/jobs/<thread_id>.<job>.lock``, so other processes are excluded too; a killed
+        holder releases it with its descriptor."""
+        return self._job_flock(thread_id, job)
+
+    @contextmanager
+    def _job_flock(self, thread_id: str, job: str) -> Iterator[None]:
+        with ExitStack() as held:
+            held.enter_context(super().job_lock(thread_id, job))
+            path = self.cache_dir / "jobs" / f"{thread_id}.{job}.lock"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            held.callback(os.close, fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise JobInFlight(f"a {job} job for this thread is already running") from None
+            yield
 
     def _report(self, recovery: Recovery) -> None:
         self.recoveries.append(recovery)
@@ -762,21 +564,3 @@ def _read_line(fd: int, start: int, end: int) -> bytes:
         parts.append(chunk)
         pos += len(chunk)
     return b"".join(parts)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,4 +1,4 @@
-r"""Derived, deletable indexes over a JSONL thread, each with a watermark.
+r"""Derived, deletable indexes over a thread's log kept as bytes, each with a watermark.
 
 Per thread, under ``<store>/cache/threads/<thread_id>/``::
 
@@ -33,7 +33,7 @@ import shutil
 import struct
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
@@ -42,8 +42,9 @@ from typing import Final, Literal, NamedTuple, TypeVar
 import msgspec
 
 from continuity import frames as fr
+from continuity._fs import atomic_write
 from continuity.errors import CorruptFrame
-from continuity.store import JsonlThread, Store, line_end
+from continuity.store.base import BaseStore, LogReader, Thread
 from continuity.summary import CUMULATIVE_V1 as CUMULATIVE
 
 __all__ = [
@@ -172,8 +173,8 @@ class _Delta:
 
 
 def _index_run(
-    thread: JsonlThread,
-    fd: int,
+    thread_id: str,
+    log: LogReader,
     start: int,
     end: int,
     first_seq: int,
@@ -194,23 +195,23 @@ def _index_run(
     pack = MESSAGE_RECORD.pack
     role = ROLE_CODES.get
     while pos < end:
-        chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
+        chunk = log.pread(min(_CHUNK, end - pos), pos)
         cut = chunk.rfind(b"\n") + 1
         if cut == 0:  # a single line longer than the chunk
-            cut = line_end(fd, pos, end) - pos
-            chunk = os.pread(fd, cut, pos)
+            cut = log.line_end(pos, end) - pos
+            chunk = log.pread(cut, pos)
         chunk = chunk[:cut]
         lines = chunk[:-1].split(b"\n")
         try:
             probes = _probes.decode(b"[" + b",".join(lines) + b"]")
         except msgspec.DecodeError:
-            _raise_first_bad(thread, chunk, pos, seq)
+            _raise_first_bad(thread_id, chunk, pos, seq)
         starts = list(accumulate(map((1).__add__, map(len, lines)), initial=pos))
         seqs = [p.seq for p in probes]
         if seqs != list(range(seq, seq + len(probes))):
             bad = next(i for i, q in enumerate(seqs) if q != seq + i)
             raise CorruptFrame(
-                thread.id, seq + bad, starts[bad], f"seq {seqs[bad]} where {seq + bad} belongs"
+                thread_id, seq + bad, starts[bad], f"seq {seqs[bad]} where {seq + bad} belongs"
             )
         offsets.extend(starts[:-1])
         for p in probes:
@@ -245,7 +246,7 @@ def _index_run(
     if n_frames:
         sealed = fr.unseal(last_line)
         if sealed is None:
-            raise CorruptFrame(thread.id, seq - 1, end - len(last_line) - 1, "no digest")
+            raise CorruptFrame(thread_id, seq - 1, end - len(last_line) - 1, "no digest")
         digest = sealed[1].hex()
     return _Delta(
         offsets=offsets.tobytes() if _LITTLE else _swapped(offsets),
@@ -276,16 +277,16 @@ def _clip_u32(n: int) -> int:
     return min(max(n, 0), _U32_MAX)
 
 
-def _raise_first_bad(thread: JsonlThread, chunk: bytes, base: int, seq: int) -> None:
+def _raise_first_bad(thread_id: str, chunk: bytes, base: int, seq: int) -> None:
     pos = 0
     for line in chunk.split(b"\n")[:-1]:
         try:
             _probe_one.decode(line)
         except msgspec.DecodeError as exc:
-            raise CorruptFrame(thread.id, seq, base + pos, f"does not decode: {exc}") from None
+            raise CorruptFrame(thread_id, seq, base + pos, f"does not decode: {exc}") from None
         pos += len(line) + 1
         seq += 1
-    raise CorruptFrame(thread.id, seq, base, "a chunk of the log does not decode")
+    raise CorruptFrame(thread_id, seq, base, "a chunk of the log does not decode")
 
 
 def _last_line(path: Path, size: int) -> bytes:
@@ -303,12 +304,20 @@ def _last_line(path: Path, size: int) -> bytes:
 
 
 class ThreadIndex:
-    """The caches of one thread of a JSONL :class:`~continuity.store.Store`."""
+    """The caches of one thread, in its store's ``cache_dir`` (``ValueError`` for a store that
+    keeps none: see :meth:`available`)."""
 
-    def __init__(self, store: Store, thread_id: str) -> None:
-        self.store = store
-        self.thread = store.thread(thread_id)
-        self.dir = store.cache_dir / "threads" / self.thread.id
+    def __init__(self, thread: Thread) -> None:
+        cache_dir = thread.store.cache_dir
+        if cache_dir is None:
+            raise ValueError(f"the store of thread {thread.id!r} keeps no caches")
+        self.thread = thread
+        self.dir = cache_dir / "threads" / thread.id
+
+    @staticmethod
+    def available(thread: Thread) -> bool:
+        """Whether the thread's store keeps caches (its log is then readable as bytes)."""
+        return thread.store.cache_dir is not None
 
     # -- keeping the caches current --
 
@@ -321,42 +330,37 @@ class ThreadIndex:
     def refresh(self, progress: Progress | None = None) -> RefreshResult:
         """Bring the caches up to the log's committed end: catch up, or rebuild if they diverge."""
         with self._lock():
-            fd = self._open_log()
-            if fd is None:
+            log = self.thread.open_log()
+            if log is None:
                 self._remove()
                 return RefreshResult("current", 0)
-            try:
-                end = self.thread._visible_end(fd)
-                start = self._trusted_end(self.manifest(), fd, end)
+            with log:
+                end = log.end
+                start = self._trusted_end(self.manifest(), log, end)
                 if start is None:
-                    delta = _index_run(self.thread, fd, 0, end, 0, progress)
+                    delta = _index_run(self.thread.id, log, 0, end, 0, progress)
                     self._write_fresh(delta)
                     return RefreshResult("rebuilt", delta.frames)
                 manifest, start_offset = start
                 if start_offset == end:
                     return RefreshResult("current", 0)
                 delta = _index_run(
-                    self.thread, fd, start_offset, end, manifest.offsets.last_seq + 1, progress
+                    self.thread.id, log, start_offset, end, manifest.offsets.last_seq + 1, progress
                 )
                 self._append(manifest, delta)
                 return RefreshResult("caught_up", delta.frames)
-            finally:
-                os.close(fd)
 
     def rebuild(self, progress: Progress | None = None) -> RefreshResult:
         """Drop the caches and index the whole log again."""
         with self._lock():
-            fd = self._open_log()
-            if fd is None:
+            log = self.thread.open_log()
+            if log is None:
                 self._remove()
                 return RefreshResult("rebuilt", 0)
-            try:
-                end = self.thread._visible_end(fd)
-                delta = _index_run(self.thread, fd, 0, end, 0, progress)
+            with log:
+                delta = _index_run(self.thread.id, log, 0, log.end, 0, progress)
                 self._write_fresh(delta)
                 return RefreshResult("rebuilt", delta.frames)
-            finally:
-                os.close(fd)
 
     def problems(self) -> list[str]:
         """What is wrong with the caches on disk (empty when they are sound or absent).
@@ -376,16 +380,13 @@ class ThreadIndex:
         manifest = self.manifest()
         if manifest is None:
             return [] if not (self.dir / _MANIFEST).exists() else ["manifest does not decode"]
-        fd = self._open_log()
-        if fd is None:
+        log = self.thread.open_log()
+        if log is None:
             return ["caches exist for a thread with no log"]
-        try:
-            end = self.thread._visible_end(fd)
-            if self._trusted_end(manifest, fd, end) is None:
+        with log:
+            if self._trusted_end(manifest, log, log.end) is None:
                 return ["watermark does not match the log (a refresh will rebuild)"]
-            delta = _index_run(self.thread, fd, 0, manifest.log_end, 0)
-        finally:
-            os.close(fd)
+            delta = _index_run(self.thread.id, log, 0, manifest.log_end, 0)
         found = []
         if manifest != self._manifest_for(delta, None):
             found.append(f"{_MANIFEST} differs from the log")
@@ -506,7 +507,7 @@ class ThreadIndex:
         for seq, line in self.thread.read_lines(
             from_seq=from_seq, to_seq=to_seq, start_offset=self.offset(from_seq)
         ):
-            yield self.thread._decode(seq, line)
+            yield self.thread.decode(seq, line)
 
     def last_messages(self, k: int) -> list[fr.MessageAppended]:
         """The last ``k`` messages, each read through the offset index."""
@@ -524,12 +525,6 @@ class ThreadIndex:
     def _lock(self) -> _FileLock:
         self.dir.mkdir(parents=True, exist_ok=True)
         return _FileLock(self.dir / ".lock")
-
-    def _open_log(self) -> int | None:
-        try:
-            return os.open(self.thread.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
 
     def _pread(self, name: str, n: int, at: int) -> bytes:
         try:
@@ -551,7 +546,9 @@ class ThreadIndex:
             _OTHER: m.other,
         }[name]
 
-    def _trusted_end(self, m: Manifest | None, fd: int, end: int) -> tuple[Manifest, int] | None:
+    def _trusted_end(
+        self, m: Manifest | None, log: LogReader, end: int
+    ) -> tuple[Manifest, int] | None:
         """(manifest, log offset to resume from) if the caches still describe this log.
 
         O(1) reads: the watermark frame must be the one line that ends at ``log_end`` and carry
@@ -587,28 +584,28 @@ class ThreadIndex:
             empty = m.log_end == 0 and m.messages.entries == m.checkpoints.entries == 0
             return (m, 0) if empty else None
         at = self._offset_in(m, m.offsets.last_seq)
-        if at is None or at >= m.log_end or (at > 0 and os.pread(fd, 1, at - 1) != b"\n"):
+        if at is None or at >= m.log_end or (at > 0 and log.pread(1, at - 1) != b"\n"):
             return None
-        line = os.pread(fd, m.log_end - at, at)
+        line = log.pread(m.log_end - at, at)
         if line.find(b"\n") != len(line) - 1:
             return None
         sealed = fr.unseal(line[:-1])
         if sealed is None or sealed[1].hex() != m.offsets.digest:
             return None
-        return (m, m.log_end) if self._last_entries_match(fd, m) else None
+        return (m, m.log_end) if self._last_entries_match(log, m) else None
 
-    def _last_entries_match(self, fd: int, m: Manifest) -> bool:
+    def _last_entries_match(self, log: LogReader, m: Manifest) -> bool:
         try:
             if m.messages.entries:
                 size = MESSAGE_RECORD.size
                 raw = self._pread(_MESSAGES, size, m.messages.bytes - size)
                 seq = MESSAGE_RECORD.unpack(raw)[0]
-                if self._index_line(fd, m, seq).messages != raw:
+                if self._index_line(log, m, seq).messages != raw:
                     return False
             if m.checkpoints.entries:
                 raw = _last_line(self.dir / _CHECKPOINTS, m.checkpoints.bytes)
                 seq = _checkpoint_decoder.decode(raw).seq
-                if self._index_line(fd, m, seq).checkpoints != raw:
+                if self._index_line(log, m, seq).checkpoints != raw:
                     return False
             entries = self.dir / _CHECKPOINTS
             if m.selection.entries:
@@ -628,12 +625,12 @@ class ThreadIndex:
             return False
         return True
 
-    def _index_line(self, fd: int, m: Manifest, seq: int) -> _Delta:
+    def _index_line(self, log: LogReader, m: Manifest, seq: int) -> _Delta:
         """The index entries of the single log line of frame ``seq`` (as ``m`` locates it)."""
         at = self._offset_in(m, seq)
         if at is None or at >= m.log_end:
             raise IndexError(seq)
-        return _index_run(self.thread, fd, at, line_end(fd, at, m.log_end), seq)
+        return _index_run(self.thread.id, log, at, log.line_end(at, m.log_end), seq)
 
     def _manifest_for(self, delta: _Delta, base: Manifest | None) -> Manifest:
         def mark(prev: Watermark | None, entries: int, size: int) -> Watermark:
@@ -677,8 +674,8 @@ class ThreadIndex:
         # the old manifest with some new files and some old ones.
         (self.dir / _MANIFEST).unlink(missing_ok=True)
         for name, data in self._file_contents(delta).items():
-            _replace_file(self.dir / name, data)
-        _replace_file(self.dir / _MANIFEST, _encoder.encode(self._manifest_for(delta, None)))
+            _write_cache(self.dir / name, data)
+        _write_cache(self.dir / _MANIFEST, _encoder.encode(self._manifest_for(delta, None)))
 
     def _append(self, base: Manifest, delta: _Delta) -> None:
         appends = {
@@ -702,14 +699,14 @@ class ThreadIndex:
             appends[_SELECTION] = selection
         else:
             (self.dir / _MANIFEST).unlink()  # the rewrite is only trusted once committed below
-            _replace_file(self.dir / _SELECTION, merged)
+            _write_cache(self.dir / _SELECTION, merged)
         for name, data in appends.items():
             mark = self._watermark(base, name)
             with open(self.dir / name, "r+b") as f:
                 f.truncate(mark.bytes)  # drop what a crashed writer left past the watermark
                 f.seek(mark.bytes)
                 f.write(data)
-        _replace_file(self.dir / _MANIFEST, _encoder.encode(self._manifest_for(delta, base)))
+        _write_cache(self.dir / _MANIFEST, _encoder.encode(self._manifest_for(delta, base)))
 
     def _remove(self) -> None:
         for name in (_MANIFEST, *_DATA_FILES):
@@ -730,26 +727,25 @@ class _FileLock:
         os.close(self.fd)
 
 
-def _replace_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temp file beside ``path`` and rename it over (no fsync: a cache)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+def _write_cache(path: Path, data: bytes) -> None:
+    atomic_write(path, data, durable=False)  # no fsync: a cache is rebuilt, not recovered
 
 
 def rebuild_all(
-    store: Store,
-    thread_ids: list[str] | None = None,
+    store: BaseStore,
+    threads: Sequence[Thread] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, RefreshResult]:
-    """Rebuild the caches of the given threads (default: all), removing caches of vanished ones."""
-    ids = store.threads() if thread_ids is None else thread_ids
+    """Rebuild the caches of the given threads (default: all), removing caches of vanished ones
+    (nothing to do for a store that keeps no caches)."""
+    if store.cache_dir is None:
+        return {}
+    chosen = [store.thread(tid) for tid in store.threads()] if threads is None else threads
     results: dict[str, RefreshResult] = {}
-    for tid in ids:
-        step: Progress | None = None if progress is None else functools.partial(progress, tid)
-        results[tid] = ThreadIndex(store, tid).rebuild(step)
-    if thread_ids is None:
+    for thread in chosen:
+        step = None if progress is None else functools.partial(progress, thread.id)
+        results[thread.id] = ThreadIndex(thread).rebuild(step)
+    if threads is None:
         folder = store.cache_dir / "threads"
         if folder.is_dir():
             for sub in folder.iterdir():

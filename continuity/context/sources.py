@@ -1,8 +1,9 @@
 """How compile and compaction read a thread: through the caches, or by a plain scan.
 
-:class:`IndexedSource` answers from the JSONL store's caches in O(k) for k frames selected;
+:class:`IndexedSource` answers from the store's caches in O(k) for k frames selected;
 :class:`ScanSource` reads the whole thread once and works on any backend — it is the reference
-the indexed path is tested against (the same answers, so the same bundles).
+the indexed path is tested against (the same answers, so the same bundles). Both read a thread
+handle the entry point resolved; neither looks the thread up again.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
 from continuity import frames as fr
-from continuity.caches import CheckpointEntry, ThreadIndex
-from continuity.store import BaseStore, Store
+from continuity.caches.thread_index import CheckpointEntry, ThreadIndex
+from continuity.store.base import Thread
 from continuity.summary import CUMULATIVE_V1
 
 __all__ = [
@@ -114,8 +115,8 @@ def _default_anchor_backwards(frames: Iterator[fr.Frame]) -> int | None:
 class ScanSource:
     """Reads the whole thread once: any backend, no caches. The reference for the indexed one."""
 
-    def __init__(self, store: BaseStore, thread_id: str) -> None:
-        self._frames = list(store.existing_thread(thread_id).read())
+    def __init__(self, thread: Thread) -> None:
+        self._frames = list(thread.read())
         msgs = [f for f in self._frames if isinstance(f, fr.MessageAppended)]
         self._messages = [m.seq for m in msgs]
         self._tokens = [m.tokens for m in msgs]
@@ -174,11 +175,11 @@ class ScanSource:
 
 
 class IndexedSource:
-    """Reads through the JSONL store's caches: O(k) in what is selected."""
+    """Reads through the store's caches: O(k) in what is selected."""
 
-    def __init__(self, store: Store, thread_id: str) -> None:
-        store.existing_thread(thread_id)
-        self._index = ThreadIndex(store, thread_id)
+    def __init__(self, thread: Thread) -> None:
+        self._thread = thread
+        self._index = ThreadIndex(thread)
         self._index.refresh()
         self._records = self._index.message_records()
         self._selection = self._index.selection()
@@ -193,8 +194,8 @@ class IndexedSource:
         if head is None:
             return None
         return _default_anchor_backwards(
-            self._index.thread._decode(seq, line)
-            for seq, line in self._index.thread._lines_backwards()
+            self._thread.decode(seq, line)
+            for seq, line in self._thread.read_lines_backwards()
             if seq <= head
         )
 
@@ -229,17 +230,18 @@ class IndexedSource:
         head = self.head_seq()
         if head is None:
             return None
-        for seq, line in self._index.thread._lines_backwards():
+        for seq, line in self._thread.read_lines_backwards():
             if seq > head:
                 continue
-            frame = self._index.thread._decode(seq, line)
+            frame = self._thread.decode(seq, line)
             if isinstance(frame, fr.MessageAppended) and frame.message_id == message_id:
                 return seq
         return None
 
 
-def open_source(store: BaseStore, thread_id: str, *, use_caches: bool = True) -> ThreadSource:
-    """The indexed source for a JSONL store (unless ``use_caches`` is false), else a scan."""
-    if use_caches and isinstance(store, Store):
-        return IndexedSource(store, thread_id)
-    return ScanSource(store, thread_id)
+def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
+    """The indexed source when the thread's store keeps caches (and ``use_caches``), else a
+    scan of the log."""
+    if use_caches and ThreadIndex.available(thread):
+        return IndexedSource(thread)
+    return ScanSource(thread)

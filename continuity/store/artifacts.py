@@ -7,7 +7,6 @@ a temporary file in the same folder, fsynced and renamed into place, and verifie
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from abc import ABC, abstractmethod
@@ -20,6 +19,7 @@ import blake3
 if TYPE_CHECKING:
     import zstandard
 
+from continuity._fs import atomic_write
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound
 
 __all__ = [
@@ -67,6 +67,10 @@ class ArtifactStore(ABC):
     def ids(self) -> Iterator[str]:
         """Every stored id, sorted."""
 
+    @abstractmethod
+    def stored_bytes(self) -> int:
+        """What the artifacts take where they are stored (compressed, on disk)."""
+
     def verify(self, aid: str) -> None:
         """Raise unless ``aid`` is stored and its bytes hash to it."""
         self.get(aid)
@@ -95,6 +99,9 @@ class MemoryArtifactStore(ArtifactStore):
 
     def ids(self) -> Iterator[str]:
         return iter(sorted(self._blobs))
+
+    def stored_bytes(self) -> int:
+        return sum(len(b) for b in self._blobs.values())
 
 
 class FileArtifactStore(ArtifactStore):
@@ -126,21 +133,7 @@ class FileArtifactStore(ArtifactStore):
         if target.exists():
             return aid
         target.parent.mkdir(parents=True, exist_ok=True)
-        compressed = self._codecs()[0].compress(data)
-        tmp = target.parent / f".tmp-{os.getpid()}-{os.urandom(6).hex()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(compressed)
-                if self.durable:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        if self.durable:
-            _fsync_dir(target.parent)
+        atomic_write(target, self._codecs()[0].compress(data), durable=self.durable)
         return aid
 
     def get(self, aid: str) -> bytes:
@@ -175,10 +168,7 @@ class FileArtifactStore(ArtifactStore):
         ]
         return iter(sorted(found))
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    def stored_bytes(self) -> int:
+        if not self.root.is_dir():
+            return 0
+        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())

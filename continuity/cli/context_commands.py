@@ -1,8 +1,4 @@
-"""CLI commands for what the model sees: compile, checkpoint, compact, decisions.
-
-Registered on :data:`continuity.cli.app`; like the rest of the CLI, each command calls the
-library and turns its errors into one line and exit 1.
-"""
+"""The commands for what the model sees: compile, checkpoint, compact, decisions."""
 
 from __future__ import annotations
 
@@ -13,11 +9,18 @@ from typing import Annotated, Literal
 import typer
 
 from continuity import frames as fr
-from continuity._display import format_ts
-from continuity._search_cli import K_MAX, print_hits
-from continuity.cli import _count, _errors, _fail, _open, app
+from continuity.cli._common import count, errors, fail, open_store
+from continuity.cli._display import format_ts
 
-__all__: list[str] = []
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compile")(compile_cmd)
+    app.command()(checkpoint)
+    app.command()(compact)
+    app.command()(decisions)
+
 
 _MAX_SUMMARY_BYTES = 4 << 20
 
@@ -32,7 +35,6 @@ def _anchor(value: str | None) -> int | str | None:
     return int(value) if value.isdigit() else value
 
 
-@app.command("compile")
 def compile_cmd(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(help="The thread to compile.")],
@@ -82,10 +84,10 @@ def compile_cmd(
     ] = None,
 ) -> None:
     """Compile the thread's next context; log the selection (unless --dry-run)."""
-    from continuity.compiler import compile_context
-    from continuity.render import render
+    from continuity.context.compiler import compile_context
+    from continuity.context.render import render
 
-    store = _open(ctx)
+    store = open_store(ctx)
     limits = fr.Limits(
         recent_messages=recent,
         max_summary_refs=max_summaries,
@@ -94,8 +96,8 @@ def compile_cmd(
         recall_budget_tokens=recall_budget_tokens,
     )
     if recall is not None and not recall.strip():
-        _fail("--recall needs a query (or @anchor)", code=2)
-    with _errors():
+        fail("--recall needs a query (or @anchor)", code=2)
+    with errors():
         result = compile_context(
             store,
             thread,
@@ -109,7 +111,7 @@ def compile_cmd(
     where = f"logged at seq {result.decision.seq}" if result.logged else "not logged (dry run)"
     typer.echo(
         f"{result.bundle.strategy}: {_summaries(len(result.bundle.summaries))}, "
-        f"{_count(len(result.bundle.messages), 'message')}, ~{result.bundle.tokens} tokens; "
+        f"{count(len(result.bundle.messages), 'message')}, ~{result.bundle.tokens} tokens; "
         f"bundle {result.bundle_id}; {where}",
         err=True,
     )
@@ -119,21 +121,20 @@ def _read_summary(path: str) -> str:
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
-        _fail(f"cannot read summary file: {exc}")
+        fail(f"cannot read summary file: {exc}")
     if len(data) > _MAX_SUMMARY_BYTES:
-        _fail(f"summary file is {len(data)} bytes; the limit is {_MAX_SUMMARY_BYTES}")
+        fail(f"summary file is {len(data)} bytes; the limit is {_MAX_SUMMARY_BYTES}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        _fail(f"summary file is not UTF-8 text: {exc}")
+        fail(f"summary file is not UTF-8 text: {exc}")
     if not text.strip():
-        _fail("summary file is empty")
+        fail("summary file is empty")
     if "\x00" in text:
-        _fail("summary file contains NUL bytes: not a text summary")
+        fail("summary file contains NUL bytes: not a text summary")
     return text
 
 
-@app.command()
 def checkpoint(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(help="The thread to checkpoint.")],
@@ -153,28 +154,27 @@ def checkpoint(
     ] = None,
 ) -> None:
     """Record a cumulative summary of the thread through --to-seq as a checkpoint."""
-    from continuity.compaction import create_checkpoint, pair_safe_cut
-    from continuity.sources import open_source
+    from continuity.context.compaction import create_checkpoint, pair_safe_cut
+    from continuity.context.sources import open_source
 
-    store = _open(ctx)
+    store = open_store(ctx)
     text = _read_summary(summary_file) if summary_file is not None else None
-    with _errors():
-        store.existing_thread(thread)
-        cut = pair_safe_cut(open_source(store, thread), to_seq)
+    with errors():
+        handle = store.existing_thread(thread)
+        cut = pair_safe_cut(open_source(handle), to_seq)
         if cut != to_seq:
             typer.echo(
                 f"note: to_seq {to_seq} moved to {cut}, the last message there "
                 "(a checkpoint never separates a tool call from its result)",
                 err=True,
             )
-        frame = create_checkpoint(store, thread, cut, text=text, produced_by=produced_by)
+        frame = create_checkpoint(handle, cut, text=text, produced_by=produced_by)
     typer.echo(
         f"checkpoint {frame.checkpoint_id} at seq {frame.seq}: to_seq {frame.to_seq}, "
         f"summary {frame.summary_artifact_id}"
     )
 
 
-@app.command()
 def compact(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(help="The thread to compact.")],
@@ -191,29 +191,27 @@ def compact(
     ] = None,
 ) -> None:
     """Plan the checkpoints a cut rule calls for and create them, as one logged job."""
-    from continuity.compaction import StrideMessages, TokenThreshold, run_compaction
+    from continuity.context.compaction import StrideMessages, TokenThreshold, run_compaction
 
     if (stride is None) == (token_threshold is None):
-        _fail("give exactly one of --stride N or --token-threshold T", code=2)
+        fail("give exactly one of --stride N or --token-threshold T", code=2)
     rule = StrideMessages(stride) if stride is not None else TokenThreshold(token_threshold or 0)
-    store = _open(ctx)
-    with _errors():
-        store.existing_thread(thread)
-        result = run_compaction(store, thread, rule)
+    store = open_store(ctx)
+    with errors():
+        result = run_compaction(store.existing_thread(thread), rule)
     if result.status == "nothing_to_do":
         typer.echo(f"nothing to do: every cut {rule.id} calls for is checkpointed")
         return
     for cp in result.checkpoints:
         typer.echo(f"checkpoint at seq {cp.seq}: to_seq {cp.to_seq} ({cp.cut_rule_id})")
     if result.status != "succeeded":
-        _fail(
+        fail(
             f"compaction job {result.job_id} failed after "
-            f"{_count(len(result.checkpoints), 'checkpoint')}: {result.error}"
+            f"{count(len(result.checkpoints), 'checkpoint')}: {result.error}"
         )
-    typer.echo(f"job {result.job_id}: {_count(len(result.checkpoints), 'checkpoint')} created")
+    typer.echo(f"job {result.job_id}: {count(len(result.checkpoints), 'checkpoint')} created")
 
 
-@app.command()
 def decisions(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(help="The thread whose decisions to show.")],
@@ -221,16 +219,16 @@ def decisions(
     as_json: Annotated[bool, typer.Option("--json", help="The frames as JSON lines.")] = False,
 ) -> None:
     """The recent context selection decisions of a thread, readable."""
-    store = _open(ctx)
-    with _errors():
-        found = store.existing_thread(thread).tail(limit, types=["context_selection_decided"])
+    store = open_store(ctx)
+    with errors():
+        handle = store.existing_thread(thread)
+        found = handle.tail(limit, types=["context_selection_decided"])
     if not found:
         typer.echo(f"no selection decisions in thread {thread}")
         return
     for d in found:
         assert isinstance(d, fr.ContextSelectionDecided)
         if as_json:  # the frame exactly as stored, like `log --json`
-            handle = store.thread(thread)
             for _seq, line in handle.read_lines(from_seq=d.seq, to_seq=d.seq):
                 typer.echo(line.decode())
             continue
@@ -247,34 +245,3 @@ def decisions(
             typer.echo(f"  - {reason}")
         for reset in d.resets:
             typer.echo(f"  ! {reset}")
-
-
-@app.command()
-def search(
-    ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="What to look for (words, paths, commands).")],
-    thread: Annotated[str | None, typer.Option("--thread", help="Only this thread.")] = None,
-    project: Annotated[
-        str | None, typer.Option("--project", help="Only threads of this project (its cwd).")
-    ] = None,
-    k: Annotated[int, typer.Option("--k", min=1, max=K_MAX, help="How many hits.")] = 10,
-    as_json: Annotated[bool, typer.Option("--json", help="The hits as JSON lines.")] = False,
-    rerank: Annotated[
-        bool, typer.Option("--rerank", help="Re-rank by hashed-feature vector similarity.")
-    ] = False,
-) -> None:
-    """The best hits for QUERY across every thread: thread, seq, time, role and a snippet."""
-    from continuity.search import HashedEmbedder
-    from continuity.search import search as run_search
-
-    store = _open(ctx)
-    with _errors():
-        hits = run_search(
-            store,
-            query,
-            thread=thread,
-            project=project,
-            k=k,
-            embedder=HashedEmbedder() if rerank else None,
-        )
-    print_hits(hits, query, as_json=as_json, write=typer.echo)

@@ -19,22 +19,19 @@ while one is in flight.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Final
+from typing import Final, overload
 
 import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches import CheckpointEntry
-from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
-from continuity.sources import ThreadSource, open_source
-from continuity.store import BaseStore, Store
+from continuity.caches.thread_index import CheckpointEntry
+from continuity.context.sources import ThreadSource, open_source
+from continuity.errors import ArtifactCorrupt, ArtifactNotFound, InvalidCutRule
+from continuity.store.base import BaseStore, Thread, resolve_thread
 from continuity.summary import (
     CUMULATIVE_V1,
     Summarizer,
@@ -46,8 +43,6 @@ from continuity.summary import (
 __all__ = [
     "CompactionResult",
     "CutRule",
-    "InvalidCutRule",
-    "JobInFlight",
     "ManualCut",
     "StrideMessages",
     "TokenThreshold",
@@ -58,14 +53,6 @@ __all__ = [
     "plan_cuts",
     "run_compaction",
 ]
-
-
-class InvalidCutRule(ContinuityError, ValueError):
-    """A cut rule id or parameter that does not make sense."""
-
-
-class JobInFlight(ContinuityError):
-    """A compaction job for this thread is already running."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,24 +201,79 @@ def _load_summary(store: BaseStore, c: CheckpointEntry) -> SummaryDoc | None:
         return None
 
 
+@overload
 def create_checkpoint(
-    store: BaseStore,
-    thread_id: str,
+    target: Thread,
     to_seq: int,
+    /,
     *,
     text: str | None = None,
     summarizer: Summarizer | None = None,
     cut_rule_id: str = "manual_v1",
     produced_by: str | None = None,
-    source: ThreadSource | None = None,
-    extra: Sequence[CheckpointEntry] = (),
+) -> fr.CompactionCheckpointCreated: ...
+@overload
+def create_checkpoint(
+    target: BaseStore,
+    thread_id: str,
+    to_seq: int,
+    /,
+    *,
+    text: str | None = None,
+    summarizer: Summarizer | None = None,
+    cut_rule_id: str = "manual_v1",
+    produced_by: str | None = None,
+) -> fr.CompactionCheckpointCreated: ...
+def create_checkpoint(
+    target: BaseStore | Thread,
+    /,
+    *where: str | int,
+    text: str | None = None,
+    summarizer: Summarizer | None = None,
+    cut_rule_id: str = "manual_v1",
+    produced_by: str | None = None,
 ) -> fr.CompactionCheckpointCreated:
-    """Build (or take) the cumulative summary through ``to_seq`` and append its checkpoint.
+    """Build (or take) the cumulative summary through ``to_seq`` and append its checkpoint:
+    ``create_checkpoint(thread, to_seq)`` with a thread handle, or
+    ``create_checkpoint(store, thread_id, to_seq)``.
 
     With ``text`` the summary is given (by a person or an LLM outside); otherwise ``summarizer``
     builds it from the base summary and the messages after it. Returns the appended frame.
     """
-    src = source or open_source(store, thread_id)
+    match target, where:
+        case Thread(), (int() as to_seq,):
+            thread = resolve_thread(target)
+        case BaseStore(), (str() as thread_id, int() as to_seq):
+            thread = resolve_thread(target, thread_id)
+        case _:
+            raise TypeError(
+                "create_checkpoint(thread, to_seq) or create_checkpoint(store, thread_id, to_seq)"
+            )
+    return _checkpoint(
+        thread,
+        to_seq,
+        open_source(thread),
+        text=text,
+        summarizer=summarizer,
+        cut_rule_id=cut_rule_id,
+        produced_by=produced_by,
+    )
+
+
+def _checkpoint(
+    thread: Thread,
+    to_seq: int,
+    src: ThreadSource,
+    *,
+    text: str | None = None,
+    summarizer: Summarizer | None = None,
+    cut_rule_id: str = "manual_v1",
+    produced_by: str | None = None,
+    extra: Sequence[CheckpointEntry] = (),
+) -> fr.CompactionCheckpointCreated:
+    """:func:`create_checkpoint` on a resolved thread, read through ``src`` (``extra``: the
+    checkpoints a running job made since ``src`` was opened)."""
+    store = thread.store
     head = src.head_seq()
     if head is None or not 0 <= to_seq <= head:
         raise InvalidCutRule(f"to_seq {to_seq} is outside the log")
@@ -258,7 +300,7 @@ def create_checkpoint(
         ]
     if text is None:
         if summarizer is None:
-            from continuity.summarize import ExtractiveSummarizer
+            from continuity.context.summarize import ExtractiveSummarizer
 
             summarizer = ExtractiveSummarizer()
         content = summarizer.summarize(base, messages)
@@ -266,7 +308,7 @@ def create_checkpoint(
     else:
         sections, by = {}, produced_by or "manual"
     doc = SummaryDoc(
-        thread_id=thread_id,
+        thread_id=thread.id,
         to_seq=to_seq,
         base_checkpoint_id=base_entry.checkpoint_id if base_entry else None,
         base_summary_artifact_id=base_entry.summary_artifact_id if base_entry else None,
@@ -277,7 +319,7 @@ def create_checkpoint(
     aid = store.artifacts.put(summary_bytes(doc))
     to_message = messages[-1].message_id if messages and messages[-1].seq == to_seq else None
     frame = fr.CompactionCheckpointCreated(
-        checkpoint_id=_checkpoint_id(thread_id, to_seq, aid),
+        checkpoint_id=_checkpoint_id(thread.id, to_seq, aid),
         cut_rule_id=cut_rule_id,
         summary_kind=CUMULATIVE_V1,
         summary_artifact_id=aid,
@@ -287,7 +329,7 @@ def create_checkpoint(
         base_checkpoint_id=doc.base_checkpoint_id,
         produced_by=doc.produced_by,
     )
-    seqs = store.thread(thread_id).append(frame)
+    seqs = thread.append(frame)
     return msgspec.structs.replace(frame, seq=seqs[0])
 
 
@@ -300,72 +342,57 @@ class CompactionResult:
     error: str | None = None
 
 
-class _JobLock:
-    """A non-blocking per-thread job lock: an flock on a file under the cache folder (a killed
-    process releases it with its descriptor), plus an in-process set for stores without files."""
-
-    _held: ClassVar[set[tuple[int, str]]] = set()
-    _guard: ClassVar[threading.Lock] = threading.Lock()
-
-    def __init__(self, store: BaseStore, thread_id: str) -> None:
-        self.path = (
-            store.cache_dir / "jobs" / f"{thread_id}.compaction.lock"
-            if isinstance(store, Store)
-            else None
-        )
-        self.key = (id(store), thread_id)
-        self.fd = -1
-
-    def __enter__(self) -> _JobLock:
-        busy = JobInFlight("a compaction job for this thread is already running")
-        with self._guard:  # check and claim as one step: two threads must not both get in
-            if self.key in self._held:
-                raise busy
-            self._held.add(self.key)
-        if self.path is not None:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BaseException as exc:
-                if self.fd >= 0:
-                    os.close(self.fd)
-                    self.fd = -1
-                with self._guard:
-                    self._held.discard(self.key)
-                if isinstance(exc, BlockingIOError):
-                    raise busy from None
-                raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        with self._guard:
-            self._held.discard(self.key)
-
-
+@overload
 def run_compaction(
-    store: BaseStore,
-    thread_id: str,
+    target: Thread,
     rule: CutRule,
+    /,
     *,
     summarizer: Summarizer | None = None,
     progress: Callable[[int, int], None] | None = None,
+) -> CompactionResult: ...
+@overload
+def run_compaction(
+    target: BaseStore,
+    thread_id: str,
+    rule: CutRule,
+    /,
+    *,
+    summarizer: Summarizer | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> CompactionResult: ...
+def run_compaction(
+    target: BaseStore | Thread,
+    /,
+    *where: str | CutRule,
+    summarizer: Summarizer | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> CompactionResult:
-    """Plan the cuts ``rule`` calls for and create their checkpoints as one logged job.
+    """Plan the cuts ``rule`` calls for and create their checkpoints as one logged job:
+    ``run_compaction(thread, rule)`` with a thread handle, or
+    ``run_compaction(store, thread_id, rule)``.
 
     Returns the outcome; a summarizer failure is logged (``job_ended`` with status ``failed``
     and the error) and reported in the result, with the checkpoints made before it kept.
-    Raises :class:`JobInFlight` if a job for the thread is running.
+    Raises :class:`~continuity.errors.JobInFlight` if a job for the thread is running.
     """
-    with _JobLock(store, thread_id):
-        source = open_source(store, thread_id)
+    match target, where:
+        case Thread(), (StrideMessages() | TokenThreshold() | ManualCut() as rule,):
+            thread = resolve_thread(target)
+        case BaseStore(), (
+            str() as thread_id,
+            StrideMessages() | TokenThreshold() | ManualCut() as rule,
+        ):
+            thread = resolve_thread(target, thread_id)
+        case _:
+            raise TypeError(
+                "run_compaction(thread, rule) or run_compaction(store, thread_id, rule)"
+            )
+    with thread.store.job_lock(thread.id, "compaction"):
+        source = open_source(thread)
         cuts = plan_cuts(source, rule)
         if not cuts:
             return CompactionResult("", "nothing_to_do")
-        thread = store.thread(thread_id)
         job_id = fr.new_id()
         thread.append(
             fr.JobSpawned(
@@ -376,13 +403,12 @@ def run_compaction(
         made: list[CheckpointEntry] = []
         try:
             for i, to_seq in enumerate(cuts):
-                frame = create_checkpoint(
-                    store,
-                    thread_id,
+                frame = _checkpoint(
+                    thread,
                     to_seq,
+                    source,
                     summarizer=summarizer,
                     cut_rule_id=rule.id,
-                    source=source,
                     extra=made,
                 )
                 result.checkpoints.append(frame)

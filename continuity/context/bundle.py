@@ -13,7 +13,7 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 
 from continuity import frames as fr
-from continuity.artifacts import artifact_id
+from continuity.store.artifacts import artifact_id
 
 __all__ = [
     "BUNDLE_SCHEMA",

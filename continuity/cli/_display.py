@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from continuity import frames as fr
-from continuity.store import Recovery
+from continuity.store.base import Recovery
 
 __all__ = ["describe", "format_ts", "recovery_line"]
 

@@ -1,0 +1,49 @@
+"""File helpers every layer shares: the atomic write, and the directory fsync behind it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+
+__all__ = ["atomic_write", "fsync_dir"]
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a folder's entries durable (a file created, renamed or removed in it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool, keep_mode: bool = False) -> None:
+    """Replace ``path`` with ``data`` in one step: readers see the old file or the new one,
+    never a part of either, whatever happens to this process.
+
+    The bytes go to a temporary file beside ``path`` (same folder, so the rename stays on one
+    file system; a name of its own per writer, so parallel writers of one file never share
+    it), which is renamed over ``path``. ``durable`` fsyncs the file before the rename and the
+    folder after it: the truth and its markers need that; a cache, which can be rebuilt, does
+    not. ``keep_mode`` gives the new file the permissions of the one it replaces (a user's
+    settings file). The temporary file is removed if anything fails.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        if keep_mode:
+            with contextlib.suppress(FileNotFoundError):  # a new file keeps the default mode
+                os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_dir(path.parent)

@@ -1,0 +1,46 @@
+"""The search command (a plain one runs before typer: see :mod:`.fast_search`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from continuity.cli._common import errors, open_store
+from continuity.cli.fast_search import K_MAX, print_hits
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(search)
+
+
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for (words, paths, commands).")],
+    thread: Annotated[str | None, typer.Option("--thread", help="Only this thread.")] = None,
+    project: Annotated[
+        str | None, typer.Option("--project", help="Only threads of this project (its cwd).")
+    ] = None,
+    k: Annotated[int, typer.Option("--k", min=1, max=K_MAX, help="How many hits.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="The hits as JSON lines.")] = False,
+    rerank: Annotated[
+        bool, typer.Option("--rerank", help="Re-rank by hashed-feature vector similarity.")
+    ] = False,
+) -> None:
+    """The best hits for QUERY across every thread: thread, seq, time, role and a snippet."""
+    from continuity.search import HashedEmbedder
+    from continuity.search import search as run_search
+
+    store = open_store(ctx)
+    with errors():
+        hits = run_search(
+            store,
+            query,
+            thread=thread,
+            project=project,
+            k=k,
+            embedder=HashedEmbedder() if rerank else None,
+        )
+    print_hits(hits, query, as_json=as_json, write=typer.echo)

@@ -1,0 +1,14 @@
+"""What the model sees: compile, render, compaction and summaries.
+
+- :mod:`.sources` is what compile and compaction read of a thread (through the caches, or by a
+  scan of the log: the same answers);
+- :mod:`.compiler` is ``compile_context``: the halving rule, the recent window, the budget,
+  recall, and the logged decision;
+- :mod:`.bundle` is the compiled bundle (``context_bundle.v1``);
+- :mod:`.render` turns a bundle into an Anthropic or OpenAI request, or text;
+- :mod:`.compaction` decides where checkpoints fall and records them as a logged job;
+- :mod:`.summarize` is the default, extractive and deterministic summarizer.
+
+Nothing is imported here; the public names are at the package root
+(``from continuity import compile_context``).
+"""

@@ -1,0 +1,401 @@
+"""The store interface: what every backend is, and the batch rules they all share.
+
+A store holds threads; a thread is an append-only sequence of frames numbered 0, 1, 2, … and
+chained by blake3. Every backend seals batches with :func:`seal_batch` (batch normalisation,
+``thread_created`` at seq 0, optimistic ``expected_seq``) and stores each frame as the line the
+codec of :mod:`continuity.frames` makes, so the backends agree byte for byte: the in-memory
+backend (:mod:`continuity.store.memory`) is the reference model the others are tested against
+(:mod:`continuity.testing`).
+
+What a backend implements:
+
+- :class:`Thread`: ``append``, ``head`` and ``read_lines`` (the rest is built on them here;
+  ``read_lines_backwards`` is worth overriding when the backend can read from the end).
+- :class:`BaseStore`: ``thread`` and ``threads``, plus ``artifacts`` and ``clock``.
+
+What the layers above need from it, and nothing more (they never ask which backend they have):
+
+- the frames: ``read_lines`` / ``read_lines_backwards`` and :meth:`Thread.decode`;
+- whether derived files may be kept, and where: :attr:`BaseStore.cache_dir` (None: none are;
+  compile and search then read the log itself);
+- for caches that index a log by byte offset (:mod:`continuity.caches`), the log as bytes:
+  :meth:`Thread.open_log`, a :class:`LogReader` whose ``end`` is the end of the last committed
+  batch. A backend with a ``cache_dir`` must provide it;
+- :meth:`BaseStore.job_lock`, so that two processes never run one thread's compaction at once;
+- :meth:`BaseStore.quarantined`, the torn tails its recovery moved aside (if it has any).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Final
+
+import msgspec
+
+from continuity import frames as fr
+from continuity.errors import (
+    BadFrame,
+    CorruptFrame,
+    InvalidThreadId,
+    JobInFlight,
+    SeqConflict,
+    ThreadNotFound,
+)
+from continuity.store.artifacts import ArtifactStore
+
+__all__ = [
+    "MAX_THREAD_ID_LEN",
+    "BaseStore",
+    "Head",
+    "LogReader",
+    "Recovery",
+    "Thread",
+    "now_ms",
+    "resolve_thread",
+    "seal_batch",
+    "validate_thread_id",
+]
+
+MAX_THREAD_ID_LEN: Final = 128
+_THREAD_ID_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*")
+_CHUNK: Final = 1 << 16
+
+
+def validate_thread_id(thread_id: str) -> str:
+    """Return ``thread_id`` if it is safe as a file name; raise :class:`InvalidThreadId` if not."""
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidThreadId("thread id must be a non-empty string")
+    if len(thread_id) > MAX_THREAD_ID_LEN:
+        raise InvalidThreadId(
+            f"thread id is {len(thread_id)} characters long; the limit is {MAX_THREAD_ID_LEN}"
+        )
+    if not _THREAD_ID_RE.fullmatch(thread_id):  # not match + `$`: that allows a trailing "\n"
+        raise InvalidThreadId(
+            f"invalid thread id {thread_id!r}: use letters, digits and _ . : @ + = -, "
+            "starting with a letter, digit or underscore (no path separators, no leading dot)"
+        )
+    return thread_id
+
+
+class Head(msgspec.Struct, frozen=True):
+    """The last committed frame of a thread."""
+
+    seq: int
+    digest: str
+
+    @property
+    def next_seq(self) -> int:
+        return self.seq + 1
+
+
+class Recovery(msgspec.Struct, frozen=True):
+    """A torn tail that was moved aside (reported on stderr by the CLI, listed by ``verify``)."""
+
+    thread_id: str
+    offset: int
+    length: int
+    reason: str
+    quarantine_file: str
+    time_ms: int
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def seal_batch(
+    thread_id: str,
+    batch: Sequence[fr.Frame],
+    head: Head | None,
+    *,
+    now_ms: int,
+    expected_seq: int | None = None,
+) -> tuple[list[bytes], Head]:
+    """Number, timestamp and chain a batch after ``head`` (None: the thread is new).
+
+    Shared by every backend so they agree byte for byte. A new thread gets ``thread_created`` at
+    seq 0 — the caller's, if the batch starts with one, else a default one. Raises
+    :class:`BadFrame` or :class:`SeqConflict`; nothing is written by the caller then.
+    """
+    frames = [fr.normalize(f) for f in batch]
+    if not frames:
+        raise BadFrame("empty batch")
+    for i, f in enumerate(frames):
+        if isinstance(f, fr.ThreadCreated) and (head is not None or i > 0):
+            raise BadFrame("thread_created can only be the first frame of a new thread")
+        if f.digest or f.more:
+            raise BadFrame("`digest` and `more` are assigned by the store")
+    first_given = 0 if head is None and isinstance(frames[0], fr.ThreadCreated) else None
+    if head is None:
+        if first_given is None:
+            frames.insert(0, fr.ThreadCreated(thread_id=thread_id))
+        created = frames[0]
+        assert isinstance(created, fr.ThreadCreated)
+        if created.thread_id and created.thread_id != thread_id:
+            raise BadFrame(
+                f"thread_created names thread {created.thread_id!r}, appended to {thread_id!r}"
+            )
+        if not created.thread_id:
+            frames[0] = msgspec.structs.replace(created, thread_id=thread_id)
+    next_seq = 0 if head is None else head.next_seq
+    offset_given = 0 if head is not None or first_given == 0 else 1
+    if expected_seq is not None and expected_seq != next_seq + offset_given:
+        raise SeqConflict(thread_id, expected_seq, next_seq + offset_given)
+    prev = fr.GENESIS_DIGEST if head is None else bytes.fromhex(head.digest)
+    last = len(frames) - 1
+    lines: list[bytes] = []
+    replace = msgspec.structs.replace
+    for i, f in enumerate(frames):
+        seq = next_seq + i
+        if f.seq >= 0 and f.seq != seq:
+            raise SeqConflict(thread_id, f.seq, seq)
+        body = fr.encode_body(replace(f, seq=seq, ts_ms=f.ts_ms or now_ms, more=i < last))
+        prev = fr.chain(prev, body)
+        lines.append(fr.seal(body, prev))
+    return lines, Head(next_seq + last, prev.hex())
+
+
+def batch_of(frames: fr.Frame | Iterable[fr.Frame]) -> list[fr.Frame]:
+    """One frame or an iterable of them as a non-empty list (:class:`BadFrame` if empty)."""
+    batch = [frames] if isinstance(frames, fr.FrameBase) else list(frames)
+    if not batch:
+        raise BadFrame("empty batch")
+    return batch
+
+
+class LogReader(ABC):
+    """A thread's log opened for reading as the bytes of its stored lines (one per frame, each
+    ended by a newline): what caches that index a log by byte offset need from a backend that
+    keeps it that way. Use it as a context manager, or :meth:`close` it.
+
+    :attr:`end` is the end of the last committed batch, taken the first time it is asked for
+    and fixed from then on; bytes past it (a batch being written, a crash's torn tail) are not
+    part of the log.
+    """
+
+    @property
+    @abstractmethod
+    def end(self) -> int:
+        """The end of the last committed batch (fixed once asked for)."""
+
+    @abstractmethod
+    def size(self) -> int:
+        """How many bytes the log holds now, an uncommitted tail included."""
+
+    @abstractmethod
+    def pread(self, n: int, offset: int) -> bytes:
+        """Up to ``n`` bytes from ``offset``."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def line_end(self, pos: int, end: int | None = None) -> int:
+        """Offset just past the first newline at or after ``pos`` (``end`` if none before it;
+        ``end`` defaults to :attr:`end`)."""
+        stop = self.end if end is None else end
+        while pos < stop:
+            chunk = self.pread(min(_CHUNK, stop - pos), pos)
+            if not chunk:
+                break
+            i = chunk.find(b"\n")
+            if i >= 0:
+                return pos + i + 1
+            pos += len(chunk)
+        return stop
+
+    def __enter__(self) -> LogReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Thread(ABC):
+    """A handle on one thread of a store. Cheap to create; holds no lock between calls.
+
+    The id is validated when the handle is made: code that receives a handle never checks it
+    again.
+    """
+
+    def __init__(self, thread_id: str) -> None:
+        self.id = validate_thread_id(thread_id)
+
+    @property
+    @abstractmethod
+    def store(self) -> BaseStore:
+        """The store this thread belongs to."""
+
+    @abstractmethod
+    def append(
+        self,
+        frames: fr.Frame | Iterable[fr.Frame],
+        *,
+        expected_seq: int | None = None,
+        durable: bool | None = None,
+    ) -> range:
+        """Append one frame or a batch, all or nothing; return the seqs given to the caller's
+        frames. ``expected_seq`` is the seq the first of them must get (else :class:`SeqConflict`).
+        """
+
+    @abstractmethod
+    def head(self) -> Head | None:
+        """The last committed frame, or None when the thread has no frames."""
+
+    @abstractmethod
+    def read_lines(
+        self, *, from_seq: int = 0, to_seq: int | None = None, start_offset: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """``(seq, stored line without newline)`` for seqs in ``[from_seq, to_seq]``, checked
+        against the chain as they are read. ``start_offset`` is a hint from an offset index
+        (where ``from_seq``'s line starts); a backend without byte offsets ignores it, and a
+        wrong hint is ignored too."""
+
+    def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
+        """``(seq, line)`` from the last committed frame down to seq 0."""
+        yield from reversed(list(self.read_lines()))
+
+    def decode(self, seq: int, line: bytes) -> fr.Frame:
+        """The frame of a stored line; :class:`CorruptFrame` (naming it) if it does not decode."""
+        try:
+            return fr.decode_frame(line)
+        except msgspec.DecodeError as exc:
+            offset = self.offset_of(seq)
+            reason = f"does not decode: {exc}"
+            raise CorruptFrame(self.id, seq, -1 if offset is None else offset, reason) from None
+
+    def open_log(self) -> LogReader | None:
+        """The log as bytes, for caches that index it by byte offset; None when the thread has
+        no log yet, or the backend does not keep its log as bytes. A backend that keeps a
+        :attr:`BaseStore.cache_dir` must give it."""
+        return None
+
+    def offset_of(self, seq: int) -> int | None:
+        """The byte offset of frame ``seq`` in a log kept as bytes (None when there is no such
+        frame, or the backend keeps no bytes): error messages name it."""
+        return None
+
+    def exists(self) -> bool:
+        return self.head() is not None
+
+    def read(
+        self,
+        *,
+        from_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+        types: Iterable[str] | None = None,
+    ) -> Iterator[fr.Frame]:
+        """Frames with ``from_seq <= seq <= to_seq`` (of the given types), oldest first."""
+        wanted = frozenset(types) if types is not None else None
+        count = 0
+        if limit is not None and limit <= 0:
+            return
+        for seq, line in self.read_lines(from_seq=from_seq, to_seq=to_seq):
+            frame = self.decode(seq, line)
+            if wanted is not None and frame.__struct_config__.tag not in wanted:
+                continue
+            yield frame
+            count += 1
+            if limit is not None and count >= limit:
+                return
+
+    def tail(self, n: int, *, types: Iterable[str] | None = None) -> list[fr.Frame]:
+        """The last ``n`` frames (of the given types), oldest first."""
+        if n <= 0:
+            return []
+        wanted = frozenset(types) if types is not None else None
+        found: list[fr.Frame] = []
+        for seq, line in self.read_lines_backwards():
+            frame = self.decode(seq, line)
+            if wanted is None or frame.__struct_config__.tag in wanted:
+                found.append(frame)
+                if len(found) >= n:
+                    break
+        found.reverse()
+        return found
+
+
+class BaseStore(ABC):
+    """A set of threads plus their artifacts."""
+
+    artifacts: ArtifactStore
+    clock: Callable[[], int]
+    """Milliseconds since the epoch for frames appended without a ``ts_ms``."""
+
+    @abstractmethod
+    def thread(self, thread_id: str) -> Thread:
+        """A handle on ``thread_id`` (which need not exist yet: the first append creates it)."""
+
+    @abstractmethod
+    def threads(self) -> list[str]:
+        """The ids of every thread with at least one frame, sorted."""
+
+    def existing_thread(self, thread_id: str) -> Thread:
+        """Like :meth:`thread`, but :class:`ThreadNotFound` when the thread has no frames."""
+        t = self.thread(thread_id)
+        if not t.exists():
+            raise ThreadNotFound(f"no thread {thread_id!r} in this store")
+        return t
+
+    @property
+    def cache_dir(self) -> Path | None:
+        """The folder derived files (caches, indexes, cursors) live in; None when this store
+        keeps none, and compile and search read the log itself."""
+        return None
+
+    def quarantined(self) -> list[Recovery]:
+        """Every torn tail recovery moved aside, oldest first (a backend without torn tails
+        has none)."""
+        return []
+
+    def job_lock(self, thread_id: str, job: str) -> AbstractContextManager[None]:
+        """Hold the lock of ``job`` (``"compaction"``) on a thread for the ``with`` block, or
+        raise :class:`JobInFlight` at once when it is held. This one only excludes holders in
+        this process; a backend shared by processes excludes them too."""
+        return _held_in_process(self, thread_id, job)
+
+
+_HELD: Final[set[tuple[int, str, str]]] = set()
+_HELD_GUARD: Final = threading.Lock()
+
+
+@contextmanager
+def _held_in_process(store: BaseStore, thread_id: str, job: str) -> Iterator[None]:
+    key = (id(store), thread_id, job)
+    with _HELD_GUARD:  # check and claim as one step: two threads must not both get in
+        if key in _HELD:
+            raise JobInFlight(f"a {job} job for this thread is already running")
+        _HELD.add(key)
+    try:
+        yield
+    finally:
+        with _HELD_GUARD:
+            _HELD.discard(key)
+
+
+def resolve_thread(target: BaseStore | Thread, thread_id: str | None = None) -> Thread:
+    """The handle an entry point works on: ``target`` itself when it is one, else the thread
+    ``thread_id`` of the store ``target``. Either way the thread must have frames
+    (:class:`ThreadNotFound`). Entry points take either, so a caller that holds a handle never
+    has it looked up again."""
+    if isinstance(target, Thread):
+        if thread_id is not None and thread_id != target.id:
+            raise TypeError(f"a thread handle ({target.id!r}) and another thread id {thread_id!r}")
+        if not target.exists():
+            raise ThreadNotFound(f"no thread {target.id!r} in this store")
+        return target
+    if thread_id is None:
+        raise TypeError("a store needs a thread id")
+    return target.existing_thread(thread_id)
