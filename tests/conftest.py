@@ -2,8 +2,10 @@
 
 Kept generic on purpose so every test module can lean on it:
 
-* ``clock`` — a :class:`FixedClock` (a store's ``clock``): the same millisecond every call until
-  a test moves it, so two stores given the same frames write byte-identical logs.
+* ``clock`` — a :class:`~continuity.testing.FixedClock` (a store's ``clock``): the same
+  millisecond every call until a test moves it, so two stores given the same frames write
+  byte-identical logs. It comes from :mod:`continuity.testing`, where the backend contract
+  suites live.
 * ``tmp_store`` — a JSONL :class:`~continuity.store.jsonl.Store` in ``tmp_path`` (``create=True``,
   ``durable=False``: tests do not need fsync) using ``clock``.
 * ``memory_store`` — a :class:`~continuity.store.memory.MemoryStore` using ``clock``.
@@ -21,9 +23,7 @@ import pytest
 
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
-
-FIXED_MS = 1_732_240_000_000
-"""The fixed clock's default time (2024-11-22), well inside any sane range."""
+from continuity.testing import FixedClock
 
 SHARED_FIXTURES = (Path(__file__).parent.parent / ".." / "shared" / "fixtures").resolve()
 """``../shared/fixtures`` relative to the project root (see ``../shared/README.md``)."""
@@ -46,28 +46,6 @@ def shared_fixture(*parts: str) -> Path:
             _NO_FIXTURES_REASON if not SHARED_FIXTURES.is_dir() else f"fixture {path} not found"
         )
     return path
-
-
-class FixedClock:
-    """A store clock that returns the same millisecond until told otherwise.
-
-    ``step`` (default 0) is added after every call, for tests that want time to move
-    deterministically.
-    """
-
-    def __init__(self, ms: int = FIXED_MS, step: int = 0) -> None:
-        self.ms = ms
-        self.step = step
-        self.calls = 0
-
-    def __call__(self) -> int:
-        now = self.ms
-        self.ms += self.step
-        self.calls += 1
-        return now
-
-    def advance(self, ms: int) -> None:
-        self.ms += ms
 
 
 @pytest.fixture

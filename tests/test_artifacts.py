@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-from abc import ABC, abstractmethod
 from pathlib import Path
 
 import blake3
 import pytest
 import zstandard
 
-from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
+from continuity.errors import ArtifactCorrupt, ArtifactNotFound
 from continuity.store.artifacts import (
     ArtifactStore,
     FileArtifactStore,
@@ -18,6 +17,7 @@ from continuity.store.artifacts import (
     artifact_id,
     is_artifact_id,
 )
+from continuity.testing import ArtifactStoreContract
 
 
 def test_artifact_id_is_the_blake3_hex_of_the_bytes() -> None:
@@ -27,62 +27,6 @@ def test_artifact_id_is_the_blake3_hex_of_the_bytes() -> None:
     assert not is_artifact_id("ab" * 31)
     assert not is_artifact_id("ab" * 32 + "\n")
     assert not is_artifact_id("../" + "a" * 61)
-
-
-class ArtifactStoreContract(ABC):
-    """What every artifact backend must do; subclasses only say how to build one."""
-
-    @abstractmethod
-    def make(self, tmp_path: Path) -> ArtifactStore: ...
-
-    def test_put_returns_the_content_id_and_get_returns_the_bytes(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        for data in (b"", b"x", b"hello " * 10_000, bytes(range(256))):
-            aid = store.put(data)
-            assert aid == artifact_id(data)
-            assert store.exists(aid)
-            assert store.get(aid) == data
-            store.verify(aid)
-
-    def test_put_is_idempotent(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        first = store.put(b"same")
-        assert store.put(b"same") == first
-        assert store.put(bytearray(b"same")) == first  # type: ignore[arg-type]
-        assert list(store.ids()) == [first]
-        assert store.get(first) == b"same"
-
-    def test_different_content_different_id(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        assert store.put(b"a") != store.put(b"b")
-
-    def test_missing_artifact(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        missing = artifact_id(b"never stored")
-        assert not store.exists(missing)
-        with pytest.raises(ArtifactNotFound) as err:
-            store.get(missing)
-        assert missing in str(err.value)
-        assert isinstance(err.value, ContinuityError) and isinstance(err.value, KeyError)
-        with pytest.raises(ArtifactNotFound):
-            store.verify(missing)
-
-    @pytest.mark.parametrize(
-        "bad", ["", "abc", "AB" * 32, "../../etc/passwd", "g" * 64, "ab" * 32 + "\n"]
-    )
-    def test_bad_id(self, tmp_path: Path, bad: str) -> None:
-        store = self.make(tmp_path)
-        store.put(b"x")
-        assert not store.exists(bad)
-        with pytest.raises(ArtifactNotFound, match="not an artifact id"):
-            store.get(bad)
-
-    def test_ids_are_sorted(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        assert list(store.ids()) == []
-        ids = [store.put(f"blob {i}".encode()) for i in range(40)]
-        assert list(store.ids()) == sorted(ids)
-        assert ids != sorted(ids)  # the check above means something
 
 
 class TestMemoryArtifactStore(ArtifactStoreContract):
