@@ -114,7 +114,7 @@ if TYPE_CHECKING:
         ToolUseBlock,
         message,
     )
-    from continuity.search import Embedder, HashedEmbedder, Hit, search, search_prefix
+    from continuity.retrieval import Embedder, HashedEmbedder, Hit, search, search_prefix
     from continuity.store.base import BaseStore, Head, Recovery, Thread
     from continuity.store.jsonl import Store
     from continuity.store.memory import MemoryStore
@@ -179,11 +179,11 @@ _HOMES: Final = {
     "create_checkpoint": "continuity.context.compaction",
     "run_compaction": "continuity.context.compaction",
     # search and recall
-    "Embedder": "continuity.search",
-    "HashedEmbedder": "continuity.search",
-    "Hit": "continuity.search",
-    "search": "continuity.search",
-    "search_prefix": "continuity.search",
+    "Embedder": "continuity.retrieval",
+    "HashedEmbedder": "continuity.retrieval",
+    "Hit": "continuity.retrieval",
+    "search": "continuity.retrieval",
+    "search_prefix": "continuity.retrieval",
     # errors
     "AnchorNotFound": "continuity.errors",
     "ArtifactCorrupt": "continuity.errors",

@@ -34,7 +34,7 @@ from continuity import frames as fr
 from continuity.claude_code.hooks import HookConfig, main, run_hook
 from continuity.claude_code.ingest import ingest_transcript, session_thread_id
 from continuity.context.compaction import create_checkpoint
-from continuity.search import search
+from continuity.retrieval import search
 from continuity.store.jsonl import Store
 
 SPOTTER_CWD = "/home/USER/projects/spotter-worktrees/spotter-dov"
@@ -362,13 +362,13 @@ def test_a_failing_recall_does_not_swallow_a_pending_restore(
     transcript = Transcript(tmp_path / "projects" / "-work-demo" / "session.jsonl")
     compacted(tmp_store, transcript)
     configure(tmp_store, recall_on_prompt=True)
-    import continuity.search
+    import continuity.retrieval
 
     def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patch:
-        patch.setattr(continuity.search, "search_prefix", disk_full)
+        patch.setattr(continuity.retrieval, "search_prefix", disk_full)
         stdin = json.dumps(transcript.payload("UserPromptSubmit", prompt="app.py tests"))
         patch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
         assert main(["user-prompt-submit"], store_path=tmp_store.root) == 0
@@ -394,7 +394,11 @@ def test_recall_off_keeps_the_hook_path_light(tmp_path: Path) -> None:
     )
     assert "continuity.claude_code.ingest" in modules
     assert "numpy" not in modules
-    searching = {"continuity.search", "continuity.caches.search_index", "continuity.caches.ranking"}
+    searching = {
+        "continuity.retrieval",
+        "continuity.caches.search_index",
+        "continuity.caches.ranking",
+    }
     assert not searching & modules
 
 

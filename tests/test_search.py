@@ -1,4 +1,4 @@
-"""Search (continuity.search, continuity.caches.search_index and .ranking): tokens, documents,
+"""Search (continuity.retrieval, continuity.caches.search_index and .ranking): tokens, documents,
 ranking, the index as a cache (catch-up, rebuild, crashes), prefix search on every path, odd
 queries, re-ranking."""
 
@@ -33,7 +33,7 @@ from continuity.caches.search_index import (
     tokenize,
 )
 from continuity.errors import InvalidQuery, InvalidThreadId, ThreadNotFound
-from continuity.search import HashedEmbedder, Hit, search, search_prefix
+from continuity.retrieval import HashedEmbedder, Hit, search, search_prefix
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore

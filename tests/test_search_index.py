@@ -18,7 +18,7 @@ from test_search import _die_after
 from continuity import frames as fr
 from continuity.caches import search_index as si
 from continuity.caches.search_index import Doc, Segment, ThreadSearchIndex, build_segment, tokenize
-from continuity.search import search, search_prefix
+from continuity.retrieval import search, search_prefix
 from continuity.store.jsonl import Store
 
 # --- tokens ---------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Ranking against a brute-force reference: the pruned, segment-by-segment scoring of
-:mod:`continuity.search` must give exactly the hits (seqs and scores) of scoring every document
+:mod:`continuity.retrieval` must give exactly the hits (seqs and scores) of scoring every document
 of the store in plain Python, over many segments, several threads, prefixes and small ``k``."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from continuity import frames as fr
 from continuity.caches import ranking
 from continuity.caches.ranking import query_terms
 from continuity.caches.search_index import K1, B, Doc, ThreadSearchIndex, docs_of
-from continuity.search import search, search_prefix
+from continuity.retrieval import search, search_prefix
 from continuity.store.jsonl import Store
 
 # Word frequencies from very common to rare, so that some query terms match most documents

@@ -4,8 +4,8 @@
 
 Ingests every Claude Code transcript under ``../shared/fixtures/claude-code`` into a temporary
 store (``ingest_transcript(..., final=True)``, sorted path order), runs each query of
-``tests/data/recall_queries.json`` through :func:`continuity.search.search` (k = 10) — once with
-BM25 alone, once re-ranked by the :class:`~continuity.search.HashedEmbedder` — and reports, per
+``tests/data/recall_queries.json`` through :func:`continuity.retrieval.search` (k = 10) — once with
+BM25 alone, once re-ranked by the :class:`~continuity.retrieval.HashedEmbedder` — and reports, per
 mode, overall and per category:
 
 * recall@1 and recall@5: the share of queries with an answer among the first 1 or 5 hits;
@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from continuity.caches.search_index import frame_text  # noqa: E402
 from continuity.claude_code.ingest import ingest_transcript  # noqa: E402
-from continuity.search import HashedEmbedder, search  # noqa: E402
+from continuity.retrieval import HashedEmbedder, search  # noqa: E402
 from continuity.store.jsonl import Store  # noqa: E402
 
 

@@ -6,7 +6,7 @@ ranking had to look at (it prunes with MaxScore), ties broken by (thread, seq).
 :func:`rank_prefix` ranks one thread's documents up to a seq with statistics over that prefix
 alone — what compile's recall needs to stay a pure function of the log prefix — through the
 index, or by reading the log when the store keeps no caches; the two give the same hits.
-Store-wide search, snippets and re-ranking are :mod:`continuity.search`, above the context
+Store-wide search, snippets and re-ranking are :mod:`continuity.retrieval`, above the context
 layer.
 """
 
@@ -56,7 +56,7 @@ MAX_QUERY_TERMS: Final = 64
 
 class Hit(msgspec.Struct, frozen=True, kw_only=True):
     """One ranked document: a message, observation or summary of a thread, with its BM25 score
-    (rounded to 6 decimals). :func:`continuity.search.search` fills in when it was written, a
+    (rounded to 6 decimals). :func:`continuity.retrieval.search` fills in when it was written, a
     snippet of it and the query terms it matched."""
 
     thread_id: str

@@ -21,7 +21,7 @@ from continuity.store.base import Thread
 from continuity.summary import SummaryContent
 
 if TYPE_CHECKING:  # search imports numpy: only when a prompt is searched
-    from continuity.search import Hit
+    from continuity.retrieval import Hit
 
 __all__ = ["RESTORE_MAX_CHARS", "preservation_guidance", "restore_context"]
 
@@ -152,7 +152,7 @@ def prompt_recall(thread: Thread, prompt: str, *, project: str | None, max_chars
     """What the archive holds for ``prompt`` that Claude no longer has in context: this
     session's messages before its last compaction, and earlier sessions of the same project.
     "" when nothing is found (or the prompt has nothing searchable)."""
-    from continuity.search import search_prefix
+    from continuity.retrieval import search_prefix
 
     thread_id = thread.id
     hits: list[Hit] = []
@@ -189,7 +189,7 @@ def _other_sessions(thread: Thread, prompt: str, project: str) -> list[Hit]:
     """The best hits of the project's other sessions, ranked across the whole project (one set
     of statistics). This session and its subagents rank too and are skipped, so the ranking is
     read further down while they crowd out everything else (up to ``_MAX_RANKED`` hits)."""
-    from continuity.search import search
+    from continuity.retrieval import search
 
     thread_id = thread.id
     k = 2 * _OTHER_HITS

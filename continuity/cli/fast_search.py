@@ -24,7 +24,7 @@ from continuity.cli._display import format_ts, recovery_line
 from continuity.errors import ContinuityError
 
 if TYPE_CHECKING:
-    from continuity.search import Hit
+    from continuity.retrieval import Hit
 
 __all__ = ["K_MAX", "fast_search", "parse", "print_hits"]
 
@@ -101,7 +101,7 @@ def fast_search(argv: list[str]) -> int | None:
     if args is None:
         return None
     from continuity.paths import resolve_store_path
-    from continuity.search import HashedEmbedder, search
+    from continuity.retrieval import HashedEmbedder, search
     from continuity.store.jsonl import Store
 
     try:

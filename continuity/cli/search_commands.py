@@ -30,8 +30,8 @@ def search(
     ] = False,
 ) -> None:
     """The best hits for QUERY across every thread: thread, seq, time, role and a snippet."""
-    from continuity.search import HashedEmbedder
-    from continuity.search import search as run_search
+    from continuity.retrieval import HashedEmbedder
+    from continuity.retrieval import search as run_search
 
     store = open_store(ctx)
     with errors():

@@ -57,6 +57,7 @@ __all__ = [
     "LogReader",
     "Recovery",
     "Thread",
+    "batch_of",
     "now_ms",
     "resolve_thread",
     "seal_batch",

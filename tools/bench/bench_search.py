@@ -34,7 +34,7 @@ figure is the search index's own cost unless a row says otherwise.
   process calling ``search()`` directly when the CLI has no ``search`` command), ``--process-
   repeat`` (9) rounds after a warm-up (children run without ``PYTHONDONTWRITEBYTECODE``, as
   users' installs cache bytecode); baselines ``python -c pass`` and
-  ``python -c "import continuity.search"``; target <= 300 ms. Peak RSS from ``os.wait4``.
+  ``python -c "import continuity.retrieval"``; target <= 300 ms. Peak RSS from ``os.wait4``.
 
 ``--profile`` prints to stderr cProfile's view of 10 searches per query and of one full build, at
 the largest size (the profiled build runs about twice as long as a timed one).
@@ -69,7 +69,7 @@ from continuity.caches.search_index import (
     ThreadSearchIndex,
 )
 from continuity.caches.thread_index import ThreadIndex
-from continuity.search import Hit, search
+from continuity.retrieval import Hit, search
 from continuity.store.jsonl import Store
 from tools.bench._common import (
     BENCH_THREAD,
@@ -441,7 +441,7 @@ def _updates(
 
 _LIBRARY_SEARCH: Final = (
     "import sys\n"
-    "from continuity.search import search\n"
+    "from continuity.retrieval import search\n"
     "from continuity.store.jsonl import Store\n"
     "search(Store(sys.argv[1], durable=False), sys.argv[2], k=10)\n"
 )
@@ -458,10 +458,10 @@ def _processes(store: Store, n: int, repeat: int, report: Report) -> None:
     size = _short(n)
     processes: dict[str, list[str]] = {
         "python -c pass": [sys.executable, "-c", "pass"],
-        'python -c "import continuity.search"': [
+        'python -c "import continuity.retrieval"': [
             sys.executable,
             "-c",
-            "import continuity.search",
+            "import continuity.retrieval",
         ],
     }
     searched: list[str] = []

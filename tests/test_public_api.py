@@ -1,0 +1,202 @@
+"""The public API: what ``import continuity`` offers, that it is complete, and that it is lazy."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import pydoc
+import subprocess
+import sys
+
+import pytest
+
+import continuity
+from continuity import errors
+
+# What a runtime reaches through a module rather than the package root: lower-level names
+# (codecs, schemas, constants, backend-author tools). Every name in one of these modules'
+# ``__all__`` must be either exported by the package or listed here, so a new public name is
+# a decision, not an accident.
+_RUNTIME_MODULES = {
+    "continuity.errors": set(),
+    "continuity.frames": {
+        "DIGEST_HEX_LEN",
+        "GENESIS_DIGEST",
+        "Block",
+        "FrameBase",
+        "artifact_refs",
+        "chain",
+        "decode_frame",
+        "encode_body",
+        "estimate_message_tokens",
+        "frame_types",
+        "new_id",
+        "normalize",
+        "parse_payload",
+        "seal",
+        "unseal",
+    },
+    "continuity.store.base": {
+        "MAX_THREAD_ID_LEN",
+        "LogReader",
+        "batch_of",
+        "now_ms",
+        "resolve_thread",
+        "seal_batch",
+        "validate_thread_id",
+    },
+    "continuity.store.jsonl": {"STORE_FORMAT", "JsonlThread"},
+    "continuity.store.memory": {"MemoryThread"},
+    "continuity.context.compiler": {
+        "COMPILER_ID",
+        "STRATEGY_HIERARCHICAL",
+        "STRATEGY_RECENT",
+        "STRATEGY_SUMMARIES",
+        "select_checkpoints",
+    },
+    "continuity.context.bundle": {
+        "BUNDLE_SCHEMA",
+        "BundleItem",
+        "bundle_bytes",
+        "bundle_id",
+        "decode_bundle",
+    },
+    "continuity.context.render": {"CONTINUING", "FORMATS", "Format"},
+    "continuity.context.compaction": {
+        "covered_tokens",
+        "pair_safe_cut",
+        "parse_cut_rule",
+        "plan_cuts",
+    },
+    "continuity.context.summarize": {"DEFAULT_BUDGETS", "SECTION_HEADINGS"},
+    "continuity.summary": {"CUMULATIVE_V1", "SUMMARY_SCHEMA", "decode_summary", "summary_bytes"},
+    "continuity.retrieval": set(),
+    "continuity.tokens": {"HeuristicTokenizer", "estimate_text"},
+}
+
+
+def test_every_listed_name_resolves_to_its_home_module() -> None:
+    homes = continuity._HOMES
+    assert set(homes) == set(continuity.__all__) - {"__version__"}
+    for name in continuity.__all__:
+        value = getattr(continuity, name)
+        if name != "__version__":
+            assert value is getattr(importlib.import_module(homes[name]), name), name
+    assert continuity.__all__ == sorted(continuity.__all__)
+    assert dir(continuity) == sorted(continuity.__all__)
+
+
+def test_star_import_gives_every_name() -> None:
+    namespace: dict[str, object] = {}
+    exec("from continuity import *", namespace)
+    assert set(continuity.__all__) <= set(namespace)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'compile'"):
+        continuity.compile  # type: ignore[attr-defined]  # noqa: B018
+
+
+@pytest.mark.parametrize("module_name", sorted(_RUNTIME_MODULES))
+def test_nothing_public_is_missing_from_the_package(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    public = set(module.__all__)
+    reached_through_module = _RUNTIME_MODULES[module_name]
+    assert reached_through_module <= public, "the exclusions must name public names"
+    missing = public - reached_through_module - set(continuity.__all__)
+    assert not missing, f"{module_name} has public names the package does not export"
+    for name in public & set(continuity.__all__):
+        assert getattr(module, name) is getattr(continuity, name)
+
+
+def test_the_runtime_names_the_issue_lists_are_all_there() -> None:
+    """Stores and thread, messages and blocks, limits, compile and its result, the bundle, the
+    renderers, search and its hit, compaction with its rules and summarizer, the errors."""
+    needed = {
+        "Store",
+        "MemoryStore",
+        "BaseStore",
+        "Thread",
+        "message",
+        "TextBlock",
+        "ThinkingBlock",
+        "ToolUseBlock",
+        "ToolResultBlock",
+        "ImageBlock",
+        "Limits",
+        "compile_context",
+        "CompileResult",
+        "ContextBundle",
+        "to_anthropic",
+        "to_openai",
+        "to_text",
+        "render",
+        "search",
+        "Hit",
+        "run_compaction",
+        "create_checkpoint",
+        "StrideMessages",
+        "TokenThreshold",
+        "ManualCut",
+        "Summarizer",
+        "SummaryContent",
+    }
+    assert needed <= set(continuity.__all__)
+
+
+def test_every_error_is_exported_and_drawn_in_the_hierarchy() -> None:
+    doc = errors.__doc__ or ""
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        assert issubclass(cls, errors.ContinuityError), name
+        assert name in continuity.__all__, name
+        assert doc.count(f" {name} ") + doc.count(f" {name}\n") == 1, name
+    defined = {
+        n
+        for n, v in vars(errors).items()
+        if inspect.isclass(v) and issubclass(v, Exception) and v.__module__ == errors.__name__
+    }
+    assert defined == set(errors.__all__)
+
+
+def test_errors_keep_their_standard_bases() -> None:
+    assert issubclass(errors.InvalidThreadId, ValueError)
+    assert issubclass(errors.BadFrame, ValueError)
+    assert issubclass(errors.InvalidLimits, ValueError)
+    assert issubclass(errors.InvalidCutRule, ValueError)
+    assert issubclass(errors.InvalidQuery, ValueError)
+    assert issubclass(errors.ArtifactNotFound, KeyError)
+
+
+def test_no_error_class_is_defined_outside_errors() -> None:
+    """Every class deriving from ContinuityError lives in ``continuity.errors``."""
+    import pkgutil
+
+    for info in pkgutil.walk_packages(continuity.__path__, "continuity."):
+        if info.name in ("continuity.testing", "continuity.__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if inspect.isclass(value) and issubclass(value, errors.ContinuityError):
+                assert value.__module__ == "continuity.errors", (info.name, value)
+
+
+def test_help_documents_the_loop_and_the_names() -> None:
+    text = pydoc.render_doc(continuity, renderer=pydoc.plaintext)
+    for needed in ("compile_context(thread", "to_anthropic", "run_compaction", "class Store"):
+        assert needed in text, needed
+
+
+@pytest.mark.slow
+def test_importing_the_package_imports_nothing_else() -> None:
+    """``import continuity`` must stay free: the hook path starts through it."""
+    probe = (
+        "import json, sys; import continuity; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('continuity', 'msgspec', 'numpy', 'typer', 'blake3', 'zstandard'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, check=True, timeout=60
+    ).stdout
+    assert json.loads(out) == ["continuity"]
