@@ -1,0 +1,165 @@
+"""The layout's rules (ADR 0012), checked on the source: imports point down the layers, there is
+no import cycle, and the layers between the store and the faces reach a backend only through
+the store interface."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "continuity"
+
+# Bottom to top. A module may import from its own layer or any layer below it.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "ground",
+        (
+            "continuity.errors",
+            "continuity.frames",
+            "continuity.tokens",
+            "continuity.summary",
+            "continuity.paths",
+            "continuity._fs",
+        ),
+    ),
+    ("store", ("continuity.store",)),
+    ("caches", ("continuity.caches",)),
+    ("context", ("continuity.context",)),
+    ("search and checks", ("continuity.retrieval", "continuity.verify", "continuity.stats")),
+    ("adapters", ("continuity.claude_code",)),
+    ("testing", ("continuity.testing",)),
+    ("faces", ("continuity.cli", "continuity.__main__")),
+]
+BACKEND_NEUTRAL = ("caches", "context", "search and checks")
+"""Layers that may only know the store interface (base and artifacts), never a backend."""
+STORE_INTERFACE = {
+    "continuity.store",
+    "continuity.store.base",
+    "continuity.store.artifacts",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@functools.cache
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _layer(module: str) -> int:
+    for rank, (_name, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS (and to ADR 0012)")
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """The continuity modules ``path`` imports anywhere (in functions too), except under
+    ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text())
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    known = _modules()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in known else base)
+    return {m for m in found if m.split(".")[0] == "continuity" and m != module}
+
+
+@functools.cache
+def _edges() -> dict[str, set[str]]:
+    return {m: _imports(p, m) for m, p in _modules().items()}
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for module in _modules():
+        if module != "continuity":
+            _layer(module)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in _modules() if m != "continuity"))
+def test_imports_point_down_the_layers(module: str) -> None:
+    rank = _layer(module)
+    for target in _edges()[module]:
+        if target == "continuity":  # the package root: lazy names only
+            raise AssertionError(f"{module} imports the package root; import the home module")
+        assert _layer(target) <= rank, (
+            f"{module} ({LAYERS[rank][0]}) imports {target} ({LAYERS[_layer(target)][0]})"
+        )
+
+
+@pytest.mark.parametrize(
+    "module",
+    sorted(m for m in _modules() if m != "continuity" and LAYERS[_layer(m)][0] in BACKEND_NEUTRAL),
+)
+def test_layers_above_the_store_know_only_its_interface(module: str) -> None:
+    for target in _edges()[module]:
+        if target.startswith("continuity.store"):
+            assert target in STORE_INTERFACE, f"{module} imports the backend {target}"
+
+
+def test_there_is_no_import_cycle() -> None:
+    edges = _edges()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in edges:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_the_rules_are_checked_on_real_imports() -> None:
+    """The parser sees what it must: a function-level import counts, a TYPE_CHECKING one not."""
+    edges = _edges()
+    assert "continuity.context.compiler" in edges["continuity.claude_code.restore"]  # in a def
+    assert "continuity.store.jsonl" in edges["continuity.claude_code.hooks"]
+    assert edges["continuity"] == set()  # the root names everything only under TYPE_CHECKING
