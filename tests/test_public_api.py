@@ -200,3 +200,20 @@ def test_importing_the_package_imports_nothing_else() -> None:
         [sys.executable, "-c", probe], capture_output=True, check=True, timeout=60
     ).stdout
     assert json.loads(out) == ["continuity"]
+
+
+@pytest.mark.slow
+def test_compile_and_the_restore_do_not_import_numpy() -> None:
+    """A compile without recall (what session-start runs) pays for no numpy: 30-60 ms of a
+    fresh process. Recall imports the ranking when it is asked for."""
+    probe = (
+        "import json, sys\n"
+        "import continuity.context.compiler, continuity.context.render\n"
+        "import continuity.claude_code.restore, continuity.claude_code.hooks\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'typer', 'rich', 'click'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, check=True, timeout=60
+    ).stdout
+    assert json.loads(out) == []

@@ -31,8 +31,6 @@ from typing import Final, overload
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches.ranking import query_terms, rank_prefix
-from continuity.caches.search_index import frame_text
 from continuity.caches.thread_index import CheckpointEntry
 from continuity.context.bundle import (
     ContextBundle,
@@ -348,6 +346,10 @@ class _Compiler:
         self, query: str, before_seq: int, room: int, use_caches: bool
     ) -> tuple[list[RecallItem], list[fr.RecallRef]]:
         """The best hits with seq ≤ ``before_seq`` that fit in ``room`` tokens."""
+        # On use: ranking needs numpy, which a compile without recall (a hook's) never pays for.
+        from continuity.caches.ranking import query_terms, rank_prefix
+        from continuity.caches.search_index import frame_text
+
         if before_seq < 0:
             self.reasons.append("recall: nothing before the window to search")
             return [], []
