@@ -36,6 +36,8 @@ __all__ = [
     "bench_dir",
     "cached_thread",
     "common_parser",
+    "continuity_command",
+    "copy_store",
     "emit",
     "env_info",
     "median",
@@ -272,6 +274,30 @@ def cached_thread(frames: int, seed: int = 0) -> Path:
     log(f"  {stats.log_bytes / 1e6:,.0f} MB in {stats.seconds:.1f} s")
     os.replace(tmp, root)
     return root
+
+
+def copy_store(source: Path, target: Path, *, search_index: bool = True) -> Store:
+    """A writable copy of a cached store: log and caches copied (the search index only with
+    ``search_index``), artifacts hard-linked (they are immutable: written to a temp file and
+    renamed, never changed in place)."""
+
+    def copy(src: str, dst: str) -> object:
+        if f"{os.sep}artifacts{os.sep}" in src:
+            try:
+                os.link(src, dst)
+                return dst
+            except OSError:
+                pass
+        return shutil.copy2(src, dst)
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skip = {_MARKER}
+        if not search_index and Path(folder).name == "cache":
+            skip.add("search")
+        return skip & set(names)
+
+    shutil.copytree(source, target, copy_function=copy, ignore=ignore)
+    return Store(target, durable=False)
 
 
 @contextmanager

@@ -67,6 +67,7 @@ from tools.bench._common import (
     bench_dir,
     cached_thread,
     common_parser,
+    copy_store,
     emit,
     log,
     median,
@@ -128,25 +129,6 @@ def _compile(store: Store, limits: fr.Limits = LIMITS, log: bool = False) -> Com
 
 
 # --- stores ---------------------------------------------------------------------------------
-
-
-def _copy_store(source: Path, target: Path) -> Store:
-    """A writable copy of a cached store: log and caches copied, artifacts hard-linked (they are
-    immutable: written to a temp file and renamed, never changed in place)."""
-
-    def copy(src: str, dst: str) -> object:
-        if f"{os.sep}artifacts{os.sep}" in src:
-            try:
-                os.link(src, dst)
-                return dst
-            except OSError:
-                pass
-        return shutil.copy2(src, dst)
-
-    shutil.copytree(
-        source, target, copy_function=copy, ignore=shutil.ignore_patterns("bench-thread.json")
-    )
-    return Store(target, durable=False)
 
 
 def _thread_without_checkpoints(frames: int, seed: int) -> Path:
@@ -419,7 +401,7 @@ def _compaction(frames: int, repeat: int, compile_repeat: int, seed: int, report
         read_s.append(time_once(read_all))
         alone_s.append(time_once(lambda: _summarize_alone(messages)))
         with work_dir("compaction") as work:
-            store = _copy_store(source, work / "store")
+            store = copy_store(source, work / "store")
             seconds, result = timed(
                 partial(run_compaction, store, BENCH_THREAD, StrideMessages(STRIDE))
             )
@@ -488,7 +470,7 @@ def run(
             cached = cached_thread(n, seed)
             ThreadIndex(Store(cached, durable=False).thread(BENCH_THREAD)).refresh()
             log(f"bench_compile: copying the {_short(n)} store")
-            stores[n] = _copy_store(cached, work / _short(n))
+            stores[n] = copy_store(cached, work / _short(n))
             report.notes.append(_check_hierarchical(stores[n], n))
         _in_process(stores, repeat, catchup_repeat, catchup_frames, seed, report, profile)
         _processes(stores[sizes[-1]], sizes[-1], process_repeat, report)

@@ -54,6 +54,7 @@ from tools.bench._common import (
     Row,
     bench_dir,
     common_parser,
+    continuity_command,
     emit,
     log,
     median,
@@ -62,7 +63,7 @@ from tools.bench._common import (
     work_dir,
 )
 
-__all__ = ["main", "run"]
+__all__ = ["Session", "cached_transcript", "child_env", "main", "run", "run_process"]
 
 FIXTURES: Final = (
     Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "claude-code" / "spotter"
@@ -140,7 +141,7 @@ def cached_transcript(megabytes: int) -> Path:
     return path
 
 
-class _Session:
+class Session:
     """A scratch copy of a transcript that grows one turn at a time, as Claude Code writes it."""
 
     def __init__(self, source: Path, folder: Path, seed: int) -> None:
@@ -217,12 +218,7 @@ class _Session:
 # --- processes ------------------------------------------------------------------------------
 
 
-def _continuity_command() -> list[str]:
-    script = shutil.which("continuity", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "continuity"]
-
-
-def _child_env(store: Path | None = None) -> dict[str, str]:
+def child_env(store: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure with bytecode caching, as users have it
     env.pop("CONTINUITY_DEBUG", None)
@@ -231,11 +227,19 @@ def _child_env(store: Path | None = None) -> dict[str, str]:
     return env
 
 
-def _run(argv: Sequence[str], env: dict[str, str], stdin: bytes = b"") -> tuple[float, bytes]:
+def run_process(
+    argv: Sequence[str],
+    env: dict[str, str],
+    stdin: bytes = b"",
+    cwd: Path | None = None,
+    stderr_ok: bool = False,
+) -> tuple[float, bytes]:
+    """(seconds, stdout) of a fresh process that must exit 0 (and, unless ``stderr_ok``,
+    write nothing to stderr: a hook's report there is an error)."""
     start = time.perf_counter_ns()
-    done = subprocess.run(argv, input=stdin, capture_output=True, env=env, check=False)
+    done = subprocess.run(argv, input=stdin, capture_output=True, env=env, cwd=cwd, check=False)
     seconds = (time.perf_counter_ns() - start) / 1e9
-    if done.returncode != 0 or done.stderr:
+    if done.returncode != 0 or (done.stderr and not stderr_ok):
         raise RuntimeError(
             f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode(errors='replace')}"
         )
@@ -268,13 +272,13 @@ def run(
         },
     )
     sources = {mb: cached_transcript(mb) for mb in sizes}
-    hook = [*_continuity_command(), "hook"]
+    hook = [*continuity_command(), "hook"]
     small = min(sizes)
     with work_dir("bench_hooks") as scratch:
         _first_ingest(report, sources[small], scratch / "first", hook, first_repeat, small)
         sessions = {}
         for mb in sizes:
-            s = _Session(sources[mb], scratch / f"s{mb}", seed + mb)
+            s = Session(sources[mb], scratch / f"s{mb}", seed + mb)
             log(f"bench_hooks: first ingest of {mb} MB (untimed) into {s.store}")
             store = Store(s.store, create=True)
             t, r = timed(partial(ingest_transcript, store, s.path, final=True))
@@ -304,7 +308,7 @@ def _first_ingest(
     for i in range(repeat + 1):  # the first round warms up
         for kind in ("in-process", "process"):
             run_dir = folder / f"{kind}-{i}"
-            s = _Session(source, run_dir, i)
+            s = Session(source, run_dir, i)
             if kind == "in-process":
                 store = Store(s.store, create=True)
                 secs, _ = timed(partial(ingest_transcript, store, s.path))
@@ -312,7 +316,7 @@ def _first_ingest(
                     inproc.append(secs)
             else:
                 payload = s.payload("user-prompt-submit", prompt="hello")
-                secs, _ = _run([*hook, "user-prompt-submit"], _child_env(s.store), payload)
+                secs, _ = run_process([*hook, "user-prompt-submit"], child_env(s.store), payload)
                 if i:
                     process.append(secs)
             shutil.rmtree(run_dir)
@@ -332,9 +336,9 @@ def _first_ingest(
     )
 
 
-def _prompts(report: Report, sessions: dict[int, _Session], hook: list[str], repeat: int) -> None:
+def _prompts(report: Report, sessions: dict[int, Session], hook: list[str], repeat: int) -> None:
     log(f"bench_hooks: {repeat} rounds of user-prompt-submit at {len(sessions)} sizes")
-    env = _child_env()
+    env = child_env()
     baselines = {
         "python -c pass": [sys.executable, "-c", "pass"],
         'python -c "import continuity.store.jsonl"': [
@@ -347,13 +351,13 @@ def _prompts(report: Report, sessions: dict[int, _Session], hook: list[str], rep
     hook_s: dict[int, list[float]] = {mb: [] for mb in sessions}
     for i in range(repeat + 1):  # the first round warms up
         for name, argv in baselines.items():
-            secs, _ = _run(argv, env)
+            secs, _ = run_process(argv, env)
             if i:
                 base_s[name].append(secs)
         for mb, s in sessions.items():
             prompt = s.add_turn()
             payload = s.payload("user-prompt-submit", prompt=prompt)
-            secs, out = _run([*hook, "user-prompt-submit"], _child_env(s.store), payload)
+            secs, out = run_process([*hook, "user-prompt-submit"], child_env(s.store), payload)
             if out:
                 raise RuntimeError(f"user-prompt-submit printed {out[:200]!r}")
             if i:
@@ -379,7 +383,7 @@ def _prompts(report: Report, sessions: dict[int, _Session], hook: list[str], rep
 
 
 def _compactions(
-    report: Report, sessions: dict[int, _Session], hook: list[str], repeat: int
+    report: Report, sessions: dict[int, Session], hook: list[str], repeat: int
 ) -> None:
     log(f"bench_hooks: {repeat} rounds of pre-compact + session-start (compact)")
     pre_s: dict[int, list[float]] = {mb: [] for mb in sessions}
@@ -387,15 +391,15 @@ def _compactions(
     chars: list[int] = []
     for i in range(repeat + 1):
         for mb, s in sessions.items():
-            env = _child_env(s.store)
+            env = child_env(s.store)
             s.add_turn()
             pre = s.payload("pre-compact", trigger="auto", custom_instructions=None)
-            secs, _ = _run([*hook, "pre-compact"], env, pre)
+            secs, _ = run_process([*hook, "pre-compact"], env, pre)
             if i:
                 pre_s[mb].append(secs)
             s.add_compaction()
             start = s.payload("session-start", source="compact")
-            secs, out = _run([*hook, "session-start"], env, start)
+            secs, out = run_process([*hook, "session-start"], env, start)
             chars.append(_restored_chars(out))
             if i:
                 start_s[mb].append(secs)
@@ -454,10 +458,10 @@ def _cprofile(event: str, env: dict[str, str], stdin: bytes, path: Path) -> list
     return [line for line in keep if line.strip()[:1].isdigit() or "function calls" in line]
 
 
-def _profile(hook: list[str], s: _Session, mb: int) -> list[str]:
+def _profile(hook: list[str], s: Session, mb: int) -> list[str]:
     """Where one hook process spends its time: user-prompt-submit after a new turn, and
     session-start after a compaction."""
-    env = _child_env(s.store)
+    env = child_env(s.store)
     notes: list[str] = []
     argv = ["-m", "continuity", "hook", "user-prompt-submit"]
     s.add_turn()
@@ -471,7 +475,7 @@ def _profile(hook: list[str], s: _Session, mb: int) -> list[str]:
     )
 
     s.add_turn()
-    _run([*hook, "pre-compact"], env, s.payload("pre-compact", trigger="auto"))
+    run_process([*hook, "pre-compact"], env, s.payload("pre-compact", trigger="auto"))
     s.add_compaction()
     payload = s.payload("session-start", source="compact")
     argv = ["-m", "continuity", "hook", "session-start"]

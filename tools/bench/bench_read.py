@@ -19,12 +19,10 @@ them alike. Rows ``<op> 1M/10k`` give the ratio largest/smallest size (target: f
 from __future__ import annotations
 
 import random
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from continuity.caches.thread_index import ThreadIndex
 from continuity.store.jsonl import Store
@@ -34,29 +32,19 @@ from tools.bench._common import (
     Row,
     cached_thread,
     common_parser,
+    continuity_command,
     emit,
     log,
     median,
     time_once,
     time_row,
 )
+from tools.bench._common import short_size as _short
 
 __all__ = ["main", "run"]
 
 FLAT_TARGET: float = 1.5
 DEFAULT_SIZES: tuple[int, ...] = (10_000, 100_000, 1_000_000)
-
-
-def _short(n: int) -> str:
-    for unit, div in (("M", 1_000_000), ("k", 1_000)):
-        if n >= div and n % div == 0:
-            return f"{n // div}{unit}"
-    return str(n)
-
-
-def _continuity_command() -> list[str]:
-    script = shutil.which("continuity", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "continuity"]
 
 
 def _run_process(argv: list[str]) -> float:
@@ -135,7 +123,7 @@ def run(
                 samples[(op, n)].append(time_once(ops[n][op]))
 
     log(f"bench_read: {process_repeat} rounds of fresh processes")
-    command = _continuity_command()
+    command = continuity_command()
     processes: dict[str, list[str]] = {
         "python -c pass": [sys.executable, "-c", "pass"],
         'python -c "import continuity.cli.app"': [

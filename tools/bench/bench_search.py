@@ -49,13 +49,11 @@ import os
 import pstats
 import random
 import resource
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any, Final
 
 import msgspec
@@ -77,6 +75,7 @@ from tools.bench._common import (
     Row,
     cached_thread,
     common_parser,
+    copy_store,
     emit,
     log,
     median,
@@ -111,29 +110,6 @@ QUERIES: Final = (
 
 
 # --- stores ---------------------------------------------------------------------------------
-
-
-def _copy_store(source: Path, target: Path) -> Store:
-    """A writable copy of a cached store without its search index: log and frame caches copied,
-    artifacts hard-linked (immutable: written to a temp file and renamed, never changed)."""
-
-    def copy(src: str, dst: str) -> object:
-        if f"{os.sep}artifacts{os.sep}" in src:
-            try:
-                os.link(src, dst)
-                return dst
-            except OSError:
-                pass
-        return shutil.copy2(src, dst)
-
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        skip = {"bench-thread.json"}
-        if Path(folder).name == "cache":
-            skip.add("search")
-        return skip & set(names)
-
-    shutil.copytree(source, target, copy_function=copy, ignore=ignore)
-    return Store(target, durable=False)
 
 
 def _manifest(index: ThreadSearchIndex) -> SearchManifest:
@@ -572,7 +548,7 @@ def run(
             cached = cached_thread(n, seed)
             ThreadIndex(Store(cached, durable=False).thread(BENCH_THREAD)).refresh()
             log(f"bench_search: copying the {_short(n)} store")
-            stores[n] = _copy_store(cached, work / _short(n))
+            stores[n] = copy_store(cached, work / _short(n), search_index=False)
         _build(stores, build_repeat, large_build_repeat, report)
         _queries(stores, repeat, report)
         _updates(stores, update_rounds, cross_repeat, cross_max_fill, seed, report)

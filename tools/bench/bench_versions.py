@@ -1,0 +1,257 @@
+"""The fresh-process timings users wait for, this tree against another revision, in one run.
+
+    python -m tools.bench.bench_versions [--baseline REV] [--frames N] [--transcript-mb M]
+                                         [--repeat R] [--json]
+
+A change that moves code around (or any change) must not make a process slower. This runs the
+same commands from two source trees, round after round, the two interleaved (the order flips
+every round), on the same data, so the machine's drift hits both alike:
+
+* ``before``: ``--baseline`` (a git revision, default ``HEAD``), extracted with ``git archive``
+  into the scratch folder;
+* ``after``: this working tree, uncommitted changes included.
+
+Both run through the same installed ``continuity`` script; ``PYTHONPATH`` picks the tree (each
+is checked to import its own code). The commands, each a fresh process:
+
+* ``continuity hook user-prompt-submit`` after one new turn (~3 KB) of a ``--transcript-mb``
+  transcript built from ``../shared/fixtures`` (skipped without them), ingested first in full;
+* ``continuity hook session-start`` with source ``compact`` after a new turn, a pre-compact
+  (untimed) and Claude's compaction: the restore;
+* ``continuity compile --dry-run`` and ``continuity search`` on a ``--frames`` generated thread
+  (its caches and search index built first, untimed);
+* ``python -c pass``, the interpreter's own start.
+
+The ``after`` rows give ``after / before`` as their ratio; below 1 is faster. Bytecode is
+cached as users have it, and every command runs once per tree before timing.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from continuity.caches.search_index import ThreadSearchIndex
+from continuity.caches.thread_index import ThreadIndex
+from continuity.claude_code.ingest import ingest_transcript
+from continuity.store.jsonl import Store
+from tools.bench._common import (
+    BENCH_THREAD,
+    Report,
+    cached_thread,
+    common_parser,
+    continuity_command,
+    copy_store,
+    emit,
+    log,
+    median,
+    short_size,
+    time_row,
+    work_dir,
+)
+from tools.bench.bench_hooks import (
+    FIXTURES,
+    Session,
+    cached_transcript,
+    child_env,
+    run_process,
+)
+from tools.bench.bench_search import QUERIES
+
+__all__ = ["main", "run"]
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+VARIANTS: Final = ("before", "after")
+SEARCH_QUERY: Final = dict(QUERIES)["command"]
+
+
+def extract_revision(rev: str, into: Path) -> Path:
+    """The tree of ``rev`` (``git archive``) extracted into ``into``."""
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"bench_versions: git archive {rev}: {done.stderr.decode().strip()}")
+    into.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    if not (into / "continuity" / "__init__.py").is_file():
+        raise SystemExit(f"bench_versions: {rev} has no continuity package")
+    return into
+
+
+def _env(tree: Path, store: Path | None = None) -> dict[str, str]:
+    env = child_env(store)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _check_tree(tree: Path, cwd: Path) -> None:
+    # From a folder without a continuity package: `python -c` puts the current one first.
+    probe = [sys.executable, "-c", "import continuity; print(continuity.__file__)"]
+    _, out = run_process(probe, _env(tree), cwd=cwd)
+    where = Path(out.decode().strip()).resolve()
+    if where.parent != (tree / "continuity").resolve():
+        raise SystemExit(f"bench_versions: PYTHONPATH={tree} imports {where}")
+
+
+class _Commands:
+    """The timed commands, each a callable of (variant) -> seconds (setup untimed)."""
+
+    def __init__(self, trees: dict[str, Path], store: Store | None, session: Session | None):
+        self.trees = trees
+        self.store = store
+        self.session = session
+        self.cli = continuity_command()
+
+    def all(self, frames: int, mb: int) -> dict[str, Callable[[str], float]]:
+        found: dict[str, Callable[[str], float]] = {}
+        if self.session is not None:
+            found[f"hook user-prompt-submit, one new turn, {mb} MB"] = self.prompt
+            found[f"hook session-start (compact) after a compaction, {mb} MB"] = self.restore
+        if self.store is not None:
+            size = short_size(frames)
+            found[f"continuity compile --dry-run @{size}"] = self.compile
+            found[f"continuity search (command) @{size}"] = self.search
+        return found
+
+    def prompt(self, variant: str) -> float:
+        s = self.session
+        assert s is not None
+        prompt = s.add_turn()
+        env = _env(self.trees[variant], s.store)
+        payload = s.payload("user-prompt-submit", prompt=prompt)
+        seconds, out = run_process([*self.cli, "hook", "user-prompt-submit"], env, payload)
+        if out:
+            raise RuntimeError(f"user-prompt-submit printed {out[:200]!r}")
+        return seconds
+
+    def restore(self, variant: str) -> float:
+        s = self.session
+        assert s is not None
+        env = _env(self.trees[variant], s.store)
+        s.add_turn()
+        pre = s.payload("pre-compact", trigger="auto", custom_instructions=None)
+        run_process([*self.cli, "hook", "pre-compact"], env, pre)
+        s.add_compaction()
+        start = s.payload("session-start", source="compact")
+        seconds, out = run_process([*self.cli, "hook", "session-start"], env, start)
+        if b"additionalContext" not in out:
+            raise RuntimeError(f"session-start restored nothing: {out[:200]!r}")
+        return seconds
+
+    def _store_cli(self, variant: str, *args: str) -> float:
+        assert self.store is not None
+        argv = [*self.cli, "--store", str(self.store.root), *args]
+        seconds, _ = run_process(argv, _env(self.trees[variant]), stderr_ok=True)  # its report
+        return seconds
+
+    def compile(self, variant: str) -> float:
+        args = ("compile", BENCH_THREAD, "--recent", "16", "--keep-tool-outputs", "3")
+        return self._store_cli(variant, *args, "--dry-run")
+
+    def search(self, variant: str) -> float:
+        return self._store_cli(variant, "search", SEARCH_QUERY)
+
+
+def run(
+    baseline: str = "HEAD",
+    frames: int = 1_000_000,
+    transcript_mb: int = 3,
+    repeat: int = 15,
+    seed: int = 0,
+) -> Report:
+    started = time.perf_counter()
+    report = Report(
+        "bench_versions",
+        {
+            "baseline": baseline,
+            "frames": short_size(frames),
+            "transcript": f"{transcript_mb}MB",
+            "repeat": repeat,
+        },
+    )
+    with work_dir("versions") as work:
+        trees = {"before": extract_revision(baseline, work / "before"), "after": ROOT}
+        for tree in trees.values():
+            _check_tree(tree, work)
+        cached = cached_thread(frames, seed)
+        ThreadIndex(Store(cached, durable=False).thread(BENCH_THREAD)).refresh()
+        log(f"bench_versions: copying the {short_size(frames)} store, building its search index")
+        store = copy_store(cached, work / "store", search_index=False)
+        ThreadSearchIndex(store.thread(BENCH_THREAD)).refresh()
+        session = None
+        if FIXTURES.is_dir():
+            session = Session(cached_transcript(transcript_mb), work / "session", seed)
+            log(f"bench_versions: first ingest of the {transcript_mb} MB transcript (untimed)")
+            ingest_transcript(Store(session.store, create=True), session.path, final=True)
+        else:
+            report.notes.append(f"no fixtures at {FIXTURES}: the hooks were not measured")
+        commands = _Commands(trees, store, session).all(frames, transcript_mb)
+        plain = [sys.executable, "-c", "pass"]
+        samples: dict[tuple[str, str], list[float]] = {
+            (name, v): [] for name in commands for v in VARIANTS
+        }
+        interpreter: list[float] = []
+        log(f"bench_versions: {repeat} rounds of {len(commands)} commands × {len(VARIANTS)} trees")
+        for i in range(repeat + 1):  # the first round warms up (bytecode, page cache)
+            order = VARIANTS if i % 2 else tuple(reversed(VARIANTS))
+            seconds, _ = run_process(plain, child_env())
+            if i:
+                interpreter.append(seconds)
+            for name, command in commands.items():
+                for variant in order:
+                    seconds = command(variant)
+                    if i:
+                        samples[(name, variant)].append(seconds)
+    base = median(interpreter)
+    report.rows.append(time_row("python -c pass", interpreter))
+    for name in commands:
+        before = samples[(name, "before")]
+        after = samples[(name, "after")]
+        row = time_row(f"{name} (before)", before)
+        row.baseline, row.ratio = "python -c pass", median(before) / base
+        report.rows.append(row)
+        row = time_row(f"{name} (after)", after)
+        row.baseline, row.ratio = "before", median(after) / median(before)
+        report.rows.append(row)
+    report.notes.append(
+        f"before: {baseline} (git archive); after: the working tree {ROOT}; the two interleaved, "
+        "order flipped every round; bytecode cached; page cache warm"
+    )
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = common_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", default="HEAD", help="the git revision to compare with")
+    parser.add_argument("--frames", type=int, default=1_000_000, help="the generated thread")
+    parser.add_argument("--transcript-mb", type=int, default=3, help="the hooks' transcript")
+    parser.add_argument("--repeat", type=int, default=15, help="timed rounds")
+    args = parser.parse_args(argv)
+    emit(
+        [
+            run(
+                baseline=args.baseline,
+                frames=args.frames,
+                transcript_mb=args.transcript_mb,
+                repeat=args.repeat,
+                seed=args.seed,
+            )
+        ],
+        args.json,
+    )
+
+
+if __name__ == "__main__":
+    main()
