@@ -15,12 +15,12 @@ __all__ = ["register"]
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(install)
-    app.command()(uninstall)
-    app.command()(ingest)
-    app.command()(sessions)
-    app.command()(hook)
-    app.command()(demo)
+    app.command("install")(install)
+    app.command("uninstall")(uninstall)
+    app.command("ingest")(ingest)
+    app.command("sessions")(sessions)
+    app.command("hook")(hook)
+    app.command("demo")(demo)
 
 
 Target = Literal["claude-code"]

@@ -17,9 +17,9 @@ __all__ = ["register"]
 
 def register(app: typer.Typer) -> None:
     app.command("compile")(compile_cmd)
-    app.command()(checkpoint)
-    app.command()(compact)
-    app.command()(decisions)
+    app.command("checkpoint")(checkpoint)
+    app.command("compact")(compact)
+    app.command("decisions")(decisions)
 
 
 _MAX_SUMMARY_BYTES = 4 << 20

@@ -13,7 +13,7 @@ __all__ = ["register"]
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(search)
+    app.command("search")(search)
 
 
 def search(

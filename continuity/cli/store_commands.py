@@ -19,12 +19,12 @@ __all__ = ["register"]
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(init)
-    app.command()(append)
-    app.command()(log)
-    app.command()(verify)
+    app.command("init")(init)
+    app.command("append")(append)
+    app.command("log")(log)
+    app.command("verify")(verify)
     app.command("rebuild-index")(rebuild_index)
-    app.command()(stats)
+    app.command("stats")(stats)
 
 
 def init(ctx: typer.Context) -> None:
