@@ -402,14 +402,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert index.frame_count() == len(frames)
             assert index.message_count() == len(messages)
             entries = [
-                CheckpointEntry(
-                    f.seq,
-                    f.to_seq,
-                    f.checkpoint_id,
-                    f.cut_rule_id,
-                    f.summary_kind,
-                    f.summary_artifact_id,
-                )
+                CheckpointEntry.of(f)
                 for f in frames
                 if isinstance(f, fr.CompactionCheckpointCreated)
             ]

@@ -93,6 +93,18 @@ class CheckpointEntry(msgspec.Struct, frozen=True):
     summary_kind: str
     summary_artifact_id: str
 
+    @classmethod
+    def of(cls, frame: fr.CompactionCheckpointCreated) -> CheckpointEntry:
+        """The entry of a checkpoint frame (which must carry its seq)."""
+        return cls(
+            frame.seq,
+            frame.to_seq,
+            frame.checkpoint_id,
+            frame.cut_rule_id,
+            frame.summary_kind,
+            frame.summary_artifact_id,
+        )
+
 
 class Watermark(msgspec.Struct, frozen=True):
     last_seq: int

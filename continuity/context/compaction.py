@@ -412,16 +412,7 @@ def run_compaction(
                     extra=made,
                 )
                 result.checkpoints.append(frame)
-                made.append(
-                    CheckpointEntry(
-                        frame.seq,
-                        frame.to_seq,
-                        frame.checkpoint_id,
-                        frame.cut_rule_id,
-                        frame.summary_kind,
-                        frame.summary_artifact_id,
-                    )
-                )
+                made.append(CheckpointEntry.of(frame))
                 if progress is not None:
                     progress(i + 1, len(cuts))
         except Exception as exc:  # the job's failure is data: log it, then report it

@@ -121,14 +121,7 @@ class ScanSource:
         self._messages = [m.seq for m in msgs]
         self._tokens = [m.tokens for m in msgs]
         self._checkpoints = [
-            CheckpointEntry(
-                f.seq,
-                f.to_seq,
-                f.checkpoint_id,
-                f.cut_rule_id,
-                f.summary_kind,
-                f.summary_artifact_id,
-            )
+            CheckpointEntry.of(f)
             for f in self._frames
             if isinstance(f, fr.CompactionCheckpointCreated)
         ]
