@@ -26,7 +26,8 @@ collects the subclasses (their names start with ``Test``) and runs every inherit
 - :class:`ArtifactStoreContract`: content addressing, idempotent puts, verified reads.
 
 The helpers the suites use (:class:`FixedClock`, :func:`msg`, :func:`stored_lines`,
-:func:`verify_chain`) are public too. This module needs pytest: import it from tests only.
+:func:`verify_chain`, :func:`drive_reference_batches`, :func:`build_conversation`) are
+public too. This module needs pytest: import it from tests only.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ __all__ = [
     "ContextContract",
     "FixedClock",
     "StoreContract",
+    "build_conversation",
     "drive_reference_batches",
     "msg",
     "stored_lines",

@@ -258,10 +258,11 @@ class Thread(ABC):
     def read_lines(
         self, *, from_seq: int = 0, to_seq: int | None = None, start_offset: int | None = None
     ) -> Iterator[tuple[int, bytes]]:
-        """``(seq, stored line without newline)`` for seqs in ``[from_seq, to_seq]``, checked
-        against the chain as they are read. ``start_offset`` is a hint from an offset index
-        (where ``from_seq``'s line starts); a backend without byte offsets ignores it, and a
-        wrong hint is ignored too."""
+        """``(seq, stored line without newline)`` for seqs in ``[from_seq, to_seq]``, the
+        committed frames only (a batch is seen whole or not at all). A backend whose storage
+        can be damaged checks each line against the chain as it reads it (:class:`CorruptFrame`).
+        ``start_offset`` is a hint from an offset index (where ``from_seq``'s line starts); a
+        backend without byte offsets ignores it, and a wrong hint is ignored too."""
 
     def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
         """``(seq, line)`` from the last committed frame down to seq 0."""

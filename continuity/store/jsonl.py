@@ -456,7 +456,7 @@ class Store(BaseStore):
     def _has_frames(self, path: Path) -> bool:
         # A log holding only a batch cut short by a crash has bytes but no committed frame.
         try:
-            return self.thread(path.name[: -len(".jsonl")]).head() is not None
+            return JsonlThread(self, path.name[: -len(".jsonl")]).head() is not None
         except InvalidThreadId:
             return False
         except CorruptFrame:
