@@ -203,15 +203,20 @@ def test_importing_the_package_imports_nothing_else() -> None:
 
 
 @pytest.mark.slow
-def test_compile_and_the_restore_do_not_import_numpy() -> None:
-    """A compile without recall (what session-start runs) pays for no numpy: 30-60 ms of a
-    fresh process. Recall imports the ranking when it is asked for."""
+def test_the_hook_paths_import_nothing_they_do_not_use() -> None:
+    """What a hook process runs (ingest; the restore's compile, render and summary; the
+    previous-session pointer) imports no numpy (30-60 ms of a fresh process: recall imports
+    the ranking when asked), no CLI stack, and neither dataclasses (with inspect, 5 ms) nor
+    threading (0.5 ms)."""
     probe = (
         "import json, sys\n"
+        "sys.modules['typing_extensions'] = None  # as continuity.__main__ does for hooks\n"
+        "import continuity.claude_code.hooks, continuity.claude_code.ingest\n"
+        "import continuity.claude_code.restore, continuity.claude_code.sessions\n"
         "import continuity.context.compiler, continuity.context.render\n"
-        "import continuity.claude_code.restore, continuity.claude_code.hooks\n"
+        "import continuity.context.summarize, continuity.context.compaction\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('numpy', 'typer', 'rich', 'click'))))"
+        "('numpy', 'typer', 'rich', 'click', 'dataclasses', 'inspect', 'threading'))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, check=True, timeout=60

@@ -34,7 +34,6 @@ import struct
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
 from typing import Final, Literal, NamedTuple, TypeVar
@@ -152,14 +151,14 @@ _checkpoints_decoder: Final = msgspec.json.Decoder(list[CheckpointEntry])
 _encoder: Final = msgspec.json.Encoder()
 
 
-@dataclass(frozen=True, slots=True)
-class RefreshResult:
+class RefreshResult(msgspec.Struct, frozen=True):
+    """What a refresh did: nothing (``current``), indexed what was new, or rebuilt."""
+
     mode: Literal["current", "caught_up", "rebuilt"]
     frames_applied: int
 
 
-@dataclass(slots=True)
-class _Delta:
+class _Delta(msgspec.Struct):
     """Index entries for a run of the log."""
 
     offsets: bytes

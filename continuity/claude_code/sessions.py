@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+
+import msgspec
 
 from continuity import frames as fr
 from continuity.caches.thread_index import ThreadIndex
@@ -12,8 +13,7 @@ from continuity.store.base import BaseStore, Thread
 __all__ = ["SessionInfo", "list_sessions", "previous_session"]
 
 
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
     thread_id: str
     project: str
     git_branch: str
@@ -73,15 +73,7 @@ def list_sessions(store: BaseStore, *, include_agents: bool = False) -> list[Ses
         if info is None:
             continue
         messages, compactions = _counts(thread)
-        found.append(
-            SessionInfo(
-                **{
-                    **{f: getattr(info, f) for f in info.__slots__},
-                    "messages": messages,
-                    "compactions": compactions,
-                }
-            )
-        )
+        found.append(msgspec.structs.replace(info, messages=messages, compactions=compactions))
     found.sort(key=lambda s: (s.last_active_ms, s.thread_id))
     return found
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Final, overload
 
 import blake3
@@ -55,8 +54,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class StrideMessages:
+class StrideMessages(msgspec.Struct, frozen=True):
     n: int
 
     @property
@@ -64,8 +62,7 @@ class StrideMessages:
         return f"stride_messages_v1/{self.n}"
 
 
-@dataclass(frozen=True, slots=True)
-class TokenThreshold:
+class TokenThreshold(msgspec.Struct, frozen=True):
     tokens: int
 
     @property
@@ -73,8 +70,7 @@ class TokenThreshold:
         return f"token_threshold_v1/{self.tokens}"
 
 
-@dataclass(frozen=True, slots=True)
-class ManualCut:
+class ManualCut(msgspec.Struct, frozen=True):
     at: int | str
     """A seq (the latest message at or before it) or a message id."""
 
@@ -333,12 +329,14 @@ def _checkpoint(
     return msgspec.structs.replace(frame, seq=seqs[0])
 
 
-@dataclass(slots=True)
-class CompactionResult:
+class CompactionResult(msgspec.Struct):
+    """How a compaction job went: its id, ``succeeded``, ``failed`` or ``nothing_to_do``, the
+    checkpoints it made, the cuts it planned, and the error that stopped it."""
+
     job_id: str
     status: str
-    checkpoints: list[fr.CompactionCheckpointCreated] = field(default_factory=list)
-    planned: list[int] = field(default_factory=list)
+    checkpoints: list[fr.CompactionCheckpointCreated] = msgspec.field(default_factory=list)
+    planned: list[int] = msgspec.field(default_factory=list)
     error: str | None = None
 
 

@@ -25,7 +25,6 @@ appended after the anchor never change the result.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final, overload
 
 import msgspec
@@ -74,8 +73,9 @@ _RECALL_HITS: Final = 8
 _RECALL_CHARS: Final = 800
 
 
-@dataclass(frozen=True, slots=True)
-class CompileResult:
+class CompileResult(msgspec.Struct, frozen=True):
+    """What a compile chose (the bundle and its id) and the decision that records it."""
+
     bundle: ContextBundle
     bundle_id: str
     decision: fr.ContextSelectionDecided

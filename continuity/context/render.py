@@ -16,7 +16,6 @@ The two API shapes share one normalisation of the recent window, so both always 
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeAlias
@@ -214,6 +213,8 @@ def _anthropic_block(part: _Part) -> dict[str, Any]:
     if isinstance(part, _Text):
         return {"type": "text", "text": part.text}
     if isinstance(part, _Use):
+        import copy  # on use: a restore (text) never needs it
+
         return {
             "type": "tool_use",
             "id": part.id,

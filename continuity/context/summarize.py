@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Final
+
+import msgspec
 
 from continuity import frames as fr
 from continuity.summary import SummaryContent, SummaryDoc
@@ -189,8 +190,7 @@ class ExtractiveSummarizer:
 # --- one pass over the new messages ---------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Call:
+class _Call(msgspec.Struct):
     """One tool call and, once its result is seen, how it went."""
 
     name: str
@@ -202,12 +202,11 @@ class _Call:
     detail: str = ""
 
 
-@dataclass(slots=True)
-class _Scan:
-    requests: list[str] = field(default_factory=list)
-    decisions: list[str] = field(default_factory=list)
-    calls: list[_Call] = field(default_factory=list)
-    by_id: dict[str, _Call] = field(default_factory=dict)
+class _Scan(msgspec.Struct):
+    requests: list[str] = msgspec.field(default_factory=list)
+    decisions: list[str] = msgspec.field(default_factory=list)
+    calls: list[_Call] = msgspec.field(default_factory=list)
+    by_id: dict[str, _Call] = msgspec.field(default_factory=dict)
     todos: list[str] | None = None
     last_request: str | None = None
     last_request_at: int = -1
@@ -382,8 +381,7 @@ def _ok_detail(output: str) -> str:
 # --- merging with the base ------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _OpenError:
+class _OpenError(msgspec.Struct):
     index: int  # in the errors list
     since: int = 0  # how many changes had been made when it happened
 
