@@ -18,9 +18,9 @@ import pytest
 from continuity import frames as fr
 from continuity.store.artifacts import MemoryArtifactStore
 from continuity.store.jsonl import Store
+from continuity.testing import FIXED_MS
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXED_MS = 1_732_240_000_000
 
 
 @pytest.fixture(scope="module")
