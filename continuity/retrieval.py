@@ -218,14 +218,16 @@ def search_prefix(
     ``search_prefix(thread, query, ...)`` with a thread handle, or
     ``search_prefix(store, thread_id, query, ...)``.
     """
-    if isinstance(target, Thread) and len(args) == 1:
-        thread_id, query = None, args[0]
-    elif isinstance(target, BaseStore) and len(args) == 2:
-        thread_id, query = args
-    else:
-        raise TypeError(
-            "search_prefix(thread, query, ...) or search_prefix(store, thread_id, query, ...)"
-        )
+    thread_id: str | None = None
+    match target, args:
+        case Thread(), (str() as query,):
+            pass
+        case BaseStore(), (str() as thread_id, str() as query):
+            pass
+        case _:
+            raise TypeError(
+                "search_prefix(thread, query, ...) or search_prefix(store, thread_id, query, ...)"
+            )
     terms = query_terms(query)
     # Both paths refuse an unknown thread alike (the index alone would just find nothing).
     thread = resolve_thread(target, thread_id)

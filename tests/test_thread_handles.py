@@ -73,3 +73,23 @@ def test_store_wide_search_makes_one_handle_per_thread(
     hits = search(store, "pytest total", k=20)
     assert {h.thread_id for h in hits} == {"c", "d"}
     assert sorted(lookups) == ["c", "d"]
+
+
+def test_entry_points_refuse_other_argument_shapes(store: BaseStore) -> None:
+    build_conversation(store)
+    thread = store.thread("c")
+    calls = [
+        lambda: create_checkpoint(store, 5),  # type: ignore[call-overload]
+        lambda: create_checkpoint(thread, "c", 5),  # type: ignore[call-overload]
+        lambda: run_compaction(store, StrideMessages(3)),  # type: ignore[call-overload]
+        lambda: run_compaction(thread, "c", StrideMessages(3)),  # type: ignore[call-overload]
+        lambda: run_compaction(thread, "stride_messages_v1/3"),  # type: ignore[call-overload]
+        lambda: search_prefix(store, "pytest", max_seq=5, k=1),  # type: ignore[call-overload]
+        lambda: search_prefix(thread, "c", "pytest", max_seq=5, k=1),  # type: ignore[call-overload]
+        lambda: compile_context(store),  # type: ignore[call-overload]
+    ]
+    before = thread.head()
+    for call in calls:
+        with pytest.raises(TypeError):
+            call()
+    assert thread.head() == before  # nothing was written

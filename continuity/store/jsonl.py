@@ -534,7 +534,7 @@ def _line_start(fd: int, pos: int) -> int:
     return 0
 
 
-def line_end(fd: int, pos: int, end: int) -> int:
+def _line_end(fd: int, pos: int, end: int) -> int:
     """Offset just past the first newline at or after ``pos`` (``end`` if none before it)."""
     while pos < end:
         chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
@@ -548,7 +548,7 @@ def line_end(fd: int, pos: int, end: int) -> int:
 def _next_line_start(fd: int, pos: int, end: int) -> int:
     """The first line start at or after ``pos`` (``end`` if none)."""
     # a line starts at pos if the byte before it is a newline
-    return 0 if pos == 0 else line_end(fd, pos - 1, end)
+    return 0 if pos == 0 else _line_end(fd, pos - 1, end)
 
 
 def _read_line(fd: int, start: int, end: int) -> bytes:
