@@ -198,6 +198,6 @@ def apply_plan(plan: InstallPlan) -> Path | None:
     backup = None
     if plan.before is not None:
         backup = plan.path.with_name(plan.path.name + ".continuity-backup")
-        backup.write_text(plan.before, encoding="utf-8")
+        atomic_write(backup, plan.before.encode("utf-8"), durable=True)
     atomic_write(target, plan.after.encode("utf-8"), durable=True, keep_mode=True)
     return backup
