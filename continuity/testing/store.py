@@ -1,34 +1,4 @@
-"""The contract suites every backend must pass, shipped so that any backend can run them.
-
-A backend's test module subclasses each suite and says only how to build its store; pytest
-collects the subclasses (their names start with ``Test``) and runs every inherited test::
-
-    from continuity.testing import ArtifactStoreContract, ContextContract, StoreContract
-
-    class TestMyStore(StoreContract):
-        def make_store(self, path, clock):
-            return MyStore(path, clock=clock)  # path: a fresh folder it may use
-
-    class TestMyStoreContext(ContextContract):
-        def make_store(self, path, clock):
-            return MyStore(path, clock=clock)
-
-    class TestMyArtifacts(ArtifactStoreContract):
-        def make(self, tmp_path):
-            return MyArtifactStore(tmp_path)
-
-- :class:`StoreContract`: appends, batches, seqs, ``expected_seq``, the chain, reads, tails,
-  thread ids, the same stored lines as the in-memory reference model, and what the layers above
-  ask of a backend (``read_lines_backwards``, ``decode``, the log as bytes when it keeps a cache
-  folder, the job lock).
-- :class:`ContextContract`: compile (with and without caches, budgets, anchors, recall),
-  compaction and search give the same bundles and hits as on the reference model.
-- :class:`ArtifactStoreContract`: content addressing, idempotent puts, verified reads.
-
-The helpers the suites use (:class:`FixedClock`, :func:`msg`, :func:`stored_lines`,
-:func:`verify_chain`, :func:`drive_reference_batches`, :func:`build_conversation`) are
-public too. This module needs pytest: import it from tests only.
-"""
+"""StoreContract: what every backend of the store must do."""
 
 from __future__ import annotations
 
@@ -36,140 +6,33 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
 
 import msgspec
 import pytest
 
 from continuity import frames as fr
 from continuity.errors import (
-    ArtifactNotFound,
     BadFrame,
-    ContinuityError,
     CorruptFrame,
     InvalidThreadId,
     JobInFlight,
     SeqConflict,
     ThreadNotFound,
 )
-from continuity.store.artifacts import ArtifactStore, artifact_id
-from continuity.store.base import MAX_THREAD_ID_LEN, BaseStore, Recovery, Thread
+from continuity.store.base import BaseStore, Recovery, Thread
 from continuity.store.memory import MemoryStore
+from continuity.testing.support import (
+    FIXED_MS,
+    INVALID_THREAD_IDS,
+    VALID_THREAD_IDS,
+    FixedClock,
+    drive_reference_batches,
+    msg,
+    stored_lines,
+    verify_chain,
+)
 
-__all__ = [
-    "FIXED_MS",
-    "INVALID_THREAD_IDS",
-    "VALID_THREAD_IDS",
-    "ArtifactStoreContract",
-    "ContextContract",
-    "FixedClock",
-    "StoreContract",
-    "build_conversation",
-    "drive_reference_batches",
-    "msg",
-    "stored_lines",
-    "verify_chain",
-]
-
-FIXED_MS: Final = 1_732_240_000_000
-"""The fixed clock's default time (2024-11-22), well inside any sane range."""
-
-
-class FixedClock:
-    """A store clock that returns the same millisecond until told otherwise.
-
-    ``step`` (default 0) is added after every call, for tests that want time to move
-    deterministically. Two stores on two fixed clocks given the same frames write the same
-    bytes.
-    """
-
-    def __init__(self, ms: int = FIXED_MS, step: int = 0) -> None:
-        self.ms = ms
-        self.step = step
-        self.calls = 0
-
-    def __call__(self) -> int:
-        now = self.ms
-        self.ms += self.step
-        self.calls += 1
-        return now
-
-    def advance(self, ms: int) -> None:
-        self.ms += ms
-
-
-def msg(i: int | str, role: fr.Role = "user", text: str | None = None) -> fr.MessageAppended:
-    """A message with a deterministic id (so two backends write the same bytes)."""
-    return fr.message(role, text if text is not None else f"message {i}", message_id=f"m{i}")
-
-
-def verify_chain(lines: list[bytes]) -> None:
-    """Every stored line (no newline) is sealed, numbered 0, 1, 2, … and chained from genesis."""
-    prev = fr.GENESIS_DIGEST
-    for seq, line in enumerate(lines):
-        sealed = fr.unseal(line)
-        assert sealed is not None, f"line {seq} is not sealed"
-        body, digest = sealed
-        assert fr.chain(prev, body) == digest, f"chain breaks at seq {seq}"
-        assert json.loads(line)["seq"] == seq
-        prev = digest
-
-
-def stored_lines(thread: Thread) -> list[bytes]:
-    """A thread's stored lines (without newlines), oldest first."""
-    return [line for _seq, line in thread.read_lines()]
-
-
-INVALID_THREAD_IDS: Final = [
-    "",
-    ".",
-    "..",
-    ".hidden",
-    "a/b",
-    "/abs",
-    "../escape",
-    "a\\b",
-    "a b",
-    " a",
-    "a\n",
-    "a\x00b",
-    "-dash-first",
-    "é",
-    "x" * (MAX_THREAD_ID_LEN + 1),
-]
-VALID_THREAD_IDS: Final = [
-    "a",
-    "_x",
-    "0",
-    "a.b",
-    "a..b",
-    "A-1:2@3+4=5_b.c",
-    "x" * MAX_THREAD_ID_LEN,
-]
-
-
-def drive_reference_batches(store: BaseStore) -> None:
-    """Batches of every shape on two threads (``a`` and ``b``): a caller's ``thread_created``,
-    multi-frame batches, a tool call with an artifact, ``expected_seq``, jobs, non-ASCII."""
-    a = store.thread("a")
-    a.append([fr.ThreadCreated(title="A"), msg(1)])
-    a.append([msg(2, "assistant"), msg(3)])
-    a.append(
-        fr.message(
-            "assistant",
-            content=[
-                fr.ToolUseBlock(id="tu", name="bash", input={"cmd": "ls -la", "n": 3}),
-                fr.ToolResultBlock(tool_use_id="tu", artifact_id="cd" * 32, preview="p", size=99),
-            ],
-            message_id="tool",
-        )
-    )
-    a.append(fr.JobSpawned(job_id="j", kind="compact", params={"to_seq": 3}), expected_seq=5)
-    store.thread("b").append(msg("only", text='日本語 ✓ "quoted" \\ back\nslash'))
-    a.append(fr.JobEnded(job_id="j", status="succeeded", result={"ok": True}))
-
-
-# --- the store ------------------------------------------------------------------------------
+__all__ = ["StoreContract"]
 
 
 class StoreContract(ABC):
@@ -531,236 +394,3 @@ class StoreContract(ABC):
     def test_quarantined_lists_recoveries(self, store: BaseStore) -> None:
         store.thread("t").append(msg(1))
         assert all(isinstance(r, Recovery) for r in store.quarantined())
-
-
-# --- artifacts ---------------------------------------------------------------------------------
-
-
-class ArtifactStoreContract(ABC):
-    """What every artifact backend must do; subclasses only say how to build one."""
-
-    @abstractmethod
-    def make(self, tmp_path: Path) -> ArtifactStore: ...
-
-    def test_put_returns_the_content_id_and_get_returns_the_bytes(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        for data in (b"", b"x", b"hello " * 10_000, bytes(range(256))):
-            aid = store.put(data)
-            assert aid == artifact_id(data)
-            assert store.exists(aid)
-            assert store.get(aid) == data
-            store.verify(aid)
-
-    def test_put_is_idempotent(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        first = store.put(b"same")
-        assert store.put(b"same") == first
-        assert store.put(bytearray(b"same")) == first  # type: ignore[arg-type]
-        assert list(store.ids()) == [first]
-        assert store.get(first) == b"same"
-
-    def test_different_content_different_id(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        assert store.put(b"a") != store.put(b"b")
-
-    def test_missing_artifact(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        missing = artifact_id(b"never stored")
-        assert not store.exists(missing)
-        with pytest.raises(ArtifactNotFound) as err:
-            store.get(missing)
-        assert missing in str(err.value)
-        assert isinstance(err.value, ContinuityError) and isinstance(err.value, KeyError)
-        with pytest.raises(ArtifactNotFound):
-            store.verify(missing)
-
-    @pytest.mark.parametrize(
-        "bad", ["", "abc", "AB" * 32, "../../etc/passwd", "g" * 64, "ab" * 32 + "\n"]
-    )
-    def test_bad_id(self, tmp_path: Path, bad: str) -> None:
-        store = self.make(tmp_path)
-        store.put(b"x")
-        assert not store.exists(bad)
-        with pytest.raises(ArtifactNotFound, match="not an artifact id"):
-            store.get(bad)
-
-    def test_ids_are_sorted(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        assert list(store.ids()) == []
-        ids = [store.put(f"blob {i}".encode()) for i in range(40)]
-        assert list(store.ids()) == sorted(ids)
-        assert ids != sorted(ids)  # the check above means something
-
-    def test_stored_bytes_grow_with_what_is_stored(self, tmp_path: Path) -> None:
-        store = self.make(tmp_path)
-        assert store.stored_bytes() == 0
-        store.put(b"x" * 1000)
-        first = store.stored_bytes()
-        assert first > 0
-        store.put(b"x" * 1000)  # the same content: nothing more
-        assert store.stored_bytes() == first
-        store.put(bytes(range(256)) * 8)
-        assert store.stored_bytes() > first
-
-
-# --- compile, compaction and search ---------------------------------------------------------
-
-
-def build_conversation(store: BaseStore, thread_id: str = "c", turns: int = 30) -> Thread:
-    """A coding-agent thread with deterministic ids: prompts, tool calls and their results (one
-    large output in an artifact), an observation, replies, a checkpoint written by hand and one
-    by the default summarizer. The same calls on two stores give the same frames."""
-    from continuity.context.compaction import create_checkpoint
-
-    thread = store.thread(thread_id)
-    thread.append(fr.ThreadCreated(title="a session", meta={"project": "/work/app"}))
-    for i in range(turns):
-        path = f"src/app/module_{i % 7}.py"
-        output = f"FAILED tests/test_{i}.py::test_total - assert {i} == {i + 1}\n" * (1 + i % 3)
-        result: fr.ToolResultBlock
-        if i % 10 == 9:  # a large output, kept in an artifact with a preview
-            whole = ("line of output\n" * 2000).encode()
-            aid = store.artifacts.put(whole)
-            result = fr.ToolResultBlock(
-                tool_use_id=f"tu{i}", artifact_id=aid, preview="line of output", size=len(whole)
-            )
-        else:
-            result = fr.ToolResultBlock(tool_use_id=f"tu{i}", content=output, is_error=i % 2 == 0)
-        thread.append(
-            [
-                fr.message("user", f"Fix the total in {path}, turn {i}.", message_id=f"u{i}"),
-                fr.message(
-                    "assistant",
-                    content=[
-                        fr.TextBlock(text=f"I'll run the tests for {path}."),
-                        fr.ToolUseBlock(
-                            id=f"tu{i}", name="Bash", input={"command": f"pytest -q tests/t{i}"}
-                        ),
-                    ],
-                    message_id=f"a{i}",
-                ),
-                fr.message("user", content=[result], message_id=f"r{i}"),
-                fr.message("assistant", f"Fixed the off-by-one in {path}.", message_id=f"b{i}"),
-            ]
-        )
-        if i == 4:
-            thread.append(fr.ObservationRecorded(tool_use_id="tu4", text="pytest: 1 failure"))
-        if i == 8:
-            create_checkpoint(thread, thread.head().seq, text="Turns 0 to 8 fixed totals.")  # type: ignore[union-attr]
-        if i == 16:
-            create_checkpoint(thread, thread.head().seq)  # type: ignore[union-attr]
-    return thread
-
-
-class ContextContract(ABC):
-    """Compile, compaction and search on a backend give exactly what they give on the in-memory
-    reference model for the same frames: the same bundle bytes (with or without caches), the
-    same cuts and summaries, the same hits and scores. A subclass only says how to build its
-    store."""
-
-    @abstractmethod
-    def make_store(self, path: Path, clock: Callable[[], int]) -> BaseStore:
-        """A new, empty store (``path`` is a fresh folder the backend may use)."""
-
-    @pytest.fixture
-    def pair(self, tmp_path: Path) -> tuple[Thread, Thread]:
-        """The same conversation on this backend and on the reference model."""
-        store = self.make_store(tmp_path / "store", FixedClock())
-        reference = MemoryStore(clock=FixedClock())
-        return build_conversation(store), build_conversation(reference)
-
-    def test_the_conversation_is_stored_alike(self, pair: tuple[Thread, Thread]) -> None:
-        thread, reference = pair
-        assert stored_lines(thread) == stored_lines(reference)
-
-    @pytest.mark.parametrize("use_caches", [True, False])
-    def test_compile_gives_the_reference_bundle(
-        self, pair: tuple[Thread, Thread], use_caches: bool
-    ) -> None:
-        from continuity.context.compiler import compile_context
-
-        thread, reference = pair
-        head = reference.head()
-        assert head is not None
-        cases: list[tuple[int | str | None, fr.Limits]] = [
-            (None, fr.Limits()),
-            (None, fr.Limits(recent_messages=5, keep_tool_outputs=1)),
-            (None, fr.Limits(budget_tokens=600)),
-            (None, fr.Limits(budget_tokens=40)),  # not even the newest message fits
-            (head.seq // 2, fr.Limits(max_summary_refs=1)),
-            ("a12", fr.Limits(recent_messages=3)),
-            (0, fr.Limits()),
-        ]
-        for anchor, limits in cases:
-            got = compile_context(
-                thread, anchor=anchor, limits=limits, log=False, use_caches=use_caches
-            )
-            want = compile_context(reference, anchor=anchor, limits=limits, log=False)
-            assert got.bundle_bytes() == want.bundle_bytes(), (anchor, limits)
-            assert got.decision == want.decision
-
-    def test_logged_compiles_append_the_reference_decision(
-        self, pair: tuple[Thread, Thread]
-    ) -> None:
-        from continuity.context.compiler import compile_context
-
-        thread, reference = pair
-        for recall in (None, "pytest total module_3"):
-            got = compile_context(thread, recall=recall)
-            want = compile_context(reference, recall=recall)
-            assert got.logged and want.logged
-            assert got.bundle_bytes() == want.bundle_bytes()
-            assert got.decision == want.decision
-            assert thread.store.artifacts.get(got.bundle_id) == got.bundle_bytes()
-        assert stored_lines(thread) == stored_lines(reference)
-
-    def test_compaction_makes_the_reference_checkpoints(self, pair: tuple[Thread, Thread]) -> None:
-        from continuity.context.compaction import StrideMessages, TokenThreshold, run_compaction
-
-        thread, reference = pair
-        for rule in (TokenThreshold(300), StrideMessages(7)):
-            got = run_compaction(thread, rule)
-            want = run_compaction(reference, rule)
-            assert (got.status, got.planned) == (want.status, want.planned)
-            assert got.status == "succeeded" and got.planned, rule
-            strip = {"digest": ""}
-            assert [msgspec.structs.replace(c, **strip) for c in got.checkpoints] == [
-                msgspec.structs.replace(c, **strip) for c in want.checkpoints
-            ]
-            for c in got.checkpoints:
-                data = thread.store.artifacts.get(c.summary_artifact_id)
-                assert data == reference.store.artifacts.get(c.summary_artifact_id)
-
-    @pytest.mark.parametrize("use_caches", [True, False])
-    def test_search_prefix_gives_the_reference_hits(
-        self, pair: tuple[Thread, Thread], use_caches: bool
-    ) -> None:
-        from continuity.retrieval import search_prefix
-
-        thread, reference = pair
-        for query, max_seq in (("pytest module_3", 10**9), ("off-by-one total", 40), ("fix", 5)):
-            got = search_prefix(thread, query, max_seq=max_seq, k=5, use_caches=use_caches)
-            want = search_prefix(reference, query, max_seq=max_seq, k=5)
-            assert got == want, query
-            assert want, f"{query!r} finds nothing: the comparison would prove nothing"
-
-    def test_search_gives_the_reference_hits(self, pair: tuple[Thread, Thread]) -> None:
-        from continuity.retrieval import search
-
-        thread, reference = pair
-        for query in ("pytest module_3", "assert total", "line of output"):
-            for project in (None, "/work/app", "/elsewhere"):
-                got = search(thread.store, query, project=project, k=7)
-                want = search(reference.store, query, project=project, k=7)
-                assert got == want, (query, project)
-                assert bool(want) == (project != "/elsewhere"), (query, project)
-
-    def test_unknown_threads_are_refused_alike(self, pair: tuple[Thread, Thread]) -> None:
-        from continuity.context.compiler import compile_context
-        from continuity.retrieval import search_prefix
-
-        thread, _reference = pair
-        with pytest.raises(ThreadNotFound):
-            compile_context(thread.store, "nobody")
-        with pytest.raises(ThreadNotFound):
-            search_prefix(thread.store, "nobody", "pytest", max_seq=5, k=3)
