@@ -289,6 +289,23 @@ def encode_body(frame: Frame) -> bytes:
     return _encoder.encode(frame)
 
 
+def checked_body(frame: Frame, index: int = 0) -> bytes:
+    """:func:`encode_body`, refusing a frame a reader would not decode back.
+
+    Structs are not validated when they are built (``message("tool", "x")`` or
+    ``ToolUseBlock(input="ls")`` construct fine), so the body is decoded again here: a frame that
+    does not survive the round trip raises :class:`BadFrame` naming the field, before it can be
+    sealed into the log. ``index`` is the frame's place in its batch, for the message.
+    """
+    try:
+        body = _encoder.encode(frame)
+        _decoder.decode(body)
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, OverflowError) as exc:
+        tag = getattr(getattr(frame, "__struct_config__", None), "tag", type(frame).__name__)
+        raise BadFrame(f"frame {index} of the batch ({tag}) is invalid: {exc}") from None
+    return body
+
+
 def chain(prev_digest: bytes, body: bytes) -> bytes:
     """The next link of the chain: ``blake3(prev_digest || body)``, 32 bytes."""
     return blake3.blake3(prev_digest + body).digest()
@@ -363,7 +380,7 @@ def message(
     ts_ms: int = 0,
 ) -> MessageAppended:
     """A ``message_appended`` frame with its id and token estimate filled in."""
-    blocks: list[ContentBlock] = list(content or [])
+    blocks = content_blocks(content or [])
     if text is not None:
         blocks.insert(0, TextBlock(text=text))
     return MessageAppended(
@@ -376,8 +393,38 @@ def message(
     )
 
 
+_block_types: Final = (TextBlock, ThinkingBlock, ToolUseBlock, ToolResultBlock, ImageBlock)
+
+
+def content_blocks(content: list[Any]) -> list[ContentBlock]:
+    """``content`` as blocks: plain dicts (``{"type": "text", "text": …}``, as provider APIs
+    write them) are converted; anything that is not a block raises :class:`BadFrame`."""
+    if all(isinstance(b, _block_types) for b in content):
+        return list(content)
+    if not isinstance(content, list):
+        raise BadFrame(f"message content must be a list of blocks, not {type(content).__name__}")
+    try:
+        return [
+            b if isinstance(b, _block_types) else msgspec.convert(b, ContentBlock) for b in content
+        ]
+    except msgspec.ValidationError as exc:
+        raise BadFrame(f"message content is not a list of content blocks: {exc}") from None
+
+
 def normalize(frame: Frame) -> Frame:
-    """Fill what a caller may leave out of a message (its id and token estimate)."""
+    """Fill what a caller may leave out of a message (its id and token estimate), and turn
+    content given as plain dicts into blocks (re-estimating its tokens: an estimate made over
+    dicts is wrong)."""
+    if isinstance(frame, MessageAppended) and not all(
+        isinstance(b, _block_types) for b in frame.content
+    ):
+        blocks = content_blocks(frame.content)
+        return msgspec.structs.replace(
+            frame,
+            message_id=frame.message_id or new_id(),
+            content=blocks,
+            tokens=estimate_message_tokens(blocks),
+        )
     if isinstance(frame, MessageAppended) and (not frame.message_id or frame.tokens <= 0):
         return msgspec.structs.replace(
             frame,

@@ -118,14 +118,26 @@ def seal_batch(
     *,
     now_ms: int,
     expected_seq: int | None = None,
+    redact: Callable[[fr.Frame], fr.Frame] | None = None,
 ) -> tuple[list[bytes], Head]:
     """Number, timestamp and chain a batch after ``head`` (None: the thread is new).
 
     Shared by every backend so they agree byte for byte. A new thread gets ``thread_created`` at
-    seq 0 — the caller's, if the batch starts with one, else a default one. Raises
-    :class:`BadFrame` or :class:`SeqConflict`; nothing is written by the caller then.
+    seq 0 — the caller's, if the batch starts with one, else a default one. ``redact`` (the
+    store's :attr:`BaseStore.redactor`) rewrites each frame before anything else looks at it.
+    Every frame is checked the way a reader will decode it before it is sealed, so no call can
+    write a line a reader would refuse. Raises :class:`BadFrame` (naming the frame and field) or
+    :class:`SeqConflict`; nothing is written by the caller then.
     """
-    frames = [fr.normalize(f) for f in batch]
+    if redact is not None:
+        batch = [redact(f) for f in batch]
+    frames: list[fr.Frame] = []
+    for i, f in enumerate(batch):
+        try:
+            frames.append(fr.normalize(f))
+        except (TypeError, AttributeError, ValueError):
+            fr.checked_body(f, i)  # a wrong type in a field the estimate reads: name the field
+            raise
     if not frames:
         raise BadFrame("empty batch")
     for i, f in enumerate(frames):
@@ -157,7 +169,9 @@ def seal_batch(
         seq = next_seq + i
         if f.seq >= 0 and f.seq != seq:
             raise SeqConflict(thread_id, f.seq, seq)
-        body = fr.encode_body(replace(f, seq=seq, ts_ms=f.ts_ms or now_ms, more=i < last))
+        body = fr.checked_body(
+            replace(f, seq=seq, ts_ms=f.ts_ms or now_ms, more=i < last), i - offset_given
+        )
         prev = fr.chain(prev, body)
         lines.append(fr.seal(body, prev))
     return lines, Head(next_seq + last, prev.hex())
@@ -335,6 +349,9 @@ class BaseStore(ABC):
     artifacts: ArtifactStore
     clock: Callable[[], int]
     """Milliseconds since the epoch for frames appended without a ``ts_ms``."""
+    redactor: Callable[[fr.Frame], fr.Frame] | None = None
+    """Rewrites every frame appended to this store before it is sealed (secret redaction);
+    None: frames are stored as given."""
 
     @abstractmethod
     def thread(self, thread_id: str) -> Thread:

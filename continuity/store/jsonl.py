@@ -94,7 +94,14 @@ class JsonlThread(Thread):
         if not self.path.exists():
             # Refuse a bad first batch before the log file exists, so a failed append to a new
             # thread leaves nothing behind (under the lock the batch is sealed again for real).
-            seal_batch(self.id, batch, None, now_ms=0, expected_seq=expected_seq)
+            seal_batch(
+                self.id,
+                batch,
+                None,
+                now_ms=0,
+                expected_seq=expected_seq,
+                redact=self._store.redactor,
+            )
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -102,7 +109,12 @@ class JsonlThread(Thread):
             head = self._head_at(fd, size)
             created = head is None
             lines, new_head = seal_batch(
-                self.id, batch, head, now_ms=self._store.clock(), expected_seq=expected_seq
+                self.id,
+                batch,
+                head,
+                now_ms=self._store.clock(),
+                expected_seq=expected_seq,
+                redact=self._store.redactor,
             )
             data = b"".join(lines)
             written = 0
@@ -413,9 +425,11 @@ class Store(BaseStore):
         durable: bool = True,
         on_recovery: Callable[[Recovery], None] | None = None,
         clock: Callable[[], int] | None = None,
+        redactor: Callable[[fr.Frame], fr.Frame] | None = None,
     ) -> None:
         self.root = Path(path).absolute()
         self.clock = clock or now_ms
+        self.redactor = redactor
         self.durable = durable
         self.recoveries: list[Recovery] = []
         self._on_recovery = on_recovery

@@ -41,7 +41,12 @@ class MemoryThread(Thread):
         batch = batch_of(frames)
         with self._store._lock:
             lines, head = seal_batch(
-                self.id, batch, self._head(), now_ms=self._store.clock(), expected_seq=expected_seq
+                self.id,
+                batch,
+                self._head(),
+                now_ms=self._store.clock(),
+                expected_seq=expected_seq,
+                redact=self._store.redactor,
             )
             self._lines.extend(line[:-1] for line in lines)
             self._store._heads[self.id] = head
@@ -73,8 +78,14 @@ class MemoryThread(Thread):
 class MemoryStore(BaseStore):
     """Threads and artifacts in memory."""
 
-    def __init__(self, *, clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], int] | None = None,
+        redactor: Callable[[fr.Frame], fr.Frame] | None = None,
+    ) -> None:
         self.clock = clock or now_ms
+        self.redactor = redactor
         self._lock = threading.Lock()
         self._logs: dict[str, list[bytes]] = {}
         self._heads: dict[str, Head] = {}

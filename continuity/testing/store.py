@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -144,6 +146,71 @@ class StoreContract(ABC):
         with pytest.raises(BadFrame, match="assigned by the store"):
             t.append([msg(1), msgspec.structs.replace(msg(2), more=True)])
         assert not t.exists()
+
+    @pytest.mark.parametrize(
+        ("make", "field"),
+        [
+            (lambda: fr.message("tool", "x"), "$.role"),  # type: ignore[arg-type]
+            (lambda: fr.message(None, "x"), "$.role"),  # type: ignore[arg-type]
+            (
+                lambda: fr.message(
+                    "assistant",
+                    content=[fr.ToolUseBlock(id="1", name="Bash", input=cast(Any, "ls"))],
+                ),
+                "$.content[0].input",
+            ),
+            (
+                lambda: fr.message(
+                    "user", content=[fr.ToolResultBlock(tool_use_id="1", content=cast(Any, None))]
+                ),
+                "$.content[0].content",
+            ),
+            (
+                lambda: fr.MessageAppended(role="user", content=[fr.TextBlock(text=7)]),  # type: ignore[arg-type]
+                "$.content[0].text",
+            ),
+        ],
+    )
+    def test_a_frame_a_reader_would_refuse_is_never_sealed(
+        self, store: BaseStore, make: Callable[[], fr.Frame], field: str
+    ) -> None:
+        t = store.thread("t")
+        t.append(msg(1))
+        head = t.head()
+        with pytest.raises(BadFrame, match=rf"frame 1 of the batch .*{re.escape(field)}"):
+            t.append([msg(2), make()])
+        assert t.head() == head  # all or nothing: the good frame of the batch is not written
+        assert [f.seq for f in t.read()] == [0, 1]  # and the thread still reads
+        with pytest.raises(BadFrame, match="frame 0 of the batch"):
+            store.thread("new").append(make())
+        assert not store.thread("new").exists()
+
+    def test_content_given_as_dicts_becomes_blocks(self, store: BaseStore) -> None:
+        t = store.thread("t")
+        as_dicts = fr.message("user", content=[{"type": "text", "text": "abcdefgh"}])  # type: ignore[list-item]
+        as_blocks = fr.message("user", content=[fr.TextBlock(text="abcdefgh")])
+        assert as_dicts.content == as_blocks.content and as_dicts.tokens == as_blocks.tokens
+        raw = fr.MessageAppended(role="user", content=[{"type": "text", "text": "abcdefgh"}])  # type: ignore[list-item]
+        t.append(raw)
+        (stored,) = t.read(from_seq=1)
+        assert isinstance(stored, fr.MessageAppended)
+        assert stored.content == [fr.TextBlock(text="abcdefgh")] and stored.tokens == 6
+        with pytest.raises(BadFrame, match="content"):
+            t.append(fr.MessageAppended(role="user", content=[{"type": "nope"}]))  # type: ignore[list-item]
+
+    def test_the_redactor_rewrites_frames_before_they_are_sealed(self, store: BaseStore) -> None:
+        def hide(frame: fr.Frame) -> fr.Frame:
+            if isinstance(frame, fr.MessageAppended):
+                return fr.message(frame.role, "[hidden]", message_id=frame.message_id)
+            return frame
+
+        store.redactor = hide
+        t = store.thread("t")
+        t.append(fr.message("user", "my key is sk-secret", message_id="m1"))
+        (stored,) = t.read(from_seq=1)
+        assert isinstance(stored, fr.MessageAppended)
+        assert stored.content == [fr.TextBlock(text="[hidden]")] and stored.message_id == "m1"
+        assert all(b"sk-secret" not in line for _, line in t.read_lines())
 
     def test_messages_are_normalized_and_timestamped(
         self, store: BaseStore, clock: FixedClock
