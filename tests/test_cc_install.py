@@ -154,27 +154,71 @@ def test_reinstall_with_another_store_replaces_ours(settings: Path, tmp_path: Pa
     assert without_ours(data) == THEIRS
 
 
-def test_uninstall_removes_only_ours(settings: Path) -> None:
+def test_uninstall_gives_back_the_settings_from_before_the_install(settings: Path) -> None:
+    original = settings.read_bytes()
     assert cli("install", "claude-code").exit_code == 0
-    installed = settings.read_bytes()
     result = cli("uninstall", "claude-code")
     assert result.exit_code == 0, result.output
-    assert "removed" in result.stdout
-    data = json.loads(settings.read_text())
-    assert data == THEIRS
-    assert our_handlers(data) == {}
-    assert backup_of(settings).read_bytes() == installed
+    assert "removed" in result.stdout and "as it was before" in result.stdout
+    assert settings.read_bytes() == original  # byte for byte: their layout, not ours
+    assert our_handlers(json.loads(settings.read_text())) == {}
+    assert not backup_of(settings).exists()  # given back, so no longer needed
 
 
-def test_uninstall_of_an_install_into_an_empty_file_leaves_an_empty_object(home: Path) -> None:
-    path = home / ".claude" / "settings.json"
+def test_a_reinstall_keeps_the_first_backup(settings: Path, tmp_path: Path) -> None:
+    original = settings.read_bytes()
     assert cli("install", "claude-code").exit_code == 0
-    assert path.is_file()
+    result = cli("--store", str(tmp_path / "other"), "install", "claude-code")
+    assert result.exit_code == 0, result.output
+    assert "before the first install" in result.stdout
+    assert backup_of(settings).read_bytes() == original  # not the first install's version
     assert cli("uninstall", "claude-code").exit_code == 0
-    assert json.loads(path.read_text()) == {}
+    assert settings.read_bytes() == original
 
 
-def test_uninstall_when_nothing_is_installed_changes_nothing(settings: Path, home: Path) -> None:
+def test_uninstall_after_the_user_changed_their_settings_keeps_both(settings: Path) -> None:
+    original = settings.read_bytes()
+    assert cli("install", "claude-code").exit_code == 0
+    data = json.loads(settings.read_text())
+    data["model"] = "sonnet"  # changed by hand while installed
+    settings.write_text(json.dumps(data))
+    result = cli("uninstall", "claude-code")
+    assert result.exit_code == 0, result.output
+    assert str(backup_of(settings)) in result.stdout and "changed since" in result.stdout
+    assert json.loads(settings.read_text()) == {**THEIRS, "model": "sonnet"}
+    assert backup_of(settings).read_bytes() == original  # not thrown away
+
+    # The next install starts from the settings of now: the stale backup is replaced.
+    now = settings.read_bytes()
+    assert cli("install", "claude-code").exit_code == 0
+    assert backup_of(settings).read_bytes() == now
+    assert cli("uninstall", "claude-code").exit_code == 0
+    assert settings.read_bytes() == now and not backup_of(settings).exists()
+
+
+def test_uninstall_removes_what_install_created(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "README.md").write_text("mine")
+    args = ("--scope", "project", "--project", str(project))
+    assert cli("install", "claude-code", *args).exit_code == 0
+    assert (project / ".claude" / "settings.json").is_file()
+    result = cli("uninstall", "claude-code", *args)
+    assert result.exit_code == 0, result.output
+    assert "was removed" in result.stdout
+    assert sorted(p.name for p in project.iterdir()) == ["README.md"]  # no {}, no backup
+
+
+def test_uninstall_keeps_a_settings_folder_holding_other_files(home: Path) -> None:
+    claude = home / ".claude"
+    claude.mkdir()
+    (claude / "CLAUDE.md").write_text("notes")
+    assert cli("install", "claude-code").exit_code == 0
+    assert cli("uninstall", "claude-code").exit_code == 0
+    assert sorted(p.name for p in claude.iterdir()) == ["CLAUDE.md"]
+
+
+def test_uninstall_when_nothing_is_installed_changes_nothing(settings: Path) -> None:
     original = settings.read_bytes()
     result = cli("uninstall", "claude-code")
     assert result.exit_code == 0
@@ -182,10 +226,23 @@ def test_uninstall_when_nothing_is_installed_changes_nothing(settings: Path, hom
     assert settings.read_bytes() == original
     assert not backup_of(settings).exists()
 
-    missing = home / "elsewhere"
-    result = cli("uninstall", "claude-code", "--scope", "project", "--project", str(missing))
-    assert result.exit_code == 0
-    assert not missing.exists()
+
+@pytest.mark.parametrize("command", ["install", "uninstall"])
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_project_folder_that_is_not_there_is_refused(
+    tmp_path: Path, command: str, kind: str
+) -> None:
+    project = tmp_path / "nonexistent" / "dir"
+    if kind == "file":
+        project = tmp_path / "a-file"
+        project.write_text("not a folder")
+    before = sorted(tmp_path.rglob("*"))
+    result = cli(command, "claude-code", "--scope", "project", "--project", str(project))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and str(project) in result.stderr
+    assert ("no project folder" if kind == "missing" else "not a folder") in result.stderr
+    assert sorted(tmp_path.rglob("*")) == before  # nothing created
 
 
 def test_dry_run_prints_the_diff_and_writes_nothing(settings: Path) -> None:
@@ -287,7 +344,7 @@ def test_scopes_map_to_the_right_settings_file(
     assert (
         cli("uninstall", "claude-code", "--scope", scope, "--project", str(project)).exit_code == 0
     )
-    assert our_handlers(json.loads(expected.read_text())) == {}
+    assert not expected.exists()  # install made it, uninstall took it away
 
 
 def test_settings_path_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -383,3 +440,121 @@ def test_plan_install_is_a_pure_preview(settings: Path) -> None:
     assert plan.changed and plan.before == original.decode()
     assert plan.after is not None and "hook session-end" in plan.after
     assert settings.read_bytes() == original
+
+
+# --- links and odd files planted in an untrusted repository (ADR 0013) -----------------------
+
+
+@pytest.fixture
+def victim(home: Path) -> Path:
+    """The user's own settings, which a planted link points at."""
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(THEIRS))
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A cloned repository with project settings of its own."""
+    repo = tmp_path / "repo"
+    (repo / ".claude").mkdir(parents=True)
+    (repo / ".claude" / "settings.json").write_text('{"model": "haiku"}\n')
+    return repo
+
+
+def project_args(repo: Path) -> tuple[str, ...]:
+    return ("--scope", "project", "--project", str(repo))
+
+
+def snapshot(*roots: Path) -> dict[str, bytes | str]:
+    """Every entry under ``roots``: a file's bytes, or where a link points."""
+    out: dict[str, bytes | str] = {}
+    for root in roots:
+        for p in sorted(root.rglob("*")):
+            if p.is_symlink():
+                out[str(p)] = f"-> {os.readlink(p)}"
+            elif p.is_file():
+                out[str(p)] = p.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("command", ["install", "uninstall"])
+def test_a_backup_link_planted_in_a_repository_is_never_followed(
+    repo: Path, victim: Path, home: Path, command: str
+) -> None:
+    settings = repo / ".claude" / "settings.json"
+    if command == "uninstall":
+        assert cli("install", "claude-code", *project_args(repo)).exit_code == 0
+        backup_of(settings).unlink()
+    backup_of(settings).symlink_to(victim)
+    before = snapshot(repo, home)
+    result = cli(command, "claude-code", *project_args(repo))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert str(backup_of(settings)) in result.stderr and "symbolic link" in result.stderr
+    assert snapshot(repo, home) == before  # the user's settings, the repository's, the link
+
+
+def test_a_dangling_backup_link_is_not_written_through(repo: Path, tmp_path: Path) -> None:
+    settings = repo / ".claude" / "settings.json"
+    target = tmp_path / "home" / ".bashrc"
+    backup_of(settings).symlink_to(target)
+    result = cli("install", "claude-code", *project_args(repo))
+    assert result.exit_code == 1 and "symbolic link" in result.stderr
+    assert not target.exists()
+    assert settings.read_text() == '{"model": "haiku"}\n'
+
+
+def test_a_backup_path_that_is_a_folder_is_refused(settings: Path) -> None:
+    backup_of(settings).mkdir()
+    original = settings.read_bytes()
+    result = cli("install", "claude-code")
+    assert result.exit_code == 1 and "not a regular file" in result.stderr
+    assert settings.read_bytes() == original
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_project_settings_that_lead_out_of_the_project_are_refused(
+    tmp_path: Path, victim: Path, home: Path, link: str
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    if link == "file":
+        (repo / ".claude").mkdir()
+        (repo / ".claude" / "settings.json").symlink_to(victim)
+    else:
+        (repo / ".claude").symlink_to(victim.parent)
+    before = snapshot(repo, home)
+    for command in ("install", "uninstall"):
+        result = cli(command, "claude-code", *project_args(repo))
+        assert result.exit_code == 1, command
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1 and "leads out of the project" in result.stderr
+        assert snapshot(repo, home) == before
+
+
+def test_a_link_inside_the_project_is_written_through(repo: Path) -> None:
+    shared = repo / "config" / "claude.json"
+    shared.parent.mkdir()
+    shared.write_text(json.dumps(THEIRS))
+    link = repo / ".claude" / "settings.local.json"
+    link.symlink_to(Path("..") / "config" / "claude.json")
+    args = ("--scope", "local", "--project", str(repo))
+    assert cli("install", "claude-code", *args).exit_code == 0
+    assert link.is_symlink()
+    assert set(our_handlers(json.loads(shared.read_text()))) == set(SLUGS)
+    assert cli("uninstall", "claude-code", *args).exit_code == 0
+    assert json.loads(shared.read_text()) == THEIRS
+
+
+def test_a_settings_path_that_is_not_a_regular_file_is_refused(home: Path) -> None:
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir()
+    os.mkfifo(path)  # reading it would wait for a writer forever
+    result = cli("install", "claude-code")
+    assert result.exit_code == 1
+    assert "not a regular file" in result.stderr
+    assert stat.S_ISFIFO(path.lstat().st_mode)
+    assert not backup_of(path).exists()

@@ -1,34 +1,43 @@
 """Wiring continuity's hooks into Claude Code's settings, and taking them out again.
 
 The merge is idempotent and keeps every other hook and setting; the file is written atomically
-(temp file + rename) after a backup of the previous version; a file that is not a JSON object is
-refused untouched. The hook command is absolute (the installed entry point or the interpreter
-running this), so it works whatever directory and PATH Claude Code runs hooks with.
+(temp file + rename) after a backup of the settings as they were before our hooks went in, and
+uninstall gives those back exactly (or removes the file install created). A file that is not a
+JSON object is refused untouched. Nothing is written through a link that was not made by the
+user: a backup path that is a link is refused, and a project's settings that a link leads out
+of the project are refused (ADR 0013). The hook command is absolute (the installed entry point
+or the interpreter running this), so it works whatever directory and PATH Claude Code runs
+hooks with.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
 import re
 import shlex
 import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from continuity._fs import atomic_write
+from continuity._fs import atomic_write, fsync_dir
 from continuity.errors import InvalidSettings
 
 __all__ = [
+    "BACKUP_SUFFIX",
     "HOOKS",
     "InstallPlan",
     "apply_plan",
+    "backup_path",
     "hook_command",
     "plan_install",
     "plan_uninstall",
+    "project_folder",
     "settings_path",
 ]
 
@@ -45,17 +54,40 @@ HOOKS: Final = (
     ("SubagentStop", "subagent-stop", None, 30),
     ("SessionEnd", "session-end", None, 60),
 )
+BACKUP_SUFFIX: Final = ".continuity-backup"
 _OURS: Final = re.compile(
     r"(?:^|[\s/])continuity(?:\.exe)?['\"]?\s+hook\s+[a-z-]+\s*$|-m continuity hook "
 )
 
 
+def _project_base(project_dir: Path | None) -> Path:
+    return (project_dir or Path(os.environ.get("CLAUDE_PROJECT_DIR") or Path.cwd())).absolute()
+
+
 def settings_path(scope: Scope, project_dir: Path | None = None, home: Path | None = None) -> Path:
     if scope == "user":
         return (home or Path.home()) / ".claude" / "settings.json"
-    base = project_dir or Path(os.environ.get("CLAUDE_PROJECT_DIR") or Path.cwd())
     name = "settings.json" if scope == "project" else "settings.local.json"
-    return base.absolute() / ".claude" / name
+    return _project_base(project_dir) / ".claude" / name
+
+
+def project_folder(scope: Scope, project_dir: Path | None = None) -> Path | None:
+    """The folder a project or local install writes in (None for the user scope). It must
+    exist: a mistyped ``--project`` must not create a tree of folders."""
+    if scope == "user":
+        return None
+    base = _project_base(project_dir)
+    if not base.exists():
+        raise FileNotFoundError(f"no project folder {base} (--project names an existing folder)")
+    if not base.is_dir():
+        raise NotADirectoryError(f"{base} is not a folder (--project names the project's folder)")
+    return base
+
+
+def backup_path(path: Path) -> Path:
+    """Where the settings from before our hooks went in are kept: beside ``path`` (beside the
+    link, when the settings file is one)."""
+    return path.with_name(path.name + BACKUP_SUFFIX)
 
 
 def _entry_point() -> list[str]:
@@ -86,9 +118,14 @@ def _is_ours(handler: Any) -> bool:
 
 
 def _read(path: Path) -> str | None:
-    """The settings file's text, or None when there is none."""
-    if not path.exists():
+    """The settings file's text, or None when there is none. Only a regular file is read: a
+    FIFO or device planted at the path would hang or feed the install."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
         return None
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidSettings(f"{path} is not a regular file; it was not changed")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -141,10 +178,23 @@ def _strip_ours(data: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class InstallPlan:
+    """One change to a settings file, computed before anything is written (``--dry-run``
+    prints it; :func:`apply_plan` makes it)."""
+
     path: Path
     before: str | None
     after: str | None
     """None: the file is to be removed (nothing of the user's would be left in it)."""
+    backup: Path
+    """Where the settings from before our hooks went in are kept (:func:`backup_path`)."""
+    save_backup: bool = False
+    """Write ``before`` to the backup first: the hooks go into settings that hold none of ours."""
+    restores_backup: bool = False
+    """``after`` is the backup's text, so the backup is removed once it is written."""
+    backup_differs: bool = False
+    """Uninstall: a backup exists but is not restored (the settings changed since the install)."""
+    within: Path | None = None
+    """The folder every write must stay in (project and local scopes), or None (user scope)."""
 
     @property
     def changed(self) -> bool:
@@ -153,17 +203,74 @@ class InstallPlan:
     def diff(self) -> str:
         a = (self.before or "").splitlines(keepends=True)
         b = (self.after or "").splitlines(keepends=True)
-        return "".join(difflib.unified_diff(a, b, f"{self.path} (now)", f"{self.path} (new)"))
+        new = f"{self.path} (new)" if self.after is not None else f"{self.path} (removed)"
+        return "".join(difflib.unified_diff(a, b, f"{self.path} (now)", new))
 
 
 def _dump(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def plan_install(path: Path, store: Path | None = None) -> InstallPlan:
-    """The settings file with our handlers merged in (ours replaced if already there)."""
+def _confine(path: Path, within: Path | None) -> None:
+    """Refuse a settings path that a link leads out of ``within``: in an untrusted repository,
+    ``.claude`` or ``.claude/settings.json`` may point at the user's own settings (ADR 0013)."""
+    if within is None:
+        return
+    real = path.resolve()
+    root = within.resolve()
+    if not real.is_relative_to(root):
+        raise InvalidSettings(
+            f"{path} is a symbolic link (or in a linked folder) that leads out of the project, "
+            f"to {real}; continuity does not write through it, and nothing was changed"
+        )
+
+
+def _read_backup(backup: Path) -> str | None:
+    """The backup's text ("" when it is not UTF-8), or None when there is none. Anything but a
+    regular file there (a link, a folder) is refused: install never follows a link it did not
+    create (ADR 0013)."""
+    try:
+        st = backup.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        raise InvalidSettings(
+            f"{backup} is {kind}, not a backup continuity wrote; it was not followed and "
+            "nothing was changed (remove it and run the command again)"
+        )
+    fd = os.open(backup, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
+
+
+def _holds(text: str, data: dict[str, Any]) -> bool:
+    """Whether the settings ``text`` are ``data`` (whatever their layout)."""
+    try:
+        return bool(json.loads(text) == data)
+    except json.JSONDecodeError:
+        return False
+
+
+def plan_install(
+    path: Path, store: Path | None = None, *, within: Path | None = None
+) -> InstallPlan:
+    """The settings file with our handlers merged in (ours replaced if already there).
+
+    The backup keeps the settings from before our hooks went in: the first install writes it;
+    a re-install (the file then holds ours) keeps it; an install into settings that hold none
+    of ours (after an uninstall) writes it afresh.
+    """
+    _confine(path, within)
     before = _read(path)
-    data = _strip_ours(_load(path))
+    backup = backup_path(path)
+    _read_backup(backup)  # a link planted there is refused before anything is written
+    original = _load(path)
+    data = _strip_ours(original)
     hooks = data.setdefault("hooks", {})
     for event, slug, matcher, timeout in HOOKS:
         group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
@@ -172,32 +279,58 @@ def plan_install(path: Path, store: Path | None = None) -> InstallPlan:
         ]
         hooks.setdefault(event, []).append(group)
     after = _dump(data)
-    if before is not None and _load(path) == json.loads(after):
+    if before is not None and original == json.loads(after):
         after = before  # already installed exactly like this: leave the bytes alone
-    return InstallPlan(path, before, after)
+    save = before is not None and after != before and _strip_ours(original) == original
+    return InstallPlan(path, before, after, backup, save_backup=save, within=within)
 
 
-def plan_uninstall(path: Path) -> InstallPlan:
+def plan_uninstall(path: Path, *, within: Path | None = None) -> InstallPlan:
+    """The settings file without our handlers: the backup's bytes when it holds exactly what is
+    left (then it is removed), no file at all when install created it and nothing of the user's
+    is left, else what is left."""
+    _confine(path, within)
     before = _read(path)
+    backup = backup_path(path)
     if before is None:
-        return InstallPlan(path, None, None)
+        return InstallPlan(path, None, None, backup, within=within)
     original = _load(path)
     data = _strip_ours(original)
-    after = before if data == original else _dump(data)
-    return InstallPlan(path, before, after)
+    if data == original:
+        return InstallPlan(path, before, before, backup, within=within)
+    saved = _read_backup(backup)
+    if saved is not None and _holds(saved, data):
+        return InstallPlan(path, before, saved, backup, restores_backup=True, within=within)
+    if saved is None and not data and not path.is_symlink():
+        return InstallPlan(path, before, None, backup, within=within)
+    differs = saved is not None
+    return InstallPlan(path, before, _dump(data), backup, backup_differs=differs, within=within)
 
 
 def apply_plan(plan: InstallPlan) -> Path | None:
-    """Write the plan (backup first); return the backup's path, if one was made."""
-    if not plan.changed or plan.after is None:
+    """Make the plan (the backup first); return the backup's path if one was written."""
+    if not plan.changed:
+        return None
+    _confine(plan.path, plan.within)  # nothing moved since the plan was made
+    if plan.after is None:
+        plan.path.unlink(missing_ok=True)
+        fsync_dir(plan.path.parent)
+        # The folder too when the file was all that was in it (install made both).
+        with contextlib.suppress(OSError):
+            plan.path.parent.rmdir()
         return None
     # A settings file kept in a dotfiles repository is often a symlink: write its target, so
     # the rename does not replace the link with a plain file.
     target = plan.path.resolve() if plan.path.is_symlink() else plan.path
     target.parent.mkdir(parents=True, exist_ok=True)
-    backup = None
-    if plan.before is not None:
-        backup = plan.path.with_name(plan.path.name + ".continuity-backup")
-        atomic_write(backup, plan.before.encode("utf-8"), durable=True)
+    written = None
+    if plan.save_backup and plan.before is not None:
+        _read_backup(plan.backup)  # refuse a link planted since the plan
+        # A temp file renamed over the backup: a link there is replaced, never followed.
+        atomic_write(plan.backup, plan.before.encode("utf-8"), durable=True)
+        written = plan.backup
     atomic_write(target, plan.after.encode("utf-8"), durable=True, keep_mode=True)
-    return backup
+    if plan.restores_backup:
+        plan.backup.unlink(missing_ok=True)
+        fsync_dir(plan.backup.parent)
+    return written

@@ -31,10 +31,13 @@ ProjectOpt = Annotated[
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the change; write nothing.")]
 
 
-def _settings(scope: ScopeOpt, project: Path | None) -> Path:
-    from continuity.claude_code.install import settings_path
+def _settings(scope: ScopeOpt, project: Path | None) -> tuple[Path, Path | None]:
+    """The settings file of ``scope`` and the project folder its writes must stay in."""
+    from continuity.claude_code.install import project_folder, settings_path
 
-    return settings_path(scope, project)
+    with errors():
+        within = project_folder(scope, project)
+    return settings_path(scope, project), within
 
 
 def install(
@@ -52,13 +55,13 @@ def install(
     from continuity.paths import default_store_path
 
     opts = ctx.obj
-    path = _settings(scope, project)
+    path, within = _settings(scope, project)
     # Claude Code runs hooks without the installing shell's environment: name the store in the
     # command unless it is where the hook would look by itself (no CONTINUITY_HOME).
     plain_env = {k: v for k, v in os.environ.items() if k != "CONTINUITY_HOME"}
     store = opts.store_path if opts.store_path != default_store_path(plain_env) else None
     with errors():
-        plan = plan_install(path, store)
+        plan = plan_install(path, store, within=within)
         if dry_run:
             typer.echo(plan.diff() or f"{path}: already installed, nothing to change")
             return
@@ -69,6 +72,8 @@ def install(
     typer.echo(f"installed continuity hooks in {path}")
     if backup is not None:
         typer.echo(f"previous settings saved to {backup}")
+    elif plan.backup.is_file() and not plan.backup.is_symlink():
+        typer.echo(f"the settings from before the first install stay in {plan.backup}")
 
 
 def uninstall(
@@ -77,21 +82,30 @@ def uninstall(
     project: ProjectOpt = None,
     dry_run: DryRunOpt = False,
 ) -> None:
-    """Remove continuity's hooks from Claude Code's settings (everything else is kept)."""
+    """Remove continuity's hooks from Claude Code's settings, giving back the settings from
+    before the install when nothing else changed (everything else is kept)."""
     from continuity.claude_code.install import apply_plan, plan_uninstall
 
-    path = _settings(scope, project)
+    path, within = _settings(scope, project)
     with errors():
-        plan = plan_uninstall(path)
+        plan = plan_uninstall(path, within=within)
         if dry_run:
             typer.echo(plan.diff() or f"{path}: no continuity hooks, nothing to change")
             return
         apply_plan(plan)
-    typer.echo(
-        f"removed continuity hooks from {path}"
-        if plan.changed
-        else f"{path}: no continuity hooks, nothing changed"
-    )
+    if not plan.changed:
+        typer.echo(f"{path}: no continuity hooks, nothing changed")
+    elif plan.after is None:
+        typer.echo(f"removed continuity hooks: {path} held nothing else and was removed")
+    elif plan.restores_backup:
+        typer.echo(f"removed continuity hooks: {path} is as it was before the install")
+    else:
+        typer.echo(f"removed continuity hooks from {path}")
+        if plan.backup_differs:
+            typer.echo(
+                f"the settings changed since the install: those from before it stay in "
+                f"{plan.backup}"
+            )
 
 
 def _transcripts(paths: list[Path]) -> list[Path]:
