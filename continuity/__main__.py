@@ -16,16 +16,48 @@ def _without_typing_extensions() -> bool:
     return True
 
 
+def _hook_command_line(args: list[str]) -> tuple[list[str], str | None] | None:
+    """The hook's own arguments and the ``--store`` given before or after ``hook`` (the last
+    one wins, as in the typer commands), or None when this is not a hook run or asks for help.
+
+    A hook never fails Claude Code (exit 2 would block a prompt or a compaction), so nothing
+    here is a usage error: a ``--store`` without its value is ignored, as are extra words.
+    """
+    store: str | None = None
+    i = 0
+    if args[:1] == ["--store"] and len(args) > 1:
+        store, i = args[1], 2
+    elif args[:1] and args[0].startswith("--store="):
+        store, i = args[0].removeprefix("--store="), 1
+    if args[i : i + 1] != ["hook"]:
+        return None
+    rest: list[str] = []
+    words = iter(args[i + 1 :])
+    for arg in words:
+        if arg in ("-h", "--help"):
+            return None
+        if arg == "--store":
+            store = next(words, store)
+        elif arg.startswith("--store="):
+            store = arg.removeprefix("--store=")
+        else:
+            rest.append(arg)
+    return rest, store
+
+
 def main() -> None:
     # numpy's OpenBLAS starts a thread per core when it loads (60 ms of a 2-core machine's
     # start-up); the CLI's few small products never use them. A user's setting wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # The hook path is latency-critical: dispatch it before typer, rich or numpy are imported.
-    if len(sys.argv) > 1 and sys.argv[1] == "hook" and not {"-h", "--help"} & set(sys.argv[2:]):
+    hook = _hook_command_line(sys.argv[1:])
+    if hook is not None:
         _without_typing_extensions()
         from continuity.claude_code.hooks import main as hook_main
+        from continuity.paths import resolve_store_path  # imported by the hooks anyway
 
-        sys.exit(hook_main(sys.argv[2:]))
+        args, store = hook
+        sys.exit(hook_main(args, store_path=resolve_store_path(store) if store else None))
     if "search" in sys.argv[1:4]:
         # Latency-critical too: a plain search runs before typer is imported (60-70 ms).
         blocked = _without_typing_extensions()

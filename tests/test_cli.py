@@ -312,9 +312,11 @@ def test_init_refuses_a_folder_that_is_not_a_store(run: Run, store: Path) -> Non
     assert sorted(p.name for p in store.iterdir()) == ["notes.txt"]
 
 
-def test_the_store_option_belongs_before_the_command(demo: Path, store: Path) -> None:
+def test_the_store_option_may_follow_the_command(demo: Path, store: Path) -> None:
+    # Not a silent fall-back to the default store (tests/test_cli_misuse.py has the rest).
     result = CliRunner().invoke(app, ["log", "demo", "--store", str(store)])
-    assert result.exit_code == 2  # a usage error, not a silent fall-back to the default store
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[-1].endswith("assistant: hi")
 
 
 # --- log ------------------------------------------------------------------------------------

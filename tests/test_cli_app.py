@@ -44,6 +44,8 @@ def test_an_unknown_module_is_refused() -> None:
         ([], None),
         (["--store"], None),
         (["nope", "x"], "nope"),
+        (["stats", "--store", "/s"], "stats"),
+        (["--version"], None),
     ],
 )
 def test_the_command_is_found_after_the_global_options(
@@ -52,7 +54,7 @@ def test_the_command_is_found_after_the_global_options(
     assert command_of(args) == command
 
 
-def _cli_modules(tmp_path: Path, args: list[str]) -> tuple[int, list[str]]:
+def _cli_modules(tmp_path: Path, args: list[str], stdin: bytes = b"") -> tuple[int, list[str]]:
     """The exit code of ``continuity ARGS`` and the continuity.cli modules it imported."""
     probe = tmp_path / "probe.py"
     probe.write_text(
@@ -68,7 +70,12 @@ def _cli_modules(tmp_path: Path, args: list[str]) -> tuple[int, list[str]]:
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
     done = subprocess.run(
-        [sys.executable, str(probe)], capture_output=True, env=env, timeout=60, check=False
+        [sys.executable, str(probe)],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     report = json.loads(done.stderr.decode().splitlines()[-1])
     return int(report[0]), report[1]
@@ -90,3 +97,26 @@ def test_a_run_imports_the_module_of_its_command_alone(tmp_path: Path) -> None:
     code, modules = _cli_modules(tmp_path, ["--help"])
     assert code == 0
     assert {f"continuity.cli.{m}" for m in MODULES} <= set(modules)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_hook_with_the_store_option_runs_without_the_cli(tmp_path: Path, where: str) -> None:
+    store = str(tmp_path / "store")
+    args = (
+        ["--store", store, "hook", "stop"]
+        if where == "before"
+        else ["hook", "stop", "--store", store]
+    )
+    code, modules = _cli_modules(tmp_path, args, stdin=b"{}")
+    assert code == 0  # a hook never fails Claude Code
+    assert modules == []  # dispatched before typer and the command modules
+    assert (tmp_path / "store" / "errors.log").is_file()  # the named store, not the default
+
+
+def test_version_needs_no_command() -> None:
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("continuity ")

@@ -2,21 +2,25 @@
 fail, and the options several commands take.
 
 Each command opens the store, calls one or two library functions and turns library errors into
-one clear line on stderr and a non-zero exit (1). Usage errors exit 2 (typer's convention).
+one clear line on stderr and a non-zero exit (1). Usage errors exit 2 (typer's convention). A
+thread id that is not in the store gets the ids it may have meant (:func:`thread_hint`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import ast
+import difflib
+import re
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Final, NoReturn
 
 import typer
 
 from continuity.cli._display import recovery_line
-from continuity.errors import ContinuityError
+from continuity.errors import ContinuityError, StoreNotFound, ThreadNotFound
 from continuity.store.base import Recovery
 from continuity.store.jsonl import Store
 
@@ -27,6 +31,8 @@ __all__ = [
     "fail",
     "open_store",
     "report_recovery",
+    "start_run",
+    "thread_hint",
 ]
 
 
@@ -37,9 +43,70 @@ class Options:
     store_path: Path
 
 
+_opened: list[Store] = []
+"""The store the running command opened: a thread id it does not hold gets suggestions from it."""
+
+
+def start_run(store_path: Path) -> Options:
+    """The options of a new run (the root callback's): nothing opened yet."""
+    _opened.clear()
+    return Options(store_path)
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+_MISSING: Final = re.compile(r"no thread ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+
+
+def _missing_id(exc: ThreadNotFound) -> str | None:
+    found = getattr(exc, "thread_id", None)
+    if isinstance(found, str):
+        return found
+    m = _MISSING.search(str(exc))
+    if m is None:
+        return None
+    value = ast.literal_eval(m.group(1))
+    return value if isinstance(value, str) else None
+
+
+def thread_hint(missing: str, known: Sequence[str], *, limit: int = 3) -> str:
+    """What to say after "no thread X": the ids that hold ``missing`` (a session id typed
+    without its ``cc-`` prefix, a shortened id), then the close spellings; or where to look."""
+    folded = missing.casefold()
+
+    def rank(t: str) -> int:  # 0: the id with a prefix (cc-), 1: shortened, 2: inside
+        low = t.casefold()
+        return 0 if low.endswith(folded) else 1 if low.startswith(folded) else 2
+
+    holding = sorted(
+        (t for t in known if len(missing) >= 3 and folded in t.casefold()),
+        key=lambda t: (rank(t), len(t), t),
+    )
+    if holding and rank(holding[0]) < 2:  # the id with or without a part: nothing else
+        picks = [t for t in holding if rank(t) < 2]
+    else:
+        close = difflib.get_close_matches(missing, known, n=limit, cutoff=0.6)
+        picks = list(dict.fromkeys([*holding, *close]))
+    if not picks:
+        return " (`continuity threads` lists every thread)"
+    shown = [repr(t) for t in picks[:limit]]
+    more = f" (and {len(picks) - limit} more)" if len(picks) > limit else ""
+    said = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+    return f"; did you mean {said}?{more}"
+
+
+def _not_found(exc: ThreadNotFound) -> str:
+    missing = _missing_id(exc)
+    if missing is None or not _opened:
+        return str(exc)
+    try:
+        known = _opened[0].threads()
+    except (ContinuityError, OSError):
+        return str(exc)
+    return f"{exc}{thread_hint(missing, known)}"
 
 
 @contextmanager
@@ -47,6 +114,8 @@ def errors(suffix: str = "") -> Iterator[None]:
     """Turn a library error, or the OS refusing a file operation, into one line and exit 1."""
     try:
         yield
+    except ThreadNotFound as exc:
+        fail(f"{_not_found(exc)}{suffix}")
     except ContinuityError as exc:
         fail(f"{exc}{suffix}")
     except BrokenPipeError:
@@ -63,8 +132,25 @@ def report_recovery(rec: Recovery) -> None:
     typer.echo(recovery_line(rec), err=True)
 
 
+def _not_a_store(path: Path) -> str | None:
+    """What is wrong when ``path`` is there but is no store (None: nothing is there)."""
+    if path.exists() and not path.is_dir():
+        return f"{path} is a file, not a store: --store names the store's folder"
+    if path.is_dir() and any(path.iterdir()):
+        return f"{path} is a folder that is not a continuity store (it has no store.json)"
+    return None
+
+
 def open_store(ctx: typer.Context, *, durable: bool = True, create: bool = False) -> Store:
     """The store ``--store`` names (or the default one), torn tails reported on stderr."""
     opts: Options = ctx.obj
     with errors():
-        return Store(opts.store_path, durable=durable, create=create, on_recovery=report_recovery)
+        try:
+            store = Store(
+                opts.store_path, durable=durable, create=create, on_recovery=report_recovery
+            )
+        except StoreNotFound as exc:
+            # Say what is there: "create one with `continuity init`" would fail on a file.
+            raise StoreNotFound(_not_a_store(opts.store_path) or str(exc)) from None
+    _opened[:] = [store]
+    return store

@@ -1,20 +1,26 @@
-"""The root of the ``continuity`` command line: the app, the global ``--store`` option, and the
-command modules registered on it (each receives the app; none imports this module).
+"""The root of the ``continuity`` command line: the app, the global ``--store`` and
+``--version`` options, and the command modules registered on it (each receives the app; none
+imports this module).
 
 A run imports and registers only the module of the command it names: building every command's
 options costs typer more than the work of most commands (about 6 ms of each process). Help, no
 command or an unknown one get the whole app. ``app`` (the whole app) is made on first use.
+
+``--store`` goes before the command or after it: every command that takes the context (which
+is where the store comes from) is given the option too (:class:`_StoreCommand`).
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import typer
+from typer.core import TyperCommand, TyperOption
 
-from continuity.cli._common import Options
+from continuity.cli._common import start_run
 from continuity.paths import resolve_store_path
 
 __all__ = ["COMMANDS", "MODULES", "build_app", "command_of", "main"]  # and `app`, made on use
@@ -26,6 +32,7 @@ COMMANDS: Final = {
     "verify": "store_commands",
     "rebuild-index": "store_commands",
     "stats": "store_commands",
+    "threads": "store_commands",
     "install": "claude_code_commands",
     "uninstall": "claude_code_commands",
     "ingest": "claude_code_commands",
@@ -40,6 +47,48 @@ COMMANDS: Final = {
 }
 """Each command and the module that registers it, in the order ``--help`` lists them."""
 MODULES: Final = tuple(dict.fromkeys(COMMANDS.values()))
+
+_STORE_HELP: Final = (
+    "The store folder. Default: $CONTINUITY_HOME, else $XDG_DATA_HOME/continuity, else "
+    "~/.local/share/continuity."
+)
+
+
+def _show_version(value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        number = version("continuity")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from continuity import __version__ as number
+    typer.echo(f"continuity {number}")
+    raise typer.Exit()
+
+
+def _store_after_command(ctx: typer.Context, _param: object, value: str | None) -> None:
+    # The root callback has run (click runs a group's callback before it parses the command's
+    # options), so this one, given later on the command line, wins.
+    if value is not None:
+        ctx.obj.store_path = resolve_store_path(value)
+
+
+class _StoreCommand(TyperCommand):
+    """A command that takes ``--store`` after its name too (click gives an option to the
+    command it follows, so the root's would be "No such option" there)."""
+
+    def __init__(self, name: str | None, **kwargs: Any) -> None:
+        store = TyperOption(
+            param_decls=["--store"],
+            type=str,
+            default=None,
+            expose_value=False,
+            callback=_store_after_command,
+            metavar="PATH",
+            help=_STORE_HELP + " Also accepted before the command.",
+        )
+        super().__init__(name, **{**kwargs, "params": [*(kwargs.get("params") or []), store]})
 
 
 def _root() -> typer.Typer:
@@ -56,16 +105,20 @@ def _root() -> typer.Typer:
         ctx: typer.Context,
         store: Annotated[
             str | None,
-            typer.Option(
-                "--store",
-                help="The store folder. Default: $CONTINUITY_HOME, else "
-                "$XDG_DATA_HOME/continuity, else ~/.local/share/continuity.",
-                show_default=False,
-            ),
+            typer.Option("--store", help=_STORE_HELP, show_default=False),
         ] = None,
+        version: Annotated[
+            bool,
+            typer.Option(
+                "--version",
+                is_eager=True,
+                callback=_show_version,
+                help="Print continuity's version and exit.",
+            ),
+        ] = False,
     ) -> None:
         """An append-only, hash-chained event log for agent conversations."""
-        ctx.obj = Options(resolve_store_path(store))
+        ctx.obj = start_run(resolve_store_path(store))
 
     return root
 
@@ -97,6 +150,10 @@ def build_app(modules: Iterable[str] = MODULES) -> typer.Typer:
     root = _root()
     for module in modules:
         _register(root, module)
+    for info in root.registered_commands:
+        # A command that takes the context reads the store from it: it takes --store too.
+        if info.callback is not None and "ctx" in inspect.signature(info.callback).parameters:
+            info.cls = _StoreCommand
     return root
 
 

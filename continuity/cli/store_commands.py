@@ -1,4 +1,4 @@
-"""The store commands: init, append, log, verify, rebuild-index, stats."""
+"""The store commands: init, append, log, verify, rebuild-index, stats, threads."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
     app.command("verify")(verify)
     app.command("rebuild-index")(rebuild_index)
     app.command("stats")(stats)
+    app.command("threads")(threads)
 
 
 def init(ctx: typer.Context) -> None:
@@ -208,3 +209,87 @@ def stats(
     typer.echo(f"artifacts    {s.artifacts} ({s.artifact_bytes} bytes compressed)")
     typer.echo(f"cache bytes  {s.cache_bytes}")
     typer.echo(f"quarantined  {s.quarantined}")
+
+
+class ThreadRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of ``continuity threads`` (one JSON object with ``--json``)."""
+
+    thread_id: str
+    frames: int
+    last_active: str
+    """The last frame's time, UTC."""
+    last_active_ms: int
+    kind: str
+    """``claude-code session``, ``claude-code subagent``, the ``source`` its creator recorded,
+    or ``other``."""
+    title: str | None = None
+    parent_thread_id: str | None = None
+    problem: str | None = None
+    """Why the thread could not be read (``continuity verify`` says more)."""
+
+
+def _kind(thread_id: str, first: fr.Frame | None) -> str:
+    # As `sessions` decides: the adapter marks its threads' first frame with its source.
+    if not isinstance(first, fr.ThreadCreated):
+        return "other"
+    source = first.meta.get("source", "")
+    if source == "claude-code":
+        agent = first.parent_thread_id is not None or ".agent-" in thread_id
+        return "claude-code subagent" if agent else "claude-code session"
+    return source or "other"
+
+
+def _row(store: Store, thread_id: str) -> ThreadRow:
+    """The first frame and the last one: two short reads, whatever the log's length."""
+    thread = store.thread(thread_id)
+    try:
+        first = next(iter(thread.read(to_seq=0)), None)
+        last = thread.tail(1)
+    except ContinuityError as exc:
+        return ThreadRow(
+            thread_id=thread_id,
+            frames=0,
+            last_active="-",
+            last_active_ms=0,
+            kind="?",
+            problem=str(exc),
+        )
+    ts = last[0].ts_ms if last else 0
+    created = first if isinstance(first, fr.ThreadCreated) else None
+    return ThreadRow(
+        thread_id=thread_id,
+        frames=last[0].seq + 1 if last else 0,
+        last_active=format_ts(ts) if ts else "-",
+        last_active_ms=ts,
+        kind=_kind(thread_id, first),
+        title=created.title if created else None,
+        parent_thread_id=created.parent_thread_id if created else None,
+    )
+
+
+def threads(
+    ctx: typer.Context,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object a line, for programs.")
+    ] = False,
+) -> None:
+    """Every thread: its frames, last activity and kind, the most recently active last."""
+    store = open_store(ctx)
+    with errors():
+        rows = [_row(store, tid) for tid in store.threads()]
+    rows.sort(key=lambda r: (r.last_active_ms, r.thread_id))
+    if as_json:
+        for r in rows:
+            typer.echo(msgspec.json.encode(r).decode())
+        return
+    if not rows:
+        typer.echo("no threads in this store yet")
+        return
+    width = max(len(r.thread_id) for r in rows)
+    frames_width = max(len(count(r.frames, "frame")) for r in rows)
+    for r in rows:
+        kind = f"unreadable: {r.problem}" if r.problem else r.kind
+        typer.echo(
+            f"{r.thread_id:<{width}}  {count(r.frames, 'frame'):>{frames_width}}  "
+            f"{r.last_active:<19}  {kind}"
+        )
