@@ -1,4 +1,5 @@
-"""The Claude Code commands of the CLI: ``ingest``, ``sessions``, and ``compile`` after an ingest.
+"""The Claude Code commands of the CLI: ``ingest`` (and what it skips, and an interrupted one),
+``sessions``, ``compile`` after an ingest, and ``hook`` with ``--store`` anywhere.
 
 Counts printed by the commands are checked against the store itself, so the tests hold for any
 fixture set the ``../shared/fixtures`` folder carries.
@@ -7,8 +8,11 @@ fixture set the ``../shared/fixtures`` folder carries.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -215,3 +219,171 @@ def test_subagent_threads_are_linked_to_their_session(store: Path, spotter: Path
     assert agents
     for info in agents:
         assert info.parent_thread_id == info.thread_id.split(".agent-")[0]
+
+
+# --- ingest under misuse --------------------------------------------------------------------
+
+
+def test_ingest_of_a_file_that_is_not_a_transcript_fails(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# A project\n\nSome words.\n" * 20)
+    result = run(tmp_path / "new", "ingest", str(readme))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert str(readme) in result.stderr and "not a Claude Code transcript" in result.stderr
+    assert not (tmp_path / "new").exists()  # nothing was given, so no store was made
+
+
+def test_ingest_of_json_lines_that_are_not_a_transcript_fails(store: Path, tmp_path: Path) -> None:
+    other = tmp_path / "metrics.jsonl"
+    other.write_text('{"cpu": 0.5}\n{"cpu": 0.7}\n')
+    notes = tmp_path / "notes.txt"
+    notes.write_text("plain text\n")
+    result = run(store, "ingest", str(other), str(notes))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[:2] == [
+        f"skipped {other}: not a Claude Code transcript",
+        f"skipped {notes}: not a Claude Code transcript",
+    ]
+    assert lines[2] == "error: no Claude Code transcript among the 2 files; nothing was ingested"
+    assert threads_bytes(store) == {}
+
+
+def test_ingest_skips_and_names_what_is_not_a_transcript(
+    store: Path, spotter: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    shutil.copy(spotter / "short.jsonl", folder / "short.jsonl")
+    (folder / "notes.jsonl").write_text("# not a transcript\n")
+    (folder / "empty.jsonl").write_bytes(b"")  # a session that has not begun: a transcript
+    report = ingested(run(store, "ingest", str(folder)))
+    assert report["transcripts"] == 2 and report["threads"] == 1
+    result = run(store, "ingest", str(folder))
+    assert result.stderr == f"skipped {folder / 'notes.jsonl'}: not a Claude Code transcript\n"
+
+
+def test_a_long_first_line_is_judged_by_its_start(store: Path, tmp_path: Path) -> None:
+    transcript = tmp_path / "s.jsonl"
+    line = {
+        "type": "user",
+        "uuid": "00000000-0000-4000-8000-000000000001",
+        "sessionId": "s",
+        "timestamp": "2026-01-05T09:00:00Z",
+        "cwd": "/work",
+        "message": {"role": "user", "content": "x" * 200_000},  # a pasted file
+    }
+    transcript.write_text(json.dumps(line) + "\n")
+    assert ingested(run(store, "ingest", str(transcript)))["messages"] == 1
+
+
+def test_ingest_of_a_folder_goes_past_a_file_name_that_is_not_utf8(
+    store: Path, spotter: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    shutil.copy(spotter / "short.jsonl", folder / "short.jsonl")
+    odd = os.path.join(os.fsencode(folder), b"caf\xe9.jsonl")
+    shutil.copy(spotter / "tool_heavy.jsonl", odd)
+    result = run(store, "ingest", str(folder))
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert message_counts(store).get("cc-short", 0) > 0  # the others were ingested
+    assert INGESTED.match(result.stdout.strip())
+    lines = result.stderr.splitlines()
+    assert (
+        lines[0]
+        == f"skipped {folder}/caf\\xe9.jsonl: its name is not UTF-8; rename it to ingest it"
+    )
+    assert lines[1] == "error: 1 transcript could not be ingested (named above)"
+
+
+def test_a_fifo_in_a_folder_does_not_hang_ingest(
+    store: Path, spotter: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    shutil.copy(spotter / "short.jsonl", folder / "short.jsonl")
+    os.mkfifo(folder / "pipe.jsonl")
+    result = run(store, "ingest", str(folder))
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"skipped {folder / 'pipe.jsonl'}: not a regular file\n"
+
+
+def test_an_interrupted_ingest_says_where_it_stopped_and_resumes(
+    store: Path, spotter: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import continuity.claude_code.ingest as ingest_module
+
+    whole = tmp_path / "whole"
+    Store(whole, create=True)
+    ingested(run(whole, "ingest", str(spotter)))
+
+    real = ingest_module.ingest_transcript
+    calls: list[Path] = []
+
+    def interrupted(store_: Store, path: Path, **kwargs: bool) -> object:
+        calls.append(path)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # Ctrl-C while the third file is read
+        return real(store_, path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest_module, "ingest_transcript", interrupted)
+    result = run(store, "ingest", str(spotter))
+    assert result.exit_code == 130
+    assert result.stdout == ""
+    total = len(list(spotter.rglob("*.jsonl")))
+    assert result.stderr == (
+        f"interrupted while ingesting {calls[2]} (2 of {total} transcripts done); what was "
+        "archived is kept: run the same command again to resume\n"
+    )
+    monkeypatch.setattr(ingest_module, "ingest_transcript", real)
+    again = ingested(run(store, "ingest", str(spotter)))
+    assert again["messages"] > 0
+    assert message_counts(store) == message_counts(whole)  # nothing lost, nothing twice
+
+
+# --- --store after the command, through the hook's fast path --------------------------------
+
+
+def test_hook_takes_the_store_option_after_its_event(
+    store: Path, spotter: Path, tmp_path: Path
+) -> None:
+    transcript = tmp_path / "short.jsonl"
+    transcript.write_bytes((spotter / "short.jsonl").read_bytes())
+    payload = json.dumps({"transcript_path": str(transcript), "hook_event_name": "Stop"})
+    result = CliRunner().invoke(app, ["hook", "stop", "--store", str(store)], input=payload)
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "")
+    assert message_counts(store).get("cc-short", 0) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["after", "before", "equals"])
+def test_a_hook_process_takes_the_store_option_before_or_after(
+    spotter: Path, tmp_path: Path, where: str
+) -> None:
+    transcript = tmp_path / "short.jsonl"
+    transcript.write_bytes((spotter / "short.jsonl").read_bytes())
+    payload = json.dumps({"transcript_path": str(transcript), "hook_event_name": "Stop"})
+    store = tmp_path / "named"
+    args = {
+        "after": ["hook", "stop", "--store", str(store)],
+        "before": ["--store", str(store), "hook", "stop"],
+        "equals": ["hook", "--store=" + str(store), "stop"],
+    }[where]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONTINUITY_", "CLAUDE_"))}
+    env["HOME"] = str(tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "-m", "continuity", *args],
+        input=payload.encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert message_counts(store).get("cc-short", 0) > 0
+    assert not (tmp_path / "home" / ".local").exists()  # not the default store

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
+import msgspec
 import typer
 
 from continuity.cli._common import count, errors, fail, open_store, report_recovery
@@ -108,6 +110,11 @@ def uninstall(
             )
 
 
+def _shown(path: Path) -> str:
+    """A path as it can be printed: bytes of its name that are not UTF-8 escaped (``\\xff``)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _transcripts(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for p in paths:
@@ -118,8 +125,73 @@ def _transcripts(paths: list[Path]) -> list[Path]:
             # sessions before their subagents, so parents exist when children link to them
             found.extend(sorted(files, key=lambda f: ("subagents" in f.parts, str(f))))
         else:
-            fail(f"no such file or folder: {p}")
+            fail(f"no such file or folder: {_shown(p)}")
     return found
+
+
+_SNIFF_BYTES: Final = 1 << 16
+_SNIFF_LINES: Final = 5
+
+
+def _is_record(raw: bytes) -> bool:
+    """Whether a line is a JSON object with a string ``type``, as every transcript line is."""
+    try:
+        obj = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        import json  # a lone surrogate escape or a broken byte: the tolerant reader's path
+
+        try:
+            obj = json.loads(raw.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            return False
+    return isinstance(obj, dict) and isinstance(obj.get("type"), str)
+
+
+def _is_transcript(path: Path) -> bool:
+    """Whether ``path`` reads as a Claude Code transcript: one of its first lines is a
+    transcript record, or it holds no line yet (a session that has not begun). Only its first
+    64 KiB are read."""
+    with open(path, "rb") as f:
+        head = f.read(_SNIFF_BYTES)
+        whole = len(head) < _SNIFF_BYTES or not f.read(1)
+    lines = head.split(b"\n")
+    cut = None if whole else lines.pop()  # a line the read cut short
+    seen = 0
+    for raw in lines:
+        if not raw.strip():
+            continue
+        if _is_record(raw):
+            return True
+        seen += 1
+        if seen >= _SNIFF_LINES:
+            return False
+    if cut is not None and cut.strip():
+        # A first line longer than the read (a pasted file, a large tool output): its start.
+        return seen == 0 and cut.lstrip().startswith(b"{") and b'"type"' in cut
+    return seen == 0
+
+
+def _sort_out(files: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The transcripts among ``files``, and the others with the reason each is skipped."""
+    todo: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for f in files:
+        try:
+            if not stat.S_ISREG(f.stat().st_mode):  # a FIFO would hang the read
+                skipped.append((f, "not a regular file"))
+            elif _is_transcript(f):
+                todo.append(f)
+            else:
+                skipped.append((f, "not a Claude Code transcript"))
+        except OSError as exc:
+            skipped.append((f, f"cannot be read ({exc.strerror or exc})"))
+    return todo, skipped
+
+
+def _same_file(name: object, path: Path) -> bool:
+    if not isinstance(name, (str, bytes)):
+        return False
+    return Path(os.fsdecode(name)).resolve() == path.resolve()
 
 
 def ingest(
@@ -129,44 +201,89 @@ def ingest(
         typer.Argument(help="Transcript files or folders (default: ~/.claude/projects)."),
     ] = None,
 ) -> None:
-    """Import Claude Code transcripts (past sessions), incrementally and without duplicates."""
+    """Import Claude Code transcripts (past sessions), incrementally and without duplicates.
+
+    Files that are not transcripts, or cannot be read, are skipped and named. Interrupted, it
+    says where it stopped; running it again resumes, losing nothing.
+    """
     from continuity.claude_code.ingest import ingest_transcript
 
     files = _transcripts(paths or [Path.home() / ".claude" / "projects"])
     if not files:
         fail("no transcripts (*.jsonl) found")
+    try:
+        todo, skipped = _sort_out(files)
+    except KeyboardInterrupt:
+        typer.echo("interrupted before anything was ingested", err=True)
+        raise typer.Exit(130) from None
+    if not todo:
+        if len(skipped) == 1:
+            f, why = skipped[0]
+            fail(f"{_shown(f)}: {why}; nothing was ingested")
+        for f, why in skipped:
+            typer.echo(f"skipped {_shown(f)}: {why}", err=True)
+        fail(f"no Claude Code transcript among the {len(files)} files; nothing was ingested")
     # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
     store = open_store(ctx, create=True)
     totals = {"messages": 0, "checkpoints": 0, "duplicates": 0, "bad": 0}
     threads: set[str] = set()
+    failed: list[tuple[Path, str]] = []
+    done = 0
 
     def one(f: Path) -> None:
-        with errors(f" ({f})"):
-            r = ingest_transcript(store, f, final=True)
+        # A file that cannot be read is skipped and named; trouble with the store stops the run.
+        with errors(f" (in {_shown(f)}; {done} of {len(todo)} transcripts done before it)"):
+            try:
+                r = ingest_transcript(store, f, final=True)
+            except UnicodeError:
+                failed.append((f, "its name is not UTF-8; rename it to ingest it"))
+                return
+            except OSError as exc:
+                if not _same_file(exc.filename, f):
+                    raise
+                failed.append((f, f"cannot be read ({exc.strerror or exc})"))
+                return
         totals["messages"] += r.messages
         totals["checkpoints"] += r.checkpoints
         totals["duplicates"] += r.duplicates
         totals["bad"] += r.skipped.get("<not json>", 0) + r.skipped.get("<not object>", 0)
         threads.update(r.threads)
 
-    if sys.stderr.isatty():
-        from rich.console import Console
-        from rich.progress import Progress
+    current = todo[0]
+    try:
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
 
-        with Progress(console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task("ingesting", total=len(files))
-            for f in files:
-                one(f)
-                bar.advance(task)
-    else:
-        for f in files:
-            one(f)
+            with Progress(console=Console(stderr=True), transient=True) as bar:
+                task = bar.add_task("ingesting", total=len(todo))
+                for current in todo:
+                    one(current)
+                    done += 1
+                    bar.advance(task)
+        else:
+            for current in todo:
+                one(current)
+                done += 1
+    except KeyboardInterrupt:
+        typer.echo(
+            f"interrupted while ingesting {_shown(current)} ({done} of "
+            f"{count(len(todo), 'transcript')} done); what was archived is kept: "
+            "run the same command again to resume",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    for f, why in [*skipped, *failed]:
+        typer.echo(f"skipped {_shown(f)}: {why}", err=True)
     typer.echo(
-        f"ingested {count(len(files), 'transcript')} into {count(len(threads), 'thread')}: "
+        f"ingested {count(len(todo) - len(failed), 'transcript')} into "
+        f"{count(len(threads), 'thread')}: "
         f"{count(totals['messages'], 'new message')}, "
         f"{count(totals['checkpoints'], 'compaction')}, "
         f"{totals['duplicates']} already archived, {totals['bad']} unreadable lines skipped"
     )
+    if failed:
+        fail(f"{count(len(failed), 'transcript')} could not be ingested (named above)")
 
 
 def sessions(
