@@ -39,6 +39,9 @@ What is here, by what it is for (each name's docstring says more):
 - **Search and recall**: :func:`search` across the store, :func:`search_prefix` within a
   thread's prefix; :class:`Hit`; an :class:`Embedder` (:class:`HashedEmbedder`) re-ranks.
   ``compile_context(..., recall=...)`` brings hits into a bundle.
+- **Secret redaction**: a :class:`Redactor` (the built-in :class:`RedactionRule` set, plus
+  yours) given as ``Store(path, redactor=Redactor())`` replaces API keys, tokens, private keys
+  and passwords in every frame before it is sealed; :func:`load_redactor` reads a config file.
 - **Errors**: every one is a :class:`ContinuityError` (the hierarchy is drawn in
   :mod:`continuity.errors`).
 
@@ -79,6 +82,7 @@ if TYPE_CHECKING:
         ArtifactCorrupt,
         ArtifactNotFound,
         BadFrame,
+        CachesReadOnly,
         ContinuityError,
         CorruptFrame,
         DemoError,
@@ -114,6 +118,7 @@ if TYPE_CHECKING:
         ToolUseBlock,
         message,
     )
+    from continuity.redaction import RedactionRule, Redactor, load_redactor
     from continuity.retrieval import Embedder, HashedEmbedder, Hit, search, search_prefix
     from continuity.store.base import BaseStore, Head, Recovery, Thread
     from continuity.store.jsonl import Store
@@ -184,11 +189,16 @@ _HOMES: Final = {
     "Hit": "continuity.retrieval",
     "search": "continuity.retrieval",
     "search_prefix": "continuity.retrieval",
+    # secret redaction
+    "RedactionRule": "continuity.redaction",
+    "Redactor": "continuity.redaction",
+    "load_redactor": "continuity.redaction",
     # errors
     "AnchorNotFound": "continuity.errors",
     "ArtifactCorrupt": "continuity.errors",
     "ArtifactNotFound": "continuity.errors",
     "BadFrame": "continuity.errors",
+    "CachesReadOnly": "continuity.errors",
     "ContinuityError": "continuity.errors",
     "CorruptFrame": "continuity.errors",
     "DemoError": "continuity.errors",
@@ -209,6 +219,7 @@ __all__ = [
     "ArtifactNotFound",
     "BadFrame",
     "BaseStore",
+    "CachesReadOnly",
     "CheckpointRef",
     "CompactionCheckpointCreated",
     "CompactionResult",
@@ -244,6 +255,8 @@ __all__ = [
     "RecallItem",
     "RecallRef",
     "Recovery",
+    "RedactionRule",
+    "Redactor",
     "Role",
     "SeqConflict",
     "SourceRef",
@@ -267,6 +280,7 @@ __all__ = [
     "__version__",
     "compile_context",
     "create_checkpoint",
+    "load_redactor",
     "message",
     "render",
     "run_compaction",

@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["atomic_write", "fsync_dir"]
+__all__ = ["atomic_write", "fsync_dir", "private_dirs"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -17,6 +17,21 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def private_dirs(path: Path) -> None:
+    """Create ``path`` and any missing parents as folders only their owner can enter (0700,
+    whatever the umask: it can only take bits away). ``Path.mkdir(parents=True)`` would give
+    the parents the default mode. An existing folder is left as it is."""
+    missing: list[Path] = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another process made it first
+            folder.mkdir(mode=0o700)
 
 
 def atomic_write(path: Path, data: bytes, *, durable: bool, keep_mode: bool = False) -> None:
@@ -31,7 +46,7 @@ def atomic_write(path: Path, data: bytes, *, durable: bool, keep_mode: bool = Fa
     settings file). The temporary file is removed if anything fails.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

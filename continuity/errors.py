@@ -11,6 +11,7 @@ working::
     ├── BadFrame               (ValueError) a frame given to append is not valid
     ├── SeqConflict            the caller expected another next seq (optimistic writers)
     ├── CorruptFrame           a stored frame does not parse, breaks seq order or the chain
+    ├── CachesReadOnly         a store's caches are out of date and this process cannot write them
     ├── ArtifactNotFound       (KeyError) no artifact under this id
     ├── ArtifactCorrupt        an artifact's bytes do not hash to its id
     ├── AnchorNotFound         compile: the anchor seq or message id is not in the log
@@ -31,6 +32,7 @@ __all__ = [
     "ArtifactCorrupt",
     "ArtifactNotFound",
     "BadFrame",
+    "CachesReadOnly",
     "ContinuityError",
     "CorruptFrame",
     "DemoError",
@@ -94,6 +96,11 @@ class CorruptFrame(ContinuityError):
         self.seq = seq
         self.offset = offset
         self.reason = reason
+
+
+class CachesReadOnly(ContinuityError):
+    """A store's caches are out of date and cannot be written (a read-only store); readers
+    that check :meth:`continuity.caches.ThreadIndex.available` first read the log instead."""
 
 
 class ArtifactNotFound(ContinuityError, KeyError):

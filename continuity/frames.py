@@ -29,6 +29,7 @@ from continuity.tokens import estimate_text
 __all__ = [
     "DIGEST_HEX_LEN",
     "GENESIS_DIGEST",
+    "SEAL_SUFFIX_LEN",
     "Block",
     "CheckpointRef",
     "CompactionCheckpointCreated",
@@ -51,6 +52,8 @@ __all__ = [
     "ToolUseBlock",
     "artifact_refs",
     "chain",
+    "checked_body",
+    "content_blocks",
     "decode_frame",
     "encode_body",
     "estimate_message_tokens",
@@ -60,6 +63,7 @@ __all__ = [
     "normalize",
     "parse_payload",
     "seal",
+    "stored_digest",
     "unseal",
 ]
 
@@ -279,6 +283,8 @@ GENESIS_DIGEST: Final = bytes(32)
 _DIGEST_OPEN: Final = b',"digest":"'
 _DIGEST_CLOSE: Final = b'"}'
 _SUFFIX_LEN: Final = len(_DIGEST_OPEN) + DIGEST_HEX_LEN + len(_DIGEST_CLOSE)
+SEAL_SUFFIX_LEN: Final = _SUFFIX_LEN
+"""How many bytes the digest member takes at the end of a stored line."""
 
 _encoder: Final = msgspec.json.Encoder()
 _decoder: Final[msgspec.json.Decoder[Frame]] = msgspec.json.Decoder(Frame)
@@ -334,6 +340,25 @@ def unseal(line: bytes) -> tuple[bytes, bytes] | None:
     if hexlify(digest) != hex_digest:
         return None
     return line[:start] + b"}", digest
+
+
+def stored_digest(line_end: bytes) -> bytes | None:
+    """The digest a stored line carries, from the line's last bytes alone (at least
+    :data:`SEAL_SUFFIX_LEN` of them, without the newline); None if they are not a seal's.
+
+    A read that starts at frame N checks N against N-1's stored digest: this reads that digest
+    without reading N-1's body, however long it is."""
+    if len(line_end) < _SUFFIX_LEN:
+        return None
+    tail = line_end[-_SUFFIX_LEN:]
+    if not tail.startswith(_DIGEST_OPEN) or not tail.endswith(_DIGEST_CLOSE):
+        return None
+    hex_digest = tail[len(_DIGEST_OPEN) : -len(_DIGEST_CLOSE)]
+    try:
+        digest = bytes.fromhex(hex_digest.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return digest if hexlify(digest) == hex_digest else None
 
 
 def decode_frame(line: bytes) -> Frame:

@@ -31,7 +31,7 @@ from continuity.caches.ranking import (
 )
 from continuity.caches.search_index import ThreadSearchIndex, docs_of, frame_text, tokenize
 from continuity.caches.thread_index import ThreadIndex
-from continuity.errors import InvalidQuery
+from continuity.errors import CorruptFrame, InvalidQuery
 from continuity.store.base import BaseStore, Thread, resolve_thread
 
 __all__ = ["Embedder", "HashedEmbedder", "Hit", "search", "search_prefix"]
@@ -104,9 +104,10 @@ def _with_snippets(
         if read is None:
             read = readers[h.thread_id] = reader(thread)
         frame = read(h.seq)
-        if frame is None:
-            out.append(h)
-            continue
+        if frame is None:  # the index names a frame the log does not hold
+            raise CorruptFrame(
+                thread.id, h.seq, -1, "the search index names this frame but the log ends before it"
+            )
         snippet, matched = _snippet(frame_text(frame, thread.store), terms)
         out.append(msgspec.structs.replace(h, ts_ms=frame.ts_ms, snippet=snippet, terms=matched))
     return out
@@ -132,7 +133,7 @@ def _threads(store: BaseStore, thread: str | None, project: str | None) -> list[
 def _corpus(thread: Thread) -> Corpus | None:
     """The whole thread as one corpus: its search index when the store keeps caches (brought up
     to date), else its documents read from the log."""
-    if ThreadIndex.available(thread):
+    if ThreadSearchIndex.usable(thread):
         view = ThreadSearchIndex(thread).current_view()
         return corpus_of_view(view, None) if view is not None and view.manifest.docs else None
     docs = list(docs_of(thread.read(), thread.store))

@@ -23,10 +23,13 @@ _RUNTIME_MODULES = {
     "continuity.frames": {
         "DIGEST_HEX_LEN",
         "GENESIS_DIGEST",
+        "SEAL_SUFFIX_LEN",
         "Block",
         "FrameBase",
         "artifact_refs",
         "chain",
+        "checked_body",
+        "content_blocks",
         "decode_frame",
         "encode_body",
         "estimate_message_tokens",
@@ -35,6 +38,7 @@ _RUNTIME_MODULES = {
         "normalize",
         "parse_payload",
         "seal",
+        "stored_digest",
         "unseal",
     },
     "continuity.store.base": {
@@ -72,6 +76,15 @@ _RUNTIME_MODULES = {
     "continuity.context.summarize": {"DEFAULT_BUDGETS", "SECTION_HEADINGS"},
     "continuity.summary": {"CUMULATIVE_V1", "SUMMARY_SCHEMA", "decode_summary", "summary_bytes"},
     "continuity.retrieval": set(),
+    "continuity.redaction": {
+        "BUILTIN_RULES",
+        "CONFIG_FILE",
+        "MARKER_PREFIX",
+        "META_KEY",
+        "RedactionConfig",
+        "RuleConfig",
+        "redaction_count",
+    },
     "continuity.tokens": {"HeuristicTokenizer", "estimate_text"},
 }
 

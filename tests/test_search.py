@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from continuity import frames as fr
 from continuity.caches import search_index as si
 from continuity.caches.ranking import MAX_QUERY_TERMS, query_terms
+from continuity.caches.thread_index import ThreadIndex
 from continuity.caches.search_index import (
     KIND_MESSAGE,
     KIND_OBSERVATION,
@@ -32,7 +33,7 @@ from continuity.caches.search_index import (
     merge_segments,
     tokenize,
 )
-from continuity.errors import InvalidQuery, InvalidThreadId, ThreadNotFound
+from continuity.errors import CorruptFrame, InvalidQuery, InvalidThreadId, ThreadNotFound
 from continuity.retrieval import HashedEmbedder, Hit, search, search_prefix
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
@@ -451,9 +452,13 @@ def test_an_index_that_disagrees_with_the_log_is_rebuilt(tmp_store: Store) -> No
     t.append([text("user", "first retry"), text("user", "second retry")])
     search(tmp_store, "retry")
     folder = tmp_store.cache_dir / "search" / "t"
-    # a different log under the same id: the watermark's digest no longer matches
+    # a different, shorter log under the same id: the caches say frames went missing, and
+    # search refuses until the caches are rebuilt for the log as it is now
     (tmp_store.root / "threads" / "t.jsonl").unlink()
     tmp_store.thread("t").append([text("user", "alembic only")])
+    with pytest.raises(CorruptFrame, match="committed frames are missing"):
+        search(tmp_store, "retry")
+    ThreadIndex(tmp_store.thread("t")).rebuild()
     assert search(tmp_store, "retry") == []
     assert [h.seq for h in search(tmp_store, "alembic")] == [1]
     # files damaged or missing behind the manifest's back

@@ -298,7 +298,7 @@ def rank_prefix(
     already. The hits carry no snippet."""
     if max_seq < 0 or k <= 0:
         return []
-    if use_caches and ThreadIndex.available(thread):
+    if use_caches and ThreadSearchIndex.usable(thread):
         view = ThreadSearchIndex(thread, frames).current_view()
         corpora = [corpus_of_view(view, max_seq)] if view is not None else []
     else:

@@ -43,9 +43,9 @@ import numpy as np
 import numpy.typing as npt
 
 from continuity import frames as fr
-from continuity._fs import atomic_write
-from continuity.caches.thread_index import ThreadIndex
-from continuity.errors import ArtifactCorrupt, ArtifactNotFound
+from continuity._fs import atomic_write, private_dirs
+from continuity.caches.thread_index import ThreadIndex, caches_writable
+from continuity.errors import ArtifactCorrupt, ArtifactNotFound, CachesReadOnly
 from continuity.store.base import BaseStore, Thread
 
 __all__ = [
@@ -446,6 +446,7 @@ class ThreadSearchIndex:
         if cache_dir is None:
             raise ValueError(f"the store of thread {thread.id!r} keeps no caches")
         self.frames = frames or ThreadIndex(thread)
+        self.cache_dir = cache_dir
         self.thread = thread
         self.thread_id = thread.id
         self.dir = cache_dir / "search" / thread.id
@@ -469,8 +470,8 @@ class ThreadSearchIndex:
     def _refresh(self, *, rebuild: bool) -> int:
         index = self.frames
         index.refresh()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        private_dirs(self.dir)
+        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             m = None if rebuild else self.manifest()
@@ -567,7 +568,8 @@ class ThreadSearchIndex:
         tail = self._tail(m)
         n_old_tail = len(tail)
         n_docs = m.docs
-        with open(self.dir / "docs.bin", "ab") as f:
+        fd = os.open(self.dir / "docs.bin", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "ab") as f:
             f.truncate(m.docs * _DOC.size)
             new = iter(docs)
             while chunk := list(islice(new, _CHUNK)):
@@ -589,7 +591,8 @@ class ThreadSearchIndex:
                 del tail[:start]
         if sealed == sealed_before:
             lines = b"".join(_encoder.encode(d) + b"\n" for d in tail[n_old_tail:])
-            with open(self.dir / "tail.jsonl", "ab") as f:
+            fd = os.open(self.dir / "tail.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "ab") as f:
                 f.truncate(m.tail_bytes)
                 f.write(lines)
             tail_bytes = m.tail_bytes + len(lines)
@@ -657,12 +660,35 @@ class ThreadSearchIndex:
         """The index as of the log's end. When nothing is new this costs one stat and one short
         read of the log: no catch-up of the frame caches, no other check. Otherwise (the log
         moved on, or the index is missing, old or damaged) it is ``refresh()`` then ``view()``.
-        None if the thread has nothing indexed yet."""
+        None if the thread has nothing indexed yet. In a store this process cannot write, an
+        index that is not current raises :class:`CachesReadOnly` (see :meth:`usable`)."""
         view = self._locked_view(current_only=True)
         if view is not None:
             return view
+        if not caches_writable(self.cache_dir):
+            self.frames.check_length()
+            raise CachesReadOnly(
+                f"the search index of thread {self.thread_id!r} is out of date and cannot be "
+                f"written ({self.cache_dir} cannot be written)"
+            )
         self.refresh()
         return self.view()
+
+    @staticmethod
+    def usable(thread: Thread) -> bool:
+        """Whether search should go through this thread's index: its store keeps caches and the
+        index can be brought up to date (written, or current already in a store this process
+        cannot write). Otherwise search reads the thread's documents from the log."""
+        cache_dir = thread.store.cache_dir
+        if cache_dir is None:
+            return False
+        if caches_writable(cache_dir):
+            return True
+        ThreadIndex(thread).check_length()
+        try:
+            return ThreadSearchIndex(thread)._locked_view(current_only=True) is not None
+        except OSError:
+            return False
 
     def _locked_view(self, *, current_only: bool) -> IndexView | None:
         """The view of the manifest, under the shared lock; with ``current_only``, None unless

@@ -32,7 +32,7 @@ import os
 import shutil
 import struct
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from pathlib import Path
@@ -41,8 +41,8 @@ from typing import Final, Literal, NamedTuple, TypeVar
 import msgspec
 
 from continuity import frames as fr
-from continuity._fs import atomic_write
-from continuity.errors import CorruptFrame
+from continuity._fs import atomic_write, private_dirs
+from continuity.errors import CachesReadOnly, CorruptFrame
 from continuity.store.base import BaseStore, LogReader, Thread
 from continuity.summary import CUMULATIVE_V1 as CUMULATIVE
 
@@ -55,6 +55,7 @@ __all__ = [
     "Progress",
     "RefreshResult",
     "ThreadIndex",
+    "caches_writable",
     "rebuild_all",
 ]
 
@@ -323,12 +324,39 @@ class ThreadIndex:
         if cache_dir is None:
             raise ValueError(f"the store of thread {thread.id!r} keeps no caches")
         self.thread = thread
+        self.cache_dir = cache_dir
         self.dir = cache_dir / "threads" / thread.id
 
     @staticmethod
     def available(thread: Thread) -> bool:
-        """Whether the thread's store keeps caches (its log is then readable as bytes)."""
-        return thread.store.cache_dir is not None
+        """Whether readers should go through this thread's caches: its store keeps them (its log
+        is then readable as bytes) and they can be brought up to date — written, or, in a store
+        this process cannot write (a read-only archive), current already. Otherwise readers
+        compute what they need from the log itself."""
+        cache_dir = thread.store.cache_dir
+        if cache_dir is None:
+            return False
+        if caches_writable(cache_dir):
+            return True
+        index = ThreadIndex(thread)
+        return index._current_read_only() is not False
+
+    def _current_read_only(self) -> bool | None:
+        """Without writing: True when the caches describe the log up to its committed end,
+        None when they say the log once went further (a refresh raises), else False."""
+        log = self.thread.open_log()
+        if log is None:
+            return False
+        with log:
+            end = log.end
+            manifest = self.manifest()
+            if self._shortfall(manifest, end) is not None:
+                return None
+            try:
+                start = self._trusted_end(manifest, log, end)
+            except OSError:
+                return False
+        return start is not None and start[1] == end
 
     # -- keeping the caches current --
 
@@ -339,7 +367,20 @@ class ThreadIndex:
             return None
 
     def refresh(self, progress: Progress | None = None) -> RefreshResult:
-        """Bring the caches up to the log's committed end: catch up, or rebuild if they diverge."""
+        """Bring the caches up to the log's committed end: catch up, or rebuild if they diverge.
+
+        In a store this process cannot write, current caches are used as they are, and caches
+        that are not raise :class:`CachesReadOnly` (:meth:`available` says so beforehand)."""
+        if not caches_writable(self.cache_dir):
+            state = self._current_read_only()
+            if state:
+                return RefreshResult("current", 0)
+            if state is None:
+                self.check_length()
+            raise CachesReadOnly(
+                f"the caches of thread {self.thread.id!r} are out of date and cannot be written "
+                f"({self.cache_dir} cannot be written)"
+            )
         with self._lock():
             log = self.thread.open_log()
             if log is None:
@@ -347,7 +388,11 @@ class ThreadIndex:
                 return RefreshResult("current", 0)
             with log:
                 end = log.end
-                start = self._trusted_end(self.manifest(), log, end)
+                manifest = self.manifest()
+                shortfall = self._shortfall(manifest, end)
+                if shortfall is not None:
+                    raise CorruptFrame(self.thread.id, shortfall[0], end, shortfall[1])
+                start = self._trusted_end(manifest, log, end)
                 if start is None:
                     delta = _index_run(self.thread.id, log, 0, end, 0, progress)
                     self._write_fresh(delta)
@@ -395,6 +440,9 @@ class ThreadIndex:
         if log is None:
             return ["caches exist for a thread with no log"]
         with log:
+            shortfall = self._shortfall(manifest, log.end)
+            if shortfall is not None:
+                return [f"seq {shortfall[0]}, byte offset {log.end}: {shortfall[1]}"]
             if self._trusted_end(manifest, log, log.end) is None:
                 return ["watermark does not match the log (a refresh will rebuild)"]
             delta = _index_run(self.thread.id, log, 0, manifest.log_end, 0)
@@ -534,7 +582,7 @@ class ThreadIndex:
     # -- files --
 
     def _lock(self) -> _FileLock:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        private_dirs(self.dir)
         return _FileLock(self.dir / ".lock")
 
     def _pread(self, name: str, n: int, at: int) -> bytes:
@@ -556,6 +604,45 @@ class ThreadIndex:
             _SELECTION: m.selection,
             _OTHER: m.other,
         }[name]
+
+    def check_length(self) -> None:
+        """Raise :class:`CorruptFrame` when the log is shorter than these caches recorded (frames
+        were cut from its end). Reads a manifest and the log's end; writes nothing."""
+        manifest = self.manifest()
+        if manifest is None:
+            return
+        log = self.thread.open_log()
+        end = 0
+        if log is not None:
+            with log:
+                end = log.end
+        shortfall = self._shortfall(manifest, end)
+        if shortfall is not None:
+            raise CorruptFrame(self.thread.id, shortfall[0], end, shortfall[1])
+
+    def _shortfall(self, m: Manifest | None, end: int) -> tuple[int, str] | None:
+        """(first missing seq, what is wrong) when the caches indexed this log further than it
+        now goes: committed frames were cut from its end (a crash never does that: a torn tail
+        is a batch that was never committed, and so never indexed). None otherwise."""
+        if m is None or m.version != _MANIFEST_VERSION or m.thread_id != self.thread.id:
+            return None
+        if m.log_end <= end:
+            return None
+        return (
+            self._first_missing(end),
+            f"the log ends here, but its caches indexed it up to seq {m.offsets.last_seq} "
+            f"(byte {m.log_end}): committed frames are missing from the log. If that is "
+            "expected, `continuity rebuild-index` accepts the log as it is now",
+        )
+
+    def _first_missing(self, end: int) -> int:
+        """The seq of the first frame at or past byte ``end``, by the offset index."""
+        data = self._pread(_OFFSETS, 1 << 30, 0)
+        offsets = array("Q")
+        offsets.frombytes(data[: len(data) - len(data) % 8])
+        if not _LITTLE:
+            offsets.byteswap()
+        return bisect_left(offsets, end)
 
     def _trusted_end(
         self, m: Manifest | None, log: LogReader, end: int
@@ -724,13 +811,28 @@ class ThreadIndex:
             (self.dir / name).unlink(missing_ok=True)
 
 
+_WRITABLE: Final[dict[Path, bool]] = {}
+
+
+def caches_writable(cache_dir: Path) -> bool:
+    """Whether this process can write the caches in ``cache_dir`` (asked once per process):
+    not on a read-only mount or in a folder it lacks permission for."""
+    known = _WRITABLE.get(cache_dir)
+    if known is None:
+        folder = cache_dir
+        while not folder.exists() and folder.parent != folder:
+            folder = folder.parent  # a deleted cache folder is made again where it was
+        known = _WRITABLE[cache_dir] = os.access(folder, os.W_OK)
+    return known
+
+
 class _FileLock:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.fd = -1
 
     def __enter__(self) -> _FileLock:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 

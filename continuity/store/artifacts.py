@@ -19,7 +19,7 @@ import blake3
 if TYPE_CHECKING:
     import zstandard
 
-from continuity._fs import atomic_write
+from continuity._fs import atomic_write, private_dirs
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound
 
 __all__ = [
@@ -132,7 +132,7 @@ class FileArtifactStore(ArtifactStore):
         target = self.path(aid)
         if target.exists():
             return aid
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(target.parent)
         atomic_write(target, self._codecs()[0].compress(data), durable=self.durable)
         return aid
 

@@ -305,6 +305,13 @@ class Thread(ABC):
     def exists(self) -> bool:
         return self.head() is not None
 
+    def quarantine_tail(self, offset: int, reason: str) -> Recovery:
+        """Move the log from byte ``offset`` (a line's start) to its end into quarantine, where
+        it is kept, never deleted; the log then ends just before it. The frames before it are
+        not touched. This is how a damaged log is repaired (``continuity repair``); a backend
+        whose logs cannot be damaged does not implement it."""
+        raise NotImplementedError(f"{type(self).__name__} logs cannot be damaged or repaired")
+
     def read(
         self,
         *,
@@ -360,6 +367,11 @@ class BaseStore(ABC):
     @abstractmethod
     def threads(self) -> list[str]:
         """The ids of every thread with at least one frame, sorted."""
+
+    def stored_thread_ids(self) -> list[str]:
+        """The ids of every thread that has a log, sorted: :meth:`threads` plus logs holding
+        bytes but no committed frame (a first batch cut short), which ``verify`` reports."""
+        return self.threads()
 
     def existing_thread(self, thread_id: str) -> Thread:
         """Like :meth:`thread`, but :class:`ThreadNotFound` when the thread has no frames."""

@@ -17,8 +17,10 @@ one left by a crash, so batches are all-or-nothing.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
@@ -27,7 +29,7 @@ from typing import Final
 import msgspec
 
 from continuity import frames as fr
-from continuity._fs import atomic_write, fsync_dir
+from continuity._fs import atomic_write, fsync_dir, private_dirs
 from continuity.errors import CorruptFrame, InvalidThreadId, JobInFlight, StoreNotFound
 from continuity.store.artifacts import FileArtifactStore
 from continuity.store.base import (
@@ -39,6 +41,7 @@ from continuity.store.base import (
     batch_of,
     now_ms,
     seal_batch,
+    validate_thread_id,
 )
 
 __all__ = ["STORE_FORMAT", "JsonlThread", "Store"]
@@ -102,7 +105,7 @@ class JsonlThread(Thread):
                 expected_seq=expected_seq,
                 redact=self._store.redactor,
             )
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = self._recover(fd)
@@ -118,8 +121,12 @@ class JsonlThread(Thread):
             )
             data = b"".join(lines)
             written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
+            try:
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+            except OSError as exc:  # a full disk, a quota, a file size limit
+                self._undo_partial_write(fd, size, written, exc)
+                raise
             if sync:
                 os.fdatasync(fd)
         finally:
@@ -128,6 +135,34 @@ class JsonlThread(Thread):
             fsync_dir(self.path.parent)
         n_given = len(batch)
         return range(new_head.seq - n_given + 1, new_head.seq + 1)
+
+    def quarantine_tail(self, offset: int, reason: str) -> Recovery:
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # no append runs while the tail moves
+            size = os.fstat(fd).st_size
+            if not 0 <= offset < size or (offset and os.pread(fd, 1, offset - 1) != b"\n"):
+                raise ValueError(f"byte {offset} is not the start of a line of {self.path}")
+            recovery = self._quarantine(fd, offset, size, reason)
+            os.ftruncate(fd, offset)
+            os.fsync(fd)
+            return recovery
+        finally:
+            os.close(fd)
+
+    def _undo_partial_write(self, fd: int, size: int, written: int, exc: OSError) -> None:
+        """Cut a batch that could not be written whole back off the log (under the lock, and
+        invisible to readers: its last line is missing), so a failed append leaves nothing
+        behind; or, if even that fails, say what was left."""
+        if written == 0:
+            return
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            exc.add_note(
+                f"{written} bytes of the unfinished batch are left at the end of "
+                f"{self.path}; readers ignore them and the next append moves them to quarantine"
+            )
 
     def _recover(self, fd: int) -> int:
         """Move a torn or unfinished tail to quarantine and truncate; return the log's size."""
@@ -162,11 +197,11 @@ class JsonlThread(Thread):
         os.fsync(fd)
         return cut
 
-    def _quarantine(self, fd: int, cut: int, size: int, reason: str) -> None:
+    def _quarantine(self, fd: int, cut: int, size: int, reason: str) -> Recovery:
         data = os.pread(fd, size - cut, cut)
         now = now_ms()
         qdir = self._store.root / "quarantine"
-        qdir.mkdir(exist_ok=True)
+        private_dirs(qdir)
         name = f"{self.id}@{cut}.{now}.json"
         record = {
             "thread_id": self.id,
@@ -179,6 +214,7 @@ class JsonlThread(Thread):
         atomic_write(qdir / name, msgspec.json.encode(record) + b"\n", durable=True)
         rec = Recovery(self.id, cut, len(data), reason, str(qdir / name), now)
         self._store._report(rec)
+        return rec
 
     def _head_at(self, fd: int, end: int) -> Head | None:
         """The head when the committed log ends at ``end``."""
@@ -278,7 +314,11 @@ class JsonlThread(Thread):
             if env.seq == seq:
                 return pos, line
             if env.seq > seq:
-                return None
+                # In a sound log the line after seq - 1 is seq: a frame is missing or misplaced.
+                where = f"seq {env.seq} is where {seq} belongs"
+                raise CorruptFrame(self.id, seq, pos, f"frame {seq} is missing ({where})")
+            if expect is not None and env.seq != expect:
+                raise CorruptFrame(self.id, expect, pos, f"seq {env.seq} where {expect} belongs")
             expect = env.seq + 1
             pos += len(line) + 1
         return None
@@ -316,21 +356,34 @@ class JsonlThread(Thread):
     def _iter_from(
         self, fd: int, pos: int, end: int, seq: int, to_seq: int | None
     ) -> Iterator[tuple[int, bytes]]:
-        # Seq 0 chains from genesis: without this, damage to the first frame's body would never
-        # be seen (nothing before it to check it against, and frame 1 only checks its digest).
-        prev_digest: bytes | None = fr.GENESIS_DIGEST if seq == 0 else None
-        buf = b""
+        # Every frame returned is checked against the chain, the first one too: seq 0 against
+        # genesis, any other against the digest stored at the end of the line before it (one
+        # small pread), so a read that starts in the middle of the log never returns an edited
+        # frame unnoticed.
+        prev_digest = fr.GENESIS_DIGEST if seq == 0 else self._digest_before(fd, pos, seq)
+        pending: list[bytes] = []  # the start of a line longer than the chunks read so far
         buf_pos = pos
         step = 8192  # most reads want a few frames: start small, grow to 256 KiB
-        while buf_pos < end or buf:
-            if buf_pos < end:
-                chunk = os.pread(fd, min(step, end - buf_pos), buf_pos)
-                step = min(step * 4, _CHUNK * 4)
-                buf_pos += len(chunk)
-                buf += chunk
-            lines = buf.split(b"\n")
-            buf = lines.pop()
-            for line in lines:
+        while buf_pos < end:
+            chunk = os.pread(fd, min(step, end - buf_pos), buf_pos)
+            if not chunk:
+                break
+            step = min(step * 4, _CHUNK * 4)
+            buf_pos += len(chunk)
+            at = 0
+            while True:
+                nl = chunk.find(b"\n", at)
+                if nl < 0:
+                    if at < len(chunk):
+                        pending.append(chunk[at:])  # joined once when its newline comes
+                    break
+                if pending:
+                    pending.append(chunk[at:nl])
+                    line = b"".join(pending)
+                    pending = []
+                else:
+                    line = chunk[at:nl]
+                at = nl + 1
                 sealed = fr.unseal(line)
                 env = _probe_line(line) if sealed is not None else None
                 if sealed is None or env is None:
@@ -338,7 +391,7 @@ class JsonlThread(Thread):
                 if env.seq != seq:
                     raise CorruptFrame(self.id, seq, pos, f"seq {env.seq} where {seq} belongs")
                 body, digest = sealed
-                if prev_digest is not None and fr.chain(prev_digest, body) != digest:
+                if fr.chain(prev_digest, body) != digest:
                     raise CorruptFrame(self.id, seq, pos, "digest does not chain")
                 prev_digest = digest
                 yield seq, line
@@ -346,8 +399,18 @@ class JsonlThread(Thread):
                     return
                 pos += len(line) + 1
                 seq += 1
-            if buf_pos >= end and buf:
-                raise CorruptFrame(self.id, seq, pos, "line without newline inside the log")
+        if pending:
+            raise CorruptFrame(self.id, seq, pos, "line without newline inside the log")
+
+    def _digest_before(self, fd: int, pos: int, seq: int) -> bytes:
+        """The digest stored by the line that ends just before ``pos`` (frame ``seq - 1``)."""
+        want = fr.SEAL_SUFFIX_LEN
+        tail = os.pread(fd, want + 1, pos - want - 1) if pos > want else b""
+        digest = fr.stored_digest(tail[:-1]) if tail.endswith(b"\n") else None
+        if digest is None:
+            start = _line_start(fd, max(pos - 1, 0))
+            raise CorruptFrame(self.id, seq - 1, start, "not a sealed frame")
+        return digest
 
     def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
         try:
@@ -450,7 +513,13 @@ class Store(BaseStore):
         if self.root.is_dir() and not marker.exists() and any(self.root.iterdir()):
             raise StoreNotFound(f"{self.root} is a non-empty folder that is not a continuity store")
         for sub in ("threads", "artifacts", "quarantine", "cache"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            private_dirs(self.root / sub)
+        # Private whatever the umask or whoever made the folder: the store holds every prompt,
+        # file and command output of every session (ADR 0002).
+        mode = stat.S_IMODE(self.root.stat().st_mode)
+        if mode & 0o077:
+            with contextlib.suppress(PermissionError):  # not ours to change: leave it
+                os.chmod(self.root, mode & 0o700)
         if not marker.exists():
             atomic_write(marker, msgspec.json.encode(STORE_FORMAT) + b"\n", durable=True)
 
@@ -465,6 +534,17 @@ class Store(BaseStore):
         for p in folder.iterdir():
             if p.suffix == ".jsonl" and p.stat().st_size > 0 and self._has_frames(p):
                 ids.append(p.name[: -len(".jsonl")])
+        return sorted(ids)
+
+    def stored_thread_ids(self) -> list[str]:
+        folder = self.root / "threads"
+        if not folder.is_dir():
+            return []
+        ids = []
+        for p in folder.iterdir():
+            name = p.name[: -len(".jsonl")]
+            if p.suffix == ".jsonl" and p.stat().st_size > 0 and _valid_id(name):
+                ids.append(name)
         return sorted(ids)
 
     def _has_frames(self, path: Path) -> bool:
@@ -515,8 +595,8 @@ class Store(BaseStore):
         with ExitStack() as held:
             held.enter_context(super().job_lock(thread_id, job))
             path = self.cache_dir / "jobs" / f"{thread_id}.{job}.lock"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            private_dirs(path.parent)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             held.callback(os.close, fd)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -531,6 +611,14 @@ class Store(BaseStore):
 
 
 # --- small file helpers ---------------------------------------------------------------------
+
+
+def _valid_id(name: str) -> bool:
+    try:
+        validate_thread_id(name)
+    except InvalidThreadId:
+        return False
+    return True
 
 
 def _line_start(fd: int, pos: int) -> int:
