@@ -30,6 +30,7 @@ COMMANDS: Final = {
     "append": "store_commands",
     "log": "store_commands",
     "verify": "store_commands",
+    "repair": "store_commands",
     "rebuild-index": "store_commands",
     "stats": "store_commands",
     "threads": "store_commands",

@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
     app.command("append")(append)
     app.command("log")(log)
     app.command("verify")(verify)
+    app.command("repair")(repair)
     app.command("rebuild-index")(rebuild_index)
     app.command("stats")(stats)
     app.command("threads")(threads)
@@ -99,9 +100,18 @@ def log(
     elif isinstance(sys.stdout, io.TextIOWrapper):
         # A frame's text may not fit the terminal's encoding: escape it rather than crash.
         sys.stdout.reconfigure(errors="backslashreplace")
+    from continuity.caches.thread_index import ThreadIndex
+
     with errors():
         handle = store.existing_thread(thread)
-        for seq, line in handle.read_lines(from_seq=from_seq, to_seq=to_seq):
+        start: int | None = None
+        if ThreadIndex.available(handle):
+            # The caches remember how far the log went: a log cut short since is an error here,
+            # not a shorter answer. And the offset index seeks straight to the first frame.
+            index = ThreadIndex(handle)
+            index.check_length()
+            start = index.offset(from_seq)
+        for seq, line in handle.read_lines(from_seq=from_seq, to_seq=to_seq, start_offset=start):
             if as_json and wanted is None:
                 out.write(line + b"\n")
                 continue
@@ -125,14 +135,21 @@ def verify(
     thread: Annotated[
         str | None, typer.Argument(help="Only this thread (default: the whole store).")
     ] = None,
+    max_problems: Annotated[
+        int | None,
+        typer.Option(
+            "--max-problems", min=1, help="Stop after this many problems (for huge stores)."
+        ),
+    ] = None,
 ) -> None:
-    """Check every chain, referenced artifact and cache; exit 1 with a report if any is unsound."""
+    """Check every frame of every log, every artifact and cache; report every problem (thread,
+    seq, byte offset, what is wrong) and exit 1 if there is any."""
     from continuity.verify import verify_store
 
     store = open_store(ctx)
     with errors():
         chosen = None if thread is None else [store.existing_thread(thread)]
-        report = verify_store(store, chosen)
+        report = verify_store(store, chosen, limit=max_problems)
     for note in report.notes:
         typer.echo(f"note: {note}")
     for rec in report.quarantined:
@@ -147,9 +164,45 @@ def verify(
         f"{count(report.artifacts, 'artifact')} checked"
     )
     if not report.ok:
-        typer.echo(f"FAILED: {count(len(report.problems), 'problem')}; {summary}")
+        more = f" (stopped at --max-problems {max_problems})" if report.truncated else ""
+        typer.echo(f"FAILED: {count(len(report.problems), 'problem')}{more}; {summary}")
         raise typer.Exit(1)
     typer.echo(f"ok: {summary}")
+
+
+def repair(
+    ctx: typer.Context,
+    thread: Annotated[str, typer.Argument(help="The damaged thread.")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be moved; move nothing.")
+    ] = False,
+) -> None:
+    """Move a damaged log's tail, from its first bad frame on, into quarantine (kept, never
+    deleted); the sound frames before it stay as they are and the thread goes on after them."""
+    from continuity.verify import repair_thread
+
+    store = open_store(ctx)
+    with errors():
+        handle = store.thread(thread)
+        if not handle.path.exists():
+            store.existing_thread(thread)  # the error, with suggestions
+        done = repair_thread(handle, dry_run=dry_run)
+    if done is None:
+        typer.echo(f"thread {thread}: every frame is sound; nothing to repair")
+        return
+    p = done.problem
+    moved = f"{count(done.bytes_moved, 'byte')} from byte {done.offset} (the start of its batch)"
+    typer.echo(f"thread {thread}: first bad frame: {p.message}")
+    if done.recovery is None:
+        typer.echo(
+            f"would move {moved} to quarantine; {count(done.frames_kept, 'sound frame')} "
+            "would stay (dry run: nothing was moved)"
+        )
+        return
+    typer.echo(
+        f"moved {moved} to {done.recovery.quarantine_file}; the thread keeps its "
+        f"{count(done.frames_kept, 'sound frame')} and its caches were rebuilt"
+    )
 
 
 def rebuild_index(

@@ -1,0 +1,445 @@
+"""Integrity under damage and misuse: every read checks what it returns, verify names every bad
+line, repair moves a damaged tail aside, a store is private, a read-only store serves reads, a
+full disk leaves nothing half-written.
+
+The read-only and full-disk tests use the real thing: a read-only bind mount and a small tmpfs
+in a private mount namespace (``unshare -m``); they skip, saying why, where that is not allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from continuity import frames as fr
+from continuity.caches.thread_index import ThreadIndex
+from continuity.errors import CorruptFrame
+from continuity.retrieval import search
+from continuity.store.base import Head
+from continuity.store.jsonl import Store
+from continuity.verify import first_problem, repair_thread, verify_store
+
+CLI = [sys.executable, "-m", "continuity"]
+
+
+def _thread(store: Store, n: int = 30, tid: str = "t", batch: int = 1) -> list[int]:
+    """``n`` messages in batches of ``batch``, each naming its number; the lines' offsets."""
+    t = store.thread(tid)
+    i = 1
+    while i <= n:
+        size = min(batch, n - i + 1)
+        t.append(
+            [
+                fr.message("user", f"pay alice {j} dollars", message_id=f"m{j}")
+                for j in range(i, i + size)
+            ]
+        )
+        i += size
+    return _offsets(t.path)
+
+
+def _offsets(path: Path) -> list[int]:
+    out, pos = [], 0
+    for line in path.read_bytes().split(b"\n")[:-1]:
+        out.append(pos)
+        pos += len(line) + 1
+    return out
+
+
+def _edit(path: Path, old: bytes, new: bytes) -> None:
+    data = path.read_bytes()
+    assert data.count(old) == 1, old
+    path.write_bytes(data.replace(old, new))
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().split(b"\n")[:-1]
+
+
+def _write_lines(path: Path, lines: list[bytes]) -> None:
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+# --- reads check what they return -------------------------------------------------------------
+
+
+def test_a_read_that_starts_at_an_edited_frame_refuses_it(tmp_store: Store) -> None:
+    offsets = _thread(tmp_store)
+    t = tmp_store.thread("t")
+    _edit(t.path, b"alice 5 dollars", b"alice 9 dollars")
+    with pytest.raises(CorruptFrame, match=rf"seq 5, byte offset {offsets[5]}: digest"):
+        list(t.read(from_seq=5, to_seq=5))
+    with pytest.raises(CorruptFrame, match="seq 5"):  # with a right offset hint too
+        list(t.read_lines(from_seq=5, to_seq=5, start_offset=offsets[5]))
+    # the frames after it chain from its stored digest, which is intact: they read fine
+    assert [f.seq for f in t.read(from_seq=6, to_seq=7)] == [6, 7]
+
+
+def test_a_read_starting_after_a_damaged_digest_refuses_the_first_frame(tmp_store: Store) -> None:
+    _thread(tmp_store)
+    t = tmp_store.thread("t")
+    lines = _lines(t.path)
+    line = bytearray(lines[4])
+    line[-3] = ord("0") if line[-3] != ord("0") else ord("1")  # still a sealed line
+    lines[4] = bytes(line)
+    _write_lines(t.path, lines)
+    with pytest.raises(CorruptFrame, match=r"seq 5.*digest does not chain"):
+        list(t.read(from_seq=5))
+
+
+def test_a_deleted_line_is_an_error_not_an_empty_answer(tmp_store: Store) -> None:
+    _thread(tmp_store, 40)
+    t = tmp_store.thread("t")
+    lines = _lines(t.path)
+    del lines[12]
+    _write_lines(t.path, lines)
+    with pytest.raises(CorruptFrame, match="frame 12 is missing"):
+        list(t.read(from_seq=12, to_seq=12))
+    with pytest.raises(CorruptFrame, match="seq 13 where 12 belongs"):
+        list(t.read(from_seq=3))
+
+
+def test_swapped_lines_are_an_error_through_the_offset_index(tmp_store: Store) -> None:
+    _thread(tmp_store, 40)
+    t = tmp_store.thread("t")
+    index = ThreadIndex(t)
+    index.refresh()
+    lines = _lines(t.path)
+    lines[20], lines[21] = lines[21], lines[20]
+    _write_lines(t.path, lines)
+    for seq in (20, 21):
+        with pytest.raises(CorruptFrame):
+            list(index.read(seq, seq))
+    with pytest.raises(CorruptFrame):
+        search(tmp_store, "alice 21")
+
+
+def test_search_never_shows_an_edited_frame(tmp_store: Store) -> None:
+    _thread(tmp_store)
+    assert search(tmp_store, "alice 7")  # builds the index
+    _edit(tmp_store.thread("t").path, b"alice 7 dollars", b"alice X dollars")
+    with pytest.raises(CorruptFrame, match="seq 7"):
+        search(tmp_store, "pay alice 7")
+
+
+def test_a_long_line_reads_whole(tmp_store: Store) -> None:
+    big = "x" * (20 << 20)  # 20 MB, far past every read chunk
+    t = tmp_store.thread("t")
+    t.append(fr.message("user", "before"))
+    t.append(fr.message("user", big))
+    t.append(fr.message("user", "after"))
+    frames = list(t.read(from_seq=2))
+    assert isinstance(frames[0], fr.MessageAppended)
+    assert frames[0].content == [fr.TextBlock(text=big)] and len(frames) == 2
+    assert [f.seq for f in t.tail(2)] == [2, 3]
+
+
+# --- verify names every bad line ---------------------------------------------------------------
+
+
+def test_verify_reports_every_edited_frame(tmp_store: Store) -> None:
+    offsets = _thread(tmp_store)
+    path = tmp_store.thread("t").path
+    _edit(path, b"alice 2 dollars", b"alice 8 dollars")
+    _edit(path, b"alice 17 dollars", b"alice 71 dollars")
+    report = verify_store(tmp_store)
+    assert [(p.thread_id, p.seq, p.offset) for p in report.problems] == [
+        ("t", 2, offsets[2]),
+        ("t", 17, offsets[17]),
+    ]
+    assert all("digest does not chain" in p.message for p in report.problems)
+    assert report.frames == 31
+    limited = verify_store(tmp_store, limit=1)
+    assert len(limited.problems) == 1 and limited.truncated
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        ("delete", [(13, "frame 12 missing before it")]),
+        ("duplicate", [(12, "seq 12 again")]),
+        ("swap", [(13, "frame 12 missing"), (12, "seq 12 again")]),
+        ("seq", [(12, "carries seq 99 where 12 belongs")]),
+        ("garbage", [(12, "not a sealed frame")]),
+    ],
+)
+def test_verify_names_moved_and_missing_lines(
+    tmp_store: Store, damage: str, expected: list[tuple[int, str]]
+) -> None:
+    _thread(tmp_store)
+    path = tmp_store.thread("t").path
+    lines = _lines(path)
+    if damage == "delete":
+        del lines[12]
+    elif damage == "duplicate":
+        lines.insert(12, lines[12])
+    elif damage == "swap":
+        lines[12], lines[13] = lines[13], lines[12]
+    elif damage == "seq":
+        lines[12] = lines[12].replace(b'"seq":12,', b'"seq":99,')
+    else:
+        lines[12] = b"not json at all"
+    _write_lines(path, lines)
+    report = verify_store(tmp_store)
+    assert len(report.problems) == len(expected), report.problems
+    for problem, (seq, what) in zip(report.problems, expected, strict=True):
+        assert problem.seq == seq and what in problem.message
+        assert problem.offset is not None and problem.offset >= 0
+
+
+def test_verify_reports_a_log_shorter_than_its_caches(tmp_store: Store) -> None:
+    offsets = _thread(tmp_store)
+    ThreadIndex(tmp_store.thread("t")).refresh()
+    os.truncate(tmp_store.thread("t").path, offsets[20] + 7)  # mid-line: looks like a torn tail
+    report = verify_store(tmp_store)
+    (problem,) = report.problems
+    assert problem.where == "cache of thread t"
+    assert "seq 20" in problem.message and "committed frames are missing" in problem.message
+
+
+def test_verify_notes_a_log_cut_inside_its_first_batch(tmp_store: Store) -> None:
+    _thread(tmp_store, 10, batch=10)
+    os.truncate(tmp_store.thread("t").path, 300)
+    report = verify_store(tmp_store)
+    assert report.ok and report.threads == 0
+    assert report.notes == [
+        "thread t: 300 bytes and no committed frame (a write in progress, or a crash's torn "
+        "tail: the next append quarantines it)"
+    ]
+
+
+def test_verify_notes_jobs_that_never_ended(tmp_store: Store) -> None:
+    t = tmp_store.thread("t")
+    t.append(fr.JobSpawned(job_id="j1", kind="compaction"))
+    t.append(fr.JobSpawned(job_id="j2", kind="compaction"))
+    t.append(fr.JobEnded(job_id="j2", status="succeeded"))
+    report = verify_store(tmp_store)
+    assert report.ok
+    assert [n for n in report.notes if "never ended" in n] == [
+        "thread t: job j1 started at seq 1 and never ended (it is running, or its process "
+        "died: the next compaction runs it again)"
+    ]
+
+
+def test_verify_names_a_damaged_summary_artifact(tmp_store: Store) -> None:
+    aid = tmp_store.artifacts.put(b"the summary")
+    t = tmp_store.thread("t")
+    t.append(fr.message("user", "hi"))
+    t.append(
+        fr.CompactionCheckpointCreated(
+            checkpoint_id="cp",
+            cut_rule_id="manual",
+            summary_kind="cumulative_v1",
+            summary_artifact_id=aid,
+            from_seq=1,
+            to_seq=1,
+        )
+    )
+    tmp_store.artifacts.path(aid).write_bytes(b"\x00garbage")  # type: ignore[attr-defined]
+    (problem,) = verify_store(tmp_store).problems
+    assert problem.where == f"artifact {aid}" and "referenced by thread t seq 2" in problem.message
+
+
+# --- repair ------------------------------------------------------------------------------------
+
+
+def _poison(store: Store, tid: str = "t") -> None:
+    """Append a frame the way an older version could: sealed and chained, but a reader refuses
+    it (an invalid role)."""
+    t = store.thread(tid)
+    head = t.head()
+    assert head is not None
+    body = msgspec.json.encode(
+        {
+            "type": "message_appended",
+            "seq": head.next_seq,
+            "ts_ms": 1,
+            "message_id": "bad",
+            "role": "tool",
+            "content": [{"type": "text", "text": "x"}],
+            "tokens": 3,
+        }
+    )
+    digest = fr.chain(bytes.fromhex(head.digest), body)
+    with open(t.path, "ab") as f:
+        f.write(fr.seal(body, digest))
+
+
+def test_repair_moves_a_poisoned_tail_to_quarantine_and_keeps_the_rest(tmp_store: Store) -> None:
+    _thread(tmp_store, 12, batch=3)  # seq 0 + 1..12, batches [0..3], [4..6], [7..9], [10..12]
+    sound = _lines(tmp_store.thread("t").path)
+    _poison(tmp_store)
+    t = tmp_store.thread("t")
+    t_index = ThreadIndex(t)
+    with pytest.raises(CorruptFrame, match="Invalid enum value 'tool'"):
+        list(t.read())
+    problem = first_problem(t)
+    assert problem is not None and problem.seq == 13
+    assert repair_thread(t, dry_run=True) is not None
+    assert _lines(t.path)[:-1] == sound  # a dry run moves nothing
+    done = repair_thread(t)
+    assert done is not None and done.recovery is not None
+    assert (done.frames_kept, done.offset) == (13, len(b"".join(s + b"\n" for s in sound)))
+    assert _lines(t.path) == sound
+    record = msgspec.json.decode(Path(done.recovery.quarantine_file).read_bytes())
+    assert b"'tool'" not in record["data_b64"].encode() and record["length"] == done.bytes_moved
+    assert verify_store(tmp_store).ok
+    assert t.append(fr.message("user", "after")) == range(13, 14)
+    assert t_index.problems() == []
+    assert repair_thread(t) is None
+
+
+def test_repair_cuts_whole_batches(tmp_store: Store) -> None:
+    offsets = _thread(tmp_store, 12, batch=3)
+    t = tmp_store.thread("t")
+    _edit(t.path, b"alice 8 dollars", b"alice 0 dollars")  # seq 8, in the batch 7..9
+    done = repair_thread(t)
+    assert done is not None and (done.offset, done.frames_kept) == (offsets[7], 7)
+    assert t.head() == Head(6, t.head().digest)  # type: ignore[union-attr]
+    assert verify_store(tmp_store).ok
+    assert [f.seq for f in t.read()] == list(range(7))
+
+
+def test_repair_on_the_command_line(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s", create=True)
+    _thread(store, 6, batch=2)
+    _edit(store.thread("t").path, b"alice 4 dollars", b"alice 5 dollarz")
+    run = subprocess.run(
+        [*CLI, "--store", str(tmp_path / "s"), "repair", "t"], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert "first bad frame: seq 4" in run.stdout and "keeps" in run.stdout
+    ok = subprocess.run(
+        [*CLI, "--store", str(tmp_path / "s"), "verify"], capture_output=True, text=True
+    )
+    assert ok.returncode == 0 and "ok: 1 thread, 3 frames" in ok.stdout
+
+
+# --- a private store ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_a_store_is_private_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    old = os.umask(umask)
+    try:
+        store = Store(tmp_path / "s", create=True)
+        _thread(store, 3)
+        store.artifacts.put(b"an output")
+        ThreadIndex(store.thread("t")).refresh()
+        search(store, "alice")
+        store.thread("t").append(fr.message("user", "x"))
+    finally:
+        os.umask(old)
+    for path in [tmp_path / "s", *(tmp_path / "s").rglob("*")]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+
+
+def test_init_makes_an_existing_store_folder_private(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir(mode=0o755)
+    os.chmod(tmp_path / "s", 0o755)
+    Store(tmp_path / "s", create=True)
+    assert stat.S_IMODE((tmp_path / "s").stat().st_mode) == 0o700
+
+
+# --- a read-only store, a full disk: in a private mount namespace -------------------------------
+
+
+def _in_namespace(script: str) -> subprocess.CompletedProcess[str]:
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) for a private mount namespace")
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a mount namespace here: {probe.stderr.decode().strip()}")
+    return subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
+
+
+def test_a_read_only_store_serves_every_read_command(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = Store(root, create=True)
+    _thread(store, 40, batch=4)
+    search(store, "alice")  # caches built...
+    store.thread("t").append(fr.message("user", "pay bob 3 dollars"))  # ...and now stale
+    store.thread("u").append(fr.message("user", "never indexed"))
+    expected = {}
+    reads = {
+        "log": ["log", "t", "--from-seq", "38"],
+        "compile": ["compile", "t", "--dry-run", "--format", "text"],
+        "search": ["search", "pay bob"],
+        "stats": ["stats"],
+        "sessions": ["sessions"],
+        "verify": ["verify"],
+    }
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    for name, args in reads.items():  # the answers of a writable copy
+        run = subprocess.run([*CLI, "--store", str(copy), *args], capture_output=True, text=True)
+        assert run.returncode == 0, (name, run.stderr)
+        expected[name] = (run.stdout + run.stderr).replace(str(copy), str(root))
+    cli = " ".join(shlex.quote(a) for a in [*CLI, "--store", str(root)])
+    steps = [f"mount --bind -o ro {root} {root}", f"cd {tmp_path}"]
+    for name, args in reads.items():
+        steps.append(f"{cli} {' '.join(map(shlex.quote, args))} > {name}.out 2> {name}.err")
+    line = shlex.quote('{"role":"user","text":"x"}')
+    script = " && ".join(steps) + f" && echo {line} | {cli} append t; echo append=$?"
+    run = _in_namespace(script)
+    assert "append=1" in run.stdout, (run.stdout, run.stderr)
+    assert run.stderr.count("\n") == 1 and "Read-only file system" in run.stderr
+    for name in reads:
+        out = (tmp_path / f"{name}.out").read_text() + (tmp_path / f"{name}.err").read_text()
+        if name == "stats":  # the cache size differs: the read-only store wrote none
+            out = "\n".join(ln for ln in out.splitlines() if "cache" not in ln)
+            expected[name] = "\n".join(
+                ln for ln in expected[name].splitlines() if "cache" not in ln
+            )
+        assert out == expected[name], name
+
+
+def test_a_full_disk_leaves_nothing_half_written(tmp_path: Path) -> None:
+    mount = tmp_path / "small"
+    mount.mkdir()
+    code = textwrap.dedent(
+        f"""
+        import os
+        import continuity as c
+        from continuity.verify import verify_store
+        store = c.Store({str(mount / "s")!r}, create=True)
+        t = store.thread("t")
+        acked = 0
+        try:
+            while True:
+                t.append([c.message("user", "y" * 3000) for _ in range(8)])
+                acked += 8
+        except OSError as exc:
+            print("error", exc.errno, getattr(exc, "__notes__", None))
+        size = os.path.getsize(t.path)
+        frames = list(t.read())
+        whole = sum(len(line) + 1 for _, line in t.read_lines())
+        print("frames", len(frames) - 1 == acked, "size", size == whole)
+        print("quarantine", os.listdir({str(mount / "s" / "quarantine")!r}))
+        print("verify", verify_store(store).ok)
+        """
+    )
+    run = _in_namespace(
+        f"mount -t tmpfs -o size=192k tmpfs {mount} && {sys.executable} -c {_quote(code)}"
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "error 28 None",
+        "frames True size True",
+        "quarantine []",
+        "verify True",
+    ]
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "'\"'\"'") + "'"
