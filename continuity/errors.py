@@ -64,7 +64,12 @@ class InvalidThreadId(ContinuityError, ValueError):
 
 
 class ThreadNotFound(ContinuityError):
-    """A read asked for a thread that has no log."""
+    """A read asked for a thread that has no log. ``thread_id`` is the id asked for (the CLI
+    suggests the ids it may have meant)."""
+
+    def __init__(self, message: str, thread_id: str | None = None) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
 
 
 class BadFrame(ContinuityError, ValueError):
@@ -144,7 +149,8 @@ class InvalidQuery(ContinuityError, ValueError):
 
 
 class InvalidSettings(ContinuityError):
-    """A Claude Code settings file that is not a JSON object (left untouched)."""
+    """A Claude Code settings file that is not a JSON object, or a path install must not write
+    through (a link planted to lead elsewhere: ADR 0013); left untouched either way."""
 
 
 class DemoError(ContinuityError):

@@ -4,7 +4,8 @@
   modules registered on it;
 - :mod:`._common` is what every command module shares: opening the store, turning library
   errors into one line on stderr and exit 1, the options several commands take;
-- :mod:`.store_commands` (init, append, log, verify, rebuild-index, stats),
+- :mod:`.store_commands` (init, append, log, verify, repair, rebuild-index,
+  stats, threads),
   :mod:`.context_commands` (compile, checkpoint, compact, decisions),
   :mod:`.search_commands` (search) and :mod:`.claude_code_commands` (install, uninstall, ingest,
   sessions, hook, demo) each define commands and a ``register(app)``; none imports the root;

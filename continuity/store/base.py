@@ -377,7 +377,7 @@ class BaseStore(ABC):
         """Like :meth:`thread`, but :class:`ThreadNotFound` when the thread has no frames."""
         t = self.thread(thread_id)
         if not t.exists():
-            raise ThreadNotFound(f"no thread {thread_id!r} in this store")
+            raise ThreadNotFound(f"no thread {thread_id!r} in this store", thread_id)
         return t
 
     @property
@@ -425,7 +425,7 @@ def resolve_thread(target: BaseStore | Thread, thread_id: str | None = None) -> 
         if thread_id is not None and thread_id != target.id:
             raise TypeError(f"a thread handle ({target.id!r}) and another thread id {thread_id!r}")
         if not target.exists():
-            raise ThreadNotFound(f"no thread {target.id!r} in this store")
+            raise ThreadNotFound(f"no thread {target.id!r} in this store", target.id)
         return target
     if thread_id is None:
         raise TypeError("a store needs a thread id")

@@ -500,6 +500,12 @@ class Store(BaseStore):
         if create:
             self.init_layout()
         elif not marker.is_file():
+            if self.root.exists() and not self.root.is_dir():
+                raise StoreNotFound(f"{self.root} is a file, not a store folder")
+            if self.root.is_dir() and any(self.root.iterdir()):
+                raise StoreNotFound(
+                    f"{self.root} is a folder that is not a continuity store (it has no store.json)"
+                )
             raise StoreNotFound(
                 f"no continuity store at {self.root} (create one with `continuity init`)"
             )
