@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import errno
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -121,6 +122,11 @@ def errors(suffix: str = "") -> Iterator[None]:
     except BrokenPipeError:
         raise  # the reader went away (`| head`): click exits quietly
     except OSError as exc:
+        notes = getattr(exc, "__notes__", None)
+        if notes:  # the library says what was left behind: "nothing was written" would be false
+            fail(f"{exc}: {'; '.join(notes)}")
+        if exc.errno == errno.EROFS:
+            fail(f"the store is on a read-only file system ({exc.filename}){suffix}")
         fail(f"{exc}{suffix}")
 
 
