@@ -1,0 +1,755 @@
+"""Secret redaction: well-known secrets are replaced in frames before they are sealed.
+
+A :class:`Redactor` is a store's ``redactor`` (``Store(path, redactor=Redactor())``): every frame
+of every batch goes through it before it is numbered, checked and chained, so a secret never
+reaches the log, and so never a summary, an index or a bundle either (they are all made from
+the log). The Claude Code ingest applies one by default, to tool outputs before they become
+artifacts too.
+
+What is matched (:data:`BUILTIN_RULES`, in the order they are tried): private key blocks, the
+API keys of Anthropic, OpenAI, Google, GitHub, GitLab, Slack, Stripe, Hugging Face, npm and PyPI
+(each recognised by its documented prefix and shape), AWS access key ids and secret keys, JWTs,
+bearer and basic credentials in headers, passwords in URLs and ``curl -u``, and assignments
+whose key names a secret (``API_KEY=…``, ``"password": "…"``; only the value goes). A match is
+replaced by ``[REDACTED:<rule id>]``: the rest of the text, an assignment's key included, stays
+as it was. Redacting again changes nothing.
+
+Where: every text a model or a user reads (message text, thinking, tool inputs (every string
+inside, recursively), tool results and their previews, a thread's title, observations, a job's
+params, result and error, a recall query); never ids, digests, signatures or artifact ids. A
+frame without secrets comes back as the same object, and the common case is cheap: each rule's
+pattern starts with a literal the regex engine skips to, or the rule has keywords a text must
+hold before it is searched.
+
+How many: a message or ``thread_created`` frame that lost secrets says how many in
+``meta["redacted"]`` (``stats`` adds them up without scanning again). Frames without ``meta``
+are redacted all the same, but not counted.
+
+Configuration (``<store>/redaction.json`` for the Claude Code adapter, :func:`load_redactor`
+for anyone)::
+
+    {"enabled": true,
+     "disable": ["jwt"],
+     "rules": [{"id": "acme-token", "pattern": "acme_[A-Za-z0-9]{32}", "keywords": ["acme_"]}]}
+
+A rule's ``pattern`` is a Python regular expression; when it has a group named ``secret`` only
+that group is replaced. Artifacts a caller stores itself are not frames: pass their bytes
+through :meth:`Redactor.redact_bytes` first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from continuity import frames as fr
+from continuity.errors import BadFrame, InvalidSettings
+
+__all__ = [
+    "BUILTIN_RULES",
+    "CONFIG_FILE",
+    "MARKER_PREFIX",
+    "META_KEY",
+    "RedactionConfig",
+    "RedactionRule",
+    "Redactor",
+    "RuleConfig",
+    "load_redactor",
+    "redaction_count",
+]
+
+MARKER_PREFIX: Final = "[REDACTED:"
+META_KEY: Final = "redacted"
+CONFIG_FILE: Final = "redaction.json"
+_RULE_ID_RE: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+class RedactionRule:
+    """One kind of secret.
+
+    ``pattern`` is a regular expression; the secret is its group ``secret`` when it has one,
+    else the whole match. ``keywords`` are literal strings one of which every match contains:
+    a text holding none of them is not searched (a pattern that starts with a literal needs
+    none: the regex engine skips to it). ``ignore_case`` matches regardless of case (keywords
+    too). ``lowered`` says the pattern is written for lower-cased text: it is searched in
+    ``text.lower()``, which is several times faster than ignoring case, and gives the same
+    matches. ``boundary`` holds the characters that must not touch a match on either side (a
+    key is a whole token), and ``accept``, when given, may turn a secret down (a placeholder).
+    """
+
+    __slots__ = (
+        "_compiled",
+        "_folded",
+        "_group",
+        "accept",
+        "boundary",
+        "fold",
+        "id",
+        "keywords",
+        "lowered",
+        "pattern",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        pattern: str,
+        *,
+        keywords: Iterable[str] = (),
+        ignore_case: bool = False,
+        lowered: bool = False,
+        boundary: str = "",
+        accept: Callable[[str], bool] | None = None,
+    ) -> None:
+        if not _RULE_ID_RE.fullmatch(id):
+            raise ValueError(
+                f"redaction rule id {id!r}: use 1-64 lower-case letters, digits and . _ -"
+            )
+        self.id = id
+        self.pattern = pattern
+        self.lowered = lowered
+        self.fold = ignore_case or lowered
+        self.keywords = tuple(k.lower() if self.fold else k for k in keywords)
+        self.boundary = frozenset(boundary)
+        self.accept = accept
+        self._compiled: re.Pattern[str] | None = None
+        self._folded: re.Pattern[str] | None = None
+        self._group: int | str = 0
+
+    @property
+    def marker(self) -> str:
+        return f"{MARKER_PREFIX}{self.id}]"
+
+    def compile(self) -> re.Pattern[str]:
+        """The compiled pattern, compiled on first use (a hook process pays only for the rules
+        its texts call for). Raises :class:`re.error` for a bad pattern."""
+        if self._compiled is None:
+            flags = re.IGNORECASE if self.fold and not self.lowered else 0
+            self._compiled = re.compile(self.pattern, flags)
+            self._group = "secret" if "secret" in self._compiled.groupindex else 0
+        return self._compiled
+
+    def _target(self, text: str, lowered: str | None) -> tuple[re.Pattern[str], str]:
+        """The regex and the string to search: ``lowered`` when the pattern is written for it
+        and lowering kept every character in place (a few characters lower to two)."""
+        regex = self.compile()
+        if not self.lowered:
+            return regex, text
+        if lowered is not None and len(lowered) == len(text):
+            return regex, lowered
+        if self._folded is None:
+            self._folded = re.compile(self.pattern, re.IGNORECASE)
+        return self._folded, text
+
+    def applies(self, text: str, lowered: str) -> bool:
+        """Whether ``text`` (``lowered``: the same, lowered) holds a keyword, if there are any."""
+        if not self.keywords:
+            return True
+        hay = lowered if self.fold else text
+        return any(k in hay for k in self.keywords)
+
+    def secret_span(self, text: str, m: re.Match[str]) -> tuple[int, int] | None:
+        """Where the secret of match ``m`` is in ``text``, or None when it is not one."""
+        start, end = m.span(self._group)
+        if start >= end:  # the group did not take part
+            return None
+        if self.boundary:
+            before, after = m.start() - 1, m.end()
+            if (before >= 0 and text[before] in self.boundary) or (
+                after < len(text) and text[after] in self.boundary
+            ):
+                return None
+        if text.startswith(MARKER_PREFIX, start):
+            return None
+        if self.accept is not None and not self.accept(text[start:end]):
+            return None
+        return start, end
+
+    def apply(self, text: str, lowered: str | None = None) -> tuple[str, int]:
+        """``text`` with every secret replaced by the marker, and how many were."""
+        regex, hay = self._target(text, lowered)
+        marker = self.marker
+        parts: list[str] = []
+        pos = n = 0
+        for m in regex.finditer(hay):
+            span = self.secret_span(text, m)
+            if span is None or span[0] < pos:
+                continue
+            parts.append(text[pos : span[0]])
+            parts.append(marker)
+            pos = span[1]
+            n += 1
+        if not n:
+            return text, 0
+        parts.append(text[pos:])
+        return "".join(parts), n
+
+    def __repr__(self) -> str:
+        return f"RedactionRule({self.id!r})"
+
+
+# --- the assignment rule: a key that names a secret, and a value that looks like one --------
+
+_SECRET_WORDS: Final = frozenset(
+    [
+        "secret",
+        "secrets",
+        "token",
+        "password",
+        "passwd",
+        "passphrase",
+        "pwd",
+        "credential",
+        "credentials",
+        "apikey",
+        "secretkey",
+        "accesskey",
+        "privatekey",
+    ]
+)
+_KEY_QUALIFIERS: Final = frozenset(
+    [
+        "api",
+        "access",
+        "account",
+        "admin",
+        "app",
+        "auth",
+        "client",
+        "encryption",
+        "license",
+        "master",
+        "private",
+        "secret",
+        "service",
+        "session",
+        "signing",
+        "webhook",
+    ]
+)
+_WORD_SPLIT_RE: Final = re.compile(r"[_.\-]+|(?<=[a-z0-9])(?=[A-Z])")
+_ENV_NAME_RE: Final = re.compile(r"[A-Z][A-Z0-9_]*")
+_DOTTED_RE: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_IDENTIFIER_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLACEHOLDERS: Final = frozenset(
+    [
+        "changeme",
+        "change_me",
+        "password",
+        "secret",
+        "token",
+        "none",
+        "null",
+        "undefined",
+        "true",
+        "false",
+        "redacted",
+        "example",
+        "placeholder",
+    ]
+)
+_MIN_VALUE_CHARS: Final = 8
+
+
+_NOT_A_SECRET: Final = 0
+_WEAK: Final = 1
+_STRONG: Final = 2
+
+
+def _key_strength(key: str) -> int:
+    """How surely an assignment's key names a secret. Strong: its last word is one
+    (``DB_PASSWORD``, ``authToken``, ``client-secret``), or it is ``<qualifier> key``
+    (``api_key``, ``secretKey``, ``SIGNING_KEY``). Weak: any other environment name ending in
+    ``_KEY`` or ``_PASS`` (``STRIPE_KEY``, but also ``SORT_KEY``): its value must look random.
+    ``max_tokens``, ``sort_key`` and ``password_file`` name no secret."""
+    words = [w for w in _WORD_SPLIT_RE.split(key.strip("\"'")) if w]
+    if not words:
+        return _NOT_A_SECRET
+    low = [w.lower() for w in words]
+    if low[-1] == "base" and len(low) > 1:  # SECRET_KEY_BASE
+        low.pop()
+    last = low[-1]
+    if last in _SECRET_WORDS:
+        return _STRONG
+    if len(low) > 1 and last in ("key", "pass"):
+        if low[-2] in _KEY_QUALIFIERS:
+            return _STRONG
+        if _ENV_NAME_RE.fullmatch(key):
+            return _WEAK
+    return _NOT_A_SECRET
+
+
+def _looks_random(value: str) -> bool:
+    """What a key, unlike a setting or a variable, almost always is: it holds a digit, and it
+    is no identifier (``created_at``, ``access_token_v2``) unless a long one without ``_``
+    (``a1B2c3D4e5F6``)."""
+    if not any(c.isdigit() for c in value):
+        return False
+    return not _IDENTIFIER_RE.fullmatch(value) or ("_" not in value and len(value) >= 12)
+
+
+def _plausible_value(value: str) -> bool:
+    """Not a placeholder, a reference or a path: long enough, and not ``${VAR}``, ``<key>``,
+    ``****``, ``os.environ``, ``~/.ssh/id_rsa`` or a URL (its password has its own rule)."""
+    if len(value) < _MIN_VALUE_CHARS or value.startswith(MARKER_PREFIX):
+        return False
+    if any(c.isspace() for c in value):  # a sentence ("must be 8 characters"), not a key
+        return False
+    if value[0] in "$%{<*[(" or value.startswith(("~/", "./", "../")) or "://" in value:
+        return False
+    low = value.lower()
+    if low in _PLACEHOLDERS or low.startswith("your") or len(set(low)) == 1:
+        return False
+    return not _DOTTED_RE.fullmatch(value)
+
+
+_VALUE_RE: Final = re.compile(
+    r"""[ \t]*(?:"(?P<dq>(?:[^"\\\n]|\\.)*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"'`,;&|(){}\[\]<>]+))"""
+)
+_LINE_REST_RE: Final = re.compile(r"[ \t]*(?:#.*)?(?:\r?\n|$)")
+_KEY_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_LINE_LEAD_RE: Final = re.compile(r"[ \t]*(?:-[ \t]+|export[ \t]+)?[\"']?")
+
+
+_ASSIGNMENT_MARKER: Final = f"{MARKER_PREFIX}secret-assignment]"
+
+
+class _AssignmentRule(RedactionRule):
+    """``KEY=value``, ``key: value``, ``"key": "value"`` (``:=`` and ``=>`` too) where the key
+    names a secret (:func:`_key_strength`); only the value is replaced.
+
+    The value must look like one (:func:`_plausible_value`), and code must not look like it:
+    a bare (unquoted) value counts after ``=`` when the key is an environment name or the value
+    holds a digit and is no identifier, and after ``:`` only as a whole line's value (YAML) with
+    the same test; a quoted value counts whatever the key's case.
+    """
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(
+            "secret-assignment",
+            r"(?:key|secret|token|passw(?:or)?d|passphrase|pwd|pass|credentials?)(?:_base)?"
+            r"""(?P<q>["']?)[ \t]*(?P<sep>:=|=>|=(?!=)|:(?![:/]))""",
+            keywords=("key", "secret", "token", "pass", "pwd", "credential"),
+            lowered=True,
+        )
+
+    def secret_span(self, text: str, m: re.Match[str]) -> tuple[int, int] | None:
+        word_end = m.start("q")
+        start = m.start()
+        while start > 0 and text[start - 1] in _KEY_CHARS and word_end - start < 128:
+            start -= 1
+        quote = m.group("q")
+        if quote and (start == 0 or text[start - 1] != quote):
+            return None
+        key = text[start:word_end]
+        strength = _key_strength(key)
+        if strength == _NOT_A_SECRET:
+            return None
+        v = _VALUE_RE.match(text, m.end())
+        if v is None:
+            return None
+        sep = m.group("sep")
+        bare = v.group("bare")
+        if bare is None:
+            group = "dq" if v.group("dq") is not None else "sq"
+            value = v.group(group)
+            if not _plausible_value(value) or (strength == _WEAK and not _looks_random(value)):
+                return None
+            return v.span(group)
+        after = v.end()
+        if after < len(text) and text[after] in "([":  # a call or a subscript: code
+            return None
+        if not _plausible_value(bare):
+            return None
+        env_name = strength == _STRONG and bool(_ENV_NAME_RE.fullmatch(key))
+        if sep == ":":
+            line_start = text.rfind("\n", 0, start) + 1
+            leading = _LINE_LEAD_RE.fullmatch(text, line_start, start - (1 if quote else 0))
+            if leading is None or not _LINE_REST_RE.match(text, after):
+                return None
+        if not (env_name or _looks_random(bare)):
+            return None
+        return v.span("bare")
+
+
+# --- the built-in rules ----------------------------------------------------------------------
+
+# Characters that may not touch a token on either side. The patterns start with a literal where
+# they can (the regex engine then skips from one occurrence of it to the next, which is what
+# makes a text without secrets cheap); the edges are checked on the few matches instead.
+_TOKEN: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+_WORD: Final = _TOKEN[:-1]
+_ALNUM: Final = _TOKEN[:-2]
+
+
+def _has_digit(secret: str) -> bool:
+    return any(c.isdigit() for c in secret)
+
+
+def _plausible_password(value: str) -> bool:
+    """Not a reference (``$PASS``, ``${PASS}``, ``%s``, ``<password>``) or a mask (``****``)."""
+    return value[0] not in "$%{<*" and len(set(value)) > 1
+
+
+BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
+    RedactionRule(
+        "private-key",
+        # The whole block; or, cut short (no END), the lines of key material after BEGIN.
+        r"-----BEGIN[A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:[\s\S]{0,16384}?-----END[A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
+        r"|(?:(?:\r?\n|\\r?\\n)+(?:[A-Za-z0-9+/=]{8,}|(?:Proc-Type|DEK-Info): [^\r\n\\]*))*)",
+    ),
+    RedactionRule(
+        "anthropic-api-key",  # sk-ant-api03-…, sk-ant-admin01-…, sk-ant-oat01-… (OAuth)
+        r"sk-ant-(?:[a-z]{2,10}\d{2}-)?[A-Za-z0-9_-]{32,}",
+        boundary=_TOKEN,
+    ),
+    RedactionRule(
+        "openai-api-key",  # sk-proj-…, sk-svcacct-…, sk-admin-…, legacy sk-<48>, T3BlbkFJ inside
+        r"sk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"
+        r"|[A-Za-z0-9_-]{0,80}T3BlbkFJ[A-Za-z0-9_-]{16,}|[A-Za-z0-9]{32,})",
+        boundary=_TOKEN,
+    ),
+    RedactionRule(
+        "aws-access-key-id",  # long-term (AKIA), temporary (ASIA) and other key ids
+        r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}",
+        boundary=_ALNUM,
+    ),
+    RedactionRule(
+        "aws-secret-access-key",  # the 40 characters after a secret key's name; session tokens
+        r"(?:secret_?access_?key|aws_?secret_?key|session_?token)"
+        r"""["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-z0-9/+=]{40,})(?![a-z0-9/+=])""",
+        keywords=("access", "aws_secret", "awssecret", "token"),
+        lowered=True,
+    ),
+    RedactionRule(
+        "github-token",  # classic (ghp_ gho_ ghu_ ghs_ ghr_) and fine-grained (github_pat_)
+        r"gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}",
+        boundary=_WORD,
+    ),
+    RedactionRule(
+        "gitlab-token",  # personal (glpat-), deploy, runner, trigger, CI job, feed, … tokens
+        r"gl(?:pat|dt|rt|ptt|cbt|ft|soat|oas|imt|agent|ffct)-[A-Za-z0-9_-]{20,}"
+        r"(?:\.[A-Za-z0-9]{9})?",
+        boundary=_TOKEN,
+    ),
+    RedactionRule(
+        "slack-token",  # bot, user, workspace, legacy, configuration and app-level tokens
+        r"xox[abeoprs]-(?:\d-)?\d{6,14}-[A-Za-z0-9-]{8,}"
+        r"|xoxe(?:\.xox[bp])?-\d-[A-Za-z0-9]{100,}"
+        r"|xapp-\d-[A-Za-z0-9]+-\d+-[A-Za-z0-9]{20,}",
+        boundary=_TOKEN,
+    ),
+    RedactionRule(
+        "slack-webhook",
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9+/_-]{20,})",
+    ),
+    RedactionRule(
+        "stripe-key",  # secret and restricted keys, live and test; webhook signing secrets
+        r"[sr]k_(?:live|test)_[A-Za-z0-9]{20,247}|whsec_[A-Za-z0-9+/=]{24,}",
+        keywords=("k_live_", "k_test_", "whsec_"),
+        boundary=_WORD,
+    ),
+    RedactionRule("google-api-key", r"AIza[A-Za-z0-9_-]{35}", boundary=_TOKEN),
+    RedactionRule("huggingface-token", r"hf_[A-Za-z0-9]{34,40}", boundary=_WORD),
+    RedactionRule("npm-token", r"npm_[A-Za-z0-9]{36}", boundary=_WORD),
+    RedactionRule("pypi-token", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}", boundary=_TOKEN),
+    RedactionRule(
+        "jwt",  # header.payload.signature, both JSON objects base64url-encoded ("eyJ" is `{"`)
+        r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        boundary=_TOKEN,
+    ),
+    RedactionRule(
+        "bearer-token",  # Authorization: Bearer <token> (a token holds a digit; a word does not)
+        r"bearer[ \t]+(?P<secret>[a-z0-9._~+/-]{16,}=*)(?![a-z0-9._~+/=-])",
+        lowered=True,
+        boundary=_WORD,
+        accept=_has_digit,
+    ),
+    RedactionRule(
+        "basic-auth",
+        r"""authorization["']?[ \t]*[:=][ \t]*["']?basic[ \t]+(?P<secret>[a-z0-9+/]{8,}={0,2})""",
+        lowered=True,
+    ),
+    RedactionRule(
+        "api-key-header",
+        r"""(?:x-api-key|api-key|x-auth-token|private-token|x-goog-api-key)["']?[ \t]*:[ \t]*"""
+        r"""["']?(?P<secret>[a-z0-9._~+/=-]{16,})""",
+        keywords=("api-key", "auth-token", "private-token"),
+        lowered=True,
+        accept=_has_digit,
+    ),
+    RedactionRule(
+        "url-password",  # scheme://user:password@host
+        r"""://[^\s/:@"'<>]{0,256}:(?P<secret>[^\s/@"'<>]{1,256})@""",
+        accept=_plausible_password,
+    ),
+    RedactionRule(
+        "curl-user",  # curl -u user:password
+        r"""curl[ \t](?:[^\n|;&]*?[ \t])?(?:-u|--user)[ =]?["']?[^\s:"']+:(?P<secret>[^\s"']+)""",
+        accept=_plausible_password,
+    ),
+    _AssignmentRule(),
+)
+"""Every built-in rule, in the order they are tried (the most specific first, so a key with a
+known shape is named by its provider's rule rather than by the assignment it sits in)."""
+
+
+# --- the redactor ----------------------------------------------------------------------------
+
+
+class Redactor:
+    """Replaces secrets in frames, block lists, texts and bytes; a store's ``redactor``.
+
+    ``rules`` replaces the built-in rules (None: :data:`BUILTIN_RULES`); ``extra`` rules are
+    tried after them, but before the generic assignment rule (so a secret of a shape they know
+    is named by them); ``disable`` names rules to leave out (a name no rule has is an error).
+    """
+
+    def __init__(
+        self,
+        *,
+        rules: Iterable[RedactionRule] | None = None,
+        extra: Iterable[RedactionRule] = (),
+        disable: Iterable[str] = (),
+    ) -> None:
+        base = list(BUILTIN_RULES if rules is None else rules)
+        generic = [r for r in base if isinstance(r, _AssignmentRule)]
+        chosen = [*(r for r in base if r not in generic), *extra, *generic]
+        off = set(disable)
+        unknown = off - {r.id for r in chosen}
+        if unknown:
+            raise ValueError(f"no redaction rule named {', '.join(sorted(unknown))}")
+        self.rules: tuple[RedactionRule, ...] = tuple(r for r in chosen if r.id not in off)
+        # A tool input's {"password": "..."} is the dict form of an assignment.
+        self._fields = any(isinstance(r, _AssignmentRule) for r in self.rules)
+
+    @property
+    def rule_ids(self) -> list[str]:
+        return [r.id for r in self.rules]
+
+    # -- texts ----------------------------------------------------------------------------------
+
+    def redact_text(self, text: str) -> tuple[str, int]:
+        """``text`` with every secret replaced, and how many were (``text`` itself when none)."""
+        if not text:
+            return text, 0
+        lowered: str | None = None
+        total = 0
+        for rule in self.rules:
+            if rule.fold and lowered is None:
+                lowered = text.lower()
+            if not rule.applies(text, lowered or ""):
+                continue
+            text, n = rule.apply(text, lowered)
+            if n:
+                total += n
+                lowered = None
+        return text, total
+
+    def redact_bytes(self, data: bytes) -> tuple[bytes, int]:
+        """UTF-8 ``data`` (an artifact's content) redacted; bytes that are not UTF-8 are kept
+        as they are. Returns ``data`` itself when nothing was found."""
+        text = data.decode("utf-8", "surrogateescape")
+        redacted, n = self.redact_text(text)
+        return (redacted.encode("utf-8", "surrogateescape"), n) if n else (data, 0)
+
+    def redact_value(self, value: Any) -> tuple[Any, int]:
+        """A JSON-like value (a tool's input, a job's params) with every string in it redacted,
+        recursively; a string under a key that names a secret goes whole. The same object when
+        nothing was found."""
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, dict):
+            out: dict[Any, Any] | None = None
+            total = 0
+            for k, v in value.items():
+                if isinstance(v, str) and isinstance(k, str) and self._secret_field(k, v):
+                    new, n = _ASSIGNMENT_MARKER, 1
+                else:
+                    new, n = self.redact_value(v)
+                if n:
+                    if out is None:
+                        out = dict(value)
+                    out[k] = new
+                    total += n
+            return (value, 0) if out is None else (out, total)
+        if isinstance(value, list):
+            items: list[Any] | None = None
+            total = 0
+            for i, v in enumerate(value):
+                new, n = self.redact_value(v)
+                if n:
+                    if items is None:
+                        items = list(value)
+                    items[i] = new
+                    total += n
+            return (value, 0) if items is None else (items, total)
+        return value, 0
+
+    def _secret_field(self, key: str, value: str) -> bool:
+        return (
+            self._fields
+            and (strength := _key_strength(key)) != _NOT_A_SECRET
+            and _plausible_value(value)
+            and (strength == _STRONG or _looks_random(value))
+        )
+
+    # -- frames ---------------------------------------------------------------------------------
+
+    def redact_blocks(self, blocks: Sequence[fr.ContentBlock]) -> tuple[list[fr.ContentBlock], int]:
+        """Message content with every secret replaced, and how many were (the blocks are the
+        same objects when none was found)."""
+        out: list[fr.ContentBlock] | None = None
+        total = 0
+        replace = msgspec.structs.replace
+        for i, b in enumerate(blocks):
+            new: fr.ContentBlock = b
+            if isinstance(b, fr.TextBlock | fr.ThinkingBlock):
+                text, n = self.redact_text(b.text)
+                if n:
+                    new = replace(b, text=text)
+            elif isinstance(b, fr.ToolUseBlock):
+                value, n = self.redact_value(b.input)
+                if n:
+                    new = replace(b, input=value)
+            elif isinstance(b, fr.ToolResultBlock):
+                content, n = self.redact_text(b.content)
+                preview, m = self.redact_text(b.preview)
+                if n or m:
+                    size = b.size
+                    if n and b.artifact_id is None and size == _utf8_len(b.content):
+                        size = _utf8_len(content)  # the size of the output as stored
+                    new = replace(b, content=content, preview=preview, size=size)
+                n += m
+            else:
+                n = 0
+            if n:
+                if out is None:
+                    out = list(blocks)
+                out[i] = new
+                total += n
+        return (list(blocks) if out is None else out), total
+
+    def __call__(self, frame: fr.Frame) -> fr.Frame:
+        """``frame`` with every secret replaced and counted in ``meta["redacted"]``; the same
+        object when it holds none."""
+        replace = msgspec.structs.replace
+        if isinstance(frame, fr.MessageAppended):
+            content: list[Any] = frame.content
+            given_as_dicts = not all(isinstance(b, fr.Block) for b in content)
+            if given_as_dicts:
+                try:
+                    content = fr.content_blocks(content)
+                except BadFrame:
+                    return frame  # the store refuses it, naming the frame and the field
+            blocks, n = self.redact_blocks(content)
+            if not n:
+                return frame
+            tokens = frame.tokens
+            if given_as_dicts or tokens == fr.estimate_message_tokens(content):
+                tokens = 0  # the store estimates the new content
+            return replace(frame, content=blocks, tokens=tokens, meta=_counted(frame.meta, n))
+        if isinstance(frame, fr.ThreadCreated) and frame.title:
+            title, n = self.redact_text(frame.title)
+            return replace(frame, title=title, meta=_counted(frame.meta, n)) if n else frame
+        if isinstance(frame, fr.ObservationRecorded):
+            text, n = self.redact_text(frame.text)
+            return replace(frame, text=text) if n else frame
+        if isinstance(frame, fr.JobSpawned):
+            params, n = self.redact_value(frame.params)
+            return replace(frame, params=params) if n else frame
+        if isinstance(frame, fr.JobEnded):
+            result, n = self.redact_value(frame.result)
+            error, m = self.redact_text(frame.error or "")
+            if not (n or m):
+                return frame
+            return replace(frame, result=result, error=error if frame.error is not None else None)
+        if isinstance(frame, fr.ContextSelectionDecided) and frame.recall_query:
+            query, n = self.redact_text(frame.recall_query)
+            return replace(frame, recall_query=query) if n else frame
+        return frame
+
+    def __repr__(self) -> str:
+        return f"Redactor(rules={self.rule_ids!r})"
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _counted(meta: dict[str, str], n: int) -> dict[str, str]:
+    return {**meta, META_KEY: str(redaction_count(meta) + n)}
+
+
+def redaction_count(frame_or_meta: fr.Frame | dict[str, str]) -> int:
+    """How many secrets were redacted from a frame (its ``meta["redacted"]``; 0 when none or
+    when the frame has no ``meta``)."""
+    meta = frame_or_meta if isinstance(frame_or_meta, dict) else getattr(frame_or_meta, "meta", {})
+    raw = meta.get(META_KEY, "") if isinstance(meta, dict) else ""
+    return int(raw) if isinstance(raw, str) and raw.isdigit() else 0
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+class RuleConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A rule in a redaction config: ``pattern`` is a Python regular expression (its group
+    ``secret``, if any, is what is replaced); ``keywords`` let a text without any of them skip
+    it."""
+
+    id: str
+    pattern: str
+    keywords: list[str] = []
+    ignore_case: bool = False
+
+
+class RedactionConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What ``<store>/redaction.json`` holds (every key optional)."""
+
+    enabled: bool = True
+    disable: list[str] = []
+    rules: list[RuleConfig] = []
+
+    def redactor(self) -> Redactor | None:
+        """The redactor this config describes (None when ``enabled`` is false). Raises
+        :class:`InvalidSettings` for a rule that is not valid."""
+        if not self.enabled:
+            return None
+        extra: list[RedactionRule] = []
+        for rc in self.rules:
+            try:
+                rule = RedactionRule(
+                    rc.id, rc.pattern, keywords=rc.keywords, ignore_case=rc.ignore_case
+                )
+                rule.compile()
+            except (ValueError, re.error) as exc:
+                raise InvalidSettings(f"redaction rule {rc.id!r}: {exc}") from None
+            extra.append(rule)
+        try:
+            return Redactor(extra=extra, disable=self.disable)
+        except ValueError as exc:
+            raise InvalidSettings(f"redaction config: {exc}") from None
+
+
+def load_redactor(path: str | os.PathLike[str]) -> Redactor | None:
+    """The redactor a config file describes: the built-in rules when the file does not exist,
+    None when it says ``"enabled": false``. Raises :class:`InvalidSettings` naming the file when
+    it is not a valid config (fail closed: a config that cannot be read must not let the
+    secrets it names through)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return Redactor()
+    try:
+        config = msgspec.json.decode(raw, type=RedactionConfig)
+        return config.redactor()
+    except (msgspec.DecodeError, msgspec.ValidationError, InvalidSettings) as exc:
+        raise InvalidSettings(f"{os.fspath(path)}: {exc}") from None
