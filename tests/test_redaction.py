@@ -427,6 +427,36 @@ def test_the_same_frames_give_the_same_bytes(tmp_path: Path) -> None:
     assert logs[0] == logs[1]
 
 
+# --- stats: the count per thread, from the frames' meta --------------------------------------
+
+
+@pytest.mark.parametrize("chunk", [None, 40, 1000])
+def test_stats_count_redactions_per_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int | None
+) -> None:
+    import continuity.stats as stats_module
+
+    if chunk is not None:  # lines cut across the reads of the log
+        monkeypatch.setattr(stats_module, "_CHUNK", chunk)
+    for store in _stores(tmp_path / str(chunk)):
+        a, b = store.thread("a"), store.thread("b")
+        a.append(_secret_message())  # 7
+        a.append(fr.message("user", f"{GITHUB_PAT} and {AWS_KEY_ID}", message_id="u1"))  # 2
+        b.append(fr.message("user", "nothing secret here", message_id="u2"))
+        # a member named like the counter, in a tool's input, is not a count
+        b.append(
+            fr.message(
+                "assistant",
+                content=[fr.ToolUseBlock(id="t", name="x", input={"redacted": "5"})],
+                message_id="u3",
+            )
+        )
+        store.thread("c").append(fr.ThreadCreated(title=f"about {AWS_KEY_ID}"))  # 1
+        stats = stats_module.store_stats(store)
+        assert stats.redactions_by_thread == {"a": 9, "c": 1}
+        assert stats.redactions == 10
+
+
 # --- configuration --------------------------------------------------------------------------
 
 
