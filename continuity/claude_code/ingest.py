@@ -12,6 +12,12 @@ until a later line shows it complete (one API response arrives as several lines)
 ingest is ``final`` (pre-compact, session end). Claude's own compaction — a ``compact_boundary``
 then an ``isCompactSummary`` line — becomes a ``compaction_checkpoint_created`` whose summary
 artifact is Claude's summary, so compile builds on it.
+
+Secrets are redacted on the way in (:mod:`continuity.redaction`), by default with the rules of
+``<store>/redaction.json`` (the built-in ones when there is none): message content before a
+large tool output becomes an artifact, Claude's summary before it becomes one, and a session's
+title. Each message says in ``meta["redacted"]`` how many it lost (the summary and the title
+have no ``meta``: theirs are not counted).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Final, TypeGuard
+from typing import Final, Literal, TypeGuard
 
 import blake3
 import msgspec
@@ -38,12 +44,14 @@ from continuity.claude_code.transcript import (
     UserLine,
     read_records,
 )
+from continuity.redaction import CONFIG_FILE, META_KEY, Redactor, load_redactor
 from continuity.store.base import BaseStore, Thread
 
 __all__ = [
     "SOURCE_SYSTEM",
     "IngestReport",
     "agent_thread_id",
+    "ingest_redactor",
     "ingest_transcript",
     "session_thread_id",
     "transcript_kind",
@@ -143,9 +151,15 @@ class _Batch:
 
 class _Ingest:
     def __init__(
-        self, store: BaseStore, path: Path, final: bool, thread_override: str | None
+        self,
+        store: BaseStore,
+        path: Path,
+        final: bool,
+        thread_override: str | None,
+        redactor: Redactor | None,
     ) -> None:
         self.store = store
+        self.redactor = redactor
         self.path = path
         self.final = final
         self.session_id, self.agent_id = transcript_kind(path)
@@ -188,6 +202,16 @@ class _Ingest:
         if sidechain:
             return agent_thread_id(session or "unknown", agent or "sidechain")
         return session_thread_id(session or "unknown")
+
+    def redact(self, blocks: list[fr.ContentBlock]) -> tuple[list[fr.ContentBlock], int]:
+        """The blocks with their secrets replaced, and how many were (before externalize: an
+        artifact holds what the frame would)."""
+        if self.redactor is None:
+            return blocks, 0
+        return self.redactor.redact_blocks(blocks)
+
+    def redact_text(self, text: str) -> str:
+        return text if self.redactor is None else self.redactor.redact_text(text)[0]
 
     def externalize(self, blocks: list[fr.ContentBlock]) -> list[fr.ContentBlock]:
         out: list[fr.ContentBlock] = []
@@ -320,21 +344,57 @@ def ingest_transcript(
     *,
     final: bool = False,
     thread_id: str | None = None,
+    redactor: Redactor | Literal["store"] | None = "store",
 ) -> IngestReport:
-    """Ingest what is new in one transcript file. Safe to run from parallel processes."""
+    """Ingest what is new in one transcript file. Safe to run from parallel processes.
+
+    ``redactor`` replaces secrets before anything is stored: ``"store"`` (the default) is
+    :func:`ingest_redactor` of ``store``; None stores the transcript as it is (the store's own
+    ``redactor``, if it has one, still sees every frame, but not the artifacts).
+    """
+    if redactor == "store":
+        redactor = ingest_redactor(store)
     # One cursor (and one lock) per file, however it is named: resolve links and relative parts.
     p = Path(path).resolve()
     cursor_file = _cursor_path(store, p)
     if cursor_file is None:
         with _in_process_lock(p):
-            return _ingest_locked(store, p, None, final, thread_id)
+            return _ingest_locked(store, p, None, final, thread_id, redactor)
     cursor_file.parent.mkdir(parents=True, exist_ok=True)
     lock_fd = os.open(cursor_file.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        return _ingest_locked(store, p, cursor_file, final, thread_id)
+        return _ingest_locked(store, p, cursor_file, final, thread_id, redactor)
     finally:
         os.close(lock_fd)
+
+
+_LOADED: Final[dict[Path, tuple[tuple[int, int], Redactor | None]]] = {}
+"""Each config file's redactor, by the file's mtime and size (a hook may ingest several files)."""
+
+
+def ingest_redactor(store: BaseStore) -> Redactor | None:
+    """The redactor ingest applies by default: the store's own ``redactor`` when it is a
+    :class:`Redactor`; else, for a store kept in a folder, the one ``<store>/redaction.json``
+    describes (None when it says ``"enabled": false``); else the built-in rules. A config that
+    does not load raises :class:`~continuity.errors.InvalidSettings`, and nothing is ingested:
+    a secret the config names must not get through while it is broken."""
+    if isinstance(store.redactor, Redactor):
+        return store.redactor
+    root = getattr(store, "root", None)
+    if isinstance(root, Path):
+        config = root / CONFIG_FILE
+        try:
+            st = config.stat()
+        except FileNotFoundError:
+            pass
+        else:
+            stamp = (st.st_mtime_ns, st.st_size)
+            known = _LOADED.get(config)
+            if known is None or known[0] != stamp:
+                known = _LOADED[config] = (stamp, load_redactor(config))
+            return known[1]
+    return Redactor()
 
 
 _LOCKS: Final[dict[Path, _thread.LockType]] = {}
@@ -353,8 +413,9 @@ def _ingest_locked(
     cursor_file: Path | None,
     final: bool,
     thread_override: str | None,
+    redactor: Redactor | None,
 ) -> IngestReport:
-    job = _Ingest(store, path, final, thread_override)
+    job = _Ingest(store, path, final, thread_override, redactor)
     size = path.stat().st_size
     cursor = _load_cursor(cursor_file)
     start = 0
@@ -432,7 +493,8 @@ def _ingest_locked(
         if isinstance(item, LegacySummary):
             started = main_started or (main in batches and bool(batches[main].frames))
             if not started and not title:
-                title = item.summary or None
+                # Redacted here, not in its frame: the cursor keeps it until the thread exists.
+                title = job.redact_text(item.summary) or None
             continue
         if isinstance(item, CompactBoundary):
             last_boundary = item
@@ -457,12 +519,15 @@ def _ingest_locked(
             if any(k in job.known for k in keys):
                 job.report.duplicates += 1
                 continue
+            blocks, redacted = job.redact(item.blocks)
             meta = {"is_meta": "true"} if item.is_meta else {}
             if len(keys) > 1:
                 meta["cc_keys"] = ",".join(keys[1:])
+            if redacted:
+                meta[META_KEY] = str(redacted)
             frame = fr.message(
                 "user",
-                content=job.externalize(item.blocks),
+                content=job.externalize(blocks),
                 message_id=item.where.uuid or keys[0],
                 source=fr.SourceRef(system=SOURCE_SYSTEM, key=keys[0]),
                 ts_ms=_ts_ms(item.where.timestamp),
@@ -481,7 +546,7 @@ def _ingest_locked(
         message_id = head.message_id
         if message_key in job.known:  # a late line of a response already archived
             message_id = f"{head.message_id}#{head.where.uuid[:8]}"
-        blocks = [b for p in parts for b in p.blocks]
+        blocks, redacted = job.redact([b for p in parts for b in p.blocks])
         if not blocks:
             continue
         keys = [p.where.uuid for p in parts if p.where.uuid] or [message_key]
@@ -491,6 +556,8 @@ def _ingest_locked(
         extra = [*keys[1:], message_key] if keys[0] != message_key else []
         if extra:
             meta["cc_keys"] = ",".join(extra)
+        if redacted:
+            meta[META_KEY] = str(redacted)
         frame = fr.message(
             "assistant",
             content=job.externalize(blocks),
@@ -597,7 +664,7 @@ def _claude_checkpoint(
         thread_id=thread_id,
         to_seq=to_seq,
         produced_by=SOURCE_SYSTEM,
-        text=marker.summary.text,
+        text=job.redact_text(marker.summary.text),  # not counted: a checkpoint has no meta
     )
     aid = job.store.artifacts.put(summary_bytes(doc))
     return fr.CompactionCheckpointCreated(
