@@ -326,6 +326,19 @@ class FamilyResult:
         data["summary"] = self.summary_line()
         return data
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FamilyResult:
+        """The result :meth:`to_json` wrote (a family run in another process)."""
+        return cls(
+            data["family"],
+            data["params"],
+            [Table(t["title"], t["headers"], t["rows"]) for t in data["tables"]],
+            [Check(c["name"], c["ok"], c["detail"]) for c in data["checks"]],
+            data["examples"],
+            data["notes"],
+            data["seconds"],
+        )
+
 
 # --- the command line -----------------------------------------------------------------------
 

@@ -1,0 +1,448 @@
+"""Full disk: an append that does not fit fails clearly, says truthfully what it left behind,
+and leaves every earlier frame and the chain intact.
+
+    python -m tools.faults.fulldisk [--trials 30] [--mode auto|tmpfs|userns|fsize]
+                                    [--scale F] [--seed S] [--json] [--keep]
+
+How the disk is made full (``--mode``, printed with the results):
+
+* ``tmpfs``: a real full file system. A small tmpfs (8 MB) is mounted for the run (this needs
+  root); the store lives on it, and a filler file takes all of its space but for a random few
+  bytes (0 up to the size of the batch about to be appended, in whole pages).
+* ``userns``: the same tmpfs, mounted inside a user and mount namespace (``unshare -r -m``), for
+  a user who is not root; the family runs again inside it and hands its result back.
+* ``fsize``: a simulation when no tmpfs can be mounted: the append runs with ``RLIMIT_FSIZE`` set
+  to the log's size plus the random few bytes (and SIGXFSZ ignored), so its write fails part
+  way with ``EFBIG`` ("File too large") as it would with ``ENOSPC``. Only the appending process
+  is limited, and only files growing past that size are affected.
+
+``auto`` (the default) takes the first of these that works. Each trial, on a fresh store of 200
+frames in thread ``t`` (caches built by reads):
+
+1. ``append t`` of a batch of 4-12 frames of 20-60 kB that does not fit must fail: exit non-zero,
+   no traceback, a message saying the disk is full (``No space left``, ``File too large``…);
+2. truthfully: if it says nothing was written, the log is exactly what it was; if the log holds
+   bytes of the failed batch, the message must say so (bytes left, partial, torn, quarantined);
+   a quarantine file it names must exist;
+3. the earlier bytes of the log are unchanged, and, still full, ``log t --json`` prints exactly
+   the earlier frames and ``verify`` exits 0;
+4. a small append, still full: it succeeds (and is then readable) or fails as clearly;
+5. space freed: ``verify`` exits 0, an append succeeds, and the log is the earlier frames, the
+   small append if it succeeded and the new one, on one chain of whole batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from tools.faults._common import (
+    ROOT,
+    Examples,
+    FamilyResult,
+    Table,
+    cli,
+    family_parser,
+    finish,
+    log,
+    scaled,
+    scan_log,
+    scratch,
+    start,
+    whole_batches,
+)
+
+__all__ = ["MODES", "main", "run"]
+
+MODES: Final = ("auto", "tmpfs", "userns", "fsize")
+THREAD: Final = "t"
+TMPFS_MB: Final = 8
+PAGE: Final = 4096
+NO_SPACE: Final = re.compile(
+    rb"no space left|enospc|errno 28|disk is full|disk full|file too large|efbig|errno 27"
+    rb"|out of space|not enough space",
+    re.I,
+)
+SAYS_LEFT: Final = re.compile(rb"quarantin|partial|torn|\d+ bytes", re.I)
+NOTHING_WRITTEN: Final = re.compile(rb"nothing was written", re.I)
+
+
+# --- making the disk full -------------------------------------------------------------------
+
+
+def _can_mount(target: Path) -> bool:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    target.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(target)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return False
+    subprocess.run(["umount", str(target)], capture_output=True, check=False)
+    return True
+
+
+def _can_unshare() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs $d && umount $d; rmdir $d"
+    done = subprocess.run(
+        ["unshare", "-r", "-m", "sh", "-c", probe], capture_output=True, check=False
+    )
+    return done.returncode == 0
+
+
+def resolve_mode(mode: str, probe_dir: Path) -> str:
+    if mode != "auto":
+        return mode
+    if _can_mount(probe_dir):
+        return "tmpfs"
+    if _can_unshare():
+        return "userns"
+    return "fsize"
+
+
+class Disk:
+    """Where the stores live, and how it is made full."""
+
+    def __init__(self, mode: str, folder: Path) -> None:
+        self.mode = mode
+        self.root = folder / "disk"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.mounted = False
+        self.limit: int | None = None
+        if mode == "tmpfs":
+            done = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MB}m", "tmpfs", str(self.root)],
+                capture_output=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"fulldisk: cannot mount a tmpfs: {done.stderr.decode()}")
+            self.mounted = True
+
+    def describe(self) -> str:
+        if self.mode == "tmpfs":
+            return f"tmpfs of {TMPFS_MB} MB mounted at {self.root} (a real ENOSPC)"
+        return (
+            "RLIMIT_FSIZE on the appending process (simulated: writes past the limit fail "
+            "with EFBIG, 'File too large'; SIGXFSZ ignored)"
+        )
+
+    def fill(self, free: int, log_path: Path) -> int:
+        """Leave about ``free`` bytes; return what is actually free for the log to grow."""
+        if self.mode == "fsize":
+            self.limit = log_path.stat().st_size + free
+            return free
+        filler = self.root / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            block = b"\0" * (1 << 20)
+            while True:  # unbuffered: every byte that fits is written, then ENOSPC
+                try:
+                    if os.write(fd, block) == 0:
+                        break
+                except OSError:
+                    break
+        finally:
+            os.close(fd)
+        size = filler.stat().st_size
+        os.truncate(filler, max(0, size - free))
+        st = os.statvfs(self.root)
+        return st.f_bavail * st.f_frsize
+
+    def free_space(self) -> None:
+        self.limit = None
+        (self.root / "filler").unlink(missing_ok=True)
+
+    def preexec(self) -> Callable[[], None] | None:
+        limit = self.limit
+        if limit is None:
+            return None
+
+        def limited() -> None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        return limited
+
+    def close(self) -> None:
+        if self.mounted:
+            done = subprocess.run(["umount", str(self.root)], capture_output=True, check=False)
+            if done.returncode != 0:
+                subprocess.run(["umount", "-l", str(self.root)], capture_output=True, check=False)
+            self.mounted = False
+
+
+# --- one trial ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Counts:
+    trials: int = 0
+    failed_clearly: int = 0
+    truthful: int = 0
+    prefix_intact: int = 0
+    reads_ok_full: int = 0
+    second_ok: int = 0
+    second_succeeded: int = 0
+    after_ok: int = 0
+    left_bytes: int = 0
+    """Trials whose failed append left bytes in the log."""
+    free: list[int] = field(default_factory=list)
+
+
+def _lines(n: int, size: tuple[int, int], rng: random.Random, tag: str) -> bytes:
+    return b"".join(
+        json.dumps(
+            {
+                "role": rng.choice(["user", "assistant"]),
+                "text": f"{tag} {i} " + "z" * rng.randrange(*size),
+            }
+        ).encode()
+        + b"\n"
+        for i in range(n)
+    )
+
+
+def _trial(disk: Disk, t: int, rng: random.Random, c: Counts, examples: Examples) -> None:
+    store = disk.root / f"store-{t}"
+    path = store / "threads" / f"{THREAD}.jsonl"
+    if not cli(store, "init").ok:
+        raise SystemExit("fulldisk: continuity init failed")
+    for k in range(4):
+        p = cli(store, "append", THREAD, stdin=_lines(50, (20, 400), rng, f"before{k}"))
+        if not p.ok:
+            raise SystemExit(f"fulldisk: preparing the store: {p.describe()}")
+    for args in (["stats"], ["search", "before3"], ["log", THREAD]):
+        cli(store, *args)
+    before = path.read_bytes()
+    shown = cli(store, "log", THREAD, "--json").stdout
+    batch = _lines(rng.randrange(4, 13), (20_000, 60_000), rng, "big")
+    want_free = rng.choice([0, rng.randrange(0, 300), rng.randrange(0, len(batch))])
+    want_free -= want_free % PAGE if disk.mode != "fsize" else 0
+    free = disk.fill(want_free, path)
+    c.trials += 1
+    c.free.append(free)
+    what = f"trial {t}: {len(batch):,}-byte batch, {free:,} bytes free"
+    bad: list[str] = []
+
+    # 1. the append that does not fit
+    p = cli(store, "append", THREAD, stdin=batch, preexec=disk.preexec())
+    err = p.stderr
+    if p.code != 0 and not p.traceback and NO_SPACE.search(err):
+        c.failed_clearly += 1
+    else:
+        bad.append("failed clearly")
+        examples.add("the append that does not fit", f"{what}: {p.describe(300)}")
+    # 2. truthfully
+    after = path.read_bytes()
+    grew = len(after) > len(before)
+    truthful = True
+    if NOTHING_WRITTEN.search(err) and after != before:
+        truthful = False
+        examples.add(
+            "says nothing was written, but the log changed",
+            f"{what}: the log went from {len(before):,} to {len(after):,} bytes; {p.describe(300)}",
+        )
+    if grew and not SAYS_LEFT.search(err):
+        truthful = False
+        examples.add(
+            "leaves bytes in the log without saying so",
+            f"{what}: {len(after) - len(before):,} bytes of the batch left; {p.describe(300)}",
+        )
+    for named in re.findall(rb"(/\S*quarantine/\S+\.json)", err):
+        if not Path(named.decode(errors="replace")).exists():
+            truthful = False
+            examples.add("names a quarantine file that does not exist", f"{what}: {named!r}")
+    c.truthful += truthful
+    c.left_bytes += grew
+    if not truthful:
+        bad.append("truthful")
+    # 3. earlier frames intact, readable while full
+    if after[: len(before)] == before:
+        c.prefix_intact += 1
+    else:
+        bad.append("earlier bytes")
+        examples.add("earlier bytes of the log changed", what)
+    read = cli(store, "log", THREAD, "--json")
+    v = cli(store, "verify")
+    if read.ok and read.stdout == shown and v.ok:
+        c.reads_ok_full += 1
+    else:
+        bad.append("reads while full")
+        problem = read.describe(200) if read.stdout != shown or not read.ok else v.describe(200)
+        examples.add("reads on the full disk", f"{what}: {problem} {v.stdout[-200:]!r}")
+    # 4. a small append, still full
+    small = cli(
+        store, "append", THREAD, stdin=_lines(1, (10, 20), rng, "small"), preexec=disk.preexec()
+    )
+    if small.ok:
+        c.second_ok += 1
+        c.second_succeeded += 1
+    elif small.code != 0 and not small.traceback and NO_SPACE.search(small.stderr):
+        c.second_ok += 1
+    else:
+        bad.append("second append")
+        examples.add("a small append on the full disk", f"{what}: {small.describe(300)}")
+    # 5. space freed
+    disk.free_space()
+    v = cli(store, "verify")
+    new = cli(store, "append", THREAD, stdin=_lines(1, (10, 20), rng, "freed"))
+    v2 = cli(store, "verify")
+    final = path.read_bytes()
+    scan = scan_log(final)
+    expected = len(before.splitlines()) + small.ok + new.ok
+    ok = (
+        v.ok
+        and new.ok
+        and v2.ok
+        and not scan.problem
+        and scan.tail == 0
+        and not whole_batches(scan.ids)
+        and final.startswith(before)
+        and len(scan.seqs) == expected
+    )
+    if ok:
+        c.after_ok += 1
+    else:
+        bad.append("after freeing")
+        detail = (
+            scan.problem
+            or (
+                f"{len(scan.seqs)} frames, expected {expected}"
+                if len(scan.seqs) != expected
+                else ""
+            )
+            or ("" if final.startswith(before) else "earlier bytes changed")
+        )
+        failing = next((x for x in (v, new, v2) if not x.ok), None)
+        examples.add(
+            "after freeing the space",
+            f"{what}: {failing.describe(300) if failing else detail}"
+            + (f" {failing.stdout[-300:]!r}" if failing else ""),
+        )
+    shutil.rmtree(store, ignore_errors=True)
+    if bad:
+        log(f"fulldisk: {what}: failed {', '.join(bad)}")
+
+
+# --- the family -----------------------------------------------------------------------------
+
+
+def run(
+    *, trials: int = 30, mode: str = "auto", seed: int | None = None, keep: bool = False
+) -> FamilyResult:
+    started = time.perf_counter()
+    seed, rng = start("fulldisk", seed)
+    with scratch("fulldisk", keep) as work:
+        chosen = resolve_mode(mode, work / "probe")
+        if chosen == "userns":
+            result = _in_namespace(work, trials, seed)
+            result.seconds = time.perf_counter() - started
+            return result
+        result = FamilyResult("fulldisk", {"trials": trials, "mode": chosen, "seed": seed})
+        examples = Examples()
+        c = Counts()
+        disk = Disk(chosen, work)
+        try:
+            log(f"fulldisk: {trials} trials; {disk.describe()}")
+            for t in range(trials):
+                _trial(disk, t, rng, c, examples)
+        finally:
+            disk.close()
+    result.notes.append(f"the full disk: {disk.describe()}")
+    _report(result, c)
+    result.examples = examples.lines()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _in_namespace(work: Path, trials: int, seed: int) -> FamilyResult:
+    """Run the family again inside ``unshare -r -m`` (where a tmpfs can be mounted) and take
+    its result back."""
+    out = work / "result.json"
+    env = dict(os.environ)
+    # the checkout (for ``tools``) after any path the caller set (which may name a continuity)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT)]))
+    argv = [
+        "unshare", "-r", "-m", sys.executable, "-m", "tools.faults.fulldisk",
+        "--mode", "tmpfs", "--trials", str(trials), "--seed", str(seed),
+        "--result-file", str(out),
+    ]  # fmt: skip
+    log("fulldisk: running inside a user namespace (unshare -r -m) to mount a tmpfs")
+    done = subprocess.run(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
+    if not out.exists():
+        raise SystemExit(f"fulldisk: the run inside the namespace failed (exit {done.returncode})")
+    result = FamilyResult.from_json(json.loads(out.read_text()))
+    result.params["mode"] = "userns"
+    result.notes.append("run inside a user and mount namespace (unshare -r -m)")
+    return result
+
+
+def _report(result: FamilyResult, c: Counts) -> None:
+    n = c.trials
+    result.tables.append(
+        Table(
+            "appends that do not fit",
+            ["what", "trials"],
+            [
+                ["trials", n],
+                [
+                    "free bytes (min..max)",
+                    f"{min(c.free, default=0):,}..{max(c.free, default=0):,}",
+                ],
+                ["the append failed clearly (exit != 0, says the disk is full)", c.failed_clearly],
+                ["it told the truth about what it left", c.truthful],
+                ["  of which left bytes of the batch in the log", c.left_bytes],
+                ["earlier bytes of the log unchanged", c.prefix_intact],
+                ["log --json and verify right while full", c.reads_ok_full],
+                ["a small append while full: ok or a clear failure", c.second_ok],
+                ["  of which succeeded", c.second_succeeded],
+                ["space freed: verify, append, the log whole", c.after_ok],
+            ],
+        )
+    )
+    for name, got in (
+        ("the append fails clearly, saying the disk is full", c.failed_clearly),
+        ("it says truthfully what was written and quarantined", c.truthful),
+        ("every earlier frame and the chain intact", c.prefix_intact),
+        ("reads right while the disk is full", c.reads_ok_full),
+        ("a second append while full: ok or a clear failure", c.second_ok),
+        ("after freeing space: verify ok, appends work, the log whole", c.after_ok),
+    ):
+        result.check(name, got == n, f"{got} of {n}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = family_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--mode", choices=MODES, default="auto", help="how to fill the disk")
+    parser.add_argument("--result-file", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    result = run(
+        trials=scaled(args.trials, args.scale), mode=args.mode, seed=args.seed, keep=args.keep
+    )
+    if args.result_file is not None:
+        args.result_file.write_text(json.dumps(result.to_json()))
+    return finish([result], args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
