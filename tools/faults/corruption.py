@@ -354,6 +354,7 @@ class Baselines:
             with self.lock:
                 self.known[key] = derived
             return derived
+        with self.lock:
             self.slots += 1
             slot = self.work / f"baseline-{self.slots}"
         shutil.copytree(self.master, slot)

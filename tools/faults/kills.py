@@ -687,12 +687,16 @@ def _install_kills(work: Path, trials: int, rng: random.Random, examples: Exampl
 # --- the family -----------------------------------------------------------------------------
 
 
+PARTS: Final = ("writer", "rebuild-index", "compact", "ingest", "install claude-code")
+
+
 def run(
     *,
     writer_kills: int = 300,
     command_kills: int = 25,
     verify_every: int = 10,
     frames: int = 30_000,
+    parts: tuple[str, ...] = PARTS,
     seed: int | None = None,
     keep: bool = False,
 ) -> FamilyResult:
@@ -705,13 +709,16 @@ def run(
             "command_kills": command_kills,
             "verify_every": verify_every,
             "frames": frames,
+            "parts": ",".join(parts),
             "seed": seed,
         },
     )
     examples = Examples()
     with scratch("kills", keep) as work:
-        log(f"kills: {writer_kills} kills of a durable writer")
-        w = _writer_kills(work, writer_kills, verify_every, rng, examples)
+        w: WriterKills | None = None
+        if "writer" in parts:
+            log(f"kills: {writer_kills} kills of a durable writer")
+            w = _writer_kills(work, writer_kills, verify_every, rng, examples)
         commands: list[CommandKills] = []
         jobs: list[tuple[str, Callable[[], CommandKills]]] = [
             ("rebuild-index", lambda: _rebuild_kills(work, command_kills, frames, rng, examples)),
@@ -720,29 +727,20 @@ def run(
             ("install claude-code", lambda: _install_kills(work, command_kills, rng, examples)),
         ]
         for name, job in jobs:
-            log(f"kills: {command_kills} kills of {name}")
-            commands.append(job())
+            if name in parts:
+                log(f"kills: {command_kills} kills of {name}")
+                commands.append(job())
 
-    result.tables.append(
-        Table(
-            "a durable writer killed at random moments",
-            ["what", "count"],
-            [
-                ["kills", w.rounds],
-                ["  of which before the first acknowledged append", w.killed_before_first_ack],
-                ["frames acknowledged", w.acknowledged],
-                ["acknowledged frames lost", w.lost],
-                ["kills that left a torn or unfinished tail", w.torn_tails],
-                ["partial batches in the committed log", w.partial_batches],
-                ["logs unsound after a kill (not a crash's tail)", w.unsound],
-                ["committed bytes changed by a later writer", w.changed_prefix],
-                ["log --from-seq not the committed frames", w.reader_wrong],
-                ["verify runs / failed", f"{w.verify_runs} / {w.verify_failed}"],
-                ["quarantine records", w.quarantined_records],
-                ["acknowledged frames in quarantine", w.quarantined_acked],
-            ],
-        )
-    )
+    if w is not None:
+        _writer_report(result, w)
+    if commands:
+        _commands_report(result, commands)
+    result.examples = examples.lines()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _commands_report(result: FamilyResult, commands: list[CommandKills]) -> None:
     result.tables.append(
         Table(
             "commands killed at random moments (fresh copy each)",
@@ -763,6 +761,37 @@ def run(
     for c in commands:
         if c.skipped:
             result.notes.append(f"{c.name}: skipped ({c.skipped})")
+    for c in commands:
+        if c.skipped:
+            continue
+        result.check(
+            f"{c.name} killed: every check held",
+            c.failures == 0,
+            f"{c.failures} of {c.trials} trials failed" if c.failures else "",
+        )
+
+
+def _writer_report(result: FamilyResult, w: WriterKills) -> None:
+    result.tables.append(
+        Table(
+            "a durable writer killed at random moments",
+            ["what", "count"],
+            [
+                ["kills", w.rounds],
+                ["  of which before the first acknowledged append", w.killed_before_first_ack],
+                ["frames acknowledged", w.acknowledged],
+                ["acknowledged frames lost", w.lost],
+                ["kills that left a torn or unfinished tail", w.torn_tails],
+                ["partial batches in the committed log", w.partial_batches],
+                ["logs unsound after a kill (not a crash's tail)", w.unsound],
+                ["committed bytes changed by a later writer", w.changed_prefix],
+                ["log --from-seq not the committed frames", w.reader_wrong],
+                ["verify runs / failed", f"{w.verify_runs} / {w.verify_failed}"],
+                ["quarantine records", w.quarantined_records],
+                ["acknowledged frames in quarantine", w.quarantined_acked],
+            ],
+        )
+    )
     result.check(
         "no acknowledged frame lost or quarantined",
         w.lost == w.quarantined_acked == 0,
@@ -779,17 +808,14 @@ def run(
         w.verify_failed == w.final_appends_failed == 0,
         f"{w.verify_failed} of {w.verify_runs} verify runs failed",
     )
-    for c in commands:
-        if c.skipped:
-            continue
-        result.check(
-            f"{c.name} killed: every check held",
-            c.failures == 0,
-            f"{c.failures} of {c.trials} trials failed" if c.failures else "",
-        )
-    result.examples = examples.lines()
-    result.seconds = time.perf_counter() - started
-    return result
+
+
+def _parts(text: str) -> tuple[str, ...]:
+    chosen = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in chosen if p not in PARTS]
+    if unknown:
+        raise SystemExit(f"unknown parts {unknown}; known: {', '.join(PARTS)}")
+    return chosen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -802,12 +828,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--frames", type=int, default=30_000, help="frames of the rebuild-index store"
     )
+    parser.add_argument(
+        "--parts", type=_parts, default=PARTS, help=f"comma-separated, of {', '.join(PARTS)}"
+    )
     args = parser.parse_args(argv)
     result = run(
         writer_kills=scaled(args.writer_kills, args.scale),
         command_kills=scaled(args.command_kills, args.scale),
         verify_every=args.verify_every,
         frames=args.frames,
+        parts=args.parts,
         seed=args.seed,
         keep=args.keep,
     )
