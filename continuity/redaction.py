@@ -65,7 +65,7 @@ __all__ = [
 MARKER_PREFIX: Final = "[REDACTED:"
 META_KEY: Final = "redacted"
 CONFIG_FILE: Final = "redaction.json"
-_RULE_ID_RE: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_RULE_ID_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
 class RedactionRule:
@@ -105,7 +105,7 @@ class RedactionRule:
         boundary: str = "",
         accept: Callable[[str], bool] | None = None,
     ) -> None:
-        if not _RULE_ID_RE.fullmatch(id):
+        if not (0 < len(id) <= 64 and id[0].isalnum() and set(id) <= _RULE_ID_CHARS):
             raise ValueError(
                 f"redaction rule id {id!r}: use 1-64 lower-case letters, digits and . _ -"
             )
@@ -144,13 +144,6 @@ class RedactionRule:
         if self._folded is None:
             self._folded = re.compile(self.pattern, re.IGNORECASE)
         return self._folded, text
-
-    def applies(self, text: str, lowered: str) -> bool:
-        """Whether ``text`` (``lowered``: the same, lowered) holds a keyword, if there are any."""
-        if not self.keywords:
-            return True
-        hay = lowered if self.fold else text
-        return any(k in hay for k in self.keywords)
 
     def secret_span(self, text: str, m: re.Match[str]) -> tuple[int, int] | None:
         """Where the secret of match ``m`` is in ``text``, or None when it is not one."""
@@ -231,10 +224,12 @@ _KEY_QUALIFIERS: Final = frozenset(
         "webhook",
     ]
 )
-_WORD_SPLIT_RE: Final = re.compile(r"[_.\-]+|(?<=[a-z0-9])(?=[A-Z])")
-_ENV_NAME_RE: Final = re.compile(r"[A-Z][A-Z0-9_]*")
-_DOTTED_RE: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-_IDENTIFIER_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Patterns are compiled on first use (through re's own cache), like the rules: a hook process
+# whose texts never call for them does not pay for them.
+_WORD_SPLIT: Final = r"[_.\-]+|(?<=[a-z0-9])(?=[A-Z])"
+_ENV_NAME: Final = r"[A-Z][A-Z0-9_]*"
+_DOTTED: Final = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"
+_IDENTIFIER: Final = r"[A-Za-z_][A-Za-z0-9_]*"
 _PLACEHOLDERS: Final = frozenset(
     [
         "changeme",
@@ -266,7 +261,7 @@ def _key_strength(key: str) -> int:
     (``api_key``, ``secretKey``, ``SIGNING_KEY``). Weak: any other environment name ending in
     ``_KEY`` or ``_PASS`` (``STRIPE_KEY``, but also ``SORT_KEY``): its value must look random.
     ``max_tokens``, ``sort_key`` and ``password_file`` name no secret."""
-    words = [w for w in _WORD_SPLIT_RE.split(key.strip("\"'")) if w]
+    words = [w for w in re.split(_WORD_SPLIT, key.strip("\"'")) if w]
     if not words:
         return _NOT_A_SECRET
     low = [w.lower() for w in words]
@@ -278,7 +273,7 @@ def _key_strength(key: str) -> int:
     if len(low) > 1 and last in ("key", "pass"):
         if low[-2] in _KEY_QUALIFIERS:
             return _STRONG
-        if _ENV_NAME_RE.fullmatch(key):
+        if re.fullmatch(_ENV_NAME, key):
             return _WEAK
     return _NOT_A_SECRET
 
@@ -289,7 +284,7 @@ def _looks_random(value: str) -> bool:
     (``a1B2c3D4e5F6``)."""
     if not any(c.isdigit() for c in value):
         return False
-    return not _IDENTIFIER_RE.fullmatch(value) or ("_" not in value and len(value) >= 12)
+    return not re.fullmatch(_IDENTIFIER, value) or ("_" not in value and len(value) >= 12)
 
 
 def _plausible_value(value: str) -> bool:
@@ -304,15 +299,15 @@ def _plausible_value(value: str) -> bool:
     low = value.lower()
     if low in _PLACEHOLDERS or low.startswith("your") or len(set(low)) == 1:
         return False
-    return not _DOTTED_RE.fullmatch(value)
+    return not re.fullmatch(_DOTTED, value)
 
 
-_VALUE_RE: Final = re.compile(
+_VALUE: Final = (
     r"""[ \t]*(?:"(?P<dq>(?:[^"\\\n]|\\.)*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"'`,;&|(){}\[\]<>]+))"""
 )
-_LINE_REST_RE: Final = re.compile(r"[ \t]*(?:#.*)?(?:\r?\n|$)")
+_LINE_REST: Final = r"[ \t]*(?:#.*)?(?:\r?\n|$)"
 _KEY_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-_LINE_LEAD_RE: Final = re.compile(r"[ \t]*(?:-[ \t]+|export[ \t]+)?[\"']?")
+_LINE_LEAD: Final = r"[ \t]*(?:-[ \t]+|export[ \t]+)?[\"']?"
 
 
 _ASSIGNMENT_MARKER: Final = f"{MARKER_PREFIX}secret-assignment]"
@@ -351,7 +346,7 @@ class _AssignmentRule(RedactionRule):
         strength = _key_strength(key)
         if strength == _NOT_A_SECRET:
             return None
-        v = _VALUE_RE.match(text, m.end())
+        v = re.compile(_VALUE).match(text, m.end())
         if v is None:
             return None
         sep = m.group("sep")
@@ -367,11 +362,13 @@ class _AssignmentRule(RedactionRule):
             return None
         if not _plausible_value(bare):
             return None
-        env_name = strength == _STRONG and bool(_ENV_NAME_RE.fullmatch(key))
+        env_name = strength == _STRONG and bool(re.fullmatch(_ENV_NAME, key))
         if sep == ":":
             line_start = text.rfind("\n", 0, start) + 1
-            leading = _LINE_LEAD_RE.fullmatch(text, line_start, start - (1 if quote else 0))
-            if leading is None or not _LINE_REST_RE.match(text, after):
+            leading = re.compile(_LINE_LEAD).fullmatch(
+                text, line_start, start - (1 if quote else 0)
+            )
+            if leading is None or not re.compile(_LINE_REST).match(text, after):
                 return None
         if not (env_name or _looks_random(bare)):
             return None
@@ -381,8 +378,10 @@ class _AssignmentRule(RedactionRule):
 # --- the built-in rules ----------------------------------------------------------------------
 
 # Characters that may not touch a token on either side. The patterns start with a literal where
-# they can (the regex engine then skips from one occurrence of it to the next, which is what
-# makes a text without secrets cheap); the edges are checked on the few matches instead.
+# they can (the regex engine then skips from one occurrence of it to the next), and most have a
+# keyword a text must hold before they are searched (and compiled): that is what makes a text
+# without secrets cheap. The edges are checked on the few matches instead of by a lookbehind,
+# which would make the engine try every position.
 _TOKEN: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
 _WORD: Final = _TOKEN[:-1]
 _ALNUM: Final = _TOKEN[:-2]
@@ -404,16 +403,19 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"-----BEGIN[A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
         r"(?:[\s\S]{0,16384}?-----END[A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
         r"|(?:(?:\r?\n|\\r?\\n)+(?:[A-Za-z0-9+/=]{8,}|(?:Proc-Type|DEK-Info): [^\r\n\\]*))*)",
+        keywords=("PRIVATE KEY",),
     ),
     RedactionRule(
         "anthropic-api-key",  # sk-ant-api03-…, sk-ant-admin01-…, sk-ant-oat01-… (OAuth)
         r"sk-ant-(?:[a-z]{2,10}\d{2}-)?[A-Za-z0-9_-]{32,}",
+        keywords=("sk-ant-",),
         boundary=_TOKEN,
     ),
     RedactionRule(
         "openai-api-key",  # sk-proj-…, sk-svcacct-…, sk-admin-…, legacy sk-<48>, T3BlbkFJ inside
         r"sk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"
         r"|[A-Za-z0-9_-]{0,80}T3BlbkFJ[A-Za-z0-9_-]{16,}|[A-Za-z0-9]{32,})",
+        keywords=("sk-",),
         boundary=_TOKEN,
     ),
     RedactionRule(
@@ -431,6 +433,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
     RedactionRule(
         "github-token",  # classic (ghp_ gho_ ghu_ ghs_ ghr_) and fine-grained (github_pat_)
         r"gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}",
+        keywords=("gh", "github_pat_"),
         boundary=_WORD,
     ),
     RedactionRule(
@@ -444,11 +447,13 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"xox[abeoprs]-(?:\d-)?\d{6,14}-[A-Za-z0-9-]{8,}"
         r"|xoxe(?:\.xox[bp])?-\d-[A-Za-z0-9]{100,}"
         r"|xapp-\d-[A-Za-z0-9]+-\d+-[A-Za-z0-9]{20,}",
+        keywords=("xox", "xapp-"),
         boundary=_TOKEN,
     ),
     RedactionRule(
         "slack-webhook",
         r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9+/_-]{20,})",
+        keywords=("hooks.slack.com",),
     ),
     RedactionRule(
         "stripe-key",  # secret and restricted keys, live and test; webhook signing secrets
@@ -456,18 +461,25 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         keywords=("k_live_", "k_test_", "whsec_"),
         boundary=_WORD,
     ),
-    RedactionRule("google-api-key", r"AIza[A-Za-z0-9_-]{35}", boundary=_TOKEN),
-    RedactionRule("huggingface-token", r"hf_[A-Za-z0-9]{34,40}", boundary=_WORD),
-    RedactionRule("npm-token", r"npm_[A-Za-z0-9]{36}", boundary=_WORD),
-    RedactionRule("pypi-token", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}", boundary=_TOKEN),
+    RedactionRule("google-api-key", r"AIza[A-Za-z0-9_-]{35}", keywords=("AIza",), boundary=_TOKEN),
+    RedactionRule("huggingface-token", r"hf_[A-Za-z0-9]{34,40}", keywords=("hf_",), boundary=_WORD),
+    RedactionRule("npm-token", r"npm_[A-Za-z0-9]{36}", keywords=("npm_",), boundary=_WORD),
+    RedactionRule(
+        "pypi-token",
+        r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
+        keywords=("pypi-AgEIcHlwaS5vcmc",),
+        boundary=_TOKEN,
+    ),
     RedactionRule(
         "jwt",  # header.payload.signature, both JSON objects base64url-encoded ("eyJ" is `{"`)
         r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        keywords=("eyJ",),
         boundary=_TOKEN,
     ),
     RedactionRule(
         "bearer-token",  # Authorization: Bearer <token> (a token holds a digit; a word does not)
         r"bearer[ \t]+(?P<secret>[a-z0-9._~+/-]{16,}=*)(?![a-z0-9._~+/=-])",
+        keywords=("bearer",),
         lowered=True,
         boundary=_WORD,
         accept=_has_digit,
@@ -475,6 +487,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
     RedactionRule(
         "basic-auth",
         r"""authorization["']?[ \t]*[:=][ \t]*["']?basic[ \t]+(?P<secret>[a-z0-9+/]{8,}={0,2})""",
+        keywords=("basic",),
         lowered=True,
     ),
     RedactionRule(
@@ -488,11 +501,13 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
     RedactionRule(
         "url-password",  # scheme://user:password@host
         r"""://[^\s/:@"'<>]{0,256}:(?P<secret>[^\s/@"'<>]{1,256})@""",
+        keywords=("://",),
         accept=_plausible_password,
     ),
     RedactionRule(
         "curl-user",  # curl -u user:password
         r"""curl[ \t](?:[^\n|;&]*?[ \t])?(?:-u|--user)[ =]?["']?[^\s:"']+:(?P<secret>[^\s"']+)""",
+        keywords=("curl",),
         accept=_plausible_password,
     ),
     _AssignmentRule(),
@@ -545,8 +560,13 @@ class Redactor:
         for rule in self.rules:
             if rule.fold and lowered is None:
                 lowered = text.lower()
-            if not rule.applies(text, lowered or ""):
-                continue
+            if rule.keywords:  # a text without any keyword is not searched (the hot path)
+                hay = (lowered or text) if rule.fold else text
+                for keyword in rule.keywords:
+                    if keyword in hay:
+                        break
+                else:
+                    continue
             text, n = rule.apply(text, lowered)
             if n:
                 total += n
