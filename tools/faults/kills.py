@@ -14,7 +14,7 @@ frames whose batches (their message ids name them, ``r4-b7-2of5``) are whole, an
 acknowledged so far is at its seq. ``log --from-seq S --json`` (S: the round's first seq) must
 print exactly the committed lines: a reader never sees a partial batch. Every
 ``--verify-every`` kills, and after the last kill on a store, ``verify`` must exit 0 (a torn
-tail is a note, not a problem). A store takes 20 kills; then one more append (which quarantines
+tail is a note, not a problem). A store takes 10 kills; then one more append (which quarantines
 the last torn tail), ``verify`` again, and no acknowledged frame may be in ``quarantine/``.
 
 **Commands**, ``--command-kills`` times each, on a fresh copy of a prepared store, killed at a
