@@ -12,6 +12,7 @@ working::
     ├── SeqConflict            the caller expected another next seq (optimistic writers)
     ├── CorruptFrame           a stored frame does not parse, breaks seq order or the chain
     ├── CachesReadOnly         a store's caches are out of date and this process cannot write them
+    ├── CorruptCache           a cache file is damaged (rebuilt from the log by readers)
     ├── ArtifactNotFound       (KeyError) no artifact under this id
     ├── ArtifactCorrupt        an artifact's bytes do not hash to its id
     ├── AnchorNotFound         compile: the anchor seq or message id is not in the log
@@ -34,6 +35,7 @@ __all__ = [
     "BadFrame",
     "CachesReadOnly",
     "ContinuityError",
+    "CorruptCache",
     "CorruptFrame",
     "DemoError",
     "InvalidCutRule",
@@ -106,6 +108,16 @@ class CorruptFrame(ContinuityError):
 class CachesReadOnly(ContinuityError):
     """A store's caches are out of date and cannot be written (a read-only store); readers
     that check :meth:`continuity.caches.ThreadIndex.available` first read the log instead."""
+
+
+class CorruptCache(ContinuityError):
+    """A cache file does not hold what its manifest and the log say it must. Caches are derived:
+    readers rebuild them (or read the log) and go on; ``verify`` reports the damage."""
+
+    def __init__(self, thread_id: str, reason: str) -> None:
+        super().__init__(f"the caches of thread {thread_id!r} are damaged: {reason}")
+        self.thread_id = thread_id
+        self.reason = reason
 
 
 class ArtifactNotFound(ContinuityError, KeyError):

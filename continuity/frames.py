@@ -362,8 +362,12 @@ def stored_digest(line_end: bytes) -> bytes | None:
 
 
 def decode_frame(line: bytes) -> Frame:
-    """Decode one stored line (or a payload) into its frame. Raises msgspec errors on bad input."""
-    return _decoder.decode(line)
+    """Decode one stored line (or a payload) into its frame. Raises msgspec errors on bad input
+    (``msgspec.DecodeError``, invalid UTF-8 included)."""
+    try:
+        return _decoder.decode(line)
+    except UnicodeDecodeError as exc:  # msgspec lets this one through as it is
+        raise msgspec.DecodeError(f"invalid UTF-8: {exc}") from None
 
 
 # --- building and checking frames -----------------------------------------------------------

@@ -29,9 +29,16 @@ from continuity.caches.ranking import (
     rank,
     rank_prefix,
 )
-from continuity.caches.search_index import ThreadSearchIndex, docs_of, frame_text, tokenize
+from continuity.caches.search_index import (
+    ThreadSearchIndex,
+    docs_of,
+    frame_text,
+    summary_text,
+    tokenize,
+)
+from continuity.caches.thread_index import DAMAGE as _DAMAGE
 from continuity.caches.thread_index import ThreadIndex
-from continuity.errors import CorruptFrame, InvalidQuery
+from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, InvalidQuery
 from continuity.store.base import BaseStore, Thread, resolve_thread
 
 __all__ = ["Embedder", "HashedEmbedder", "Hit", "search", "search_prefix"]
@@ -86,9 +93,16 @@ def _snippet(text: str, terms: list[str]) -> tuple[str, list[str]]:
 
 
 def _with_snippets(
-    threads: dict[str, Thread], hits: list[Hit], terms: list[str], *, use_caches: bool = True
+    threads: dict[str, Thread],
+    hits: list[Hit],
+    terms: list[str],
+    *,
+    use_caches: bool = True,
+    on_damage: Callable[[str], None] | None = None,
 ) -> list[Hit]:
-    """``hits`` (of the given threads) with their time, snippet and matched terms."""
+    """``hits`` (of the given threads) with their time, snippet and matched terms. A summary
+    hit whose artifact is missing or damaged is told to ``on_damage`` (and kept, its snippet
+    made of the checkpoint frame alone), or raises when there is no ``on_damage``."""
     readers: dict[str, Callable[[int], fr.Frame | None]] = {}
 
     def reader(thread: Thread) -> Callable[[int], fr.Frame | None]:
@@ -108,9 +122,32 @@ def _with_snippets(
             raise CorruptFrame(
                 thread.id, h.seq, -1, "the search index names this frame but the log ends before it"
             )
+        unreadable = _summary_unreadable(frame, thread)
+        if unreadable:
+            assert isinstance(frame, fr.CompactionCheckpointCreated)
+            aid = frame.summary_artifact_id
+            what = (
+                f"thread {thread.id} seq {h.seq}: summary artifact {aid} is missing or damaged; "
+                "its text is not searched or shown (run `continuity verify`)"
+            )
+            if on_damage is None:
+                thread.store.artifacts.get(aid)  # raises ArtifactNotFound / ArtifactCorrupt
+                raise ArtifactCorrupt(what)
+            on_damage(what)
         snippet, matched = _snippet(frame_text(frame, thread.store), terms)
+        if terms and not matched and not unreadable:
+            # The index says this frame holds a query term and the frame (checked against the
+            # chain) does not: the index is damaged, not the log.
+            raise CorruptCache(thread.id, f"the search index names seq {h.seq} for {terms}")
         out.append(msgspec.structs.replace(h, ts_ms=frame.ts_ms, snippet=snippet, terms=matched))
     return out
+
+
+def _summary_unreadable(frame: fr.Frame, thread: Thread) -> bool:
+    return (
+        isinstance(frame, fr.CompactionCheckpointCreated)
+        and summary_text(thread.store, frame) is None
+    )
 
 
 # --- the two entry points -------------------------------------------------------------------
@@ -149,8 +186,13 @@ def search(
     k: int = 10,
     embedder: Embedder | None = None,
     rerank: int = 50,
+    on_damage: Callable[[str], None] | None = None,
 ) -> list[Hit]:
     """The best ``k`` documents for ``query`` across the store (or one thread or project).
+
+    A damaged search index is rebuilt and the search goes on. A hit on a checkpoint whose
+    summary artifact is missing or damaged raises :class:`ArtifactCorrupt`, or, with
+    ``on_damage``, is told to it (once per hit) and shown without the summary.
 
     Brings each searched thread's index up to date first (incremental). With an ``embedder``
     the best ``rerank`` BM25 candidates are re-ordered by BM25 (normalised) plus cosine
@@ -160,12 +202,36 @@ def search(
         raise InvalidQuery("k must be positive")
     terms = query_terms(query)
     threads = {t.id: t for t in _threads(store, thread, project)}
-    corpora = [c for t in threads.values() if (c := _corpus(t)) is not None]
-    hits = rank(corpora, terms, max(k, rerank if embedder else k), frozenset())
-    hits = _with_snippets(threads, hits, terms)
+    want = max(k, rerank if embedder else k)
+    told: list[str] = []  # said once, after a retry
+    try:
+        hits = _ranked(threads, terms, want, told.append if on_damage else None)
+    except (CorruptCache, *_DAMAGE):
+        # A damaged index is derived data: find the thread(s) it belongs to, rebuild, go on.
+        for t in threads.values():
+            try:
+                _ranked({t.id: t}, terms, want, (lambda _m: None) if on_damage else None)
+            except (CorruptCache, *_DAMAGE):
+                ThreadIndex(t).rebuild()
+                ThreadSearchIndex(t).rebuild()
+        told.clear()
+        hits = _ranked(threads, terms, want, told.append if on_damage else None)
+    if on_damage is not None:
+        for message in dict.fromkeys(told):
+            on_damage(message)
     if embedder is not None and hits:
         hits = _rerank(hits, query, embedder)
     return hits[:k]
+
+
+def _ranked(
+    threads: dict[str, Thread],
+    terms: list[str],
+    k: int,
+    on_damage: Callable[[str], None] | None = None,
+) -> list[Hit]:
+    corpora = [c for t in threads.values() if (c := _corpus(t)) is not None]
+    return _with_snippets(threads, rank(corpora, terms, k, frozenset()), terms, on_damage=on_damage)
 
 
 def _rerank(hits: list[Hit], query: str, embedder: Embedder) -> list[Hit]:

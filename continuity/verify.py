@@ -116,7 +116,7 @@ _probe: Final = msgspec.json.Decoder(_Envelope)
 def _envelope(line: bytes) -> _Envelope | None:
     try:
         env = _probe.decode(line)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     return env if env.seq >= 0 else None
 
@@ -203,7 +203,7 @@ class _LogCheck:
             self.digests.popitem(last=False)
         try:
             frame = fr.decode_frame(line)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             issues.append(f"does not decode: {exc}")
         else:
             if seq == 0 and not (

@@ -22,7 +22,7 @@ import pytest
 
 from continuity import frames as fr
 from continuity.caches.thread_index import ThreadIndex
-from continuity.errors import CorruptFrame
+from continuity.errors import ContinuityError, CorruptFrame
 from continuity.retrieval import search
 from continuity.store.base import Head
 from continuity.store.jsonl import Store
@@ -445,3 +445,82 @@ def test_a_full_disk_leaves_nothing_half_written(tmp_path: Path) -> None:
 
 def _quote(s: str) -> str:
     return "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+# --- damaged caches are caught, not believed ----------------------------------------------------
+
+
+def _checkpointed(store: Store) -> None:
+    from continuity.context.compaction import StrideMessages, run_compaction
+
+    t = store.thread("t")
+    for i in range(1, 121):
+        t.append(fr.message("user" if i % 2 else "assistant", f"step {i}: deploy the w{i} widget"))
+        if i % 30 == 0:
+            run_compaction(store, "t", StrideMessages(20))
+
+
+@pytest.mark.parametrize("field", [0, 1, 2])  # to_seq, seq, offset of a selection record
+def test_a_damaged_checkpoint_record_is_never_followed(tmp_store: Store, field: int) -> None:
+    import struct
+
+    from continuity.errors import CorruptCache
+
+    _checkpointed(tmp_store)
+    index = ThreadIndex(tmp_store.thread("t"))
+    index.refresh()
+    selection = index.selection()
+    assert len(selection) >= 3
+    sel = tmp_store.cache_dir / "threads" / "t" / "checkpoints.v1.sel"
+    head = tmp_store.thread("t").head()
+    assert head is not None
+    truth = selection.latest(head.seq, head.seq)
+    assert truth is not None
+    data = bytearray(sel.read_bytes())
+    n = len(data) // 24
+    for record in range(n):  # raise each field of each record in turn: never a silent answer
+        damaged = bytearray(data)
+        value = struct.unpack_from("<Q", damaged, record * 24 + field * 8)[0]
+        struct.pack_into("<Q", damaged, record * 24 + field * 8, value + (1 << 40))
+        sel.write_bytes(bytes(damaged))
+        try:
+            got = ThreadIndex(tmp_store.thread("t")).selection().latest(head.seq, head.seq)
+        except CorruptCache:
+            continue
+        assert got == truth, (record, field)
+    sel.write_bytes(bytes(data))
+
+
+def test_search_rebuilds_a_damaged_index_and_finds_the_same(tmp_store: Store) -> None:
+    _checkpointed(tmp_store)
+    before = search(tmp_store, "deploy w77 widget")
+    folder = tmp_store.cache_dir / "search" / "t"
+    for name in sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".jsonl")):
+        data = (folder / name).read_bytes()
+        (folder / name).write_bytes(data[: len(data) // 2] + b"\xff" * (len(data) - len(data) // 2))
+        assert search(tmp_store, "deploy w77 widget") == before, name
+
+
+def test_search_names_a_damaged_summary_artifact(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s", create=True)
+    _checkpointed(store)
+    hits = search(store, "widget deploy step", k=50)
+    summary_hit = next(h for h in hits if h.kind == "summary")
+    (checkpoint,) = store.thread("t").read(from_seq=summary_hit.seq, to_seq=summary_hit.seq)
+    assert isinstance(checkpoint, fr.CompactionCheckpointCreated)
+    store.artifacts.path(checkpoint.summary_artifact_id).write_bytes(b"\x00damaged")  # type: ignore[attr-defined]
+    with pytest.raises(ContinuityError):
+        search(store, "widget deploy step", k=50)
+    told: list[str] = []
+    again = search(store, "widget deploy step", k=50, on_damage=told.append)
+    assert [h.seq for h in again] == [h.seq for h in hits]
+    assert told == [
+        f"thread t seq {summary_hit.seq}: summary artifact {checkpoint.summary_artifact_id} is "
+        "missing or damaged; its text is not searched or shown (run `continuity verify`)"
+    ]
+    run = subprocess.run(
+        [*CLI, "--store", str(tmp_path / "s"), "search", "widget deploy step", "--k", "50"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0 and run.stderr == f"warning: {told[0]}\n"

@@ -454,7 +454,12 @@ class ThreadSearchIndex:
     def manifest(self) -> SearchManifest | None:
         try:
             return _manifest_decoder.decode((self.dir / "manifest.json").read_bytes())
-        except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
+        except (
+            FileNotFoundError,
+            msgspec.DecodeError,
+            UnicodeDecodeError,
+            msgspec.ValidationError,
+        ):
             return None
 
     # -- building --
@@ -537,7 +542,13 @@ class ThreadSearchIndex:
                 return False
             first = _doc_decoder.decode(raw[: raw.index(b"\n")])
             last = _doc_decoder.decode(raw[raw.rfind(b"\n", 0, len(raw) - 1) + 1 : -1])
-        except (OSError, struct.error, msgspec.DecodeError, msgspec.ValidationError):
+        except (
+            OSError,
+            struct.error,
+            msgspec.DecodeError,
+            UnicodeDecodeError,
+            msgspec.ValidationError,
+        ):
             return False
         return first.seq == first_seq and last.seq == last_seq
 
@@ -808,7 +819,7 @@ def summary_text(store: BaseStore, frame: fr.Frame) -> str | None:
         return None
     try:
         return decode_summary(data).text
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return data.decode("utf-8", "replace")
 
 

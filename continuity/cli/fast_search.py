@@ -116,6 +116,7 @@ def fast_search(argv: list[str]) -> int | None:
             project=args.project,
             k=args.k,
             embedder=HashedEmbedder() if args.rerank else None,
+            on_damage=lambda what: print(f"warning: {what}", file=sys.stderr),
         )
     except (ContinuityError, OSError):
         return None  # the typer command runs it again and reports the error its way

@@ -42,5 +42,6 @@ def search(
             project=project,
             k=k,
             embedder=HashedEmbedder() if rerank else None,
+            on_damage=lambda what: typer.echo(f"warning: {what}", err=True),
         )
     print_hits(hits, query, as_json=as_json, write=typer.echo)

@@ -117,7 +117,7 @@ def log(
                 continue
             try:
                 frame = fr.decode_frame(line)
-            except msgspec.DecodeError as exc:
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 fail(f"thread {thread!r}, seq {seq}: does not decode: {exc}")
             tag = str(frame.__struct_config__.tag)
             if wanted is not None and tag not in wanted:

@@ -286,7 +286,7 @@ class Thread(ABC):
         """The frame of a stored line; :class:`CorruptFrame` (naming it) if it does not decode."""
         try:
             return fr.decode_frame(line)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             offset = self.offset_of(seq)
             reason = f"does not decode: {exc}"
             raise CorruptFrame(self.id, seq, -1 if offset is None else offset, reason) from None

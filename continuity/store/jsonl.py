@@ -65,7 +65,7 @@ def _probe_line(line: bytes) -> _Envelope | None:
         return None
     try:
         env = _probe.decode(line)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     return env if env.seq >= 0 else None
 
@@ -585,7 +585,7 @@ class Store(BaseStore):
                         rec["time_ms"],
                     )
                 )
-            except (msgspec.DecodeError, KeyError, TypeError):
+            except (msgspec.DecodeError, UnicodeDecodeError, KeyError, TypeError):
                 continue
         found.sort(key=lambda r: (r.time_ms, r.thread_id, r.offset))
         return found
