@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from test_cc_hooks import Transcript
+from test_cc_hooks import Transcript, call_main, read_errors
 from test_redaction import ANTHROPIC, AWS_KEY_ID, AWS_SECRET, GITHUB_PAT, PRIVATE_KEY, fake, marker
 
 from continuity import frames as fr
@@ -241,3 +241,26 @@ def test_a_broken_config_stops_the_ingest_until_it_is_fixed(
     assert big.artifact_id is not None
     assert "GET /health" not in store.artifacts.get(big.artifact_id).decode()
     assert store_stats(store).redactions > 900  # the config's own rule counts too
+
+
+def test_a_hook_with_a_broken_config_logs_it_exits_0_and_archives_after_the_fix(
+    tmp_path: Path,
+    transcript: Transcript,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    home = tmp_path / "hook-store"
+    monkeypatch.setenv("CONTINUITY_HOME", str(home))
+    monkeypatch.delenv("CONTINUITY_DEBUG", raising=False)
+    new_store(home)
+    (home / "redaction.json").write_text('{"enabeld": false}')  # a typo: not silently "on"
+    payload = json.dumps(transcript.payload("UserPromptSubmit")).encode()
+    assert call_main(monkeypatch, ["user-prompt-submit"], payload) == 0
+    assert "redaction.json" in capsys.readouterr().err
+    (line,) = read_errors(home)
+    assert "InvalidSettings" in line and "enabeld" in line
+    assert Store(home).threads() == []
+    (home / "redaction.json").unlink()
+    assert call_main(monkeypatch, ["user-prompt-submit"], payload) == 0
+    stored = Store(home).thread(transcript.thread_id).path.read_bytes()
+    assert ANTHROPIC.encode() not in stored and marker("anthropic-api-key").encode() in stored
