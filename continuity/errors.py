@@ -20,7 +20,7 @@ working::
     ├── InvalidCutRule         (ValueError) compaction: a cut rule or cut that makes no sense
     ├── JobInFlight            compaction: a job for the thread is already running
     ├── InvalidQuery           (ValueError) search: nothing to search for, or a bad k
-    ├── InvalidSettings        Claude Code: a settings file that is not a JSON object
+    ├── InvalidSettings        a settings file (Claude Code's, or redaction.json) that cannot be used
     └── DemoError              the demo did not run to the end or archived the wrong thing
 
 Every class is importable from the package root too: ``from continuity import SeqConflict``.
@@ -161,8 +161,9 @@ class InvalidQuery(ContinuityError, ValueError):
 
 
 class InvalidSettings(ContinuityError):
-    """A Claude Code settings file that is not a JSON object, or a path install must not write
-    through (a link planted to lead elsewhere: ADR 0013); left untouched either way."""
+    """A settings file that cannot be used: Claude Code's (not a JSON object, or a path install
+    must not write through — a link planted to lead elsewhere, ADR 0013) or a store's
+    ``redaction.json`` (ADR 0015); left untouched either way."""
 
 
 class DemoError(ContinuityError):

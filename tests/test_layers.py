@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity.summary",
             "continuity.paths",
             "continuity._fs",
+            "continuity.redaction",
         ),
     ),
     ("store", ("continuity.store",)),

@@ -63,7 +63,7 @@ def _show_version(value: bool) -> None:
     try:
         number = version("continuity")
     except PackageNotFoundError:  # run from a source tree that was never installed
-        from continuity import __version__ as number
+        number = "(not installed: no package metadata)"
     typer.echo(f"continuity {number}")
     raise typer.Exit()
 

@@ -262,6 +262,7 @@ def stats(
     typer.echo(f"artifacts    {s.artifacts} ({s.artifact_bytes} bytes compressed)")
     typer.echo(f"cache bytes  {s.cache_bytes}")
     typer.echo(f"quarantined  {s.quarantined}")
+    typer.echo(f"redactions   {s.redactions} in {count(len(s.redactions_by_thread), 'thread')}")
 
 
 class ThreadRow(msgspec.Struct, frozen=True, kw_only=True):
