@@ -34,7 +34,7 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity._fs import atomic_write
+from continuity._fs import atomic_write, private_dirs
 from continuity.claude_code.transcript import (
     AssistantPart,
     CompactBoundary,
@@ -164,7 +164,7 @@ class _Ingest:
         self.final = final
         self.session_id, self.agent_id = transcript_kind(path)
         self.thread_override = thread_override
-        self.report = IngestReport(str(path))
+        self.report = IngestReport(_printable(path))
         self.known: set[str] = set()
         self.loaded: set[str] = set()
         self.new_keys: list[str] = []
@@ -247,8 +247,14 @@ def _cursor_path(store: BaseStore, path: Path) -> Path | None:
     ingest reads the whole file; the source keys in the log still keep it idempotent)."""
     if store.cache_dir is None:
         return None
-    digest = blake3.blake3(str(path).encode()).hexdigest()[:32]
+    # fsencode: a file name that is not UTF-8 (surrogate-escaped in the str) still has a key
+    digest = blake3.blake3(os.fsencode(path)).hexdigest()[:32]
     return store.cache_dir / "claude-code" / "cursors" / f"{digest}.json"
+
+
+def _printable(path: Path) -> str:
+    """A path as text that encodes: bytes that are not UTF-8 escaped, never a surrogate."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _head_hash(path: Path, upto: int) -> str:
@@ -360,8 +366,8 @@ def ingest_transcript(
     if cursor_file is None:
         with _in_process_lock(p):
             return _ingest_locked(store, p, None, final, thread_id, redactor)
-    cursor_file.parent.mkdir(parents=True, exist_ok=True)
-    lock_fd = os.open(cursor_file.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    private_dirs(cursor_file.parent)
+    lock_fd = os.open(cursor_file.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         return _ingest_locked(store, p, cursor_file, final, thread_id, redactor)
@@ -582,7 +588,7 @@ def _ingest_locked(
     _save_cursor(
         cursor_file,
         Cursor(
-            path=str(path),
+            path=_printable(path),
             offset=end,
             head_hash=_head_hash(path, end),
             heads=heads,
