@@ -618,7 +618,7 @@ def _paths(s: Setting, rng: random.Random) -> Case:
 
 def _big(label: str) -> Builder:
     def build(s: Setting, rng: random.Random) -> Case:
-        return _case(s, rng, "big files", label, s.big[label])
+        return _case(s, rng, f"big file: {label}", label, s.big[label])
 
     return build
 

@@ -2,7 +2,7 @@
 
     python -m tools.faults.writers [--single-writers 16] [--singles 5000]
                                    [--batch-writers 8] [--batches 500] [--batch-size 20]
-                                   [--durable] [--scale F] [--seed S] [--json] [--keep]
+                                   [--no-fsync] [--scale F] [--seed S] [--json] [--keep]
 
 ``--single-writers`` processes each append ``--singles`` single-frame batches and
 ``--batch-writers`` processes each ``--batches`` batches of ``--batch-size`` frames, all into
@@ -19,8 +19,10 @@ nothing else; seqs are contiguous and the chain is whole (read independently of 
 reader); ``verify`` exits 0; and after a ``stats`` and a ``search`` (which bring the caches up
 to date the way any read does) the cache files are byte-identical to a fresh rebuild (a copy of
 the store, its ``cache/`` deleted, ``rebuild-index``, then one ``search`` to build the search
-indexes, which ``rebuild-index`` only rebuilds where they exist). Appends skip the fsync unless
-``--durable`` (this family is about concurrency; ``kills`` is about durability).
+indexes, which ``rebuild-index`` only rebuilds where they exist). Appends are durable (an
+fsync each, under the lock), as the library's and the CLI's are by default: that also keeps the
+writers busy long enough for the readers to run many times alongside them; ``--no-fsync``
+skips it.
 """
 
 from __future__ import annotations
@@ -204,7 +206,7 @@ def run(
     batch_writers: int = 8,
     batches: int = 500,
     batch_size: int = 20,
-    durable: bool = False,
+    durable: bool = True,
     seed: int | None = None,
     keep: bool = False,
 ) -> FamilyResult:
@@ -408,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-writers", type=int, default=8)
     parser.add_argument("--batches", type=int, default=500, help="batches each")
     parser.add_argument("--batch-size", type=int, default=20)
-    parser.add_argument("--durable", action="store_true", help="fsync every append")
+    parser.add_argument("--no-fsync", action="store_true", help="skip the fsync of every append")
     args = parser.parse_args(argv)
     result = run(
         single_writers=args.single_writers,
@@ -416,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_writers=args.batch_writers,
         batches=scaled(args.batches, args.scale),
         batch_size=args.batch_size,
-        durable=args.durable,
+        durable=not args.no_fsync,
         seed=args.seed,
         keep=args.keep,
     )
