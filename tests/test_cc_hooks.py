@@ -23,6 +23,7 @@ import pytest
 from conftest import shared_fixture
 
 from continuity import frames as fr
+from continuity.claude_code import transcript as transcript_module
 from continuity.claude_code.hooks import main, run_hook
 from continuity.claude_code.ingest import ingest_transcript, session_thread_id
 from continuity.store.jsonl import Store
@@ -814,3 +815,87 @@ def test_parallel_hooks_on_a_growing_transcript_lose_and_duplicate_nothing(tmp_p
     keys = [f["source"]["key"] for f in got if f["type"] == "message_appended"]
     assert len(keys) == len(set(keys))
     assert any(f["type"] == "compaction_checkpoint_created" for f in got)
+
+
+# --- long lines (ADR 0016) -------------------------------------------------------------------
+
+
+def test_a_line_over_the_cap_is_skipped_with_one_note_and_the_hook_succeeds(
+    hook_env: Path,
+    transcript: Transcript,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(transcript_module, "MAX_LINE_BYTES", 4096)
+    transcript.prompt("before the paste")
+    transcript.prompt("P" * 10_000)
+    transcript.prompt("after the paste")
+    transcript.flush()
+    payload = json.dumps(transcript.payload("UserPromptSubmit")).encode()
+    assert call_main(monkeypatch, ["user-prompt-submit"], payload) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith(f"continuity: {transcript.path}: a line over 4096 bytes")
+    assert "not archived" in captured.err
+    (logged,) = read_errors(hook_env)
+    assert "hook user-prompt-submit" in logged and "a line over 4096 bytes" in logged
+    texts = [b.text for m in messages(Store(hook_env), transcript.thread_id) for b in m.content]
+    assert texts == ["before the paste", "after the paste"]
+    # The cursor moved past it: the next hook neither meets it again nor says it again.
+    transcript.prompt("and one more")
+    transcript.flush()
+    assert call_main(monkeypatch, ["user-prompt-submit"], payload) == 0
+    assert capsys.readouterr() == ("", "")
+    assert len(read_errors(hook_env)) == 1
+
+
+def test_an_unfinished_long_line_waits_quietly_until_it_is_complete(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    transcript.prompt("before the paste")
+    transcript.flush()
+    transcript.prompt("Q" * 300_000)
+    transcript.pending.pop()  # its progress line
+    whole = json.dumps(transcript.pending.pop()).encode() + b"\n"
+    with open(transcript.path, "ab") as f:
+        f.write(whole[: len(whole) // 2])
+    for _ in range(2):  # every hook meets it, none archives or reports anything
+        out = run_hook(tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit"))
+        assert (out.exit_code, out.stdout, out.stderr, out.notes) == (0, "", "", [])
+        assert [m.content for m in messages(tmp_store, transcript.thread_id)] == [
+            [fr.TextBlock(text="before the paste")]
+        ]
+    with open(transcript.path, "ab") as f:
+        f.write(whole[len(whole) // 2 :])
+    out = run_hook(tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit"))
+    assert (out.exit_code, out.notes) == (0, [])
+    last = messages(tmp_store, transcript.thread_id)[-1]
+    assert last.content == [fr.TextBlock(text="Q" * 300_000)]
+
+
+@pytest.mark.slow
+def test_a_hook_process_skips_a_line_over_64_mib(tmp_path: Path, transcript: Transcript) -> None:
+    transcript.prompt("before the paste")
+    transcript.flush()
+    transcript.prompt("")
+    transcript.pending.pop()  # its progress line
+    head, tail = json.dumps(transcript.pending.pop()).encode().split(b'"content": ""')
+    with open(transcript.path, "ab") as f:  # written in pieces: the test never holds it
+        f.write(head + b'"content": "')
+        piece = b"x" * (1 << 20)
+        for _ in range(65):
+            f.write(piece)
+        f.write(b'"' + tail + b"\n")
+    transcript.prompt("after the paste")
+    transcript.flush()
+    store = tmp_path / "store"
+    proc = hook_process(
+        store, ["user-prompt-submit"], json.dumps(transcript.payload("UserPromptSubmit")).encode()
+    )
+    assert (proc.returncode, proc.stdout) == (0, b"")
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and "a line over 64 MiB skipped, not archived" in err
+    assert len(read_errors(store)) == 1
+    texts = [b.text for m in messages(Store(store), transcript.thread_id) for b in m.content]
+    assert texts == ["before the paste", "after the paste"]

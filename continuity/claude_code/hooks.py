@@ -68,6 +68,9 @@ class HookOutcome(msgspec.Struct):
     exit_code: int = 0
     stdout: str = ""
     stderr: str = ""
+    notes: list[str] = msgspec.field(default_factory=list)
+    """What the archive could not take (a transcript line over the size cap): one line each on
+    stderr and in ``errors.log``; the hook still succeeds."""
 
 
 def _event_name(arg: str | None, payload: dict[str, Any]) -> str:
@@ -115,20 +118,39 @@ def _context_json(event: str, text: str) -> str:
     ).decode()
 
 
-def _ingest(store: Store, transcript: Path, *, final: bool) -> Thread:
+def _ingest(store: Store, transcript: Path, *, final: bool, notes: list[str]) -> Thread:
     """Ingest the transcript (and its subagent files when final); return the session's thread
-    (the handle everything after the ingest works on)."""
-    from continuity.claude_code.ingest import ingest_transcript, session_thread_id, transcript_kind
+    (the handle everything after the ingest works on). What could not be archived is added to
+    ``notes``."""
+    from continuity.claude_code.ingest import session_thread_id, transcript_kind
 
     if transcript.is_file():
-        ingest_transcript(store, transcript, final=final)
+        _ingest_file(store, transcript, final=final, notes=notes)
         if final:
             sub = transcript.with_suffix("") / "subagents"
             if sub.is_dir():
                 for agent in sorted(sub.glob("agent-*.jsonl")):
-                    ingest_transcript(store, agent, final=True)
+                    _ingest_file(store, agent, final=True, notes=notes)
     session, _agent = transcript_kind(transcript)
     return store.thread(session_thread_id(session))
+
+
+def _ingest_file(store: Store, path: Path, *, final: bool, notes: list[str]) -> None:
+    from continuity.claude_code.ingest import ingest_transcript
+    from continuity.claude_code.transcript import MAX_LINE_BYTES, SKIPPED_OVERSIZE
+
+    report = ingest_transcript(store, path, final=final)
+    oversize = report.skipped.get(SKIPPED_OVERSIZE, 0)
+    if oversize:
+        # Counted once: the cursor moves past a skipped line, so no later hook meets it again.
+        lines = "a line" if oversize == 1 else f"{oversize} lines"
+        cap = MAX_LINE_BYTES
+        size = f"{cap >> 20} MiB" if cap % (1 << 20) == 0 else f"{cap} bytes"
+        shown = str(path).encode("utf-8", "backslashreplace").decode()  # errors.log is UTF-8
+        notes.append(
+            f"{shown}: {lines} over {size} skipped, not archived "
+            "(a transcript line is loaded whole only up to that size)"
+        )
 
 
 def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
@@ -143,16 +165,14 @@ def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
     # A new session's transcript may not be written yet when SessionStart fires: the pointer
     # to the previous session does not need it (and _ingest skips a missing file).
     final = event in ("pre-compact", "session-end")
-    thread = _ingest(store, transcript, final=final)
+    thread = _ingest(store, transcript, final=final, notes=out.notes)
     thread_id = thread.id
     # Read after the ingest: a broken claude-code.json must not stop the archiving.
     cfg = _config(store)
     if event == "subagent-stop":
         agent_path = payload.get("agent_transcript_path")
         if isinstance(agent_path, str) and Path(agent_path).is_file():
-            from continuity.claude_code.ingest import ingest_transcript
-
-            ingest_transcript(store, Path(agent_path), final=True)
+            _ingest_file(store, Path(agent_path), final=True, notes=out.notes)
     if event == "pre-compact":
         from continuity.claude_code.restore import preservation_guidance
 
@@ -273,6 +293,10 @@ def main(argv: list[str], *, store_path: Path | None = None) -> int:
             sys.stdout.buffer.flush()
         if outcome.stderr:
             sys.stderr.write(outcome.stderr + "\n")
+        for note in outcome.notes:
+            sys.stderr.write(f"continuity: {note}\n")
     except OSError:  # Claude Code stopped reading (a timed-out hook): nothing left to tell
         pass
+    for note in outcome.notes:
+        _log_error(root, str(event), note)
     return outcome.exit_code

@@ -5,6 +5,11 @@ fields, lines that are not JSON or not objects, a half-written last line, progre
 noise, one API response split over several lines, sidechains, and older ``summary`` lines. This
 module turns the complete lines of a byte range into :data:`Record` values and counts what it
 skipped; it never raises on content. It imports nothing heavy: it runs on the hook path.
+
+Reads cost time linear in the bytes read and memory bounded by one line (ADR 0016): the
+last newline is found by scanning back from the end, nothing past it is parsed, and a line
+is loaded whole only once its end is known and only if it is at most :data:`MAX_LINE_BYTES`
+long; a longer one is skipped and counted (:data:`SKIPPED_OVERSIZE`), never held in memory.
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ import msgspec
 from continuity import frames as fr
 
 __all__ = [
+    "MAX_LINE_BYTES",
+    "SKIPPED_OVERSIZE",
     "AssistantPart",
     "CompactBoundary",
     "CompactSummary",
     "LegacySummary",
+    "ReadResult",
     "Record",
     "UserLine",
     "read_records",
@@ -90,12 +98,23 @@ class LegacySummary(msgspec.Struct, frozen=True):
 Record: TypeAlias = UserLine | AssistantPart | CompactBoundary | CompactSummary | LegacySummary
 
 
+MAX_LINE_BYTES: Final = 64 << 20
+"""The longest transcript line a read loads (64 MiB). A complete line that is longer is skipped
+and counted under :data:`SKIPPED_OVERSIZE`; an unfinished last line that is longer is left for a
+later read, like any unfinished line, without being loaded."""
+SKIPPED_OVERSIZE: Final = "<line too long>"
+
+
 class ReadResult(msgspec.Struct):
     records: list[Record] = msgspec.field(default_factory=list)
     end: int = 0
     """The offset just past the last complete line read (where the next read starts)."""
     skipped: Counter[str] = msgspec.field(default_factory=Counter)
-    """Lines that carry no conversation, by type; ``<not json>``/``<not object>`` for bad ones."""
+    """Lines that carry no conversation, by type; ``<not json>``/``<not object>`` for bad ones,
+    :data:`SKIPPED_OVERSIZE` for lines over the size cap (never loaded, so not archived)."""
+    pending: int = 0
+    """The bytes after ``end`` (an unfinished last line): they hold no newline, so a caller that
+    passes ``end + pending`` as the next read's ``no_newline_before`` spares it that scan."""
 
 
 _decoder: Final = msgspec.json.Decoder()
@@ -286,29 +305,103 @@ def _complete_object(raw: bytes) -> bool:
         return False
 
 
-def read_records(path: str | os.PathLike[str], start: int = 0) -> ReadResult:
-    """Parse the complete lines of ``path`` from byte ``start`` on (a partial last line is left
-    for the next read; a last line without a newline that is a whole JSON object is read)."""
-    result = ReadResult(end=start)
-    with open(path, "rb") as f:
-        f.seek(start)
-        pos = start
-        carry = b""
-        while True:
-            chunk = f.read(_CHUNK)
-            if not chunk:
-                break
-            data = carry + chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                carry = data
-                continue
-            carry = data[cut + 1 :]
-            for raw in data[:cut].split(b"\n"):
-                _take(raw, pos, result)
+def _ends_with_brace(fd: int, lo: int, hi: int) -> bool:
+    """Whether bytes ``[lo, hi)`` may be a whole JSON object, judged by their last bytes alone
+    (a whole object ends with ``}``), so a line still being written is not read to learn that."""
+    n = min(hi - lo, 4096)
+    last = os.pread(fd, n, hi - n).rstrip()
+    return last.endswith(b"}") if last else hi - lo > n
+
+
+def _last_newline(fd: int, lo: int, hi: int) -> int | None:
+    """The offset of the last newline in bytes ``[lo, hi)`` of ``fd`` (None when there is none).
+
+    Reads backwards from ``hi`` one chunk at a time: a long unfinished last line costs one pass
+    over its bytes and one chunk of memory, and nothing before its start is read."""
+    while hi > lo:
+        start = max(lo, hi - _CHUNK)
+        block = os.pread(fd, hi - start, start)
+        found = block.rfind(b"\n")
+        if found >= 0:
+            return start + found
+        if len(block) < hi - start:  # the file shrank under us: read only what is certain
+            return None
+        hi = start
+    return None
+
+
+def _read_lines(fd: int, start: int, stop: int, max_line: int, result: ReadResult) -> None:
+    """Add the records of the lines in bytes ``[start, stop)`` (``stop`` just past a newline).
+
+    Chunks are read forwards and split where they hold whole lines. A line that runs past its
+    chunk is not accumulated: once its end is found it is read again in one piece, if it is at
+    most ``max_line`` bytes long, and skipped otherwise."""
+    pos = start  # where the current line starts
+    at = start  # where the next chunk starts
+    while at < stop:
+        chunk = os.pread(fd, min(_CHUNK, stop - at), at)
+        if not chunk:
+            break  # the file shrank under us
+        base, at = at, at + len(chunk)
+        last = chunk.rfind(b"\n")
+        if last < 0:
+            continue  # the current line goes on past this chunk
+        i = pos - base
+        if i < 0:  # the line began in an earlier chunk: it ends at this chunk's first newline
+            first = chunk.find(b"\n")
+            _take_span(fd, pos, base + first - pos, max_line, result)
+            pos = base + first + 1
+            i = first + 1
+        if i <= last:
+            for raw in chunk[i:last].split(b"\n"):
+                if len(raw) > max_line:
+                    result.skipped[SKIPPED_OVERSIZE] += 1
+                else:
+                    _take(raw, pos, result)
                 pos += len(raw) + 1
-            result.end = pos
-    if carry and _complete_object(carry):
-        _take(carry, pos, result)
-        result.end = pos + len(carry)
+        result.end = pos
+
+
+def _take_span(fd: int, offset: int, length: int, max_line: int, result: ReadResult) -> None:
+    """Take the line of ``length`` bytes at ``offset``, read in one piece, unless it is over
+    ``max_line`` bytes (then it is only counted: it is never loaded)."""
+    if length > max_line:
+        result.skipped[SKIPPED_OVERSIZE] += 1
+    else:
+        _take(os.pread(fd, length, offset), offset, result)
+
+
+def read_records(
+    path: str | os.PathLike[str],
+    start: int = 0,
+    *,
+    no_newline_before: int = 0,
+    max_line: int | None = None,
+) -> ReadResult:
+    """Parse the complete lines of ``path`` from byte ``start`` on.
+
+    A partial last line is left for the next read (its length reported as ``pending``); a last
+    line without a newline that is a whole JSON object is read. A line over ``max_line`` bytes
+    (default :data:`MAX_LINE_BYTES`) is skipped, never loaded. ``no_newline_before`` is an
+    offset up to which the caller knows (from an earlier read's ``end + pending``) that the
+    bytes from ``start`` hold no newline: the search for the last newline stops there.
+    """
+    if max_line is None:
+        max_line = MAX_LINE_BYTES
+    result = ReadResult(end=start)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        newline = _last_newline(fd, max(start, min(no_newline_before, size)), size)
+        if newline is not None:
+            _read_lines(fd, start, newline + 1, max_line, result)
+        tail = size - result.end
+        if 0 < tail <= max_line and _ends_with_brace(fd, result.end, size):
+            raw = os.pread(fd, tail, result.end)
+            if _complete_object(raw):
+                _take(raw, result.end, result)
+                result.end = size
+        result.pending = max(0, size - result.end)
+    finally:
+        os.close(fd)
     return result

@@ -22,6 +22,14 @@ Then ``--repeat`` rounds of a compaction: a new turn, ``pre-compact`` (timed, no
 smallest transcript into an empty store, in-process (``ingest_transcript``) and as a fresh
 ``continuity hook user-prompt-submit`` process (target <= 400 ms).
 
+``--long-lines`` runs only the long-line cases instead (issue 10): a small session whose
+transcript then ends with an unterminated ``--unterminated-mb`` (200) MB line, then that line
+completed, and a session with one complete ``--complete-mb`` (50) MB prompt line. Each is timed
+as a fresh process with its peak RSS (``wait4``): ``user-prompt-submit`` while the long line is
+unfinished (every hook meets it again), the hook that meets it completed (a new cursor each
+round), the first ingest of the 50 MB line (a new store each round), then ``continuity compile
+--dry-run`` of that thread (the bundle's tokens are noted) and ``session-start`` (``resume``).
+
 Bytecode: the child processes run without ``PYTHONDONTWRITEBYTECODE`` (users' installs cache
 bytecode) and every command is run once before timing. ``--profile`` adds where one hook
 process spends its time: ``python -X importtime`` (slowest imports) and ``cProfile`` (functions
@@ -63,7 +71,16 @@ from tools.bench._common import (
     work_dir,
 )
 
-__all__ = ["Session", "cached_transcript", "child_env", "main", "run", "run_process"]
+__all__ = [
+    "Session",
+    "cached_transcript",
+    "child_env",
+    "main",
+    "run",
+    "run_long_lines",
+    "run_measured",
+    "run_process",
+]
 
 FIXTURES: Final = (
     Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "claude-code" / "spotter"
@@ -416,6 +433,178 @@ def _compactions(
     report.notes.append(f"restored context: {min(chars):,}..{max(chars):,} characters")
 
 
+# --- long lines -----------------------------------------------------------------------------
+
+
+_MEASURE: Final = """\
+import os, subprocess, sys, time
+start = time.perf_counter_ns()
+child = subprocess.Popen(sys.argv[2:])
+_pid, status, usage = os.wait4(child.pid, 0)
+took = time.perf_counter_ns() - start
+with open(sys.argv[1], "w") as f:
+    f.write(f"{took} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+"""
+
+
+def run_measured(
+    argv: Sequence[str], env: dict[str, str], stdin: bytes = b""
+) -> tuple[float, float, bytes, bytes]:
+    """(seconds, peak RSS in MB, stdout, stderr) of a fresh process that must exit 0.
+
+    A small Python process starts it and reads its rusage: a child's peak RSS counts the peak
+    of the process it was forked from (Linux carries the old memory's high-water mark across
+    exec), and this benchmark's own process holds far more than a hook."""
+    from tempfile import TemporaryDirectory, TemporaryFile
+
+    with TemporaryDirectory() as tmp, TemporaryFile() as fin:
+        fin.write(stdin)
+        fin.seek(0)
+        measured = Path(tmp) / "measured"
+        done = subprocess.run(
+            [sys.executable, "-c", _MEASURE, str(measured), *argv],
+            stdin=fin,
+            capture_output=True,
+            env=env,
+            check=False,
+        )
+        took, rss_kb, code = (int(x) for x in measured.read_text().split())
+    if code != 0 or done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {code}: {done.stderr.decode()[:500]}")
+    return took / 1e9, rss_kb / 1024, done.stdout, done.stderr
+
+
+def _write_long_prompt(writer: TranscriptWriter, size: int, *, complete: bool) -> bytes:
+    """Append a prompt line whose text is ``size`` bytes, written in 1 MB pieces (this process
+    never holds it); without ``complete`` the line stops inside its text. Returns what completes
+    it (the rest of the line, its newline included)."""
+    writer.prompt("\x00")
+    line = writer._pending.pop()  # the bench builds the line around the writer's envelope
+    writer.flush()  # the snapshot line before the prompt
+    head, tail = line.split(b"\\u0000", 1)
+    piece = b"lorem ipsum dolor sit amet, consectetur adipiscing elit\\n" * 18_000
+    with open(writer.path, "ab") as f:
+        f.write(head)
+        for _ in range(size // len(piece)):
+            f.write(piece)
+        f.write(b"x" * (size % len(piece)))
+        if complete:
+            f.write(tail)
+    return tail
+
+
+def _measure(
+    rows: dict[str, tuple[list[float], list[float]]], name: str, secs: float, rss: float
+) -> None:
+    times, mems = rows.setdefault(name, ([], []))
+    times.append(secs)
+    mems.append(rss)
+
+
+def run_long_lines(
+    unterminated_mb: int = 200, complete_mb: int = 50, repeat: int = 5, seed: int = 0
+) -> Report:
+    started = time.perf_counter()
+    report = Report(
+        "bench_hooks --long-lines",
+        {
+            "unterminated": f"{unterminated_mb}MB",
+            "complete": f"{complete_mb}MB",
+            "repeat": repeat,
+            "seed": seed,
+        },
+    )
+    hook = [*continuity_command(), "hook"]
+    rows: dict[str, tuple[list[float], list[float]]] = {}
+    with work_dir("bench_hooks_long") as scratch:
+        # An unterminated line: every hook meets it until it completes.
+        s = _LongSession(scratch / "unterminated", seed)
+        tail = _write_long_prompt(s.writer, unterminated_mb * _MB, complete=False)
+        env = child_env(s.store)
+        name = f"hook user-prompt-submit, unterminated {unterminated_mb} MB last line"
+        for i in range(repeat + 1):
+            secs, rss, out, err = run_measured([*hook, "user-prompt-submit"], env, s.payload())
+            if i:
+                _measure(rows, name, secs, rss)
+        report.notes.append(f"unterminated line: stdout {out[:80]!r}, stderr {err[:200]!r}")
+        with open(s.path, "ab") as f:
+            f.write(tail)
+        name = f"hook user-prompt-submit, that {unterminated_mb} MB line completed"
+        cursors = s.store / "cache" / "claude-code" / "cursors"
+        for i in range(repeat + 1):
+            shutil.rmtree(cursors, ignore_errors=True)  # each round meets the line anew
+            secs, rss, out, err = run_measured([*hook, "user-prompt-submit"], env, s.payload())
+            if i:
+                _measure(rows, name, secs, rss)
+        report.notes.append(f"completed line: stdout {out[:80]!r}, stderr {err[:200]!r}")
+
+        # A complete line: ingested, compiled, restored.
+        name = f"hook user-prompt-submit, first ingest of a complete {complete_mb} MB line"
+        s = _LongSession(scratch / "complete", seed + 1)
+        _write_long_prompt(s.writer, complete_mb * _MB, complete=True)
+        s.writer.response([{"type": "text", "text": "That is a long paste."}])
+        s.writer.flush()
+        env = child_env(s.store)
+        for i in range(repeat + 1):
+            shutil.rmtree(s.store, ignore_errors=True)
+            secs, rss, out, err = run_measured([*hook, "user-prompt-submit"], env, s.payload())
+            if i:
+                _measure(rows, name, secs, rss)
+        thread = f"cc-{SESSION_ID}"
+        compile_argv = [*continuity_command(), "compile", thread, "--dry-run"]
+        name = f"continuity compile --dry-run of the thread with the {complete_mb} MB message"
+        for i in range(repeat + 1):
+            secs, rss, out, err = run_measured(compile_argv, env)
+            if i:
+                _measure(rows, name, secs, rss)
+        report.notes.append(
+            f"compile: {len(out):,} bytes of bundle; stderr {err.decode().strip()[:300]!r}"
+        )
+        name = f"hook session-start (resume) with the {complete_mb} MB message"
+        payload = s.payload(source="resume", event="SessionStart")
+        for i in range(repeat + 1):
+            secs, rss, out, err = run_measured([*hook, "session-start"], env, payload)
+            if i:
+                _measure(rows, name, secs, rss)
+        report.notes.append(f"session-start: {len(out):,} bytes of stdout")
+    for metric, (times, mems) in rows.items():
+        report.rows.append(time_row(metric, times, unit="s"))
+        report.rows.append(Row("  peak RSS of that process", median(mems), "MB", n=len(mems)))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+class _LongSession:
+    """A small session (three turns) in a scratch folder, and the hook payloads for it."""
+
+    def __init__(self, folder: Path, seed: int) -> None:
+        self.path = folder / "projects" / "p" / f"{SESSION_ID}.jsonl"
+        self.store = folder / "store"
+        self.writer = TranscriptWriter(
+            self.path,
+            session_id=SESSION_ID,
+            cwd=_CWD,
+            git_branch="main",
+            rng=random.Random(seed),
+        )
+        for i in range(3):
+            self.writer.prompt(f"Question {i}: where is the retry logic?")
+            self.writer.response([{"type": "text", "text": f"In retry.py (answer {i})."}])
+        self.writer.flush()
+
+    def payload(self, event: str = "UserPromptSubmit", **fields: Any) -> bytes:
+        return msgspec.json.encode(
+            {
+                "session_id": SESSION_ID,
+                "transcript_path": str(self.path),
+                "cwd": _CWD,
+                "hook_event_name": event,
+                "prompt": "go on",
+                **fields,
+            }
+        )
+
+
 # --- profile --------------------------------------------------------------------------------
 
 
@@ -491,7 +680,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=11, help="timed hook runs per size")
     parser.add_argument("--first-repeat", type=int, default=9, help="timed first ingests")
     parser.add_argument("--profile", action="store_true", help="add importtime and cProfile")
+    parser.add_argument(
+        "--long-lines", action="store_true", help="run only the long-line cases (issue 10)"
+    )
+    parser.add_argument("--unterminated-mb", type=int, default=200, help="with --long-lines")
+    parser.add_argument("--complete-mb", type=int, default=50, help="with --long-lines")
     args = parser.parse_args(argv)
+    if args.long_lines:
+        report = run_long_lines(args.unterminated_mb, args.complete_mb, args.repeat, args.seed)
+        emit([report], args.json)
+        return
     emit([run(args.sizes, args.repeat, args.first_repeat, args.seed, args.profile)], args.json)
 
 
