@@ -817,7 +817,7 @@ def test_parallel_hooks_on_a_growing_transcript_lose_and_duplicate_nothing(tmp_p
     assert any(f["type"] == "compaction_checkpoint_created" for f in got)
 
 
-# --- long lines (ADR 0016) -------------------------------------------------------------------
+# --- long lines (ADR 0016) and oversize messages (ADR 0017) ----------------------------------
 
 
 def test_a_line_over_the_cap_is_skipped_with_one_note_and_the_hook_succeeds(
@@ -872,6 +872,31 @@ def test_an_unfinished_long_line_waits_quietly_until_it_is_complete(
     assert (out.exit_code, out.notes) == (0, [])
     last = messages(tmp_store, transcript.thread_id)[-1]
     assert last.content == [fr.TextBlock(text="Q" * 300_000)]
+
+
+def test_a_restore_elides_a_message_too_large_for_the_budget(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    work(transcript, ["/work/demo/app.py"], ["pytest -q"])
+    transcript.prompt("here is the whole log:\n" + "log line\n" * 60_000)  # ~135k tokens
+    transcript.say("Read it; the failure is at line 12.")
+    transcript.flush()
+    run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
+    transcript.compaction("The user pasted a log.")
+    transcript.flush()
+    out = run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="compact"))
+    text = context_of(out.stdout, "SessionStart")
+    assert len(text) <= RESTORE_LIMIT
+    assert "[text elided: 540023 bytes, ~135006 tokens" in text
+    assert "the failure is at line 12" in text  # the turns after it are still there
+    (decision,) = tmp_store.thread(transcript.thread_id).tail(
+        1, types=["context_selection_decided"]
+    )
+    assert isinstance(decision, fr.ContextSelectionDecided)
+    assert decision.limits.budget_tokens == 100_000 and decision.tokens <= 100_000
+    assert any(r.startswith("elided: message seq") for r in decision.reasons)
+    bundle = tmp_store.artifacts.get(decision.bundle_artifact_id)
+    assert len(bundle) < 20_000  # not the 540 kB message
 
 
 @pytest.mark.slow

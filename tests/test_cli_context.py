@@ -296,6 +296,52 @@ def test_a_budget_too_small_for_the_newest_message_says_so(run: Run, demo: Path)
     decision = of_type(demo, fr.ContextSelectionDecided)[-1]
     assert decision.window_messages == 0 and decision.window_from_seq is None
     assert any(r.startswith("budget_insufficient") for r in decision.reasons)
+    assert result.stderr.splitlines()[0] == f"warning: {bundle.notes[0]}"
+
+
+def test_compile_has_a_default_budget_and_no_budget_opts_out(run: Run, demo: Path) -> None:
+    assert compile_json(run).limits.budget_tokens == 100_000
+    assert compile_json(run, "--budget-tokens", "500").limits.budget_tokens == 500
+    assert compile_json(run, "--no-budget").limits.budget_tokens is None
+    both = run("compile", "demo", "--dry-run", "--no-budget", "--budget-tokens", "5")
+    assert both.exit_code == 2 and both.stdout == ""
+    assert "--budget-tokens N or --no-budget, not both" in both.stderr
+
+
+def test_compile_warns_on_stderr_of_an_elided_message(run: Run, demo: Path) -> None:
+    paste = _message("big", "user", _text("error log:\n" + "E" * 800_000))
+    assert run("append", "demo", input=json.dumps(paste) + "\n").exit_code == 0
+    result = run("compile", "demo", "--dry-run", "--format", "text")
+    assert result.exit_code == 0, result.stderr
+    assert "[text elided: 800011 bytes, ~200003 tokens" in result.stdout
+    warning, report = result.stderr.splitlines()
+    assert warning.startswith("warning: elided: message seq 11 (user) needs ~200007 tokens")
+    assert report.startswith("recent_messages_v1: 0 summaries, 11 messages")
+    whole = run("compile", "demo", "--dry-run", "--no-budget")
+    assert len(whole.stdout) > 800_000 and "warning" not in whole.stderr
+
+
+def test_compile_warns_on_stderr_when_a_summary_cannot_be_read(
+    run: Run, demo: Path, store: Path
+) -> None:
+    summary = store / "summary.md"
+    summary.write_text("The user fixed add() in app.py.\n")
+    done = run("checkpoint", "demo", "--to-seq", "7", "--summary-file", str(summary))
+    assert done.exit_code == 0, done.stderr
+    (cp,) = of_type(demo, fr.CompactionCheckpointCreated)
+    assert "The user fixed add()" in run("compile", "demo", "--format", "text").stdout
+    (artifact,) = (store / "artifacts").rglob(f"{cp.summary_artifact_id}.zst")
+    artifact.unlink()
+    result = run("compile", "demo", "--format", "text")
+    assert result.exit_code == 0, result.stderr  # a usable bundle was still compiled
+    assert "The user fixed add()" not in result.stdout
+    warning, report = result.stderr.splitlines()
+    assert warning == (
+        f"warning: summary_unreadable: checkpoint {cp.checkpoint_id} (seq {cp.seq}, to_seq 7) "
+        f"was passed over: its summary artifact {cp.summary_artifact_id} is missing; "
+        "no older summary stands in for it"
+    )
+    assert report.startswith("recent_messages_v1: 0 summaries, 10 messages")
 
 
 def test_anchor_by_seq(run: Run, demo: Path) -> None:

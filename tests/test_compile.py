@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from continuity import frames as fr
 from continuity.context.bundle import (
     ContextBundle,
+    ElidedBlock,
     MessageItem,
     ToolStubBlock,
     bundle_bytes,
@@ -40,6 +41,7 @@ from continuity.store.artifacts import artifact_id
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import JsonlThread, Store
 from continuity.store.memory import MemoryStore, MemoryThread
+from continuity.tokens import estimate_text
 
 
 @pytest.fixture(params=["jsonl", "memory"])
@@ -88,6 +90,23 @@ def _unbounded(limits: fr.Limits) -> fr.Limits:
     return msgspec.structs.replace(limits, budget_tokens=None)
 
 
+def elided_seqs(bundle: ContextBundle) -> set[int]:
+    """The seqs of the messages the notes say gave up blocks to stubs."""
+    return {int(n.split()[3]) for n in bundle.notes if n.startswith("elided: message seq ")}
+
+
+def assert_elided_from(item: MessageItem, whole: MessageItem, budget: int) -> None:
+    """``item`` is ``whole`` with some blocks replaced by stubs, and now fits ``budget``."""
+    assert (item.seq, item.message_id, item.role) == (whole.seq, whole.message_id, whole.role)
+    assert whole.tokens > budget >= item.tokens
+    assert len(item.content) == len(whole.content)
+    changed = [(a, b) for a, b in zip(item.content, whole.content, strict=True) if a != b]
+    assert changed
+    for stub, block in changed:
+        assert isinstance(stub, ToolStubBlock | ElidedBlock), stub
+        assert not isinstance(block, ToolStubBlock | ElidedBlock)
+
+
 @settings(max_examples=60, deadline=None)
 @given(scripts(), limits_strategy(), st.data())
 def test_the_budget_is_never_exceeded(
@@ -103,10 +122,19 @@ def test_the_budget_is_never_exceeded(
     if limits.budget_tokens is not None:
         assert bundle.tokens <= limits.budget_tokens
     free = compile_context(store, THREAD, anchor=anchor, limits=_unbounded(limits), log=False)
-    # The budget only drops: the oldest summaries and the oldest messages of the window.
+    # The budget only drops the oldest summaries and the oldest messages of the window, and
+    # elides a message that cannot fit even alone (the notes name it).
     n_s, n_m = len(bundle.summaries), len(bundle.messages)
     assert bundle.summaries == free.bundle.summaries[len(free.bundle.summaries) - n_s :]
-    assert bundle.messages == free.bundle.messages[len(free.bundle.messages) - n_m :]
+    elided = elided_seqs(bundle)
+    suffix = free.bundle.messages[len(free.bundle.messages) - n_m :]
+    for item, whole in zip(bundle.messages, suffix, strict=True):
+        if item.seq in elided:
+            assert limits.budget_tokens is not None
+            assert_elided_from(item, whole, limits.budget_tokens)
+        else:
+            assert item == whole
+    assert elided <= {m.seq for m in bundle.messages}
     assert bundle.strategy == {0: STRATEGY_RECENT, 1: STRATEGY_SUMMARIES}.get(
         n_s, STRATEGY_HIERARCHICAL
     )
@@ -117,20 +145,49 @@ def test_the_budget_is_never_exceeded(
         assert insufficient[0] in got.decision.reasons
     budget = limits.budget_tokens
     if free.bundle.messages and budget is not None and free.bundle.messages[-1].tokens > budget:
-        assert starved, "the newest message alone exceeds the budget"
+        newest = free.bundle.messages[-1].seq
+        assert starved or newest in elided, "the newest message alone exceeds the budget"
 
 
-def test_when_the_newest_message_cannot_fit_the_decision_says_so(store: BaseStore) -> None:
+def test_a_message_too_large_for_the_budget_is_elided_and_the_notes_say_so(
+    store: BaseStore,
+) -> None:
+    _messages(store, 10)
+    aid = put_summary(store, 5, "short summary")
+    store.thread(THREAD).append(checkpoint("c5", 5, aid))
+    store.thread(THREAD).append(text("assistant", "z" * 4000 + "\nthe end", "huge"))
+    res = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=100))
+    assert res.bundle.tokens <= 100
+    newest = res.bundle.messages[-1]
+    assert newest.message_id == "huge"
+    (stub,) = newest.content
+    assert isinstance(stub, ElidedBlock)
+    assert (stub.block_type, stub.size, stub.tokens) == ("text", 4008, 1002)
+    assert stub.first_line == "z" * 119 + "…"
+    assert newest.tokens == 4 + estimate_text(stub.text())
+    # The summary and the older messages that fit beside the stub stay.
+    assert [s.to_seq for s in res.bundle.summaries] == [5]
+    assert [m.seq for m in res.bundle.messages][:-1] == list(range(6, 11))
+    (note,) = res.bundle.notes
+    assert note.startswith(f"elided: message seq {newest.seq} (assistant) needs ~1006 tokens")
+    assert "text of 4008 bytes" in note and note in res.decision.reasons
+    # The log keeps the message whole.
+    (frame,) = store.thread(THREAD).read(from_seq=newest.seq, to_seq=newest.seq)
+    assert isinstance(frame, fr.MessageAppended)
+    assert frame.content == [fr.TextBlock(text="z" * 4000 + "\nthe end")]
+
+
+def test_when_not_even_a_stub_fits_the_decision_says_so(store: BaseStore) -> None:
     _messages(store, 10)
     aid = put_summary(store, 5, "short summary")
     store.thread(THREAD).append(checkpoint("c5", 5, aid))
     store.thread(THREAD).append(text("assistant", "z" * 4000, "huge"))
-    res = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=100))
+    res = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=30))
     assert res.bundle.messages == []
-    assert res.bundle.tokens <= 100
+    assert res.bundle.tokens <= 30
     assert len(res.bundle.notes) == 1 and res.bundle.notes[0].startswith("budget_insufficient")
     assert res.bundle.notes[0] in res.decision.reasons
-    assert "1004 tokens" in res.bundle.notes[0]  # 4 + 4000 / 4
+    assert "1004 tokens" in res.bundle.notes[0]  # 4 + 4000 / 4: the message stays whole
     # The summary that fits is not thrown away for a message that cannot fit anyway.
     assert [s.to_seq for s in res.bundle.summaries] == [5]
     assert res.bundle.strategy == STRATEGY_SUMMARIES
@@ -196,6 +253,8 @@ def _call_ids(item: MessageItem) -> Iterator[str]:
     for b in item.content:
         if isinstance(b, fr.ToolUseBlock):
             yield b.id
+        elif isinstance(b, ElidedBlock) and b.block_type == "tool_use":
+            yield b.tool_use_id
 
 
 def assert_pairs_intact(store: BaseStore, bundle: ContextBundle) -> None:
@@ -225,17 +284,22 @@ def test_tool_pairs_are_never_split(script: Script, limits: fr.Limits, data: st.
     anchor = data.draw(st.none() | st.integers(0, len(script.frames)), label="anchor")
     res = compile_context(store, THREAD, anchor=anchor, limits=limits, log=False)
     assert_pairs_intact(store, res.bundle)
-    # keep_tool_outputs: the K newest results whole, every older one a stub.
+    # keep_tool_outputs: the K newest results whole, every older one a stub (and a result too
+    # large for the budget on its own a stub too, its message named in the notes).
+    elided = elided_seqs(res.bundle)
     results = [
-        b
+        (b, m.seq in elided)
         for m in res.bundle.messages
         for b in m.content
         if isinstance(b, fr.ToolResultBlock | ToolStubBlock)
     ]
     k = limits.keep_tool_outputs
     n_whole = len(results) if k is None else min(k, len(results))
-    assert all(isinstance(b, ToolStubBlock) for b in results[: len(results) - n_whole])
-    assert all(isinstance(b, fr.ToolResultBlock) for b in results[len(results) - n_whole :])
+    assert all(isinstance(b, ToolStubBlock) for b, _ in results[: len(results) - n_whole])
+    assert all(
+        isinstance(b, fr.ToolResultBlock) or was_elided
+        for b, was_elided in results[len(results) - n_whole :]
+    )
 
 
 def test_a_window_never_starts_between_a_call_and_its_result(store: BaseStore) -> None:

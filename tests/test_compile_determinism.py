@@ -35,7 +35,9 @@ from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 
-GOLDEN = Path(__file__).parent / "data" / "golden_bundle_v1.json"
+GOLDEN = Path(__file__).parent / "data" / "golden_bundle_v1_compile2.json"
+GOLDEN_COMPILE1 = Path(__file__).parent / "data" / "golden_bundle_v1.json"
+"""What ``continuity.compile/1`` wrote for the same thread, before ADR 0017."""
 LIMITS = fr.Limits(recent_messages=12, budget_tokens=6000, keep_tool_outputs=1)
 BIG_OUTPUT = "\n".join(f"{i:4d}  def rule_{i}(tokens):  # " + "r" * 40 for i in range(1, 150))
 
@@ -127,13 +129,26 @@ def test_the_golden_bundle(fixed: tuple[Store, int, CompileResult]) -> None:
         pytest.skip(f"wrote {GOLDEN.name}: review and commit it")
     golden = GOLDEN.read_bytes()
     assert data == golden, (
-        "The compiled bundle no longer matches tests/data/golden_bundle_v1.json byte for byte. "
+        f"The compiled bundle no longer matches tests/data/{GOLDEN.name} byte for byte. "
         "A bundle's bytes are its id and are replayed from the log, so this is a change of the "
         "context_bundle.v1 format (or of what the compiler selects). Do not just regenerate the "
         "file: give the format a new version (context_bundle.v2 / a new compiler id), update "
         "contracts/ and record the change, then add a golden file for the new version."
     )
     assert decode_bundle(golden) == ref.bundle
+
+
+def test_compile_2_selects_what_compile_1_did_when_nothing_is_elided_or_unreadable(
+    fixed: tuple[Store, int, CompileResult],
+) -> None:
+    # The new compiler id marks what changed (ADR 0017); on a thread where no message is too
+    # large for the budget and every summary reads, the bundle is compile/1's but for its id.
+    _, _, ref = fixed
+    old = GOLDEN_COMPILE1.read_bytes()
+    assert b'"compiler_id":"continuity.compile/1"' in old
+    assert decode_bundle(old).compiler_id == "continuity.compile/1"  # old bundles still read
+    assert ref.bundle.notes == []
+    assert ref.bundle_bytes() == old.replace(b"continuity.compile/1", b"continuity.compile/2", 1)
 
 
 def test_same_bundle_without_caches_after_rebuild_and_on_the_scan_path(

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from continuity import frames as fr
 from continuity.context.bundle import (
     ContextBundle,
+    ElidedBlock,
     MessageItem,
     SummaryItem,
     ToolStubBlock,
@@ -396,6 +397,14 @@ _BLOCK = st.one_of(
     ),
     st.builds(ToolStubBlock, tool_use_id=_IDS, size=st.integers(0, 999), is_error=st.booleans()),
     st.builds(fr.ImageBlock, media_type=st.just("image/png"), artifact_id=st.none() | st.just(AID)),
+    st.builds(
+        ElidedBlock,
+        block_type=st.sampled_from(["text", "thinking", "tool_use"]),
+        size=st.integers(0, 10**8),
+        first_line=_TEXT,
+        tool_use_id=_IDS,
+        tool_name=st.sampled_from(["Bash", "Write"]),
+    ),
 )
 
 
@@ -452,6 +461,49 @@ def test_paired_calls_survive(bundle: ContextBundle) -> None:
                 and results.count(b.id) == 1
             ):
                 assert b.id in kept
+
+
+def _elided_call(use_id: str = "tu9") -> ElidedBlock:
+    return ElidedBlock(
+        block_type="tool_use",
+        size=60_000_000,
+        tokens=15_000_000,
+        first_line='{"file_path":"/big.csv","content":"a,b,c',
+        tool_use_id=use_id,
+        tool_name="Write",
+    )
+
+
+def test_an_elided_call_still_pairs_with_its_result_and_elided_text_reads_as_its_stub() -> None:
+    text = ElidedBlock(block_type="text", size=52_428_800, tokens=13_107_200, first_line="log:")
+    thinking = ElidedBlock(block_type="thinking", size=9_000_000, tokens=2_250_000)
+    bundle = _bundle(
+        _msg(10, "user", text),
+        _msg(11, "assistant", thinking, fr.TextBlock(text="Writing it."), _elided_call()),
+        _msg(12, "user", fr.ToolResultBlock(tool_use_id="tu9", content="written")),
+    )
+    request = to_anthropic(bundle)
+    validate_anthropic(request)
+    blocks = _blocks(request)
+    assert blocks[0] == ("user", {"type": "text", "text": text.text()})
+    assert text.text() == (
+        "[text elided: 52428800 bytes, ~13107200 tokens, more than the context budget; "
+        "first line: 'log:'; the archive keeps it whole]"
+    )
+    use = next(b for _, b in blocks if b["type"] == "tool_use")
+    assert (use["id"], use["name"]) == ("tu9", "Write")
+    assert use["input"] == {"elided": _elided_call().text()}
+    assert "Write call input elided: 60000000 bytes" in use["input"]["elided"]
+    assert ("user", {"type": "tool_result", "tool_use_id": "tu9", "content": "written"}) in blocks
+    assert not any("thinking" in json.dumps(b) for _, b in blocks)  # dropped, like thinking
+    messages = to_openai(bundle)
+    validate_openai(messages)
+    (call,) = messages[1]["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {"elided": _elided_call().text()}
+    plain = to_text(bundle)
+    assert f"[user] {text.text()}" in plain
+    assert f"[tool_use Write] {_elided_call().text()}" in plain
+    assert "thinking elided" not in plain
 
 
 # --- text -----------------------------------------------------------------------------------

@@ -93,7 +93,7 @@ def _checkpoints(source: ThreadSource) -> list[CheckpointEntry]:
 
 def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: bool = True) -> str:
     """The context to give Claude after its latest compaction (or on resume), ≤ ``max_chars``."""
-    from continuity.context.compiler import compile_context
+    from continuity.context.compiler import DEFAULT_BUDGET_TOKENS, compile_context
     from continuity.context.render import to_text
 
     thread_id = thread.id
@@ -116,12 +116,15 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
     room = max_chars - len(header) - len(extract) - 2
     recent = ""
     if room > 200 and messages:
-        result = compile_context(
-            thread,
-            anchor=upto,
-            limits=fr.Limits(recent_messages=8, max_summary_refs=0, keep_tool_outputs=2),
-            log=log,
+        # The default budget, as for any compile: a message too large for it (a pasted log of
+        # megabytes) is elided in the bundle, not carried whole into a bundle and its artifact.
+        limits = fr.Limits(
+            recent_messages=8,
+            max_summary_refs=0,
+            budget_tokens=DEFAULT_BUDGET_TOKENS,
+            keep_tool_outputs=2,
         )
+        result = compile_context(thread, anchor=upto, limits=limits, log=log)
         recent = to_text(result.bundle, max_chars=room)
     text = header + extract + ("\n\n" + recent if recent else "")
     return text[:max_chars]

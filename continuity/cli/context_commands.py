@@ -49,8 +49,16 @@ def compile_cmd(
         typer.Option("--format", help="json (the bundle), anthropic, openai or text."),
     ] = "json",
     budget_tokens: Annotated[
-        int | None, typer.Option("--budget-tokens", min=1, help="Token budget of the bundle.")
+        int | None,
+        typer.Option(
+            "--budget-tokens",
+            min=1,
+            help="Token budget of the bundle (default: 100000; --no-budget for none).",
+        ),
     ] = None,
+    no_budget: Annotated[
+        bool, typer.Option("--no-budget", help="Compile without a token budget.")
+    ] = False,
     recent: Annotated[
         int, typer.Option("--recent", min=0, help="At most this many recent messages.")
     ] = 16,
@@ -83,15 +91,20 @@ def compile_cmd(
         typer.Option("--recall-budget-tokens", min=1, help="Token budget of recalled items."),
     ] = None,
 ) -> None:
-    """Compile the thread's next context; log the selection (unless --dry-run)."""
-    from continuity.context.compiler import compile_context
+    """Compile the thread's next context; log the selection (unless --dry-run).
+
+    The bundle's notes (a summary that cannot be read, a message elided, a budget too small)
+    are printed on stderr as warnings; the exit code stays 0 when a bundle was compiled."""
+    from continuity.context.compiler import DEFAULT_BUDGET_TOKENS, compile_context
     from continuity.context.render import render
 
+    if no_budget and budget_tokens is not None:
+        fail("give --budget-tokens N or --no-budget, not both", code=2)
     store = open_store(ctx)
     limits = fr.Limits(
         recent_messages=recent,
         max_summary_refs=max_summaries,
-        budget_tokens=budget_tokens,
+        budget_tokens=None if no_budget else budget_tokens or DEFAULT_BUDGET_TOKENS,
         keep_tool_outputs=keep_tool_outputs,
         recall_budget_tokens=recall_budget_tokens,
     )
@@ -108,6 +121,8 @@ def compile_cmd(
         )
     kwargs = {"max_chars": max_chars} if fmt == "text" and max_chars is not None else {}
     typer.echo(render(result.bundle, fmt, **kwargs))
+    for note in result.bundle.notes:
+        typer.echo(f"warning: {note}", err=True)
     where = f"logged at seq {result.decision.seq}" if result.logged else "not logged (dry run)"
     typer.echo(
         f"{result.bundle.strategy}: {_summaries(len(result.bundle.summaries))}, "

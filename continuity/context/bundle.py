@@ -62,6 +62,32 @@ class ToolStubBlock(_Struct, frozen=True, kw_only=True, tag="tool_stub", tag_fie
         return f"[{name} output{err} elided: {self.size} bytes; {first}{where}]"
 
 
+class ElidedBlock(_Struct, frozen=True, kw_only=True, tag="elided", tag_field="type"):
+    """Stands in the bundle for a block of a message that does not fit the token budget even
+    alone (the log keeps it whole). Such a message gives up its largest blocks until it fits;
+    a tool result becomes a ``tool_stub``, any other block this. ADR 0017.
+
+    A ``tool_use`` keeps its id and name here, so the call still pairs with its result.
+    """
+
+    block_type: str
+    size: int = 0
+    tokens: int = 0
+    first_line: str = ""
+    tool_use_id: str = ""
+    tool_name: str = ""
+
+    def text(self) -> str:
+        """How the stub reads to a model."""
+        what = self.block_type
+        if self.block_type == "tool_use":
+            what = f"{self.tool_name or 'tool'} call input"
+        return (
+            f"[{what} elided: {self.size} bytes, ~{self.tokens} tokens, more than the context "
+            f"budget; first line: {self.first_line!r}; the archive keeps it whole]"
+        )
+
+
 ItemBlock: TypeAlias = (
     fr.TextBlock
     | fr.ThinkingBlock
@@ -69,6 +95,7 @@ ItemBlock: TypeAlias = (
     | fr.ToolResultBlock
     | fr.ImageBlock
     | ToolStubBlock
+    | ElidedBlock
 )
 
 

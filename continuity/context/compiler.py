@@ -14,8 +14,14 @@ The rule (ARCHITECTURE.md, from the seed ADR-0018), applied to the log prefix ``
 4. The recent window: messages after the latest selected checkpoint's ``to_seq`` up to the
    anchor message, at most ``recent_messages``, within the token budget, never starting with a
    tool result whose call is outside the window. The ``keep_tool_outputs`` newest tool results
-   stay whole; older ones become stubs (or their recorded observation).
+   stay whole; older ones become stubs (or their recorded observation). A message that does
+   not fit the budget even alone gives up its largest blocks to stubs until it does.
 5. Append ``context_selection_decided`` naming all of it and the bundle's artifact id.
+
+Without ``limits`` a compile runs with :data:`DEFAULT_LIMITS`, whose token budget is
+:data:`DEFAULT_BUDGET_TOKENS`; explicit ``Limits`` are taken as they are, so
+``Limits(budget_tokens=None)`` compiles without a budget (ADR 0017). A summary that cannot be
+read, and a message elided, are named in the bundle's ``notes``.
 
 The default anchor is the last frame that can change a selection (not a decision or job frame),
 so compiling twice in a row gives the same bundle. Everything read is in the prefix, so frames
@@ -24,6 +30,7 @@ appended after the anchor never change the result.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Final, overload
 
@@ -33,6 +40,7 @@ from continuity import frames as fr
 from continuity.caches.thread_index import CheckpointEntry
 from continuity.context.bundle import (
     ContextBundle,
+    ElidedBlock,
     ItemBlock,
     MessageItem,
     RecallItem,
@@ -63,10 +71,15 @@ __all__ = [
     "select_checkpoints",
 ]
 
-COMPILER_ID: Final = "continuity.compile/1"
+COMPILER_ID: Final = "continuity.compile/2"
+"""``/2``: oversize messages are elided and unreadable summaries named in the notes (ADR 0017)."""
 STRATEGY_RECENT: Final = "recent_messages_v1"
 STRATEGY_SUMMARIES: Final = "summaries_recent_messages_v1"
 STRATEGY_HIERARCHICAL: Final = "hierarchical_summaries_recent_messages_v1"
+DEFAULT_BUDGET_TOKENS: Final = 100_000
+"""The token budget of a compile given no limits: half of a 200k context, and room to spare in
+a 128k one, for the system prompt, the tools and the reply (ADR 0017)."""
+DEFAULT_LIMITS: Final = fr.Limits(budget_tokens=DEFAULT_BUDGET_TOKENS)
 _SUMMARY_OVERHEAD_TOKENS: Final = 8
 _RECALL_BUDGET: Final = 1500
 _RECALL_HITS: Final = 8
@@ -139,12 +152,21 @@ def _resolve_anchor(source: ThreadSource, anchor: int | str | None) -> int:
     return seq
 
 
+# What str.splitlines splits on, so lines can be found one at a time in a text of megabytes.
+_LINE_BREAK: Final = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def _first_line(text: str, width: int = 120) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            line = line.strip()
+    """The first non-blank line of ``text``, stripped, in at most ``width`` characters (``…``
+    marks a cut); the lines after it are never looked at."""
+    start = 0
+    for found in _LINE_BREAK.finditer(text):
+        line = text[start : found.start()].strip()
+        if line:
             return line if len(line) <= width else line[: width - 1] + "…"
-    return ""
+        start = found.end()
+    line = text[start:].strip()
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _block_text(block: ItemBlock) -> str:
@@ -154,9 +176,13 @@ def _block_text(block: ItemBlock) -> str:
         return block.name + " " + msgspec.json.encode(block.input).decode()
     if isinstance(block, fr.ToolResultBlock):
         return block.content if block.artifact_id is None else block.preview
-    if isinstance(block, ToolStubBlock):
+    if isinstance(block, ToolStubBlock | ElidedBlock):
         return block.text()
     return ""
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 class _Compiler:
@@ -175,6 +201,8 @@ class _Compiler:
         self.reasons: list[str] = []
         self.resets: list[str] = []
         self.notes: list[str] = []
+        self.elided: dict[int, str] = {}
+        """seq → the note of each message that gave up blocks to fit the budget."""
 
     def count(self, text: str) -> int:
         return self.tokenizer.count(text) if self.tokenizer else estimate_text(text)
@@ -183,6 +211,7 @@ class _Compiler:
 
     def summaries(self, anchor_seq: int) -> list[SummaryItem]:
         unreadable: dict[str, CheckpointEntry] = {}
+        problems: dict[str, str] = {}
         while True:
             excluded = frozenset(unreadable)
 
@@ -192,9 +221,10 @@ class _Compiler:
             selected = halving(latest, anchor_seq, self.limits.max_summary_refs)
             items: list[SummaryItem] = []
             for c in selected:
-                text = self._summary_text(c)
+                text, problem = self._summary_text(c)
                 if text is None:
                     unreadable[c.checkpoint_id] = c
+                    problems[c.checkpoint_id] = problem
                     break
                 items.append(
                     SummaryItem(
@@ -223,6 +253,21 @@ class _Compiler:
                     f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) ignored: "
                     f"summary artifact {c.summary_artifact_id} cannot be read"
                 )
+        for c in sorted(unreadable.values(), key=lambda c: c.seq):
+            # The rule chose it, so what it covered leaves the bundle unless an older summary
+            # takes its place: a consumer must know (and the CLI warns).
+            older = [i for i in items if i.to_seq < c.to_seq]
+            instead = (
+                f"the bundle falls back to the summary through seq {older[-1].to_seq} "
+                f"(checkpoint {older[-1].checkpoint_id})"
+                if older
+                else "no older summary stands in for it"
+            )
+            self.notes.append(
+                f"summary_unreadable: checkpoint {c.checkpoint_id} (seq {c.seq}, to_seq "
+                f"{c.to_seq}) was passed over: its summary artifact {c.summary_artifact_id} "
+                f"{problems[c.checkpoint_id]}; {instead}"
+            )
         if items:
             tos = ", ".join(str(i.to_seq) for i in items)
             self.reasons.append(
@@ -230,18 +275,22 @@ class _Compiler:
             )
         return items
 
-    def _summary_text(self, c: CheckpointEntry) -> str | None:
+    def _summary_text(self, c: CheckpointEntry) -> tuple[str | None, str]:
+        """The summary's text, or None and what is wrong with its artifact (in fixed words:
+        the notes are part of the bundle, which must not depend on the backend's messages)."""
         try:
             data = self.store.artifacts.get(c.summary_artifact_id)
-        except (ArtifactNotFound, ArtifactCorrupt):
-            return None
+        except ArtifactNotFound:
+            return None, "is missing"
+        except ArtifactCorrupt:
+            return None, "is corrupt (it does not decompress or does not match its id)"
         try:
-            return decode_summary(data).text
+            return decode_summary(data).text, ""
         except msgspec.DecodeError:
             try:
-                return data.decode("utf-8")  # a plain-text summary written by another tool
+                return data.decode("utf-8"), ""  # a plain-text summary written by another tool
             except UnicodeDecodeError:
-                return None
+                return None, "is not a summary (neither a summary.v1 document nor UTF-8 text)"
 
     # -- the window --
 
@@ -305,6 +354,9 @@ class _Compiler:
                 tokens = 4 + sum(self._block_tokens(b) for b in blocks)
             else:
                 tokens = m.tokens or fr.estimate_message_tokens(m.content)
+            budget = self.limits.budget_tokens
+            if budget is not None and tokens > budget:
+                blocks, tokens = self._elide(m, blocks, tokens, budget, names, observations)
             out.append(
                 MessageItem(
                     seq=m.seq,
@@ -322,6 +374,75 @@ class _Compiler:
                 f"({observed} by observations), {verbatim} kept whole"
             )
         return out
+
+    def _elide(
+        self,
+        m: fr.MessageAppended,
+        blocks: list[ItemBlock],
+        tokens: int,
+        budget: int,
+        names: dict[str, str],
+        observations: dict[str, str],
+    ) -> tuple[list[ItemBlock], int]:
+        """A message that needs more than the whole budget gives up its largest blocks, one at
+        a time (the earlier first on a tie), to stubs until it fits; a block whose stub would
+        not be smaller stays. A message that cannot fit even so stays whole (the budget then
+        leaves it out, as before). The window's rules apply to it like to any message."""
+        costs = [self._block_tokens(b) for b in blocks]
+        out = list(blocks)
+        total = 4 + sum(costs)
+        gone: list[str] = []
+        for i in sorted(range(len(out)), key=lambda i: (-costs[i], i)):
+            if total <= budget:
+                break
+            stub = self._elided(out[i], costs[i], names, observations)
+            if stub is None:
+                continue
+            cost = self._block_tokens(stub)
+            if cost >= costs[i]:
+                continue
+            kind = "tool_result" if isinstance(stub, ToolStubBlock) else stub.block_type
+            gone.append(f"{kind} of {stub.size} bytes")
+            out[i] = stub
+            total += cost - costs[i]
+        if not gone or total > budget:
+            return blocks, tokens
+        self.elided[m.seq] = (
+            f"elided: message seq {m.seq} ({m.role}) needs ~{tokens} tokens, more than the "
+            f"budget of {budget} on its own; in this bundle a stub stands for its "
+            f"{', '.join(gone)} (the log keeps it whole)"
+        )
+        return out, total
+
+    def _elided(
+        self,
+        block: ItemBlock,
+        tokens: int,
+        names: dict[str, str],
+        observations: dict[str, str],
+    ) -> ToolStubBlock | ElidedBlock | None:
+        """The stub that stands for ``block`` when it is elided (None: it cannot be)."""
+        if isinstance(block, fr.ToolResultBlock):
+            return self._stub(block, names.get(block.tool_use_id, ""), observations)
+        if isinstance(block, fr.TextBlock | fr.ThinkingBlock):
+            kind = "text" if isinstance(block, fr.TextBlock) else "thinking"
+            return ElidedBlock(
+                block_type=kind,
+                size=_utf8_size(block.text),
+                tokens=tokens,
+                first_line=_first_line(block.text),
+            )
+        if isinstance(block, fr.ToolUseBlock):
+            data = msgspec.json.encode(block.input)
+            return ElidedBlock(
+                block_type="tool_use",
+                size=len(data),
+                tokens=tokens,
+                first_line=_first_line(data[:4096].decode("utf-8", "replace")),
+                tool_use_id=block.id,
+                tool_name=block.name,
+            )
+        return None  # an image (a fixed cost) or a stub already
 
     def _block_tokens(self, block: ItemBlock) -> int:
         if isinstance(block, fr.ImageBlock):  # no text to count: the frames' fixed estimate
@@ -431,6 +552,11 @@ class _Compiler:
                 f"to fit {budget} tokens"
             )
         kept = items[start:]
+        for item in kept:
+            note = self.elided.get(item.seq)
+            if note is not None:
+                self.notes.append(note)
+                self.reasons.append(note)
         while summaries and total_s > budget:
             dropped = summaries.pop(0)
             total_s -= dropped.tokens
@@ -536,11 +662,14 @@ def compile_context(
     ``log`` is false. ``use_caches=False`` reads the log directly (the reference path; any
     backend). The bundle is the same either way.
 
+    ``limits`` default to :data:`DEFAULT_LIMITS` (a budget of :data:`DEFAULT_BUDGET_TOKENS`);
+    explicit ``Limits`` are used as given, so ``Limits(budget_tokens=None)`` means no budget.
+
     ``recall`` (a query, or True for the anchor message's text) adds the best search hits from
     before the latest selected summary (or before the window when there is none), within
     ``limits.recall_budget_tokens`` (default 1,500) and the overall budget.
     """
-    limits = limits or fr.Limits()
+    limits = DEFAULT_LIMITS if limits is None else limits
     _check_limits(limits)
     thread = resolve_thread(target, thread_id)
     source = open_source(thread, use_caches=use_caches)

@@ -11,7 +11,9 @@ The two API shapes share one normalisation of the recent window, so both always 
   would break this (a result whose call fell out of the window, a call whose result is not in
   it, a repeated id) is turned into a text block that says what it was;
 * thinking is dropped (its signature cannot be replayed), images become a text placeholder, an
-  empty message gets a placeholder text.
+  empty message gets a placeholder text;
+* an elided block reads as its stub's text; an elided tool call keeps its id and name, and its
+  input is ``{"elided": <the stub's text>}``, so it still pairs with its result.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from continuity import frames as fr
-from continuity.context.bundle import ContextBundle, SummaryItem, ToolStubBlock, bundle_bytes
+from continuity.context.bundle import (
+    ContextBundle,
+    ElidedBlock,
+    SummaryItem,
+    ToolStubBlock,
+    bundle_bytes,
+)
 
 __all__ = ["CONTINUING", "FORMATS", "Format", "render", "to_anthropic", "to_openai", "to_text"]
 
@@ -105,6 +113,11 @@ def _part(block: object) -> _Part | None:
         return _Result(block.tool_use_id, block.text(), block.is_error)
     if isinstance(block, fr.ImageBlock):
         return _Text(_image_text(block))
+    if isinstance(block, ElidedBlock):
+        if block.block_type == "tool_use":
+            return _Use(block.tool_use_id, block.tool_name, {"elided": block.text()})
+        if block.block_type == "text":
+            return _Text(block.text())
     return None  # thinking: a signed block cannot be replayed, an unsigned one is not wanted
 
 
@@ -366,6 +379,10 @@ def _entry(role: str, content: list[Any]) -> _Entry:
             lines.append(_Line(f"[tool_result {status}]", body, _OUTPUT))
         elif isinstance(block, fr.ImageBlock):
             lines.append(_Line(f"[{role}]", _image_text(block), _INPUT))
+        elif isinstance(block, ElidedBlock) and block.block_type == "tool_use":
+            lines.append(_Line(f"[tool_use {block.tool_name}]", block.text(), _INPUT))
+        elif isinstance(block, ElidedBlock) and block.block_type == "text":
+            lines.append(_Line(f"[{role}]", block.text(), _PROSE))
     return tuple(lines) or (_Line(f"[{role}]", _EMPTY_MESSAGE, _PROSE),)
 
 
