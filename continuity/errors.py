@@ -20,7 +20,7 @@ working::
     ├── InvalidCutRule         (ValueError) compaction: a cut rule or cut that makes no sense
     ├── JobInFlight            compaction: a job for the thread is already running
     ├── InvalidQuery           (ValueError) search: nothing to search for, or a bad k
-    ├── InvalidSettings        a settings file (Claude Code's, or redaction.json) that cannot be used
+    ├── InvalidSettings        a settings file (Claude Code's, redaction.json) that is unusable
     └── DemoError              the demo did not run to the end or archived the wrong thing
 
 Every class is importable from the package root too: ``from continuity import SeqConflict``.

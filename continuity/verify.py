@@ -22,7 +22,7 @@ from typing import Final
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches.thread_index import ThreadIndex
+from continuity.caches.thread_index import DAMAGE, ThreadIndex
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
 from continuity.store.base import BaseStore, LogReader, Recovery, Thread
 
@@ -220,6 +220,30 @@ class _LogCheck:
             self.problem(seq, offset, "; ".join(issues))
 
 
+def _check_tail(check: _LogCheck, tail: bytes, at: int) -> None:
+    """Bytes past the committed end are a crash's unfinished batch only if every whole line of
+    them is the next frame, chained, marked ``more`` (a torn last line has no newline). Anything
+    else there — a copied line, garbage — was put there: a problem."""
+    seq = check.expect
+    prev = check.digests.get(seq - 1, fr.GENESIS_DIGEST if seq == 0 else None)
+    for line in tail.split(b"\n")[:-1]:
+        sealed = fr.unseal(line)
+        env = _envelope(line) if sealed is not None else None
+        if sealed is None or env is None:
+            what = "is not a frame"
+        elif env.seq != seq:
+            what = f"is seq {env.seq} where {seq} would come next"
+        elif not env.more:
+            what = "ends a batch but was never committed"
+        elif prev is not None and fr.chain(prev, sealed[0]) != sealed[1]:
+            what = "does not chain"
+        else:
+            prev, seq, at = sealed[1], seq + 1, at + len(line) + 1
+            continue
+        check.problem(seq, at, f"a line past the last committed frame {what} (not a crash's tail)")
+        return
+
+
 def _verify_log(thread: Thread, report: VerifyReport, refs: dict[str, str]) -> None:
     check = _LogCheck(thread, report, refs)
     log = thread.open_log()
@@ -234,6 +258,8 @@ def _verify_log(thread: Thread, report: VerifyReport, refs: dict[str, str]) -> N
                 for offset, line, next_seq in _with_next_seq(_lines(log)):
                     check.line(offset, line, next_seq)
                 size, committed = log.size(), log.end
+                if size > committed:
+                    _check_tail(check, log.pread(size - committed, committed), committed)
             if size > committed:
                 where = "past the last committed frame" if committed else "and no committed frame"
                 report.notes.append(
@@ -261,6 +287,14 @@ def _verify_caches(thread: Thread, report: VerifyReport) -> None:
         found = [f"cannot be read: {exc}"]
     for problem in found:
         report.add(Problem(f"cache of thread {thread.id}", problem, thread.id))
+    from continuity.caches.search_index import ThreadSearchIndex
+
+    try:
+        found = ThreadSearchIndex(thread).problems()
+    except (ContinuityError, *DAMAGE) as exc:
+        found = [f"cannot be checked: {exc}"]
+    for problem in found:
+        report.add(Problem(f"search index of thread {thread.id}", problem, thread.id))
 
 
 def verify_store(

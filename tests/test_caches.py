@@ -262,7 +262,7 @@ def test_a_log_shorter_than_its_caches_is_an_error_until_rebuilt(
     keep = b"".join(line + b"\n" for line in lines[:6])
     thread.path.write_bytes(keep + (lines[6][:20] if cut == "mid_line" else b""))
     with pytest.raises(
-        CorruptFrame, match=r"seq 6, byte offset %d: .*indexed it up to seq 10" % len(keep)
+        CorruptFrame, match=rf"seq 6, byte offset {len(keep)}: .*indexed it up to seq 10"
     ):
         index.refresh()
     with pytest.raises(CorruptFrame, match="indexed it up to seq 10"):

@@ -523,4 +523,35 @@ def test_search_names_a_damaged_summary_artifact(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     )
-    assert run.returncode == 0 and run.stderr == f"warning: {told[0]}\n"
+    # the hits are shown, the gap is named, and it is not a success (as grep does)
+    assert run.returncode == 1 and run.stderr == f"warning: {told[0]}\n"
+    assert f"{summary_hit.seq}" in run.stdout
+
+
+def test_verify_compares_the_search_index_with_a_fresh_one(tmp_store: Store) -> None:
+    _checkpointed(tmp_store)
+    search(tmp_store, "deploy")
+    assert verify_store(tmp_store).ok
+    docs = tmp_store.cache_dir / "search" / "t" / "docs.bin"
+    data = bytearray(docs.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    docs.write_bytes(bytes(data))
+    (problem,) = verify_store(tmp_store).problems
+    assert (problem.where, problem.message) == (
+        "search index of thread t",
+        "docs.bin differs from a fresh index of the log",
+    )
+
+
+def test_verify_tells_a_planted_tail_from_a_crash(tmp_store: Store) -> None:
+    _thread(tmp_store, 9, batch=3)
+    path = tmp_store.thread("t").path
+    lines = _lines(path)
+    with open(path, "ab") as f:
+        f.write(lines[2] + b"\n")  # seq 2 again, marked `more`: no crash writes that
+    (problem,) = verify_store(tmp_store).problems
+    assert problem.seq == 10 and "is seq 2 where 10 would come next" in problem.message
+    _thread(tmp_store, 0)
+    path.write_bytes(b"".join(line + b"\n" for line in lines) + lines[3][:40])  # a torn line
+    report = verify_store(tmp_store)
+    assert report.ok and "bytes past the last committed frame" in report.notes[0]

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from continuity import frames as fr
 from continuity.caches import search_index as si
 from continuity.caches.ranking import MAX_QUERY_TERMS, query_terms
-from continuity.caches.thread_index import ThreadIndex
 from continuity.caches.search_index import (
     KIND_MESSAGE,
     KIND_OBSERVATION,
@@ -33,6 +32,7 @@ from continuity.caches.search_index import (
     merge_segments,
     tokenize,
 )
+from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import CorruptFrame, InvalidQuery, InvalidThreadId, ThreadNotFound
 from continuity.retrieval import HashedEmbedder, Hit, search, search_prefix
 from continuity.store.base import BaseStore

@@ -32,6 +32,7 @@ import mmap
 import os
 import re
 import struct
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
@@ -461,6 +462,46 @@ class ThreadSearchIndex:
             msgspec.ValidationError,
         ):
             return None
+
+    def problems(self) -> list[str]:
+        """What is wrong with this index on disk (empty when it is sound, absent or behind the
+        log): its manifest and files are compared, byte for byte, with a fresh build of the same
+        log prefix made in a scratch folder (outside the store, which may be read-only)."""
+        m = self.manifest()
+        if m is None:
+            return (
+                ["manifest.json does not decode"] if (self.dir / "manifest.json").exists() else []
+            )
+        if m.version != _VERSION or m.thread_id != self.thread_id or m.last_seq < 0:
+            return []  # another version's index, or an empty one: the next search rebuilds it
+        line = next(self.thread.read_lines(from_seq=m.last_seq, to_seq=m.last_seq), None)
+        if line is None:
+            return [f"indexes up to seq {m.last_seq}, which the log does not hold"]
+        sealed = fr.unseal(line[1])
+        if sealed is None or sealed[1].hex() != m.digest:
+            return [f"its watermark digest is not the log's at seq {m.last_seq}"]
+        found: list[str] = []
+        with tempfile.TemporaryDirectory(prefix="continuity-verify-") as scratch:
+            fresh = ThreadSearchIndex(self.thread, self.frames)
+            fresh.dir = Path(scratch)
+            empty = SearchManifest(_VERSION, self.thread_id, 0, -1, "", 0, 0, [])
+            docs = (
+                d
+                for f in self.frames.read(0, m.last_seq)
+                if (d := doc_of(f, fresh._summary(f))) is not None
+            )
+            fresh._add(empty, docs, m.log_end, m.last_seq, m.digest)
+            want = fresh.manifest()
+            if want != m:
+                found.append("manifest.json differs from a fresh index of the log")
+            names = ["docs.bin", "tail.jsonl", *(ref.name for ref in m.segments)]
+            for name in dict.fromkeys(names):
+                mine, theirs = self.dir / name, fresh.dir / name
+                have = mine.read_bytes() if mine.exists() else None
+                should = theirs.read_bytes() if theirs.exists() else None
+                if have != should:
+                    found.append(f"{name} differs from a fresh index of the log")
+        return found
 
     # -- building --
 

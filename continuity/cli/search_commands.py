@@ -34,6 +34,7 @@ def search(
     from continuity.retrieval import search as run_search
 
     store = open_store(ctx)
+    damage: list[str] = []
     with errors():
         hits = run_search(
             store,
@@ -42,6 +43,10 @@ def search(
             project=project,
             k=k,
             embedder=HashedEmbedder() if rerank else None,
-            on_damage=lambda what: typer.echo(f"warning: {what}", err=True),
+            on_damage=damage.append,
         )
     print_hits(hits, query, as_json=as_json, write=typer.echo)
+    if damage:  # an answer with a known gap: shown, named, and not a success (as grep does)
+        for what in damage:
+            typer.echo(f"warning: {what}", err=True)
+        raise typer.Exit(1)
