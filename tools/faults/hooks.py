@@ -461,16 +461,30 @@ def _payload(event: str, transcript: str, rng: random.Random, session: str) -> d
     return p
 
 
-def _args(event: str, rng: random.Random) -> tuple[list[str], str | None, bool]:
-    """(the hook's arguments, the event it resolves to, whether the payload must name it)."""
+def _args(event: str, rng: random.Random) -> list[str]:
+    """The hook's arguments: the event's name, Claude Code's name for it, none (the event then
+    comes from ``hook_event_name``) or a bogus one."""
     pick = rng.random()
     if pick < 0.75:
-        return [event], event, False
+        return [event]
     if pick < 0.9:
-        return [CLAUDE_NAMES[event]], event, False
+        return [CLAUDE_NAMES[event]]
     if pick < 0.95:
-        return [], event, True  # the event comes from hook_event_name
-    return [rng.choice(["bogus", "SESSIONSTART", "pre_compact", "", "../x"])], None, False
+        return []
+    return [rng.choice(["bogus", "SESSIONSTART", "pre_compact", "", "../x"])]
+
+
+def resolve_event(args: list[str], payload: object) -> str | None:
+    """The event a hook runs, as ``continuity hook`` decides it: its argument when that names
+    one, else the payload's ``hook_event_name``."""
+    by_claude = {v: k for k, v in CLAUDE_NAMES.items()}
+    arg = args[0] if args else ""
+    if arg in CLAUDE_NAMES:
+        return arg
+    if arg in by_claude:
+        return by_claude[arg]
+    named = payload.get("hook_event_name") if isinstance(payload, dict) else None
+    return by_claude.get(named) if isinstance(named, str) else None
 
 
 def _encode(obj: Any) -> bytes:
@@ -493,14 +507,13 @@ def _case(
     session: str | None = None,
 ) -> Case:
     event = rng.choice(EVENTS)
-    args, resolved, _from_payload = _args(event, rng)
+    args = _args(event, rng)
     sid = session or (Path(transcript).stem if transcript else "s")
     payload = _payload(event, transcript, rng, sid)
     if mutate is not None:
         mutate(payload)
     data = raw if raw is not None else _encode(payload)
-    if raw is not None and not args:
-        resolved = None
+    resolved = resolve_event(args, payload if raw is None else None)
     return Case(category, label, args, data, store or s.store, resolved)
 
 
