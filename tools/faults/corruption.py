@@ -34,7 +34,11 @@ the undamaged store (the store's path and the ``cache bytes`` line of ``stats`` 
 * **silent wrong output**: a read that exits 0 and prints something other than the undamaged
   store's output. For log and artifact damage a read may instead fail (non-zero exit, a message,
   no traceback); for cache damage it must not: a cache is rebuildable, so the right answer is
-  the undamaged output (a failing read there is counted as a *needless error*);
+  the undamaged output (a failing read there is counted as a *needless error*). For artifact
+  damage only, a read may also degrade if it says so: exit 0 with another output is *warned*,
+  not silent, when its stderr names the damaged artifact (``compile`` passing over a corrupt
+  summary for an older one and warning about it). A damaged log allows no such degrading: its
+  reads fail or print exactly the undamaged output;
 * **tracebacks**: any ``Traceback`` on stderr, whatever the exit code.
 
 The invariants: verify detects 100% of every kind, 0 silent wrong outputs, 0 tracebacks, 0
@@ -315,6 +319,8 @@ class KindCounts:
     errors: int = 0
     silent: dict[str, int] = field(default_factory=dict)
     needless: int = 0
+    warned: int = 0
+    """Artifact damage: another output, exit 0, and stderr naming the damaged artifact."""
     read_tracebacks: dict[str, int] = field(default_factory=dict)
 
 
@@ -460,6 +466,8 @@ def _count(
             examples.add(
                 f"{d.kind}: {name} fails over a rebuildable cache", f"{where}: {p.describe(300)}"
             )
+    elif d.kind in ARTIFACT_KINDS and any(n.encode() in p.stderr for n in d.names):
+        c.warned += 1
     else:
         c.silent[name] = c.silent.get(name, 0) + 1
         examples.add(
@@ -548,13 +556,23 @@ def _report(result: FamilyResult, counts: dict[str, KindCounts]) -> None:
     result.tables.append(
         Table(
             "reads on the damaged store (each against the undamaged store's output)",
-            ["damage", "reads", "same", "clean errors", "silent wrong", *READS, "tracebacks"],
+            [
+                "damage",
+                "reads",
+                "same",
+                "clean errors",
+                "warned",
+                "silent wrong",
+                *READS,
+                "tracebacks",
+            ],
             [
                 [
                     k,
                     c.reads,
                     c.same,
                     c.errors,
+                    c.warned,
                     sum(c.silent.values()),
                     *(c.silent.get(r, 0) for r in READS),
                     sum(c.read_tracebacks.values()),
