@@ -139,6 +139,7 @@ def prepare_store(root: Path, frames: int, rng: random.Random) -> Prepared:
         message,
         run_compaction,
     )
+    from continuity import frames as fr
 
     ms = [_CLOCK_MS]
 
@@ -155,7 +156,7 @@ def prepare_store(root: Path, frames: int, rng: random.Random) -> Prepared:
         nonlocal n
         head = thread.head()
         seq = 1 if head is None else head.next_seq
-        batch = []
+        batch: list[fr.Frame] = []
         for role in ("user", "assistant"):
             marker = f"mk{n:04d}q"
             picked = rng.sample(RARE, 3)

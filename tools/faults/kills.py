@@ -118,7 +118,7 @@ _WRITER: Final = textwrap.dedent(
 def _acknowledged(side: Path, rnd: int) -> list[tuple[int, str]]:
     """(seq, message id) of every acknowledged frame of a round; a line cut by the kill was
     never acknowledged."""
-    out = []
+    out: list[tuple[int, str]] = []
     if not side.exists():
         return out
     for line in side.read_bytes().split(b"\n"):
@@ -290,10 +290,12 @@ def _writer_epoch(
                 mid = msgspec.json.decode(raw).get("message_id")
             except (msgspec.DecodeError, AttributeError):
                 continue
-            seq = seq_of.get(mid) if isinstance(mid, str) else None
-            if seq is not None:
+            held_seq = seq_of.get(mid) if isinstance(mid, str) else None
+            if held_seq is not None:
                 s.quarantined_acked += 1
-                examples.add("acknowledged frame in quarantine", f"{mid} (seq {seq}) in {q.name}")
+                examples.add(
+                    "acknowledged frame in quarantine", f"{mid} (seq {held_seq}) in {q.name}"
+                )
 
 
 def _offset_of(data: bytes, seq: int, end: int) -> int:

@@ -330,9 +330,9 @@ def run(
         if not verify.ok:
             examples.add("verify failed", verify.describe() + " " + verify.stdout.decode()[-400:])
         refresh = [cli(store, "stats"), cli(store, "search", WORDS[0])]
-        for p in refresh:
-            if not p.ok:
-                examples.add("final read failed", p.describe())
+        for r in refresh:
+            if not r.ok:
+                examples.add("final read failed", r.describe())
         compared, diffs = compare_caches(store, work)
         for d in diffs:
             examples.add("cache differs from a fresh rebuild", d)
@@ -395,7 +395,7 @@ def run(
     )
     result.check(
         "caches byte-identical to a fresh rebuild",
-        not diffs and all(p.ok for p in refresh),
+        not diffs and all(r.ok for r in refresh),
         f"{len(diffs)} of {compared} files differ" if diffs else "",
     )
     result.examples = examples.lines()
