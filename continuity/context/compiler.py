@@ -53,6 +53,7 @@ from continuity.errors import (
     AnchorNotFound,
     ArtifactCorrupt,
     ArtifactNotFound,
+    CorruptCache,
     InvalidLimits,
     InvalidQuery,
 )
@@ -672,6 +673,31 @@ def compile_context(
     limits = DEFAULT_LIMITS if limits is None else limits
     _check_limits(limits)
     thread = resolve_thread(target, thread_id)
+    try:
+        return _compile(thread, anchor, limits, log, use_caches, tokenizer, recall)
+    except CorruptCache:
+        # The caches are derived: rebuild them from the log and select again (a store this
+        # process cannot write is read from the log instead). The log itself is never guessed.
+        from continuity.caches.search_index import ThreadSearchIndex
+        from continuity.caches.thread_index import ThreadIndex, caches_writable
+
+        cache_dir = thread.store.cache_dir
+        if cache_dir is None or not caches_writable(cache_dir):
+            return _compile(thread, anchor, limits, log, False, tokenizer, recall)
+        ThreadIndex(thread).rebuild()
+        ThreadSearchIndex(thread).rebuild()
+        return _compile(thread, anchor, limits, log, use_caches, tokenizer, recall)
+
+
+def _compile(
+    thread: Thread,
+    anchor: int | str | None,
+    limits: fr.Limits,
+    log: bool,
+    use_caches: bool,
+    tokenizer: Tokenizer | None,
+    recall: str | bool | None,
+) -> CompileResult:
     source = open_source(thread, use_caches=use_caches)
     anchor_seq = _resolve_anchor(source, anchor)
     c = _Compiler(thread, source, limits, tokenizer)
