@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from continuity.context.bundle import (
         ContextBundle,
+        ElidedBlock,
         MessageItem,
         RecallItem,
         SummaryItem,
@@ -165,6 +166,7 @@ _HOMES: Final = {
     "RecallItem": "continuity.context.bundle",
     "SummaryItem": "continuity.context.bundle",
     "Tokenizer": "continuity.tokens",
+    "ElidedBlock": "continuity.context.bundle",
     "ToolStubBlock": "continuity.context.bundle",
     "compile_context": "continuity.context.compiler",
     # rendering
@@ -234,6 +236,7 @@ __all__ = [
     "CorruptFrame",
     "CutRule",
     "DemoError",
+    "ElidedBlock",
     "Embedder",
     "ExtractiveSummarizer",
     "Frame",

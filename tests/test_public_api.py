@@ -54,6 +54,8 @@ _RUNTIME_MODULES = {
     "continuity.store.memory": {"MemoryThread"},
     "continuity.context.compiler": {
         "COMPILER_ID",
+        "DEFAULT_BUDGET_TOKENS",
+        "DEFAULT_LIMITS",
         "STRATEGY_HIERARCHICAL",
         "STRATEGY_RECENT",
         "STRATEGY_SUMMARIES",

@@ -207,6 +207,7 @@ def ingest(
     says where it stopped; running it again resumes, losing nothing.
     """
     from continuity.claude_code.ingest import ingest_transcript
+    from continuity.claude_code.transcript import MAX_LINE_BYTES, SKIPPED_OVERSIZE
 
     files = _transcripts(paths or [Path.home() / ".claude" / "projects"])
     if not files:
@@ -225,7 +226,7 @@ def ingest(
         fail(f"no Claude Code transcript among the {len(files)} files; nothing was ingested")
     # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
     store = open_store(ctx, create=True)
-    totals = {"messages": 0, "checkpoints": 0, "duplicates": 0, "bad": 0}
+    totals = {"messages": 0, "checkpoints": 0, "duplicates": 0, "bad": 0, "oversize": 0}
     threads: set[str] = set()
     failed: list[tuple[Path, str]] = []
     done = 0
@@ -246,7 +247,8 @@ def ingest(
         totals["messages"] += r.messages
         totals["checkpoints"] += r.checkpoints
         totals["duplicates"] += r.duplicates
-        totals["bad"] += r.skipped.get("<not json>", 0) + r.skipped.get("<not object>", 0)
+        totals["bad"] += sum(r.skipped.get(k, 0) for k in ("<not json>", "<not object>"))
+        totals["oversize"] += r.skipped.get(SKIPPED_OVERSIZE, 0)
         threads.update(r.threads)
 
     current = todo[0]
@@ -281,6 +283,12 @@ def ingest(
         f"{count(totals['messages'], 'new message')}, "
         f"{count(totals['checkpoints'], 'compaction')}, "
         f"{totals['duplicates']} already archived, {totals['bad']} unreadable lines skipped"
+        + (
+            f", {count(totals['oversize'], 'line')} over the {MAX_LINE_BYTES >> 20} MiB "
+            "line cap skipped (not archived)"
+            if totals["oversize"]
+            else ""
+        )
     )
     if failed:
         fail(f"{count(len(failed), 'transcript')} could not be ingested (named above)")

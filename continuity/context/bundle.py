@@ -19,6 +19,7 @@ __all__ = [
     "BUNDLE_SCHEMA",
     "BundleItem",
     "ContextBundle",
+    "ElidedBlock",
     "MessageItem",
     "RecallItem",
     "SummaryItem",

@@ -64,6 +64,8 @@ from continuity.tokens import Tokenizer, estimate_text
 
 __all__ = [
     "COMPILER_ID",
+    "DEFAULT_BUDGET_TOKENS",
+    "DEFAULT_LIMITS",
     "STRATEGY_HIERARCHICAL",
     "STRATEGY_RECENT",
     "STRATEGY_SUMMARIES",
