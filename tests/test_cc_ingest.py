@@ -950,3 +950,29 @@ def test_a_symlink_to_a_transcript_shares_its_cursor(tmp_path: Path) -> None:
     again = ingest_transcript(store, link, final=True)
     assert first.messages == 1
     assert again.messages == 0 and again.bytes_read == 0  # same cursor: nothing re-read
+
+
+def test_an_unfinished_last_line_is_scanned_once(tmp_path: Path) -> None:
+    """The cursor remembers how far the file holds no newline, so a hook that finds the same
+    unfinished line is not made to read it again; once the line ends, it is archived."""
+    from continuity.claude_code.ingest import _cursor_path, _load_cursor
+
+    store = Store(tmp_path / "store", create=True)
+    path = tmp_path / "syn.jsonl"
+    done = _prompt("u1", 1, "first question")
+    big = _prompt("u2", 2, "x" * (3 << 20))
+    path.write_bytes(done + big[:-100])  # the second line is still being written
+    ingest_transcript(store, path)
+    cursor = _load_cursor(_cursor_path(store, path))
+    assert cursor is not None and (cursor.offset, cursor.scanned) == (
+        len(done),
+        len(done) + len(big) - 100,
+    )
+    report = ingest_transcript(store, path)
+    assert report.bytes_read == 0 and report.messages == 0
+    with open(path, "ab") as f:
+        f.write(big[-100:])
+    report = ingest_transcript(store, path)
+    assert report.messages == 1
+    cursor = _load_cursor(_cursor_path(store, path))
+    assert cursor is not None and (cursor.offset, cursor.scanned) == (len(done) + len(big),) * 2

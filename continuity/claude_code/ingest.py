@@ -94,6 +94,9 @@ class Cursor(msgspec.Struct, kw_only=True):
     """The session a flat ``agent-<id>.jsonl`` belongs to, read from its first lines."""
     title: str = ""
     """A ``summary`` line read before the session's thread had a frame, kept for its creation."""
+    scanned: int = 0
+    """How far the file is known to hold no newline past ``offset`` (an unfinished last line
+    seen by the last read): the next read does not scan those bytes again, however long."""
 
 
 class IngestReport(msgspec.Struct):
@@ -437,7 +440,8 @@ def _ingest_locked(
     else:
         start = cursor.offset
         job.known.update(cursor.keys)
-    read = read_records(path, start)
+    scanned = cursor.scanned if cursor is not None and cursor.scanned <= size else 0
+    read = read_records(path, start, no_newline_before=scanned)
     job.report.bytes_read = read.end - start
     job.report.skipped = dict(read.skipped)
     if not job.session_id:
@@ -597,6 +601,7 @@ def _ingest_locked(
             last_message_seq=last_msg,
             session_id=job.session_id,
             title=(title or "") if main is not None and not job.thread(main).exists() else "",
+            scanned=read.end + read.pending if end == read.end else 0,
         ),
     )
     return job.report
