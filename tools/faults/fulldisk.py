@@ -8,7 +8,8 @@ How the disk is made full (``--mode``, printed with the results):
 
 * ``tmpfs``: a real full file system. A small tmpfs (8 MB) is mounted for the run (this needs
   root); the store lives on it, and a filler file takes all of its space but for a random few
-  bytes (0 up to the size of the batch about to be appended, in whole pages).
+  bytes (none, less than a page, or room for part of the batch about to be appended; in whole
+  pages).
 * ``userns``: the same tmpfs, mounted inside a user and mount namespace (``unshare -r -m``), for
   a user who is not root; the family runs again inside it and hands its result back.
 * ``fsize``: a simulation when no tmpfs can be mounted: the append runs with ``RLIMIT_FSIZE`` set
@@ -235,7 +236,15 @@ def _trial(disk: Disk, t: int, rng: random.Random, c: Counts, examples: Examples
     before = path.read_bytes()
     shown = cli(store, "log", THREAD, "--json").stdout
     batch = _lines(rng.randrange(4, 13), (20_000, 60_000), rng, "big")
-    want_free = rng.choice([0, rng.randrange(0, 300), rng.randrange(0, len(batch))])
+    # A quarter of the trials with no room at all, a quarter with less than a page, half with
+    # room for part of the batch (so the write is cut inside it).
+    pick = rng.random()
+    if pick < 0.25:
+        want_free = 0
+    elif pick < 0.5:
+        want_free = rng.randrange(1, PAGE)
+    else:
+        want_free = rng.randrange(PAGE, len(batch))
     want_free -= want_free % PAGE if disk.mode != "fsize" else 0
     free = disk.fill(want_free, path)
     c.trials += 1
