@@ -24,7 +24,7 @@ import msgspec
 from continuity import frames as fr
 from continuity.caches.thread_index import DAMAGE, ThreadIndex
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
-from continuity.store.base import BaseStore, LogReader, Recovery, Thread
+from continuity.store.base import BaseStore, LogReader, Recovery, Thread, split_lines
 
 __all__ = ["Problem", "Repair", "VerifyReport", "first_problem", "repair_thread", "verify_store"]
 
@@ -75,34 +75,9 @@ class _LimitReached(Exception):
 
 
 def _lines(log: LogReader) -> Iterator[tuple[int, bytes]]:
-    """(offset, line) of every committed line, reading big chunks; a line is joined once."""
-    end = log.end
-    pos = 0
-    pending: list[bytes] = []
-    line_at = 0
-    while pos < end:
-        chunk = log.pread(min(_CHUNK, end - pos), pos)
-        if not chunk:
-            break
-        at = 0
-        while True:
-            nl = chunk.find(b"\n", at)
-            if nl < 0:
-                if at < len(chunk):
-                    pending.append(chunk[at:])
-                break
-            if pending:
-                pending.append(chunk[at:nl])
-                line = b"".join(pending)
-                pending = []
-            else:
-                line = chunk[at:nl]
-            yield line_at, line
-            line_at = pos + nl + 1
-            at = nl + 1
-        pos += len(chunk)
-    if pending:  # cannot happen below a committed end, which is a line end: say so if it does
-        yield line_at, b"".join(pending)
+    """(offset, line) of every committed line, in big chunks (a last piece without a newline,
+    which a committed end never leaves, comes as a line and fails its checks)."""
+    return split_lines(log.pread, 0, log.end, first=_CHUNK)
 
 
 class _Envelope(msgspec.Struct):

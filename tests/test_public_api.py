@@ -48,6 +48,7 @@ _RUNTIME_MODULES = {
         "now_ms",
         "resolve_thread",
         "seal_batch",
+        "split_lines",
         "validate_thread_id",
     },
     "continuity.store.jsonl": {"STORE_FORMAT", "JsonlThread"},

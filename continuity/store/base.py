@@ -61,6 +61,7 @@ __all__ = [
     "now_ms",
     "resolve_thread",
     "seal_batch",
+    "split_lines",
     "validate_thread_id",
 ]
 
@@ -183,6 +184,43 @@ def batch_of(frames: fr.Frame | Iterable[fr.Frame]) -> list[fr.Frame]:
     if not batch:
         raise BadFrame("empty batch")
     return batch
+
+
+def split_lines(
+    pread: Callable[[int, int], bytes], pos: int, end: int, *, first: int = 8192
+) -> Iterator[tuple[int, bytes]]:
+    """``(offset, line without its newline)`` of the lines in ``[pos, end)``, read with
+    ``pread(n, offset)`` in chunks that start at ``first`` bytes (most reads want a few lines)
+    and grow to 256 KiB. A line longer than a chunk is joined once, when its newline comes:
+    linear time and memory of one line, however long. Bytes after the last newline come last,
+    as a line of their own (a caller reading a committed range treats them as damage)."""
+    pending: list[bytes] = []  # the start of a line longer than the chunks read so far
+    line_at = pos
+    step = first
+    while pos < end:
+        chunk = pread(min(step, end - pos), pos)
+        if not chunk:
+            break
+        step = min(step * 4, _CHUNK * 4)
+        at = 0
+        while True:
+            nl = chunk.find(b"\n", at)
+            if nl < 0:
+                if at < len(chunk):
+                    pending.append(chunk[at:])
+                break
+            if pending:
+                pending.append(chunk[at:nl])
+                line = b"".join(pending)
+                pending = []
+            else:
+                line = chunk[at:nl]
+            yield line_at, line
+            line_at = pos + nl + 1
+            at = nl + 1
+        pos += len(chunk)
+    if pending:
+        yield line_at, b"".join(pending)
 
 
 class LogReader(ABC):

@@ -41,6 +41,7 @@ from continuity.store.base import (
     batch_of,
     now_ms,
     seal_batch,
+    split_lines,
     validate_thread_id,
 )
 
@@ -361,46 +362,23 @@ class JsonlThread(Thread):
         # small pread), so a read that starts in the middle of the log never returns an edited
         # frame unnoticed.
         prev_digest = fr.GENESIS_DIGEST if seq == 0 else self._digest_before(fd, pos, seq)
-        pending: list[bytes] = []  # the start of a line longer than the chunks read so far
-        buf_pos = pos
-        step = 8192  # most reads want a few frames: start small, grow to 256 KiB
-        while buf_pos < end:
-            chunk = os.pread(fd, min(step, end - buf_pos), buf_pos)
-            if not chunk:
-                break
-            step = min(step * 4, _CHUNK * 4)
-            buf_pos += len(chunk)
-            at = 0
-            while True:
-                nl = chunk.find(b"\n", at)
-                if nl < 0:
-                    if at < len(chunk):
-                        pending.append(chunk[at:])  # joined once when its newline comes
-                    break
-                if pending:
-                    pending.append(chunk[at:nl])
-                    line = b"".join(pending)
-                    pending = []
-                else:
-                    line = chunk[at:nl]
-                at = nl + 1
-                sealed = fr.unseal(line)
-                env = _probe_line(line) if sealed is not None else None
-                if sealed is None or env is None:
-                    raise CorruptFrame(self.id, seq, pos, "not a sealed frame")
-                if env.seq != seq:
-                    raise CorruptFrame(self.id, seq, pos, f"seq {env.seq} where {seq} belongs")
-                body, digest = sealed
-                if fr.chain(prev_digest, body) != digest:
-                    raise CorruptFrame(self.id, seq, pos, "digest does not chain")
-                prev_digest = digest
-                yield seq, line
-                if to_seq is not None and seq >= to_seq:
-                    return
-                pos += len(line) + 1
-                seq += 1
-        if pending:
-            raise CorruptFrame(self.id, seq, pos, "line without newline inside the log")
+        for at, line in split_lines(lambda n, off: os.pread(fd, n, off), pos, end):
+            if at + len(line) >= end:  # no newline before the committed end
+                raise CorruptFrame(self.id, seq, at, "line without newline inside the log")
+            sealed = fr.unseal(line)
+            env = _probe_line(line) if sealed is not None else None
+            if sealed is None or env is None:
+                raise CorruptFrame(self.id, seq, at, "not a sealed frame")
+            if env.seq != seq:
+                raise CorruptFrame(self.id, seq, at, f"seq {env.seq} where {seq} belongs")
+            body, digest = sealed
+            if fr.chain(prev_digest, body) != digest:
+                raise CorruptFrame(self.id, seq, at, "digest does not chain")
+            prev_digest = digest
+            yield seq, line
+            if to_seq is not None and seq >= to_seq:
+                return
+            seq += 1
 
     def _digest_before(self, fd: int, pos: int, seq: int) -> bytes:
         """The digest stored by the line that ends just before ``pos`` (frame ``seq - 1``)."""
