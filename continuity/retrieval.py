@@ -31,6 +31,7 @@ from continuity.caches.ranking import (
 )
 from continuity.caches.search_index import (
     ThreadSearchIndex,
+    doc_of,
     docs_of,
     frame_text,
     summary_text,
@@ -99,10 +100,14 @@ def _with_snippets(
     *,
     use_caches: bool = True,
     on_damage: Callable[[str], None] | None = None,
+    corpora: Sequence[Corpus] = (),
 ) -> list[Hit]:
     """``hits`` (of the given threads) with their time, snippet and matched terms. A summary
     hit whose artifact is missing or damaged is told to ``on_damage`` (and kept, its snippet
-    made of the checkpoint frame alone), or raises when there is no ``on_damage``."""
+    made of the checkpoint frame alone), or raises when there is no ``on_damage``. With the
+    ``corpora`` the hits were ranked from, each hit's indexed document must be the one its
+    frame makes (:class:`CorruptCache` if not: the index is damaged)."""
+    by_thread = {c.thread_id: c for c in corpora}
     readers: dict[str, Callable[[int], fr.Frame | None]] = {}
 
     def reader(thread: Thread) -> Callable[[int], fr.Frame | None]:
@@ -134,6 +139,9 @@ def _with_snippets(
                 thread.store.artifacts.get(aid)  # raises ArtifactNotFound / ArtifactCorrupt
                 raise ArtifactCorrupt(what)
             on_damage(what)
+        corpus = by_thread.get(h.thread_id)
+        if corpus is not None and not unreadable:
+            _check_indexed(corpus, frame, thread, terms)
         snippet, matched = _snippet(frame_text(frame, thread.store), terms)
         if terms and not matched and not unreadable:
             # The index says this frame holds a query term and the frame (checked against the
@@ -141,6 +149,21 @@ def _with_snippets(
             raise CorruptCache(thread.id, f"the search index names seq {h.seq} for {terms}")
         out.append(msgspec.structs.replace(h, ts_ms=frame.ts_ms, snippet=snippet, terms=matched))
     return out
+
+
+def _check_indexed(corpus: Corpus, frame: fr.Frame, thread: Thread, terms: list[str]) -> None:
+    """The hit's document as the index holds it (kind, role, length, each query term's count)
+    must be the document its frame makes: a flipped posting or length would change its score."""
+    doc = doc_of(frame, summary_text(thread.store, frame))
+    held = corpus.indexed(frame.seq, terms)
+    want = None
+    if doc is not None:
+        counts = {t: min(doc.tf[t], 65535) for t in terms if t in doc.tf}
+        want = (doc.kind, doc.role, min(doc.length, 2**32 - 1), counts)
+    if held != want:
+        raise CorruptCache(
+            thread.id, f"the search index's document for seq {frame.seq} ≠ its frame"
+        )
 
 
 def _summary_unreadable(frame: fr.Frame, thread: Thread) -> bool:
@@ -231,7 +254,8 @@ def _ranked(
     on_damage: Callable[[str], None] | None = None,
 ) -> list[Hit]:
     corpora = [c for t in threads.values() if (c := _corpus(t)) is not None]
-    return _with_snippets(threads, rank(corpora, terms, k, frozenset()), terms, on_damage=on_damage)
+    hits = rank(corpora, terms, k, frozenset())
+    return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=corpora)
 
 
 def _rerank(hits: list[Hit], query: str, embedder: Embedder) -> list[Hit]:

@@ -137,6 +137,7 @@ class Corpus:
         self.roles = roles
         self.cutoff = cutoff  # documents with ordinal < cutoff take part
         self._postings: dict[str, list[_Postings]] = {}
+        self._ordered: bool | None = None
 
     def postings(self, term: str) -> list[_Postings]:
         """``term``'s postings in each segment, cut at the cutoff (looked up once per term)."""
@@ -149,6 +150,28 @@ class Corpus:
                 found.append((docs[:keep], tfs[:keep]))
             self._postings[term] = found
         return found
+
+    def indexed(self, seq: int, terms: list[str]) -> tuple[int, int, int, dict[str, int]] | None:
+        """What the index holds for the document of ``seq``: (kind, role, length, count of each
+        of ``terms``); None when it holds no document for that seq. Search compares this with
+        the document made again from the frame itself, which the chain vouches for."""
+        seqs = self.seqs[: self.cutoff]
+        if self._ordered is None:  # once per corpus: a seq column out of order is damage
+            self._ordered = bool(np.all(seqs[1:] > seqs[:-1]))
+        if not self._ordered:
+            raise ValueError(f"the search index of thread {self.thread_id!r} has seqs out of order")
+        o = int(np.searchsorted(seqs, seq))
+        if o >= self.cutoff or int(self.seqs[o]) != seq:
+            return None
+        counts: dict[str, int] = {}
+        for term in terms:
+            for (docs, tfs), seg in zip(self.postings(term), self.segments, strict=True):
+                local = o - seg.first_doc
+                if 0 <= local < seg.n_docs and len(docs):
+                    at = int(np.searchsorted(docs, local))
+                    if at < len(docs) and int(docs[at]) == local:
+                        counts[term] = int(tfs[at])
+        return int(self.kinds[o]), int(self.roles[o]), int(self.lengths[o]), counts
 
     def df(self, term: str) -> int:
         return sum(len(docs) for docs, _ in self.postings(term))
