@@ -595,3 +595,13 @@ def test_search_never_ranks_with_a_damaged_posting_or_length(tmp_store: Store, f
         path.write_bytes(bytes(damaged))
         assert search(tmp_store, query) == truth, at
         path.write_bytes(good)
+
+
+def test_a_read_from_the_end_checks_the_newest_frame_before_giving_it(tmp_store: Store) -> None:
+    _thread(tmp_store, 10)
+    t = tmp_store.thread("t")
+    _edit(t.path, b"alice 10 dollars", b"alice 99 dollars")
+    with pytest.raises(CorruptFrame, match=r"seq 10.*digest does not chain"):
+        t.tail(1)
+    with pytest.raises(CorruptFrame, match="seq 10"):
+        next(t.read_lines_backwards())

@@ -398,8 +398,6 @@ class JsonlThread(Thread):
         try:
             pos = self._visible_end(fd)  # every byte before pos is whole lines
             expect: int | None = None
-            later: tuple[bytes, bytes] | None = None  # (body, digest) of the frame after
-            later_off = 0
             step = 8192  # most callers want a few frames: start small, grow
             while pos > 0:
                 start = _line_start(fd, max(0, pos - step))
@@ -409,19 +407,30 @@ class JsonlThread(Thread):
                 offsets = [start]
                 for line in lines[:-1]:
                     offsets.append(offsets[-1] + len(line) + 1)
-                for line, off in zip(reversed(lines), reversed(offsets), strict=True):
+                for j in range(len(lines) - 1, -1, -1):
+                    line, off = lines[j], offsets[j]
                     sealed = fr.unseal(line)
                     env = _probe_line(line) if sealed is not None else None
                     if sealed is None or env is None:
                         raise CorruptFrame(self.id, expect, off, "not a sealed frame")
                     if expect is not None and env.seq != expect:
                         raise CorruptFrame(self.id, expect, off, f"seq {env.seq} out of order")
-                    if later is not None and fr.chain(sealed[1], later[0]) != later[1]:
-                        # named like a forward read names it: the later frame, at its offset
-                        raise CorruptFrame(self.id, env.seq + 1, later_off, "digest does not chain")
-                    if env.seq == 0 and fr.chain(fr.GENESIS_DIGEST, sealed[0]) != sealed[1]:
-                        raise CorruptFrame(self.id, 0, off, "digest does not chain")
-                    later, later_off = sealed, off
+                    # Checked against its parent before it is given out: a caller that stops
+                    # after the newest frame must not get it unchecked.
+                    if off == 0:
+                        parent: bytes | None = fr.GENESIS_DIGEST if env.seq == 0 else None
+                    elif j > 0:
+                        parent = fr.stored_digest(lines[j - 1])
+                    else:
+                        parent = self._digest_before(fd, off, env.seq)
+                    if parent is None and off == 0:
+                        raise CorruptFrame(self.id, 0, 0, f"seq {env.seq} where 0 belongs")
+                    if parent is None:  # the line before it, in this chunk, is no frame
+                        raise CorruptFrame(
+                            self.id, env.seq - 1, offsets[j - 1], "not a sealed frame"
+                        )
+                    if fr.chain(parent, sealed[0]) != sealed[1]:
+                        raise CorruptFrame(self.id, env.seq, off, "digest does not chain")
                     expect = env.seq - 1
                     yield env.seq, line
                 pos = start
