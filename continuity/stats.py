@@ -14,11 +14,11 @@ import msgspec
 
 from continuity import frames as fr
 from continuity.caches.thread_index import ThreadIndex
-from continuity.errors import CorruptFrame
+from continuity.errors import ContinuityError, CorruptFrame
 from continuity.redaction import META_KEY, redaction_count
 from continuity.store.base import BaseStore, Thread
 
-__all__ = ["StoreStats", "store_stats"]
+__all__ = ["StoreStats", "ThreadInfo", "list_threads", "store_stats"]
 
 
 class StoreStats(msgspec.Struct, frozen=True):
@@ -136,3 +136,58 @@ def store_stats(store: BaseStore) -> StoreStats:
         redactions=sum(redactions.values()),
         redactions_by_thread=redactions,
     )
+
+
+class ThreadInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A thread as ``continuity threads`` lists it: from its first and last frames only."""
+
+    thread_id: str
+    frames: int
+    last_active_ms: int
+    """The last frame's time (0 when it has none)."""
+    kind: str
+    """``claude-code session``, ``claude-code subagent``, the ``source`` its creator recorded,
+    or ``other``."""
+    title: str | None = None
+    parent_thread_id: str | None = None
+    problem: str | None = None
+    """Why the thread could not be read (``continuity verify`` says more)."""
+
+
+def _kind(thread_id: str, first: fr.Frame | None) -> str:
+    # As `sessions` decides: the adapter marks its threads' first frame with its source.
+    if not isinstance(first, fr.ThreadCreated):
+        return "other"
+    source = first.meta.get("source", "")
+    if source == "claude-code":
+        agent = first.parent_thread_id is not None or ".agent-" in thread_id
+        return "claude-code subagent" if agent else "claude-code session"
+    return source or "other"
+
+
+def thread_info(thread: Thread) -> ThreadInfo:
+    """The first frame and the last one: two short, checked reads, whatever the log's length.
+    A thread that cannot be read is listed with the problem, not raised."""
+    try:
+        first = next(iter(thread.read(to_seq=0)), None)
+        last = thread.tail(1)
+    except ContinuityError as exc:
+        return ThreadInfo(
+            thread_id=thread.id, frames=0, last_active_ms=0, kind="?", problem=str(exc)
+        )
+    created = first if isinstance(first, fr.ThreadCreated) else None
+    return ThreadInfo(
+        thread_id=thread.id,
+        frames=last[0].seq + 1 if last else 0,
+        last_active_ms=last[0].ts_ms if last else 0,
+        kind=_kind(thread.id, first),
+        title=created.title if created else None,
+        parent_thread_id=created.parent_thread_id if created else None,
+    )
+
+
+def list_threads(store: BaseStore) -> list[ThreadInfo]:
+    """Every thread of ``store``, the most recently active last."""
+    found = [thread_info(store.thread(tid)) for tid in store.threads()]
+    found.sort(key=lambda t: (t.last_active_ms, t.thread_id))
+    return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
-from typing import Annotated
+from typing import Annotated, Final
 
 import msgspec
 import typer
@@ -265,62 +265,6 @@ def stats(
     typer.echo(f"redactions   {s.redactions} in {count(len(s.redactions_by_thread), 'thread')}")
 
 
-class ThreadRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One line of ``continuity threads`` (one JSON object with ``--json``)."""
-
-    thread_id: str
-    frames: int
-    last_active: str
-    """The last frame's time, UTC."""
-    last_active_ms: int
-    kind: str
-    """``claude-code session``, ``claude-code subagent``, the ``source`` its creator recorded,
-    or ``other``."""
-    title: str | None = None
-    parent_thread_id: str | None = None
-    problem: str | None = None
-    """Why the thread could not be read (``continuity verify`` says more)."""
-
-
-def _kind(thread_id: str, first: fr.Frame | None) -> str:
-    # As `sessions` decides: the adapter marks its threads' first frame with its source.
-    if not isinstance(first, fr.ThreadCreated):
-        return "other"
-    source = first.meta.get("source", "")
-    if source == "claude-code":
-        agent = first.parent_thread_id is not None or ".agent-" in thread_id
-        return "claude-code subagent" if agent else "claude-code session"
-    return source or "other"
-
-
-def _row(store: Store, thread_id: str) -> ThreadRow:
-    """The first frame and the last one: two short reads, whatever the log's length."""
-    thread = store.thread(thread_id)
-    try:
-        first = next(iter(thread.read(to_seq=0)), None)
-        last = thread.tail(1)
-    except ContinuityError as exc:
-        return ThreadRow(
-            thread_id=thread_id,
-            frames=0,
-            last_active="-",
-            last_active_ms=0,
-            kind="?",
-            problem=str(exc),
-        )
-    ts = last[0].ts_ms if last else 0
-    created = first if isinstance(first, fr.ThreadCreated) else None
-    return ThreadRow(
-        thread_id=thread_id,
-        frames=last[0].seq + 1 if last else 0,
-        last_active=format_ts(ts) if ts else "-",
-        last_active_ms=ts,
-        kind=_kind(thread_id, first),
-        title=created.title if created else None,
-        parent_thread_id=created.parent_thread_id if created else None,
-    )
-
-
 def threads(
     ctx: typer.Context,
     as_json: Annotated[
@@ -328,13 +272,16 @@ def threads(
     ] = False,
 ) -> None:
     """Every thread: its frames, last activity and kind, the most recently active last."""
+    from continuity.stats import list_threads
+
     store = open_store(ctx)
     with errors():
-        rows = [_row(store, tid) for tid in store.threads()]
-    rows.sort(key=lambda r: (r.last_active_ms, r.thread_id))
+        rows = list_threads(store)
     if as_json:
         for r in rows:
-            typer.echo(msgspec.json.encode(r).decode())
+            shown = msgspec.structs.asdict(r)
+            shown["last_active"] = format_ts(r.last_active_ms) if r.last_active_ms else "-"
+            typer.echo(msgspec.json.encode(dict(sorted(shown.items(), key=_json_order))).decode())
         return
     if not rows:
         typer.echo("no threads in this store yet")
@@ -343,7 +290,17 @@ def threads(
     frames_width = max(len(count(r.frames, "frame")) for r in rows)
     for r in rows:
         kind = f"unreadable: {r.problem}" if r.problem else r.kind
+        last = format_ts(r.last_active_ms) if r.last_active_ms else "-"
         typer.echo(
             f"{r.thread_id:<{width}}  {count(r.frames, 'frame'):>{frames_width}}  "
-            f"{r.last_active:<19}  {kind}"
+            f"{last:<19}  {kind}"
         )
+
+
+_FIELDS: Final = ("thread_id", "frames", "last_active", "last_active_ms", "kind")
+
+
+def _json_order(item: tuple[str, object]) -> tuple[int, str]:
+    """The JSON of a thread lists its key fields first, in the order the table shows them."""
+    key = item[0]
+    return (_FIELDS.index(key) if key in _FIELDS else len(_FIELDS), key)
