@@ -605,3 +605,24 @@ def test_a_read_from_the_end_checks_the_newest_frame_before_giving_it(tmp_store:
         t.tail(1)
     with pytest.raises(CorruptFrame, match="seq 10"):
         next(t.read_lines_backwards())
+
+
+def test_a_damaged_length_elsewhere_never_shifts_the_scores(tmp_store: Store) -> None:
+    """Every document's length feeds BM25's average: a length changed in a document that is
+    not a hit would move every score. The manifest keeps their sum; search checks it."""
+    import struct
+
+    words = ["epaulette", "harbour", "lantern", "quarry", "saffron", "thimble", "walnut"]
+    t = tmp_store.thread("t")
+    for i in range(300):
+        t.append(fr.message("user", f"mk{i:04d}q the {words[i % 7]} and the {words[i * 3 % 7]}"))
+    query = "mk0003q saffron"
+    truth = search(tmp_store, query)
+    docs = tmp_store.cache_dir / "search" / "t" / "docs.bin"
+    good = docs.read_bytes()
+    for record in (0, 150, 299):  # seq u64, then the length u32
+        damaged = bytearray(good)
+        struct.pack_into("<I", damaged, record * 16 + 8, 999)
+        docs.write_bytes(bytes(damaged))
+        assert search(tmp_store, query) == truth, record
+        docs.write_bytes(good)

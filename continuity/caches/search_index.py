@@ -421,6 +421,10 @@ class SearchManifest(msgspec.Struct, frozen=True):
     docs: int
     tail_bytes: int
     segments: list[SegmentRef]
+    total_length: int = -1
+    """The sum of every document's length in ``docs.bin`` (BM25's average length comes from
+    it): a search checks it, so a damaged length cannot shift every score unseen. -1 in an
+    index written before it was kept."""
 
 
 _manifest_decoder: Final = msgspec.json.Decoder(SearchManifest)
@@ -620,11 +624,14 @@ class ThreadSearchIndex:
         tail = self._tail(m)
         n_old_tail = len(tail)
         n_docs = m.docs
+        total = 0 if not m.docs else m.total_length  # -1: an older index, left unchecked
         fd = os.open(self.dir / "docs.bin", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(fd, "ab") as f:
             f.truncate(m.docs * _DOC.size)
             new = iter(docs)
             while chunk := list(islice(new, _CHUNK)):
+                if total >= 0:
+                    total += sum(min(d.length, 2**32 - 1) for d in chunk)
                 f.write(
                     b"".join(
                         _DOC.pack(d.seq, min(d.length, 2**32 - 1), d.kind, d.role) for d in chunk
@@ -653,7 +660,15 @@ class ThreadSearchIndex:
             _write(self.dir / "tail.jsonl", whole)
             tail_bytes = len(whole)
         manifest = SearchManifest(
-            _VERSION, self.thread_id, log_end, last_seq, digest, n_docs, tail_bytes, segments
+            _VERSION,
+            self.thread_id,
+            log_end,
+            last_seq,
+            digest,
+            n_docs,
+            tail_bytes,
+            segments,
+            total,
         )
         _write(self.dir / "manifest.json", _encoder.encode(manifest))
         # Only now, so that a writer dying before its manifest leaves every file the old
@@ -826,6 +841,12 @@ class IndexView:
             if m.docs
             else None
         )
+        if self.docs is not None and m.total_length >= 0:
+            held = int(self.docs["len"].sum(dtype=np.uint64))
+            if held != m.total_length:
+                raise ValueError(
+                    f"docs.bin lengths sum to {held}, the manifest says {m.total_length}"
+                )
         self.segments: list[Segment | DocsSegment] = []
         for ref in m.segments:
             segment = index._segment(ref)
