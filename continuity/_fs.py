@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["atomic_write", "fsync_dir", "private_dirs"]
 
@@ -34,7 +36,13 @@ def private_dirs(path: Path) -> None:
             folder.mkdir(mode=0o700)
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool, keep_mode: bool = False) -> None:
+def atomic_write(
+    path: Path,
+    data: bytes | Callable[[BinaryIO], None],
+    *,
+    durable: bool,
+    keep_mode: bool = False,
+) -> None:
     """Replace ``path`` with ``data`` in one step: readers see the old file or the new one,
     never a part of either, whatever happens to this process.
 
@@ -43,13 +51,17 @@ def atomic_write(path: Path, data: bytes, *, durable: bool, keep_mode: bool = Fa
     it), which is renamed over ``path``. ``durable`` fsyncs the file before the rename and the
     folder after it: the truth and its markers need that; a cache, which can be rebuilt, does
     not. ``keep_mode`` gives the new file the permissions of the one it replaces (a user's
-    settings file). The temporary file is removed if anything fails.
+    settings file). ``data`` may be a function that writes to the open file (to stream what
+    is too big to hold). The temporary file is removed if anything fails.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)  # a writer streams what would not fit in memory at once
+            else:
+                f.write(data)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())

@@ -626,3 +626,22 @@ def test_a_damaged_length_elsewhere_never_shifts_the_scores(tmp_store: Store) ->
         docs.write_bytes(bytes(damaged))
         assert search(tmp_store, query) == truth, record
         docs.write_bytes(good)
+
+
+def test_repair_streams_a_large_tail_into_its_quarantine_record(tmp_store: Store) -> None:
+    import base64
+
+    t = tmp_store.thread("t")
+    t.append(fr.message("user", "keep me"))
+    t.append(fr.message("user", "bad " + "y" * (7 << 20)))  # several base64 chunks
+    t.append(fr.message("user", "after it"))
+    whole = t.path.read_bytes()
+    at = _offsets(t.path)[2]
+    _edit(t.path, b"bad yyy", b"BAD yyy")
+    damaged = t.path.read_bytes()
+    done = repair_thread(t)
+    assert done is not None and done.recovery is not None and done.offset == at
+    record = msgspec.json.decode(Path(done.recovery.quarantine_file).read_bytes())
+    assert base64.b64decode(record["data_b64"]) == damaged[at:]
+    assert record["length"] == len(whole) - at
+    assert t.path.read_bytes() == whole[:at]

@@ -24,7 +24,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 import msgspec
 
@@ -50,6 +50,7 @@ __all__ = ["STORE_FORMAT", "JsonlThread", "Store"]
 STORE_FORMAT: Final = {"format": "continuity-store", "version": 1}
 
 _CHUNK: Final = 1 << 16
+_QUARANTINE_CHUNK: Final = 3 << 20  # a multiple of 3: the base64 of the chunks joins up
 
 
 class _Envelope(msgspec.Struct):
@@ -199,7 +200,6 @@ class JsonlThread(Thread):
         return cut
 
     def _quarantine(self, fd: int, cut: int, size: int, reason: str) -> Recovery:
-        data = os.pread(fd, size - cut, cut)
         now = now_ms()
         qdir = self._store.root / "quarantine"
         private_dirs(qdir)
@@ -207,13 +207,26 @@ class JsonlThread(Thread):
         record = {
             "thread_id": self.id,
             "offset": cut,
-            "length": len(data),
+            "length": size - cut,
             "reason": reason,
             "time_ms": now,
-            "data_b64": base64.b64encode(data).decode("ascii"),
         }
-        atomic_write(qdir / name, msgspec.json.encode(record) + b"\n", durable=True)
-        rec = Recovery(self.id, cut, len(data), reason, str(qdir / name), now)
+
+        def write(out: BinaryIO) -> None:
+            # The bytes are streamed into the record in base64, a chunk at a time: a repair
+            # may move most of a large log, and memory must not hold it whole.
+            out.write(msgspec.json.encode(record)[:-1] + b',"data_b64":"')
+            pos = cut
+            while pos < size:
+                chunk = os.pread(fd, min(_QUARANTINE_CHUNK, size - pos), pos)
+                if not chunk:
+                    raise OSError(f"{self.path} ended at byte {pos}, before {size}")
+                out.write(base64.b64encode(chunk))
+                pos += len(chunk)
+            out.write(b'"}\n')
+
+        atomic_write(qdir / name, write, durable=True)
+        rec = Recovery(self.id, cut, size - cut, reason, str(qdir / name), now)
         self._store._report(rec)
         return rec
 
