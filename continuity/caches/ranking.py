@@ -160,7 +160,7 @@ class Corpus:
             self._ordered = bool(np.all(seqs[1:] > seqs[:-1]))
         if not self._ordered:
             raise ValueError(f"the search index of thread {self.thread_id!r} has seqs out of order")
-        o = int(np.searchsorted(seqs, seq))
+        o = int(np.searchsorted(seqs, np.uint64(seq)))  # same dtype: no cast of the column
         if o >= self.cutoff or int(self.seqs[o]) != seq:
             return None
         counts: dict[str, int] = {}
@@ -168,7 +168,7 @@ class Corpus:
             for (docs, tfs), seg in zip(self.postings(term), self.segments, strict=True):
                 local = o - seg.first_doc
                 if 0 <= local < seg.n_docs and len(docs):
-                    at = int(np.searchsorted(docs, local))
+                    at = int(np.searchsorted(docs, docs.dtype.type(local)))
                     if at < len(docs) and int(docs[at]) == local:
                         counts[term] = int(tfs[at])
         return int(self.kinds[o]), int(self.roles[o]), int(self.lengths[o]), counts
