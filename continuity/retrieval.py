@@ -100,14 +100,15 @@ def _with_snippets(
     *,
     use_caches: bool = True,
     on_damage: Callable[[str], None] | None = None,
-    corpora: Sequence[Corpus] = (),
+    corpora: tuple[dict[str, Corpus], dict[tuple[str, int], int]] | None = None,
 ) -> list[Hit]:
     """``hits`` (of the given threads) with their time, snippet and matched terms. A summary
     hit whose artifact is missing or damaged is told to ``on_damage`` (and kept, its snippet
     made of the checkpoint frame alone), or raises when there is no ``on_damage``. With the
-    ``corpora`` the hits were ranked from, each hit's indexed document must be the one its
-    frame makes (:class:`CorruptCache` if not: the index is damaged)."""
-    by_thread = {c.thread_id: c for c in corpora}
+    ``corpora`` the hits were ranked from (by thread) and each hit's document ordinal, each
+    hit's indexed document must be the one its frame makes (:class:`CorruptCache` if not: the
+    index is damaged)."""
+    by_thread, ordinals = corpora if corpora is not None else ({}, {})
     readers: dict[str, Callable[[int], fr.Frame | None]] = {}
 
     def reader(thread: Thread) -> Callable[[int], fr.Frame | None]:
@@ -141,7 +142,7 @@ def _with_snippets(
             on_damage(what)
         corpus = by_thread.get(h.thread_id)
         if corpus is not None and not unreadable:
-            _check_indexed(corpus, frame, thread, terms)
+            _check_indexed(corpus, ordinals[(h.thread_id, h.seq)], frame, thread, terms)
         snippet, matched = _snippet(frame_text(frame, thread.store), terms)
         if terms and not matched and not unreadable:
             # The index says this frame holds a query term and the frame (checked against the
@@ -151,11 +152,13 @@ def _with_snippets(
     return out
 
 
-def _check_indexed(corpus: Corpus, frame: fr.Frame, thread: Thread, terms: list[str]) -> None:
+def _check_indexed(
+    corpus: Corpus, ordinal: int, frame: fr.Frame, thread: Thread, terms: list[str]
+) -> None:
     """The hit's document as the index holds it (kind, role, length, each query term's count)
     must be the document its frame makes: a flipped posting or length would change its score."""
     doc = doc_of(frame, summary_text(thread.store, frame))
-    held = corpus.indexed(frame.seq, terms)
+    held = corpus.indexed(ordinal, terms)
     want = None
     if doc is not None:
         counts = {t: min(doc.tf[t], 65535) for t in terms if t in doc.tf}
@@ -254,8 +257,10 @@ def _ranked(
     on_damage: Callable[[str], None] | None = None,
 ) -> list[Hit]:
     corpora = [c for t in threads.values() if (c := _corpus(t)) is not None]
-    hits = rank(corpora, terms, k, frozenset())
-    return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=corpora)
+    ordinals: dict[tuple[str, int], int] = {}
+    hits = rank(corpora, terms, k, frozenset(), ordinals)
+    checks = {c.thread_id: c for c in corpora}
+    return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=(checks, ordinals))
 
 
 def _rerank(hits: list[Hit], query: str, embedder: Embedder) -> list[Hit]:

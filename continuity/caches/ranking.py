@@ -151,18 +151,17 @@ class Corpus:
             self._postings[term] = found
         return found
 
-    def indexed(self, seq: int, terms: list[str]) -> tuple[int, int, int, dict[str, int]] | None:
-        """What the index holds for the document of ``seq``: (kind, role, length, count of each
-        of ``terms``); None when it holds no document for that seq. Search compares this with
-        the document made again from the frame itself, which the chain vouches for."""
-        seqs = self.seqs[: self.cutoff]
-        if self._ordered is None:  # once per corpus: a seq column out of order is damage
+    def indexed(self, o: int, terms: list[str]) -> tuple[int, int, int, dict[str, int]]:
+        """What the index holds for its document ``o`` (an ordinal :func:`rank` reports):
+        (kind, role, length, count of each of ``terms``). Search compares this with the
+        document made again from the hit's frame, which the chain vouches for. The seq column
+        must be in order (checked once per corpus, ~1 ms at a million documents): a seq changed
+        by damage would otherwise give a document another frame's place."""
+        if self._ordered is None:
+            seqs = self.seqs[: self.cutoff]
             self._ordered = bool(np.all(seqs[1:] > seqs[:-1]))
         if not self._ordered:
             raise ValueError(f"the search index of thread {self.thread_id!r} has seqs out of order")
-        o = int(np.searchsorted(seqs, np.uint64(seq)))  # same dtype: no cast of the column
-        if o >= self.cutoff or int(self.seqs[o]) != seq:
-            return None
         counts: dict[str, int] = {}
         for term in terms:
             for (docs, tfs), seg in zip(self.postings(term), self.segments, strict=True):
@@ -258,11 +257,15 @@ def corpus_of_docs(thread_id: str, docs: list[Doc]) -> Corpus:
 
 
 def rank(
-    corpora: list[Corpus], terms: list[str], k: int, exclude: frozenset[tuple[str, int]]
+    corpora: list[Corpus],
+    terms: list[str],
+    k: int,
+    exclude: frozenset[tuple[str, int]],
+    found: dict[tuple[str, int], int] | None = None,
 ) -> list[Hit]:
     """The best ``k`` documents of ``corpora`` for ``terms`` (one set of statistics over all of
     them), skipping the ``(thread, seq)`` pairs in ``exclude``; ties go to the lower thread id,
-    then seq."""
+    then seq. ``found``, when given, receives each hit's document ordinal in its corpus."""
     n_docs = sum(c.cutoff for c in corpora)
     if n_docs == 0:
         return []
@@ -291,6 +294,8 @@ def rank(
             if (c.thread_id, seq) in exclude:
                 continue
             ranked.append((-float(scores[i]), c.thread_id, seq, int(c.kinds[o]), int(c.roles[o])))
+            if found is not None:
+                found[(c.thread_id, seq)] = o
     ranked.sort()
     return [
         Hit(
