@@ -110,8 +110,8 @@ def _kitchen_sink() -> ContextBundle:
 
 def validate_anthropic(request: dict[str, Any]) -> None:
     """Fail unless ``request`` is a Messages API body the API accepts, pairing included."""
-    assert set(request) == {"system", "messages"}
-    assert isinstance(request["system"], str)
+    assert set(request) <= {"system", "messages"} and "messages" in request
+    assert isinstance(request.get("system", "x"), str) and request.get("system", "x")
     messages = request["messages"]
     assert messages, "at least one message"
     assert messages[0]["role"] == "user"
@@ -259,7 +259,7 @@ def test_anthropic_window_starting_with_assistant_gets_a_user_turn_first() -> No
         "role": "user",
         "content": [{"type": "text", "text": CONTINUING}],
     }
-    assert request["system"] == ""
+    assert "system" not in request  # no empty system prompt
 
 
 def test_anthropic_empty_window_still_validates() -> None:
@@ -303,24 +303,60 @@ def test_anthropic_results_follow_call_order_and_repeats_become_text() -> None:
         )
     )
     validate_anthropic(request)
+    # matched by position: the second call with id "a" gets the second result with it, under
+    # a fresh id so the request's ids stay unique
     results = [b for _, b in _blocks(request) if b["type"] == "tool_result"]
-    assert [(r["tool_use_id"], r["content"]) for r in results] == [("a", "A"), ("b", "B")]
-    texts = [b["text"] for _, b in _blocks(request) if b["type"] == "text"]
-    assert any("A again" in t for t in texts)
+    assert [(r["tool_use_id"], r["content"]) for r in results] == [
+        ("a", "A"),
+        ("b", "B"),
+        ("a_2", "A again"),
+    ]
+    calls = [b["id"] for _, b in _blocks(request) if b["type"] == "tool_use"]
+    assert calls == ["a", "b", "a_2"]
 
 
-def test_anthropic_misplaced_blocks_and_system_messages_become_text() -> None:
-    request = to_anthropic(
-        _bundle(
-            _msg(1, "system", fr.TextBlock(text="Be brief.")),
-            _msg(2, "user", fr.ToolUseBlock(id="x", name="Bash", input={})),
-            _msg(3, "assistant", fr.ToolResultBlock(tool_use_id="x", content="out")),
-        )
+def test_ids_reused_across_turns_keep_every_pair() -> None:
+    """Some runtimes number calls per turn: the newest call must not lose its result."""
+    turn = [
+        _msg(1, "user", fr.TextBlock(text="go")),
+        _msg(2, "assistant", fr.ToolUseBlock(id="call_0", name="Bash", input={"n": 1})),
+        _msg(3, "user", fr.ToolResultBlock(tool_use_id="call_0", content="first")),
+        _msg(4, "assistant", fr.ToolUseBlock(id="call_0", name="Bash", input={"n": 2})),
+        _msg(5, "user", fr.ToolResultBlock(tool_use_id="call_0", content="second")),
+    ]
+    request = to_anthropic(_bundle(*turn))
+    validate_anthropic(request)
+    pairs = [
+        (b.get("id") or b.get("tool_use_id"), b.get("input") or b.get("content"))
+        for _, b in _blocks(request)
+        if b["type"] in ("tool_use", "tool_result")
+    ]
+    assert pairs == [
+        ("call_0", {"n": 1}),
+        ("call_0", "first"),
+        ("call_0_2", {"n": 2}),
+        ("call_0_2", "second"),
+    ]
+    messages = to_openai(_bundle(*turn))
+    validate_openai(messages)
+    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == ["call_0", "call_0_2"]
+
+
+def test_anthropic_misplaced_blocks_become_text_and_system_messages_join_the_system() -> None:
+    bundle = _bundle(
+        _msg(1, "system", fr.TextBlock(text="Be brief.")),
+        _msg(2, "user", fr.ToolUseBlock(id="x", name="Bash", input={})),
+        _msg(3, "assistant", fr.ToolResultBlock(tool_use_id="x", content="out")),
     )
+    request = to_anthropic(bundle, system_prefix="You are careful.")
     validate_anthropic(request)
     kinds = [b["type"] for _, b in _blocks(request)]
-    assert kinds == ["text", "text", "text"]
-    assert request["messages"][0]["content"][0]["text"] == "[system] Be brief."
+    assert kinds == ["text", "text"]
+    assert request["system"] == "You are careful.\n\nBe brief."
+    assert all("Be brief" not in b.get("text", "") for _, b in _blocks(request))
+    messages = to_openai(bundle)
+    assert messages[0] == {"role": "system", "content": "Be brief."}
+    assert [m["role"] for m in messages[1:]] == ["user", "assistant"]
 
 
 def test_anthropic_does_not_share_the_bundles_input_dicts() -> None:

@@ -5,11 +5,15 @@ the store, and the same bundle always renders to the same value.
 
 The two API shapes share one normalisation of the recent window, so both always validate:
 
-* roles alternate user/assistant and the first message is the user's (a ``system`` message of
-  the window is shown as user text, since only one system prompt exists);
-* a tool call is answered by exactly one tool result in the very next user turn; anything that
-  would break this (a result whose call fell out of the window, a call whose result is not in
-  it, a repeated id) is turned into a text block that says what it was;
+* roles alternate user/assistant and the first message is the user's; a ``system`` message of
+  the window joins the system prompt (Anthropic's ``system`` parameter, OpenAI's leading system
+  message), after ``system_prefix`` and before the summaries;
+* a tool call is answered by exactly one tool result in the very next user turn, matched by
+  position: the k-th call with an id pairs with the k-th result with that id, so a runtime that
+  reuses ids (numbering calls per turn) keeps every pair, a reused id being renamed in the
+  request (``<id>_2``, …); anything that would break the pairing (a result whose call fell out
+  of the window, a call whose result is not in it) is turned into a text block that says what
+  it was;
 * thinking is dropped (its signature cannot be replayed), images become a text placeholder, an
   empty message gets a placeholder text;
 * an elided block reads as its stub's text; an elided tool call keeps its id and name, and its
@@ -121,26 +125,45 @@ def _part(block: object) -> _Part | None:
     return None  # thinking: a signed block cannot be replayed, an unsigned one is not wanted
 
 
-def _placed(part: _Part, role: str, *, system: bool) -> _Part:
+def _placed(part: _Part, role: str) -> _Part:
     """The part as it may stand in a ``role`` turn: a call only in an assistant turn, a result
-    only in a user turn; a system message's parts are told as text."""
+    only in a user turn."""
     if isinstance(part, _Text):
-        return _Text(f"[system] {part.text}") if system else part
+        return part
     wanted = "assistant" if isinstance(part, _Use) else "user"
-    return part if role == wanted and not system else _describe(part)
+    return part if role == wanted else _describe(part)
+
+
+def _system_messages(bundle: ContextBundle) -> list[str]:
+    """The text of the window's system messages, in order (anything else in them told as
+    text): they belong in the system prompt, not in a user turn."""
+    found = []
+    for item in bundle.messages:
+        if item.role != "system":
+            continue
+        texts = []
+        for block in item.content:
+            part = _part(block)
+            if part is not None:
+                texts.append(part.text if isinstance(part, _Text) else _describe(part).text)
+        if texts:
+            found.append("\n\n".join(texts))
+    return found
 
 
 def _turns(bundle: ContextBundle) -> list[_Turn]:
     """The window as alternating turns with valid tool pairing (see the module docstring)."""
     turns: list[_Turn] = []
     for item in bundle.messages:
+        if item.role == "system":
+            continue  # in the system prompt (_system_text)
         role: Literal["user", "assistant"] = "assistant" if item.role == "assistant" else "user"
         parts: list[_Part] = []
         for block in item.content:
             part = _part(block)
             if part is None:
                 continue
-            parts.append(_placed(part, role, system=item.role == "system"))
+            parts.append(_placed(part, role))
         if turns and turns[-1].role == role:
             turns[-1].parts.extend(parts)
         else:
@@ -160,23 +183,35 @@ def _turns(bundle: ContextBundle) -> list[_Turn]:
 
 def _pair(turns: list[_Turn]) -> None:
     """Keep a call only if the next turn answers it, and a result only if it answers a call of
-    the turn just before; tell the rest as text. Results go first in their turn, in call order
-    (the Messages API wants a user turn's tool results before its other content)."""
+    the turn just before, matched by position (the k-th call with an id pairs with the k-th
+    result with it); tell the rest as text. An id already used earlier in the request is
+    renamed in the call and its result, so ids stay unique. Results go first in their turn, in
+    call order (the Messages API wants a user turn's tool results before its other content)."""
+    taken = {p.id for t in turns for p in t.parts if isinstance(p, _Use)}
+    taken |= {p.tool_use_id for t in turns for p in t.parts if isinstance(p, _Result)}
     seen: set[str] = set()
-    calls: dict[str, int] = {}  # the kept calls of the previous assistant turn -> their order
+    order: dict[str, int] = {}  # the kept calls of the previous assistant turn -> their order
+    waiting: dict[str, list[str]] = {}  # a call's id -> the ids its results get, in call order
     for i, turn in enumerate(turns):
         if turn.role == "assistant":
             nxt = turns[i + 1].parts if i + 1 < len(turns) else []
-            answered = {p.tool_use_id for p in nxt if isinstance(p, _Result)}
-            calls = {}
+            answers: dict[str, int] = {}
+            for p in nxt:
+                if isinstance(p, _Result):
+                    answers[p.tool_use_id] = answers.get(p.tool_use_id, 0) + 1
+            order, waiting = {}, {}
             parts: list[_Part] = []
             for p in turn.parts:
                 if isinstance(p, _Use):
-                    if p.id in seen or p.id not in answered:
-                        p = _describe(p)
+                    k = sum(len(v) for key, v in waiting.items() if key == p.id)
+                    if k >= answers.get(p.id, 0):
+                        p = _describe(p)  # no result of its own in the next turn
                     else:
-                        seen.add(p.id)
-                        calls[p.id] = len(calls)
+                        new = p.id if p.id not in seen else _fresh_id(p.id, taken)
+                        seen.add(new)
+                        order[new] = len(order)
+                        waiting.setdefault(p.id, []).append(new)
+                        p = _Use(new, p.name, p.input)
                 parts.append(p)
             turn.parts = parts
             continue
@@ -184,14 +219,24 @@ def _pair(turns: list[_Turn]) -> None:
         rest: list[_Part] = []
         for p in turn.parts:
             if isinstance(p, _Result):
-                if p.tool_use_id in calls and all(r.tool_use_id != p.tool_use_id for r in results):
-                    results.append(p)
+                ids = waiting.get(p.tool_use_id)
+                if ids:
+                    results.append(_Result(ids.pop(0), p.content, p.is_error))
                     continue
-                p = _describe(p)  # no call just before, or a second result for the same call
+                p = _describe(p)  # no call just before, or more results than calls
             rest.append(p)
-        results.sort(key=lambda r: calls[r.tool_use_id])
+        results.sort(key=lambda r: order[r.tool_use_id])
         turn.parts = [*results, *rest]
-        calls = {}
+        order, waiting = {}, {}
+
+
+def _fresh_id(base: str, taken: set[str]) -> str:
+    """``base`` with the first ``_<n>`` suffix no other call or result of the request uses."""
+    n = 2
+    while f"{base}_{n}" in taken:
+        n += 1
+    taken.add(f"{base}_{n}")
+    return f"{base}_{n}"
 
 
 def _summary_heading(summary: SummaryItem) -> str:
@@ -212,6 +257,7 @@ def _recall_section(bundle: ContextBundle) -> str:
 
 def _system_text(bundle: ContextBundle, system_prefix: str | None) -> str:
     sections = [system_prefix.rstrip()] if system_prefix and system_prefix.strip() else []
+    sections += [text.strip() for text in _system_messages(bundle) if text.strip()]
     sections += [f"{_summary_heading(s)}\n\n{s.text.strip()}" for s in bundle.summaries]
     recall = _recall_section(bundle)
     if recall:
@@ -247,16 +293,19 @@ def _anthropic_block(part: _Part) -> dict[str, Any]:
 def to_anthropic(bundle: ContextBundle, *, system_prefix: str | None = None) -> dict[str, Any]:
     """The bundle as an Anthropic Messages API request body: ``{"system", "messages"}``.
 
-    ``system`` is ``system_prefix`` followed by the summaries (ascending, each under a heading
-    naming the seq it runs through); it is ``""`` when there is neither.
+    ``system`` is ``system_prefix``, then the window's system messages, then the summaries
+    (ascending, each under a heading naming the seq it runs through) and what recall found; it
+    is left out when there is none of them.
     """
     turns = _turns(bundle)
-    return {
-        "system": _system_text(bundle, system_prefix),
-        "messages": [
-            {"role": t.role, "content": [_anthropic_block(p) for p in t.parts]} for t in turns
-        ],
-    }
+    request: dict[str, Any] = {}
+    system = _system_text(bundle, system_prefix)
+    if system:
+        request["system"] = system
+    request["messages"] = [
+        {"role": t.role, "content": [_anthropic_block(p) for p in t.parts]} for t in turns
+    ]
+    return request
 
 
 # --- OpenAI Chat Completions ----------------------------------------------------------------
@@ -268,8 +317,9 @@ def _joined_text(parts: list[_Part]) -> str | None:
 
 
 def to_openai(bundle: ContextBundle, *, system_prefix: str | None = None) -> list[dict[str, Any]]:
-    """The bundle as Chat Completions ``messages``: a system message with the summaries (when
-    there is any system text), then the window; tool results follow the call that made them."""
+    """The bundle as Chat Completions ``messages``: a system message (``system_prefix``, the
+    window's system messages, the summaries, recall) when there is any system text, then the
+    window; tool results follow the call that made them."""
     turns = _turns(bundle)
     out: list[dict[str, Any]] = []
     system = _system_text(bundle, system_prefix)
