@@ -68,6 +68,7 @@ __all__ = [
 ]
 
 Role: TypeAlias = Literal["user", "assistant", "system"]
+_ROLES: Final = ("user", "assistant", "system")
 
 
 class _Struct(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -408,7 +409,16 @@ def message(
     source: SourceRef | None = None,
     ts_ms: int = 0,
 ) -> MessageAppended:
-    """A ``message_appended`` frame with its id and token estimate filled in."""
+    """A ``message_appended`` frame with its id and token estimate filled in. Wrong arguments
+    fail here, at once, naming the argument (:class:`BadFrame`), not later at append."""
+    if role not in _ROLES:
+        raise BadFrame(f"role must be one of {', '.join(map(repr, _ROLES))}, not {role!r}")
+    if text is not None and not isinstance(text, str):
+        raise BadFrame(f"text must be a string, not {type(text).__name__} (blocks go in content=)")
+    if content is not None and not isinstance(content, list):
+        raise BadFrame(f"content must be a list of blocks, not {type(content).__name__}")
+    if message_id is not None and not isinstance(message_id, str):
+        raise BadFrame(f"message_id must be a string, not {type(message_id).__name__}")
     blocks = content_blocks(content or [])
     if text is not None:
         blocks.insert(0, TextBlock(text=text))

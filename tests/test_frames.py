@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgspec
@@ -344,3 +345,22 @@ def test_parse_payload_errors(payload: str, reason: str) -> None:
 def test_bad_frame_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         fr.parse_payload("[]")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        (
+            {"role": "tool", "text": "x"},
+            "role must be one of 'user', 'assistant', 'system', not 'tool'",
+        ),
+        ({"role": None, "text": "x"}, "not None"),
+        ({"role": "user", "text": ["a", "b"]}, "text must be a string, not list"),
+        ({"role": "user", "content": "hello"}, "content must be a list of blocks, not str"),
+        ({"role": "user", "content": [7]}, "content is not a list of content blocks"),
+        ({"role": "user", "text": "x", "message_id": 5}, "message_id must be a string, not int"),
+    ],
+)
+def test_message_refuses_wrong_arguments_at_once(kwargs: dict[str, Any], says: str) -> None:
+    with pytest.raises(BadFrame, match=re.escape(says)):
+        fr.message(**kwargs)

@@ -150,8 +150,17 @@ class StoreContract(ABC):
     @pytest.mark.parametrize(
         ("make", "field"),
         [
-            (lambda: fr.message("tool", "x"), "$.role"),  # type: ignore[arg-type]
-            (lambda: fr.message(None, "x"), "$.role"),  # type: ignore[arg-type]
+            # built as Structs: `message()` refuses these itself; a Struct checks nothing
+            (
+                lambda: fr.MessageAppended(
+                    role=cast(Any, "tool"), content=[fr.TextBlock(text="x")]
+                ),
+                "$.role",
+            ),
+            (
+                lambda: fr.MessageAppended(role=cast(Any, None), content=[fr.TextBlock(text="x")]),
+                "$.role",
+            ),
             (
                 lambda: fr.message(
                     "assistant",
