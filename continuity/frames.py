@@ -34,6 +34,7 @@ __all__ = [
     "CheckpointRef",
     "CompactionCheckpointCreated",
     "ContextSelectionDecided",
+    "Envelope",
     "Frame",
     "FrameBase",
     "ImageBlock",
@@ -56,6 +57,7 @@ __all__ = [
     "content_blocks",
     "decode_frame",
     "encode_body",
+    "envelope",
     "estimate_message_tokens",
     "frame_types",
     "message",
@@ -360,6 +362,26 @@ def stored_digest(line_end: bytes) -> bytes | None:
     except (UnicodeDecodeError, ValueError):
         return None
     return digest if hexlify(digest) == hex_digest else None
+
+
+class Envelope(msgspec.Struct):
+    """The two envelope fields a reader needs without decoding a whole frame."""
+
+    seq: int = -1
+    more: bool = False
+
+
+_envelope_decoder: Final = msgspec.json.Decoder(Envelope)
+
+
+def envelope(line: bytes) -> Envelope | None:
+    """The seq and batch flag of a stored line (its body is not decoded past them); None if
+    the line is not a JSON object with a seq ≥ 0, invalid UTF-8 included."""
+    try:
+        env = _envelope_decoder.decode(line)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    return env if env.seq >= 0 else None
 
 
 def decode_frame(line: bytes) -> Frame:

@@ -80,32 +80,19 @@ def _lines(log: LogReader) -> Iterator[tuple[int, bytes]]:
     return split_lines(log.pread, 0, log.end, first=_CHUNK)
 
 
-class _Envelope(msgspec.Struct):
-    seq: int = -1
-    more: bool = False
-
-
-_probe: Final = msgspec.json.Decoder(_Envelope)
-
-
-def _envelope(line: bytes) -> _Envelope | None:
-    try:
-        env = _probe.decode(line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
-    return env if env.seq >= 0 else None
-
-
-def _with_next_seq(lines: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, bytes, int | None]]:
-    """Each (offset, line) with the seq of the line after it (None: last, or unparsable)."""
-    prev: tuple[int, bytes] | None = None
+def _with_next_seq(
+    lines: Iterator[tuple[int, bytes]],
+) -> Iterator[tuple[int, bytes, fr.Envelope | None, int | None]]:
+    """Each (offset, line) with its envelope and the seq of the line after it (None: last, or
+    unparsable); every line is probed once."""
+    prev: tuple[int, bytes, fr.Envelope | None] | None = None
     for offset, line in lines:
+        env = fr.envelope(line)
         if prev is not None:
-            env = _envelope(line)
-            yield prev[0], prev[1], None if env is None else env.seq
-        prev = (offset, line)
+            yield *prev, None if env is None else env.seq
+        prev = (offset, line, env)
     if prev is not None:
-        yield prev[0], prev[1], None
+        yield *prev, None
 
 
 @dataclass(slots=True)
@@ -135,12 +122,12 @@ class _LogCheck:
             )
         )
 
-    def line(self, offset: int, line: bytes, next_seq: int | None) -> None:
-        """Check one line; ``next_seq`` is the seq the following line carries (None if none or
-        unparsable), which tells a line whose own seq was changed from a line that is missing."""
+    def line(self, offset: int, line: bytes, env: fr.Envelope | None, next_seq: int | None) -> None:
+        """Check one line (``env``: its envelope); ``next_seq`` is the seq the following line
+        carries (None if none or unparsable), which tells a line whose own seq was changed from
+        a line that is missing."""
         self.frames += 1
         sealed = fr.unseal(line)
-        env = _envelope(line) if sealed is not None else None
         if sealed is None or env is None:
             self.problem(self.expect, offset, "not a sealed frame (the line does not parse)")
             self.expect += 1
@@ -203,7 +190,7 @@ def _check_tail(check: _LogCheck, tail: bytes, at: int) -> None:
     prev = check.digests.get(seq - 1, fr.GENESIS_DIGEST if seq == 0 else None)
     for line in tail.split(b"\n")[:-1]:
         sealed = fr.unseal(line)
-        env = _envelope(line) if sealed is not None else None
+        env = fr.envelope(line) if sealed is not None else None
         if sealed is None or env is None:
             what = "is not a frame"
         elif env.seq != seq:
@@ -224,14 +211,14 @@ def _verify_log(thread: Thread, report: VerifyReport, refs: dict[str, str]) -> N
     log = thread.open_log()
     try:
         if log is None:  # a backend that keeps no bytes: its lines, offsets unknown
-            for _offset, line, next_seq in _with_next_seq(
+            for _offset, line, env, next_seq in _with_next_seq(
                 (-1, ln) for _, ln in thread.read_lines()
             ):
-                check.line(-1, line, next_seq)
+                check.line(-1, line, env, next_seq)
         else:
             with log:
-                for offset, line, next_seq in _with_next_seq(_lines(log)):
-                    check.line(offset, line, next_seq)
+                for offset, line, env, next_seq in _with_next_seq(_lines(log)):
+                    check.line(offset, line, env, next_seq)
                 size, committed = log.size(), log.end
                 if size > committed:
                     _check_tail(check, log.pread(size - committed, committed), committed)
@@ -349,13 +336,12 @@ def _first_problem(thread: Thread) -> tuple[Problem, int, int] | None:
             lines: Iterator[tuple[int, bytes]] = ((-1, line) for _, line in thread.read_lines())
         else:
             lines = _lines(log)
-        for offset, line, next_seq in _with_next_seq(lines):
+        for offset, line, env, next_seq in _with_next_seq(lines):
             if batch_ended:
                 batch_at, batch_lines = offset, check.frames
-            check.line(offset, line, next_seq)
+            check.line(offset, line, env, next_seq)
             if report.problems:
                 return report.problems[0], batch_at, batch_lines
-            env = _envelope(line)
             batch_ended = env is None or not env.more
     return None
 

@@ -22,6 +22,7 @@ _RUNTIME_MODULES = {
     "continuity.errors": set(),
     "continuity.frames": {
         "DIGEST_HEX_LEN",
+        "Envelope",
         "GENESIS_DIGEST",
         "SEAL_SUFFIX_LEN",
         "Block",
@@ -32,6 +33,7 @@ _RUNTIME_MODULES = {
         "content_blocks",
         "decode_frame",
         "encode_body",
+        "envelope",
         "estimate_message_tokens",
         "frame_types",
         "new_id",

@@ -53,23 +53,9 @@ _CHUNK: Final = 1 << 16
 _QUARANTINE_CHUNK: Final = 3 << 20  # a multiple of 3: the base64 of the chunks joins up
 
 
-class _Envelope(msgspec.Struct):
-    seq: int = -1
-    more: bool = False
-
-
-_probe: Final = msgspec.json.Decoder(_Envelope)
-
-
-def _probe_line(line: bytes) -> _Envelope | None:
+def _probe_line(line: bytes) -> fr.Envelope | None:
     """The seq and batch flag of a stored line; None if the line is not a sealed frame."""
-    if fr.unseal(line) is None:
-        return None
-    try:
-        env = _probe.decode(line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
-    return env if env.seq >= 0 else None
+    return fr.envelope(line) if fr.unseal(line) is not None else None
 
 
 class JsonlThread(Thread):
