@@ -30,11 +30,12 @@ from continuity.caches.ranking import (
     rank_prefix,
 )
 from continuity.caches.search_index import (
+    Doc,
     ThreadSearchIndex,
     doc_of,
     docs_of,
-    frame_text,
     summary_text,
+    text_of,
     tokenize,
 )
 from continuity.caches.thread_index import DAMAGE as _DAMAGE
@@ -128,7 +129,8 @@ def _with_snippets(
             raise CorruptFrame(
                 thread.id, h.seq, -1, "the search index names this frame but the log ends before it"
             )
-        unreadable = _summary_unreadable(frame, thread)
+        summary = summary_text(thread.store, frame)  # read once: the checks and the snippet
+        unreadable = isinstance(frame, fr.CompactionCheckpointCreated) and summary is None
         if unreadable:
             assert isinstance(frame, fr.CompactionCheckpointCreated)
             aid = frame.summary_artifact_id
@@ -142,8 +144,9 @@ def _with_snippets(
             on_damage(what)
         corpus = by_thread.get(h.thread_id)
         if corpus is not None and not unreadable:
-            _check_indexed(corpus, ordinals[(h.thread_id, h.seq)], frame, thread, terms)
-        snippet, matched = _snippet(frame_text(frame, thread.store), terms)
+            doc = doc_of(frame, summary)
+            _check_indexed(corpus, ordinals[(h.thread_id, h.seq)], doc, frame.seq, thread, terms)
+        snippet, matched = _snippet(text_of(frame, summary), terms)
         if terms and not matched and not unreadable:
             # The index says this frame holds a query term and the frame (checked against the
             # chain) does not: the index is damaged, not the log.
@@ -153,27 +156,18 @@ def _with_snippets(
 
 
 def _check_indexed(
-    corpus: Corpus, ordinal: int, frame: fr.Frame, thread: Thread, terms: list[str]
+    corpus: Corpus, ordinal: int, doc: Doc | None, seq: int, thread: Thread, terms: list[str]
 ) -> None:
     """The hit's document as the index holds it (kind, role, length, each query term's count)
-    must be the document its frame makes: a flipped posting or length would change its score."""
-    doc = doc_of(frame, summary_text(thread.store, frame))
+    must be ``doc``, the one its frame makes: a flipped posting or length would change its
+    score."""
     held = corpus.indexed(ordinal, terms)
     want = None
     if doc is not None:
         counts = {t: min(doc.tf[t], 65535) for t in terms if t in doc.tf}
         want = (doc.kind, doc.role, min(doc.length, 2**32 - 1), counts)
     if held != want:
-        raise CorruptCache(
-            thread.id, f"the search index's document for seq {frame.seq} ≠ its frame"
-        )
-
-
-def _summary_unreadable(frame: fr.Frame, thread: Thread) -> bool:
-    return (
-        isinstance(frame, fr.CompactionCheckpointCreated)
-        and summary_text(thread.store, frame) is None
-    )
+        raise CorruptCache(thread.id, f"the search index's document for seq {seq} ≠ its frame")
 
 
 # --- the two entry points -------------------------------------------------------------------

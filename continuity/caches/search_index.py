@@ -67,6 +67,7 @@ __all__ = [
     "merge_segments",
     "rebuild_search",
     "summary_text",
+    "text_of",
     "tokenize",
 ]
 
@@ -887,8 +888,12 @@ def summary_text(store: BaseStore, frame: fr.Frame) -> str | None:
 
 def frame_text(frame: fr.Frame, store: BaseStore) -> str:
     """What a frame says, as one line of text (the fields the index tokenizes)."""
-    summary = summary_text(store, frame)
-    return " ".join(" ".join(text.split()) for text, _w in _fields(frame, summary))
+    return text_of(frame, summary_text(store, frame))
+
+
+def text_of(frame: fr.Frame, summary: str | None) -> str:
+    """:func:`frame_text` for a caller that has read the checkpoint's summary already."""
+    return " ".join(" ".join(t.split()) for t, _w in _fields(frame, summary))
 
 
 def docs_of(frames: Iterable[fr.Frame], store: BaseStore) -> Iterator[Doc]:
