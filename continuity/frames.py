@@ -34,7 +34,9 @@ __all__ = [
     "CheckpointRef",
     "CompactionCheckpointCreated",
     "ContextSelectionDecided",
+    "ContextSelectionRepeated",
     "Envelope",
+    "ForkPoint",
     "Frame",
     "FrameBase",
     "ImageBlock",
@@ -42,9 +44,13 @@ __all__ = [
     "JobSpawned",
     "Limits",
     "MessageAppended",
+    "MessagesRetracted",
     "ObservationRecorded",
+    "ProviderBlock",
     "RecallRef",
+    "RecordAppended",
     "Role",
+    "SeqSpan",
     "SourceRef",
     "TextBlock",
     "ThinkingBlock",
@@ -89,8 +95,13 @@ class TextBlock(Block, frozen=True, kw_only=True, tag="text"):
 
 
 class ThinkingBlock(Block, frozen=True, kw_only=True, tag="thinking"):
+    """A model's reasoning. ``signature`` is the provider's seal on it (Anthropic sends a signed
+    block back unchanged while its turn is in a tool loop); ``data`` is the encrypted content
+    of redacted thinking (Anthropic ``redacted_thinking``), whose ``text`` is then empty."""
+
     text: str
     signature: str | None = None
+    data: str | None = None
 
 
 class ToolUseBlock(Block, frozen=True, kw_only=True, tag="tool_use"):
@@ -99,10 +110,19 @@ class ToolUseBlock(Block, frozen=True, kw_only=True, tag="tool_use"):
     input: dict[str, Any] = {}
 
 
+class ImageBlock(Block, frozen=True, kw_only=True, tag="image"):
+    """An image: its bytes in the artifact ``artifact_id`` (``size`` bytes), or at ``url``."""
+
+    media_type: str
+    artifact_id: str | None = None
+    size: int = 0
+    url: str | None = None
+
+
 class ToolResultBlock(Block, frozen=True, kw_only=True, tag="tool_result"):
-    """One tool's output. Either ``content`` holds it whole, or it lives in the artifact
-    ``artifact_id`` and ``preview`` holds its beginning. ``size`` is the whole output's length
-    in UTF-8 bytes."""
+    """One tool's output. ``content`` holds it whole as text; or ``parts`` holds it as blocks
+    (text and images, as Anthropic allows); or it lives in the artifact ``artifact_id`` and
+    ``preview`` holds its beginning. ``size`` is the whole output's length in UTF-8 bytes."""
 
     tool_use_id: str
     content: str = ""
@@ -110,21 +130,41 @@ class ToolResultBlock(Block, frozen=True, kw_only=True, tag="tool_result"):
     preview: str = ""
     size: int = 0
     is_error: bool = False
+    parts: list[TextBlock | ImageBlock] = []
 
     def __post_init__(self) -> None:
-        if self.artifact_id is not None and self.content:
+        held = (bool(self.content), self.artifact_id is not None, bool(self.parts))
+        if sum(held) > 1:
             raise ValueError(
-                "a tool_result holds its output in `content` or in `artifact_id`, not both"
+                "a tool_result holds its output in `content`, in `parts` or in `artifact_id`, "
+                "not in two of them"
             )
 
+    def text(self) -> str:
+        """The output's text as far as this block holds it (the preview of one in an
+        artifact; the text parts of one given as blocks)."""
+        if self.artifact_id is not None:
+            return self.preview
+        if self.parts:
+            return "\n".join(p.text for p in self.parts if isinstance(p, TextBlock))
+        return self.content
 
-class ImageBlock(Block, frozen=True, kw_only=True, tag="image"):
-    media_type: str
-    artifact_id: str | None = None
-    size: int = 0
+
+class ProviderBlock(Block, frozen=True, kw_only=True, tag="provider"):
+    """A block of a provider's own that has no type here (a server tool call and its result,
+    a document, an OpenAI reasoning item, …), kept whole so it can be sent back to the
+    provider it came from. ``kind`` is the provider's type name, ``data`` the block as the
+    provider wrote it, ``text`` what it says (for search and for other providers)."""
+
+    provider: str
+    kind: str
+    data: dict[str, Any]
+    text: str = ""
 
 
-ContentBlock: TypeAlias = TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock | ImageBlock
+ContentBlock: TypeAlias = (
+    TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock | ImageBlock | ProviderBlock
+)
 
 
 class SourceRef(_Struct, frozen=True, kw_only=True):
@@ -153,13 +193,31 @@ class CheckpointRef(_Struct, frozen=True, kw_only=True):
 
 
 class Limits(_Struct, frozen=True, kw_only=True):
-    """The limits a compile ran with."""
+    """The limits a compile ran with. ``min_recent`` keeps at least that many raw messages in
+    the window even when a summary already covers them (right after a compaction)."""
 
     recent_messages: int = 16
     max_summary_refs: int = 3
     budget_tokens: int | None = None
     keep_tool_outputs: int | None = None
     recall_budget_tokens: int | None = None
+    min_recent: int = 0
+
+
+class SeqSpan(_Struct, frozen=True, kw_only=True):
+    """The seqs ``from_seq`` to ``to_seq`` of a thread, both included."""
+
+    from_seq: int
+    to_seq: int
+
+
+class ForkPoint(_Struct, frozen=True, kw_only=True):
+    """Where a forked thread comes from: frames 1 to ``seq`` of ``thread_id`` (whose frame
+    ``seq`` carries ``digest``) are copied into the fork, at the same seqs."""
+
+    thread_id: str
+    seq: int
+    digest: str
 
 
 # --- frames ---------------------------------------------------------------------------------
@@ -184,6 +242,7 @@ class ThreadCreated(FrameBase, frozen=True, kw_only=True, tag="thread_created"):
     title: str | None = None
     parent_thread_id: str | None = None
     meta: dict[str, str] = {}
+    fork_of: ForkPoint | None = None
 
 
 class MessageAppended(FrameBase, frozen=True, kw_only=True, tag="message_appended"):
@@ -253,6 +312,39 @@ class JobEnded(FrameBase, frozen=True, kw_only=True, tag="job_ended"):
     result: dict[str, Any] = {}
 
 
+class MessagesRetracted(FrameBase, frozen=True, kw_only=True, tag="messages_retracted"):
+    """The messages in ``spans`` are no longer part of the conversation from this frame on
+    (the log keeps them: compile, the renderers and recall leave them out; ``log`` and search
+    show them as retracted). ``message_ids`` are the ids the caller named, ``reason`` why."""
+
+    spans: list[SeqSpan]
+    reason: str = ""
+    message_ids: list[str] = []
+
+
+class RecordAppended(FrameBase, frozen=True, kw_only=True, tag="record_appended"):
+    """A runtime's own record: ``kind`` is namespaced (``"langgraph.checkpoint"``), ``key``
+    tells records of one kind apart. The record is ``data`` (a small JSON value) or the
+    artifact ``artifact_id`` (``size`` bytes) for large state."""
+
+    kind: str
+    key: str = ""
+    data: Any = None
+    artifact_id: str | None = None
+    size: int = 0
+
+
+class ContextSelectionRepeated(
+    FrameBase, frozen=True, kw_only=True, tag="context_selection_repeated"
+):
+    """A compile that chose exactly what the decision at ``decision_seq`` chose (the same
+    anchor, limits, recall query and bundle): the selection stays on record without a second
+    full decision (ADR 0020)."""
+
+    decision_seq: int
+    bundle_artifact_id: str
+
+
 Frame: TypeAlias = (
     ThreadCreated
     | MessageAppended
@@ -261,6 +353,9 @@ Frame: TypeAlias = (
     | ObservationRecorded
     | JobSpawned
     | JobEnded
+    | MessagesRetracted
+    | RecordAppended
+    | ContextSelectionRepeated
 )
 
 _FRAME_CLASSES: Final = (
@@ -271,6 +366,9 @@ _FRAME_CLASSES: Final = (
     ObservationRecorded,
     JobSpawned,
     JobEnded,
+    MessagesRetracted,
+    RecordAppended,
+    ContextSelectionRepeated,
 )
 
 
@@ -416,7 +514,10 @@ def estimate_message_tokens(content: list[ContentBlock]) -> int:
                 _encoder.encode(block.input).decode()
             )
         elif isinstance(block, ToolResultBlock):
-            total += estimate_text(block.content if block.artifact_id is None else block.preview)
+            total += estimate_text(block.text())
+            total += _IMAGE_TOKENS * sum(isinstance(p, ImageBlock) for p in block.parts)
+        elif isinstance(block, ProviderBlock):
+            total += estimate_text(block.text or _encoder.encode(block.data).decode())
         else:
             total += _IMAGE_TOKENS
     return total
@@ -454,7 +555,14 @@ def message(
     )
 
 
-_block_types: Final = (TextBlock, ThinkingBlock, ToolUseBlock, ToolResultBlock, ImageBlock)
+_block_types: Final = (
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    ToolResultBlock,
+    ImageBlock,
+    ProviderBlock,
+)
 
 
 def content_blocks(content: list[Any]) -> list[ContentBlock]:
@@ -498,15 +606,21 @@ def normalize(frame: Frame) -> Frame:
 def artifact_refs(frame: Frame) -> list[str]:
     """Every artifact id a frame points at (the ones ``verify`` must find)."""
     if isinstance(frame, MessageAppended):
-        return [
-            b.artifact_id
-            for b in frame.content
-            if isinstance(b, ToolResultBlock | ImageBlock) and b.artifact_id is not None
-        ]
+        found: list[str] = []
+        for b in frame.content:
+            if isinstance(b, ToolResultBlock | ImageBlock) and b.artifact_id is not None:
+                found.append(b.artifact_id)
+            if isinstance(b, ToolResultBlock):
+                found += [
+                    p.artifact_id for p in b.parts if isinstance(p, ImageBlock) and p.artifact_id
+                ]
+        return found
     if isinstance(frame, CompactionCheckpointCreated):
         return [frame.summary_artifact_id]
-    if isinstance(frame, ContextSelectionDecided):
+    if isinstance(frame, ContextSelectionDecided | ContextSelectionRepeated):
         return [frame.bundle_artifact_id]
+    if isinstance(frame, RecordAppended) and frame.artifact_id is not None:
+        return [frame.artifact_id]
     return []
 
 

@@ -88,6 +88,7 @@ _BLOCK_CLASSES = (
     fr.ToolUseBlock,
     fr.ToolResultBlock,
     fr.ImageBlock,
+    fr.ProviderBlock,
 )
 _HEADING = re.compile(r"^(#+)\s+(.*)$", re.MULTILINE)
 
@@ -152,7 +153,7 @@ def test_every_field_is_documented_under_its_type() -> None:
                 continue
             if not re.search(rf"^\|\s*`{field.encode_name}`", section, re.MULTILINE):
                 undocumented.append(f"{tag}.{field.encode_name}")
-    for cls in (fr.FrameBase, fr.SourceRef, fr.CheckpointRef, fr.Limits):
+    for cls in (fr.FrameBase, fr.SourceRef, fr.CheckpointRef, fr.Limits, fr.SeqSpan, fr.ForkPoint):
         section = _section(doc, cls.__name__)
         for field in msgspec.structs.fields(cls):
             if not re.search(rf"^\|\s*`{field.encode_name}`", section, re.MULTILINE):

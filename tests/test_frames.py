@@ -72,6 +72,11 @@ def _one_of_each() -> list[fr.Frame]:
         fr.ObservationRecorded(tool_use_id="tu1", text="listed files", source_seq=3),
         fr.JobSpawned(job_id="j", kind="compact", params={"to_seq": 9}),
         fr.JobEnded(job_id="j", status="failed", error="boom", result={"x": 1}),
+        fr.MessagesRetracted(
+            spans=[fr.SeqSpan(from_seq=1, to_seq=2)], reason="pop_item", message_ids=["m"]
+        ),
+        fr.RecordAppended(kind="rt.state", key="k", data={"n": [1, 2.5, None, "x"]}),
+        fr.ContextSelectionRepeated(decision_seq=3, bundle_artifact_id=AID2),
     ]
 
 
@@ -87,6 +92,9 @@ def test_frame_types_lists_every_tag_in_schema_order() -> None:
         "observation_recorded",
         "job_spawned",
         "job_ended",
+        "messages_retracted",
+        "record_appended",
+        "context_selection_repeated",
     )
     assert {type(f) for f in _one_of_each()} == set(fr._FRAME_CLASSES)
 
@@ -207,9 +215,9 @@ def test_decode_frame_rejects_bad_input() -> None:
 def test_tool_result_holds_content_or_artifact_not_both() -> None:
     fr.ToolResultBlock(tool_use_id="t", content="x")
     fr.ToolResultBlock(tool_use_id="t", artifact_id=AID, preview="x")
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="not in two"):
         fr.ToolResultBlock(tool_use_id="t", content="x", artifact_id=AID)
-    with pytest.raises(msgspec.ValidationError, match="not both"):
+    with pytest.raises(msgspec.ValidationError, match="not in two"):
         fr.decode_frame(
             b'{"type":"message_appended","role":"user","content":[{"type":"tool_result",'
             b'"tool_use_id":"t","content":"x","artifact_id":"' + AID.encode() + b'"}]}'
@@ -217,12 +225,22 @@ def test_tool_result_holds_content_or_artifact_not_both() -> None:
 
 
 def test_artifact_refs_names_every_artifact_a_frame_points_at() -> None:
-    thread, msg, checkpoint, decision, observation, spawned, ended = _one_of_each()
+    thread, msg, checkpoint, decision, observation, spawned, ended, *more = _one_of_each()
+    retracted, record, repeated = more
     assert fr.artifact_refs(msg) == [AID, AID2]
     assert fr.artifact_refs(checkpoint) == [AID]
     assert fr.artifact_refs(decision) == [AID2]
-    for frame in (thread, observation, spawned, ended):
+    assert fr.artifact_refs(repeated) == [AID2]
+    for frame in (thread, observation, spawned, ended, retracted, record):
         assert fr.artifact_refs(frame) == []
+    big = fr.RecordAppended(kind="rt.state", artifact_id=AID, size=9)
+    assert fr.artifact_refs(big) == [AID]
+    image = fr.ImageBlock(media_type="image/png", artifact_id=AID2, size=3)
+    parts = fr.message(
+        "user",
+        content=[fr.ToolResultBlock(tool_use_id="t", parts=[fr.TextBlock(text="x"), image])],
+    )
+    assert fr.artifact_refs(parts) == [AID2]
     inline = fr.message("user", content=[fr.ToolResultBlock(tool_use_id="t", content="x")])
     assert fr.artifact_refs(inline) == []
 
@@ -333,7 +351,7 @@ def test_parse_payload_full_frame() -> None:
         (
             '{"type":"message_appended","role":"user","content":[{"type":"tool_result",'
             '"tool_use_id":"t","content":"x","artifact_id":"a"}]}',
-            "not both",
+            "not in two",
         ),
     ],
 )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import msgspec
+
 from continuity import frames as fr
 from continuity.store.base import Recovery
 
@@ -42,8 +44,9 @@ def _block(block: fr.ContentBlock) -> str:
     if isinstance(block, fr.ToolResultBlock):
         err = " error" if block.is_error else ""
         where = f" in artifact {block.artifact_id[:12]}" if block.artifact_id else ""
-        text = block.preview if block.artifact_id else block.content
-        return f"[tool_result{err} {block.tool_use_id} {block.size}B{where}] {text}"
+        return f"[tool_result{err} {block.tool_use_id} {block.size}B{where}] {block.text()}"
+    if isinstance(block, fr.ProviderBlock):
+        return f"[{block.provider} {block.kind}] {block.text}"
     return f"[image {block.media_type}]"
 
 
@@ -76,5 +79,22 @@ def describe(frame: fr.Frame, width: int = 100) -> str:
         return _clip(f"observation for {frame.tool_use_id}: {frame.text}", width)
     if isinstance(frame, fr.JobSpawned):
         return f"job {frame.job_id} ({frame.kind}) spawned"
+    if isinstance(frame, fr.MessagesRetracted):
+        spans = ", ".join(
+            str(s.from_seq) if s.from_seq == s.to_seq else f"{s.from_seq}..{s.to_seq}"
+            for s in frame.spans
+        )
+        why = f": {frame.reason}" if frame.reason else ""
+        return _clip(f"retracted seq {spans}{why}", width)
+    if isinstance(frame, fr.RecordAppended):
+        key = f" {frame.key}" if frame.key else ""
+        body = (
+            f"artifact {frame.artifact_id[:12]} ({frame.size}B)"
+            if frame.artifact_id
+            else msgspec.json.encode(frame.data).decode()
+        )
+        return _clip(f"record {frame.kind}{key}: {body}", width)
+    if isinstance(frame, fr.ContextSelectionRepeated):
+        return f"selection of seq {frame.decision_seq} repeated"
     err = f": {frame.error}" if frame.error else ""
     return _clip(f"job {frame.job_id} {frame.status}{err}", width)

@@ -95,6 +95,7 @@ ItemBlock: TypeAlias = (
     | fr.ToolUseBlock
     | fr.ToolResultBlock
     | fr.ImageBlock
+    | fr.ProviderBlock
     | ToolStubBlock
     | ElidedBlock
 )

@@ -173,9 +173,49 @@ def seal_batch(
         body = fr.checked_body(
             replace(f, seq=seq, ts_ms=f.ts_ms or now_ms, more=i < last), i - offset_given
         )
+        _check_refs(f, seq, i - offset_given, len(body))
         prev = fr.chain(prev, body)
         lines.append(fr.seal(body, prev))
     return lines, Head(next_seq + last, prev.hex())
+
+
+_RECORD_KIND: Final = re.compile(r"[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+")
+MAX_RECORD_DATA: Final = 64 * 1024
+"""The largest ``record_appended`` data, in encoded bytes; larger state goes to an artifact."""
+
+
+def _check_refs(f: fr.Frame, seq: int, index: int, size: int) -> None:
+    """What a frame says about other frames must point at earlier ones (a frame cannot retract
+    or repeat its own future), and a record's kind must be namespaced."""
+    where = f"frame {index} of the batch"
+    if isinstance(f, fr.MessagesRetracted):
+        if not f.spans:
+            raise BadFrame(f"{where} (messages_retracted) retracts nothing: give spans")
+        for s in f.spans:
+            if not 0 < s.from_seq <= s.to_seq < seq:
+                raise BadFrame(
+                    f"{where} (messages_retracted) at seq {seq}: span {s.from_seq}..{s.to_seq} "
+                    f"must lie within 1..{seq - 1}"
+                )
+    elif isinstance(f, fr.ContextSelectionRepeated):
+        if not 0 < f.decision_seq < seq:
+            raise BadFrame(
+                f"{where} (context_selection_repeated) at seq {seq} names decision "
+                f"{f.decision_seq}, which is not an earlier frame"
+            )
+    elif isinstance(f, fr.RecordAppended):
+        if not isinstance(f.kind, str) or not _RECORD_KIND.fullmatch(f.kind):
+            raise BadFrame(
+                f"{where} (record_appended): kind {f.kind!r} must be namespaced, lower case, "
+                'like "myruntime.state" (letters, digits, "_" and "-", dot-separated)'
+            )
+        if f.artifact_id is not None and f.data is not None:
+            raise BadFrame(f"{where} (record_appended) holds `data` or `artifact_id`, not both")
+        if size > MAX_RECORD_DATA + 1024:
+            raise BadFrame(
+                f"{where} (record_appended): {size} bytes is more than a record frame holds "
+                f"({MAX_RECORD_DATA}); put large state in an artifact (continuity.record does)"
+            )
 
 
 def batch_of(frames: fr.Frame | Iterable[fr.Frame]) -> list[fr.Frame]:
