@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("search and checks", ("continuity.retrieval", "continuity.verify", "continuity.stats")),
     ("adapters", ("continuity.claude_code",)),
     ("testing", ("continuity.testing",)),
-    ("faces", ("continuity.cli", "continuity.__main__")),
+    ("faces", ("continuity.cli", "continuity.__main__", "continuity.aio")),
 ]
 BACKEND_NEUTRAL = ("caches", "context", "search and checks")
 """Layers that may only know the store interface (base and artifacts), never a backend."""
