@@ -648,7 +648,7 @@ def _no_raise() -> Iterator[None]:
     yield
 
 
-@pytest.mark.parametrize("survivors", range(7))
+@pytest.mark.parametrize("survivors", range(8))
 @pytest.mark.parametrize("operation", ["rebuild", "catch_up"])
 def test_a_cache_writer_that_dies_between_files_leaves_caches_that_recover(
     tmp_store: Store, monkeypatch: pytest.MonkeyPatch, operation: str, survivors: int
@@ -670,7 +670,7 @@ def test_a_cache_writer_that_dies_between_files_leaves_caches_that_recover(
         real(path, data)
 
     monkeypatch.setattr(caches, "_write_cache", dying)
-    with pytest.raises(_Crash) if survivors < (6 if operation == "rebuild" else 2) else _no_raise():
+    with pytest.raises(_Crash) if survivors < (7 if operation == "rebuild" else 2) else _no_raise():
         index.rebuild() if operation == "rebuild" else index.refresh()
     monkeypatch.setattr(caches, "_write_cache", real)
     index.refresh()

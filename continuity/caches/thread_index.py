@@ -10,6 +10,8 @@ Per thread, under ``<store>/cache/threads/<thread_id>/``::
                            to_seq u64, seq u64, byte offset of its line in the .jsonl — so
                            the compile rule's "latest with to_seq <= x" is a bisection
     checkpoints.v1.other   byte offsets (u64) of the other checkpoints' lines, in log order
+    marks.v1.jsonl         one line per record_appended and messages_retracted frame (what
+                           the record index and retraction-aware readers need)
     manifest.v1.json       the watermark of each file: last seq applied, its chain digest,
                            entries and bytes; plus the log offset just past that frame
 
@@ -51,6 +53,7 @@ __all__ = [
     "MESSAGE_RECORD",
     "CheckpointEntry",
     "CheckpointSelection",
+    "MarkEntry",
     "MessageRecord",
     "MessageRecords",
     "Progress",
@@ -64,7 +67,7 @@ MESSAGE_RECORD: Final = struct.Struct("<QIB3x")
 """One ``messages.v1.bin`` record: seq, token estimate, role code, 3 zero bytes."""
 _SEL_RECORD: Final = struct.Struct("<QQQ")
 _U64: Final = struct.Struct("<Q")
-_MANIFEST_VERSION: Final = 2
+_MANIFEST_VERSION: Final = 3
 ROLE_CODES: Final = {"user": 1, "assistant": 2, "system": 3}
 ROLE_NAMES: Final = {v: k for k, v in ROLE_CODES.items()}
 
@@ -73,8 +76,9 @@ _MESSAGES: Final = "messages.v1.bin"
 _CHECKPOINTS: Final = "checkpoints.v1.jsonl"
 _SELECTION: Final = "checkpoints.v1.sel"
 _OTHER: Final = "checkpoints.v1.other"
+_MARKS: Final = "marks.v1.jsonl"
 _MANIFEST: Final = "manifest.v1.json"
-_DATA_FILES: Final = (_OFFSETS, _MESSAGES, _CHECKPOINTS, _SELECTION, _OTHER)
+_DATA_FILES: Final = (_OFFSETS, _MESSAGES, _CHECKPOINTS, _SELECTION, _OTHER, _MARKS)
 _CHUNK: Final = 2 << 20
 _U32_MAX: Final = 2**32 - 1
 
@@ -107,6 +111,27 @@ class CheckpointEntry(msgspec.Struct, frozen=True):
         )
 
 
+class MarkEntry(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The projection of a ``record_appended`` frame (``kind``, ``key``) or of a
+    ``messages_retracted`` one (``spans``, as ``[from_seq, to_seq]`` pairs) in the index."""
+
+    seq: int
+    type: str
+    kind: str = ""
+    key: str = ""
+    spans: list[tuple[int, int]] = []
+
+    @classmethod
+    def of(cls, frame: fr.Frame) -> MarkEntry | None:
+        """The entry of a frame (which must carry its seq); None for frames without one."""
+        if isinstance(frame, fr.RecordAppended):
+            return cls(frame.seq, "record", frame.kind, frame.key)
+        if isinstance(frame, fr.MessagesRetracted):
+            spans = [(s.from_seq, s.to_seq) for s in frame.spans]
+            return cls(frame.seq, "retraction", spans=spans)
+        return None
+
+
 class Watermark(msgspec.Struct, frozen=True):
     last_seq: int
     digest: str
@@ -123,6 +148,7 @@ class Manifest(msgspec.Struct, frozen=True):
     checkpoints: Watermark
     selection: Watermark
     other: Watermark
+    marks: Watermark
 
 
 class MessageRecord(NamedTuple):
@@ -143,6 +169,9 @@ class _Probe(msgspec.Struct):
     cut_rule_id: str = ""
     summary_kind: str = ""
     summary_artifact_id: str = ""
+    kind: str = ""
+    key: str = ""
+    spans: list[fr.SeqSpan] = []
 
 
 _probes: Final = msgspec.json.Decoder(list[_Probe])
@@ -150,6 +179,8 @@ _probe_one: Final = msgspec.json.Decoder(_Probe)
 _manifest_decoder: Final = msgspec.json.Decoder(Manifest)
 _checkpoint_decoder: Final = msgspec.json.Decoder(CheckpointEntry)
 _checkpoints_decoder: Final = msgspec.json.Decoder(list[CheckpointEntry])
+_mark_decoder: Final = msgspec.json.Decoder(MarkEntry)
+_marks_decoder: Final = msgspec.json.Decoder(list[MarkEntry])
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -166,6 +197,8 @@ class _Delta(msgspec.Struct):
     offsets: bytes
     messages: bytes
     checkpoints: bytes
+    marks: bytes
+    mark_count: int
     frames: int
     message_count: int
     checkpoint_count: int
@@ -197,6 +230,7 @@ def _index_run(
     offsets = array("Q")
     messages: list[bytes] = []
     checkpoints: list[bytes] = []
+    marks: list[bytes] = []
     cumulative: list[tuple[int, int, int]] = []
     other: list[int] = []
     cp_bytes = 0
@@ -249,6 +283,11 @@ def _index_run(
                     other.append(cp_bytes)
                 checkpoints.append(entry + b"\n")
                 cp_bytes += len(entry) + 1
+            elif p.type == "record_appended":
+                marks.append(_encoder.encode(MarkEntry(p.seq, "record", p.kind, p.key)) + b"\n")
+            elif p.type == "messages_retracted":
+                spans = [(s.from_seq, s.to_seq) for s in p.spans]
+                marks.append(_encoder.encode(MarkEntry(p.seq, "retraction", spans=spans)) + b"\n")
         n_frames += len(probes)
         seq += len(probes)
         last_line = lines[-1]
@@ -265,6 +304,8 @@ def _index_run(
         offsets=offsets.tobytes() if _LITTLE else _swapped(offsets),
         messages=b"".join(messages),
         checkpoints=b"".join(checkpoints),
+        marks=b"".join(marks),
+        mark_count=len(marks),
         frames=n_frames,
         message_count=n_messages,
         checkpoint_count=len(checkpoints),
@@ -547,6 +588,22 @@ class ThreadIndex:
 
         return self._consistent(read)
 
+    def marks(self, start_bytes: int = 0) -> tuple[list[MarkEntry], int]:
+        """The record and retraction entries from byte ``start_bytes`` of the marks file (0:
+        all of them, in log order), and the committed size it was read to. A reader that keeps
+        what it read asks again from that size for only the new ones."""
+
+        def read(m: Manifest | None) -> tuple[list[MarkEntry], int]:
+            if m is None or m.marks.bytes <= start_bytes:
+                return [], 0 if m is None else m.marks.bytes
+            raw = self._pread(_MARKS, m.marks.bytes - start_bytes, start_bytes)
+            if start_bytes and self._pread(_MARKS, 1, start_bytes - 1) != b"\n":
+                raise ValueError(f"{_MARKS}: byte {start_bytes} does not start a line")
+            entries = _marks_decoder.decode(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
+            return entries, m.marks.bytes
+
+        return self._consistent(read)
+
     def _consistent(self, read: Callable[[Manifest | None], _T]) -> _T:
         """``read(manifest)`` over files that match that manifest, without taking the lock.
 
@@ -616,6 +673,7 @@ class ThreadIndex:
             _CHECKPOINTS: m.checkpoints,
             _SELECTION: m.selection,
             _OTHER: m.other,
+            _MARKS: m.marks,
         }[name]
 
     def check_length(self) -> None:
@@ -674,7 +732,7 @@ class ThreadIndex:
             or m.log_end > end
         ):
             return None
-        marks = (m.offsets, m.messages, m.checkpoints, m.selection, m.other)
+        marks = (m.offsets, m.messages, m.checkpoints, m.selection, m.other, m.marks)
         if any((w.last_seq, w.digest) != (m.offsets.last_seq, m.offsets.digest) for w in marks):
             return None
         if (
@@ -693,6 +751,7 @@ class ThreadIndex:
                 return None
         if m.offsets.entries == 0:
             empty = m.log_end == 0 and m.messages.entries == m.checkpoints.entries == 0
+            empty = empty and m.marks.entries == 0
             return (m, 0) if empty else None
         at = self._offset_in(m, m.offsets.last_seq)
         if at is None or at >= m.log_end or (at > 0 and log.pread(1, at - 1) != b"\n"):
@@ -717,6 +776,11 @@ class ThreadIndex:
                 raw = _last_line(self.dir / _CHECKPOINTS, m.checkpoints.bytes)
                 seq = _checkpoint_decoder.decode(raw).seq
                 if self._index_line(log, m, seq).checkpoints != raw:
+                    return False
+            if m.marks.entries:
+                raw = _last_line(self.dir / _MARKS, m.marks.bytes)
+                seq = _mark_decoder.decode(raw).seq
+                if self._index_line(log, m, seq).marks != raw:
                     return False
             entries = self.dir / _CHECKPOINTS
             if m.selection.entries:
@@ -767,6 +831,7 @@ class ThreadIndex:
             other=mark(
                 base.other if base else None, len(delta.other), _U64.size * len(delta.other)
             ),
+            marks=mark(base.marks if base else None, delta.mark_count, len(delta.marks)),
         )
 
     @staticmethod
@@ -778,6 +843,7 @@ class ThreadIndex:
             _CHECKPOINTS: delta.checkpoints,
             _SELECTION: delta.selection_bytes(),
             _OTHER: delta.other_bytes(),
+            _MARKS: delta.marks,
         }
 
     def _write_fresh(self, delta: _Delta) -> None:
@@ -794,6 +860,7 @@ class ThreadIndex:
             _MESSAGES: delta.messages,
             _CHECKPOINTS: delta.checkpoints,
             _OTHER: delta.other_bytes(base.checkpoints.bytes),
+            _MARKS: delta.marks,
         }
         selection = delta.selection_bytes(base.checkpoints.bytes)
         merged: bytes | None = None
