@@ -13,12 +13,15 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
 from continuity import frames as fr
-from continuity.caches.thread_index import CheckpointEntry, ThreadIndex
+from continuity.caches.live import LiveIndex, marks_of
+from continuity.caches.marks import Marks
+from continuity.caches.thread_index import CheckpointEntry, MarkEntry, ThreadIndex
 from continuity.store.base import Thread
 from continuity.summary import CUMULATIVE_V1
 
 __all__ = [
     "IndexedSource",
+    "LiveSource",
     "ScanSource",
     "ThreadSource",
     "halving",
@@ -26,7 +29,16 @@ __all__ = [
     "open_source",
 ]
 
-_NOT_ANCHORS: Final = frozenset({"context_selection_decided", "job_spawned", "job_ended"})
+_NOT_ANCHORS: Final = frozenset(
+    {
+        "context_selection_decided",
+        "context_selection_repeated",
+        "job_spawned",
+        "job_ended",
+        "record_appended",
+    }
+)
+"""Frames that cannot change a selection: the default anchor passes over them."""
 
 # --- what the compiler reads ----------------------------------------------------------------
 
@@ -66,6 +78,10 @@ class ThreadSource(Protocol):
     def frames(self, from_seq: int, to_seq: int) -> Iterator[fr.Frame]: ...
 
     def seq_of_message_id(self, message_id: str) -> int | None: ...
+
+    def marks(self) -> Marks:
+        """The thread's records and retractions (as far as the source reads)."""
+        ...
 
 
 def latest_checkpoint_in(
@@ -125,6 +141,10 @@ class ScanSource:
             for f in self._frames
             if isinstance(f, fr.CompactionCheckpointCreated)
         ]
+        self._marks = Marks(m for f in self._frames if (m := MarkEntry.of(f)) is not None)
+
+    def marks(self) -> Marks:
+        return self._marks
 
     def head_seq(self) -> int | None:
         return self._frames[-1].seq if self._frames else None
@@ -176,6 +196,10 @@ class IndexedSource:
         self._index.refresh()
         self._records = self._index.message_records()
         self._selection = self._index.selection()
+        self._marks = marks_of(thread)
+
+    def marks(self) -> Marks:
+        return self._marks
 
     def head_seq(self) -> int | None:
         n = self._index.frame_count()
@@ -232,9 +256,95 @@ class IndexedSource:
         return None
 
 
+class LiveSource:
+    """Reads a store that keeps no caches through the projection kept in the process
+    (:class:`continuity.caches.live.LiveIndex`): O(k) in what is selected, like the indexed one."""
+
+    def __init__(self, thread: Thread) -> None:
+        self._thread = thread
+        live = LiveIndex.of(thread)
+        with live.lock:
+            live.refresh()
+            # A snapshot: appends during the compile do not move what it reads.
+            self._count = live.count
+            n = len(live.message_seqs)
+            self._messages = live.message_seqs[:n]
+            self._tokens = live.message_tokens[:n]
+            self._checkpoints = list(live.checkpoints)
+            self._other = list(live.other)
+            self._live = live
+            self._marks = live.marks
+            self._selection = list(live.selection)
+
+    def head_seq(self) -> int | None:
+        return self._count - 1 if self._count else None
+
+    def default_anchor(self) -> int | None:
+        head = self.head_seq()
+        if head is None:
+            return None
+        return _default_anchor_backwards(
+            self._thread.decode(seq, line)
+            for seq, line in self._thread.read_lines_backwards()
+            if seq <= head
+        )
+
+    def checkpoints(self) -> list[CheckpointEntry]:
+        return list(self._checkpoints)
+
+    def latest_checkpoint(
+        self, max_to_seq: int, anchor_seq: int, exclude: frozenset[str] = frozenset()
+    ) -> CheckpointEntry | None:
+        i = bisect_right(self._selection, (min(max_to_seq, anchor_seq), 1 << 62, 0)) - 1
+        while i >= 0:
+            _to, seq, pos = self._selection[i]
+            i -= 1
+            if seq > anchor_seq:
+                continue
+            entry = self._checkpoints[pos]
+            if entry.checkpoint_id not in exclude:
+                return entry
+        return None
+
+    def other_checkpoints(self, anchor_seq: int) -> list[CheckpointEntry]:
+        return [c for c in self._other if c.seq <= anchor_seq and c.to_seq <= anchor_seq]
+
+    def message_count_upto(self, seq: int) -> int:
+        return bisect_right(self._messages, seq)
+
+    def message_seq(self, ordinal: int) -> int:
+        return self._messages[ordinal]
+
+    def message_tokens(self, start: int, stop: int) -> list[int]:
+        return self._tokens[max(0, start) : max(0, stop)]
+
+    def frames(self, from_seq: int, to_seq: int) -> Iterator[fr.Frame]:
+        to_seq = min(to_seq, self._count - 1)
+        for seq, line in self._thread.read_lines(from_seq=from_seq, to_seq=to_seq):
+            yield self._thread.decode(seq, line)
+
+    def seq_of_message_id(self, message_id: str) -> int | None:
+        head = self.head_seq()
+        for seq, line in self._thread.read_lines_backwards():
+            if head is None or seq > head:
+                continue
+            frame = self._thread.decode(seq, line)
+            if isinstance(frame, fr.MessageAppended) and frame.message_id == message_id:
+                return seq
+        return None
+
+    def marks(self) -> Marks:
+        return self._marks
+
+
 def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
-    """The indexed source when the thread's store keeps caches (and ``use_caches``), else a
-    scan of the log."""
-    if use_caches and ThreadIndex.available(thread):
+    """The indexed source when the thread's store keeps caches (and ``use_caches``); for a
+    store without caches, the projection kept in the process; with ``use_caches=False``, a
+    scan of the log (the reference)."""
+    if not use_caches:
+        return ScanSource(thread)
+    if ThreadIndex.available(thread):
         return IndexedSource(thread)
+    if thread.store.cache_dir is None:
+        return LiveSource(thread)
     return ScanSource(thread)
