@@ -45,6 +45,7 @@ COMMANDS: Final = {
     "compact": "context_commands",
     "decisions": "context_commands",
     "search": "search_commands",
+    "fork": "history_commands",
 }
 """Each command and the module that registers it, in the order ``--help`` lists them."""
 MODULES: Final = tuple(dict.fromkeys(COMMANDS.values()))
@@ -142,6 +143,10 @@ def _register(root: typer.Typer, module: str) -> None:
         from continuity.cli import search_commands
 
         search_commands.register(root)
+    elif module == "history_commands":
+        from continuity.cli import history_commands
+
+        history_commands.register(root)
     else:
         raise ValueError(f"no command module {module!r}")
 

@@ -1,0 +1,73 @@
+"""The history commands: fork (a new thread that starts from another thread at a seq)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+import typer
+
+from continuity.cli._common import count, errors, open_store
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fork")(fork_cmd)
+
+
+def fork_cmd(
+    ctx: typer.Context,
+    thread: Annotated[str, typer.Argument(help="The thread to fork.")],
+    new_thread: Annotated[
+        str, typer.Argument(help="The new thread's id (a thread that does not exist yet).")
+    ],
+    at: Annotated[
+        int | None,
+        typer.Option("--at", min=0, help="Fork at this seq (default: the thread's last frame)."),
+    ] = None,
+    title: Annotated[
+        str | None,
+        typer.Option("--title", help="The new thread's title (default: the source's; \"\" none)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Start NEW_THREAD from THREAD at a seq (--at; default: THREAD's last frame): THREAD's
+    frames 1 to that seq are copied at the same seqs, and NEW_THREAD's first frame says where
+    it comes from. THREAD is not changed.
+
+    A fork cut short (a crash, Ctrl-C) is finished by running the same command again.
+    """
+    from continuity.context.fork import fork, fork_point
+
+    store = open_store(ctx)
+    with errors():
+        source = store.existing_thread(thread)
+        before = store.thread(new_thread).head()  # for the report: new, resumed or done
+        made = fork(source, new_thread, at_seq=at, title=title)
+        point = fork_point(made)
+        head = made.head()
+    assert point is not None and head is not None
+    had = -1 if before is None else before.seq
+    copied = max(0, point.seq - max(had, 0))
+    status = "created" if before is None else "resumed" if had < point.seq else "exists"
+    if as_json:
+        shown = {
+            "thread_id": made.id,
+            "status": status,
+            "fork_of": msgspec.to_builtins(point),
+            "copied": copied,
+            "frames": head.seq + 1,
+        }
+        typer.echo(msgspec.json.encode(shown).decode())
+        return
+    where = f"{point.thread_id} at seq {point.seq} (digest {point.digest[:12]})"
+    if status == "created":
+        typer.echo(f"forked {where} into {made.id}: {count(copied, 'frame')} copied")
+    elif status == "resumed":
+        typer.echo(
+            f"finished the fork of {where} into {made.id}: it stopped at seq {had}; "
+            f"{count(copied, 'more frame')} copied"
+        )
+    else:
+        typer.echo(f"{made.id} is already the fork of {where}; nothing to do")
