@@ -16,6 +16,7 @@ from conftest import FixedClock
 
 from continuity import frames as fr
 from continuity.context.compaction import (
+    CompactionJob,
     ManualCut,
     StrideMessages,
     TokenThreshold,
@@ -361,6 +362,58 @@ def test_a_failing_summarizer_is_logged_and_leaves_no_checkpoint(
     assert last.result == {"checkpoints": fail_at}
     # The failed cut (and those after it) are still planned for the next job.
     assert _plan(store, StrideMessages(5)) == res.planned[fail_at:]
+
+
+def test_an_interruption_is_logged_as_cancelled_and_raised(store: BaseStore) -> None:
+    _chatter(store, 15)
+
+    class Interrupted(RecordingSummarizer):
+        def summarize(
+            self, base: SummaryDoc | None, messages: Sequence[fr.MessageAppended]
+        ) -> SummaryContent:
+            if self.calls:
+                raise KeyboardInterrupt
+            return super().summarize(base, messages)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_compaction(store, THREAD, StrideMessages(5), summarizer=Interrupted())
+    last = store.thread(THREAD).tail(1)[0]
+    assert isinstance(last, fr.JobEnded)
+    assert (last.status, last.error, last.result) == (
+        "cancelled",
+        "KeyboardInterrupt",
+        {"checkpoints": 1},
+    )
+    # The lock was given back, and the next job plans what is missing.
+    res = run_compaction(store, THREAD, StrideMessages(5), summarizer=RecordingSummarizer())
+    assert res.status == "succeeded" and len(res.checkpoints) == 2
+
+
+def test_the_job_steps_are_the_job(store: BaseStore) -> None:
+    """``CompactionJob`` (what run_compaction and the async face both drive): start, then
+    plan, summarize, commit per cut, then end, gives run_compaction's checkpoints."""
+    _chatter(store, 15)
+    summarizer = RecordingSummarizer()
+    job = CompactionJob(store.thread(THREAD), StrideMessages(5))
+    assert not job.started
+    with store.job_lock(THREAD, "compaction"):
+        cuts = job.start()
+        assert job.started and cuts == job.result.planned
+        for to_seq in cuts:
+            plan = job.plan(to_seq)
+            assert plan.to_seq == to_seq and plan.messages[-1].seq == to_seq
+            assert (plan.base is None) == (to_seq == cuts[0])
+            job.commit(plan, summarizer.summarize(plan.base, plan.messages), summarizer.id)
+        result = job.end()
+    assert result.status == "succeeded" and len(result.checkpoints) == 3
+    assert [c.checkpoint_id for c in result.checkpoints] == [
+        c.checkpoint_id for c in _checkpoints(store)
+    ]
+    ended = store.thread(THREAD).tail(1)[0]
+    assert isinstance(ended, fr.JobEnded) and ended.result == {"checkpoints": 3}
+    again = CompactionJob(store.thread(THREAD), StrideMessages(5))
+    assert again.start() == [] and not again.started  # nothing to do: nothing appended
+    assert again.result.status == "nothing_to_do"
 
 
 def test_nothing_planned_logs_no_job(store: BaseStore) -> None:

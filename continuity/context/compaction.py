@@ -12,16 +12,19 @@ are answered by the next message moves to that message.
 
 Each checkpoint's ``cumulative_v1`` summary is built by a :class:`~continuity.summary.Summarizer`
 from its base (the latest earlier cumulative summary) plus the messages after the base up to the
-cut. ``run_compaction`` runs the planned cuts as a job: ``job_spawned``, the checkpoints,
-``job_ended`` — with the error when it fails. A second job for the same thread does not start
-while one is in flight.
+cut, in three steps: :func:`plan_checkpoint` reads the base and the messages,
+the summarizer writes the content, :func:`commit_checkpoint` stores it and appends the frame.
+``run_compaction`` runs the planned cuts as a job (:class:`CompactionJob`): ``job_spawned``, the
+checkpoints, ``job_ended`` — with the error when it fails, or ``cancelled`` when it is
+interrupted. A second job for the same thread does not start while one is in flight. The async
+face (:mod:`continuity.aio`) runs the same steps with an awaited summarizer.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Final, overload
+from typing import Final, Literal, overload
 
 import blake3
 import msgspec
@@ -34,6 +37,7 @@ from continuity.store.base import BaseStore, Thread, resolve_thread
 from continuity.summary import (
     CUMULATIVE_V1,
     Summarizer,
+    SummaryContent,
     SummaryDoc,
     decode_summary,
     summary_bytes,
@@ -52,6 +56,9 @@ __all__ = [
     "plan_cuts",
     "run_compaction",
 ]
+# The steps below (CheckpointPlan, plan_checkpoint, commit_checkpoint, CompactionJob, …) are
+# shared with the async face (continuity.aio), which runs the same job around an awaited
+# summarizer; they are this module's, not the package's.
 
 
 class StrideMessages(msgspec.Struct, frozen=True):
@@ -197,6 +204,123 @@ def _load_summary(store: BaseStore, c: CheckpointEntry) -> SummaryDoc | None:
         return None
 
 
+# --- one checkpoint: plan, summarize, commit ---------------------------------------------------
+#
+# Each checkpoint is three steps, and every caller runs the same three: ``plan_checkpoint``
+# reads what the summary is built from, a summarizer turns that into ``SummaryContent`` (the only
+# step that may wait on the network: continuity.aio awaits an async summarizer here), and
+# ``commit_checkpoint`` stores the summary and appends the frame. Reads and writes stay in the
+# plan and commit steps, so the async face runs those two in a worker thread.
+
+
+class CheckpointPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What one cumulative checkpoint through ``to_seq`` is built from (the plan step's answer):
+    its base (the latest earlier cumulative summary that can be read, or None) and the messages
+    after the base up to ``to_seq``, in log order."""
+
+    thread_id: str
+    to_seq: int
+    base_entry: CheckpointEntry | None
+    base: SummaryDoc | None
+    messages: list[fr.MessageAppended]
+
+
+def plan_checkpoint(
+    thread: Thread, to_seq: int, src: ThreadSource, *, extra: Sequence[CheckpointEntry] = ()
+) -> CheckpointPlan:
+    """The plan step: read the base summary and the messages a checkpoint through ``to_seq``
+    summarizes, through ``src`` (``extra``: checkpoints a running job made since ``src`` was
+    opened). Raises :class:`InvalidCutRule` for a ``to_seq`` outside the log or before the
+    first message."""
+    head = src.head_seq()
+    if head is None or not 0 <= to_seq <= head:
+        raise InvalidCutRule(f"to_seq {to_seq} is outside the log")
+    candidates = [
+        c
+        for c in [*src.checkpoints(), *extra]
+        if c.summary_kind == CUMULATIVE_V1 and c.to_seq < to_seq
+    ]
+    base_entry = max(candidates, key=lambda c: (c.to_seq, c.seq), default=None)
+    base = _load_summary(thread.store, base_entry) if base_entry else None
+    if base is None:
+        base_entry = None
+    first = src.message_count_upto(base_entry.to_seq) if base_entry else 0
+    last = src.message_count_upto(to_seq)
+    if last == 0:
+        raise InvalidCutRule(f"no message at or before seq {to_seq}")
+    messages: list[fr.MessageAppended] = []
+    if first < last:
+        messages = [
+            f
+            for f in src.frames(src.message_seq(first), src.message_seq(last - 1))
+            if isinstance(f, fr.MessageAppended)
+        ]
+    return CheckpointPlan(
+        thread_id=thread.id, to_seq=to_seq, base_entry=base_entry, base=base, messages=messages
+    )
+
+
+def default_summarizer(summarizer: Summarizer | None) -> Summarizer:
+    """``summarizer``, or the default one
+    (:class:`~continuity.context.summarize.ExtractiveSummarizer`)."""
+    if summarizer is not None:
+        return summarizer
+    from continuity.context.summarize import ExtractiveSummarizer
+
+    return ExtractiveSummarizer()
+
+
+def commit_checkpoint(
+    thread: Thread,
+    plan: CheckpointPlan,
+    content: SummaryContent,
+    *,
+    produced_by: str,
+    cut_rule_id: str = "manual_v1",
+) -> fr.CompactionCheckpointCreated:
+    """The commit step: store ``content`` as the ``summary.v1`` artifact of ``plan`` and append
+    its ``compaction_checkpoint_created`` frame. Returns the frame with its seq."""
+    base_entry = plan.base_entry
+    doc = SummaryDoc(
+        thread_id=thread.id,
+        to_seq=plan.to_seq,
+        base_checkpoint_id=base_entry.checkpoint_id if base_entry else None,
+        base_summary_artifact_id=base_entry.summary_artifact_id if base_entry else None,
+        produced_by=produced_by,
+        text=content.text,
+        sections=content.sections,
+    )
+    aid = thread.store.artifacts.put(summary_bytes(doc))
+    last = plan.messages[-1] if plan.messages else None
+    frame = fr.CompactionCheckpointCreated(
+        checkpoint_id=_checkpoint_id(thread.id, plan.to_seq, aid),
+        cut_rule_id=cut_rule_id,
+        summary_kind=CUMULATIVE_V1,
+        summary_artifact_id=aid,
+        from_seq=0,
+        to_seq=plan.to_seq,
+        to_message_id=last.message_id if last is not None and last.seq == plan.to_seq else None,
+        base_checkpoint_id=doc.base_checkpoint_id,
+        produced_by=doc.produced_by,
+    )
+    seqs = thread.append(frame)
+    return msgspec.structs.replace(frame, seq=seqs[0])
+
+
+def checkpoint_target(target: BaseStore | Thread, where: tuple[object, ...]) -> tuple[Thread, int]:
+    """``create_checkpoint``'s arguments, ``(thread, to_seq)`` or ``(store, thread_id, to_seq)``,
+    as the resolved thread and ``to_seq`` (:class:`ThreadNotFound` for a thread without frames)."""
+    match target, where:
+        case Thread(), (int() as to_seq,):
+            return resolve_thread(target), to_seq
+        case BaseStore(), (str() as thread_id, int() as to_seq):
+            return resolve_thread(target, thread_id), to_seq
+        case _:
+            raise TypeError(
+                "create_checkpoint(thread, to_seq) or create_checkpoint(store, thread_id, to_seq)"
+            )
+
+
 @overload
 def create_checkpoint(
     target: Thread,
@@ -236,97 +360,17 @@ def create_checkpoint(
     With ``text`` the summary is given (by a person or an LLM outside); otherwise ``summarizer``
     builds it from the base summary and the messages after it. Returns the appended frame.
     """
-    match target, where:
-        case Thread(), (int() as to_seq,):
-            thread = resolve_thread(target)
-        case BaseStore(), (str() as thread_id, int() as to_seq):
-            thread = resolve_thread(target, thread_id)
-        case _:
-            raise TypeError(
-                "create_checkpoint(thread, to_seq) or create_checkpoint(store, thread_id, to_seq)"
-            )
-    return _checkpoint(
-        thread,
-        to_seq,
-        open_source(thread),
-        text=text,
-        summarizer=summarizer,
-        cut_rule_id=cut_rule_id,
-        produced_by=produced_by,
-    )
-
-
-def _checkpoint(
-    thread: Thread,
-    to_seq: int,
-    src: ThreadSource,
-    *,
-    text: str | None = None,
-    summarizer: Summarizer | None = None,
-    cut_rule_id: str = "manual_v1",
-    produced_by: str | None = None,
-    extra: Sequence[CheckpointEntry] = (),
-) -> fr.CompactionCheckpointCreated:
-    """:func:`create_checkpoint` on a resolved thread, read through ``src`` (``extra``: the
-    checkpoints a running job made since ``src`` was opened)."""
-    store = thread.store
-    head = src.head_seq()
-    if head is None or not 0 <= to_seq <= head:
-        raise InvalidCutRule(f"to_seq {to_seq} is outside the log")
-    candidates = [
-        c
-        for c in [*src.checkpoints(), *extra]
-        if c.summary_kind == CUMULATIVE_V1 and c.to_seq < to_seq
-    ]
-    base_entry = max(candidates, key=lambda c: (c.to_seq, c.seq), default=None)
-    base = _load_summary(store, base_entry) if base_entry else None
-    if base is None:
-        base_entry = None
-    first = src.message_count_upto(base_entry.to_seq) if base_entry else 0
-    last = src.message_count_upto(to_seq)
-    if last == 0:
-        raise InvalidCutRule(f"no message at or before seq {to_seq}")
-    to_message_seq = src.message_seq(last - 1)
-    messages: list[fr.MessageAppended] = []
-    if first < last:
-        messages = [
-            f
-            for f in src.frames(src.message_seq(first), to_message_seq)
-            if isinstance(f, fr.MessageAppended)
-        ]
-    if text is None:
-        if summarizer is None:
-            from continuity.context.summarize import ExtractiveSummarizer
-
-            summarizer = ExtractiveSummarizer()
-        content = summarizer.summarize(base, messages)
-        text, sections, by = content.text, content.sections, summarizer.id
+    thread, to_seq = checkpoint_target(target, where)
+    plan = plan_checkpoint(thread, to_seq, open_source(thread))
+    if text is not None:
+        content, by = SummaryContent(text=text), produced_by or "manual"
     else:
-        sections, by = {}, produced_by or "manual"
-    doc = SummaryDoc(
-        thread_id=thread.id,
-        to_seq=to_seq,
-        base_checkpoint_id=base_entry.checkpoint_id if base_entry else None,
-        base_summary_artifact_id=base_entry.summary_artifact_id if base_entry else None,
-        produced_by=produced_by or by,
-        text=text,
-        sections=sections,
-    )
-    aid = store.artifacts.put(summary_bytes(doc))
-    to_message = messages[-1].message_id if messages and messages[-1].seq == to_seq else None
-    frame = fr.CompactionCheckpointCreated(
-        checkpoint_id=_checkpoint_id(thread.id, to_seq, aid),
-        cut_rule_id=cut_rule_id,
-        summary_kind=CUMULATIVE_V1,
-        summary_artifact_id=aid,
-        from_seq=0,
-        to_seq=to_seq,
-        to_message_id=to_message,
-        base_checkpoint_id=doc.base_checkpoint_id,
-        produced_by=doc.produced_by,
-    )
-    seqs = thread.append(frame)
-    return msgspec.structs.replace(frame, seq=seqs[0])
+        chosen = default_summarizer(summarizer)
+        content, by = chosen.summarize(plan.base, plan.messages), produced_by or chosen.id
+    return commit_checkpoint(thread, plan, content, produced_by=by, cut_rule_id=cut_rule_id)
+
+
+# --- a compaction job ---------------------------------------------------------------------------
 
 
 class CompactionResult(msgspec.Struct):
@@ -338,6 +382,109 @@ class CompactionResult(msgspec.Struct):
     checkpoints: list[fr.CompactionCheckpointCreated] = msgspec.field(default_factory=list)
     planned: list[int] = msgspec.field(default_factory=list)
     error: str | None = None
+
+
+class CompactionJob:
+    """One compaction job's steps, shared by :func:`run_compaction` and its async twin in
+    :mod:`continuity.aio`; the caller holds the thread's job lock around all of them::
+
+        cuts = job.start()                       # plan the cuts; job_spawned (none: no frames)
+        for to_seq in cuts:
+            plan = job.plan(to_seq)              # read the base and the messages
+            content = summarize(plan)            # the summarizer (awaited, in the async face)
+            job.commit(plan, content, summarizer.id)
+        result = job.end()                       # job_ended; job.end(exc) when something raised
+
+    Every step but the summarizer reads or writes the store, so the async face runs them in a
+    worker thread; the order of the frames they append is the same either way.
+    """
+
+    def __init__(self, thread: Thread, rule: CutRule) -> None:
+        self.thread = thread
+        self.rule = rule
+        self.result = CompactionResult("", "nothing_to_do")
+        self._source: ThreadSource | None = None
+        self._made: list[CheckpointEntry] = []
+
+    @property
+    def started(self) -> bool:
+        """True once ``job_spawned`` is appended: from then on the job must :meth:`end`."""
+        return bool(self.result.job_id)
+
+    def start(self) -> list[int]:
+        """Plan the cuts the rule calls for; when there are any, append ``job_spawned``. Returns
+        the cuts (none: nothing to do, and nothing appended)."""
+        self._source = open_source(self.thread)
+        cuts = plan_cuts(self._source, self.rule)
+        if not cuts:
+            return []
+        job_id = fr.new_id()
+        self.thread.append(
+            fr.JobSpawned(
+                job_id=job_id,
+                kind="compaction",
+                params={"cut_rule_id": self.rule.id, "cuts": cuts},
+            )
+        )
+        self.result = CompactionResult(job_id, "succeeded", planned=cuts)
+        return cuts
+
+    def plan(self, to_seq: int) -> CheckpointPlan:
+        """The plan step for one cut (it sees the checkpoints this job made before it)."""
+        assert self._source is not None, "start() the job first"
+        return plan_checkpoint(self.thread, to_seq, self._source, extra=self._made)
+
+    def commit(
+        self, plan: CheckpointPlan, content: SummaryContent, produced_by: str
+    ) -> fr.CompactionCheckpointCreated:
+        """The commit step for one cut: the summary artifact and its checkpoint frame."""
+        frame = commit_checkpoint(
+            self.thread, plan, content, produced_by=produced_by, cut_rule_id=self.rule.id
+        )
+        self.result.checkpoints.append(frame)
+        self._made.append(CheckpointEntry.of(frame))
+        return frame
+
+    def end(self, exc: BaseException | None = None) -> CompactionResult:
+        """Append ``job_ended`` and return the result: ``succeeded``; ``failed`` with the error
+        when ``exc`` is an exception (the job's failure is data: logged, then reported);
+        ``cancelled`` when it is an interruption (``KeyboardInterrupt``, a cancelled task), which
+        the caller raises again. The checkpoints made before ``exc`` stay: each is whole."""
+        if exc is not None:
+            self.result.status = "failed" if isinstance(exc, Exception) else "cancelled"
+            said = str(exc)
+            self.result.error = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+        status: Literal["succeeded", "failed", "cancelled"] = "succeeded"
+        if self.result.status in ("failed", "cancelled"):
+            status = "failed" if self.result.status == "failed" else "cancelled"
+        self.thread.append(
+            fr.JobEnded(
+                job_id=self.result.job_id,
+                status=status,
+                error=self.result.error,
+                result={"checkpoints": len(self.result.checkpoints)},
+            )
+        )
+        return self.result
+
+
+def compaction_target(
+    target: BaseStore | Thread, where: tuple[object, ...]
+) -> tuple[Thread, CutRule]:
+    """``run_compaction``'s arguments, ``(thread, rule)`` or ``(store, thread_id, rule)``, as the
+    resolved thread and the rule (:class:`ThreadNotFound` for a thread without frames)."""
+    match target, where:
+        case Thread(), (StrideMessages() | TokenThreshold() | ManualCut() as rule,):
+            return resolve_thread(target), rule
+        case BaseStore(), (
+            str() as thread_id,
+            StrideMessages() | TokenThreshold() | ManualCut() as rule,
+        ):
+            return resolve_thread(target, thread_id), rule
+        case _:
+            raise TypeError(
+                "run_compaction(thread, rule) or run_compaction(store, thread_id, rule)"
+            )
 
 
 @overload
@@ -371,60 +518,29 @@ def run_compaction(
     ``run_compaction(store, thread_id, rule)``.
 
     Returns the outcome; a summarizer failure is logged (``job_ended`` with status ``failed``
-    and the error) and reported in the result, with the checkpoints made before it kept.
+    and the error) and reported in the result, with the checkpoints made before it kept. An
+    interruption (``KeyboardInterrupt``) is logged as ``cancelled`` and raised again.
     Raises :class:`~continuity.errors.JobInFlight` if a job for the thread is running.
     """
-    match target, where:
-        case Thread(), (StrideMessages() | TokenThreshold() | ManualCut() as rule,):
-            thread = resolve_thread(target)
-        case BaseStore(), (
-            str() as thread_id,
-            StrideMessages() | TokenThreshold() | ManualCut() as rule,
-        ):
-            thread = resolve_thread(target, thread_id)
-        case _:
-            raise TypeError(
-                "run_compaction(thread, rule) or run_compaction(store, thread_id, rule)"
-            )
+    thread, rule = compaction_target(target, where)
+    chosen = default_summarizer(summarizer)
     with thread.store.job_lock(thread.id, "compaction"):
-        source = open_source(thread)
-        cuts = plan_cuts(source, rule)
-        if not cuts:
-            return CompactionResult("", "nothing_to_do")
-        job_id = fr.new_id()
-        thread.append(
-            fr.JobSpawned(
-                job_id=job_id, kind="compaction", params={"cut_rule_id": rule.id, "cuts": cuts}
-            )
-        )
-        result = CompactionResult(job_id, "succeeded", planned=cuts)
-        made: list[CheckpointEntry] = []
+        job = CompactionJob(thread, rule)
         try:
+            cuts = job.start()
             for i, to_seq in enumerate(cuts):
-                frame = _checkpoint(
-                    thread,
-                    to_seq,
-                    source,
-                    summarizer=summarizer,
-                    cut_rule_id=rule.id,
-                    extra=made,
-                )
-                result.checkpoints.append(frame)
-                made.append(CheckpointEntry.of(frame))
+                plan = job.plan(to_seq)
+                job.commit(plan, chosen.summarize(plan.base, plan.messages), chosen.id)
                 if progress is not None:
                     progress(i + 1, len(cuts))
-        except Exception as exc:  # the job's failure is data: log it, then report it
-            result.status = "failed"
-            result.error = f"{type(exc).__name__}: {exc}"
-        thread.append(
-            fr.JobEnded(
-                job_id=job_id,
-                status="succeeded" if result.status == "succeeded" else "failed",
-                error=result.error,
-                result={"checkpoints": len(result.checkpoints)},
-            )
-        )
-        return result
+        except BaseException as exc:  # an interruption is logged too, then raised again
+            if not job.started:
+                raise
+            job.end(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return job.result
+        return job.end() if job.started else job.result
 
 
 def covered_tokens(source: ThreadSource) -> tuple[int, int]:
