@@ -1,9 +1,13 @@
-"""Summary artifacts (``summary.v1``) and the :class:`Summarizer` protocol.
+"""Summary artifacts (``summary.v1``) and the :class:`Summarizer` protocols.
 
 A compaction checkpoint points at a summary artifact: the canonical JSON of a
 :class:`SummaryDoc`. ``text`` is what a model reads; ``sections`` keep the structured items a
 summarizer extracted, so the next cumulative summary can build on its base without re-reading
 history. Contract: ``contracts/summary.md``.
+
+A summarizer is a :class:`Summarizer` (``summarize`` returns the content) or, when it waits on
+the network (an LLM), an :class:`AsyncSummarizer` (``summarize`` is a coroutine), which the
+async face (:mod:`continuity.aio`) awaits on the event loop.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from continuity import frames as fr
 __all__ = [
     "CUMULATIVE_V1",
     "SUMMARY_SCHEMA",
+    "AsyncSummarizer",
     "Summarizer",
     "SummaryContent",
     "SummaryDoc",
@@ -69,6 +74,25 @@ class Summarizer(Protocol):
         ...
 
     def summarize(
+        self, base: SummaryDoc | None, messages: Sequence[fr.MessageAppended]
+    ) -> SummaryContent: ...
+
+
+class AsyncSummarizer(Protocol):
+    """:class:`Summarizer` for a summarizer that waits (an LLM behind an HTTP client): the same
+    ``id``, and ``summarize`` is a coroutine. ``continuity.aio.run_compaction`` and
+    ``continuity.aio.create_checkpoint`` await it on the event loop while the job lock is held,
+    and store what it returns exactly as the sync path does, so replays read the stored artifact
+    and never call it again. It must not block: CPU-heavy work belongs in a plain
+    :class:`Summarizer`, which the async face runs in a worker thread.
+    """
+
+    @property
+    def id(self) -> str:
+        """Recorded as the summary's ``produced_by``."""
+        ...
+
+    async def summarize(
         self, base: SummaryDoc | None, messages: Sequence[fr.MessageAppended]
     ) -> SummaryContent: ...
 
