@@ -24,6 +24,7 @@ from continuity.context.fork import fork, fork_point
 from continuity.errors import (
     AnchorNotFound,
     BadFrame,
+    ContinuityError,
     InvalidThreadId,
     JobInFlight,
     SeqConflict,
@@ -96,8 +97,13 @@ def _clean(store: BaseStore) -> None:
     assert report.ok, [str(p) for p in report.problems]
 
 
-def _bundle(thread: Thread, anchor: int) -> bytes:
-    bundle = compile_context(thread, anchor=anchor, log=False).bundle
+def _bundle(thread: Thread, anchor: int) -> bytes | str:
+    """The bundle a compile at ``anchor`` gives (its thread id left out), or the error it
+    raises: the same prefix must give the same answer either way."""
+    try:
+        bundle = compile_context(thread, anchor=anchor, log=False).bundle
+    except ContinuityError as exc:
+        return f"{type(exc).__name__}: {str(exc).replace(repr(thread.id), '<thread>')}"
     return msgspec.json.encode(msgspec.structs.replace(bundle, thread_id="-"))
 
 
@@ -152,9 +158,11 @@ def test_the_fork_compiles_as_the_source_at_every_anchor_up_to_the_fork_point(
     assert len(anchors) >= 6
     strategies = set()
     for k in anchors:
-        assert _bundle(forked, k) == _bundle(source, k), k
-        strategies.add(compile_context(forked, anchor=k, log=False).bundle.strategy)
-    assert len(strategies) >= 2  # with summaries and without
+        ours = _bundle(forked, k)
+        assert ours == _bundle(source, k), k
+        if isinstance(ours, bytes):
+            strategies.add(msgspec.json.decode(ours)["strategy"])
+    assert len(strategies) >= 2, anchors  # with summaries and without
     # The fork goes on on its own: its frames come after the copies.
     assert forked.append(text("user", "only in the fork", "f1")) == range(n + 1, n + 2)
     assert compile_context(forked).bundle.thread_id == "b"
