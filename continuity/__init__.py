@@ -76,6 +76,10 @@ if TYPE_CHECKING:
         run_compaction,
     )
     from continuity.context.compiler import CompileResult, compile_context
+    from continuity.context.fork import (
+        fork,
+        fork_point,
+    )
     from continuity.context.render import render, to_anthropic, to_openai, to_text
     from continuity.context.summarize import ExtractiveSummarizer
     from continuity.errors import (
@@ -84,6 +88,7 @@ if TYPE_CHECKING:
         ArtifactNotFound,
         BadFrame,
         CachesReadOnly,
+        ContextTooSmall,
         ContinuityError,
         CorruptCache,
         CorruptFrame,
@@ -227,6 +232,9 @@ _HOMES: Final = {
     "ProviderBlock": "continuity.frames",
     "RecordAppended": "continuity.frames",
     "SeqSpan": "continuity.frames",
+    "ContextTooSmall": "continuity.errors",
+    "fork": "continuity.context.fork",
+    "fork_point": "continuity.context.fork",
 }
 
 __all__ = [
@@ -244,6 +252,7 @@ __all__ = [
     "ContextBundle",
     "ContextSelectionDecided",
     "ContextSelectionRepeated",
+    "ContextTooSmall",
     "ContinuityError",
     "CorruptCache",
     "CorruptFrame",
@@ -304,6 +313,8 @@ __all__ = [
     "__version__",
     "compile_context",
     "create_checkpoint",
+    "fork",
+    "fork_point",
     "load_redactor",
     "message",
     "render",

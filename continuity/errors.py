@@ -17,6 +17,7 @@ working::
     ├── ArtifactCorrupt        an artifact's bytes do not hash to its id
     ├── AnchorNotFound         compile: the anchor seq or message id is not in the log
     ├── InvalidLimits          (ValueError) compile: limits that cannot be honoured
+    │   └── ContextTooSmall    the limits cannot hold the latest user turn and tool exchange
     ├── InvalidCutRule         (ValueError) compaction: a cut rule or cut that makes no sense
     ├── JobInFlight            compaction: a job for the thread is already running
     ├── InvalidQuery           (ValueError) search: nothing to search for, or a bad k
@@ -34,6 +35,7 @@ __all__ = [
     "ArtifactNotFound",
     "BadFrame",
     "CachesReadOnly",
+    "ContextTooSmall",
     "ContinuityError",
     "CorruptCache",
     "CorruptFrame",
@@ -140,6 +142,20 @@ class AnchorNotFound(ContinuityError):
 
 class InvalidLimits(ContinuityError, ValueError):
     """Limits that cannot be honoured (negative counts, a zero budget, …)."""
+
+
+class ContextTooSmall(InvalidLimits):
+    """A compile cannot hold what a request must: the latest user turn and the tool exchange
+    in flight. ``limit`` names the limit that is too small (``"recent_messages"`` or
+    ``"budget_tokens"``), ``needed`` what it would take, ``given`` what it was."""
+
+    def __init__(self, limit: str, needed: int, given: int, detail: str) -> None:
+        super().__init__(
+            f"{limit}={given} is too small for this context: {detail} needs {limit} >= {needed}"
+        )
+        self.limit = limit
+        self.needed = needed
+        self.given = given
 
 
 class InvalidCutRule(ContinuityError, ValueError):

@@ -15,6 +15,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from continuity import frames as fr
+from continuity.context.compiler import CompileResult, compile_context
+from continuity.errors import ContextTooSmall
 from continuity.store.base import BaseStore
 from continuity.summary import CUMULATIVE_V1, SummaryContent, SummaryDoc, summary_bytes
 
@@ -237,3 +239,14 @@ def limits_strategy(*, budget: bool = True) -> st.SearchStrategy[fr.Limits]:
         budget_tokens=st.none() | st.integers(1, 600) if budget else st.none(),
         keep_tool_outputs=st.none() | st.integers(0, 4),
     )
+
+
+def compile_or_too_small(store: BaseStore, **kw: Any) -> CompileResult | None:
+    """``compile_context(store, THREAD, **kw)``, or None when the limits are too small for the
+    turn in flight (:class:`ContextTooSmall`, which must name a limit below what it needs)."""
+    try:
+        return compile_context(store, THREAD, **kw)
+    except ContextTooSmall as exc:
+        assert exc.limit in ("recent_messages", "budget_tokens")
+        assert exc.needed > exc.given
+        return None

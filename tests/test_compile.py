@@ -11,6 +11,7 @@ from compile_support import (
     Script,
     call,
     checkpoint,
+    compile_or_too_small,
     limits_strategy,
     put_summary,
     result,
@@ -33,10 +34,11 @@ from continuity.context.compiler import (
     STRATEGY_HIERARCHICAL,
     STRATEGY_RECENT,
     STRATEGY_SUMMARIES,
+    CompileResult,
     compile_context,
 )
 from continuity.context.sources import IndexedSource
-from continuity.errors import AnchorNotFound, InvalidLimits, ThreadNotFound
+from continuity.errors import AnchorNotFound, ContextTooSmall, InvalidLimits, ThreadNotFound
 from continuity.store.artifacts import artifact_id
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import JsonlThread, Store
@@ -65,9 +67,11 @@ def test_the_window_is_bounded_by_recent_messages(store: BaseStore) -> None:
     assert any("the last 16 of 40 messages" in r for r in default.decision.reasons)
     five = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=5))
     assert [m.message_id for m in five.bundle.messages] == [f"m{i}" for i in range(36, 41)]
-    none = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=0))
-    assert none.bundle.messages == [] and none.decision.window_messages == 0
-    assert none.decision.window_from_seq is None and none.decision.window_to_seq is None
+    # A request always holds the newest message and the turn it answers: no room is an error.
+    with pytest.raises(ContextTooSmall) as none:
+        compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=0))
+    assert (none.value.limit, none.value.needed, none.value.given) == ("recent_messages", 1, 0)
+    assert "recent_messages=0 is too small" in str(none.value)
     many = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=100))
     assert len(many.bundle.messages) == 40
     assert not any(r.startswith("window:") for r in many.decision.reasons)
@@ -96,9 +100,10 @@ def elided_seqs(bundle: ContextBundle) -> set[int]:
 
 
 def assert_elided_from(item: MessageItem, whole: MessageItem, budget: int) -> None:
-    """``item`` is ``whole`` with some blocks replaced by stubs, and now fits ``budget``."""
+    """``item`` is ``whole`` with some blocks replaced by stubs, and now fits ``budget`` (a
+    message elided alone exceeded it; one of the turn in flight made room for the rest)."""
     assert (item.seq, item.message_id, item.role) == (whole.seq, whole.message_id, whole.role)
-    assert whole.tokens > budget >= item.tokens
+    assert whole.tokens > item.tokens and budget >= item.tokens
     assert len(item.content) == len(whole.content)
     changed = [(a, b) for a, b in zip(item.content, whole.content, strict=True) if a != b]
     assert changed
@@ -116,19 +121,39 @@ def test_the_budget_is_never_exceeded(
     script.replay(store)
     head = len(script.frames)
     anchor = data.draw(st.none() | st.integers(0, head), label="anchor")
-    got = compile_context(store, THREAD, anchor=anchor, limits=limits, log=False)
+    try:
+        free = compile_context(store, THREAD, anchor=anchor, limits=_unbounded(limits), log=False)
+    except ContextTooSmall as exc:  # too few recent_messages for the turn: budget or not
+        assert exc.limit == "recent_messages" and exc.needed > limits.recent_messages
+        with pytest.raises(ContextTooSmall):
+            compile_context(store, THREAD, anchor=anchor, limits=limits, log=False)
+        return
+    try:
+        got = compile_context(store, THREAD, anchor=anchor, limits=limits, log=False)
+    except ContextTooSmall as exc:
+        # Only the budget can be too small here (the unbounded compile went through), and only
+        # when the turn in flight cannot fit it even with its largest blocks elided.
+        assert exc.limit == "budget_tokens" and limits.budget_tokens is not None
+        assert exc.needed > limits.budget_tokens == exc.given
+        assert free.bundle.messages
+        return
     bundle = got.bundle
     assert bundle.tokens == sum(i.tokens for i in bundle.items)
     if limits.budget_tokens is not None:
         assert bundle.tokens <= limits.budget_tokens
-    free = compile_context(store, THREAD, anchor=anchor, limits=_unbounded(limits), log=False)
     # The budget only drops the oldest summaries and the oldest messages of the window, and
     # elides a message that cannot fit even alone (the notes name it).
-    n_s, n_m = len(bundle.summaries), len(bundle.messages)
+    n_s = len(bundle.summaries)
     assert bundle.summaries == free.bundle.summaries[len(free.bundle.summaries) - n_s :]
     elided = elided_seqs(bundle)
+    by_seq = {m.seq: m for m in free.bundle.messages}
+    kept = bundle.messages
+    pinned = kept[:1] if kept and len(kept) > 1 and kept[1].seq not in _after(free, kept[0]) else []
+    n_m = len(kept) - len(pinned)
     suffix = free.bundle.messages[len(free.bundle.messages) - n_m :]
-    for item, whole in zip(bundle.messages, suffix, strict=True):
+    if pinned:  # the latest user turn, kept before a window the budget cut short
+        assert pinned[0].role == "user" and pinned[0].seq in by_seq
+    for item, whole in zip(kept[len(pinned) :], suffix, strict=True):
         if item.seq in elided:
             assert limits.budget_tokens is not None
             assert_elided_from(item, whole, limits.budget_tokens)
@@ -138,15 +163,20 @@ def test_the_budget_is_never_exceeded(
     assert bundle.strategy == {0: STRATEGY_RECENT, 1: STRATEGY_SUMMARIES}.get(
         n_s, STRATEGY_HIERARCHICAL
     )
-    insufficient = [n for n in bundle.notes if n.startswith("budget_insufficient")]
-    starved = bool(free.bundle.messages) and not bundle.messages
-    assert bool(insufficient) == starved
-    if starved:
-        assert insufficient[0] in got.decision.reasons
+    # The newest message is always there (whole, or elided when it alone exceeds the budget).
+    assert bool(free.bundle.messages) == bool(bundle.messages)
+    if free.bundle.messages:
+        assert bundle.messages[-1].seq == free.bundle.messages[-1].seq
     budget = limits.budget_tokens
     if free.bundle.messages and budget is not None and free.bundle.messages[-1].tokens > budget:
-        newest = free.bundle.messages[-1].seq
-        assert starved or newest in elided, "the newest message alone exceeds the budget"
+        assert free.bundle.messages[-1].seq in elided, "the newest message exceeds the budget"
+
+
+def _after(free: CompileResult, item: MessageItem) -> set[int]:
+    """The seq of the message right after ``item`` in the unbounded window."""
+    seqs = [m.seq for m in free.bundle.messages]
+    i = seqs.index(item.seq) if item.seq in seqs else -1
+    return {seqs[i + 1]} if 0 <= i < len(seqs) - 1 else set()
 
 
 def test_a_message_too_large_for_the_budget_is_elided_and_the_notes_say_so(
@@ -182,15 +212,16 @@ def test_when_not_even_a_stub_fits_the_decision_says_so(store: BaseStore) -> Non
     aid = put_summary(store, 5, "short summary")
     store.thread(THREAD).append(checkpoint("c5", 5, aid))
     store.thread(THREAD).append(text("assistant", "z" * 4000, "huge"))
-    res = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=30))
-    assert res.bundle.messages == []
-    assert res.bundle.tokens <= 30
-    assert len(res.bundle.notes) == 1 and res.bundle.notes[0].startswith("budget_insufficient")
-    assert res.bundle.notes[0] in res.decision.reasons
-    assert "1004 tokens" in res.bundle.notes[0]  # 4 + 4000 / 4: the message stays whole
-    # The summary that fits is not thrown away for a message that cannot fit anyway.
-    assert [s.to_seq for s in res.bundle.summaries] == [5]
-    assert res.bundle.strategy == STRATEGY_SUMMARIES
+    with pytest.raises(ContextTooSmall) as small:
+        compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=30))
+    # the newest message elided still needs its stub's tokens, and the user turn before it
+    assert (small.value.limit, small.value.given) == ("budget_tokens", 30)
+    assert small.value.needed > 30
+    ok = compile_context(
+        store, THREAD, log=False, limits=fr.Limits(budget_tokens=small.value.needed)
+    )
+    assert ok.bundle.tokens <= small.value.needed
+    assert ok.bundle.messages[-1].message_id == "huge"
 
 
 def test_summaries_are_kept_when_the_window_is_empty(store: BaseStore) -> None:
@@ -199,7 +230,8 @@ def test_summaries_are_kept_when_the_window_is_empty(store: BaseStore) -> None:
         aid = put_summary(store, to_seq, f"summary {to_seq}")
         store.thread(THREAD).append(checkpoint(cid, to_seq, aid))
     res = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=1000))
-    assert res.bundle.messages == []
+    # The summary covers everything, yet the newest message stays raw: a request holds it.
+    assert [m.seq for m in res.bundle.messages] == [10]
     assert [s.to_seq for s in res.bundle.summaries] == [4, 10]
     assert res.bundle.notes == []
 
@@ -227,17 +259,15 @@ def test_the_budget_keeps_a_call_with_its_result(store: BaseStore) -> None:
     store.thread(THREAD).append([call("c", "tu1", command="x" * 400), result("r", "tu1", "short")])
     free = compile_context(store, THREAD, log=False)
     by_id = {m.message_id: m.tokens for m in free.bundle.messages}
-    # Room for the result but not for its call: neither goes in.
-    res = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=by_id["r"] + 1))
-    assert res.bundle.messages == []
-    assert res.bundle.notes and res.bundle.notes[0].startswith("budget_insufficient")
-    need = by_id["r"] + by_id["c"]
-    assert (
-        f"the newest 2 messages (a call and its result) need {need} tokens" in res.bundle.notes[0]
-    )
-    both = by_id["r"] + by_id["c"]
+    # Room for the result but not for its call: the exchange in flight cannot be cut.
+    with pytest.raises(ContextTooSmall) as small:
+        compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=by_id["r"] + 1))
+    assert small.value.limit == "budget_tokens"
+    both = by_id["r"] + by_id["c"] + by_id["m3"]
     res2 = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=both))
-    assert [m.message_id for m in res2.bundle.messages] == ["c", "r"]
+    # the user turn, the call and its result: exactly the budget
+    assert [m.message_id for m in res2.bundle.messages] == ["m3", "c", "r"]
+    assert res2.bundle.tokens == both and not res2.bundle.notes
 
 
 # --- tool pairs -----------------------------------------------------------------------------
@@ -282,7 +312,9 @@ def test_tool_pairs_are_never_split(script: Script, limits: fr.Limits, data: st.
     store = MemoryStore(clock=lambda: 1)
     script.replay(store)
     anchor = data.draw(st.none() | st.integers(0, len(script.frames)), label="anchor")
-    res = compile_context(store, THREAD, anchor=anchor, limits=limits, log=False)
+    res = compile_or_too_small(store, anchor=anchor, limits=limits, log=False)
+    if res is None:
+        return
     assert_pairs_intact(store, res.bundle)
     # keep_tool_outputs: the K newest results whole, every older one a stub (and a result too
     # large for the budget on its own a stub too, its message named in the notes).
@@ -312,9 +344,13 @@ def test_a_window_never_starts_between_a_call_and_its_result(store: BaseStore) -
         ]
     )
     res = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=2))
-    assert [m.message_id for m in res.bundle.messages] == ["a2"]
+    # the user turn stays, before the newest message; the orphaned result does not
+    assert [m.message_id for m in res.bundle.messages] == ["u1", "a2"]
+    # the pinned user turn counts: three leave room for the newest message only
     res3 = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=3))
-    assert [m.message_id for m in res3.bundle.messages] == ["a1", "r1", "a2"]
+    assert [m.message_id for m in res3.bundle.messages] == ["u1", "a2"]
+    res4 = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=4))
+    assert [m.message_id for m in res4.bundle.messages] == ["u1", "a1", "r1", "a2"]
     assert any("leading message(s) dropped" in r for r in res.decision.reasons)
 
 
@@ -331,13 +367,17 @@ def test_results_answered_one_by_one_stay_with_their_calls(store: BaseStore) -> 
             text("assistant", "both read", "a3"),
         ]
     )
-    for n in range(1, 7):
+    with pytest.raises(ContextTooSmall):  # a3 and the user turn u1 need two
+        compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=1))
+    for n in range(2, 7):
         res = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=n))
         assert_pairs_intact(store, res.bundle)
     res4 = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=4))
-    assert [m.message_id for m in res4.bundle.messages] == ["a3"]
+    assert [m.message_id for m in res4.bundle.messages] == ["u1", "a3"]
     res5 = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=5))
-    assert [m.message_id for m in res5.bundle.messages] == ["a1", "a2", "r1", "r2", "a3"]
+    assert [m.message_id for m in res5.bundle.messages] == ["u1", "a3"]
+    res6 = compile_context(store, THREAD, log=False, limits=fr.Limits(recent_messages=6))
+    assert [m.message_id for m in res6.bundle.messages] == ["u1", "a1", "a2", "r1", "r2", "a3"]
 
 
 # --- keep_tool_outputs: stubs and observations -----------------------------------------------

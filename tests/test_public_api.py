@@ -72,6 +72,7 @@ _RUNTIME_MODULES = {
         "decode_bundle",
     },
     "continuity.context.render": {"CONTINUING", "FORMATS", "Format"},
+    "continuity.context.fork": set(),
     "continuity.context.compaction": {
         "covered_tokens",
         "pair_safe_cut",

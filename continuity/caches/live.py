@@ -10,7 +10,7 @@ holds the last frame it read (else it starts over). So a compile costs O(k) on s
 
 from __future__ import annotations
 
-import threading
+import _thread  # not threading: the hook path must not import it (see store.base)
 import weakref
 from bisect import bisect_right
 from collections.abc import Iterator
@@ -31,7 +31,7 @@ class LiveIndex:
 
     def __init__(self, thread: Thread) -> None:
         self.thread = thread
-        self.lock = threading.RLock()
+        self.lock = _thread.RLock()
         self._reset()
 
     def _reset(self) -> None:
@@ -116,7 +116,7 @@ class LiveIndex:
 _LIVE: Final[weakref.WeakKeyDictionary[BaseStore, dict[str, LiveIndex]]] = (
     weakref.WeakKeyDictionary()
 )
-_GUARD: Final = threading.Lock()
+_GUARD: Final = _thread.allocate_lock()
 
 
 # --- one Marks per thread and process, kept current ----------------------------------------
@@ -124,7 +124,7 @@ _GUARD: Final = threading.Lock()
 
 class _Kept:
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
         self.marks = Marks()
         self.read_to = 0
         """Bytes of the marks file read (stores with caches) or the last seq read (without)."""
@@ -132,7 +132,7 @@ class _Kept:
 
 
 _KEPT: Final[weakref.WeakKeyDictionary[BaseStore, dict[str, _Kept]]] = weakref.WeakKeyDictionary()
-_KEPT_GUARD: Final = threading.Lock()
+_KEPT_GUARD: Final = _thread.allocate_lock()
 
 
 def _kept(thread: Thread) -> _Kept:

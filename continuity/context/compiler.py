@@ -31,7 +31,7 @@ appended after the anchor never change the result.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final, overload
 
 import msgspec
@@ -53,6 +53,7 @@ from continuity.errors import (
     AnchorNotFound,
     ArtifactCorrupt,
     ArtifactNotFound,
+    ContextTooSmall,
     CorruptCache,
     InvalidLimits,
     InvalidQuery,
@@ -74,8 +75,10 @@ __all__ = [
     "select_checkpoints",
 ]
 
-COMPILER_ID: Final = "continuity.compile/2"
-"""``/2``: oversize messages are elided and unreadable summaries named in the notes (ADR 0017)."""
+COMPILER_ID: Final = "continuity.compile/3"
+"""``/3``: the latest user turn and the tool exchange in flight are always in the window (or
+:class:`ContextTooSmall`), ``min_recent``, retractions (ADR 0018). ``/2``: oversize messages are
+elided and unreadable summaries named in the notes (ADR 0017)."""
 STRATEGY_RECENT: Final = "recent_messages_v1"
 STRATEGY_SUMMARIES: Final = "summaries_recent_messages_v1"
 STRATEGY_HIERARCHICAL: Final = "hierarchical_summaries_recent_messages_v1"
@@ -136,6 +139,8 @@ def _check_limits(limits: fr.Limits) -> None:
         raise InvalidLimits("recall_budget_tokens must be > 0")
     if limits.keep_tool_outputs is not None and limits.keep_tool_outputs < 0:
         raise InvalidLimits("keep_tool_outputs must be >= 0")
+    if not 0 <= limits.min_recent <= limits.recent_messages:
+        raise InvalidLimits("min_recent must be >= 0 and <= recent_messages")
 
 
 def _resolve_anchor(source: ThreadSource, anchor: int | str | None) -> int:
@@ -212,11 +217,30 @@ class _Compiler:
 
     # -- summaries --
 
+    def retracted_checkpoints(self, anchor_seq: int) -> frozenset[str]:
+        """The checkpoints a retraction at or before the anchor took back: made before it, and
+        covering a message it retracts (their summaries still tell what was retracted)."""
+        retractions = self.source.marks().retractions(anchor_seq)
+        if not retractions:
+            return frozenset()
+        gone: set[str] = set()
+        for c in self.source.checkpoints():
+            for r_seq, spans in retractions:
+                if c.seq < r_seq and any(lo <= c.to_seq for lo, _ in spans):
+                    gone.add(c.checkpoint_id)
+                    self.resets.append(
+                        f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) passed over: "
+                        f"its summary covers messages retracted at seq {r_seq}"
+                    )
+                    break
+        return frozenset(gone)
+
     def summaries(self, anchor_seq: int) -> list[SummaryItem]:
         unreadable: dict[str, CheckpointEntry] = {}
         problems: dict[str, str] = {}
+        retracted = self.retracted_checkpoints(anchor_seq)
         while True:
-            excluded = frozenset(unreadable)
+            excluded = frozenset(unreadable) | retracted
 
             def latest(x: int, ex: frozenset[str] = excluded) -> CheckpointEntry | None:
                 return self.source.latest_checkpoint(x, anchor_seq, ex)
@@ -299,34 +323,133 @@ class _Compiler:
 
     def window(
         self, after_seq: int, anchor_seq: int
-    ) -> tuple[list[fr.MessageAppended], dict[str, str]]:
-        """Up to ``recent_messages`` messages in ``(after_seq, anchor]``, and the observations
-        recorded in the prefix for their tool uses."""
+    ) -> tuple[fr.MessageAppended | None, list[fr.MessageAppended], dict[str, str]]:
+        """The recent window: up to ``recent_messages`` messages that are not retracted, the
+        newest at or before the anchor, after ``after_seq`` (the latest summary's ``to_seq``)
+        but reaching before it for ``min_recent`` of them; and the observations recorded for
+        their tool uses. When the latest user message that holds more than tool results is not
+        among them, it comes first, alone (the *pinned* message): a request always holds the
+        turn it answers. Returns (pinned or None, the window, observations)."""
+        limits = self.limits
         hi = self.source.message_count_upto(anchor_seq)
-        lo = self.source.message_count_upto(after_seq) if after_seq >= 0 else 0
-        available = hi - lo
-        lo = max(lo, hi - self.limits.recent_messages)
-        if hi <= lo:
-            return [], {}
-        if available > hi - lo:
+        base = self.source.message_count_upto(after_seq) if after_seq >= 0 else 0
+        retracted = self.source.marks().retracted(anchor_seq)
+        gaps = [  # retracted spans as message ordinals [lo, hi)
+            (self.source.message_count_upto(lo - 1), self.source.message_count_upto(t))
+            for lo, t in retracted
+        ]
+        # The tool exchange in flight (or the newest message) is in every window, summarised
+        # or not; min_recent messages too, as far as recent_messages allows.
+        exchange, user_inside = self._exchange(hi, gaps)
+        if exchange > limits.recent_messages:
+            before = 0 if user_inside else self._has_user_turn(hi, gaps, exchange)
+            self._too_few(exchange + before)
+        floor = max(limits.min_recent, exchange)
+        chosen: list[int] = []  # ordinals, newest first
+        for o in _live_ordinals(hi, gaps):
+            if len(chosen) >= limits.recent_messages:
+                break
+            if o < base and len(chosen) >= floor:
+                break
+            chosen.append(o)
+        live_after = sum(1 for _ in _live_ordinals(hi, gaps, stop=base)) if hi > base else 0
+        skipped = max(0, live_after - sum(1 for o in chosen if o >= base))
+        if skipped:
             self.reasons.append(
-                f"window: the last {hi - lo} of {available} messages "
-                f"(recent_messages={self.limits.recent_messages})"
+                f"window: the last {len(chosen)} of {live_after} messages "
+                f"(recent_messages={limits.recent_messages})"
             )
-        first = self.source.message_seq(lo)
+        reached = sum(1 for o in chosen if o < base)
+        if reached:
+            self.reasons.append(
+                f"window: {reached} message(s) the summary covers kept raw "
+                f"(min_recent={limits.min_recent})"
+            )
+        if gaps:
+            self.reasons.append(
+                "window: retracted messages left out ("
+                + ", ".join(f"seq {lo}..{t}" if lo != t else f"seq {lo}" for lo, t in retracted)
+                + ")"
+            )
         messages: list[fr.MessageAppended] = []
         observations: dict[str, str] = {}
-        for frame in self.source.frames(first, anchor_seq):
-            if isinstance(frame, fr.MessageAppended):
-                messages.append(frame)
-            elif isinstance(frame, fr.ObservationRecorded):
-                observations[frame.tool_use_id] = frame.text
+        if chosen:
+            wanted = {self.source.message_seq(o) for o in chosen}
+            first = min(wanted)
+            for lo_seq, hi_seq in _runs(first, anchor_seq, retracted):
+                for frame in self.source.frames(lo_seq, hi_seq):
+                    if isinstance(frame, fr.MessageAppended):
+                        if frame.seq in wanted:
+                            messages.append(frame)
+                    elif isinstance(frame, fr.ObservationRecorded):
+                        observations[frame.tool_use_id] = frame.text
         start = _valid_start(messages, 0)
         if start:
             self.reasons.append(
                 f"window: {start} leading message(s) dropped (tool result without its call)"
             )
-        return messages[start:], observations
+        messages = messages[start:]
+        pinned = None
+        if not any(_is_user_turn(m) for m in messages):
+            lowest = min(chosen) if chosen else hi
+            pinned = self._latest_user_turn(lowest, gaps)
+            if pinned is not None and len(messages) >= max(1, limits.recent_messages):
+                # the pinned message counts: the oldest of the window gives way to it
+                cut = len(messages) - limits.recent_messages + 1
+                messages = messages[_valid_start(messages, cut) :]
+            if pinned is not None:
+                self.reasons.append(
+                    f"window: the latest user turn (seq {pinned.seq}) kept before the newest "
+                    f"{len(messages)} message(s)"
+                )
+        if pinned is not None and exchange + 1 > limits.recent_messages:
+            self._too_few(exchange + 1)
+        return pinned, messages, observations
+
+    def _too_few(self, need: int) -> None:
+        raise ContextTooSmall(
+            "recent_messages",
+            need,
+            self.limits.recent_messages,
+            "the latest user turn and the tool exchange in flight",
+        )
+
+    def _has_user_turn(self, hi: int, gaps: list[tuple[int, int]], after: int) -> int:
+        """1 when there is a user turn before the newest ``after`` messages, else 0."""
+        ordinals = _live_ordinals(hi, gaps)
+        below = hi
+        for _ in range(after):
+            below = next(ordinals, 0)
+        return int(self._latest_user_turn(below, gaps) is not None)
+
+    def _exchange(self, hi: int, gaps: list[tuple[int, int]]) -> tuple[int, bool]:
+        """How many of the newest messages the tool exchange in flight takes (the newest
+        message, and back to the calls its results answer; 0 without messages), and whether
+        it holds the user turn."""
+        found: list[fr.MessageAppended] = []
+        for n, o in enumerate(_live_ordinals(hi, gaps)):
+            seq = self.source.message_seq(o)
+            frame = next(iter(self.source.frames(seq, seq)), None)
+            if not isinstance(frame, fr.MessageAppended):
+                break
+            found.insert(0, frame)
+            if _valid_start(found, 0) == 0 or n >= _USER_TURN_LOOKBACK:
+                break
+        return len(found), bool(found) and _is_user_turn(found[-1])
+
+    def _latest_user_turn(
+        self, below: int, gaps: list[tuple[int, int]]
+    ) -> fr.MessageAppended | None:
+        """The latest user message below ordinal ``below`` that holds more than tool results
+        (looking back at most :data:`_USER_TURN_LOOKBACK` messages)."""
+        for n, o in enumerate(_live_ordinals(below, gaps)):
+            if n >= _USER_TURN_LOOKBACK:
+                return None
+            seq = self.source.message_seq(o)
+            frame = next(iter(self.source.frames(seq, seq)), None)
+            if isinstance(frame, fr.MessageAppended) and _is_user_turn(frame):
+                return frame
+        return None
 
     def items(
         self, messages: list[fr.MessageAppended], observations: dict[str, str]
@@ -521,64 +644,211 @@ class _Compiler:
         summaries: list[SummaryItem],
         items: list[MessageItem],
         sources: list[fr.MessageAppended],
+        pinned: bool,
     ) -> tuple[list[SummaryItem], list[MessageItem]]:
+        """Fit the bundle in the budget: the window's oldest messages go first, then the
+        summaries (oldest first) make room for the newest messages. What a request cannot go
+        without — the latest user turn and the tool exchange in flight — always stays, its
+        largest blocks given up to stubs if it must, or :class:`ContextTooSmall` names the
+        budget. ``pinned``: the first item is the pinned user turn, apart from the window."""
         budget = self.limits.budget_tokens
+        head = items[:1] if pinned else []
+        body = items[1:] if pinned else list(items)
+        body_src = sources[1:] if pinned else sources
         if budget is None:
-            return summaries, items
+            return summaries, [*head, *body]
+        required = _required_from(body_src)
+        user_at = _last_user_turn_index(body_src)
+        user_idx = None if head or user_at is None or user_at >= required else user_at
+        must_idx = ([] if user_idx is None else [user_idx]) + list(range(required, len(body)))
+        must = [*head, *(body[i] for i in must_idx)]
+        names = {b.id: b.name for m in must for b in m.content if isinstance(b, fr.ToolUseBlock)}
+        minimum = sum(self._min_tokens(m, names) for m in must)
+        if minimum > budget:
+            raise ContextTooSmall(
+                "budget_tokens",
+                minimum,
+                budget,
+                f"the latest user turn and the tool exchange in flight ({len(must)} "
+                "message(s), with their largest blocks elided)",
+            )
+        squeezed = self._squeeze(must, budget)
+        head = squeezed[: len(head)]
+        for i, item in zip(must_idx, squeezed[len(head) :], strict=True):
+            body[i] = item
         total_s = sum(s.tokens for s in summaries)
 
         def fitting_start(room: int) -> int:
             """Where the longest valid suffix of the window within ``room`` tokens starts."""
-            start = len(items)
+            start = len(body)
             used = 0
-            for i in range(len(items) - 1, -1, -1):
-                if used + items[i].tokens > room:
+            for i in range(len(body) - 1, -1, -1):
+                if used + body[i].tokens > room:
                     break
-                used += items[i].tokens
+                used += body[i].tokens
                 start = i
-            return _valid_start(sources, start)
+            return _valid_start(body_src, start)
 
-        # Summaries make room for the newest messages, oldest summary first — but only when
-        # there is a window and its newest message (with its call) fits in the budget at all.
-        start = fitting_start(budget - total_s)
-        if items and fitting_start(budget) < len(items):
-            while start == len(items) and summaries:
+        def plan(pin: list[MessageItem], last: int) -> int:
+            """The window's start, dropping summaries (oldest first) until the messages from
+            ``last`` on fit beside ``pin``."""
+            nonlocal total_s
+            pin_tokens = sum(h.tokens for h in pin)
+            start = fitting_start(budget - total_s - pin_tokens)
+            while start > last and summaries:
                 dropped = summaries.pop(0)
                 total_s -= dropped.tokens
                 self.reasons.append(
                     f"budget: summary to_seq {dropped.to_seq} dropped to make room for the newest"
                 )
-                start = fitting_start(budget - total_s)
+                start = fitting_start(budget - total_s - pin_tokens)
+            return start
+
+        start = plan(head, required if user_idx is None else user_idx)
+        if user_idx is not None and start > user_idx:
+            # the budget cut the user turn out of the window: it stays, before the newest part
+            head = [body[user_idx]]
+            self.reasons.append(
+                f"budget: the latest user turn (seq {head[0].seq}) kept before the newest messages"
+            )
+            start = max(plan(head, required), user_idx + 1)
         if start:
             self.reasons.append(
-                f"budget: window cut to {len(items) - start} of {len(items)} messages "
+                f"budget: window cut to {len(body) - start} of {len(body)} messages "
                 f"to fit {budget} tokens"
             )
-        kept = items[start:]
+        kept = [*head, *body[start:]]
         for item in kept:
             note = self.elided.get(item.seq)
             if note is not None:
                 self.notes.append(note)
                 self.reasons.append(note)
-        while summaries and total_s > budget:
+        used = sum(m.tokens for m in kept)
+        while summaries and total_s + used > budget:
             dropped = summaries.pop(0)
             total_s -= dropped.tokens
             self.reasons.append(f"budget: summary to_seq {dropped.to_seq} dropped")
-        if items and not kept:
-            # The minimum is the newest message together with the calls its results answer.
-            first = next(i for i in range(len(items) - 1, -1, -1) if _valid_start(sources, i) == i)
-            need = sum(m.tokens for m in items[first:])
-            what = (
-                "the newest message needs"
-                if first == len(items) - 1
-                else f"the newest {len(items) - first} messages (a call and its result) need"
-            )
-            self.notes.append(
-                f"budget_insufficient: {what} {need} tokens; "
-                f"the budget is {budget} ({total_s} used by summaries)"
-            )
-            self.reasons.append(self.notes[-1])
         return summaries, kept
+
+    def _min_tokens(self, item: MessageItem, names: dict[str, str]) -> int:
+        """The fewest tokens ``item`` can take: every block that has a smaller stub elided."""
+        total = 4
+        for b in item.content:
+            cost = self._block_tokens(b)
+            stub = None if _is_stub(b) else self._elided(b, cost, names, {})
+            total += cost if stub is None else min(cost, self._block_tokens(stub))
+        return total
+
+    def _squeeze(self, items: list[MessageItem], room: int) -> list[MessageItem]:
+        """``items`` in at most ``room`` tokens: their largest blocks give way to stubs, one at
+        a time; :class:`ContextTooSmall` when even that cannot make them fit."""
+        total = sum(m.tokens for m in items)
+        if total <= room:
+            return items
+        out = list(items)
+        costs = [[self._block_tokens(b) for b in m.content] for m in out]
+        order = sorted(
+            ((c, -i, -j) for i, row in enumerate(costs) for j, c in enumerate(row)), reverse=True
+        )
+        names = {b.id: b.name for m in out for b in m.content if isinstance(b, fr.ToolUseBlock)}
+        gone: dict[int, list[str]] = {}
+        for cost, ni, nj in order:
+            if total <= room:
+                break
+            i, j = -ni, -nj
+            block = out[i].content[j]
+            stub = self._elided(block, cost, names, {}) if not _is_stub(block) else None
+            if stub is None:
+                continue
+            new = self._block_tokens(stub)
+            if new >= cost:
+                continue
+            content = list(out[i].content)
+            content[j] = stub
+            out[i] = msgspec.structs.replace(
+                out[i], content=content, tokens=out[i].tokens + new - cost
+            )
+            total += new - cost
+            kind = "tool_result" if isinstance(stub, ToolStubBlock) else stub.block_type
+            gone.setdefault(i, []).append(f"{kind} of {stub.size} bytes")
+        if total > room:  # callers check the minimum first; this is the same promise, kept
+            self._too_small_budget(total, room)
+        for i, what in gone.items():
+            m = out[i]
+            self.elided[m.seq] = (
+                f"elided: message seq {m.seq} ({m.role}) is part of the turn in flight, which "
+                f"needs more than the budget; in this bundle a stub stands for its "
+                f"{', '.join(what)} (the log keeps it whole)"
+            )
+        return out
+
+    def _too_small_budget(self, needed: int, room: int) -> None:
+        budget = self.limits.budget_tokens or 0
+        raise ContextTooSmall(
+            "budget_tokens",
+            budget + (needed - room),
+            budget,
+            f"the latest user turn and the tool exchange in flight (~{needed} tokens with "
+            "their largest blocks elided)",
+        )
+
+
+_USER_TURN_LOOKBACK: Final = 4096
+"""How far back (in messages) a compile looks for the latest user turn to pin."""
+
+
+def _is_user_turn(m: fr.MessageAppended) -> bool:
+    """A user message that holds more than tool results: a turn the model answers."""
+    return m.role == "user" and any(not isinstance(b, fr.ToolResultBlock) for b in m.content)
+
+
+def _is_stub(block: ItemBlock) -> bool:
+    return isinstance(block, ToolStubBlock | ElidedBlock)
+
+
+def _last_user_turn_index(messages: Sequence[fr.MessageAppended]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if _is_user_turn(messages[i]):
+            return i
+    return None
+
+
+def _required_from(messages: Sequence[fr.MessageAppended]) -> int:
+    """Where the part of the window a request cannot go without starts: the shortest suffix
+    that holds the newest message and the calls of every result in it (the tool exchange in
+    flight)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if _valid_start(messages, i) == i:
+            return i
+    return len(messages)
+
+
+def _live_ordinals(hi: int, gaps: list[tuple[int, int]], stop: int = 0) -> Iterator[int]:
+    """Message ordinals from ``hi - 1`` down to ``stop``, skipping the retracted ``gaps``
+    (ordinal ranges ``[lo, hi)``, sorted)."""
+    o = hi - 1
+    g = len(gaps) - 1
+    while o >= stop:
+        while g >= 0 and gaps[g][0] > o:
+            g -= 1
+        if g >= 0 and gaps[g][0] <= o < gaps[g][1]:
+            o = gaps[g][0] - 1
+            continue
+        yield o
+        o -= 1
+
+
+def _runs(first: int, last: int, retracted: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """``[first, last]`` minus the retracted seq spans, as (from, to) runs."""
+    lo = first
+    for a, b in retracted:
+        if b < lo or a > last:
+            continue
+        if a > lo:
+            yield lo, a - 1
+        lo = b + 1
+    if lo <= last:
+        yield lo, last
 
 
 def _clip_around(text: str, terms: Sequence[str], width: int = _RECALL_CHARS) -> str:
@@ -705,9 +975,10 @@ def _compile(
     c = _Compiler(thread, source, limits, tokenizer)
     summaries = c.summaries(anchor_seq)
     after = summaries[-1].to_seq if summaries else -1
-    messages, observations = c.window(after, anchor_seq)
-    items = c.items(messages, observations)
-    summaries, kept = c.fit_budget(summaries, items, messages)
+    pinned, messages, observations = c.window(after, anchor_seq)
+    sources = [pinned, *messages] if pinned is not None else messages
+    items = c.items(sources, observations)
+    summaries, kept = c.fit_budget(summaries, items, sources, pinned is not None)
     recalled: list[RecallItem] = []
     recall_refs: list[fr.RecallRef] = []
     query: str | None = None
