@@ -8,7 +8,7 @@ byte-identical logs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,3 +250,23 @@ def compile_or_too_small(store: BaseStore, **kw: Any) -> CompileResult | None:
         assert exc.limit in ("recent_messages", "budget_tokens")
         assert exc.needed > exc.given
         return None
+
+
+class TooSmallEverywhere(Exception):
+    """Every path found the limits too small for the turn in flight, alike."""
+
+
+def all_or_too_small(compiles: Sequence[Callable[[], CompileResult]]) -> list[CompileResult]:
+    """Run each compile; when one raises :class:`ContextTooSmall`, every one must, with the
+    same limit and need (then :class:`TooSmallEverywhere`)."""
+    outcomes: list[CompileResult | tuple[str, int]] = []
+    for run in compiles:
+        try:
+            outcomes.append(run())
+        except ContextTooSmall as exc:
+            outcomes.append((exc.limit, exc.needed))
+    errors = [o for o in outcomes if isinstance(o, tuple)]
+    if errors:
+        assert len(errors) == len(outcomes) and len(set(errors)) == 1, outcomes
+        raise TooSmallEverywhere(errors[0])
+    return [o for o in outcomes if not isinstance(o, tuple)]
