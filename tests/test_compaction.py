@@ -538,7 +538,10 @@ def test_compile_after_compaction_selects_the_new_checkpoints(store: BaseStore) 
     assert [s.checkpoint_id for s in res.bundle.summaries] == [
         made[t].checkpoint_id for t in (8, 20, 40)
     ]
-    assert res.bundle.messages == []  # the job ended after the checkpoint covering m40
+    # The checkpoint covers m40, yet the newest message and the user turn it answers stay raw:
+    # a request always holds them (ADR 0018).
+    assert [m.message_id for m in res.bundle.messages] == ["m39", "m40"]
+    assert [m.role for m in res.bundle.messages] == ["user", "assistant"]
     _chatter(store, 3, start=41)
     res2 = compile_context(store, THREAD, log=False)
     assert [m.message_id for m in res2.bundle.messages] == ["m41", "m42", "m43"]
