@@ -54,3 +54,30 @@ def test_bench_versions_compares_two_trees(tmp_path: Path, monkeypatch: pytest.M
     assert not (tmp_path / "bench" / "work").exists() or not any(
         (tmp_path / "bench" / "work").iterdir()
     )
+
+
+def test_bench_agent_loop_runs_and_reports_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTINUITY_BENCH_DIR", str(tmp_path / "bench"))
+    bench = _tool("tools.bench.bench_agent_loop")
+    report = bench.run(turns=8, window=3, compact_every=4, big_share=0.5, big_kb=8)
+    rows = {r.metric: r for r in report.rows}
+    for loop in ("jsonl, log on", "jsonl, log off", "memory"):
+        first, last = rows[f"turn, first 3 [{loop}]"], rows[f"turn, last 3 [{loop}]"]
+        assert first.n == last.n == 3 and first.median > 0 and last.p90 is not None
+        assert last.ratio == pytest.approx(rows[f"  last 3 / first 3 [{loop}]"].median)
+        for part in ("append", "compile (recall)", "compile", "render"):
+            assert rows[f"  {part}, last 3 [{loop}]"].median > 0
+        assert rows[f"run_compaction every 4 turns [{loop}]"].n == 2
+    assert rows["turn, first 3 [jsonl, log on]"].target == 6.0
+    assert rows["turn, first 3 [memory]"].target == 2.0
+    on, off = (
+        rows["store total after the run [log on]"],
+        rows["store total after the run [log off]"],
+    )
+    assert on.median > off.median > 0 and on.ratio == pytest.approx(on.median / off.median)
+    notes = {n.split(":")[0]: n for n in report.notes}
+    assert " 0 context_selection_decided" in notes["jsonl, log off"]
+    assert " 0 context_selection_decided" not in notes["jsonl, log on"]
+    assert not any((tmp_path / "bench" / "work").iterdir())  # the scratch stores are gone

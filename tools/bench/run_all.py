@@ -13,6 +13,7 @@ import argparse
 import time
 
 from tools.bench import (
+    bench_agent_loop,
     bench_append,
     bench_compile,
     bench_hooks,
@@ -41,6 +42,7 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         ),
         bench_hooks.run(sizes=(3, 100 // scale), seed=seed),
         bench_search.run(sizes=tuple(n // scale for n in bench_search.DEFAULT_SIZES), seed=seed),
+        bench_agent_loop.run(turns=bench_agent_loop.DEFAULT_TURNS // scale, seed=seed),
     ]
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
     return reports
