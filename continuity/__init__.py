@@ -80,7 +80,20 @@ if TYPE_CHECKING:
         fork,
         fork_point,
     )
+    from continuity.context.records import (
+        Record,
+        latest_record,
+        record,
+        records,
+    )
     from continuity.context.render import render, to_anthropic, to_openai, to_text
+    from continuity.context.retract import (
+        clear_messages,
+        live_messages,
+        pop_message,
+        retract,
+        retracted_spans,
+    )
     from continuity.context.summarize import ExtractiveSummarizer
     from continuity.errors import (
         AnchorNotFound,
@@ -99,6 +112,7 @@ if TYPE_CHECKING:
         InvalidSettings,
         InvalidThreadId,
         JobInFlight,
+        MessageNotFound,
         SeqConflict,
         StoreNotFound,
         ThreadNotFound,
@@ -136,7 +150,12 @@ if TYPE_CHECKING:
     from continuity.store.base import BaseStore, Head, Recovery, Thread
     from continuity.store.jsonl import Store
     from continuity.store.memory import MemoryStore
-    from continuity.summary import Summarizer, SummaryContent, SummaryDoc
+    from continuity.summary import (
+        AsyncSummarizer,
+        Summarizer,
+        SummaryContent,
+        SummaryDoc,
+    )
     from continuity.tokens import Tokenizer
 
 __version__ = "0.1.0"
@@ -235,12 +254,24 @@ _HOMES: Final = {
     "ContextTooSmall": "continuity.errors",
     "fork": "continuity.context.fork",
     "fork_point": "continuity.context.fork",
+    "MessageNotFound": "continuity.errors",
+    "Record": "continuity.context.records",
+    "latest_record": "continuity.context.records",
+    "record": "continuity.context.records",
+    "records": "continuity.context.records",
+    "clear_messages": "continuity.context.retract",
+    "live_messages": "continuity.context.retract",
+    "pop_message": "continuity.context.retract",
+    "retract": "continuity.context.retract",
+    "retracted_spans": "continuity.context.retract",
+    "AsyncSummarizer": "continuity.summary",
 }
 
 __all__ = [
     "AnchorNotFound",
     "ArtifactCorrupt",
     "ArtifactNotFound",
+    "AsyncSummarizer",
     "BadFrame",
     "BaseStore",
     "CachesReadOnly",
@@ -280,11 +311,13 @@ __all__ = [
     "MemoryStore",
     "MessageAppended",
     "MessageItem",
+    "MessageNotFound",
     "MessagesRetracted",
     "ObservationRecorded",
     "ProviderBlock",
     "RecallItem",
     "RecallRef",
+    "Record",
     "RecordAppended",
     "Recovery",
     "RedactionRule",
@@ -311,13 +344,21 @@ __all__ = [
     "ToolStubBlock",
     "ToolUseBlock",
     "__version__",
+    "clear_messages",
     "compile_context",
     "create_checkpoint",
     "fork",
     "fork_point",
+    "latest_record",
+    "live_messages",
     "load_redactor",
     "message",
+    "pop_message",
+    "record",
+    "records",
     "render",
+    "retract",
+    "retracted_spans",
     "run_compaction",
     "search",
     "search_prefix",

@@ -16,6 +16,7 @@ working::
     ├── ArtifactNotFound       (KeyError) no artifact under this id
     ├── ArtifactCorrupt        an artifact's bytes do not hash to its id
     ├── AnchorNotFound         compile: the anchor seq or message id is not in the log
+    ├── MessageNotFound        (KeyError) retract: no message with this id or seq to take back
     ├── InvalidLimits          (ValueError) compile: limits that cannot be honoured
     │   └── ContextTooSmall    the limits cannot hold the latest user turn and tool exchange
     ├── InvalidCutRule         (ValueError) compaction: a cut rule or cut that makes no sense
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidSettings",
     "InvalidThreadId",
     "JobInFlight",
+    "MessageNotFound",
     "SeqConflict",
     "StoreNotFound",
     "ThreadNotFound",
@@ -138,6 +140,13 @@ class ArtifactCorrupt(ContinuityError):
 
 class AnchorNotFound(ContinuityError):
     """The anchor seq is outside the log, or no message has the anchor message id."""
+
+
+class MessageNotFound(ContinuityError, KeyError):
+    """A retraction named a message the thread does not hold (or holds retracted already)."""
+
+    def __str__(self) -> str:  # KeyError would print the message as a repr
+        return str(self.args[0]) if self.args else ""
 
 
 class InvalidLimits(ContinuityError, ValueError):

@@ -146,9 +146,11 @@ def scripts(
     checkpoints: bool = True,
     observations: bool = True,
     split_calls: bool = True,
+    retractions: bool = True,
 ) -> Script:
     """A thread of text messages, tool pairs (sometimes several calls answered one by one,
-    sometimes a call split from its result by another message), observations and checkpoints.
+    sometimes a call split from its result by another message), observations, checkpoints and
+    retractions of earlier messages.
 
     Seqs are known while building: frame i of the script gets seq i + 1 (seq 0 is the
     ``thread_created`` the store adds).
@@ -161,7 +163,11 @@ def scripts(
     def next_seq() -> int:
         return len(script.frames) + 1
 
+    message_seqs: list[int] = []
+
     def add(frame: fr.Frame) -> None:
+        if isinstance(frame, fr.MessageAppended):
+            message_seqs.append(next_seq())
         script.frames.append(frame)
 
     steps = draw(st.integers(1, max_steps))
@@ -173,6 +179,8 @@ def scripts(
             choices.append("obs")
         if checkpoints and next_seq() > 1:
             choices.append("ckpt")
+        if retractions and message_seqs:
+            choices.append("retract")
         kind = draw(st.sampled_from(choices))
         if kind == "text":
             n_msg += 1
@@ -205,6 +213,10 @@ def scripts(
                 n_msg += 1
                 add(result(f"m{n_msg}", tid, f"contents of {tid}\nline 2"))
             tool_ids.extend(ids)
+        elif kind == "retract":
+            picked = draw(st.lists(st.sampled_from(message_seqs), min_size=1, max_size=3))
+            spans = [fr.SeqSpan(from_seq=q, to_seq=q) for q in sorted(set(picked))]
+            add(fr.MessagesRetracted(spans=spans, reason="test"))
         elif kind == "obs":
             tid = draw(st.sampled_from(tool_ids))
             add(fr.ObservationRecorded(tool_use_id=tid, text=f"observed {tid}"))

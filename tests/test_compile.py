@@ -299,7 +299,18 @@ def assert_pairs_intact(store: BaseStore, bundle: ContextBundle) -> None:
         for rid in _result_ids(item):
             assert rid in seen, f"result {rid} at seq {item.seq} without its call in the window"
     in_window = {rid for item in window for rid in _result_ids(item)}
-    for frame in store.thread(THREAD).read(to_seq=bundle.anchor_seq):
+    frames = list(store.thread(THREAD).read(to_seq=bundle.anchor_seq))
+    retracted = {
+        q
+        for f in frames
+        if isinstance(f, fr.MessagesRetracted)
+        for s in f.spans
+        for q in range(s.from_seq, s.to_seq + 1)
+    }
+    assert not retracted & {m.seq for m in window}, "a retracted message is in the window"
+    for frame in frames:
+        if frame.seq in retracted:
+            continue  # taken back: no longer part of the conversation
         if isinstance(frame, fr.MessageAppended) and frame.seq > window[0].seq:
             for b in frame.content:
                 if isinstance(b, fr.ToolResultBlock) and b.tool_use_id in seen:

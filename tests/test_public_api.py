@@ -73,6 +73,8 @@ _RUNTIME_MODULES = {
     },
     "continuity.context.render": {"CONTINUING", "FORMATS", "Format"},
     "continuity.context.fork": set(),
+    "continuity.context.records": set(),
+    "continuity.context.retract": set(),
     "continuity.context.compaction": {
         "covered_tokens",
         "pair_safe_cut",

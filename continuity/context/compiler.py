@@ -37,6 +37,7 @@ from typing import Final, overload
 import msgspec
 
 from continuity import frames as fr
+from continuity.caches.marks import is_in
 from continuity.caches.thread_index import CheckpointEntry
 from continuity.context.bundle import (
     ContextBundle,
@@ -90,6 +91,8 @@ _SUMMARY_OVERHEAD_TOKENS: Final = 8
 _RECALL_BUDGET: Final = 1500
 _RECALL_HITS: Final = 8
 _RECALL_CHARS: Final = 800
+_EXCLUDE_MAX: Final = 100_000
+"""Retracted seqs beyond this many are filtered from recall's hits, not listed to the ranking."""
 
 
 class CompileResult(msgspec.Struct, frozen=True):
@@ -209,6 +212,7 @@ class _Compiler:
         self.reasons: list[str] = []
         self.resets: list[str] = []
         self.notes: list[str] = []
+        self.anchor_seq = -1
         self.elided: dict[int, str] = {}
         """seq → the note of each message that gave up blocks to fit the budget."""
 
@@ -590,7 +594,7 @@ class _Compiler:
         )
 
     def recall(
-        self, query: str, before_seq: int, room: int, use_caches: bool
+        self, query: str, before_seq: int, room: int, use_caches: bool, shown: set[int]
     ) -> tuple[list[RecallItem], list[fr.RecallRef]]:
         """The best hits with seq ≤ ``before_seq`` that fit in ``room`` tokens."""
         # On use: ranking needs numpy, which a compile without recall (a hook's) never pays for.
@@ -608,9 +612,20 @@ class _Compiler:
         except InvalidQuery as exc:
             self.reasons.append(f"recall: {exc}")
             return [], []
+        gone = self.source.marks().retracted(self.anchor_seq)
+        many = sum(hi - lo + 1 for lo, hi in gone) > _EXCLUDE_MAX
         hits = rank_prefix(
-            self.thread, terms, max_seq=before_seq, k=_RECALL_HITS, use_caches=use_caches
+            self.thread,
+            terms,
+            max_seq=before_seq,
+            k=_RECALL_HITS * 8 if many else _RECALL_HITS,
+            use_caches=use_caches,
+            exclude_seqs=shown
+            if many
+            else {*shown, *(q for lo, hi in gone for q in range(lo, hi + 1))},
         )
+        if many:  # too many to list: ranked as usual, the retracted ones dropped after
+            hits = [h for h in hits if not is_in(gone, h.seq)][:_RECALL_HITS]
         items: list[RecallItem] = []
         refs: list[fr.RecallRef] = []
         used = 0
@@ -973,6 +988,7 @@ def _compile(
     source = open_source(thread, use_caches=use_caches)
     anchor_seq = _resolve_anchor(source, anchor)
     c = _Compiler(thread, source, limits, tokenizer)
+    c.anchor_seq = anchor_seq
     summaries = c.summaries(anchor_seq)
     after = summaries[-1].to_seq if summaries else -1
     pinned, messages, observations = c.window(after, anchor_seq)
@@ -992,7 +1008,8 @@ def _compile(
             room = limits.recall_budget_tokens or _RECALL_BUDGET
             if limits.budget_tokens is not None:
                 room = min(room, limits.budget_tokens - used)
-            recalled, recall_refs = c.recall(query, before, room, use_caches)
+            shown = {m.seq for m in kept}  # the window may reach behind the summary (ADR 0018)
+            recalled, recall_refs = c.recall(query, before, room, use_caches, shown)
         else:
             what = "the query is empty" if isinstance(recall, str) else "the anchor has no text"
             c.reasons.append(f"recall: {what}: nothing to search for")

@@ -62,17 +62,27 @@ class MemoryThread(Thread):
     def read_lines(
         self, *, from_seq: int = 0, to_seq: int | None = None, start_offset: int | None = None
     ) -> Iterator[tuple[int, bytes]]:
-        with self._store._lock:
-            lines = list(self._store._logs.get(self.id, ()))
-        last = len(lines) - 1 if to_seq is None else min(to_seq, len(lines) - 1)
-        for seq in range(max(0, from_seq), last + 1):
-            yield seq, lines[seq]
+        first = max(0, from_seq)
+        with self._store._lock:  # a snapshot of the range only: O(frames read), not O(thread)
+            log = self._store._logs.get(self.id, ())
+            last = len(log) - 1 if to_seq is None else min(to_seq, len(log) - 1)
+            lines = log[first : last + 1]
+        for i, line in enumerate(lines):
+            yield first + i, line
 
     def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
+        # Chunk by chunk from the end: a reader that stops after a few frames copies a few.
         with self._store._lock:
-            lines = list(self._store._logs.get(self.id, ()))
-        for seq in range(len(lines) - 1, -1, -1):
-            yield seq, lines[seq]
+            end = len(self._store._logs.get(self.id, ()))
+        step = 64
+        while end > 0:
+            start = max(0, end - step)
+            with self._store._lock:
+                chunk = self._store._logs.get(self.id, [])[start:end]
+            for i in range(len(chunk) - 1, -1, -1):
+                yield start + i, chunk[i]
+            end = start
+            step = min(step * 4, 1 << 16)
 
 
 class MemoryStore(BaseStore):

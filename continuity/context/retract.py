@@ -1,0 +1,167 @@
+"""Undo without deleting: take messages back out of the conversation, and keep every byte.
+
+:func:`retract` appends one ``messages_retracted`` frame naming the messages (by seq or by
+message id) and why. From that frame on, compile leaves them out of the window and passes over
+the summaries that cover them, recall does not bring them back, ``log`` and search mark them as
+retracted; a compile anchored before the frame is unchanged, and ``verify`` covers the log as
+before. :func:`pop_message` takes back the newest message (the OpenAI Agents SDK's
+``Session.pop_item``), :func:`clear_messages` all of them (``clear_session``), and
+:func:`live_messages` lists what is still part of the conversation. ADR 0018.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Final
+
+from continuity import frames as fr
+from continuity.caches.marks import Marks, is_in, merge_spans
+from continuity.context.sources import ThreadSource, open_source
+from continuity.errors import MessageNotFound
+from continuity.store.base import Thread
+
+__all__ = ["clear_messages", "live_messages", "pop_message", "retract", "retracted_spans"]
+
+_ID_LOOKBACK: Final = 1 << 20
+"""How many frames back a message id is looked for (from the newest)."""
+
+
+def retracted_spans(thread: Thread, *, anchor_seq: int | None = None) -> list[tuple[int, int]]:
+    """The retracted seqs as of ``anchor_seq`` (default: now), as sorted, merged spans."""
+    return open_source(thread).marks().retracted(anchor_seq)
+
+
+def retract(
+    thread: Thread,
+    *,
+    seqs: Iterable[int] = (),
+    message_ids: Iterable[str] = (),
+    reason: str = "",
+    durable: bool | None = None,
+) -> int | None:
+    """Take messages back: the ones at ``seqs`` and the latest live message with each of
+    ``message_ids``. Returns the seq of the ``messages_retracted`` frame, or None when every
+    message named is retracted already (nothing is appended then).
+
+    :class:`MessageNotFound` for a seq that is not a message of the thread or an id no live
+    message has; nothing is appended then either."""
+    seqs = list(seqs)
+    ids = list(message_ids)
+    if not seqs and not ids:
+        raise MessageNotFound("retract: name the messages to take back (seqs or message_ids)")
+    source = open_source(thread)
+    gone = source.marks().retracted()
+    wanted: set[int] = set()
+    for seq in seqs:
+        if _message_at(source, seq) is None:
+            raise MessageNotFound(f"retract: seq {seq} is not a message of thread {thread.id!r}")
+        if not is_in(gone, seq):
+            wanted.add(seq)
+    if ids:
+        wanted |= _seqs_of_ids(source, ids, gone, thread.id)
+    if not wanted:
+        return None
+    spans = [fr.SeqSpan(from_seq=lo, to_seq=hi) for lo, hi in merge_spans((s, s) for s in wanted)]
+    retraction = fr.MessagesRetracted(spans=spans, reason=reason, message_ids=ids)
+    return thread.append(retraction, durable=durable)[0]
+
+
+def pop_message(
+    thread: Thread, *, reason: str = "pop", durable: bool | None = None
+) -> fr.MessageAppended | None:
+    """Take back the newest message that is still part of the conversation and return it
+    (None when there is none)."""
+    source = open_source(thread)
+    newest = next(_live(source, source.marks()), None)
+    if newest is None:
+        return None
+    retract(thread, seqs=[newest.seq], reason=reason, durable=durable)
+    return newest
+
+
+def clear_messages(
+    thread: Thread, *, reason: str = "clear", durable: bool | None = None
+) -> int | None:
+    """Take back every message of the thread; the seq of the retraction, or None when there
+    was nothing to take back. The log keeps them all."""
+    source = open_source(thread)
+    head = source.head_seq()
+    marks = source.marks()
+    if head is None or next(_live(source, marks), None) is None:
+        return None
+    frame = fr.MessagesRetracted(spans=[fr.SeqSpan(from_seq=1, to_seq=head)], reason=reason)
+    return thread.append(frame, durable=durable)[0]
+
+
+def live_messages(
+    thread: Thread, *, limit: int | None = None, newest_first: bool = False
+) -> list[fr.MessageAppended]:
+    """The messages still part of the conversation (not retracted), oldest first (or newest
+    first), at most ``limit`` of them — the newest ``limit`` either way."""
+    source = open_source(thread)
+    out: list[fr.MessageAppended] = []
+    for m in _live(source, source.marks()):
+        if limit is not None and len(out) >= limit:
+            break
+        out.append(m)
+    return out if newest_first else out[::-1]
+
+
+def _live(source: ThreadSource, marks: Marks) -> Iterator[fr.MessageAppended]:
+    """The live messages, newest first (retracted spans skipped without reading them)."""
+    head = source.head_seq()
+    if head is None:
+        return
+    gone = marks.retracted()
+    o = source.message_count_upto(head) - 1
+    while o >= 0:
+        seq = source.message_seq(o)
+        i = _span_index(gone, seq)
+        if i is not None:
+            o = source.message_count_upto(gone[i][0] - 1) - 1
+            continue
+        frame = next(iter(source.frames(seq, seq)), None)
+        if isinstance(frame, fr.MessageAppended):
+            yield frame
+        o -= 1
+
+
+def _span_index(spans: Sequence[tuple[int, int]], seq: int) -> int | None:
+    for i in range(len(spans) - 1, -1, -1):
+        lo, hi = spans[i]
+        if lo <= seq <= hi:
+            return i
+        if hi < seq:
+            return None
+    return None
+
+
+def _message_at(source: ThreadSource, seq: int) -> fr.MessageAppended | None:
+    head = source.head_seq()
+    if head is None or not 0 <= seq <= head:
+        return None
+    frame = next(iter(source.frames(seq, seq)), None)
+    return frame if isinstance(frame, fr.MessageAppended) else None
+
+
+def _seqs_of_ids(
+    source: ThreadSource, ids: list[str], gone: list[tuple[int, int]], thread_id: str
+) -> set[int]:
+    """The seq of the latest live message with each id (searching back from the newest)."""
+    left = set(ids)
+    found: set[int] = set()
+    head = source.head_seq()
+    if head is not None:
+        for seq in range(head, max(-1, head - _ID_LOOKBACK), -1):
+            if not left:
+                break
+            if is_in(gone, seq):
+                continue
+            frame = next(iter(source.frames(seq, seq)), None)
+            if isinstance(frame, fr.MessageAppended) and frame.message_id in left:
+                left.discard(frame.message_id)
+                found.add(seq)
+    if left:
+        missing = ", ".join(repr(i) for i in ids if i in left)
+        raise MessageNotFound(f"retract: no live message with id {missing} in {thread_id!r}")
+    return found

@@ -1,0 +1,172 @@
+"""Undo without deleting: retraction in the log, in compile, recall, log and verify."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from compile_support import call, checkpoint, put_summary, result, text
+
+from continuity import frames as fr
+from continuity.context.compiler import compile_context
+from continuity.context.render import to_anthropic
+from continuity.context.retract import (
+    clear_messages,
+    live_messages,
+    pop_message,
+    retract,
+    retracted_spans,
+)
+from continuity.errors import BadFrame, ContextTooSmall, MessageNotFound
+from continuity.store.base import BaseStore
+from continuity.store.jsonl import Store
+from continuity.store.memory import MemoryStore
+from continuity.testing import FixedClock
+from continuity.verify import verify_store
+
+T = "t"
+
+
+@pytest.fixture(params=["jsonl", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> BaseStore:
+    if request.param == "jsonl":
+        return Store(tmp_path / "s", create=True, durable=False, clock=FixedClock())
+    return MemoryStore(clock=FixedClock())
+
+
+def _chat(store: BaseStore, n: int) -> None:
+    roles: tuple[fr.Role, fr.Role] = ("user", "assistant")
+    store.thread(T).append([text(roles[i % 2], f"turn {i} text", f"m{i}") for i in range(n)])
+
+
+def _window_ids(store: BaseStore, **kw: object) -> list[str]:
+    res = compile_context(store, T, log=False, **kw)  # type: ignore[arg-type]
+    return [m.message_id for m in res.bundle.messages]
+
+
+def test_a_retracted_message_leaves_the_context_but_not_the_log(store: BaseStore) -> None:
+    _chat(store, 6)  # seqs 1..6
+    t = store.thread(T)
+    before_bytes = list(t.read_lines())
+    seq = retract(t, message_ids=["m3"], reason="RemoveMessage")
+    assert seq == 7
+    (frame,) = t.read(from_seq=7)
+    assert isinstance(frame, fr.MessagesRetracted)
+    assert frame.spans == [fr.SeqSpan(from_seq=4, to_seq=4)] and frame.message_ids == ["m3"]
+    assert list(t.read_lines())[:7] == before_bytes  # nothing before it changed
+    assert _window_ids(store) == ["m0", "m1", "m2", "m4", "m5"]
+    assert _window_ids(store, anchor=6) == [f"m{i}" for i in range(6)]  # before: unchanged
+    assert retracted_spans(t) == [(4, 4)]
+    assert retracted_spans(t, anchor_seq=6) == []
+    assert [m.message_id for m in live_messages(t)] == ["m0", "m1", "m2", "m4", "m5"]
+    report = verify_store(store) if isinstance(store, Store) else None
+    assert report is None or report.ok
+
+
+def test_retract_refuses_what_is_not_a_live_message(store: BaseStore) -> None:
+    _chat(store, 3)
+    t = store.thread(T)
+    with pytest.raises(MessageNotFound, match="seq 0 is not a message"):
+        retract(t, seqs=[0])
+    with pytest.raises(MessageNotFound, match="seq 99"):
+        retract(t, seqs=[99])
+    with pytest.raises(MessageNotFound, match="'nope'"):
+        retract(t, message_ids=["m1", "nope"])
+    with pytest.raises(MessageNotFound, match="name the messages"):
+        retract(t)
+    head = t.head()
+    assert retract(t, seqs=[2]) == 4
+    assert retract(t, seqs=[2]) is None  # retracted already: nothing appended
+    with pytest.raises(MessageNotFound):
+        retract(t, message_ids=["m1"])  # m1 (seq 2) is no longer live
+    assert t.head() is not None and head is not None and t.head().seq == head.seq + 1  # type: ignore[union-attr]
+    with pytest.raises(BadFrame, match="must lie within"):
+        t.append(fr.MessagesRetracted(spans=[fr.SeqSpan(from_seq=3, to_seq=9)]))
+    with pytest.raises(BadFrame, match="retracts nothing"):
+        t.append(fr.MessagesRetracted(spans=[]))
+
+
+def test_a_reused_id_retracts_the_latest_live_message_with_it(store: BaseStore) -> None:
+    t = store.thread(T)
+    t.append([text("user", "v1", "x"), text("assistant", "ok", "a"), text("user", "v2", "x")])
+    retract(t, message_ids=["x"])  # LangGraph replace-by-id: the newest "x" goes first
+    assert [m.content for m in live_messages(t)] == [
+        [fr.TextBlock(text="v1")],
+        [fr.TextBlock(text="ok")],
+    ]
+    retract(t, message_ids=["x"])
+    assert [m.message_id for m in live_messages(t)] == ["a"]
+
+
+def test_pop_and_clear(store: BaseStore) -> None:
+    _chat(store, 4)
+    t = store.thread(T)
+    popped = pop_message(t, reason="pop_item")
+    assert popped is not None and popped.message_id == "m3"
+    assert pop_message(t).message_id == "m2"  # type: ignore[union-attr]
+    assert [m.message_id for m in live_messages(t)] == ["m0", "m1"]
+    assert [m.message_id for m in live_messages(t, limit=1)] == ["m1"]
+    assert [m.message_id for m in live_messages(t, newest_first=True)] == ["m1", "m0"]
+    assert clear_messages(t, reason="clear_session") is not None
+    assert live_messages(t) == [] and pop_message(t) is None and clear_messages(t) is None
+    res = compile_context(t, log=False)
+    assert res.bundle.messages == []
+    t.append(text("user", "a fresh start", "n1"))
+    assert _window_ids(store) == ["n1"]
+    assert len(list(t.read())) == 1 + 4 + 3 + 1  # every byte kept
+
+
+def test_a_summary_covering_a_retracted_message_is_passed_over(store: BaseStore) -> None:
+    _chat(store, 10)  # seqs 1..10
+    t = store.thread(T)
+    for cid, to_seq in (("c4", 4), ("c8", 8)):
+        t.append(checkpoint(cid, to_seq, put_summary(store, to_seq, f"summary {to_seq}")))
+    assert [s.to_seq for s in compile_context(t, log=False).bundle.summaries] == [4, 8]
+    retract(t, seqs=[6])  # inside c8's range, after c4's
+    res = compile_context(t, log=False)
+    assert [s.to_seq for s in res.bundle.summaries] == [4]
+    assert any("c8" in r and "retracted at seq" in r for r in res.decision.resets)
+    assert [m.seq for m in res.bundle.messages] == [5, 7, 8, 9, 10]
+    retract(t, seqs=[1])  # before every summary: none of them stands any more
+    res2 = compile_context(t, log=False)
+    assert res2.bundle.summaries == []
+    assert [m.seq for m in res2.bundle.messages] == [2, 3, 4, 5, 7, 8, 9, 10]
+
+
+def test_a_retracted_tool_call_leaves_no_orphan_in_the_request(store: BaseStore) -> None:
+    t = store.thread(T)
+    t.append([text("user", "run it", "u"), call("c", "tu1"), result("r", "tu1", "done")])
+    t.append(text("assistant", "it ran", "a"))
+    retract(t, message_ids=["c"])  # the call taken back, its result still there
+    request = to_anthropic(compile_context(t, log=False).bundle)
+    blocks = [b for m in request["messages"] for b in m["content"]]
+    assert not any(b["type"] in ("tool_use", "tool_result") for b in blocks)
+    assert any(b["type"] == "text" and "it ran" in b["text"] for b in blocks)
+
+
+def test_retracting_the_turn_in_flight_moves_the_pinned_turn(store: BaseStore) -> None:
+    t = store.thread(T)
+    t.append([text("user", "first ask", "u1"), text("assistant", "answer", "a1")])
+    t.append(text("user", "second ask", "u2"))
+    retract(t, message_ids=["u2"])
+    assert _window_ids(store, limits=fr.Limits(recent_messages=2)) == ["u1", "a1"]
+    with pytest.raises(ContextTooSmall):
+        compile_context(t, log=False, limits=fr.Limits(recent_messages=0))
+
+
+def test_recall_does_not_bring_back_a_retracted_message(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s", create=True, durable=False, clock=FixedClock())
+    t = store.thread(T)
+    t.append(text("user", "the launch code is zebrafish-42", "secret"))
+    for i in range(30):
+        t.append(text("assistant" if i % 2 else "user", f"filler {i}", f"f{i}"))
+    limits = fr.Limits(recent_messages=4)
+    hit = compile_context(t, log=False, limits=limits, recall="zebrafish launch code")
+    assert any("zebrafish" in r.text for r in hit.bundle.recalled)
+    retract(t, message_ids=["secret"])
+    gone = compile_context(t, log=False, limits=limits, recall="zebrafish launch code")
+    assert not any("zebrafish" in r.text for r in gone.bundle.recalled)
+    scan = compile_context(
+        t, log=False, limits=limits, recall="zebrafish launch code", use_caches=False
+    )
+    assert scan.bundle == gone.bundle
