@@ -182,9 +182,11 @@ def test_compiling_twice_gives_the_same_bundle(run: Run, demo: Path) -> None:
     second = run("compile", "demo")
     assert first.exit_code == second.exit_code == 0
     assert first.stdout == second.stdout  # the decision frames do not move the default anchor
-    decisions = of_type(demo, fr.ContextSelectionDecided)
-    assert [d.seq for d in decisions] == [11, 12]
-    assert decisions[0].bundle_artifact_id == decisions[1].bundle_artifact_id
+    # the second is the first decision repeated: on record, without a second full decision
+    (decision,) = of_type(demo, fr.ContextSelectionDecided)
+    (repeat,) = of_type(demo, fr.ContextSelectionRepeated)
+    assert (decision.seq, repeat.seq, repeat.decision_seq) == (11, 12, 11)
+    assert repeat.bundle_artifact_id == decision.bundle_artifact_id
 
 
 def test_dry_run_appends_and_stores_nothing(run: Run, demo: Path, unchanged: None) -> None:

@@ -102,7 +102,11 @@ class CompileResult(msgspec.Struct, frozen=True):
     bundle_id: str
     decision: fr.ContextSelectionDecided
     logged: bool
-    """True when the decision was appended (``decision.seq`` is then its seq)."""
+    """True when the compile is on record: its decision was appended (``decision.seq`` is then
+    its seq), or it repeated the thread's latest decision exactly and a
+    ``context_selection_repeated`` frame naming that decision was appended (``record_seq``)."""
+    record_seq: int | None = None
+    """The seq of the frame this compile appended: its decision, or the repeat."""
 
     def bundle_bytes(self) -> bytes:
         return _bundle_bytes(self.bundle)
@@ -1059,7 +1063,45 @@ def _compile(
     )
     if not log:
         return CompileResult(bundle, decision.bundle_artifact_id, decision, False)
+    previous = _previous_decision(thread, anchor_seq)
+    if previous is not None and _repeats(previous, decision):
+        # The same selection again (a retried call, a second look): on record in ~150 bytes,
+        # its bundle the decision's (ADR 0020).
+        repeat = fr.ContextSelectionRepeated(
+            decision_seq=previous.seq, bundle_artifact_id=decision.bundle_artifact_id
+        )
+        seq = thread.append(repeat)[0]
+        logged = msgspec.structs.replace(decision, seq=previous.seq)
+        return CompileResult(bundle, decision.bundle_artifact_id, logged, True, seq)
     thread.store.artifacts.put(data)
     seqs = thread.append(decision)
     logged = msgspec.structs.replace(decision, seq=seqs[0])
-    return CompileResult(bundle, decision.bundle_artifact_id, logged, True)
+    return CompileResult(bundle, decision.bundle_artifact_id, logged, True, seqs[0])
+
+
+_REPEAT_LOOKBACK: Final = 64
+"""How many frames back from the head a compile looks for the decision it may repeat."""
+
+
+def _previous_decision(thread: Thread, anchor_seq: int) -> fr.ContextSelectionDecided | None:
+    """The thread's latest decision, when it is among the last frames and after the anchor
+    (a decision for the same anchor is always after it); None otherwise."""
+    for n, (seq, line) in enumerate(thread.read_lines_backwards()):
+        if seq <= anchor_seq or n >= _REPEAT_LOOKBACK:
+            return None
+        if b'"type":"context_selection_' not in line[:40]:
+            continue
+        frame = thread.decode(seq, line)
+        if isinstance(frame, fr.ContextSelectionRepeated):
+            if frame.decision_seq <= anchor_seq:
+                return None
+            found = next(thread.read_lines(from_seq=frame.decision_seq, to_seq=frame.decision_seq))
+            frame = thread.decode(*found)
+        return frame if isinstance(frame, fr.ContextSelectionDecided) else None
+    return None
+
+
+def _repeats(previous: fr.ContextSelectionDecided, decision: fr.ContextSelectionDecided) -> bool:
+    """Whether ``decision`` is ``previous`` exactly (but for its seq and time)."""
+    strip = {"seq": -1, "ts_ms": 0, "more": False, "digest": ""}
+    return msgspec.structs.replace(previous, **strip) == msgspec.structs.replace(decision, **strip)
