@@ -20,6 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from continuity import frames as fr
+from continuity.caches.live import marks_of
+from continuity.caches.marks import is_in
 from continuity.caches.ranking import (
     Corpus,
     Hit,
@@ -119,8 +121,13 @@ def _with_snippets(
         return lambda seq: next(iter(thread.read(from_seq=seq, to_seq=seq)), None)
 
     out = []
+    gone: dict[str, list[tuple[int, int]]] = {}
     for h in hits:
         thread = threads[h.thread_id]
+        if h.thread_id not in gone:
+            if use_caches and ThreadIndex.available(thread):
+                ThreadIndex(thread).refresh()
+            gone[h.thread_id] = marks_of(thread, use_caches=use_caches).retracted()
         read = readers.get(h.thread_id)
         if read is None:
             read = readers[h.thread_id] = reader(thread)
@@ -151,7 +158,15 @@ def _with_snippets(
             # The index says this frame holds a query term and the frame (checked against the
             # chain) does not: the index is damaged, not the log.
             raise CorruptCache(thread.id, f"the search index names seq {h.seq} for {terms}")
-        out.append(msgspec.structs.replace(h, ts_ms=frame.ts_ms, snippet=snippet, terms=matched))
+        out.append(
+            msgspec.structs.replace(
+                h,
+                ts_ms=frame.ts_ms,
+                snippet=snippet,
+                terms=matched,
+                retracted=h.kind == "message" and is_in(gone[h.thread_id], h.seq),
+            )
+        )
     return out
 
 

@@ -170,3 +170,29 @@ def test_recall_does_not_bring_back_a_retracted_message(tmp_path: Path) -> None:
         t, log=False, limits=limits, recall="zebrafish launch code", use_caches=False
     )
     assert scan.bundle == gone.bundle
+
+
+def test_log_and_search_show_retracted_messages_as_retracted(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from continuity.cli.app import app
+    from continuity.retrieval import search
+
+    root = tmp_path / "s"
+    store = Store(root, create=True, durable=False, clock=FixedClock())
+    t = store.thread(T)
+    t.append([text("user", "deploy the walrus service", "w"), text("assistant", "done", "d")])
+    retract(t, message_ids=["w"], reason="pop_item")
+    runner = CliRunner()
+    out = runner.invoke(app, ["--store", str(root), "log", T])
+    assert out.exit_code == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "[retracted] user: deploy the walrus service" in lines[1]
+    assert "[retracted]" not in lines[2]
+    assert "retracted seq 1: pop_item" in lines[3]
+    raw = runner.invoke(app, ["--store", str(root), "log", T, "--json"])
+    assert b"[retracted]" not in raw.stdout_bytes  # the stored bytes, as they are
+    (hit,) = search(store, "walrus")
+    assert hit.retracted and hit.seq == 1
+    found = runner.invoke(app, ["--store", str(root), "search", "walrus"])
+    assert found.exit_code == 0 and "[retracted]" in found.stdout.splitlines()[0]

@@ -67,6 +67,8 @@ class Hit(msgspec.Struct, frozen=True, kw_only=True):
     ts_ms: int = 0
     snippet: str = ""
     terms: list[str] = []
+    retracted: bool = False
+    """The message was taken back (``messages_retracted``): the log and search keep it."""
 
 
 def query_terms(query: str) -> list[str]:

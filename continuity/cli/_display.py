@@ -58,6 +58,9 @@ def describe(frame: fr.Frame, width: int = 100) -> str:
     if isinstance(frame, fr.ThreadCreated):
         extra = f" title={frame.title!r}" if frame.title else ""
         parent = f" parent={frame.parent_thread_id}" if frame.parent_thread_id else ""
+        if frame.fork_of is not None:
+            f = frame.fork_of
+            parent = f" fork of {f.thread_id} at seq {f.seq} (digest {f.digest[:12]})"
         return f"thread {frame.thread_id}{extra}{parent}"
     if isinstance(frame, fr.CompactionCheckpointCreated):
         return (

@@ -148,7 +148,11 @@ def print_hits(
     for h in hits:
         snippet = highlight(h.snippet, h.terms) if color else h.snippet
         who = f" {h.role}" if h.role else ""
-        write(f"{h.thread_id}  seq {h.seq}  {format_ts(h.ts_ms)}  {h.kind}{who}  ({h.score:.3f})")
+        gone = "  [retracted]" if h.retracted else ""
+        write(
+            f"{h.thread_id}  seq {h.seq}  {format_ts(h.ts_ms)}  {h.kind}{who}  "
+            f"({h.score:.3f}){gone}"
+        )
         write(f"    {snippet}")
 
 

@@ -100,7 +100,9 @@ def log(
     elif isinstance(sys.stdout, io.TextIOWrapper):
         # A frame's text may not fit the terminal's encoding: escape it rather than crash.
         sys.stdout.reconfigure(errors="backslashreplace")
+    from continuity.caches.marks import is_in
     from continuity.caches.thread_index import ThreadIndex
+    from continuity.context.retract import retracted_spans
 
     with errors():
         handle = store.existing_thread(thread)
@@ -111,6 +113,7 @@ def log(
             index = ThreadIndex(handle)
             index.check_length()
             start = index.offset(from_seq)
+        gone = [] if as_json else retracted_spans(handle)
         for seq, line in handle.read_lines(from_seq=from_seq, to_seq=to_seq, start_offset=start):
             if as_json and wanted is None:
                 out.write(line + b"\n")
@@ -126,7 +129,10 @@ def log(
                 out.write(line + b"\n")
             else:
                 label = tag.replace("_", " ")
-                typer.echo(f"{seq:>6}  {format_ts(frame.ts_ms)}  {label:<27}  {describe(frame)}")
+                what = describe(frame)
+                if isinstance(frame, fr.MessageAppended) and is_in(gone, seq):
+                    what = "[retracted] " + what
+                typer.echo(f"{seq:>6}  {format_ts(frame.ts_ms)}  {label:<27}  {what}")
         sys.stdout.flush()
 
 
