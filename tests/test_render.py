@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_provider_roundtrip import check_anthropic, check_openai, check_responses
 
 from continuity import frames as fr
 from continuity.context.bundle import (
@@ -20,7 +21,14 @@ from continuity.context.bundle import (
     ToolStubBlock,
     bundle_bytes,
 )
-from continuity.context.render import CONTINUING, render, to_anthropic, to_openai, to_text
+from continuity.context.render import (
+    CONTINUING,
+    render,
+    to_anthropic,
+    to_openai,
+    to_openai_responses,
+    to_text,
+)
 
 AID = "ab" * 32
 AID2 = "cd" * 32
@@ -109,9 +117,17 @@ def _kitchen_sink() -> ContextBundle:
 
 
 def validate_anthropic(request: dict[str, Any]) -> None:
-    """Fail unless ``request`` is a Messages API body the API accepts, pairing included."""
+    """Fail unless ``request`` is a Messages API body the API accepts, pairing included (and
+    an instance of the SDK's own types)."""
+    check_anthropic(request)
     assert set(request) <= {"system", "messages"} and "messages" in request
-    assert isinstance(request.get("system", "x"), str) and request.get("system", "x")
+    system = request.get("system", "x")
+    if isinstance(system, list):
+        assert system and all(b["type"] == "text" and b["text"].strip() for b in system)
+        assert all(set(b) <= {"type", "text", "cache_control"} for b in system)
+    else:
+        assert isinstance(system, str) and system
+    assert json.dumps(request).count('"cache_control"') <= 4, "at most 4 cache breakpoints"
     messages = request["messages"]
     assert messages, "at least one message"
     assert messages[0]["role"] == "user"
@@ -122,28 +138,36 @@ def validate_anthropic(request: dict[str, Any]) -> None:
             assert msg["role"] != messages[i - 1]["role"], f"roles do not alternate at {i}"
         blocks = msg["content"]
         assert blocks, f"message {i} has no content"
-        for block in blocks:
+        if isinstance(blocks, str):
+            blocks = [{"type": "text", "text": blocks}]
+        for j, block in enumerate(blocks):
             kind = block["type"]
-            assert kind in ("text", "tool_use", "tool_result"), kind
-            if kind == "text":
-                assert set(block) == {"type", "text"}
+            if kind in ("thinking", "redacted_thinking"):
+                assert msg["role"] == "assistant"
+                assert all(b["type"] in ("thinking", "redacted_thinking") for b in blocks[:j])
+            elif kind == "text":
+                assert set(block) <= {"type", "text", "cache_control"}
                 assert block["text"].strip(), "empty text block"
+            elif kind == "image":
+                assert msg["role"] == "user"
             elif kind == "tool_use":
                 assert msg["role"] == "assistant"
-                assert set(block) == {"type", "id", "name", "input"}
+                assert set(block) <= {"type", "id", "name", "input", "cache_control"}
                 assert isinstance(block["input"], dict)
                 assert block["id"] not in seen_uses, "tool_use id repeated"
                 seen_uses.add(block["id"])
-            else:
+            elif kind == "tool_result":
                 assert msg["role"] == "user"
-                assert set(block) <= {"type", "tool_use_id", "content", "is_error"}
-                assert isinstance(block["content"], str)
+                assert set(block) <= {"type", "tool_use_id", "content", "is_error", "cache_control"}
+                assert isinstance(block["content"], str | list)
                 assert block.get("is_error", True) is True
+            else:  # a provider block of Anthropic's own, sent back as it came
+                assert kind in ("document", "server_tool_use", "search_result"), kind
         uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
         results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
         if msg["role"] == "user":
             before = messages[i - 1]["content"] if i else []
-            called = {b["id"] for b in before if b["type"] == "tool_use"}
+            called = {b["id"] for b in before if isinstance(b, dict) and b["type"] == "tool_use"}
             assert set(results) <= called, "tool_result without a call just before"
             assert len(results) == len(set(results)), "two results for one call"
             kinds = [b["type"] for b in blocks]
@@ -156,12 +180,15 @@ def validate_anthropic(request: dict[str, Any]) -> None:
             assert set(uses) <= answered, "tool_use not answered in the next message"
     last = messages[-1]
     if last["role"] == "assistant":
-        assert last["content"][-1]["type"] == "text"
-        assert last["content"][-1]["text"] == last["content"][-1]["text"].rstrip()
+        content = last["content"]
+        text = content if isinstance(content, str) else content[-1].get("text", "")
+        assert text == text.rstrip()
 
 
 def validate_openai(messages: list[dict[str, Any]]) -> None:
-    """Fail unless ``messages`` is a Chat Completions list the API accepts, pairing included."""
+    """Fail unless ``messages`` is a Chat Completions list the API accepts, pairing included
+    (and an instance of the SDK's own types)."""
+    check_openai(messages)
     pending: set[str] = set()
     calls_seen: set[str] = set()
     for i, msg in enumerate(messages):
@@ -169,21 +196,26 @@ def validate_openai(messages: list[dict[str, Any]]) -> None:
         if role == "tool":
             assert set(msg) == {"role", "tool_call_id", "content"}
             assert msg["tool_call_id"] in pending, "tool message without a matching call before"
-            assert isinstance(msg["content"], str)
+            assert isinstance(msg["content"], str | list)
             pending.discard(msg["tool_call_id"])
             continue
         assert not pending, f"calls {pending} not answered before message {i}"
-        if role == "system":
+        if role in ("system", "developer"):
             assert i == 0
             assert msg["content"]
         elif role == "user":
             assert set(msg) == {"role", "content"}
-            assert isinstance(msg["content"], str) and msg["content"].strip()
+            content = msg["content"]
+            assert (isinstance(content, str) and content.strip()) or (
+                isinstance(content, list) and content
+            )
         else:
             assert role == "assistant"
-            assert set(msg) <= {"role", "content", "tool_calls"}
+            assert set(msg) <= {"role", "content", "tool_calls", "refusal"}
             calls = msg.get("tool_calls", [])
-            assert msg["content"] is not None or calls, "assistant with neither text nor calls"
+            assert msg["content"] is not None or calls or msg.get("refusal"), (
+                "assistant with neither text nor calls"
+            )
             for call in calls:
                 assert call["type"] == "function"
                 assert set(call["function"]) == {"name", "arguments"}
@@ -196,6 +228,29 @@ def validate_openai(messages: list[dict[str, Any]]) -> None:
     assert not pending, "calls left unanswered at the end"
 
 
+def validate_responses(items: list[dict[str, Any]]) -> None:
+    """Fail unless ``items`` is Responses input the API accepts, pairing included (and an
+    instance of the SDK's own types)."""
+    check_responses(items)
+    called: set[str] = set()
+    answered: set[str] = set()
+    for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind == "message":
+            assert item["role"] in ("user", "assistant") or i == 0
+            assert item["content"]
+        elif kind == "function_call":
+            assert item["call_id"] not in called, "call id repeated"
+            assert isinstance(json.loads(item["arguments"]), dict)
+            called.add(item["call_id"])
+        elif kind == "function_call_output":
+            assert item["call_id"] in called and item["call_id"] not in answered
+            answered.add(item["call_id"])
+        elif kind == "reasoning":
+            assert i + 1 < len(items), "a reasoning item needs the item it belongs to"
+    assert called == answered, "calls left unanswered"
+
+
 def _blocks(request: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(m["role"], b) for m in request["messages"] for b in m["content"]]
 
@@ -204,7 +259,7 @@ def _blocks(request: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_anthropic_kitchen_sink_validates_and_keeps_the_facts() -> None:
-    request = to_anthropic(_kitchen_sink(), system_prefix="You are a careful engineer.")
+    request = to_anthropic(_kitchen_sink(), system_prefix="You are a careful engineer.", cache=None)
     validate_anthropic(request)
     system = request["system"]
     assert system.startswith("You are a careful engineer.\n\n")
@@ -265,7 +320,7 @@ def test_anthropic_window_starting_with_assistant_gets_a_user_turn_first() -> No
 def test_anthropic_empty_window_still_validates() -> None:
     request = to_anthropic(_bundle(_summary(3, "All of it.")))
     validate_anthropic(request)
-    assert "through seq 3" in request["system"]
+    assert "through seq 3" in request["system"][0]["text"]
 
 
 def test_anthropic_message_left_empty_gets_a_placeholder() -> None:
@@ -348,7 +403,7 @@ def test_anthropic_misplaced_blocks_become_text_and_system_messages_join_the_sys
         _msg(2, "user", fr.ToolUseBlock(id="x", name="Bash", input={})),
         _msg(3, "assistant", fr.ToolResultBlock(tool_use_id="x", content="out")),
     )
-    request = to_anthropic(bundle, system_prefix="You are careful.")
+    request = to_anthropic(bundle, system_prefix="You are careful.", cache=None)
     validate_anthropic(request)
     kinds = [b["type"] for _, b in _blocks(request)]
     assert kinds == ["text", "text"]
@@ -393,14 +448,14 @@ def test_openai_kitchen_sink() -> None:
     assert call == {
         "id": "tu1",
         "type": "function",
-        "function": {"name": "Bash", "arguments": '{"b":1,"command":"pytest -q"}'},
+        "function": {"name": "Bash", "arguments": '{"command":"pytest -q","b":1}'},
     }
     assert messages[2]["content"] == "Running the tests."
     assert messages[3]["tool_call_id"] == "tu1" and messages[3]["content"].startswith("[error]")
     assert AID2 in messages[3]["content"]
     assert messages[5]["content"] is None
     assert messages[6] == {"role": "tool", "tool_call_id": "tu2", "content": STUB.text()}
-    assert "tool_calls" not in messages[8] and "tu3" in messages[8]["content"]
+    assert "tool_calls" not in messages[8] and "tu3" in json.dumps(messages[8]["content"])
 
 
 def test_openai_without_summaries_has_no_system_message() -> None:
@@ -433,6 +488,50 @@ _BLOCK = st.one_of(
     ),
     st.builds(ToolStubBlock, tool_use_id=_IDS, size=st.integers(0, 999), is_error=st.booleans()),
     st.builds(fr.ImageBlock, media_type=st.just("image/png"), artifact_id=st.none() | st.just(AID)),
+    st.builds(fr.ImageBlock, media_type=st.just(""), url=st.just("https://example.com/a.png")),
+    st.builds(fr.ThinkingBlock, text=st.just(""), data=st.just("opaque")),
+    st.builds(
+        fr.ToolResultBlock,
+        tool_use_id=_IDS,
+        parts=st.lists(
+            st.builds(fr.TextBlock, text=_TEXT)
+            | st.builds(fr.ImageBlock, media_type=st.just("image/png"), artifact_id=st.just(AID)),
+            min_size=1,
+            max_size=2,
+        ),
+    ),
+    st.sampled_from(
+        [
+            fr.ProviderBlock(
+                provider="anthropic",
+                kind="document",
+                data={
+                    "type": "document",
+                    "source": {"type": "text", "media_type": "text/plain", "data": "doc"},
+                },
+                text="doc",
+            ),
+            fr.ProviderBlock(
+                provider="openai.responses",
+                kind="reasoning",
+                data={"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"},
+            ),
+            fr.ProviderBlock(
+                provider="openai.responses",
+                kind="web_search_call",
+                data={
+                    "type": "web_search_call",
+                    "id": "ws_1",
+                    "status": "completed",
+                    "action": {"type": "search", "query": "q"},
+                },
+                text="q",
+            ),
+            fr.ProviderBlock(
+                provider="openai.chat", kind="refusal", data={"refusal": "no"}, text="no"
+            ),
+        ]
+    ),
     st.builds(
         ElidedBlock,
         block_type=st.sampled_from(["text", "thinking", "tool_use"]),
@@ -463,9 +562,14 @@ def bundles(draw: st.DrawFn, max_blocks: int = 5) -> ContextBundle:
 @settings(max_examples=200, deadline=None)
 @given(bundles())
 def test_any_window_renders_to_valid_requests(bundle: ContextBundle) -> None:
-    validate_anthropic(to_anthropic(bundle, system_prefix="prefix"))
+    for cache in ("system", "conversation", None):
+        validate_anthropic(to_anthropic(bundle, system_prefix="prefix", cache=cache))
+    validate_anthropic(to_anthropic(bundle, thinking="all"))
     validate_openai(to_openai(bundle))
+    validate_responses(to_openai_responses(bundle, system_prefix="prefix"))
+    validate_responses(to_openai_responses(bundle, thinking="all"))
     assert render(bundle, "anthropic") == render(bundle, "anthropic")
+    assert render(bundle, "openai-responses") == render(bundle, "openai-responses")
 
 
 @settings(max_examples=100, deadline=None)
