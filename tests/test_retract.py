@@ -196,3 +196,26 @@ def test_log_and_search_show_retracted_messages_as_retracted(tmp_path: Path) -> 
     assert hit.retracted and hit.seq == 1
     found = runner.invoke(app, ["--store", str(root), "search", "walrus"])
     assert found.exit_code == 0 and "[retracted]" in found.stdout.splitlines()[0]
+
+
+def test_compaction_after_a_retraction_summarises_without_it(store: BaseStore) -> None:
+    from continuity.context.compaction import StrideMessages, run_compaction
+
+    t = store.thread(T)
+    roles: tuple[fr.Role, fr.Role] = ("user", "assistant")
+    t.append([text(roles[i % 2], f"note {i} about topic{i}", f"m{i}") for i in range(40)])
+    first = run_compaction(t, StrideMessages(10))
+    assert [c.to_seq for c in first.checkpoints] == [10, 20, 30, 40]
+    retract(t, message_ids=["m14"], reason="RemoveMessage")  # seq 15
+    res = compile_context(t, log=False)
+    assert [s.to_seq for s in res.bundle.summaries] == [10]  # the others covered seq 15
+    again = run_compaction(t, StrideMessages(10))
+    assert [c.to_seq for c in again.checkpoints] == [20, 30, 40]  # made again, without it
+    assert all(c.base_checkpoint_id for c in again.checkpoints)
+    after = compile_context(t, log=False)
+    assert [s.to_seq for s in after.bundle.summaries] == [10, 20, 40]
+    assert all("topic14" not in s.text for s in after.bundle.summaries)
+    assert (
+        "topic13" in after.bundle.summaries[1].text or "topic15" in after.bundle.summaries[1].text
+    )
+    assert run_compaction(t, StrideMessages(10)).checkpoints == []  # nothing left to do

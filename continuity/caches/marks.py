@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
-from continuity.caches.thread_index import MarkEntry
+from continuity.caches.thread_index import CheckpointEntry, MarkEntry
 
 __all__ = ["Marks", "is_in", "merge_spans"]
 
@@ -93,6 +93,23 @@ class Marks:
     def retracted(self, anchor_seq: int | None = None) -> list[tuple[int, int]]:
         """The retracted seqs as of the anchor: sorted, merged spans."""
         return merge_spans(s for _, spans in self.retractions(anchor_seq) for s in spans)
+
+    def invalidated(
+        self, checkpoints: Iterable[CheckpointEntry], anchor_seq: int | None = None
+    ) -> dict[str, int]:
+        """The checkpoints a retraction at or before the anchor took back — made before it and
+        covering a message it retracts (a cumulative summary covers 0..to_seq) — each with the
+        seq of the first retraction that did (ADR 0018)."""
+        retractions = self.retractions(anchor_seq)
+        if not retractions:
+            return {}
+        gone: dict[str, int] = {}
+        for c in checkpoints:
+            for r_seq, spans in retractions:
+                if c.seq < r_seq and any(lo <= c.to_seq for lo, _ in spans):
+                    gone[c.checkpoint_id] = r_seq
+                    break
+        return gone
 
     def has_retractions(self, anchor_seq: int | None = None) -> bool:
         if not self._retraction_seqs:

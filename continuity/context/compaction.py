@@ -30,6 +30,7 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
+from continuity.caches.marks import is_in
 from continuity.caches.thread_index import CheckpointEntry
 from continuity.context.sources import ThreadSource, open_source
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, InvalidCutRule
@@ -111,6 +112,13 @@ def _latest_cumulative(checkpoints: Sequence[CheckpointEntry]) -> CheckpointEntr
     return best
 
 
+def _sound(source: ThreadSource, checkpoints: Sequence[CheckpointEntry]) -> list[CheckpointEntry]:
+    """``checkpoints`` without the ones a retraction took back (their summaries tell what was
+    retracted)."""
+    gone = source.marks().invalidated(checkpoints)
+    return [c for c in checkpoints if c.checkpoint_id not in gone] if gone else list(checkpoints)
+
+
 def _keep_pairs(source: ThreadSource, ordinal: int, total: int) -> int:
     """Move a cut at message ``ordinal`` past the messages answering its tool calls (all of
     them, when several calls are answered one message at a time)."""
@@ -153,7 +161,9 @@ def plan_cuts(source: ThreadSource, rule: CutRule) -> list[int]:
     if head is None:
         return []
     total = source.message_count_upto(head)
-    checkpoints = source.checkpoints()
+    # A checkpoint a later retraction took back is not done: its cut is made again, without
+    # the retracted messages (ADR 0018).
+    checkpoints = _sound(source, source.checkpoints())
     done = {c.to_seq for c in checkpoints if c.summary_kind == CUMULATIVE_V1}
     ordinals: list[int] = []
     if isinstance(rule, StrideMessages):
@@ -237,7 +247,7 @@ def plan_checkpoint(
         raise InvalidCutRule(f"to_seq {to_seq} is outside the log")
     candidates = [
         c
-        for c in [*src.checkpoints(), *extra]
+        for c in _sound(src, [*src.checkpoints(), *extra])
         if c.summary_kind == CUMULATIVE_V1 and c.to_seq < to_seq
     ]
     base_entry = max(candidates, key=lambda c: (c.to_seq, c.seq), default=None)
@@ -249,11 +259,12 @@ def plan_checkpoint(
     if last == 0:
         raise InvalidCutRule(f"no message at or before seq {to_seq}")
     messages: list[fr.MessageAppended] = []
+    gone = src.marks().retracted()
     if first < last:
         messages = [
             f
             for f in src.frames(src.message_seq(first), src.message_seq(last - 1))
-            if isinstance(f, fr.MessageAppended)
+            if isinstance(f, fr.MessageAppended) and not is_in(gone, f.seq)
         ]
     return CheckpointPlan(
         thread_id=thread.id, to_seq=to_seq, base_entry=base_entry, base=base, messages=messages

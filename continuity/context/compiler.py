@@ -228,19 +228,17 @@ class _Compiler:
     def retracted_checkpoints(self, anchor_seq: int) -> frozenset[str]:
         """The checkpoints a retraction at or before the anchor took back: made before it, and
         covering a message it retracts (their summaries still tell what was retracted)."""
-        retractions = self.source.marks().retractions(anchor_seq)
-        if not retractions:
+        marks = self.source.marks()
+        if not marks.has_retractions(anchor_seq):
             return frozenset()
-        gone: set[str] = set()
-        for c in self.source.checkpoints():
-            for r_seq, spans in retractions:
-                if c.seq < r_seq and any(lo <= c.to_seq for lo, _ in spans):
-                    gone.add(c.checkpoint_id)
-                    self.resets.append(
-                        f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) passed over: "
-                        f"its summary covers messages retracted at seq {r_seq}"
-                    )
-                    break
+        checkpoints = self.source.checkpoints()
+        gone = marks.invalidated(checkpoints, anchor_seq)
+        for c in checkpoints:
+            if c.checkpoint_id in gone:
+                self.resets.append(
+                    f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) passed over: "
+                    f"its summary covers messages retracted at seq {gone[c.checkpoint_id]}"
+                )
         return frozenset(gone)
 
     def summaries(self, anchor_seq: int) -> list[SummaryItem]:
