@@ -3,6 +3,7 @@ bounded text."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any
@@ -10,17 +11,26 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_provider_roundtrip import check_anthropic, check_openai, check_responses
+from test_provider_roundtrip import (
+    HintedItem,
+    check_anthropic,
+    check_openai,
+    check_responses,
+    with_meta,
+)
 
 from continuity import frames as fr
 from continuity.context.bundle import (
     ContextBundle,
     ElidedBlock,
     MessageItem,
+    RecallItem,
     SummaryItem,
     ToolStubBlock,
     bundle_bytes,
 )
+from continuity.context.compiler import compile_context
+from continuity.context.convert import from_anthropic
 from continuity.context.render import (
     CONTINUING,
     render,
@@ -29,6 +39,8 @@ from continuity.context.render import (
     to_openai_responses,
     to_text,
 )
+from continuity.store.artifacts import MemoryArtifactStore
+from continuity.store.memory import MemoryStore
 
 AID = "ab" * 32
 AID2 = "cd" * 32
@@ -793,8 +805,284 @@ def test_render_formats() -> None:
         bundle, system_prefix="P"
     )
     assert json.loads(render(bundle, "openai")) == to_openai(bundle)
+    assert json.loads(render(bundle, "openai-responses")) == to_openai_responses(bundle)
     assert render(bundle, "text", max_chars=500) == to_text(bundle, max_chars=500)
     with pytest.raises(ValueError, match="unknown format"):
         render(bundle, "xml")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         render(bundle, "json", max_chars=3)
+
+
+# --- the turn in flight: thinking and reasoning ---------------------------------------------
+
+THOUGHT = fr.ThinkingBlock(text="Maybe the cache.", signature="sig-1")
+REDACTED = fr.ThinkingBlock(text="", data="opaque")
+REASONING = fr.ProviderBlock(
+    provider="openai.responses",
+    kind="reasoning",
+    data={"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "E"},
+)
+
+
+def _tool_loop() -> ContextBundle:
+    """An older answered question, then a question whose tool loop is still going."""
+    return _bundle(
+        _msg(1, "user", fr.TextBlock(text="Why is it slow?")),
+        _msg(2, "assistant", THOUGHT, fr.TextBlock(text="The cache.")),
+        _msg(3, "user", fr.TextBlock(text="Fix it.")),
+        _msg(
+            4,
+            "assistant",
+            fr.TextBlock(text="Looking."),
+            REDACTED,  # out of place: goes first in its turn
+            fr.ThinkingBlock(text="unsigned, never sent"),
+            fr.ToolUseBlock(id="t1", name="Read", input={}),
+        ),
+        _msg(5, "user", fr.ToolResultBlock(tool_use_id="t1", content="code")),
+        _msg(6, "assistant", THOUGHT, fr.ToolUseBlock(id="t2", name="Edit", input={})),
+        _msg(7, "user", fr.ToolResultBlock(tool_use_id="t2", content="done")),
+    )
+
+
+def _kinds(message: dict[str, Any]) -> list[str]:
+    return [b["type"] for b in message["content"]]
+
+
+def test_anthropic_sends_the_signed_thinking_of_the_turn_in_flight_first() -> None:
+    request = to_anthropic(_tool_loop(), cache=None)
+    validate_anthropic(request)
+    messages = request["messages"]
+    assert _kinds(messages[1]) == ["text"]  # an answered turn: its thinking is dropped
+    assert _kinds(messages[3]) == ["redacted_thinking", "text", "tool_use"]
+    assert messages[3]["content"][0] == {"type": "redacted_thinking", "data": "opaque"}
+    assert messages[5]["content"][0] == {
+        "type": "thinking",
+        "thinking": "Maybe the cache.",
+        "signature": "sig-1",
+    }
+    everything = to_anthropic(_tool_loop(), cache=None, thinking="all")
+    assert _kinds(everything["messages"][1]) == ["thinking", "text"]
+    nothing = to_anthropic(_tool_loop(), cache=None, thinking="none")
+    assert "thinking" not in json.dumps(nothing)
+    assert "unsigned" not in json.dumps(everything)
+    with pytest.raises(ValueError, match="thinking must be"):
+        to_anthropic(_tool_loop(), thinking="some")  # type: ignore[arg-type]
+
+
+def test_a_window_that_starts_inside_the_tool_loop_keeps_its_thinking() -> None:
+    bundle = _bundle(*_tool_loop().messages[3:])
+    request = to_anthropic(bundle, cache=None)
+    validate_anthropic(request)
+    assert request["messages"][0]["content"] == [{"type": "text", "text": CONTINUING}]
+    assert _kinds(request["messages"][1])[0] == "redacted_thinking"
+
+
+def test_reasoning_goes_to_responses_only_and_only_in_flight_and_with_its_item() -> None:
+    meta = json.dumps(
+        [[1, {"_k": "item"}], [1, {"_k": "call", "id": "fc_1", "status": "completed"}]]
+    )
+    hinted = HintedItem(
+        seq=4,
+        message_id="m4",
+        role="assistant",
+        content=[REASONING, fr.ToolUseBlock(id="t1", name="Read", input={})],
+        tokens=1,
+        meta={"openai.responses.layout": meta},
+    )
+    question = _msg(3, "user", fr.TextBlock(text="Fix it."))
+    result = _msg(5, "user", fr.ToolResultBlock(tool_use_id="t1", content="code"))
+    items = to_openai_responses(_bundle(question, hinted, result))
+    validate_responses(items)
+    assert items[1] == REASONING.data
+    assert items[2]["id"] == "fc_1"  # with the reasoning it belongs to
+    later = _msg(6, "user", fr.TextBlock(text="Thanks. Next?"))
+    items = to_openai_responses(_bundle(question, hinted, result, later))
+    validate_responses(items)
+    assert REASONING.data not in items  # an answered turn's reasoning is dropped…
+    assert items[1] == {"type": "function_call", "call_id": "t1", "name": "Read", "arguments": "{}"}
+    # …and with it the id of the call, which the API would pair with it
+    alone = _msg(4, "assistant", REASONING)
+    items = to_openai_responses(_bundle(question, alone), thinking="all")
+    assert items == [{"role": "user", "content": "Fix it."}]  # never without its item
+    assert "reasoning" not in json.dumps(to_anthropic(_bundle(question, hinted, result)))
+    assert "reasoning" not in json.dumps(to_openai(_bundle(question, hinted, result)))
+
+
+# --- cache_control --------------------------------------------------------------------------
+
+
+def _with_recall() -> ContextBundle:
+    recall = RecallItem(seq=2, source_kind="message", role="user", score=1.0, text="old", tokens=9)
+    return _bundle(
+        _summary(4, "Summary."),
+        recall,  # type: ignore[arg-type]
+        _msg(9, "user", fr.TextBlock(text="hi")),
+        _msg(10, "assistant", fr.TextBlock(text="hello")),
+        _msg(11, "user", fr.ToolResultBlock(tool_use_id="x", content="orphan")),
+    )
+
+
+def test_cache_breakpoints_follow_the_stable_prefix() -> None:
+    bundle = _with_recall()
+    request = to_anthropic(bundle, system_prefix="You are careful.")
+    validate_anthropic(request)
+    system = request["system"]
+    ephemeral = {"type": "ephemeral"}
+    assert [b.get("cache_control") for b in system] == [ephemeral, ephemeral, None]
+    assert system[0]["text"] == "You are careful.\n\n"
+    assert system[1]["text"].startswith("## Summary of the conversation through seq 4")
+    assert system[2]["text"].startswith("## Recalled from earlier in this thread")
+    joined = "".join(b["text"] for b in system)
+    plain = to_anthropic(bundle, system_prefix="You are careful.", cache=None)
+    assert joined == plain["system"]  # the same text either way
+    assert "cache_control" not in json.dumps(plain)
+    assert "cache_control" not in json.dumps(request["messages"])
+    # the conversation too: its last block that can carry one
+    request = to_anthropic(bundle, cache="conversation")
+    validate_anthropic(request)
+    assert [b.get("cache_control") for b in request["system"]] == [ephemeral, None]
+    last = request["messages"][-1]["content"]
+    assert last[-1]["cache_control"] == ephemeral
+    assert sum("cache_control" in b for m in request["messages"] for b in m["content"]) == 1
+    with pytest.raises(ValueError, match="cache must be"):
+        to_anthropic(bundle, cache="all")  # type: ignore[arg-type]
+
+
+def test_no_system_text_no_system_and_a_string_message_gets_its_breakpoint() -> None:
+    store = MemoryStore()
+
+    thread = store.thread("t")
+    thread.append(from_anthropic([{"role": "user", "content": "hi"}]))
+
+    bundle = with_meta(compile_context(thread, log=False).bundle, store, "t")
+    assert to_anthropic(bundle) == {"messages": [{"role": "user", "content": "hi"}]}
+    assert to_anthropic(bundle, cache="conversation")["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
+
+
+# --- images, tool results as parts, provider blocks -----------------------------------------
+
+
+def test_images_go_as_base64_with_a_store_by_url_or_as_a_placeholder() -> None:
+    artifacts = MemoryArtifactStore()
+    aid = artifacts.put(b"PNGDATA")
+    image = fr.ImageBlock(media_type="image/png", artifact_id=aid, size=7)
+    by_url = fr.ImageBlock(media_type="", url="https://x/y.png")
+    parts = fr.ToolResultBlock(tool_use_id="t", parts=[fr.TextBlock(text="shot"), image])
+    bundle = _bundle(
+        _msg(1, "user", fr.TextBlock(text="look"), image, by_url),
+        _msg(2, "assistant", fr.ToolUseBlock(id="t", name="screenshot", input={})),
+        _msg(3, "user", parts),
+    )
+    data = base64.b64encode(b"PNGDATA").decode()
+    request = to_anthropic(bundle, artifacts=artifacts, cache=None)
+    validate_anthropic(request)
+    source = {"type": "base64", "media_type": "image/png", "data": data}
+    assert request["messages"][0]["content"][1:] == [
+        {"type": "image", "source": source},
+        {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}},
+    ]
+    assert request["messages"][2]["content"][0]["content"] == [
+        {"type": "text", "text": "shot"},
+        {"type": "image", "source": source},
+    ]
+    without = to_anthropic(bundle, cache=None)["messages"][0]["content"][1]
+    assert without["type"] == "text" and aid in without["text"]  # no store: a placeholder
+
+    messages = to_openai(bundle, artifacts=artifacts)
+    validate_openai(messages)
+    assert messages[0]["content"][1:] == [
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}},
+        {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+    ]
+    assert messages[2]["content"] == [  # a tool message holds text only
+        {"type": "text", "text": "shot"},
+        {"type": "text", "text": f"[image (image/png, artifact {aid}) not shown]"},
+    ]
+    items = to_openai_responses(bundle, artifacts=artifacts)
+    validate_responses(items)
+    assert items[0]["content"][1] == {
+        "type": "input_image",
+        "image_url": f"data:image/png;base64,{data}",
+        "detail": "auto",
+    }
+    assert items[2]["output"][1] == {
+        "type": "input_image",
+        "image_url": f"data:image/png;base64,{data}",
+    }
+
+
+def test_provider_blocks_go_back_to_their_provider_and_are_told_to_the_others() -> None:
+    search = fr.ProviderBlock(
+        provider="anthropic",
+        kind="server_tool_use",
+        data={"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "q"}},
+        text='web_search {"query":"q"}',
+    )
+    refusal = fr.ProviderBlock(
+        provider="openai.chat", kind="refusal", data={"refusal": "No."}, text="No."
+    )
+    bundle = _bundle(
+        _msg(1, "user", fr.TextBlock(text="search")),
+        _msg(2, "assistant", search, refusal),
+    )
+    request = to_anthropic(bundle, cache=None)
+    validate_anthropic(request)
+    assert request["messages"][1]["content"] == [
+        search.data,
+        {"type": "text", "text": "[refusal] No."},
+    ]
+    messages = to_openai(bundle)
+    validate_openai(messages)
+    assert messages[1] == {
+        "role": "assistant",
+        "content": '[server_tool_use] web_search {"query":"q"}',
+        "refusal": "No.",
+    }
+    items = to_openai_responses(bundle)
+    validate_responses(items)
+    assert items[1] == {
+        "role": "assistant",
+        "content": '[server_tool_use] web_search {"query":"q"}\n\n[refusal] No.',
+    }
+    text = to_text(bundle)
+    assert "[assistant] [server_tool_use] web_search" in text
+
+
+def test_the_system_role_comes_from_the_hint_or_the_argument() -> None:
+    developer = HintedItem(
+        seq=1,
+        message_id="m1",
+        role="system",
+        content=[fr.TextBlock(text="Be brief.")],
+        tokens=1,
+        meta={"openai.role": "developer"},
+    )
+    bundle = _bundle(developer, _msg(2, "user", fr.TextBlock(text="hi")))
+    assert to_openai(bundle)[0] == {"role": "developer", "content": "Be brief."}
+    assert to_openai(bundle, system_role="system")[0]["role"] == "system"
+    assert to_openai_responses(bundle)[0] == {"role": "developer", "content": "Be brief."}
+    with_summary = _bundle(_summary(0, "S."), developer, _msg(2, "user", fr.TextBlock(text="hi")))
+    first = to_openai(with_summary, system_prefix="P.")[0]
+    assert first["role"] == "developer" and first["content"].startswith("P.\n\nBe brief.")
+    assert to_openai(_bundle(_msg(2, "user", fr.TextBlock(text="hi"))), system_prefix="P")[0] == {
+        "role": "system",
+        "content": "P",
+    }
+    with pytest.raises(ValueError, match="system_role must be"):
+        to_openai(bundle, system_role="admin")  # type: ignore[arg-type]
+
+
+def test_an_error_result_says_so_where_the_api_has_no_flag() -> None:
+    bundle = _bundle(
+        _msg(1, "assistant", fr.ToolUseBlock(id="t", name="f", input={})),
+        _msg(2, "user", fr.ToolResultBlock(tool_use_id="t", content="boom", is_error=True)),
+    )
+    assert to_openai(bundle)[-1]["content"] == "[error] boom"
+    assert to_openai_responses(bundle)[-1]["output"] == "[error] boom"
+    tool = to_anthropic(bundle, cache=None)["messages"][-1]["content"][0]
+    assert tool["is_error"] is True and tool["content"] == "boom"

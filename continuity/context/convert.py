@@ -121,7 +121,7 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def provider_text(data: Any) -> str:
+def _provider_text(data: Any) -> str:
     """What a provider block says, for search and for other providers: the texts, titles,
     URLs, queries and outputs in it (never encrypted or base64 data), at most 4,000
     characters."""
@@ -133,6 +133,8 @@ def provider_text(data: Any) -> str:
         if size > _PROVIDER_TEXT_CAP or key in _SKIP_KEYS:
             return
         if isinstance(value, dict):
+            if value.get("type") == "text" and isinstance(value.get("data"), str):
+                walk(value["data"], "text")  # a document's plain text source
             if key == "input":  # a server tool's input: as JSON
                 text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
                 found.append(text)
@@ -309,7 +311,7 @@ class _Conv:
                     more = made[1]
                 else:
                     kept = {k: v for k, v in d.items() if k not in drop}
-                    told = provider_text(kept) or kind
+                    told = _provider_text(kept) or kind
                     blocks.append(fr.TextBlock(text=f"[{kind}] {told}"))
                     more = {"_raw": kept}
             plain = plain and kind == text_kind and not more
@@ -439,7 +441,7 @@ def _anthropic_block(
         return redacted, _without(d, ("type", "data")) or None
     kept = _without(d, _ANTHROPIC_DROP)
     return fr.ProviderBlock(
-        provider="anthropic", kind=kind, data=kept, text=provider_text(kept)
+        provider="anthropic", kind=kind, data=kept, text=_provider_text(kept)
     ), None
 
 
@@ -606,7 +608,7 @@ def _chat_content(
             extras.append(made[1] or None)
             continue
         text = d.get("refusal") if kind == "refusal" else None
-        told = text if isinstance(text, str) else provider_text(d)
+        told = text if isinstance(text, str) else _provider_text(d)
         blocks.append(fr.ProviderBlock(provider="openai.chat", kind=kind, data=d, text=told))
         extras.append(None)
     return blocks, extras
@@ -829,7 +831,7 @@ def _responses_message(conv: _Conv, d: dict[str, Any], path: str) -> _Unit:
             extras.append(made[1] or None)
             continue
         text = p.get("refusal") if kind == "refusal" else None
-        told = text if isinstance(text, str) else provider_text(p)
+        told = text if isinstance(text, str) else _provider_text(p)
         blocks.append(fr.ProviderBlock(provider="openai.responses", kind=kind, data=p, text=told))
         extras.append(None)
     env["_b"] = extras
@@ -890,7 +892,7 @@ def _responses_item(conv: _Conv, raw: Any, path: str) -> _Unit:
             conv.fail(f"{path}.output", f"expected a string or a list, {what}")
         env["_b"] = [extras or None]
         return "user", [result], env, None
-    text = provider_text(d)
+    text = _provider_text(d)
     item = fr.ProviderBlock(provider="openai.responses", kind=kind, data=d, text=text)
     role: _Role = "user" if kind in _RESPONSES_USER_ITEMS else "assistant"
     return role, [item], {"_k": "item"}, None
