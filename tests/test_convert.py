@@ -719,3 +719,35 @@ def test_provider_text_leaves_encrypted_and_base64_data_out() -> None:
     )
     assert _provider_text({"type": "x", "text": "y " * 3000}).endswith("…")
     assert len(_provider_text({"type": "x", "text": "y " * 3000})) == 4000
+
+
+def test_a_response_where_a_message_belongs_keeps_what_a_request_can_send() -> None:
+    """Runtimes append a response (or its message) to their message list: only what a request
+    may hold comes in."""
+    anthropic = pytest.importorskip("anthropic")
+    openai = pytest.importorskip("openai")
+    message = anthropic.types.Message.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "m",
+            "content": [{"type": "text", "text": "Hi"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
+    frames = from_anthropic([{"role": "user", "content": "hello"}, message])
+    assert frames[1].content == [fr.TextBlock(text="Hi")] and frames[1].meta == {}
+    with pytest.raises(BadFrame, match=r"from_anthropic: content\[0\]\.type: missing"):
+        from_anthropic({"type": "message", "role": "assistant", "content": [{}]})
+    chat_message = openai.types.chat.ChatCompletionMessage.model_validate(
+        {
+            "role": "assistant",
+            "content": "Hi",
+            "annotations": [],
+            "audio": {"id": "a1", "data": "AAAA", "expires_at": 0, "transcript": "Hi"},
+        }
+    )
+    (frame,) = from_openai([chat_message])
+    assert _layout(frame, "openai.chat") == [[1, {"_k": "msg", "audio": {"id": "a1"}}]]

@@ -319,6 +319,11 @@ class _Conv:
         return blocks, extras, plain
 
 
+def _at(path: str, member: str) -> str:
+    """The path of ``member`` of the object at ``path`` ("" is the top)."""
+    return f"{path}.{member}" if path else member
+
+
 def _without(d: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     gone = set(keys)
     return {k: v for k, v in d.items() if k not in gone}
@@ -483,12 +488,16 @@ def _anthropic_result(
 
 def _anthropic_unit(conv: _Conv, raw: Any, path: str) -> _Unit:
     d = conv.obj(raw, path)
+    if d.get("type") == "message" and "role" in d:  # a response where a message belongs
+        if d["role"] != "assistant":
+            conv.fail(_at(path, "role"), f"a response's role is 'assistant', got {d['role']!r}")
+        d = {"role": "assistant", "content": d.get("content")}
     role = d.get("role")
     if role not in ("user", "assistant", "system"):
         expected = "'user' or 'assistant'"
-        conv.fail(f"{path}.role", f"expected {expected}, got {role!r}" if role else "missing")
+        conv.fail(_at(path, "role"), f"expected {expected}, got {role!r}" if role else "missing")
     if "content" not in d:
-        conv.fail(f"{path}.content", "missing")
+        conv.fail(_at(path, "content"), "missing")
     content = d["content"]
     env: dict[str, Any] = {"_k": "msg", "_str": isinstance(content, str)}
     env.update(_without(d, ("role", "content")))
@@ -496,8 +505,8 @@ def _anthropic_unit(conv: _Conv, raw: Any, path: str) -> _Unit:
         return role, [fr.TextBlock(text=content)], env, None
     blocks: list[fr.ContentBlock] = []
     extras: list[dict[str, Any] | None] = []
-    for j, item in enumerate(conv.items(content, f"{path}.content")):
-        block, more = _anthropic_block(conv, item, f"{path}.content[{j}]")
+    for j, item in enumerate(conv.items(content, _at(path, "content"))):
+        block, more = _anthropic_block(conv, item, _at(path, f"content[{j}]"))
         blocks.append(block)
         extras.append(more)
     env["_b"] = extras
@@ -547,11 +556,7 @@ def from_anthropic(
         for i, item in enumerate(conv.items(value["messages"], "messages")):
             units.append(_anthropic_unit(conv, item, f"messages[{i}]"))
     elif isinstance(value, dict) and value.get("type") == "message" and "role" in value:
-        if value["role"] != "assistant":
-            conv.fail("role", f"a response's role is 'assistant', got {value['role']!r}")
-        response = {"role": "assistant", "content": value.get("content")}
-        unit = _anthropic_unit(conv, response, "")
-        units.append(unit)
+        units.append(_anthropic_unit(conv, value, ""))
         if isinstance(value.get("id"), str):
             source = fr.SourceRef(system="anthropic", key=value["id"])
     elif isinstance(value, dict):
@@ -699,6 +704,12 @@ def _chat_unit(conv: _Conv, raw: Any, path: str) -> _Unit:
 
 
 def _chat_assistant(conv: _Conv, d: dict[str, Any], path: str) -> _Unit:
+    # a response's message (ChatCompletionMessage) where a message belongs: what a request
+    # can send back of it
+    d = _without(d, ("annotations",))
+    audio = d.get("audio")
+    if isinstance(audio, dict) and "id" in audio:
+        d["audio"] = {"id": audio["id"]}
     env: dict[str, Any] = {"_k": "msg"}
     blocks: list[fr.ContentBlock] = []
     extras: list[dict[str, Any] | None] = []
@@ -755,11 +766,7 @@ def from_openai(
             conv.fail("choices", f"has no choice {choice} (it holds {len(choices)})")
         path = f"choices[{choice}].message"
         chosen = conv.obj(conv.obj(choices[choice], f"choices[{choice}]").get("message"), path)
-        message = _without(chosen, ("annotations",))
-        audio = message.get("audio")
-        if isinstance(audio, dict) and "id" in audio:
-            message["audio"] = {"id": audio["id"]}  # what a request sends back
-        units.append(_chat_unit(conv, message, path))
+        units.append(_chat_unit(conv, chosen, path))
         if isinstance(value.get("id"), str):
             source = fr.SourceRef(system="openai.chat", key=value["id"])
     elif isinstance(value, dict) and "messages" in value:
