@@ -195,10 +195,8 @@ class _Conv:
             self.fail(path, f"expected an object, got {_type_name(value)}")
         return value
 
-    def string(self, d: dict[str, Any], key: str, path: str, *, required: bool = True) -> str:
+    def string(self, d: dict[str, Any], key: str, path: str) -> str:
         value = d.get(key)
-        if value is None and not required:
-            return ""
         if value is None and key not in d:
             self.fail(f"{path}.{key}", "missing")
         if not isinstance(value, str):
