@@ -489,7 +489,7 @@ class _SlowRedactor:
 def test_an_append_cancelled_while_it_is_written_commits_whole_before_cancelling(
     tmp_path: Path,
 ) -> None:
-    redactor = _SlowRedactor(0.2)
+    redactor = _SlowRedactor(0.05)
     sync = Store(tmp_path / "s", create=True, redactor=redactor)
 
     async def main() -> None:
