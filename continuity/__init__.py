@@ -76,6 +76,11 @@ if TYPE_CHECKING:
         run_compaction,
     )
     from continuity.context.compiler import CompileResult, compile_context
+    from continuity.context.convert import (
+        from_anthropic,
+        from_openai,
+        from_openai_responses,
+    )
     from continuity.context.fork import (
         fork,
         fork_point,
@@ -86,7 +91,13 @@ if TYPE_CHECKING:
         record,
         records,
     )
-    from continuity.context.render import render, to_anthropic, to_openai, to_text
+    from continuity.context.render import (
+        render,
+        to_anthropic,
+        to_openai,
+        to_openai_responses,
+        to_text,
+    )
     from continuity.context.retract import (
         clear_messages,
         live_messages,
@@ -265,6 +276,10 @@ _HOMES: Final = {
     "retract": "continuity.context.retract",
     "retracted_spans": "continuity.context.retract",
     "AsyncSummarizer": "continuity.summary",
+    "from_anthropic": "continuity.context.convert",
+    "from_openai": "continuity.context.convert",
+    "from_openai_responses": "continuity.context.convert",
+    "to_openai_responses": "continuity.context.render",
 }
 
 __all__ = [
@@ -349,6 +364,9 @@ __all__ = [
     "create_checkpoint",
     "fork",
     "fork_point",
+    "from_anthropic",
+    "from_openai",
+    "from_openai_responses",
     "latest_record",
     "live_messages",
     "load_redactor",
@@ -364,6 +382,7 @@ __all__ = [
     "search_prefix",
     "to_anthropic",
     "to_openai",
+    "to_openai_responses",
     "to_text",
 ]
 

@@ -278,13 +278,14 @@ def test_compile_recall_text_format_shows_the_recalled_section(run: Run, threads
     assert f"[seq 2 assistant] Bash {MIGRATE}" in out
 
 
-@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+@pytest.mark.parametrize("fmt", ["anthropic", "openai", "openai-responses"])
 def test_recalled_items_go_into_the_system_text(run: Run, threads: Store, fmt: str) -> None:
     res = run("compile", "shop", "--dry-run", "--format", fmt, "--recall", "alembic")
     assert res.exit_code == 0, res.stderr
     body = json.loads(res.stdout)
-    if fmt == "anthropic":
-        system, messages = body["system"], body["messages"]
+    if fmt == "anthropic":  # text blocks, with cache breakpoints after the stable prefix
+        system = "".join(block["text"] for block in body["system"])
+        messages = body["messages"]
     else:
         assert body[0]["role"] == "system"
         system, messages = body[0]["content"], body[1:]

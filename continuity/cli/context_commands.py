@@ -45,8 +45,12 @@ def compile_cmd(
         ),
     ] = None,
     fmt: Annotated[
-        Literal["json", "anthropic", "openai", "text"],
-        typer.Option("--format", help="json (the bundle), anthropic, openai or text."),
+        Literal["json", "anthropic", "openai", "openai-responses", "text"],
+        typer.Option(
+            "--format",
+            help="json (the bundle), anthropic, openai (Chat Completions), "
+            "openai-responses or text.",
+        ),
     ] = "json",
     budget_tokens: Annotated[
         int | None,

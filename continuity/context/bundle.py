@@ -122,6 +122,9 @@ class MessageItem(_Struct, frozen=True, kw_only=True, tag="message", tag_field="
     ts_ms: int = 0
     content: list[ItemBlock]
     tokens: int
+    meta: dict[str, str] = {}
+    """The message's provider hints (``anthropic.*``, ``openai.*`` keys of its ``meta``): what
+    a renderer needs to give a provider's shape back exactly (ADR 0019)."""
 
 
 class RecallItem(_Struct, frozen=True, kw_only=True, tag="recall", tag_field="kind"):

@@ -497,6 +497,7 @@ class _Compiler:
                     ts_ms=m.ts_ms,
                     content=blocks,
                     tokens=tokens,
+                    meta=_provider_hints(m.meta),
                 )
             )
         out.reverse()
@@ -817,6 +818,17 @@ _USER_TURN_LOOKBACK: Final = 4096
 def _is_user_turn(m: fr.MessageAppended) -> bool:
     """A user message that holds more than tool results: a turn the model answers."""
     return m.role == "user" and any(not isinstance(b, fr.ToolResultBlock) for b in m.content)
+
+
+_HINT_PREFIXES: Final = ("anthropic.", "openai.")
+
+
+def _provider_hints(meta: dict[str, str]) -> dict[str, str]:
+    """The keys of a message's meta a renderer reads (other labels, such as Claude Code's,
+    stay out of the bundle, so its bytes do not change with them)."""
+    if not meta:
+        return {}
+    return {k: v for k, v in meta.items() if k.startswith(_HINT_PREFIXES)}
 
 
 def _is_stub(block: ItemBlock) -> bool:
