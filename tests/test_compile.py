@@ -701,3 +701,35 @@ def test_compile_takes_a_thread_handle_or_a_store_and_an_id(store: BaseStore) ->
         compile_context(store)  # type: ignore[call-overload]
     with pytest.raises(TypeError):
         compile_context(thread, "another")  # type: ignore[call-overload]
+
+
+def test_tool_results_given_as_blocks_and_provider_blocks_count_and_stub(store: BaseStore) -> None:
+    # A result given as parts (text and an image) costs its text and the image; its stub reads
+    # its first line; a provider block costs its text; signed thinking is never elided.
+    image = fr.ImageBlock(media_type="image/png", size=10, url="https://example.com/i.png")
+    parts = fr.ToolResultBlock(
+        tool_use_id="tu1",
+        parts=[fr.TextBlock(text="first line of the output\n" + "p" * 4000), image],
+    )
+    server = fr.ProviderBlock(
+        provider="anthropic", kind="web_search_tool_result", data={"x": 1}, text="w" * 800
+    )
+    thinking = fr.ThinkingBlock(text="t" * 4000, signature="sig")
+    t = store.thread(THREAD)
+    t.append(
+        [
+            text("user", "look", "u"),
+            fr.message(
+                "assistant", content=[thinking, call("c", "tu1").content[0]], message_id="c"
+            ),
+            fr.message("user", content=[parts, server], message_id="r"),
+        ]
+    )
+    free = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=None))
+    r = free.bundle.messages[-1]
+    assert r.tokens >= estimate_text("p" * 4000) + 1600 + estimate_text("w" * 800)
+    tight = compile_context(store, THREAD, log=False, limits=fr.Limits(budget_tokens=2500))
+    stub = tight.bundle.messages[-1].content[0]
+    assert isinstance(stub, ToolStubBlock) and stub.first_line == "first line of the output"
+    kept = tight.bundle.messages[1].content[0]
+    assert kept == thinking  # signed thinking goes back unchanged or not at all

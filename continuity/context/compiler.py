@@ -190,9 +190,11 @@ def _block_text(block: ItemBlock) -> str:
     if isinstance(block, fr.ToolUseBlock):
         return block.name + " " + msgspec.json.encode(block.input).decode()
     if isinstance(block, fr.ToolResultBlock):
-        return block.content if block.artifact_id is None else block.preview
+        return block.text()
     if isinstance(block, ToolStubBlock | ElidedBlock):
         return block.text()
+    if isinstance(block, fr.ProviderBlock):
+        return block.text or msgspec.json.encode(block.data).decode()
     return ""
 
 
@@ -557,6 +559,8 @@ class _Compiler:
         """The stub that stands for ``block`` when it is elided (None: it cannot be)."""
         if isinstance(block, fr.ToolResultBlock):
             return self._stub(block, names.get(block.tool_use_id, ""), observations)
+        if isinstance(block, fr.ThinkingBlock) and (block.signature or block.data):
+            return None  # signed: a provider takes it back unchanged or not at all
         if isinstance(block, fr.TextBlock | fr.ThinkingBlock):
             kind = "text" if isinstance(block, fr.TextBlock) else "thinking"
             return ElidedBlock(
@@ -580,12 +584,18 @@ class _Compiler:
     def _block_tokens(self, block: ItemBlock) -> int:
         if isinstance(block, fr.ImageBlock):  # no text to count: the frames' fixed estimate
             return fr.estimate_message_tokens([block]) - fr.estimate_message_tokens([])
-        return self.count(_block_text(block))
+        images = 0
+        if isinstance(block, fr.ToolResultBlock) and block.parts:
+            pictures: list[fr.ContentBlock] = [
+                p for p in block.parts if isinstance(p, fr.ImageBlock)
+            ]
+            images = fr.estimate_message_tokens(pictures) - fr.estimate_message_tokens([])
+        return self.count(_block_text(block)) + images
 
     @staticmethod
     def _stub(block: fr.ToolResultBlock, name: str, observations: dict[str, str]) -> ToolStubBlock:
-        text = block.content if block.artifact_id is None else block.preview
-        size = block.size or len(block.content.encode())
+        text = block.text()
+        size = block.size or len(text.encode("utf-8", "surrogatepass"))
         return ToolStubBlock(
             tool_use_id=block.tool_use_id,
             tool_name=name,
