@@ -18,10 +18,10 @@ How (ADR 0021):
 
 - **Blocking work runs in a worker thread** (the loop's default executor, or the ``executor``
   given to :class:`AsyncStore`): file I/O, fsync, the log's ``flock``, compile, search. The
-  event loop only hands work over and receives the result. The in-memory store's own reads and
-  appends run on the loop (they are a few microseconds and take no lock anyone holds for long);
-  compile, search and compaction still go to a worker on every store, since their CPU time grows
-  with what they read.
+  event loop only hands work over and receives the result. The in-memory store's reads run on
+  the loop (no disk, no lock anyone holds for long); its appends still go to a worker, since
+  sealing a batch is CPU work that grows with the batch (3,000 frames: ~50 ms), and so do
+  compile, search and compaction on every store, whose CPU time grows with what they read.
 - **An async summarizer** (:class:`~continuity.summary.AsyncSummarizer`, an LLM behind an HTTP
   client) is awaited on the loop, between the plan step and the commit step of each checkpoint,
   while the job lock is held; a plain :class:`~continuity.summary.Summarizer` runs in a worker.
@@ -159,9 +159,10 @@ class AsyncStore:
     beside it as :attr:`store`.
 
     ``executor`` runs the blocking work (default: the running loop's default executor, as
-    ``asyncio.to_thread`` uses). ``inline_io`` runs the store's own reads and appends on the loop
-    instead; the default is True for :class:`~continuity.store.memory.MemoryStore` only, whose
-    reads and appends touch no disk.
+    ``asyncio.to_thread`` uses). ``inline_io`` runs the store's reads (``head``, ``tail``,
+    ``read``, artifacts' ``get``) on the loop instead; the default is True for
+    :class:`~continuity.store.memory.MemoryStore` only, whose reads touch no disk. Writes always
+    run in a worker: sealing a batch, hashing a blob, is CPU work that grows with its size.
     """
 
     def __init__(
@@ -222,13 +223,13 @@ class AsyncStore:
     # -- how work is run --
 
     async def _io(self, fn: Callable[[], T]) -> T:
-        """The store's own reads and writes: on the loop for an in-memory store, else a worker."""
+        """The store's reads: on the loop for an in-memory store, else in a worker."""
         if self.inline_io:
             return fn()
         return await _in_worker(self.executor, fn)
 
     async def _work(self, fn: Callable[[], T], *, must_finish: bool = False) -> T:
-        """Compile, search, compaction steps: always in a worker."""
+        """Writes, compile, search, compaction steps: always in a worker."""
         return await _in_worker(self.executor, fn, must_finish=must_finish)
 
     def _lane(self, thread_id: str) -> _Lane:
@@ -271,7 +272,7 @@ class AsyncArtifacts:
     async def put(self, data: bytes) -> str:
         """Store ``data`` (compressed, written atomically; durable when the store is) and return
         its id. Cancelled while it is written, it is written whole or not at all."""
-        return await self._store._io(lambda: self._store.store.artifacts.put(data))
+        return await self._store._work(lambda: self._store.store.artifacts.put(data))
 
     async def get(self, aid: str) -> bytes:
         """The bytes of artifact ``aid``, checked against its id."""
@@ -312,10 +313,8 @@ class AsyncThread:
         def write() -> range:
             return thread.append(batch, expected_seq=expected_seq, durable=durable)
 
-        if self.store.inline_io:
-            return write()
         async with self.store._lane(self.id).turn():
-            return await self.store._io(write)
+            return await self.store._work(write)
 
     async def head(self) -> Head | None:
         """The last committed frame (its seq and digest), or None when the thread is empty."""
