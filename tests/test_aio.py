@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import threading
 import time
@@ -73,14 +74,23 @@ def _watching() -> Iterator[_SlowCallbacks]:
 
 
 def run(main: Callable[[], Awaitable[T]], *, slow: float = SLOW) -> tuple[T, list[str]]:
-    """``main()`` on a fresh loop in debug mode: its result, and the slow callbacks it had."""
+    """``main()`` on a fresh loop in debug mode: its result, and the slow callbacks it had.
+
+    What the test process holds already (every module, every fixture of a whole test session)
+    is frozen out of the collector first: a full collection walks it all, holding the GIL, and
+    would stall the loop for as long, whichever thread set it off."""
 
     async def watched() -> T:
         asyncio.get_running_loop().slow_callback_duration = slow
         return await main()
 
-    with _watching() as handler:
-        result = asyncio.run(watched(), debug=True)
+    gc.collect()
+    gc.freeze()
+    try:
+        with _watching() as handler:
+            result = asyncio.run(watched(), debug=True)
+    finally:
+        gc.unfreeze()
     return result, handler.seen
 
 
@@ -199,14 +209,23 @@ async def _workload(store: aio.AsyncStore, batch: list[fr.MessageAppended]) -> d
 
 def test_real_work_on_a_durable_jsonl_store_never_blocks_the_loop(tmp_path: Path) -> None:
     batch = [m for i in range(20, _TURNS) for m in turn(i)]
+    folders = iter([tmp_path / "s", tmp_path / "again"])
+    folder = tmp_path
 
     async def main() -> dict[str, Any]:
-        store = await aio.AsyncStore.open(tmp_path / "s", create=True)  # durable: fsync per append
+        nonlocal folder
+        folder = next(folders)
+        store = await aio.AsyncStore.open(folder, create=True)  # durable: fsync per append
         assert store.store.durable  # type: ignore[attr-defined]
         return await _workload(store, batch)
 
+    # A face that blocks is slow on every run of this fixed work (the control below shows by
+    # how much); a machine too loaded to schedule the process for 50 ms can stall one run. So
+    # a second run decides, and the first one's report is kept for the failure message.
     out, slow = run(main)
-    assert slow == []
+    if slow:
+        out, again = run(main)
+        assert again == [], f"slow callbacks on both runs: {slow} then {again}"
     assert out["first"].logged and out["first"].bundle.recalled
     assert out["again"].bundle_id == out["first"].bundle_id
     assert out["hits"] and out["prefix"]
@@ -215,7 +234,7 @@ def test_real_work_on_a_durable_jsonl_store_never_blocks_the_loop(tmp_path: Path
     # thread_created, the turns, a decision, the job, the extractive checkpoint
     assert out["frames"] == 1 + 4 * _TURNS + 1 + (2 + 4 * _TURNS // 500) + 1
     assert out["beats"] > 10  # the heartbeat ran all along
-    verified(Store(tmp_path / "s"))
+    verified(Store(folder))
 
 
 def test_the_same_work_on_the_loop_is_caught(tmp_path: Path) -> None:
