@@ -15,15 +15,25 @@ replaced by ``[REDACTED:<rule id>]``: the rest of the text, an assignment's key 
 as it was. Redacting again changes nothing.
 
 Where: every text a model or a user reads (message text, thinking, tool inputs (every string
-inside, recursively), tool results and their previews, a thread's title, observations, a job's
-params, result and error, a recall query); never ids, digests, signatures or artifact ids. A
-frame without secrets comes back as the same object, and the common case is cheap: each rule's
-pattern starts with a literal the regex engine skips to, or the rule has keywords a text must
-hold before it is searched.
+inside, recursively), tool results, their previews and their text parts, a thread's title,
+observations, a job's params, result and error, a recall query, a retraction's reason); never
+ids, digests, signatures or artifact ids. JSON that a provider or a runtime wrote is redacted
+string by string, keys kept (:meth:`Redactor.redact_json`): a provider block's ``data`` (and its
+``text``), the layout hints a converter keeps in a message's ``meta`` (``<provider>.layout``:
+raw tool arguments, citations, parts kept whole), a record's ``data``. What a provider must get
+back byte for byte is left alone there (:data:`OPAQUE_KEYS`, encrypted thinking, base64
+payloads: see :func:`opaque`). A frame without secrets comes back as the same object, and the
+common case is cheap: each rule's pattern starts with a literal the regex engine skips to, or
+the rule has keywords a text must hold before it is searched (and a JSON value's strings are
+gated all at once: :meth:`Redactor.redact_json`).
 
 How many: a message or ``thread_created`` frame that lost secrets says how many in
 ``meta["redacted"]`` (``stats`` adds them up without scanning again). Frames without ``meta``
-are redacted all the same, but not counted.
+(records, retractions, …) are redacted all the same, but not counted. What repeats another
+member of the same message is not counted twice: a provider block's ``text`` (made from its
+``data``) counts only as far as it holds more secrets than the data, and the layout hints (raw
+arguments of a call whose input is a block, a part kept whole beside the text that tells it, a
+citation's quote) only as far as they hold more than the blocks.
 
 Configuration (``<store>/redaction.json`` for the Claude Code adapter, :func:`load_redactor`
 for anyone)::
@@ -39,6 +49,8 @@ through :meth:`Redactor.redact_bytes` first.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -276,6 +288,17 @@ def _key_strength(key: str) -> int:
         if re.fullmatch(_ENV_NAME, key):
             return _WEAK
     return _NOT_A_SECRET
+
+
+@functools.lru_cache(maxsize=1024)
+def _may_name_secret(key: str) -> bool:
+    """Whether ``key`` holds a word every key :func:`_key_strength` takes for a secret's name
+    holds (the cheap test, cached: the keys of JSON repeat)."""
+    low = key.lower()
+    return any(word in low for word in _SECRET_KEY_WORDS)
+
+
+_SECRET_KEY_WORDS: Final = ("key", "secret", "token", "pass", "pwd", "credential")
 
 
 def _looks_random(value: str) -> bool:
@@ -516,6 +539,158 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
 known shape is named by its provider's rule rather than by the assignment it sits in)."""
 
 
+# --- JSON a provider or a runtime wrote -------------------------------------------------------
+
+OPAQUE_KEYS: Final = frozenset({"signature", "encrypted_content", "encrypted_index"})
+"""Members whose value is a cryptographic payload that a provider checks or decrypts when it is
+sent back, so it must come back byte for byte, and that no one reads: Anthropic's thinking
+``signature``, OpenAI's reasoning (and compaction) ``encrypted_content``, the
+``encrypted_content`` of Anthropic web search results and the ``encrypted_index`` of their
+citations. Redaction leaves them alone wherever they are (:func:`opaque`): a secret-shaped run
+inside one is chance, and replacing it would make the provider refuse the whole request."""
+_ENCRYPTED_DATA_TYPES: Final = frozenset({"redacted_thinking"})
+"""Objects whose ``data`` is encrypted (Anthropic's redacted thinking, as it is written when it
+is kept whole rather than as a :class:`~continuity.frames.ThinkingBlock`)."""
+LAYOUT_SUFFIX: Final = ".layout"
+"""The ``meta`` keys of a message that hold a converter's layout hints (``anthropic.layout``,
+``openai.chat.layout``, ``openai.responses.layout``): JSON of the members no block holds. Their
+strings are redacted like a provider block's data. ``openai.role`` (a role name) is not."""
+_BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_BINARY_MIN_CHARS: Final = 1024
+_SCALARS: Final = (int, float, bool, type(None))
+_LEAVES: Final = (*_SCALARS, bytes, bytearray)
+_NO_PARENT: Final[dict[Any, Any]] = {}
+
+
+def opaque(key: object, value: str, parent: dict[Any, Any]) -> bool:
+    """Whether the string ``value`` of member ``key`` of ``parent`` is left as it is: a
+    cryptographic payload (:data:`OPAQUE_KEYS`, the ``data`` of redacted thinking), or bytes
+    rather than text: a base64 data URL (``data:image/png;base64,…``, OpenAI's ``file_data``,
+    screenshots) or 1,024 or more characters of nothing but standard base64 (Anthropic's base64
+    sources, audio, generated images). A secret the rules find is shorter than that, or is set
+    apart from its neighbours by characters base64 has not (a space, a line break, ``-``, ``_``,
+    ``:``, ``=`` inside): in such a run, a secret-shaped stretch is chance, not a secret."""
+    if key in OPAQUE_KEYS:
+        return True
+    if key == "data" and parent.get("type") in _ENCRYPTED_DATA_TYPES:
+        return True
+    if value.startswith("data:"):
+        head, sep, body = value.partition(",")
+        return bool(sep) and head.endswith(";base64") and _BASE64.fullmatch(body) is not None
+    return len(value) >= _BINARY_MIN_CHARS and _BASE64.fullmatch(value) is not None
+
+
+_KEEP: Final = -1
+_FIELD: Final = -2
+_EDGE_SENSITIVE: Final = re.compile(r"[$^]|\\[AZbB]|\(\?[<=!]")
+"""What can make a pattern match differently in a string than in the same string between two
+newlines (anchors, word edges, lookarounds): a rule without keywords whose pattern has none of
+them is gated by one search of all the strings joined."""
+
+
+def _plan(value: Any, secret_key: Callable[[str, str], bool], strings: list[str]) -> list[int]:
+    """What becomes of each string of ``value``, in the order :func:`_rebuild` meets them: kept
+    (:func:`opaque`), replaced whole (under a key that names a secret), or searched (its index
+    in ``strings``, where it is appended). The hot path of a record without secrets: the checks
+    before :func:`opaque` are the cheap ones it can only be true after."""
+    plan: list[int] = []
+    mark = plan.append
+    keep = strings.append
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if isinstance(item, str):
+                    if (
+                        k in OPAQUE_KEYS
+                        or k == "data"
+                        or len(item) >= _BINARY_MIN_CHARS
+                        or item.startswith("data:")
+                    ) and opaque(k, item, v):
+                        mark(_KEEP)
+                    elif isinstance(k, str) and secret_key(k, item):
+                        mark(_FIELD)
+                    else:
+                        mark(len(strings))
+                        keep(item)
+                elif not isinstance(item, _SCALARS):
+                    walk(item)
+        elif isinstance(v, list | tuple):
+            for item in v:
+                if isinstance(item, str):
+                    if opaque(None, item, _NO_PARENT):
+                        mark(_KEEP)
+                    else:
+                        mark(len(strings))
+                        keep(item)
+                elif not isinstance(item, _SCALARS):
+                    walk(item)
+        elif isinstance(v, str):
+            if opaque(None, v, _NO_PARENT):
+                mark(_KEEP)
+            else:
+                mark(len(strings))
+                keep(v)
+        elif not isinstance(v, _LEAVES):
+            walk(_builtins(v))
+
+    walk(value)
+    return plan
+
+
+def _builtins(value: Any) -> Any:
+    """A value msgspec would encode (a Struct, a dataclass, …) as the JSON it encodes to."""
+    try:
+        return msgspec.to_builtins(value, str_keys=True)
+    except (TypeError, msgspec.EncodeError):
+        return None  # the store refuses it, naming the frame
+
+
+def _rebuild(value: Any, plan: list[int], found: list[tuple[str, int]]) -> Any:
+    """``value`` with the strings :func:`_plan` met replaced as ``found`` says (the objects that
+    hold none of them are the same objects)."""
+    step = iter(plan)
+
+    def new(v: str) -> str:
+        i = next(step)
+        if i == _FIELD:
+            return _ASSIGNMENT_MARKER
+        return v if i == _KEEP or not found[i][1] else found[i][0]
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return new(v)
+        if isinstance(v, dict):
+            out: dict[Any, Any] | None = None
+            for k, item in v.items():
+                if isinstance(item, _SCALARS):
+                    continue
+                changed = new(item) if isinstance(item, str) else walk(item)
+                if changed is not item:
+                    if out is None:
+                        out = dict(v)
+                    out[k] = changed
+            return v if out is None else out
+        if isinstance(v, list | tuple):
+            items: list[Any] | None = None
+            for i, item in enumerate(v):
+                if isinstance(item, _SCALARS):
+                    continue
+                changed = walk(item)
+                if changed is not item:
+                    if items is None:
+                        items = list(v)
+                    items[i] = changed
+            return v if items is None else items
+        if isinstance(v, _LEAVES):
+            return v
+        plain = _builtins(v)
+        changed = walk(plain)
+        return v if changed is plain else changed
+
+    return walk(value)
+
+
 # --- the redactor ----------------------------------------------------------------------------
 
 
@@ -544,6 +719,11 @@ class Redactor:
         self.rules: tuple[RedactionRule, ...] = tuple(r for r in chosen if r.id not in off)
         # A tool input's {"password": "..."} is the dict form of an assignment.
         self._fields = any(isinstance(r, _AssignmentRule) for r in self.rules)
+        # The rules without keywords that one search of a JSON value's strings joined can rule
+        # out (no anchor or lookaround: a match in one string is a match in the joined text).
+        self._joinable = frozenset(
+            r.id for r in self.rules if not r.keywords and not _EDGE_SENSITIVE.search(r.pattern)
+        )
 
     @property
     def rule_ids(self) -> list[str]:
@@ -553,11 +733,14 @@ class Redactor:
 
     def redact_text(self, text: str) -> tuple[str, int]:
         """``text`` with every secret replaced, and how many were (``text`` itself when none)."""
+        return self._redact(text, self.rules)
+
+    def _redact(self, text: str, rules: Sequence[RedactionRule]) -> tuple[str, int]:
         if not text:
             return text, 0
         lowered: str | None = None
         total = 0
-        for rule in self.rules:
+        for rule in rules:
             if rule.fold and lowered is None:
                 lowered = text.lower()
             if rule.keywords:  # a text without any keyword is not searched (the hot path)
@@ -613,10 +796,58 @@ class Redactor:
             return (value, 0) if items is None else (items, total)
         return value, 0
 
+    def redact_json(self, value: Any) -> tuple[Any, int]:
+        """A JSON value a provider or a runtime wrote (a provider block's ``data``, a layout
+        hint, a record's ``data``) with every string in it redacted, recursively, keys kept, and
+        a string under a key that names a secret replaced whole, as :meth:`redact_value` does;
+        but the payloads a provider needs back byte for byte stay as they are (:func:`opaque`).
+        The same object when nothing was found.
+
+        The strings are gated all at once: only the rules whose keywords occur in them (or,
+        for a rule without keywords, whose pattern matches them joined) search them one by one,
+        so a value of many short strings without a secret costs about one search of its text.
+        """
+        if isinstance(value, _SCALARS):
+            return value, 0
+        strings: list[str] = []
+        plan = _plan(value, self._secret_field, strings)
+        fields = plan.count(_FIELD)
+        rules = self._candidates(strings) if strings else ()
+        if not rules and not fields:
+            return value, 0
+        found = [self._redact(t, rules) for t in strings]
+        total = fields + sum(n for _, n in found)
+        if not total:
+            return value, 0
+        return _rebuild(value, plan, found), total
+
+    def _candidates(self, strings: list[str]) -> tuple[RedactionRule, ...]:
+        """The rules that may find something in one of ``strings``: a rule with keywords when
+        one of them is in some string; one without, when its pattern matches the strings
+        joined (or may match one string and not the joined text)."""
+        joined = "\n".join(strings)
+        lowered: str | None = None
+        chosen: list[RedactionRule] = []
+        for rule in self.rules:
+            if rule.fold and lowered is None:
+                lowered = joined.lower()
+            if rule.keywords:
+                hay = (lowered or joined) if rule.fold else joined
+                if any(keyword in hay for keyword in rule.keywords):
+                    chosen.append(rule)
+            elif rule.id not in self._joinable:
+                chosen.append(rule)
+            else:
+                regex, hay = rule._target(joined, lowered)
+                if regex.search(hay) is not None:
+                    chosen.append(rule)
+        return tuple(chosen)
+
     def _secret_field(self, key: str, value: str) -> bool:
+        if not (self._fields and _may_name_secret(key)):
+            return False
         return (
-            self._fields
-            and (strength := _key_strength(key)) != _NOT_A_SECRET
+            (strength := _key_strength(key)) != _NOT_A_SECRET
             and _plausible_value(value)
             and (strength == _STRONG or _looks_random(value))
         )
@@ -642,12 +873,18 @@ class Redactor:
             elif isinstance(b, fr.ToolResultBlock):
                 content, n = self.redact_text(b.content)
                 preview, m = self.redact_text(b.preview)
+                parts, k = self._redact_parts(b.parts) if b.parts else (b.parts, 0)
+                if n or m or k:
+                    new = replace(b, content=content, preview=preview, parts=parts)
+                    if (n or k) and b.artifact_id is None and b.size == _utf8_len(b.text()):
+                        new = replace(new, size=_utf8_len(new.text()))  # the size as stored
+                n += m + k
+            elif isinstance(b, fr.ProviderBlock):
+                data, n = self.redact_json(b.data)
+                text, m = self.redact_text(b.text)
                 if n or m:
-                    size = b.size
-                    if n and b.artifact_id is None and size == _utf8_len(b.content):
-                        size = _utf8_len(content)  # the size of the output as stored
-                    new = replace(b, content=content, preview=preview, size=size)
-                n += m
+                    new = replace(b, data=data, text=text)
+                n = max(n, m)  # the text is made from the data: a secret in both is one
             else:
                 n = 0
             if n:
@@ -656,6 +893,45 @@ class Redactor:
                 out[i] = new
                 total += n
         return (list(blocks) if out is None else out), total
+
+    def _redact_parts(
+        self, parts: list[fr.TextBlock | fr.ImageBlock]
+    ) -> tuple[list[fr.TextBlock | fr.ImageBlock], int]:
+        """A tool output's parts with their texts redacted (the same list when none changed)."""
+        out: list[fr.TextBlock | fr.ImageBlock] | None = None
+        total = 0
+        for i, p in enumerate(parts):
+            if isinstance(p, fr.TextBlock):
+                text, n = self.redact_text(p.text)
+                if n:
+                    if out is None:
+                        out = list(parts)
+                    out[i] = msgspec.structs.replace(p, text=text)
+                    total += n
+        return (parts if out is None else out), total
+
+    def redact_layouts(self, meta: dict[str, str]) -> tuple[dict[str, str], int]:
+        """A message's ``meta`` with the strings of its layout hints (``<provider>.layout``)
+        redacted as :meth:`redact_json` does; a hint that is not JSON (no renderer reads it) is
+        redacted as text. The same dict when nothing was found."""
+        out: dict[str, str] | None = None
+        total = 0
+        for key, raw in meta.items():
+            if not (key.endswith(LAYOUT_SUFFIX) and isinstance(raw, str)):
+                continue
+            try:
+                layout = json.loads(raw)
+            except ValueError:
+                new, n = self.redact_text(raw)
+            else:
+                value, n = self.redact_json(layout)
+                new = json.dumps(value, ensure_ascii=False, separators=(",", ":")) if n else raw
+            if n:
+                if out is None:
+                    out = dict(meta)
+                out[key] = new
+                total += n
+        return (meta if out is None else out), total
 
     def __call__(self, frame: fr.Frame) -> fr.Frame:
         """``frame`` with every secret replaced and counted in ``meta["redacted"]``; the same
@@ -670,12 +946,16 @@ class Redactor:
                 except BadFrame:
                     return frame  # the store refuses it, naming the frame and the field
             blocks, n = self.redact_blocks(content)
-            if not n:
+            meta, m = self.redact_layouts(frame.meta) if frame.meta else (frame.meta, 0)
+            if not (n or m):
                 return frame
+            counted = _counted(meta, max(n, m))  # a layout repeats members of the blocks
+            if not n:
+                return replace(frame, meta=counted)
             tokens = frame.tokens
             if given_as_dicts or tokens == fr.estimate_message_tokens(content):
                 tokens = 0  # the store estimates the new content
-            return replace(frame, content=blocks, tokens=tokens, meta=_counted(frame.meta, n))
+            return replace(frame, content=blocks, tokens=tokens, meta=counted)
         if isinstance(frame, fr.ThreadCreated) and frame.title:
             title, n = self.redact_text(frame.title)
             return replace(frame, title=title, meta=_counted(frame.meta, n)) if n else frame
@@ -694,6 +974,12 @@ class Redactor:
         if isinstance(frame, fr.ContextSelectionDecided) and frame.recall_query:
             query, n = self.redact_text(frame.recall_query)
             return replace(frame, recall_query=query) if n else frame
+        if isinstance(frame, fr.RecordAppended):
+            data, n = self.redact_json(frame.data)
+            return replace(frame, data=data) if n else frame
+        if isinstance(frame, fr.MessagesRetracted) and frame.reason:
+            reason, n = self.redact_text(frame.reason)
+            return replace(frame, reason=reason) if n else frame
         return frame
 
     def __repr__(self) -> str:
