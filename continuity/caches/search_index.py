@@ -21,8 +21,14 @@ manifest commits what it wrote.
 
 Documents are weighted bags of terms: code-aware tokens (paths and identifiers split on ``/``,
 ``.``, ``_``, ``-`` and camelCase, the whole kept too) with field weights — commands and file
-paths count four times, tool names three, prose two, tool output one. Ranking is BM25 over those
-weighted counts (:mod:`continuity.caches.ranking`).
+paths count four times, tool names three, prose two, tool output one (given whole, as text
+parts, or as the preview of an artifact), thinking and what a provider block says (its
+``text``: a server tool's call or result, a document, a reasoning summary) one. Ranking is BM25
+over those weighted counts (:mod:`continuity.caches.ranking`).
+
+A document is a message, an observation or a checkpoint's summary: what the conversation said.
+A ``record_appended`` frame is a runtime's own state and a ``messages_retracted`` frame a mark
+on other frames: neither is a document. Each field is cut at 4,000 characters.
 """
 
 from __future__ import annotations
@@ -93,6 +99,8 @@ MAX_SEGMENT: Final = BLOCK * FANOUT**2
 _CHUNK: Final = 16_384
 """Documents tokenized, written and sealed at a time by a catch-up."""
 _VERSION: Final = 3  # 2: Unicode-aware tokens; 3: segments of at most MAX_SEGMENT documents
+# (Tool results given as parts and provider blocks are indexed at version 3: they came with the
+# schema that added them, so no log an older build indexed holds one, and no document changed.)
 
 # --- tokenizing -----------------------------------------------------------------------------
 
@@ -229,7 +237,9 @@ def _fields(frame: fr.Frame, summary: str | None) -> Iterator[tuple[str, int]]:
                         weight = 4 if key in _PATH_KEYS or key in _COMMAND_KEYS else 2
                         yield value, weight
             elif isinstance(b, fr.ToolResultBlock):
-                yield (b.content if b.artifact_id is None else b.preview), 1
+                yield b.text(), 1  # content, its text parts, or an artifact's preview
+            elif isinstance(b, fr.ProviderBlock):
+                yield b.text, 1
     elif isinstance(frame, fr.ObservationRecorded):
         yield frame.text, 2
     elif summary is not None:
@@ -237,7 +247,8 @@ def _fields(frame: fr.Frame, summary: str | None) -> Iterator[tuple[str, int]]:
 
 
 def doc_of(frame: fr.Frame, summary: str | None = None) -> Doc | None:
-    """The document of a frame (None for frames that say nothing searchable)."""
+    """The document of a frame (None for frames that say nothing searchable, and for frames
+    that are not conversation: records, retractions, decisions, jobs)."""
     if isinstance(frame, fr.MessageAppended):
         kind, role = KIND_MESSAGE, _ROLES.get(frame.role, 0)
     elif isinstance(frame, fr.ObservationRecorded):
