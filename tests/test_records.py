@@ -138,3 +138,20 @@ def test_lookups_agree_with_a_scan_of_the_log(
         got = latest_record(t, "rt.k", key, at_or_before=at)
         assert (got.seq if got else None) == (want[-1] if want else None)
         assert [r.seq for r in records(t, "rt.k", key, at_or_before=at)] == want[::-1]
+
+
+def test_large_state_in_a_redacting_store_is_stored_redacted(tmp_path: Path) -> None:
+    from continuity.redaction import Redactor
+
+    store = Store(tmp_path / "s", create=True, durable=False, redactor=Redactor())
+    key = "sk-ant-api03-" + "A" * 90 + "-" + "B" * 6 + "AA"
+    big = {"blob": "x" * (MAX_RECORD_DATA + 10), "env": {"ANTHROPIC_API_KEY": key}}
+    t = store.thread("t")
+    seq = record(t, "rt.state", big)
+    (frame,) = t.read(from_seq=seq, to_seq=seq)
+    assert isinstance(frame, fr.RecordAppended) and frame.artifact_id is not None
+    stored = store.artifacts.get(frame.artifact_id)
+    assert key.encode() not in stored and b"x" * 1000 in stored
+    got = latest_record(t, "rt.state")
+    assert got is not None and got.data["blob"] == big["blob"]
+    assert key not in str(got.data)

@@ -57,6 +57,12 @@ def record(
     except (TypeError, msgspec.EncodeError, OverflowError) as exc:
         raise BadFrame(f"record data must be a JSON value: {exc}") from None
     if len(body) > MAX_RECORD_DATA:
+        # The frame is redacted when appended; the artifact holding the state must be too.
+        redact = getattr(thread.store.redactor, "redact_json", None)
+        if callable(redact):
+            clean, found = redact(data)
+            if found:
+                body = _encoder.encode(clean)
         aid = thread.store.artifacts.put(body)
         frame = fr.RecordAppended(kind=kind, key=key, artifact_id=aid, size=len(body))
     else:
