@@ -58,6 +58,10 @@ import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from continuity.aio import (
+        AsyncStore,
+        AsyncThread,
+    )
     from continuity.context.bundle import (
         ContextBundle,
         ElidedBlock,
@@ -280,13 +284,17 @@ _HOMES: Final = {
     "from_openai": "continuity.context.convert",
     "from_openai_responses": "continuity.context.convert",
     "to_openai_responses": "continuity.context.render",
+    "AsyncStore": "continuity.aio",
+    "AsyncThread": "continuity.aio",
 }
 
 __all__ = [
     "AnchorNotFound",
     "ArtifactCorrupt",
     "ArtifactNotFound",
+    "AsyncStore",
     "AsyncSummarizer",
+    "AsyncThread",
     "BadFrame",
     "BaseStore",
     "CachesReadOnly",
