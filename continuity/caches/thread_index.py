@@ -320,6 +320,12 @@ def _index_run(
 _LITTLE: Final = array("H", [1]).tobytes() == b"\x01\x00"
 
 
+@functools.lru_cache(maxsize=4096)
+def _paths(folder: Path) -> dict[str, Path]:
+    """The path of each file of a thread's cache folder (joined once per folder and process)."""
+    return {name: folder / name for name in (*_DATA_FILES, _MANIFEST, ".lock")}
+
+
 def _swapped(values: array[int]) -> bytes:
     copy = array("Q", values)
     copy.byteswap()
@@ -368,6 +374,8 @@ class ThreadIndex:
         self.thread = thread
         self.cache_dir = cache_dir
         self.dir = cache_dir / "threads" / thread.id
+        self._snap: Manifest | None = None
+        """The manifest this handle last refreshed to (or found current)."""
 
     @staticmethod
     def available(thread: Thread) -> bool:
@@ -402,9 +410,12 @@ class ThreadIndex:
 
     # -- keeping the caches current --
 
+    def _path(self, name: str) -> Path:
+        return _paths(self.dir)[name]
+
     def manifest(self) -> Manifest | None:
         try:
-            return _manifest_decoder.decode((self.dir / _MANIFEST).read_bytes())
+            return _manifest_decoder.decode(self._path(_MANIFEST).read_bytes())
         except (FileNotFoundError, msgspec.DecodeError, UnicodeDecodeError):
             return None
 
@@ -416,6 +427,7 @@ class ThreadIndex:
         if not caches_writable(self.cache_dir):
             state = self._current_read_only()
             if state:
+                self._snap = self.manifest()
                 return RefreshResult("current", 0)
             if state is None:
                 self.check_length()
@@ -441,11 +453,13 @@ class ThreadIndex:
                     return RefreshResult("rebuilt", delta.frames)
                 manifest, start_offset = start
                 if start_offset == end:
+                    self._snap = manifest
                     return RefreshResult("current", 0)
                 delta = _index_run(
                     self.thread.id, log, start_offset, end, manifest.offsets.last_seq + 1, progress
                 )
                 self._append(manifest, delta)
+                self._snap = self._manifest_for(delta, manifest)
                 return RefreshResult("caught_up", delta.frames)
 
     def rebuild(self, progress: Progress | None = None) -> RefreshResult:
@@ -477,7 +491,7 @@ class ThreadIndex:
     def _problems(self) -> list[str]:
         manifest = self.manifest()
         if manifest is None:
-            return [] if not (self.dir / _MANIFEST).exists() else ["manifest does not decode"]
+            return [] if not (self._path(_MANIFEST)).exists() else ["manifest does not decode"]
         log = self.thread.open_log()
         if log is None:
             return ["caches exist for a thread with no log"]
@@ -494,7 +508,7 @@ class ThreadIndex:
         for name, want in self._file_contents(delta).items():
             mark = self._watermark(manifest, name)
             try:
-                with open(self.dir / name, "rb") as f:
+                with open(self._path(name), "rb") as f:
                     have = f.read(mark.bytes)
             except FileNotFoundError:
                 found.append(f"{name} is missing")
@@ -518,6 +532,13 @@ class ThreadIndex:
         return 0 if m is None else m.checkpoints.entries
 
     def offset(self, seq: int) -> int | None:
+        # A committed frame's offset never changes while the log keeps it: the manifest this
+        # handle last refreshed to answers for the frames it covers, without reading it again.
+        # (A log cut short and indexed again is caught by the read itself: a wrong offset is
+        # only a hint the log checks.)
+        snap = self._snap
+        if snap is not None and 0 <= seq < snap.offsets.entries:
+            return self._offset_in(snap, seq)
         return self._offset_in(self.manifest(), seq)
 
     def _offset_in(self, m: Manifest | None, seq: int) -> int | None:
@@ -545,7 +566,7 @@ class ThreadIndex:
 
         def read(m: Manifest | None) -> MessageRecords:
             n = 0 if m is None else m.messages.entries
-            return MessageRecords(_map(self.dir / _MESSAGES, n * MESSAGE_RECORD.size), n)
+            return MessageRecords(_map(self._path(_MESSAGES), n * MESSAGE_RECORD.size), n)
 
         return self._consistent(read)
 
@@ -567,9 +588,9 @@ class ThreadIndex:
             n = 0 if m is None else m.selection.entries
             size = 0 if m is None else m.checkpoints.bytes
             return CheckpointSelection(
-                _map(self.dir / _SELECTION, n * _SEL_RECORD.size),
+                _map(self._path(_SELECTION), n * _SEL_RECORD.size),
                 n,
-                self.dir / _CHECKPOINTS,
+                self._path(_CHECKPOINTS),
                 thread=self.thread,
                 entries_size=size,
                 offsets=self,
@@ -584,7 +605,7 @@ class ThreadIndex:
             if m is None or not m.other.entries:
                 return []
             raw = self._pread(_OTHER, m.other.bytes, 0)
-            return [_entry_at(self.dir / _CHECKPOINTS, off) for (off,) in _U64.iter_unpack(raw)]
+            return [_entry_at(self._path(_CHECKPOINTS), off) for (off,) in _U64.iter_unpack(raw)]
 
         return self._consistent(read)
 
@@ -653,11 +674,11 @@ class ThreadIndex:
 
     def _lock(self) -> _FileLock:
         private_dirs(self.dir)
-        return _FileLock(self.dir / ".lock")
+        return _FileLock(self._path(".lock"))
 
     def _pread(self, name: str, n: int, at: int) -> bytes:
         try:
-            fd = os.open(self.dir / name, os.O_RDONLY)
+            fd = os.open(self._path(name), os.O_RDONLY)
         except FileNotFoundError:
             return b""
         try:
@@ -746,7 +767,7 @@ class ThreadIndex:
             return None
         for name in _DATA_FILES:
             mark = self._watermark(m, name)
-            path = self.dir / name
+            path = self._path(name)
             if not path.exists() or path.stat().st_size < mark.bytes:
                 return None
         if m.offsets.entries == 0:
@@ -773,16 +794,16 @@ class ThreadIndex:
                 if self._index_line(log, m, seq).messages != raw:
                     return False
             if m.checkpoints.entries:
-                raw = _last_line(self.dir / _CHECKPOINTS, m.checkpoints.bytes)
+                raw = _last_line(self._path(_CHECKPOINTS), m.checkpoints.bytes)
                 seq = _checkpoint_decoder.decode(raw).seq
                 if self._index_line(log, m, seq).checkpoints != raw:
                     return False
             if m.marks.entries:
-                raw = _last_line(self.dir / _MARKS, m.marks.bytes)
+                raw = _last_line(self._path(_MARKS), m.marks.bytes)
                 seq = _mark_decoder.decode(raw).seq
                 if self._index_line(log, m, seq).marks != raw:
                     return False
-            entries = self.dir / _CHECKPOINTS
+            entries = self._path(_CHECKPOINTS)
             if m.selection.entries:
                 raw = self._pread(
                     _SELECTION, _SEL_RECORD.size, m.selection.bytes - _SEL_RECORD.size
@@ -847,12 +868,17 @@ class ThreadIndex:
         }
 
     def _write_fresh(self, delta: _Delta) -> None:
+        self._snap = None
+        self._write_fresh_files(delta)
+        self._snap = self._manifest_for(delta, None)
+
+    def _write_fresh_files(self, delta: _Delta) -> None:
         # Without a manifest nothing is trusted: a crash between the files below cannot pair
         # the old manifest with some new files and some old ones.
-        (self.dir / _MANIFEST).unlink(missing_ok=True)
+        (self._path(_MANIFEST)).unlink(missing_ok=True)
         for name, data in self._file_contents(delta).items():
-            _write_cache(self.dir / name, data)
-        _write_cache(self.dir / _MANIFEST, _encoder.encode(self._manifest_for(delta, None)))
+            _write_cache(self._path(name), data)
+        _write_cache(self._path(_MANIFEST), _encoder.encode(self._manifest_for(delta, None)))
 
     def _append(self, base: Manifest, delta: _Delta) -> None:
         appends = {
@@ -876,19 +902,23 @@ class ThreadIndex:
         if merged is None:
             appends[_SELECTION] = selection
         else:
-            (self.dir / _MANIFEST).unlink()  # the rewrite is only trusted once committed below
-            _write_cache(self.dir / _SELECTION, merged)
+            (self._path(_MANIFEST)).unlink()  # the rewrite is only trusted once committed below
+            _write_cache(self._path(_SELECTION), merged)
         for name, data in appends.items():
             mark = self._watermark(base, name)
-            with open(self.dir / name, "r+b") as f:
+            path = self._path(name)
+            if not data and os.stat(path).st_size == mark.bytes:
+                continue  # nothing to add, and nothing past the watermark to drop
+            with open(path, "r+b") as f:
                 f.truncate(mark.bytes)  # drop what a crashed writer left past the watermark
                 f.seek(mark.bytes)
                 f.write(data)
-        _write_cache(self.dir / _MANIFEST, _encoder.encode(self._manifest_for(delta, base)))
+        _write_cache(self._path(_MANIFEST), _encoder.encode(self._manifest_for(delta, base)))
 
     def _remove(self) -> None:
+        self._snap = None
         for name in (_MANIFEST, *_DATA_FILES):
-            (self.dir / name).unlink(missing_ok=True)
+            (self._path(name)).unlink(missing_ok=True)
 
 
 DAMAGE: Final = (

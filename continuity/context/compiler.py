@@ -30,6 +30,7 @@ appended after the anchor never change the result.
 
 from __future__ import annotations
 
+import _thread  # not threading: compile runs on the hook path
 import re
 from collections.abc import Iterator, Sequence
 from typing import Final, overload
@@ -1093,10 +1094,41 @@ def _compile(
         seq = thread.append(repeat)[0]
         logged = msgspec.structs.replace(decision, seq=previous.seq)
         return CompileResult(bundle, decision.bundle_artifact_id, logged, True, seq)
-    thread.store.artifacts.put(data)
-    seqs = thread.append(decision)
+    # The bundle is stored as a delta of the thread's previous one when this process made that
+    # one (they share most of their window), and neither it nor the decision waits for its own
+    # fsync: the next durable append to the log makes the decision durable, and a bundle is
+    # derived from the log (ADR 0020).
+    base = _last_bundles.get(thread)
+    thread.store.artifacts.put_like(data, base, durable=False)
+    _last_bundles.put(thread, decision.bundle_artifact_id, data)
+    seqs = thread.append(decision, durable=False)
     logged = msgspec.structs.replace(decision, seq=seqs[0])
     return CompileResult(bundle, decision.bundle_artifact_id, logged, True, seqs[0])
+
+
+class _LastBundles:
+    """The last bundle each thread's compiles stored in this process (the base of the next
+    one's delta), for the most recently compiled threads."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = _thread.allocate_lock()
+        self._kept: dict[tuple[int, str], tuple[str, bytes]] = {}
+
+    def get(self, thread: Thread) -> tuple[str, bytes] | None:
+        with self._lock:
+            return self._kept.get((id(thread.store), thread.id))
+
+    def put(self, thread: Thread, aid: str, data: bytes) -> None:
+        key = (id(thread.store), thread.id)
+        with self._lock:
+            self._kept.pop(key, None)
+            self._kept[key] = (aid, data)
+            while len(self._kept) > self._size:
+                del self._kept[next(iter(self._kept))]
+
+
+_last_bundles: Final = _LastBundles(256)
 
 
 _REPEAT_LOOKBACK: Final = 64

@@ -3,6 +3,12 @@
 An artifact's id is the blake3 hex digest of its (uncompressed) bytes, so the same content always
 gets the same id. On disk it is stored zstd-compressed at ``artifacts/<ab>/<id>.zst``, written to
 a temporary file in the same folder, fsynced and renamed into place, and verified on every read.
+
+A blob much like another one (the bundles of a thread's successive compiles share most of their
+window) may be stored as a *delta*: zstd with the other blob's bytes as its dictionary, behind a
+header naming that base (:data:`DELTA_MAGIC`, a depth byte, the base's 32-byte id). Reading one
+reads its base (verified) first; chains are at most :data:`MAX_DELTA_DEPTH` long. The id is the
+blob's own hash either way (ADR 0020).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from continuity._fs import atomic_write, private_dirs
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound
 
 __all__ = [
+    "DELTA_MAGIC",
+    "MAX_DELTA_DEPTH",
     "ArtifactStore",
     "FileArtifactStore",
     "MemoryArtifactStore",
@@ -32,6 +40,11 @@ __all__ = [
 
 _ID_RE: Final = re.compile(r"[0-9a-f]{64}")
 _LEVEL: Final = 3
+DELTA_MAGIC: Final = b"CTYD"
+"""The first bytes of an artifact stored as a delta (a zstd frame starts with 28 b5 2f fd)."""
+MAX_DELTA_DEPTH: Final = 8
+"""The longest chain of deltas a read follows; a blob whose base is this deep is stored whole."""
+_DELTA_HEADER: Final = len(DELTA_MAGIC) + 1 + 32
 
 
 def artifact_id(data: bytes) -> str:
@@ -74,6 +87,12 @@ class ArtifactStore(ABC):
     def verify(self, aid: str) -> None:
         """Raise unless ``aid`` is stored and its bytes hash to it."""
         self.get(aid)
+
+    def put_like(self, data: bytes, base: tuple[str, bytes] | None, *, durable: bool = True) -> str:
+        """:meth:`put`, where ``base`` (an artifact's id and bytes, already stored) is much like
+        ``data``: a store may keep ``data`` as a delta against it, and may skip the fsync when
+        ``durable`` is false (a blob that can be derived again). This one stores it whole."""
+        return self.put(data)
 
 
 class MemoryArtifactStore(ArtifactStore):
@@ -136,7 +155,43 @@ class FileArtifactStore(ArtifactStore):
         atomic_write(target, self._codecs()[0].compress(data), durable=self.durable)
         return aid
 
+    def put_like(self, data: bytes, base: tuple[str, bytes] | None, *, durable: bool = True) -> str:
+        aid = artifact_id(data)
+        target = self.path(aid)
+        if target.exists():
+            return aid
+        blob = None
+        if base is not None and is_artifact_id(base[0]) and base[0] != aid:
+            depth = self._depth(base[0])
+            if depth is not None and depth < MAX_DELTA_DEPTH:
+                import zstandard
+
+                ref = zstandard.ZstdCompressionDict(
+                    base[1], dict_type=zstandard.DICT_TYPE_RAWCONTENT
+                )
+                delta = zstandard.ZstdCompressor(level=_LEVEL, dict_data=ref).compress(data)
+                header = DELTA_MAGIC + bytes([depth + 1]) + bytes.fromhex(base[0])
+                blob = header + delta
+        if blob is None:
+            blob = self._codecs()[0].compress(data)
+        private_dirs(target.parent)
+        atomic_write(target, blob, durable=self.durable and durable)
+        return aid
+
+    def _depth(self, aid: str) -> int | None:
+        """How many deltas deep the stored artifact ``aid`` is (0: whole); None if it is not
+        stored."""
+        try:
+            with open(self.path(aid), "rb") as f:
+                head = f.read(len(DELTA_MAGIC) + 1)
+        except FileNotFoundError:
+            return None
+        return head[len(DELTA_MAGIC)] if head.startswith(DELTA_MAGIC) and len(head) > 4 else 0
+
     def get(self, aid: str) -> bytes:
+        return self._get(aid, 0)
+
+    def _get(self, aid: str, depth: int) -> bytes:
         _check_id(aid)
         try:
             compressed = self.path(aid).read_bytes()
@@ -146,12 +201,31 @@ class FileArtifactStore(ArtifactStore):
         import zstandard
 
         try:
-            data = decompressor.decompress(compressed)
+            if compressed.startswith(DELTA_MAGIC):
+                data = self._undelta(aid, compressed, depth)
+            else:
+                data = decompressor.decompress(compressed)
         except zstandard.ZstdError as exc:
             raise ArtifactCorrupt(f"artifact {aid} does not decompress: {exc}") from None
         if artifact_id(data) != aid:
             raise ArtifactCorrupt(f"artifact {aid} does not match its content hash")
         return data
+
+    def _undelta(self, aid: str, blob: bytes, depth: int) -> bytes:
+        import zstandard
+
+        if len(blob) < _DELTA_HEADER or depth >= MAX_DELTA_DEPTH:
+            raise ArtifactCorrupt(f"artifact {aid} is a delta with a bad header or chain")
+        base_id = blob[len(DELTA_MAGIC) + 1 : _DELTA_HEADER].hex()
+        try:
+            base = self._get(base_id, depth + 1)
+        except ArtifactNotFound:
+            raise ArtifactCorrupt(
+                f"artifact {aid} is a delta of {base_id}, which is missing"
+            ) from None
+        ref = zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        out: bytes = zstandard.ZstdDecompressor(dict_data=ref).decompress(blob[_DELTA_HEADER:])
+        return out
 
     def exists(self, aid: str) -> bool:
         return is_artifact_id(aid) and self.path(aid).exists()
