@@ -737,3 +737,17 @@ def test_checkpoint_on_a_plain_message_stays_where_asked(run: Run, demo: Path) -
     assert result.exit_code == 0, result.stderr
     (cp,) = of_type(demo, fr.CompactionCheckpointCreated)
     assert cp.to_seq == 8 and "moved" not in result.stderr
+
+
+def test_decisions_show_a_repeat_as_the_decision_it_names(run: Run, demo: Path) -> None:
+    assert run("compile", "demo").exit_code == 0
+    assert run("compile", "demo").exit_code == 0  # the same selection again
+    (decision,) = of_type(demo, fr.ContextSelectionDecided)
+    result = run("decisions", "demo")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"seq {decision.seq} ")
+    assert lines[-2].endswith(f"repeats the decision at seq {decision.seq}")
+    assert lines[-1] == f"  bundle {decision.bundle_artifact_id}"
+    raw = run("decisions", "demo", "--json").stdout_bytes.splitlines()
+    assert [fr.decode_frame(line).seq for line in raw] == [decision.seq, decision.seq + 1]

@@ -241,16 +241,24 @@ def decisions(
     store = open_store(ctx)
     with errors():
         handle = store.existing_thread(thread)
-        found = handle.tail(limit, types=["context_selection_decided"])
+        found = handle.tail(
+            limit, types=["context_selection_decided", "context_selection_repeated"]
+        )
     if not found:
         typer.echo(f"no selection decisions in thread {thread}")
         return
     for d in found:
-        assert isinstance(d, fr.ContextSelectionDecided)
         if as_json:  # the frame exactly as stored, like `log --json`
             for _seq, line in handle.read_lines(from_seq=d.seq, to_seq=d.seq):
                 typer.echo(line.decode())
             continue
+        if isinstance(d, fr.ContextSelectionRepeated):
+            typer.echo(
+                f"seq {d.seq}  {format_ts(d.ts_ms)}  repeats the decision at seq {d.decision_seq}"
+            )
+            typer.echo(f"  bundle {d.bundle_artifact_id}")
+            continue
+        assert isinstance(d, fr.ContextSelectionDecided)
         tos = ", ".join(str(c.to_seq) for c in d.checkpoints) or "none"
         window = (
             f"{d.window_from_seq}..{d.window_to_seq} ({d.window_messages})"
