@@ -361,7 +361,10 @@ class _Compiler:
             if o < base and len(chosen) >= floor:
                 break
             chosen.append(o)
-        live_after = sum(1 for _ in _live_ordinals(hi, gaps, stop=base)) if hi > base else 0
+        # the live messages after the summary: all of them but the retracted ones
+        live_after = max(0, hi - base) - sum(
+            max(0, min(g_hi, hi) - max(g_lo, base)) for g_lo, g_hi in gaps
+        )
         skipped = max(0, live_after - sum(1 for o in chosen if o >= base))
         if skipped:
             self.reasons.append(
