@@ -46,6 +46,7 @@ COMMANDS: Final = {
     "decisions": "context_commands",
     "search": "search_commands",
     "fork": "history_commands",
+    "retract": "history_commands",
 }
 """Each command and the module that registers it, in the order ``--help`` lists them."""
 MODULES: Final = tuple(dict.fromkeys(COMMANDS.values()))

@@ -1,4 +1,5 @@
-"""The history commands: fork (a new thread that starts from another thread at a seq)."""
+"""The history commands: fork (a new thread that starts from another thread at a seq) and
+retract (take messages back out of the conversation; the log keeps them)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,51 @@ __all__ = ["register"]
 
 def register(app: typer.Typer) -> None:
     app.command("fork")(fork_cmd)
+    app.command("retract")(retract_cmd)
+
+
+def retract_cmd(
+    ctx: typer.Context,
+    thread: Annotated[str, typer.Argument(help="The thread.")],
+    seqs: Annotated[
+        list[int] | None,
+        typer.Option("--seq", min=1, help="A message's seq (repeatable)."),
+    ] = None,
+    message_ids: Annotated[
+        list[str] | None,
+        typer.Option("--message-id", help="A message id: its latest live message (repeatable)."),
+    ] = None,
+    last: Annotated[
+        bool, typer.Option("--last", help="The newest message still in the conversation.")
+    ] = False,
+    reason: Annotated[str, typer.Option("--reason", help="Why, for the record.")] = "",
+) -> None:
+    """Take messages back out of the conversation: compile, recall and summaries leave them
+    out from now on; the log keeps every byte and `log` shows them marked [retracted].
+    Prints the seq of the retraction frame."""
+    from continuity.context.retract import pop_message, retract
+
+    if not seqs and not message_ids and not last:
+        raise typer.BadParameter("name the messages: --seq N, --message-id ID or --last")
+    if last and (seqs or message_ids):
+        raise typer.BadParameter("--last takes no --seq or --message-id")
+    store = open_store(ctx)
+    with errors(" (nothing was written)"):
+        handle = store.existing_thread(thread)
+        if last:
+            popped = pop_message(handle, reason=reason or "retract --last")
+            if popped is None:
+                typer.echo("nothing to retract: no message is left in the conversation")
+                return
+            head = handle.head()
+            assert head is not None
+            typer.echo(f"{head.seq}  retracted seq {popped.seq} ({popped.role})")
+            return
+        seq = retract(handle, seqs=seqs or (), message_ids=message_ids or (), reason=reason)
+    if seq is None:
+        typer.echo("nothing to retract: those messages are retracted already")
+        return
+    typer.echo(str(seq))
 
 
 def fork_cmd(
