@@ -40,6 +40,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Final, Literal, NamedTuple, TypeVar
 
+import blake3
 import msgspec
 
 from continuity import frames as fr
@@ -1063,6 +1064,10 @@ class _Column:
         return self._get(i)
 
 
+_ORDERED: Final[set[bytes]] = set()
+"""blake3 digests of selection records found in (to_seq, seq) order in this process."""
+
+
 class CheckpointSelection:
     """The cumulative_v1 checkpoints sorted by (to_seq, seq), read by bisection.
 
@@ -1088,15 +1093,22 @@ class CheckpointSelection:
         self._entries_size = entries_size
         self._offsets = offsets
         if thread is not None and n > 1:
-            # A bisection trusts the order: check it whole (C-speed, 24 bytes a checkpoint), so a
-            # damaged record can never steer the compile rule to another checkpoint unnoticed.
-            keys = array("Q")
-            keys.frombytes(bytes(data[: n * _SEL_RECORD.size]))
-            if not _LITTLE:
-                keys.byteswap()
-            pairs = list(zip(keys[0::3], keys[1::3], strict=True))
-            if pairs != sorted(pairs):
-                raise CorruptCache(thread.id, f"{_SELECTION} is not in (to_seq, seq) order")
+            # A bisection trusts the order: check it whole (24 bytes a checkpoint), so a damaged
+            # record can never steer the compile rule to another checkpoint unnoticed. Records
+            # once found in order are remembered by their hash (a tenth of the sort's time).
+            raw = bytes(data[: n * _SEL_RECORD.size])
+            digest = blake3.blake3(raw).digest()
+            if digest not in _ORDERED:
+                keys = array("Q")
+                keys.frombytes(raw)
+                if not _LITTLE:
+                    keys.byteswap()
+                pairs = list(zip(keys[0::3], keys[1::3], strict=True))
+                if pairs != sorted(pairs):
+                    raise CorruptCache(thread.id, f"{_SELECTION} is not in (to_seq, seq) order")
+                if len(_ORDERED) >= 1024:
+                    _ORDERED.clear()
+                _ORDERED.add(digest)
 
     def __len__(self) -> int:
         return self._n
