@@ -25,8 +25,7 @@ from continuity.caches.marks import is_in
 from continuity.caches.ranking import (
     Corpus,
     Hit,
-    corpus_of_docs,
-    corpus_of_view,
+    corpus_of_state,
     query_terms,
     rank,
     rank_prefix,
@@ -35,11 +34,11 @@ from continuity.caches.search_index import (
     Doc,
     ThreadSearchIndex,
     doc_of,
-    docs_of,
     summary_text,
     text_of,
     tokenize,
 )
+from continuity.caches.search_state import search_state
 from continuity.caches.thread_index import DAMAGE as _DAMAGE
 from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, InvalidQuery
@@ -203,13 +202,10 @@ def _threads(store: BaseStore, thread: str | None, project: str | None) -> list[
 
 
 def _corpus(thread: Thread) -> Corpus | None:
-    """The whole thread as one corpus: its search index when the store keeps caches (brought up
-    to date), else its documents read from the log."""
-    if ThreadSearchIndex.usable(thread):
-        view = ThreadSearchIndex(thread).current_view()
-        return corpus_of_view(view, None) if view is not None and view.manifest.docs else None
-    docs = list(docs_of(thread.read(), thread.store))
-    return corpus_of_docs(thread.id, docs) if docs else None
+    """The whole thread as one corpus: what the process holds of its documents, brought up to
+    the log's end (through its search index when the store keeps caches, else from the log)."""
+    state = search_state(thread)
+    return corpus_of_state(state, None) if state is not None and state.n else None
 
 
 def search(

@@ -32,7 +32,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from continuity import frames as fr
-from continuity.caches.search_index import frame_text
+from continuity.caches.search_index import ThreadSearchIndex, frame_text
+from continuity.caches.search_state import forget
 from continuity.context.bundle import MessageItem, RecallItem, SummaryItem
 from continuity.context.compaction import create_checkpoint
 from continuity.context.compiler import CompileResult, compile_context
@@ -398,18 +399,29 @@ def test_same_bundle_whether_the_index_has_sealed_segments_or_not(
     def segments() -> set[str]:
         return {p.name for p in (tmp_store.cache_dir / "search" / THREAD).glob("seg-*")}
 
+    def at_anchor() -> CompileResult:
+        return compile_context(
+            tmp_store, THREAD, anchor=anchor, recall=True, limits=limits, log=False
+        )
+
     more = [text("assistant", f"alembic orders follow-up {i}", f"y{i}") for i in range(3500)]
     tmp_store.thread(THREAD).append(more)
     sealed = segments()
     assert len(sealed) >= 2
-    again = compile_context(tmp_store, THREAD, anchor=anchor, recall=True, limits=limits, log=False)
-    _same(ref, again)
+    # The index reaches the recall's prefix already: it is read as it is, not caught up.
+    _same(ref, at_anchor())
+    assert segments() == sealed
+    # Caught up far beyond the anchor, merging the sealed segments: read again by this process
+    # (what the catch-up added) and by one that holds nothing of it yet.
+    ThreadSearchIndex(tmp_store.thread(THREAD)).refresh()
     assert segments() != sealed, "the catch-up merged the sealed segments"
+    _same(ref, at_anchor())
+    forget()
+    _same(ref, at_anchor())
     shutil.rmtree(tmp_store.cache_dir / "search")
-    _same(
-        ref,
-        compile_context(tmp_store, THREAD, anchor=anchor, recall=True, limits=limits, log=False),
-    )
+    _same(ref, at_anchor())
+    forget()
+    _same(ref, at_anchor())
 
 
 # --- properties over random threads ----------------------------------------------------------

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from continuity import frames as fr
 from continuity.caches import ranking
-from continuity.caches.ranking import query_terms
+from continuity.caches.ranking import MAX_RANKED_TERMS, query_terms
 from continuity.caches.search_index import K1, B, Doc, ThreadSearchIndex, docs_of
 from continuity.retrieval import search, search_prefix
 from continuity.store.jsonl import Store
@@ -51,7 +51,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 def _reference(docs: dict[str, list[Doc]], query: str, k: int) -> list[tuple[str, int, float]]:
     """Every document scored in plain Python: BM25 summed rarest term first, ties by
-    (thread, seq) — the ranking the index must reproduce bit for bit."""
+    (thread, seq) — the ranking the index must reproduce bit for bit. The terms scored with:
+    those some document holds and at most half of them do (all that some document holds, if
+    none is that rare), the ``MAX_RANKED_TERMS`` highest idf (ADR 0022)."""
     terms = query_terms(query)
     everything = [(tid, d) for tid, ds in docs.items() for d in ds]
     n = len(everything)
@@ -59,10 +61,15 @@ def _reference(docs: dict[str, list[Doc]], query: str, k: int) -> list[tuple[str
         return []
     avgdl = sum(min(d.length, 2**32 - 1) for _, d in everything) / n
     idf = {}
+    common = set()
     for t in terms:
         df = sum(1 for _, d in everything if t in d.tf)
-        idf[t] = log(1.0 + (n - df + 0.5) / (df + 0.5))
-    order = sorted(terms, key=lambda t: (-idf[t], t))
+        if df:
+            idf[t] = log(1.0 + (n - df + 0.5) / (df + 0.5))
+            if df > n / 2:
+                common.add(t)
+    scored = [t for t in idf if t not in common] or list(idf)
+    order = sorted(scored, key=lambda t: (-idf[t], t))[:MAX_RANKED_TERMS]
     scored = []
     for tid, d in everything:
         score = 0.0

@@ -38,6 +38,7 @@ import mmap
 import os
 import re
 import struct
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -56,6 +57,7 @@ from continuity.errors import ArtifactCorrupt, ArtifactNotFound, CachesReadOnly
 from continuity.store.base import BaseStore, Thread
 
 __all__ = [
+    "DOC_RECORD",
     "KIND_MESSAGE",
     "KIND_OBSERVATION",
     "KIND_SUMMARY",
@@ -67,10 +69,14 @@ __all__ = [
     "SegmentRef",
     "ThreadSearchIndex",
     "build_segment",
+    "cleared",
     "doc_of",
     "docs_of",
     "frame_text",
+    "log_holds",
+    "merge_due",
     "merge_segments",
+    "read_manifest",
     "rebuild_search",
     "summary_text",
     "text_of",
@@ -94,6 +100,10 @@ K1: Final = 1.2
 B: Final = 0.75
 _MAX_FIELD_CHARS: Final = 4000
 _DOC: Final = struct.Struct("<QIBB2x")
+DOC_RECORD: Final = np.dtype(
+    [("seq", "<u8"), ("len", "<u4"), ("kind", "u1"), ("role", "u1"), ("pad", "V2")]
+)
+"""A ``docs.bin`` record as numpy reads it (the layout of ``_DOC``)."""
 MAX_SEGMENT: Final = BLOCK * FANOUT**2
 """No merge makes a segment larger (65,536 documents): an update rewrites at most that many."""
 _CHUNK: Final = 16_384
@@ -323,6 +333,9 @@ def _pack(
     )
 
 
+_LITTLE_ENDIAN: Final = sys.byteorder == "little"
+
+
 class Segment:
     """A sealed inverted index, read in place (memory-mapped when large)."""
 
@@ -336,6 +349,14 @@ class Segment:
         self.n_terms = n_terms
         pos = _HEADER.size
         self._offsets = np.frombuffer(data, "<u8", n_terms + 1, pos)
+        # The same offsets as Python ints without a numpy scalar per read: the binary search
+        # of a term reads ~2 log2(terms) of them (native order is the file's on little-endian
+        # machines; elsewhere the numpy array serves).
+        self._offs: Sequence[int] | npt.NDArray[np.uint64] = (
+            memoryview(data)[pos : pos + 8 * (n_terms + 1)].cast("Q")
+            if _LITTLE_ENDIAN
+            else self._offsets
+        )
         pos += 8 * (n_terms + 1)
         self._starts = np.frombuffer(data, "<u8", n_terms + 1, pos)
         pos += 8 * (n_terms + 1)
@@ -361,19 +382,34 @@ class Segment:
             return [self.term(i) for i in range(self.n_terms)]
         return out
 
-    def postings(self, term: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
-        """(local doc ids ascending, weighted counts) of ``term``; empty arrays if absent."""
+    def find(self, term: str) -> int:
+        """The id of ``term`` in the vocabulary, or -1. A binary search over the encoded terms:
+        UTF-8 bytes sort as the code points the vocabulary was sorted by."""
+        key = term.encode("utf-8", "surrogatepass")
+        data, offs, base = self.data, self._offs, self._blob
         lo, hi = 0, self.n_terms
         while lo < hi:
-            mid = (lo + hi) // 2
-            if self.term(mid) < term:
+            mid = (lo + hi) >> 1
+            if data[base + int(offs[mid]) : base + int(offs[mid + 1])] < key:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < self.n_terms and self.term(lo) == term:
-            a, b = int(self._starts[lo]), int(self._starts[lo + 1])
+        if lo < self.n_terms and data[base + int(offs[lo]) : base + int(offs[lo + 1])] == key:
+            return lo
+        return -1
+
+    def postings(self, term: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
+        """(local doc ids ascending, weighted counts) of ``term``; empty arrays if absent."""
+        i = self.find(term)
+        if i >= 0:
+            a, b = int(self._starts[i]), int(self._starts[i + 1])
             return self._docs[a:b], self._tfs[a:b]
         return self._docs[:0], self._tfs[:0]
+
+    def count(self, term: str, end: int) -> int:
+        """How many documents before ``end`` (a local id) hold ``term``."""
+        docs = self.postings(term)[0]
+        return len(docs) if not len(docs) or int(docs[-1]) < end else int(docs.searchsorted(end))
 
     def all_postings(
         self,
@@ -424,6 +460,20 @@ class SegmentRef(msgspec.Struct, frozen=True, array_like=True):
         return f"seg-{self.first_doc:010d}-{self.n_docs}.bin"
 
 
+def merge_due(segments: Sequence[SegmentRef]) -> bool:
+    """Whether the last 16 of ``segments`` merge into one: they have one size, start at a
+    multiple of the merged size, and the merged one holds at most ``MAX_SEGMENT`` documents."""
+    if len(segments) < FANOUT:
+        return False
+    group = segments[-FANOUT:]
+    size = group[0].n_docs
+    return (
+        size * FANOUT <= MAX_SEGMENT
+        and all(s.n_docs == size for s in group)
+        and group[0].first_doc % (size * FANOUT) == 0
+    )
+
+
 class SearchManifest(msgspec.Struct, frozen=True):
     version: int
     thread_id: str
@@ -442,6 +492,19 @@ class SearchManifest(msgspec.Struct, frozen=True):
 _manifest_decoder: Final = msgspec.json.Decoder(SearchManifest)
 _doc_decoder: Final = msgspec.json.Decoder(Doc)
 _encoder: Final = msgspec.json.Encoder()
+
+
+def read_manifest(folder: Path) -> SearchManifest | None:
+    """The manifest of the index in ``folder`` (None when it is missing or does not decode)."""
+    try:
+        return _manifest_decoder.decode((folder / "manifest.json").read_bytes())
+    except (
+        FileNotFoundError,
+        msgspec.DecodeError,
+        UnicodeDecodeError,
+        msgspec.ValidationError,
+    ):
+        return None
 
 
 def _read_map(path: Path) -> bytes | mmap.mmap:
@@ -469,15 +532,7 @@ class ThreadSearchIndex:
         self.dir = cache_dir / "search" / thread.id
 
     def manifest(self) -> SearchManifest | None:
-        try:
-            return _manifest_decoder.decode((self.dir / "manifest.json").read_bytes())
-        except (
-            FileNotFoundError,
-            msgspec.DecodeError,
-            UnicodeDecodeError,
-            msgspec.ValidationError,
-        ):
-            return None
+        return read_manifest(self.dir)
 
     def problems(self) -> list[str]:
         """What is wrong with this index on disk (empty when it is sound, absent or behind the
@@ -613,6 +668,7 @@ class ThreadSearchIndex:
         return summary_text(self.thread.store, frame)
 
     def _clear(self) -> None:
+        _CLEARED[self.dir] = _CLEARED.get(self.dir, 0) + 1
         for p in self.dir.glob("*"):
             if p.name != ".lock":
                 p.unlink()
@@ -695,15 +751,9 @@ class ThreadSearchIndex:
         """Merge the last 16 segments into one while they have one size, start at a multiple
         of the merged size, and the merged one holds at most ``MAX_SEGMENT`` documents. The
         merged ones that no manifest names (``kept`` are the live manifest's) go at once."""
-        while len(segments) >= FANOUT:
+        while merge_due(segments):
             group = segments[-FANOUT:]
             size = group[0].n_docs
-            if (
-                size * FANOUT > MAX_SEGMENT
-                or any(s.n_docs != size for s in group)
-                or group[0].first_doc % (size * FANOUT)
-            ):
-                break
             merged = merge_segments([self._segment(s) for s in group])
             ref = SegmentRef(group[0].first_doc, size * FANOUT)
             _write(self.dir / ref.name, merged)
@@ -801,16 +851,34 @@ class ThreadSearchIndex:
     def _log_ends_with(self, end: int, digest: str) -> bool:
         """Whether the thread's log is exactly ``end`` bytes long and its last line carries
         ``digest``: the chain digest of every frame up to it, so nothing indexed has changed."""
-        want = fr.DIGEST_HEX_LEN + 32  # the sealed suffix and a few bytes of the body before it
-        log = self.thread.open_log()
-        if log is None:
+        return log_holds(self.thread, end, digest, exact=True)
+
+
+def log_holds(thread: Thread, end: int, digest: str, *, exact: bool) -> bool:
+    """Whether the line of ``thread``'s log that ends at byte ``end`` carries ``digest`` (the
+    chain digest of every frame up to it: the log's first ``end`` bytes are the ones indexed),
+    and, if ``exact``, the log ends there. One open and one short read."""
+    want = fr.DIGEST_HEX_LEN + 32  # the sealed suffix and a few bytes of the body before it
+    log = thread.open_log()
+    if log is None:
+        return False
+    with log:
+        if end <= want or (exact and log.size() != end):
             return False
-        with log:
-            if log.size() != end or end <= want:
-                return False
-            data = log.pread(want, end - want)
-        sealed = fr.unseal(data[:-1]) if data.endswith(b"\n") else None
-        return sealed is not None and sealed[1].hex() == digest
+        data = log.pread(want, end - want)
+    sealed = fr.unseal(data[:-1]) if data.endswith(b"\n") else None
+    return sealed is not None and sealed[1].hex() == digest
+
+
+_CLEARED: Final[dict[Path, int]] = {}
+"""How many times this process cleared each index folder (for a rebuild, or an index it could
+not trust): what the process holds of an index (:mod:`continuity.caches.search_state`) is
+dropped when this moves."""
+
+
+def cleared(folder: Path) -> int:
+    """How many times this process cleared the index in ``folder``."""
+    return _CLEARED.get(folder, 0)
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -825,6 +893,10 @@ class DocsSegment:
         self.docs = docs
         self.first_doc = first_doc
         self.n_docs = len(docs)
+
+    def count(self, term: str, end: int) -> int:
+        """How many documents before ``end`` (a local id) hold ``term``."""
+        return sum(1 for d in self.docs[: max(0, end)] if term in d.tf)
 
     def postings(self, term: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
         """(local doc ids ascending, weighted counts) of ``term``; empty arrays if absent."""
@@ -842,17 +914,7 @@ class IndexView:
         self.thread_id = index.thread_id
         self.manifest = m
         raw = _read_map(index.dir / "docs.bin") if m.docs else b""
-        self.docs = (
-            np.frombuffer(
-                raw,
-                dtype=np.dtype(
-                    [("seq", "<u8"), ("len", "<u4"), ("kind", "u1"), ("role", "u1"), ("pad", "V2")]
-                ),
-                count=m.docs,
-            )
-            if m.docs
-            else None
-        )
+        self.docs = np.frombuffer(raw, dtype=DOC_RECORD, count=m.docs) if m.docs else None
         if self.docs is not None and m.total_length >= 0:
             held = int(self.docs["len"].sum(dtype=np.uint64))
             if held != m.total_length:
