@@ -572,7 +572,8 @@ def opaque(key: object, value: str, parent: dict[Any, Any]) -> bool:
     ``:``, ``=`` inside): in such a run, a secret-shaped stretch is chance, not a secret."""
     if key in OPAQUE_KEYS:
         return True
-    if key == "data" and parent.get("type") in _ENCRYPTED_DATA_TYPES:
+    kind = parent.get("type")
+    if key == "data" and isinstance(kind, str) and kind in _ENCRYPTED_DATA_TYPES:
         return True
     if value.startswith("data:"):
         head, sep, body = value.partition(",")

@@ -79,7 +79,8 @@ __all__ = [
 
 COMPILER_ID: Final = "continuity.compile/3"
 """``/3``: the latest user turn and the tool exchange in flight are always in the window (or
-:class:`ContextTooSmall`), ``min_recent``, retractions (ADR 0018). ``/2``: oversize messages are
+:class:`ContextTooSmall`), ``min_recent``, retractions (ADR 0018); recall ranks with the
+query's informative terms (ADR 0022). ``/2``: oversize messages are
 elided and unreadable summaries named in the notes (ADR 0017)."""
 STRATEGY_RECENT: Final = "recent_messages_v1"
 STRATEGY_SUMMARIES: Final = "summaries_recent_messages_v1"
@@ -647,6 +648,9 @@ class _Compiler:
         refs: list[fr.RecallRef] = []
         used = 0
         for h in hits:
+            if h.kind == "summary":  # never included: its text is the summaries' own
+                refs.append(fr.RecallRef(seq=h.seq, score=h.score, included=False))
+                continue
             frame = next(iter(self.source.frames(h.seq, h.seq)), None)
             # The clip starts at the first query term the text holds.
             text = _clip_around(frame_text(frame, self.store), terms) if frame else ""

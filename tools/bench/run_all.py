@@ -19,6 +19,7 @@ from tools.bench import (
     bench_hooks,
     bench_read,
     bench_rebuild,
+    bench_recall,
     bench_search,
 )
 from tools.bench._common import Report, emit, log
@@ -42,6 +43,7 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         ),
         bench_hooks.run(sizes=(3, 100 // scale), seed=seed),
         bench_search.run(sizes=tuple(n // scale for n in bench_search.DEFAULT_SIZES), seed=seed),
+        bench_recall.run(sizes=tuple(n // scale for n in bench_recall.DEFAULT_SIZES), seed=seed),
         bench_agent_loop.run(turns=bench_agent_loop.DEFAULT_TURNS // scale, seed=seed),
     ]
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
