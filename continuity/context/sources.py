@@ -265,13 +265,16 @@ class LiveSource:
         live = LiveIndex.of(thread)
         with live.lock:
             live.refresh()
-            # A snapshot: appends during the compile do not move what it reads.
+            # A snapshot by length, not by copy (O(1)): the lists only grow at their end
+            # (a thread that changed otherwise gets new lists), so reads bounded by these
+            # lengths never see what is appended during the compile.
             self._count = live.count
-            n = len(live.message_seqs)
-            self._messages = live.message_seqs[:n]
-            self._tokens = live.message_tokens[:n]
-            self._checkpoints = list(live.checkpoints)
-            self._other = list(live.other)
+            self._n = len(live.message_seqs)
+            self._messages = live.message_seqs
+            self._tokens = live.message_tokens
+            self._checkpoints = live.checkpoints
+            self._n_checkpoints = len(live.checkpoints)
+            self._other = live.other[: len(live.other)]
             self._live = live
             self._marks = live.marks
             self._selection = list(live.selection)
@@ -290,7 +293,7 @@ class LiveSource:
         )
 
     def checkpoints(self) -> list[CheckpointEntry]:
-        return list(self._checkpoints)
+        return self._checkpoints[: self._n_checkpoints]
 
     def latest_checkpoint(
         self, max_to_seq: int, anchor_seq: int, exclude: frozenset[str] = frozenset()
@@ -310,13 +313,15 @@ class LiveSource:
         return [c for c in self._other if c.seq <= anchor_seq and c.to_seq <= anchor_seq]
 
     def message_count_upto(self, seq: int) -> int:
-        return bisect_right(self._messages, seq)
+        return bisect_right(self._messages, seq, 0, self._n)
 
     def message_seq(self, ordinal: int) -> int:
+        if not 0 <= ordinal < self._n:
+            raise IndexError(ordinal)
         return self._messages[ordinal]
 
     def message_tokens(self, start: int, stop: int) -> list[int]:
-        return self._tokens[max(0, start) : max(0, stop)]
+        return self._tokens[max(0, start) : max(0, min(stop, self._n))]
 
     def frames(self, from_seq: int, to_seq: int) -> Iterator[fr.Frame]:
         to_seq = min(to_seq, self._count - 1)
