@@ -87,11 +87,35 @@ class _Struct(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class Block(_Struct, frozen=True, tag_field="type"):
-    """Base of the content blocks of a message."""
+    """Base of the content blocks of a message. A block checks the types of its fields when
+    it is made (:class:`BadFrame` naming the field), so a wrong argument fails where it is
+    given, not later at append."""
+
+
+def _need(block: str, field: str, value: object, types: type | tuple[type, ...]) -> None:
+    """Raise :class:`BadFrame` unless ``value`` (the ``field`` of a ``block``) is one of
+    ``types`` (an exact check: a bool is not an int here)."""
+    if type(value) in (types if isinstance(types, tuple) else (types,)):
+        return
+    wanted = types if isinstance(types, tuple) else (types,)
+    names = " or ".join("None" if t is type(None) else t.__name__ for t in wanted)
+    hint = ""
+    if isinstance(value, dict) and "type" in value:
+        hint = " (a provider dict: convert it with continuity.from_anthropic / from_openai)"
+    elif isinstance(value, list) and str in wanted:
+        hint = " (a list of blocks goes in `parts` / `content=`)"
+    raise BadFrame(f"{block}.{field} must be {names}, not {type(value).__name__}{hint}")
+
+
+_OPT_STR: Final = (str, type(None))
 
 
 class TextBlock(Block, frozen=True, kw_only=True, tag="text"):
     text: str
+
+    def __post_init__(self) -> None:
+        if type(self.text) is not str:
+            _need("TextBlock", "text", self.text, str)
 
 
 class ThinkingBlock(Block, frozen=True, kw_only=True, tag="thinking"):
@@ -103,11 +127,21 @@ class ThinkingBlock(Block, frozen=True, kw_only=True, tag="thinking"):
     signature: str | None = None
     data: str | None = None
 
+    def __post_init__(self) -> None:
+        _need("ThinkingBlock", "text", self.text, str)
+        _need("ThinkingBlock", "signature", self.signature, _OPT_STR)
+        _need("ThinkingBlock", "data", self.data, _OPT_STR)
+
 
 class ToolUseBlock(Block, frozen=True, kw_only=True, tag="tool_use"):
     id: str
     name: str
     input: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        _need("ToolUseBlock", "id", self.id, str)
+        _need("ToolUseBlock", "name", self.name, str)
+        _need("ToolUseBlock", "input", self.input, dict)
 
 
 class ImageBlock(Block, frozen=True, kw_only=True, tag="image"):
@@ -117,6 +151,12 @@ class ImageBlock(Block, frozen=True, kw_only=True, tag="image"):
     artifact_id: str | None = None
     size: int = 0
     url: str | None = None
+
+    def __post_init__(self) -> None:
+        _need("ImageBlock", "media_type", self.media_type, str)
+        _need("ImageBlock", "artifact_id", self.artifact_id, _OPT_STR)
+        _need("ImageBlock", "size", self.size, int)
+        _need("ImageBlock", "url", self.url, _OPT_STR)
 
 
 class ToolResultBlock(Block, frozen=True, kw_only=True, tag="tool_result"):
@@ -133,6 +173,15 @@ class ToolResultBlock(Block, frozen=True, kw_only=True, tag="tool_result"):
     parts: list[TextBlock | ImageBlock] = []
 
     def __post_init__(self) -> None:
+        _need("ToolResultBlock", "tool_use_id", self.tool_use_id, str)
+        _need("ToolResultBlock", "content", self.content, str)
+        _need("ToolResultBlock", "artifact_id", self.artifact_id, _OPT_STR)
+        _need("ToolResultBlock", "preview", self.preview, str)
+        _need("ToolResultBlock", "size", self.size, int)
+        _need("ToolResultBlock", "is_error", self.is_error, bool)
+        _need("ToolResultBlock", "parts", self.parts, list)
+        for i, p in enumerate(self.parts):
+            _need("ToolResultBlock", f"parts[{i}]", p, (TextBlock, ImageBlock))
         held = (bool(self.content), self.artifact_id is not None, bool(self.parts))
         if sum(held) > 1:
             raise ValueError(
@@ -160,6 +209,12 @@ class ProviderBlock(Block, frozen=True, kw_only=True, tag="provider"):
     kind: str
     data: dict[str, Any]
     text: str = ""
+
+    def __post_init__(self) -> None:
+        _need("ProviderBlock", "provider", self.provider, str)
+        _need("ProviderBlock", "kind", self.kind, str)
+        _need("ProviderBlock", "data", self.data, dict)
+        _need("ProviderBlock", "text", self.text, str)
 
 
 ContentBlock: TypeAlias = (

@@ -382,3 +382,32 @@ def test_bad_frame_is_a_value_error() -> None:
 def test_message_refuses_wrong_arguments_at_once(kwargs: dict[str, Any], says: str) -> None:
     with pytest.raises(BadFrame, match=re.escape(says)):
         fr.message(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: fr.TextBlock(text=["a"]), "TextBlock.text must be str, not list"),
+        (lambda: fr.ThinkingBlock(text="t", signature=5), "ThinkingBlock.signature must be"),
+        (
+            lambda: fr.ToolUseBlock(id="t", name="Bash", input="ls"),
+            "ToolUseBlock.input must be dict",
+        ),
+        (lambda: fr.ToolUseBlock(id=1, name="Bash"), "ToolUseBlock.id must be str, not int"),
+        (
+            lambda: fr.ToolResultBlock(tool_use_id="t", content=[{"type": "text", "text": "x"}]),
+            "ToolResultBlock.content must be str, not list (a list of blocks goes in `parts`",
+        ),
+        (
+            lambda: fr.ToolResultBlock(tool_use_id="t", parts=[{"type": "text", "text": "x"}]),
+            "ToolResultBlock.parts[0] must be TextBlock or ImageBlock, not dict (a provider dict",
+        ),
+        (lambda: fr.ToolResultBlock(tool_use_id="t", is_error=1), "is_error must be bool"),
+        (lambda: fr.ImageBlock(media_type="image/png", size=True), "ImageBlock.size must be int"),
+        (lambda: fr.ProviderBlock(provider="x", kind="y", data=[]), "ProviderBlock.data must be"),
+    ],
+)
+def test_block_constructors_check_their_fields_at_once(make: Any, message: str) -> None:
+    with pytest.raises(BadFrame) as exc:
+        make()
+    assert message in str(exc.value)

@@ -7,7 +7,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import msgspec
 import pytest
@@ -35,6 +35,16 @@ from continuity.testing.support import (
 )
 
 __all__ = ["StoreContract"]
+
+
+_B = TypeVar("_B", bound=fr.Block)
+
+
+def _forced(block: _B, field: str, value: object) -> _B:
+    """``block`` with ``field`` set to ``value`` past its own checks (what a bug or a careless
+    subclass could produce): the store must still refuse to seal it."""
+    msgspec.structs.force_setattr(block, field, value)
+    return block
 
 
 class StoreContract(ABC):
@@ -161,21 +171,24 @@ class StoreContract(ABC):
                 lambda: fr.MessageAppended(role=cast(Any, None), content=[fr.TextBlock(text="x")]),
                 "$.role",
             ),
+            # blocks check their fields when made; one forced past that is still refused
             (
                 lambda: fr.message(
                     "assistant",
-                    content=[fr.ToolUseBlock(id="1", name="Bash", input=cast(Any, "ls"))],
+                    content=[_forced(fr.ToolUseBlock(id="1", name="Bash"), "input", "ls")],
                 ),
                 "$.content[0].input",
             ),
             (
                 lambda: fr.message(
-                    "user", content=[fr.ToolResultBlock(tool_use_id="1", content=cast(Any, None))]
+                    "user", content=[_forced(fr.ToolResultBlock(tool_use_id="1"), "content", None)]
                 ),
                 "$.content[0].content",
             ),
             (
-                lambda: fr.MessageAppended(role="user", content=[fr.TextBlock(text=7)]),  # type: ignore[arg-type]
+                lambda: fr.MessageAppended(
+                    role="user", content=[_forced(fr.TextBlock(text="x"), "text", 7)]
+                ),
                 "$.content[0].text",
             ),
         ],
