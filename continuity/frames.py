@@ -128,9 +128,15 @@ class ThinkingBlock(Block, frozen=True, kw_only=True, tag="thinking"):
     data: str | None = None
 
     def __post_init__(self) -> None:
-        _need("ThinkingBlock", "text", self.text, str)
-        _need("ThinkingBlock", "signature", self.signature, _OPT_STR)
-        _need("ThinkingBlock", "data", self.data, _OPT_STR)
+        # one expression on the way (decoding calls this too), the messages only on a miss
+        if not (
+            type(self.text) is str
+            and (self.signature is None or type(self.signature) is str)
+            and (self.data is None or type(self.data) is str)
+        ):
+            _need("ThinkingBlock", "text", self.text, str)
+            _need("ThinkingBlock", "signature", self.signature, _OPT_STR)
+            _need("ThinkingBlock", "data", self.data, _OPT_STR)
 
 
 class ToolUseBlock(Block, frozen=True, kw_only=True, tag="tool_use"):
@@ -139,9 +145,10 @@ class ToolUseBlock(Block, frozen=True, kw_only=True, tag="tool_use"):
     input: dict[str, Any] = {}
 
     def __post_init__(self) -> None:
-        _need("ToolUseBlock", "id", self.id, str)
-        _need("ToolUseBlock", "name", self.name, str)
-        _need("ToolUseBlock", "input", self.input, dict)
+        if not (type(self.id) is str and type(self.name) is str and type(self.input) is dict):
+            _need("ToolUseBlock", "id", self.id, str)
+            _need("ToolUseBlock", "name", self.name, str)
+            _need("ToolUseBlock", "input", self.input, dict)
 
 
 class ImageBlock(Block, frozen=True, kw_only=True, tag="image"):
@@ -153,10 +160,16 @@ class ImageBlock(Block, frozen=True, kw_only=True, tag="image"):
     url: str | None = None
 
     def __post_init__(self) -> None:
-        _need("ImageBlock", "media_type", self.media_type, str)
-        _need("ImageBlock", "artifact_id", self.artifact_id, _OPT_STR)
-        _need("ImageBlock", "size", self.size, int)
-        _need("ImageBlock", "url", self.url, _OPT_STR)
+        if not (
+            type(self.media_type) is str
+            and type(self.size) is int
+            and (self.artifact_id is None or type(self.artifact_id) is str)
+            and (self.url is None or type(self.url) is str)
+        ):
+            _need("ImageBlock", "media_type", self.media_type, str)
+            _need("ImageBlock", "artifact_id", self.artifact_id, _OPT_STR)
+            _need("ImageBlock", "size", self.size, int)
+            _need("ImageBlock", "url", self.url, _OPT_STR)
 
 
 class ToolResultBlock(Block, frozen=True, kw_only=True, tag="tool_result"):
@@ -173,6 +186,26 @@ class ToolResultBlock(Block, frozen=True, kw_only=True, tag="tool_result"):
     parts: list[TextBlock | ImageBlock] = []
 
     def __post_init__(self) -> None:
+        if not (
+            type(self.tool_use_id) is str
+            and type(self.content) is str
+            and type(self.preview) is str
+            and type(self.size) is int
+            and type(self.is_error) is bool
+            and (self.artifact_id is None or type(self.artifact_id) is str)
+            and type(self.parts) is list
+            and (not self.parts or all(type(p) in _PART_TYPES for p in self.parts))
+        ):
+            self._name_the_field()
+        if (self.content and (self.artifact_id is not None or self.parts)) or (
+            self.parts and self.artifact_id is not None
+        ):
+            raise ValueError(
+                "a tool_result holds its output in `content`, in `parts` or in `artifact_id`, "
+                "not in two of them"
+            )
+
+    def _name_the_field(self) -> None:
         _need("ToolResultBlock", "tool_use_id", self.tool_use_id, str)
         _need("ToolResultBlock", "content", self.content, str)
         _need("ToolResultBlock", "artifact_id", self.artifact_id, _OPT_STR)
@@ -182,12 +215,6 @@ class ToolResultBlock(Block, frozen=True, kw_only=True, tag="tool_result"):
         _need("ToolResultBlock", "parts", self.parts, list)
         for i, p in enumerate(self.parts):
             _need("ToolResultBlock", f"parts[{i}]", p, (TextBlock, ImageBlock))
-        held = (bool(self.content), self.artifact_id is not None, bool(self.parts))
-        if sum(held) > 1:
-            raise ValueError(
-                "a tool_result holds its output in `content`, in `parts` or in `artifact_id`, "
-                "not in two of them"
-            )
 
     def text(self) -> str:
         """The output's text as far as this block holds it (the preview of one in an
@@ -197,6 +224,9 @@ class ToolResultBlock(Block, frozen=True, kw_only=True, tag="tool_result"):
         if self.parts:
             return "\n".join(p.text for p in self.parts if isinstance(p, TextBlock))
         return self.content
+
+
+_PART_TYPES: Final = (TextBlock, ImageBlock)
 
 
 class ProviderBlock(Block, frozen=True, kw_only=True, tag="provider"):
@@ -211,10 +241,16 @@ class ProviderBlock(Block, frozen=True, kw_only=True, tag="provider"):
     text: str = ""
 
     def __post_init__(self) -> None:
-        _need("ProviderBlock", "provider", self.provider, str)
-        _need("ProviderBlock", "kind", self.kind, str)
-        _need("ProviderBlock", "data", self.data, dict)
-        _need("ProviderBlock", "text", self.text, str)
+        if not (
+            type(self.provider) is str
+            and type(self.kind) is str
+            and type(self.data) is dict
+            and type(self.text) is str
+        ):
+            _need("ProviderBlock", "provider", self.provider, str)
+            _need("ProviderBlock", "kind", self.kind, str)
+            _need("ProviderBlock", "data", self.data, dict)
+            _need("ProviderBlock", "text", self.text, str)
 
 
 ContentBlock: TypeAlias = (
