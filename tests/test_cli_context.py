@@ -751,3 +751,14 @@ def test_decisions_show_a_repeat_as_the_decision_it_names(run: Run, demo: Path) 
     assert lines[-1] == f"  bundle {decision.bundle_artifact_id}"
     raw = run("decisions", "demo", "--json").stdout_bytes.splitlines()
     assert [fr.decode_frame(line).seq for line in raw] == [decision.seq, decision.seq + 1]
+
+
+def test_min_recent_keeps_raw_messages_behind_the_summary(run: Run, demo: Path) -> None:
+    assert run("checkpoint", "demo", "--to-seq", "10").exit_code == 0
+    plain = compile_json(run)
+    assert [m.seq for m in plain.messages] == [9, 10]  # the turn in flight only
+    kept = compile_json(run, "--min-recent", "5")
+    assert [m.seq for m in kept.messages] == [6, 7, 8, 9, 10]
+    assert kept.limits.min_recent == 5
+    bad = run("compile", "demo", "--dry-run", "--recent", "3", "--min-recent", "4")
+    assert bad.exit_code == 2 and "--min-recent 4 is more than --recent 3" in bad.stderr

@@ -66,6 +66,14 @@ def compile_cmd(
     recent: Annotated[
         int, typer.Option("--recent", min=0, help="At most this many recent messages.")
     ] = 16,
+    min_recent: Annotated[
+        int,
+        typer.Option(
+            "--min-recent",
+            min=0,
+            help="At least this many raw messages, even where a summary covers them.",
+        ),
+    ] = 0,
     max_summaries: Annotated[
         int, typer.Option("--max-summaries", min=0, help="At most this many summaries.")
     ] = 3,
@@ -97,8 +105,9 @@ def compile_cmd(
 ) -> None:
     """Compile the thread's next context; log the selection (unless --dry-run).
 
-    The bundle's notes (a summary that cannot be read, a message elided, a budget too small)
-    are printed on stderr as warnings; the exit code stays 0 when a bundle was compiled."""
+    The bundle's notes (a summary that cannot be read, a message elided) are printed on stderr
+    as warnings; the exit code stays 0 when a bundle was compiled. Limits too small for the
+    latest user turn and the tool exchange in flight are an error naming the limit."""
     from continuity.context.compiler import DEFAULT_BUDGET_TOKENS, compile_context
     from continuity.context.render import render
 
@@ -107,11 +116,14 @@ def compile_cmd(
     store = open_store(ctx)
     limits = fr.Limits(
         recent_messages=recent,
+        min_recent=min_recent,
         max_summary_refs=max_summaries,
         budget_tokens=None if no_budget else budget_tokens or DEFAULT_BUDGET_TOKENS,
         keep_tool_outputs=keep_tool_outputs,
         recall_budget_tokens=recall_budget_tokens,
     )
+    if min_recent > recent:
+        fail(f"--min-recent {min_recent} is more than --recent {recent}", code=2)
     if recall is not None and not recall.strip():
         fail("--recall needs a query (or @anchor)", code=2)
     with errors():
