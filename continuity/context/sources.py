@@ -187,7 +187,34 @@ class ScanSource:
         return None
 
 
-class IndexedSource:
+class _ReadsBackwards:
+    """What a source bounded by its own head finds by reading the log from its end (frames
+    appended after the source was opened are past that head and not looked at)."""
+
+    _thread: Thread
+
+    def head_seq(self) -> int | None:
+        raise NotImplementedError
+
+    def _backwards(self) -> Iterator[fr.Frame]:
+        head = self.head_seq()
+        if head is None:
+            return
+        for seq, line in self._thread.read_lines_backwards():
+            if seq <= head:
+                yield self._thread.decode(seq, line)
+
+    def default_anchor(self) -> int | None:
+        return _default_anchor_backwards(self._backwards())
+
+    def seq_of_message_id(self, message_id: str) -> int | None:
+        for frame in self._backwards():
+            if isinstance(frame, fr.MessageAppended) and frame.message_id == message_id:
+                return frame.seq
+        return None
+
+
+class IndexedSource(_ReadsBackwards):
     """Reads through the store's caches: O(k) in what is selected."""
 
     def __init__(self, thread: Thread) -> None:
@@ -204,17 +231,6 @@ class IndexedSource:
     def head_seq(self) -> int | None:
         n = self._index.frame_count()
         return n - 1 if n else None
-
-    def default_anchor(self) -> int | None:
-        # Frames appended after the refresh are not in the index: the anchor stays within it.
-        head = self.head_seq()
-        if head is None:
-            return None
-        return _default_anchor_backwards(
-            self._thread.decode(seq, line)
-            for seq, line in self._thread.read_lines_backwards()
-            if seq <= head
-        )
 
     def checkpoints(self) -> list[CheckpointEntry]:
         return self._index.checkpoints()
@@ -243,20 +259,8 @@ class IndexedSource:
     def frames(self, from_seq: int, to_seq: int) -> Iterator[fr.Frame]:
         return self._index.read(from_seq, to_seq)
 
-    def seq_of_message_id(self, message_id: str) -> int | None:
-        head = self.head_seq()
-        if head is None:
-            return None
-        for seq, line in self._thread.read_lines_backwards():
-            if seq > head:
-                continue
-            frame = self._thread.decode(seq, line)
-            if isinstance(frame, fr.MessageAppended) and frame.message_id == message_id:
-                return seq
-        return None
 
-
-class LiveSource:
+class LiveSource(_ReadsBackwards):
     """Reads a store that keeps no caches through the projection kept in the process
     (:class:`continuity.caches.live.LiveIndex`): O(k) in what is selected, like the indexed one."""
 
@@ -281,16 +285,6 @@ class LiveSource:
 
     def head_seq(self) -> int | None:
         return self._count - 1 if self._count else None
-
-    def default_anchor(self) -> int | None:
-        head = self.head_seq()
-        if head is None:
-            return None
-        return _default_anchor_backwards(
-            self._thread.decode(seq, line)
-            for seq, line in self._thread.read_lines_backwards()
-            if seq <= head
-        )
 
     def checkpoints(self) -> list[CheckpointEntry]:
         return self._checkpoints[: self._n_checkpoints]
@@ -327,16 +321,6 @@ class LiveSource:
         to_seq = min(to_seq, self._count - 1)
         for seq, line in self._thread.read_lines(from_seq=from_seq, to_seq=to_seq):
             yield self._thread.decode(seq, line)
-
-    def seq_of_message_id(self, message_id: str) -> int | None:
-        head = self.head_seq()
-        for seq, line in self._thread.read_lines_backwards():
-            if head is None or seq > head:
-                continue
-            frame = self._thread.decode(seq, line)
-            if isinstance(frame, fr.MessageAppended) and frame.message_id == message_id:
-                return seq
-        return None
 
     def marks(self) -> Marks:
         return self._marks
