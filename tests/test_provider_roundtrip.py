@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from continuity import frames as fr
-from continuity.context.bundle import ContextBundle, MessageItem
+from continuity.context.bundle import ContextBundle
 from continuity.context.compiler import compile_context
 from continuity.context.convert import from_anthropic, from_openai, from_openai_responses
 from continuity.context.render import to_anthropic, to_openai, to_openai_responses
@@ -97,36 +97,11 @@ def check_responses(items: list[dict[str, Any]]) -> None:
 # --- convert → append → compile → the bundle a renderer sees --------------------------------
 
 
-class HintedItem(MessageItem, frozen=True, kw_only=True, tag="message", tag_field="kind"):
-    """A message item with its frame's ``meta``, as the renderers read it."""
-
-    meta: dict[str, str] = {}  # noqa: RUF012 (msgspec copies a default)
-
-
-def with_meta(bundle: ContextBundle, store: MemoryStore, thread_id: str) -> ContextBundle:
-    """The bundle with each message's ``meta`` beside it (what the renderer hints need from the
-    compiler: a no-op once ``MessageItem`` carries ``meta`` itself)."""
-    if "meta" in MessageItem.__struct_fields__:
-        return bundle
-    metas = {
-        f.seq: f.meta
-        for f in store.thread(thread_id).read(types=["message_appended"])
-        if isinstance(f, fr.MessageAppended)
-    }
-    items: list[Any] = []
-    for item in bundle.items:
-        if isinstance(item, MessageItem):
-            fields = {name: getattr(item, name) for name in item.__struct_fields__}
-            item = HintedItem(**fields, meta=metas.get(item.seq, {}))
-        items.append(item)
-    return msgspec.structs.replace(bundle, items=items)
-
-
 def compiled(frames: list[fr.MessageAppended], store: MemoryStore) -> ContextBundle:
     thread = store.thread("rt")
     thread.append(frames)
     result = compile_context(thread, limits=EVERYTHING, log=False)
-    return with_meta(result.bundle, store, "rt")
+    return result.bundle
 
 
 # --- generated shapes -----------------------------------------------------------------------

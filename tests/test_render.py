@@ -12,11 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_provider_roundtrip import (
-    HintedItem,
     check_anthropic,
     check_openai,
     check_responses,
-    with_meta,
 )
 
 from continuity import frames as fr
@@ -881,7 +879,7 @@ def test_reasoning_goes_to_responses_only_and_only_in_flight_and_with_its_item()
     meta = json.dumps(
         [[1, {"_k": "item"}], [1, {"_k": "call", "id": "fc_1", "status": "completed"}]]
     )
-    hinted = HintedItem(
+    hinted = MessageItem(
         seq=4,
         message_id="m4",
         role="assistant",
@@ -954,7 +952,7 @@ def test_no_system_text_no_system_and_a_string_message_gets_its_breakpoint() -> 
     thread = store.thread("t")
     thread.append(from_anthropic([{"role": "user", "content": "hi"}]))
 
-    bundle = with_meta(compile_context(thread, log=False).bundle, store, "t")
+    bundle = compile_context(thread, log=False).bundle
     assert to_anthropic(bundle) == {"messages": [{"role": "user", "content": "hi"}]}
     assert to_anthropic(bundle, cache="conversation")["messages"] == [
         {
@@ -1054,7 +1052,7 @@ def test_provider_blocks_go_back_to_their_provider_and_are_told_to_the_others() 
 
 
 def test_the_system_role_comes_from_the_hint_or_the_argument() -> None:
-    developer = HintedItem(
+    developer = MessageItem(
         seq=1,
         message_id="m1",
         role="system",

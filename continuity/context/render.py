@@ -206,7 +206,7 @@ class _Seg:
     __slots__ = ("envs", "meta", "role", "stripped", "where")
 
     def __init__(self, item: MessageItem, provider: Provider) -> None:
-        meta: dict[str, str] = getattr(item, "meta", None) or {}
+        meta = item.meta
         self.meta = meta
         self.role = item.role
         self.stripped = False  # a reasoning item of it was dropped: its ids go too
@@ -619,7 +619,7 @@ def _system_role(bundle: ContextBundle, system_role: str | None) -> str:
             raise ValueError(f"system_role must be 'system' or 'developer', not {system_role!r}")
         return system_role
     for item, _ in _system_messages(bundle):
-        hinted = (getattr(item, "meta", None) or {}).get(ROLE_HINT)
+        hinted = item.meta.get(ROLE_HINT)
         return "developer" if hinted == "developer" else "system"
     return "system"
 
@@ -960,9 +960,7 @@ def _lone_system_unit(
     item: MessageItem, provider: Provider, role: str, text_type: str
 ) -> dict[str, Any]:
     """The one system message back in the shape it came in."""
-    layout = _parse_layout(
-        (getattr(item, "meta", None) or {}).get(_layout_key(provider)), len(item.content)
-    )
+    layout = _parse_layout(item.meta.get(_layout_key(provider)), len(item.content))
     env = layout[0][1] if layout and len(layout) == 1 else {}
     blocks = [b for b in item.content if isinstance(b, fr.TextBlock)]
     per_block = env.get("_b") if isinstance(env.get("_b"), list) else None
@@ -999,18 +997,7 @@ def to_openai(
     """
     segs, turns = _window(bundle, "openai.chat", "none")
     shape = _Chat(segs, _artifact_store(artifacts))
-    out: list[dict[str, Any]] = []
-    role = _system_role(bundle, system_role)
-    lone = _lone_system(bundle, system_prefix)
-    if lone is not None:
-        out.append(_lone_system_unit(lone, "openai.chat", role, "text"))
-    else:
-        system = _system_text(bundle, system_prefix)
-        if system:
-            out.append({"role": role, "content": system})
-    for turn in turns:
-        out += shape.turn(turn)
-    return out
+    return _openai_list(bundle, shape, turns, "openai.chat", "text", system_prefix, system_role)
 
 
 # --- OpenAI Responses -----------------------------------------------------------------------
@@ -1194,11 +1181,27 @@ def to_openai_responses(
     """
     segs, turns = _window(bundle, "openai.responses", thinking)
     shape = _Responses(segs, _artifact_store(artifacts))
+    return _openai_list(
+        bundle, shape, turns, "openai.responses", "input_text", system_prefix, system_role
+    )
+
+
+def _openai_list(
+    bundle: ContextBundle,
+    shape: _Chat | _Responses,
+    turns: list[_Turn],
+    provider: Provider,
+    text_type: str,
+    system_prefix: str | None,
+    system_role: str | None,
+) -> list[dict[str, Any]]:
+    """The system message first (a lone system message of the window as it came, else the
+    system text), then each turn in ``shape``: what both OpenAI renderers send."""
     out: list[dict[str, Any]] = []
     role = _system_role(bundle, system_role)
     lone = _lone_system(bundle, system_prefix)
     if lone is not None:
-        out.append(_lone_system_unit(lone, "openai.responses", role, "input_text"))
+        out.append(_lone_system_unit(lone, provider, role, text_type))
     else:
         system = _system_text(bundle, system_prefix)
         if system:
