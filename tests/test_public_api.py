@@ -233,6 +233,25 @@ def test_importing_the_package_imports_nothing_else() -> None:
 
 
 @pytest.mark.slow
+def test_the_library_never_imports_the_integrations_runtimes() -> None:
+    """The runtimes' packages (and the provider SDKs) are optional extras: the library, its
+    converters and renderers, the async face and the CLI's modules import none of them; only
+    ``continuity.integrations.<runtime>`` does, when a user imports it."""
+    probe = (
+        "import json, sys; import continuity, continuity.integrations\n"
+        "import continuity.context.convert, continuity.context.render, continuity.aio\n"
+        "import continuity.context.compiler, continuity.context.records\n"
+        "import continuity.cli.app\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'langgraph', "
+        "'langchain_core', 'agents', 'openai', 'anthropic', 'pydantic'})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, check=True, timeout=60
+    ).stdout
+    assert json.loads(out) == []
+
+
+@pytest.mark.slow
 def test_the_hook_paths_import_nothing_they_do_not_use() -> None:
     """What a hook process runs (ingest; the restore's compile, render and summary; the
     previous-session pointer) imports no numpy (30-60 ms of a fresh process: recall imports
