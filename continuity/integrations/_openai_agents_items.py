@@ -1,0 +1,177 @@
+"""Responses items ↔ message frames for the OpenAI Agents SDK sessions (ADR 0024).
+
+One item is one ``message_appended`` frame. The item goes through
+:func:`~continuity.context.convert.from_openai_responses` (typed blocks where they exist, the
+rest kept whole as a ``ProviderBlock``, the layout in ``meta``), so compile, search, summaries
+and recall read it like any other message. Before anything is written, the frame is rendered back
+with :func:`item_of`; when that does not give the item back exactly (a shape the converters do
+not reproduce: a data URL in a non-canonical base64 wrapping, an empty content list, …) the frame
+holds the item verbatim instead, as one ``ProviderBlock`` of kind ``<the item's type>``: lossless
+by construction, whatever the SDK sends next.
+
+Rendering one stored item is not rendering a request: :func:`~continuity.render.to_openai_responses`
+normalises a window (system text first, tool calls paired with their results, older reasoning
+dropped), which a session's ``get_items(limit)`` must not do — its tail may begin with a tool
+output whose call is older. So :func:`items_of` renders a frame's own units, as they came, with
+the Responses renderer's unit builders and nothing else.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from continuity import frames as fr
+from continuity.context.bundle import MessageItem
+from continuity.context.convert import from_openai_responses
+from continuity.context.render import (
+    ROLE_HINT,
+    _layout_key,
+    _lone_system_unit,
+    _Part,
+    _part,
+    _Raw,
+    _Responses,
+    _Result,
+    _Seg,
+    _Text,
+    _Use,
+)
+from continuity.errors import BadFrame
+from continuity.store.artifacts import ArtifactStore
+from continuity.store.base import Thread
+
+__all__ = ["PROVIDER", "frames_for_items", "items_of", "plain_item"]
+
+PROVIDER: Final = "openai.responses"
+_KEEP_INLINE: Final = 1 << 62
+"""Tool outputs stay in the frame, however long: ``get_items`` returns them whole (a preview
+and an artifact note would not be the item that was added)."""
+_TEXT_CAP: Final = 4000
+
+
+def plain_item(value: Any, index: int) -> dict[str, Any]:
+    """``value`` as a plain JSON object (an SDK model dumped as the SDK itself dumps items), or
+    :class:`BadFrame` naming its index when it is not an item at all."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        value = dump(exclude_unset=True, mode="json")
+    if not isinstance(value, Mapping):
+        raise BadFrame(
+            f"add_items: items[{index}]: expected a Responses input item (a dict), "
+            f"got {'null' if value is None else type(value).__name__}"
+        )
+    try:  # the log holds JSON: an item must be JSON, and a copy (the caller may mutate theirs)
+        plain: dict[str, Any] = json.loads(json.dumps(dict(value), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise BadFrame(f"add_items: items[{index}]: not a JSON object ({exc})") from None
+    return plain
+
+
+def frames_for_items(
+    items: Sequence[Any], *, artifacts: Thread | ArtifactStore | None
+) -> list[fr.MessageAppended]:
+    """One frame per item, checked to render back to the item exactly (else verbatim).
+
+    Raises :class:`BadFrame` (naming ``items[i]`` and the field) for a value that is no
+    Responses item; nothing is written by anyone then, since the caller appends the frames as
+    one batch only after every item converted."""
+    frames: list[fr.MessageAppended] = []
+    store = artifacts.store.artifacts if isinstance(artifacts, Thread) else artifacts
+    for i, raw in enumerate(items):
+        item = plain_item(raw, i)
+        try:
+            converted = from_openai_responses(
+                [item], artifacts=artifacts, max_inline_bytes=_KEEP_INLINE
+            )
+        except BadFrame as exc:
+            said = str(exc).removeprefix("from_openai_responses: ").removeprefix("[0]")
+            raise BadFrame(f"add_items: items[{i}]{said}") from None
+        if len(converted) != 1:  # never for one item; kept whole rather than assumed
+            frames.append(_verbatim(item, "assistant"))
+            continue
+        frame = converted[0]
+        try:
+            back = items_of(frame, store)
+        except (KeyError, IndexError, TypeError, ValueError):
+            back = []
+        frames.append(frame if back == [item] else _verbatim(item, frame.role, frame))
+    return frames
+
+
+def _verbatim(
+    item: dict[str, Any], role: str, converted: fr.MessageAppended | None = None
+) -> fr.MessageAppended:
+    """The item whole in one provider block: what the renderers send back unchanged."""
+    kind = item.get("type") if isinstance(item.get("type"), str) and item.get("type") else None
+    text = _text_of(converted) if converted is not None else ""
+    block = fr.ProviderBlock(provider=PROVIDER, kind=kind or "message", data=item, text=text)
+    return fr.message("assistant" if role == "assistant" else "user", content=[block])
+
+
+def _text_of(frame: fr.MessageAppended) -> str:
+    """The converted frame's text, kept for search and summaries of a verbatim item."""
+    texts: list[str] = []
+    for block in frame.content:
+        if isinstance(block, fr.TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, fr.ToolResultBlock):
+            texts.append(block.content or "")
+        elif isinstance(block, fr.ProviderBlock):
+            texts.append(block.text)
+    text = "\n".join(t for t in texts if t)
+    return text if len(text) <= _TEXT_CAP else text[: _TEXT_CAP - 1] + "…"
+
+
+def items_of(frame: fr.MessageAppended, store: ArtifactStore | None) -> list[dict[str, Any]]:
+    """The Responses items one stored message holds, exactly as they were converted (one for a
+    message a session wrote; a message another writer grouped gives each of its items)."""
+    item = MessageItem(
+        seq=frame.seq,
+        message_id=frame.message_id,
+        role=frame.role,
+        content=list(frame.content),
+        tokens=0,
+        meta=frame.meta,
+    )
+    content = item.content
+    if (
+        len(content) == 1
+        and isinstance(content[0], fr.ProviderBlock)
+        and content[0].provider == PROVIDER
+        and _layout_key(PROVIDER) not in frame.meta
+        and content[0].kind not in ("input_text", "output_text", "refusal")
+    ):
+        return [copy.deepcopy(content[0].data)]
+    if frame.role == "system":
+        role = frame.meta.get(ROLE_HINT, "system")
+        return [_lone_system_unit(item, PROVIDER, role, "input_text")]
+    seg = _Seg(item, PROVIDER)
+    shape = _Responses([seg], store)
+    units: dict[int, list[_Part]] = {}
+    for pos, block in enumerate(content):
+        # an empty text is part of the item as given (the request renderer drops it)
+        part: _Part | None = (
+            _Text(block.text, 0, pos)
+            if isinstance(block, fr.TextBlock)
+            else _part(block, PROVIDER, 0, pos)
+        )
+        if part is not None:
+            units.setdefault(seg.unit(pos), []).append(part)
+    out: list[dict[str, Any]] = []
+    for u, env in enumerate(seg.envs):
+        parts = units.get(u, [])
+        kind = env.get("_k")
+        if kind == "call" and len(parts) == 1 and isinstance(parts[0], _Use):
+            out.append(shape.call(parts[0]))
+        elif kind == "out" and len(parts) == 1 and isinstance(parts[0], _Result):
+            out.append(shape.output(parts[0]))
+        elif kind == "item" and len(parts) == 1 and isinstance(parts[0], _Raw):
+            out.append(copy.deepcopy(parts[0].block.data))
+        elif kind == "msg" and parts:
+            out.append(shape.message(frame.role, parts))
+        else:
+            raise ValueError(f"seq {frame.seq}: unit {u} ({kind}) cannot be rendered as an item")
+    return out

@@ -1,0 +1,169 @@
+"""``ContinuitySession``: an OpenAI Agents SDK session whose history is a continuity thread.
+
+The SDK's ``Session`` protocol is four coroutines over a list of Responses items; this class
+keeps that list as a thread of the log (ADR 0024):
+
+- ``add_items`` appends one ``message_appended`` frame per item, as one all-or-nothing batch;
+  every item is converted and checked to render back exactly before anything is written, so a
+  bad item raises :class:`~continuity.BadFrame` and leaves the thread as it was.
+- ``get_items(limit)`` returns the live items, oldest first, each exactly as it was added;
+  ``limit`` counts items and reads only the newest ones.
+- ``pop_item`` and ``clear_session`` are retractions: a ``messages_retracted`` frame takes the
+  items out of the conversation (and of every compile, summary and recall from then on), and the
+  log keeps every byte; ``continuity log`` shows them ``[retracted]``.
+
+All blocking work (the log's lock, fsync, reads, conversion) runs in the store's worker through
+:class:`continuity.aio.AsyncStore`, so a session never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from os import PathLike
+from typing import TYPE_CHECKING, Any, Final
+
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
+
+from continuity import frames as fr
+from continuity.aio import AsyncStore, AsyncThread
+from continuity.context.retract import clear_messages, live_messages, pop_message
+from continuity.integrations._openai_agents_items import frames_for_items, items_of
+from continuity.store.base import BaseStore, Thread
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+
+__all__ = ["ContinuitySession", "StoreLike"]
+
+StoreLike = BaseStore | AsyncStore | str | PathLike[str]
+"""Where a session's thread lives: a store (``Store``, ``MemoryStore``, any backend), an
+``AsyncStore`` around one, or the path of a JSONL store folder (created when missing)."""
+
+POP_REASON: Final = "pop_item"
+CLEAR_REASON: Final = "clear_session"
+
+
+def _async_store(store: StoreLike) -> AsyncStore:
+    if isinstance(store, AsyncStore):
+        return store
+    if isinstance(store, BaseStore):
+        return AsyncStore(store)
+    from continuity.store.jsonl import Store
+
+    return AsyncStore(Store(store, create=True))
+
+
+class ContinuitySession:
+    """An Agents SDK ``Session`` kept in a continuity thread, item for item, losslessly.
+
+    ``session_id`` names the session for the SDK and, unless ``thread_id`` says otherwise, the
+    thread (a session id that is not a valid thread id raises ``InvalidThreadId``: pass a
+    ``thread_id``). ``session_settings`` is the SDK's (its ``limit`` is the default of
+    :meth:`get_items`). Sessions on one store object share its worker and its ordering; any
+    number of sessions, processes or agents may use one thread, as with any thread.
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        store: StoreLike,
+        *,
+        thread_id: str | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.store = _async_store(store)
+        self.thread: AsyncThread = self.store.thread(session_id if thread_id is None else thread_id)
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        # pop_item reads the newest item then retracts it: two pops of one session at once must
+        # not both take the same item. (Across processes, as with SQLite, share a session only
+        # while one of them pops.)
+        self._mutating: asyncio.Lock | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.session_id!r}, thread={self.thread.id!r})"
+
+    # -- the Session protocol --------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The session's items, oldest first, each exactly as added: all of them, or the newest
+        ``limit`` (default ``session_settings.limit``; a negative limit means all, as SQLite's
+        ``LIMIT`` does for :class:`~agents.SQLiteSession`)."""
+        return await self._raw_items(resolve_session_limit(limit, self.session_settings))
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append ``items`` as one batch, one frame each (all or nothing). Raises
+        :class:`~continuity.BadFrame` naming ``items[i]`` when one is not a Responses item."""
+        if not items:
+            return
+        frames = await self.store.run_blocking(
+            frames_for_items, list(items), artifacts=self.thread.thread
+        )
+        await self.thread.append(frames)
+        await self._after_add(len(frames))
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Take back the newest item and return it (None when the session has none). A
+        retraction: the log keeps the item, and says it was popped."""
+        async with self._lock():
+            return await self.store.run_blocking(self._pop)
+
+    async def clear_session(self) -> None:
+        """Take back every item of the session, in one retraction (the log keeps them all)."""
+        async with self._lock():
+            await self.store.run_blocking(clear_messages, self.thread.thread, reason=CLEAR_REASON)
+
+    # -- for subclasses ----------------------------------------------------------------------
+
+    async def _after_add(self, added: int) -> None:
+        """Called after each successful ``add_items`` (the compiled session compacts here)."""
+
+    async def _raw_items(self, limit: int | None) -> list[TResponseInputItem]:
+        if limit is not None and limit < 0:
+            limit = None
+        if limit == 0:
+            return []
+        return await self.store.run_blocking(self._read, limit)
+
+    # -- in the worker ----------------------------------------------------------------------
+
+    def _read(self, limit: int | None) -> list[TResponseInputItem]:
+        thread = self.thread.thread
+        if not thread.exists():
+            return []
+        # a message this session wrote is one item; one another writer grouped may be several,
+        # so `limit` messages hold at least `limit` items
+        return self._items(live_messages(thread, limit=limit), limit)
+
+    def _items(
+        self, messages: Sequence[fr.MessageAppended], limit: int | None
+    ) -> list[TResponseInputItem]:
+        artifacts = self.store.store.artifacts
+        out: list[Any] = [item for m in messages for item in items_of(m, artifacts)]
+        return out if limit is None else out[-limit:]
+
+    def _pop(self) -> TResponseInputItem | None:
+        thread: Thread = self.thread.thread
+        if not thread.exists():
+            return None
+        popped = pop_message(thread, reason=POP_REASON)
+        if popped is None:
+            return None
+        items = self._items([popped], None)
+        return items[-1] if items else None
+
+    def _lock(self) -> asyncio.Lock:
+        if self._mutating is None:
+            self._mutating = asyncio.Lock()
+        return self._mutating
