@@ -1,0 +1,159 @@
+"""How a LangGraph thread's checkpoints, writes and tombstones lie in its continuity thread.
+
+Everything is a ``record_appended`` frame (ADR 0023), found by kind and key through the record
+index, so each lookup is O(log n) in the thread's records and one frame read:
+
+- ``langgraph.checkpoint``, key ``[ns, id]`` (JSON): one per ``put`` — the checkpoint without
+  its channel values, its metadata (both as the serializer's typed bytes), its parent, and
+  per channel the version and the artifact holding that version's value; the message mirror's
+  position (:mod:`._langgraph_mirror`).
+- ``langgraph.latest``, key ``ns``: right after each checkpoint record, in the same batch: the
+  newest checkpoint of a namespace is one lookup, and a namespace's checkpoints are listed
+  newest first without touching the other namespaces'.
+- ``langgraph.namespace``, key ``ns``: once per namespace, so a listing of every namespace
+  knows them without a scan.
+- ``langgraph.writes``, key ``[ns, id]``: one per ``put_writes`` call.
+- ``langgraph.deleted`` (key ``""``), ``langgraph.pruned`` (key ``ns``) and
+  ``langgraph.removed`` (key ``[ns, id]``): tombstones. The log keeps every byte; reads pass over
+  what a tombstone after it covers (:class:`Cuts`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any, Final
+
+from continuity.context.records import Record, latest_record, records
+from continuity.store.base import Thread
+
+__all__ = [
+    "CHECKPOINT",
+    "DELETED",
+    "FORK",
+    "LATEST",
+    "MIRROR",
+    "NAMESPACE",
+    "PRUNED",
+    "REMOVED",
+    "WRITES",
+    "Cuts",
+    "checkpoint_key",
+    "find_checkpoint",
+    "from_typed",
+    "newest_checkpoints",
+    "to_typed",
+]
+
+CHECKPOINT: Final = "langgraph.checkpoint"
+LATEST: Final = "langgraph.latest"
+NAMESPACE: Final = "langgraph.namespace"
+WRITES: Final = "langgraph.writes"
+DELETED: Final = "langgraph.deleted"
+PRUNED: Final = "langgraph.pruned"
+REMOVED: Final = "langgraph.removed"
+MIRROR: Final = "langgraph.mirror"
+FORK: Final = "langgraph.fork"
+
+
+def checkpoint_key(ns: str, checkpoint_id: str) -> str:
+    """The key of a checkpoint's records: unambiguous whatever characters ``ns`` holds
+    (LangGraph's nested namespaces use ``|`` and ``:``)."""
+    return json.dumps([ns, checkpoint_id], separators=(",", ":"), ensure_ascii=False)
+
+
+def to_typed(typed: tuple[str, bytes]) -> list[str]:
+    """A serializer's ``(type, bytes)`` as JSON: ``[type, base64]``."""
+    return [typed[0], base64.b64encode(typed[1]).decode("ascii")]
+
+
+def from_typed(value: list[str]) -> tuple[str, bytes]:
+    return value[0], base64.b64decode(value[1])
+
+
+class Cuts:
+    """What the tombstones of one thread hide, read once per call (three lookups at most):
+    a checkpoint record is visible when it comes after the thread's last ``deleted``, at or
+    after its namespace's last ``pruned`` keep point, and after any ``removed`` of its key."""
+
+    def __init__(self, thread: Thread) -> None:
+        self.thread = thread
+        deleted = latest_record(thread, DELETED)
+        self.deleted = -1 if deleted is None else deleted.seq
+        self._pruned: dict[str, int] = {}
+
+    def pruned_before(self, ns: str) -> int:
+        """Checkpoint records of ``ns`` below this seq are pruned."""
+        if ns not in self._pruned:
+            rec = latest_record(self.thread, PRUNED, ns)
+            self._pruned[ns] = -1 if rec is None or rec.seq <= self.deleted else rec.data["keep"]
+        return self._pruned[ns]
+
+    def removed_at(self, key: str) -> int:
+        """The seq of the last ``removed`` tombstone of ``key`` (-1: none)."""
+        rec = latest_record(self.thread, REMOVED, key)
+        return -1 if rec is None else rec.seq
+
+    def visible(self, rec: Record) -> bool:
+        if rec.seq <= self.deleted:
+            return False
+        data = rec.data
+        if rec.seq < self.pruned_before(data["ns"]):
+            return False
+        return rec.seq > self.removed_at(checkpoint_key(data["ns"], data["id"]))
+
+    def writes_after(self, key: str) -> int:
+        """Writes of ``key`` at or below this seq are hidden (deleted or removed)."""
+        return max(self.deleted, self.removed_at(key))
+
+
+def find_checkpoint(thread: Thread, cuts: Cuts, ns: str, checkpoint_id: str) -> Record | None:
+    """The visible checkpoint record of ``(ns, checkpoint_id)`` (its latest put), or None."""
+    rec = latest_record(thread, CHECKPOINT, checkpoint_key(ns, checkpoint_id))
+    return rec if rec is not None and cuts.visible(rec) else None
+
+
+def newest_checkpoints(
+    thread: Thread, cuts: Cuts, ns: str | None, *, before_seq: int | None = None
+) -> Iterator[Record]:
+    """The visible checkpoint records of namespace ``ns`` (every namespace: None), newest
+    first, each checkpoint once (at its latest put), below ``before_seq`` when given. Reads
+    only as far as the caller iterates."""
+    at_or_before = None if before_seq is None else before_seq - 1
+    seen: set[str] = set()
+    if ns is None:
+        for rec in records(thread, CHECKPOINT, at_or_before=at_or_before):
+            if rec.seq <= cuts.deleted:
+                return
+            key = checkpoint_key(rec.data["ns"], rec.data["id"])
+            if key in seen:
+                continue
+            seen.add(key)
+            if cuts.visible(rec):
+                yield rec
+        return
+    floor = max(cuts.deleted, cuts.pruned_before(ns) - 1)
+    for pointer in records(thread, LATEST, ns, at_or_before=at_or_before):
+        if pointer.seq <= floor:
+            return
+        cid = pointer.data["id"]
+        if cid in seen:
+            continue
+        seen.add(cid)
+        found = latest_record(thread, CHECKPOINT, checkpoint_key(ns, cid))
+        # the pointer follows its record in one batch: an older pointer to a checkpoint put
+        # again later is passed over here (the later put is listed at its own place)
+        if found is not None and found.seq == pointer.seq - 1 and cuts.visible(found):
+            yield found
+
+
+def namespaces(thread: Thread) -> list[str]:
+    """Every namespace the thread ever had a checkpoint in."""
+    return sorted({rec.key for rec in records(thread, NAMESPACE)})
+
+
+def data_of(rec: Record) -> dict[str, Any]:
+    data = rec.data
+    assert isinstance(data, dict)
+    return data
