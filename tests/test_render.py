@@ -906,6 +906,37 @@ def test_reasoning_goes_to_responses_only_and_only_in_flight_and_with_its_item()
     assert "reasoning" not in json.dumps(to_openai(_bundle(question, hinted, result)))
 
 
+def test_reasoning_stored_as_a_message_of_its_own_belongs_to_the_next_item() -> None:
+    """An Agents SDK session stores one item per message (ADR 0024): the reasoning, then the
+    call it belongs to, each a message. Same rules: in flight, both go with their ids; in an
+    answered turn, the reasoning is dropped and so is the id of its call."""
+    call_layout = json.dumps([[1, {"_k": "call", "id": "fc_1", "status": "completed"}]])
+    call = MessageItem(
+        seq=5,
+        message_id="m5",
+        role="assistant",
+        content=[fr.ToolUseBlock(id="t1", name="Read", input={})],
+        tokens=1,
+        meta={"openai.responses.layout": call_layout},
+    )
+    question = _msg(3, "user", fr.TextBlock(text="Fix it."))
+    reasoning = _msg(4, "assistant", REASONING)
+    result = _msg(6, "user", fr.ToolResultBlock(tool_use_id="t1", content="code"))
+    items = to_openai_responses(_bundle(question, reasoning, call, result))
+    validate_responses(items)
+    assert items[1] == REASONING.data and items[2]["id"] == "fc_1"
+    later = _msg(7, "user", fr.TextBlock(text="Thanks. Next?"))
+    items = to_openai_responses(_bundle(question, reasoning, call, result, later))
+    validate_responses(items)
+    assert items[1] == {"type": "function_call", "call_id": "t1", "name": "Read", "arguments": "{}"}
+    # a reasoning message whose item is not in the window (taken back) stays out
+    text = _msg(6, "assistant", fr.TextBlock(text="Reading."))
+    items = to_openai_responses(_bundle(question, reasoning), thinking="all")
+    assert items == [{"role": "user", "content": "Fix it."}]
+    items = to_openai_responses(_bundle(question, reasoning, later, text), thinking="all")
+    assert REASONING.data not in items
+
+
 # --- cache_control --------------------------------------------------------------------------
 
 

@@ -203,13 +203,18 @@ def _parse_layout(raw: str | None, n_blocks: int) -> _Layout | None:
 class _Seg:
     """One message of the window, with its layout for the provider being rendered."""
 
-    __slots__ = ("envs", "meta", "role", "stripped", "where")
+    __slots__ = ("envs", "meta", "reasoning_only", "role", "stripped", "where")
 
     def __init__(self, item: MessageItem, provider: Provider) -> None:
         meta = item.meta
         self.meta = meta
         self.role = item.role
         self.stripped = False  # a reasoning item of it was dropped: its ids go too
+        # a Responses reasoning item stored as a message of its own (an Agents SDK session
+        # writes one item per message): it belongs to the item in the next message
+        self.reasoning_only = bool(item.content) and all(
+            isinstance(b, fr.ProviderBlock) and b.kind == "reasoning" for b in item.content
+        )
         layout = _parse_layout(meta.get(_layout_key(provider)), len(item.content))
         if layout is None:
             layout = _canonical_layout(provider, item.role, item.content)
@@ -431,6 +436,24 @@ def _reasoning(part: _Part) -> bool:
     )
 
 
+def _owners(parts: Sequence[_Part], segs: Sequence[_Seg]) -> list[int | None]:
+    """For each reasoning part of a turn, the message of the item it belongs to: the next part
+    that is not reasoning, when it is in the same message, or in a later one with only
+    reasoning-only messages between (one item per message); None when its item is not there."""
+    owners: list[int | None] = [None] * len(parts)
+    ahead: int | None = None  # the seg of the next part that is not reasoning
+    for i in range(len(parts) - 1, -1, -1):
+        p = parts[i]
+        if not _reasoning(p):
+            ahead = p.seg
+        elif ahead is not None and (
+            ahead == p.seg
+            or (ahead > p.seg >= 0 and all(segs[k].reasoning_only for k in range(p.seg, ahead)))
+        ):
+            owners[i] = ahead
+    return owners
+
+
 def _window(
     bundle: ContextBundle, provider: Provider, thinking: ThinkingMode
 ) -> tuple[list[_Seg], list[_Turn]]:
@@ -468,9 +491,12 @@ def _window(
             if provider == "anthropic":  # thinking first in its turn, in its order
                 turn.parts.sort(key=lambda p: not isinstance(p, _Think))
             continue
-        for p in turn.parts:
+        owners = _owners(turn.parts, segs)
+        for p, owner in zip(turn.parts, owners, strict=True):
             if _reasoning(p):
                 segs[p.seg].stripped = True
+                if owner is not None:
+                    segs[owner].stripped = True  # its item may not name a reasoning not sent
         turn.parts = [p for p in turn.parts if not _reasoning(p)]
     _pair(turns)
     if provider != "anthropic":  # the OpenAI APIs take consecutive messages of one role
@@ -1131,17 +1157,11 @@ class _Responses(_Chat):
                 out.append(self.message(turn.role, group))
             pending.clear()
 
-        # a reasoning item goes back only with the item it belongs to, after it in its message
-        followed: list[bool] = [False] * len(turn.parts)
-        ahead: int | None = None  # the seg of the next part that is not reasoning
-        for i in reversed(range(len(turn.parts))):
-            p = turn.parts[i]
-            if _reasoning(p):
-                followed[i] = ahead == p.seg
-            else:
-                ahead = p.seg
+        # a reasoning item goes back only with the item it belongs to (after it in its
+        # message, or in the next message when the reasoning came as a message of its own)
+        owners = _owners(turn.parts, self.segs)
         for i, p in enumerate(turn.parts):
-            if _reasoning(p) and not followed[i]:
+            if _reasoning(p) and owners[i] is None:
                 continue
             if isinstance(p, _Use):
                 flush()
