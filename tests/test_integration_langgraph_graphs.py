@@ -1,0 +1,290 @@
+"""Real LangGraph graphs on the continuity saver: the docs' interrupt/resume, time-travel and
+fork examples with a scripted model and a real tool, and the message mirror (compile, search,
+the CLI, RemoveMessage, replace-by-id, forks, delete). ADR 0023."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command, interrupt
+from typer.testing import CliRunner
+
+from continuity import MemoryStore, Store, compile_context, live_messages, search
+from continuity.cli.app import app
+from continuity.context.fork import fork_point
+from continuity.integrations.langgraph import ContinuitySaver
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def scripted_agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
+    """A model that calls ``add`` for a question and answers with the tool's result."""
+    last = state["messages"][-1]
+    if last.type == "human":
+        numbers = [int(w) for w in str(last.content).replace("?", " ").split() if w.isdigit()]
+        call = {"name": "add", "args": {"a": numbers[0], "b": numbers[1]}, "id": f"call-{last.id}"}
+        return {"messages": [AIMessage("", tool_calls=[call], id=f"ai-call-{last.id}")]}
+    return {"messages": [AIMessage(f"The sum is {last.content}.", id=f"ai-answer-{last.id}")]}
+
+
+def tool_graph(saver: Any) -> Any:
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", scripted_agent)
+    builder.add_node("tools", ToolNode([add]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=saver)
+
+
+@pytest.fixture(params=["jsonl", "memory"])
+def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContinuitySaver]:
+    if request.param == "jsonl":
+        yield ContinuitySaver(Store(tmp_path / "store", create=True, durable=False))
+    else:
+        yield ContinuitySaver(MemoryStore())
+
+
+def config(thread_id: str = "t1") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def texts(saver: ContinuitySaver, thread_id: str) -> list[tuple[str, str]]:
+    """The mirrored conversation: (message id, text of its first block)."""
+    out = []
+    for m in live_messages(saver.store.thread(thread_id)):
+        block = m.content[0] if m.content else None
+        text = getattr(block, "text", None) or getattr(block, "content", "") or ""
+        out.append((m.message_id, str(text)))
+    return out
+
+
+# --- a run, mirrored -------------------------------------------------------------------------
+
+
+def test_a_graph_run_is_mirrored_and_compiles(saver: ContinuitySaver) -> None:
+    graph = tool_graph(saver)
+    out = graph.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
+    assert out["messages"][-1].content == "The sum is 5."
+    ids = [m.id for m in out["messages"]]
+    assert [i for i, _ in texts(saver, "t1")] == ids  # LangGraph ids are the message ids
+    result = compile_context(saver.store, "t1", log=False)
+    assert [m.role for m in result.bundle.messages] == ["user", "assistant", "user", "assistant"]
+    hits = search(saver.store, "sum", thread="t1", k=3)
+    assert hits[0].snippet == "The sum is 5."
+    # a second turn continues the same thread
+    graph.invoke({"messages": [HumanMessage("And 10 + 20?", id="h2")]}, config())
+    assert texts(saver, "t1")[-1] == ("ai-answer-" + texts(saver, "t1")[-2][0], "The sum is 30.")
+    assert saver.store.threads() == ["t1"]  # no fork for a straight run
+
+
+def test_the_cli_shows_a_langgraph_thread(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    saver = ContinuitySaver(root)  # a path: the JSONL store is created there
+    tool_graph(saver).invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
+    runner = CliRunner()
+    log = runner.invoke(app, ["--store", str(root), "log", "t1"])
+    assert log.exit_code == 0, log.output
+    assert "user: What is 2 + 3?" in log.output
+    assert "assistant: The sum is 5." in log.output
+    assert "record langgraph.checkpoint" in log.output
+    compiled = runner.invoke(app, ["--store", str(root), "compile", "t1", "--format", "text"])
+    assert compiled.exit_code == 0, compiled.output
+    assert "The sum is 5." in compiled.output
+    found = runner.invoke(app, ["--store", str(root), "search", "sum"])
+    assert found.exit_code == 0 and "The sum is 5." in found.output
+
+
+# --- interrupt and resume (LangGraph's human-in-the-loop example) -----------------------------
+
+
+def approval_graph(saver: ContinuitySaver) -> Any:
+    def ask(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        answer = interrupt({"question": "Approve the refund?"})
+        return {"messages": [AIMessage(f"Refund {answer}.", id="ai-refund")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_interrupt_and_resume(saver: ContinuitySaver) -> None:
+    graph = approval_graph(saver)
+    first = graph.invoke({"messages": [HumanMessage("Refund order 7", id="h1")]}, config())
+    assert first["__interrupt__"][0].value == {"question": "Approve the refund?"}
+    state = graph.get_state(config())
+    assert state.next == ("ask",) and state.tasks[0].interrupts
+    # a new saver on the same store (another process, after a restart) resumes it
+    again = approval_graph(ContinuitySaver(saver.store))
+    done = again.invoke(Command(resume="approved"), config())
+    assert done["messages"][-1].content == "Refund approved."
+    assert texts(saver, "t1") == [("h1", "Refund order 7"), ("ai-refund", "Refund approved.")]
+
+
+def test_interrupt_and_resume_async(saver: ContinuitySaver) -> None:
+    graph = approval_graph(saver)
+
+    async def run() -> Any:
+        await graph.ainvoke({"messages": [HumanMessage("Refund order 7", id="h1")]}, config())
+        return await graph.ainvoke(Command(resume="denied"), config())
+
+    done = asyncio.run(run())
+    assert done["messages"][-1].content == "Refund denied."
+    assert texts(saver, "t1")[-1] == ("ai-refund", "Refund denied.")
+
+
+# --- time travel and forks ---------------------------------------------------------------------
+
+
+def test_time_travel_replays_from_an_old_checkpoint_into_a_fork(saver: ContinuitySaver) -> None:
+    graph = tool_graph(saver)
+    graph.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
+    history = list(graph.get_state_history(config()))
+    assert [s.metadata["step"] for s in history] == [3, 2, 1, 0, -1]  # newest first
+    before_tool = next(s for s in history if s.next == ("tools",))
+    original = texts(saver, "t1")
+    # replay: run again from the checkpoint before the tool ran
+    replayed = graph.invoke(None, before_tool.config)
+    assert replayed["messages"][-1].content == "The sum is 5."
+    latest = graph.get_state(config())
+    assert latest.parent_config is not None
+    # the new branch mirrors into a continuity fork of t1; t1 keeps the first branch
+    branch = saver.mirror_thread_id(latest.config)
+    assert branch is not None and branch != "t1"
+    point = fork_point(saver.store, branch)
+    assert point is not None and point.thread_id == "t1"
+    assert texts(saver, "t1") == original
+    assert [t for _, t in texts(saver, branch)] == [t for _, t in original]
+    # both branches' checkpoints, as LangGraph's own InMemorySaver lists them
+    reference = tool_graph(InMemorySaver())  # type: ignore[arg-type]
+    reference.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
+    ref_before = next(s for s in reference.get_state_history(config()) if s.next == ("tools",))
+    reference.invoke(None, ref_before.config)
+    expected = [
+        (s.metadata["source"], s.metadata["step"], s.next)
+        for s in reference.get_state_history(config())
+    ]
+    got = [
+        (s.metadata["source"], s.metadata["step"], s.next)
+        for s in graph.get_state_history(config())
+    ]
+    assert got == expected
+
+
+def test_update_state_on_an_old_checkpoint_forks(saver: ContinuitySaver) -> None:
+    graph = tool_graph(saver)
+    graph.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
+    first_turn = next(
+        s for s in graph.get_state_history(config()) if s.metadata["step"] == 0
+    )  # the question, before the model answered
+    forked = graph.update_state(
+        first_turn.config, {"messages": [HumanMessage("What is 4 + 4?", id="h1")]}
+    )  # replace-by-id on a branch: the question is asked differently
+    out = graph.invoke(None, forked)
+    assert out["messages"][-1].content == "The sum is 8."
+    branch = saver.mirror_thread_id(graph.get_state(config()).config)
+    assert branch is not None and branch.startswith("t1@")
+    assert texts(saver, branch)[0][1] == "What is 4 + 4?"
+    assert [t for _, t in texts(saver, branch)][-1] == "The sum is 8."
+    assert texts(saver, "t1")[-1][1] == "The sum is 5."  # the first branch is untouched
+    first = next(saver.store.thread(branch).read(to_seq=0))
+    assert first.meta["langgraph.thread_id"] == "t1"  # type: ignore[union-attr]
+    # the branch goes on in its fork, without another fork
+    graph.invoke({"messages": [HumanMessage("And 1 + 1?", id="h3")]}, config())
+    assert texts(saver, branch)[-1][1] == "The sum is 2."
+    assert len(saver.store.threads()) == 2
+
+
+# --- RemoveMessage, replace-by-id, delete ------------------------------------------------------
+
+
+def echo_graph(saver: ContinuitySaver) -> Any:
+    def answer(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        question = state["messages"][-1]
+        return {"messages": [AIMessage(f"You said: {question.content}", id=f"a-{question.id}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "answer")
+    builder.add_edge("answer", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_remove_message_retracts_and_replace_by_id_replaces(saver: ContinuitySaver) -> None:
+    graph = echo_graph(saver)
+    graph.invoke({"messages": [HumanMessage("one", id="h1")]}, config())
+    graph.invoke({"messages": [HumanMessage("two", id="h2")]}, config())
+    graph.update_state(config(), {"messages": [RemoveMessage(id="a-h1")]})
+    assert [i for i, _ in texts(saver, "t1")] == ["h1", "h2", "a-h2"]
+    graph.update_state(config(), {"messages": [AIMessage("You said: 2", id="a-h2")]})
+    assert texts(saver, "t1") == [("h1", "one"), ("h2", "two"), ("a-h2", "You said: 2")]
+    state = graph.get_state(config())
+    assert [m.id for m in state.values["messages"]] == ["h1", "h2", "a-h2"]
+    log = [f for f in saver.store.thread("t1").read(types=["messages_retracted"])]
+    assert [f.message_ids for f in log] == [["a-h1"], ["a-h2"]]  # type: ignore[attr-defined]
+    result = compile_context(saver.store, "t1", log=False)
+    assert [m.message_id for m in result.bundle.messages] == ["h1", "h2", "a-h2"]
+
+
+def test_delete_thread_hides_checkpoints_and_retracts_the_mirror(saver: ContinuitySaver) -> None:
+    graph = tool_graph(saver)
+    graph.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
+    old = next(s for s in graph.get_state_history(config()) if s.metadata["step"] == 0)
+    graph.invoke(None, graph.update_state(old.config, {"messages": [HumanMessage("1 + 1?")]}))
+    assert len(saver.store.threads()) == 2
+    saver.delete_thread("t1")
+    assert saver.get_tuple(config()) is None
+    assert list(saver.list(config())) == []
+    assert all(texts(saver, t) == [] for t in saver.store.threads())
+    # the thread starts over, in its own continuity thread
+    graph.invoke({"messages": [HumanMessage("What is 5 + 5?", id="h9")]}, config())
+    assert texts(saver, "t1")[-1][1] == "The sum is 10."
+    assert saver.mirror_thread_id(config()) == "t1"
+    assert len(list(graph.get_state_history(config()))) == 5
+
+
+def test_copy_thread_copies_the_conversation(saver: ContinuitySaver) -> None:
+    graph = tool_graph(saver)
+    graph.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
+    saver.copy_thread("t1", "t2")
+    assert graph.get_state(config("t2")).values == graph.get_state(config()).values
+    assert texts(saver, "t2") == texts(saver, "t1")
+    graph.invoke({"messages": [HumanMessage("And 1 + 2?", id="h2")]}, config("t2"))
+    assert texts(saver, "t2")[-1][1] == "The sum is 3."
+    assert texts(saver, "t1")[-1][1] == "The sum is 5."
+
+
+def test_a_graph_state_survives_reopening_and_deleted_caches(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    graph = tool_graph(ContinuitySaver(Store(root, create=True)))
+    graph.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
+    before = graph.get_state(config())
+    history = [s.config for s in graph.get_state_history(config())]
+    shutil.rmtree(root / "cache")
+    reopened = tool_graph(ContinuitySaver(Store(root)))
+    after = reopened.get_state(config())
+    assert after.values == before.values and after.config == before.config
+    assert [s.config for s in reopened.get_state_history(config())] == history
+
+
+def test_no_mirror_when_disabled(tmp_path: Path) -> None:
+    saver = ContinuitySaver(MemoryStore(), messages_channel=None)
+    tool_graph(saver).invoke({"messages": [HumanMessage("What is 2 + 3?")]}, config())
+    assert texts(saver, "t1") == []
+    assert saver.mirror_thread_id(config()) is None
