@@ -82,6 +82,7 @@ class Cuts:
         deleted = latest_record(thread, DELETED)
         self.deleted = -1 if deleted is None else deleted.seq
         self._pruned: dict[str, int] = {}
+        self._removed: dict[str, int] = {}
 
     def pruned_before(self, ns: str) -> int:
         """Checkpoint records of ``ns`` below this seq are pruned."""
@@ -92,8 +93,10 @@ class Cuts:
 
     def removed_at(self, key: str) -> int:
         """The seq of the last ``removed`` tombstone of ``key`` (-1: none)."""
-        rec = latest_record(self.thread, REMOVED, key)
-        return -1 if rec is None else rec.seq
+        if key not in self._removed:
+            rec = latest_record(self.thread, REMOVED, key)
+            self._removed[key] = -1 if rec is None else rec.seq
+        return self._removed[key]
 
     def visible(self, rec: Record) -> bool:
         if rec.seq <= self.deleted:

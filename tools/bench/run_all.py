@@ -17,6 +17,7 @@ from tools.bench import (
     bench_append,
     bench_compile,
     bench_hooks,
+    bench_langgraph,
     bench_read,
     bench_rebuild,
     bench_recall,
@@ -45,6 +46,9 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         bench_search.run(sizes=tuple(n // scale for n in bench_search.DEFAULT_SIZES), seed=seed),
         bench_recall.run(sizes=tuple(n // scale for n in bench_recall.DEFAULT_SIZES), seed=seed),
         bench_agent_loop.run(turns=bench_agent_loop.DEFAULT_TURNS // scale, seed=seed),
+        bench_langgraph.run(
+            sizes=tuple(n // scale for n in bench_langgraph.DEFAULT_SIZES), seed=seed
+        ),
     ]
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
     return reports

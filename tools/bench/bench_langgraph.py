@@ -1,0 +1,168 @@
+"""The LangGraph checkpoint saver: whether its calls stay flat as a thread's checkpoints grow.
+
+    python -m tools.bench.bench_langgraph [--sizes 100,100000] [--repeats 50] [--quick] [--json]
+
+One LangGraph thread is filled with ``N`` checkpoints through ``ContinuitySaver.put``, each as a
+graph step makes it: a ``step`` channel that changes every time, a ``messages`` channel of two
+LangChain messages with new ids (so every put also mirrors: two messages retracted, two
+appended) and one ``put_writes`` per checkpoint. Then, at that size, each call is timed
+``--repeats`` times (median and p90):
+
+* ``get_tuple latest`` — the config without ``checkpoint_id`` (what every invoke does first);
+* ``get_tuple by id`` — a checkpoint picked at random among all of them (time travel);
+* ``put`` — one more checkpoint on the chain, mirror included;
+* ``put_writes`` — one task's write to the latest checkpoint;
+* ``list(limit=10)`` — the newest ten (``get_state_history`` with a limit).
+
+For the JSONL store (``Store(path, durable=False)``: an fsync per batch would add the same
+constant at every size) and the memory store. The ``vs baseline`` column is the ratio of the
+largest size to the smallest (target: within 1.5x, i.e. flat). ``--quick`` divides the sizes
+by 10.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+
+from continuity.integrations.langgraph import ContinuitySaver
+from continuity.store.base import BaseStore
+from continuity.store.jsonl import Store
+from continuity.store.memory import MemoryStore
+from tools.bench._common import (
+    Report,
+    common_parser,
+    emit,
+    log,
+    short_size,
+    time_row,
+    work_dir,
+)
+
+__all__ = ["main", "run"]
+
+DEFAULT_SIZES: Final = (100, 100_000)
+FLAT_TARGET: Final = 1.5
+_CALLS: Final = ("get_tuple latest", "get_tuple by id", "put", "put_writes", "list(limit=10)")
+THREAD: Final = "graph"
+
+
+class Filler:
+    """Puts checkpoints on one thread the way a graph's steps do."""
+
+    def __init__(self, saver: ContinuitySaver) -> None:
+        self.saver = saver
+        self.config: dict[str, Any] = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
+        self.version: str | None = None
+        self.ids: list[str] = []
+
+    def put(self) -> None:
+        i = len(self.ids)
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = str(uuid6(clock_seq=i))
+        self.version = self.saver.get_next_version(self.version, None)
+        checkpoint["channel_values"] = {
+            "messages": [
+                HumanMessage(f"question {i}", id=f"h{i}"),
+                AIMessage(f"answer {i}", id=f"a{i}"),
+            ],
+            "step": i,
+        }
+        versions = {"messages": self.version, "step": self.version}
+        checkpoint["channel_versions"] = dict(versions)
+        metadata: Any = {"source": "loop", "step": i, "parents": {}}
+        self.config = dict(self.saver.put(self.config, checkpoint, metadata, versions))
+        self.ids.append(checkpoint["id"])
+
+    def put_writes(self) -> None:
+        self.saver.put_writes(self.config, [("step", len(self.ids))], f"task-{len(self.ids)}")
+
+    def fill_to(self, n: int) -> None:
+        started = time.perf_counter()
+        while len(self.ids) < n:
+            self.put()
+            self.put_writes()
+            if len(self.ids) % 10_000 == 0:
+                log(f"  {len(self.ids):,} checkpoints, {time.perf_counter() - started:.0f} s")
+
+
+def _measure(filler: Filler, repeats: int, rng: random.Random) -> dict[str, list[float]]:
+    saver = filler.saver
+    latest: Any = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
+    picks = [rng.choice(filler.ids) for _ in range(repeats)]
+    calls: dict[str, Callable[[int], object]] = {
+        "get_tuple latest": lambda _: saver.get_tuple(latest),
+        "get_tuple by id": lambda r: saver.get_tuple(
+            {"configurable": {"thread_id": THREAD, "checkpoint_ns": "", "checkpoint_id": picks[r]}}
+        ),
+        "put": lambda _: filler.put(),
+        "put_writes": lambda _: filler.put_writes(),
+        "list(limit=10)": lambda _: list(saver.list(latest, limit=10)),
+    }
+    times: dict[str, list[float]] = {name: [] for name in _CALLS}
+    for r in range(repeats):  # interleaved, so a slow moment of the machine falls on all alike
+        for name in _CALLS:
+            start = time.perf_counter_ns()
+            found = calls[name](r)
+            times[name].append((time.perf_counter_ns() - start) / 1e9)
+            if name.startswith("get_tuple") and found is None:
+                raise RuntimeError(f"{name}: no checkpoint found")
+    return times
+
+
+def _store(kind: str, folder: Path) -> BaseStore:
+    return Store(folder / kind, create=True, durable=False) if kind == "jsonl" else MemoryStore()
+
+
+def run(*, sizes: tuple[int, ...] = DEFAULT_SIZES, repeats: int = 50, seed: int = 0) -> Report:
+    started = time.perf_counter()
+    report = Report(
+        "bench_langgraph", {"sizes": ",".join(map(short_size, sizes)), "repeats": repeats}
+    )
+    rng = random.Random(seed)
+    with work_dir("langgraph") as folder:
+        for kind in ("jsonl", "memory"):
+            filler = Filler(ContinuitySaver(_store(kind, folder)))
+            first: dict[str, float] = {}
+            for n in sorted(sizes):
+                log(f"{kind}: filling to {n:,} checkpoints")
+                filler.fill_to(n)
+                gc.collect()
+                times = _measure(filler, repeats, rng)
+                for name in _CALLS:
+                    row = time_row(f"{kind}: {name} @{short_size(n)}", times[name])
+                    if name not in first:
+                        first[name] = row.median
+                    else:
+                        row.baseline = f"@{short_size(min(sizes))}"
+                        row.ratio = row.median / first[name]
+                        row.target = first[name] * FLAT_TARGET
+                    report.rows.append(row)
+    report.notes.append(
+        "each put also mirrors its messages (2 retracted, 2 appended) and writes 2 artifacts; "
+        "the JSONL store runs with durable=False (an fsync adds a constant)"
+    )
+    report.notes.append(f"target: the largest size within {FLAT_TARGET}x of the smallest")
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = common_parser(__doc__.split("\n\n")[0], DEFAULT_SIZES, "checkpoints")
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="sizes / 10")
+    args = parser.parse_args(argv)
+    sizes = tuple(max(10, n // 10) for n in args.sizes) if args.quick else args.sizes
+    emit([run(sizes=sizes, repeats=args.repeats, seed=args.seed)], args.json)
+
+
+if __name__ == "__main__":
+    main()
