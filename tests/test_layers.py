@@ -33,6 +33,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("adapters", ("continuity.claude_code",)),
     ("testing", ("continuity.testing",)),
     ("faces", ("continuity.cli", "continuity.__main__", "continuity.aio")),
+    # the runtimes' own storage interfaces, built on the async face; nothing imports them
+    ("integrations", ("continuity.integrations",)),
 ]
 BACKEND_NEUTRAL = ("caches", "context", "search and checks")
 """Layers that may only know the store interface (base and artifacts), never a backend."""
