@@ -288,3 +288,26 @@ def test_no_mirror_when_disabled(tmp_path: Path) -> None:
     tool_graph(saver).invoke({"messages": [HumanMessage("What is 2 + 3?")]}, config())
     assert texts(saver, "t1") == []
     assert saver.mirror_thread_id(config()) is None
+
+
+def test_putting_a_checkpoint_again_mirrors_it_once(saver: ContinuitySaver) -> None:
+    graph = echo_graph(saver)
+    graph.invoke({"messages": [HumanMessage("one", id="h1")]}, config())
+    answered = graph.get_state(config()).config
+    old = next(s for s in graph.get_state_history(config()) if s.metadata["step"] == 0)
+    branch = graph.update_state(old.config, {"messages": [HumanMessage("uno", id="h1")]})
+    fork_id = saver.mirror_thread_id(branch)
+    assert fork_id is not None and fork_id != "t1"
+    # LangGraph puts the same checkpoint again (a retry after a crash or a conflict)
+    for target in (branch, graph.get_state(config()).config, answered):
+        found = saver.get_tuple(target)
+        assert found is not None and found.parent_config is not None
+        saver.put(
+            found.parent_config,
+            found.checkpoint,
+            found.metadata,
+            found.checkpoint["channel_versions"],
+        )
+    assert texts(saver, fork_id) == [("h1", "uno")]
+    assert texts(saver, "t1") == [("h1", "one"), ("a-h1", "You said: one")]
+    assert sorted(saver.store.threads()) == ["t1", fork_id]

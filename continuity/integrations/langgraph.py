@@ -446,24 +446,25 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             return state, [], None
         target = self.store.thread(base["thread"])
         latest = latest_record(target, lg.MIRROR)
+        if latest is not None and _mirrors(latest, checkpoint_id):  # put before: a retry
+            return _state(target.id, latest.seq, latest.data["map"]), [], None
         position = latest.seq if latest is not None else 0
         if target.id == thread.id and position == base["seq"]:
             frames, aid = change.frames(self.store, next_seq, checkpoint_id)
             return _state(thread.id, next_seq + len(frames) - 1, aid), frames, None
         fork_record = None
         if position != base["seq"]:
-            branch_id = self._branch_id(thread.id, checkpoint_id)
-            meta = {_META_THREAD: tid, _META_BRANCH: checkpoint_id}
-            target = fork(target, branch_id, at_seq=base["seq"], meta=meta)
+            branch = self.store.thread(self._branch_id(thread.id, checkpoint_id))
             fork_record = fr.RecordAppended(
                 kind=lg.FORK,
-                key=target.id,
-                data={
-                    "from": base["thread"],
-                    "at_seq": base["seq"],
-                    "checkpoint_id": checkpoint_id,
-                },
+                key=branch.id,
+                data={"from": target.id, "at_seq": base["seq"], "checkpoint_id": checkpoint_id},
             )
+            done = latest_record(branch, lg.MIRROR) if branch.exists() else None
+            if done is not None and _mirrors(done, checkpoint_id):  # mirrored, not yet stored
+                return _state(branch.id, done.seq, done.data["map"]), [], fork_record
+            meta = {_META_THREAD: tid, _META_BRANCH: checkpoint_id}
+            target = fork(target, branch.id, at_seq=base["seq"], meta=meta)
         head = target.head()
         assert head is not None
         frames, aid = change.frames(self.store, head.seq + 1, checkpoint_id)
@@ -728,6 +729,11 @@ def _state(thread_id: str, seq: int, map_id: str) -> dict[str, Any]:
     """A checkpoint's mirror position: the thread, the seq of its ``langgraph.mirror``
     record, and the artifact holding the map of what is mirrored."""
     return {"thread": thread_id, "seq": seq, "map": map_id}
+
+
+def _mirrors(rec: Record, checkpoint_id: str) -> bool:
+    """Whether a ``langgraph.mirror`` record closed the change of ``checkpoint_id``."""
+    return bool(rec.data.get("checkpoint_id") == checkpoint_id)
 
 
 def _empty_mirror() -> fr.Frame:
