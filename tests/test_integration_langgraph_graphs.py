@@ -265,6 +265,13 @@ def test_copy_thread_copies_the_conversation(saver: ContinuitySaver) -> None:
     saver.copy_thread("t1", "t2")
     assert graph.get_state(config("t2")).values == graph.get_state(config()).values
     assert texts(saver, "t2") == texts(saver, "t1")
+    copied = [
+        s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config("t2"))
+    ]
+    source = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config())]
+    assert copied == source  # the whole chain, parents included
+    parent = graph.get_state(config("t2")).parent_config
+    assert parent is not None and parent["configurable"]["checkpoint_id"] == source[1]
     graph.invoke({"messages": [HumanMessage("And 1 + 2?", id="h2")]}, config("t2"))
     assert texts(saver, "t2")[-1][1] == "The sum is 3."
     assert texts(saver, "t1")[-1][1] == "The sum is 5."

@@ -51,12 +51,11 @@ from continuity import frames as fr
 from continuity.aio import AsyncStore
 from continuity.context.fork import fork
 from continuity.context.records import Record, latest_record, records
-from continuity.errors import SeqConflict
+from continuity.errors import BadFrame, InvalidThreadId, SeqConflict
 from continuity.integrations import _langgraph_log as lg
 from continuity.integrations import _langgraph_mirror as mirror
 from continuity.store.base import (
     MAX_RECORD_DATA,
-    MAX_THREAD_ID_LEN,
     BaseStore,
     Thread,
     validate_thread_id,
@@ -116,7 +115,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         valid continuity id, else ``lg-`` and a hash of it (the original is in frame 0)."""
         try:
             return validate_thread_id(thread_id)
-        except Exception:  # InvalidThreadId: too long, or characters a file name cannot hold
+        except InvalidThreadId:  # too long, or characters a file name cannot hold
             return "lg-" + blake3.blake3(thread_id.encode()).hexdigest()[:40]
 
     def _thread(self, thread_id: str) -> Thread:
@@ -134,7 +133,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             created = fr.ThreadCreated(thread_id=thread.id, meta={_META_THREAD: thread_id})
             try:
                 thread.append(created)
-            except Exception:
+            except BadFrame:  # another process created it first: check it below
                 if thread.head() is None:
                     raise
         first = next(iter(thread.read(to_seq=0)), None)
@@ -474,12 +473,10 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     @staticmethod
     def _branch_id(base: str, checkpoint_id: str) -> str:
         """The continuity fork a branch starting at ``checkpoint_id`` mirrors into."""
-        candidate = f"{base}@{checkpoint_id}"
         try:
-            return validate_thread_id(candidate)
-        except Exception:
-            digest = blake3.blake3(f"{base}\n{checkpoint_id}".encode()).hexdigest()
-            return ("lg-" + digest)[:MAX_THREAD_ID_LEN][:43]
+            return validate_thread_id(f"{base}@{checkpoint_id}")
+        except InvalidThreadId:
+            return "lg-" + blake3.blake3(f"{base}\n{checkpoint_id}".encode()).hexdigest()[:40]
 
     def put_writes(
         self,
@@ -534,7 +531,9 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             forks = [rec.key for rec in records(thread, lg.FORK)]
             for fork_id in forks:
                 branch = self.store.thread(fork_id)
-                branch.append(self._clear_mirror(branch) or [_empty_mirror()])
+                cleared = self._clear_mirror(branch)
+                if cleared:
+                    branch.append(cleared)
             batch = self._clear_mirror(thread)
             batch.append(fr.RecordAppended(kind=lg.DELETED, data={"thread_id": tid}))
             thread.append(batch)
@@ -628,19 +627,11 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
                 dst.append(batch)
         latest = self.get_tuple(_config(tid, "", None))
         if latest is not None and self.messages_channel is not None:
-            # mirror the copy's conversation: put its latest root checkpoint once more
-            self.put(
-                {"configurable": {"thread_id": tid, "checkpoint_ns": ""}},
-                latest.checkpoint,
-                latest.metadata,
-                {
-                    self.messages_channel: latest.checkpoint["channel_versions"].get(
-                        self.messages_channel, ""
-                    )
-                }
-                if self.messages_channel in latest.checkpoint["channel_values"]
-                else {},
-            )
+            # mirror the copy's conversation: put its latest root checkpoint once more, with
+            # its own parent (every value is the same artifact again: nothing new is stored)
+            parent = latest.parent_config or _config(tid, "", None)
+            versions = latest.checkpoint["channel_versions"]
+            self.put(parent, latest.checkpoint, latest.metadata, dict(versions))
 
     # --- helpers for runtimes --------------------------------------------------------------
 
