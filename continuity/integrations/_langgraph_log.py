@@ -25,8 +25,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, Final
 
-from continuity.context.records import Record, latest_record, records
-from continuity.store.base import Thread
+from continuity.context.records import Record, RecordView
 
 __all__ = [
     "CHECKPOINT",
@@ -73,13 +72,13 @@ def from_typed(value: list[str]) -> tuple[str, bytes]:
 
 
 class Cuts:
-    """What the tombstones of one thread hide, read once per call (three lookups at most):
+    """What the tombstones of one thread hide, read once per view (three lookups at most):
     a checkpoint record is visible when it comes after the thread's last ``deleted``, at or
     after its namespace's last ``pruned`` keep point, and after any ``removed`` of its key."""
 
-    def __init__(self, thread: Thread) -> None:
-        self.thread = thread
-        deleted = latest_record(thread, DELETED)
+    def __init__(self, view: RecordView) -> None:
+        self.view = view
+        deleted = view.latest(DELETED)
         self.deleted = -1 if deleted is None else deleted.seq
         self._pruned: dict[str, int] = {}
         self._removed: dict[str, int] = {}
@@ -87,14 +86,14 @@ class Cuts:
     def pruned_before(self, ns: str) -> int:
         """Checkpoint records of ``ns`` below this seq are pruned."""
         if ns not in self._pruned:
-            rec = latest_record(self.thread, PRUNED, ns)
+            rec = self.view.latest(PRUNED, ns)
             self._pruned[ns] = -1 if rec is None or rec.seq <= self.deleted else rec.data["keep"]
         return self._pruned[ns]
 
     def removed_at(self, key: str) -> int:
         """The seq of the last ``removed`` tombstone of ``key`` (-1: none)."""
         if key not in self._removed:
-            rec = latest_record(self.thread, REMOVED, key)
+            rec = self.view.latest(REMOVED, key)
             self._removed[key] = -1 if rec is None else rec.seq
         return self._removed[key]
 
@@ -111,22 +110,23 @@ class Cuts:
         return max(self.deleted, self.removed_at(key))
 
 
-def find_checkpoint(thread: Thread, cuts: Cuts, ns: str, checkpoint_id: str) -> Record | None:
+def find_checkpoint(cuts: Cuts, ns: str, checkpoint_id: str) -> Record | None:
     """The visible checkpoint record of ``(ns, checkpoint_id)`` (its latest put), or None."""
-    rec = latest_record(thread, CHECKPOINT, checkpoint_key(ns, checkpoint_id))
+    rec = cuts.view.latest(CHECKPOINT, checkpoint_key(ns, checkpoint_id))
     return rec if rec is not None and cuts.visible(rec) else None
 
 
 def newest_checkpoints(
-    thread: Thread, cuts: Cuts, ns: str | None, *, before_seq: int | None = None
+    cuts: Cuts, ns: str | None, *, before_seq: int | None = None
 ) -> Iterator[Record]:
     """The visible checkpoint records of namespace ``ns`` (every namespace: None), newest
     first, each checkpoint once (at its latest put), below ``before_seq`` when given. Reads
     only as far as the caller iterates."""
+    view = cuts.view
     at_or_before = None if before_seq is None else before_seq - 1
     seen: set[str] = set()
     if ns is None:
-        for rec in records(thread, CHECKPOINT, at_or_before=at_or_before):
+        for rec in view.records(CHECKPOINT, at_or_before=at_or_before):
             if rec.seq <= cuts.deleted:
                 return
             key = checkpoint_key(rec.data["ns"], rec.data["id"])
@@ -137,23 +137,23 @@ def newest_checkpoints(
                 yield rec
         return
     floor = max(cuts.deleted, cuts.pruned_before(ns) - 1)
-    for pointer in records(thread, LATEST, ns, at_or_before=at_or_before):
+    for pointer in view.records(LATEST, ns, at_or_before=at_or_before):
         if pointer.seq <= floor:
             return
         cid = pointer.data["id"]
         if cid in seen:
             continue
         seen.add(cid)
-        found = latest_record(thread, CHECKPOINT, checkpoint_key(ns, cid))
+        found = view.latest(CHECKPOINT, checkpoint_key(ns, cid))
         # the pointer follows its record in one batch: an older pointer to a checkpoint put
         # again later is passed over here (the later put is listed at its own place)
         if found is not None and found.seq == pointer.seq - 1 and cuts.visible(found):
             yield found
 
 
-def namespaces(thread: Thread) -> list[str]:
+def namespaces(view: RecordView) -> list[str]:
     """Every namespace the thread ever had a checkpoint in."""
-    return sorted({rec.key for rec in records(thread, NAMESPACE)})
+    return sorted({rec.key for rec in view.records(NAMESPACE)})
 
 
 def data_of(rec: Record) -> dict[str, Any]:

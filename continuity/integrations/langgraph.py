@@ -50,7 +50,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from continuity import frames as fr
 from continuity.aio import AsyncStore
 from continuity.context.fork import fork
-from continuity.context.records import Record, latest_record, records
+from continuity.context.records import Record, RecordView, latest_record, record_view, records
 from continuity.errors import BadFrame, InvalidThreadId, SeqConflict
 from continuity.integrations import _langgraph_log as lg
 from continuity.integrations import _langgraph_mirror as mirror
@@ -167,13 +167,14 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         thread = self._thread(tid)
         if not thread.exists():
             return None
-        cuts = lg.Cuts(thread)
-        wanted = get_checkpoint_id(config)
-        if wanted:
-            rec = lg.find_checkpoint(thread, cuts, ns, str(wanted))
-        else:
-            rec = next(lg.newest_checkpoints(thread, cuts, ns), None)
-        return None if rec is None else self._tuple(thread, cuts, tid, rec)
+        with record_view(thread) as view:  # one index refresh for every lookup below
+            cuts = lg.Cuts(view)
+            wanted = get_checkpoint_id(config)
+            if wanted:
+                rec = lg.find_checkpoint(cuts, ns, str(wanted))
+            else:
+                rec = next(lg.newest_checkpoints(cuts, ns), None)
+            return None if rec is None else self._tuple(cuts, tid, rec)
 
     def list(
         self,
@@ -199,20 +200,20 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         before_id = get_checkpoint_id(before) if before else None
         left = limit
         for tid, thread in pairs:
-            cuts = lg.Cuts(thread)
-            for rec in self._candidates(thread, cuts, ns, only_id, before_id, before):
-                metadata = self.serde.loads_typed(lg.from_typed(rec.data["metadata"]))
-                if filter and not all(metadata.get(k) == v for k, v in filter.items()):
-                    continue
-                yield self._tuple(thread, cuts, tid, rec, metadata)
-                if left is not None:
-                    left -= 1
-                    if left <= 0:
-                        return
+            with record_view(thread) as view:
+                cuts = lg.Cuts(view)
+                for rec in self._candidates(cuts, ns, only_id, before_id, before):
+                    metadata = self.serde.loads_typed(lg.from_typed(rec.data["metadata"]))
+                    if filter and not all(metadata.get(k) == v for k, v in filter.items()):
+                        continue
+                    yield self._tuple(cuts, tid, rec, metadata)
+                    if left is not None:
+                        left -= 1
+                        if left <= 0:
+                            return
 
     def _candidates(
         self,
-        thread: Thread,
         cuts: lg.Cuts,
         ns: str | None,
         only_id: str | None,
@@ -220,28 +221,27 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None,
     ) -> Iterator[Record]:
         if only_id is not None:
-            for space in [ns] if ns is not None else lg.namespaces(thread):
-                rec = lg.find_checkpoint(thread, cuts, space, only_id)
+            for space in [ns] if ns is not None else lg.namespaces(cuts.view):
+                rec = lg.find_checkpoint(cuts, space, only_id)
                 if rec is not None and (before_id is None or only_id < before_id):
                     yield rec
             return
         before_seq = None
         if before_id is not None:
             before_ns = (before or {}).get("configurable", {}).get("checkpoint_ns")
-            spaces = [before_ns] if before_ns is not None else lg.namespaces(thread)
+            spaces = [before_ns] if before_ns is not None else lg.namespaces(cuts.view)
             for space in spaces:
-                found = latest_record(thread, lg.CHECKPOINT, lg.checkpoint_key(space, before_id))
+                found = cuts.view.latest(lg.CHECKPOINT, lg.checkpoint_key(space, before_id))
                 if found is not None:
                     before_seq = found.seq
                     break
-        for rec in lg.newest_checkpoints(thread, cuts, ns, before_seq=before_seq):
+        for rec in lg.newest_checkpoints(cuts, ns, before_seq=before_seq):
             if before_id is not None and before_seq is None and rec.data["id"] >= before_id:
                 continue  # `before` names no checkpoint of this thread: compare ids
             yield rec
 
     def _tuple(
         self,
-        thread: Thread,
         cuts: lg.Cuts,
         tid: str,
         rec: Record,
@@ -263,16 +263,14 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
             metadata=metadata,
             parent_config=_config(tid, ns, parent) if parent else None,
-            pending_writes=self._writes(thread, cuts, ns, cid),
+            pending_writes=self._writes(cuts, ns, cid),
         )
 
-    def _writes(
-        self, thread: Thread, cuts: lg.Cuts, ns: str, cid: str
-    ) -> builtins.list[PendingWrite]:
+    def _writes(self, cuts: lg.Cuts, ns: str, cid: str) -> builtins.list[PendingWrite]:
         key = lg.checkpoint_key(ns, cid)
         floor = cuts.writes_after(key)
         calls = []
-        for rec in records(thread, lg.WRITES, key):
+        for rec in cuts.view.records(lg.WRITES, key):
             if rec.seq <= floor:
                 break
             calls.append(rec.data)
@@ -339,10 +337,28 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     ) -> None:
         head = thread.head()
         assert head is not None  # _ensure made the thread
-        cuts = lg.Cuts(thread)
-        parent = lg.find_checkpoint(thread, cuts, ns, parent_id) if parent_id else None
+        with record_view(thread) as view:
+            self._put_in(
+                view, head.seq, tid, ns, parent_id, config, checkpoint, metadata, new_versions
+            )
+
+    def _put_in(
+        self,
+        view: RecordView,
+        head_seq: int,
+        tid: str,
+        ns: str,
+        parent_id: str | None,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> None:
+        thread = view.thread
+        cuts = lg.Cuts(view)
+        parent = lg.find_checkpoint(cuts, ns, parent_id) if parent_id else None
         values = checkpoint["channel_values"]
-        blobs = self._blobs(thread, cuts, ns, parent, checkpoint, new_versions)
+        blobs = self._blobs(cuts, ns, parent, checkpoint, new_versions)
         rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         full_metadata = get_checkpoint_metadata(config, metadata)
         state = parent.data.get("mirror") if parent is not None else None
@@ -356,7 +372,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             and mirror.is_messages(values.get(name, []))
         ):
             state, batch, fork_record = self._mirror(
-                thread, tid, state, values.get(name, []), checkpoint["id"], head.seq + 1
+                view, tid, state, values.get(name, []), checkpoint["id"], head_seq + 1
             )
         record_data = {
             "ns": ns,
@@ -372,15 +388,14 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             self._record(lg.CHECKPOINT, record_data, lg.checkpoint_key(ns, checkpoint["id"]))
         )
         batch.append(fr.RecordAppended(kind=lg.LATEST, key=ns, data={"id": checkpoint["id"]}))
-        if latest_record(thread, lg.NAMESPACE, ns) is None:
+        if view.latest(lg.NAMESPACE, ns) is None:
             batch.append(fr.RecordAppended(kind=lg.NAMESPACE, key=ns))
         if fork_record is not None:
             batch.append(fork_record)
-        thread.append(batch, expected_seq=head.seq + 1)
+        thread.append(batch, expected_seq=head_seq + 1)
 
     def _blobs(
         self,
-        thread: Thread,
         cuts: lg.Cuts,
         ns: str,
         parent: Record | None,
@@ -406,7 +421,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             else:
                 missing[channel] = version
         if missing:  # not the parent's version: look further back (rare: never in a graph run)
-            for rec in lg.newest_checkpoints(thread, cuts, ns):
+            for rec in lg.newest_checkpoints(cuts, ns):
                 for channel, version in list(missing.items()):
                     blob = rec.data["blobs"].get(channel)
                     if blob is not None and blob[0] == version:
@@ -418,7 +433,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
 
     def _mirror(
         self,
-        thread: Thread,
+        view: RecordView,
         tid: str,
         state: dict[str, Any] | None,
         messages: builtins.list[Any],
@@ -428,11 +443,12 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         """Mirror a root checkpoint's messages. Returns its mirror state, the frames for the
         thread's batch (when the mirror is this thread) and a ``langgraph.fork`` record (when
         the change went to a new fork)."""
+        thread = view.thread
         base: dict[str, Any]
         if state is None:
             # no parent, or one nothing was mirrored for: start from an empty conversation,
             # here when this thread's mirror is empty now, else in a fork of its start
-            current = latest_record(thread, lg.MIRROR)
+            current = view.latest(lg.MIRROR)
             empty_now = current is None or current.data["messages"] == 0
             base = {"thread": thread.id, "seq": current.seq if current else 0, "map": None}
             if not empty_now:
@@ -444,7 +460,9 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         if change.empty:
             return state, [], None
         target = self.store.thread(base["thread"])
-        latest = latest_record(target, lg.MIRROR)
+        latest = (
+            view.latest(lg.MIRROR) if target.id == thread.id else latest_record(target, lg.MIRROR)
+        )
         if latest is not None and _mirrors(latest, checkpoint_id):  # put before: a retry
             return _state(target.id, latest.seq, latest.data["map"]), [], None
         position = latest.seq if latest is not None else 0
@@ -564,14 +582,15 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             return
         for _tid, thread in builtins.list(self._langgraph_threads()):
             with self._lock(thread.id):
-                cuts = lg.Cuts(thread)
+                with record_view(thread) as view:
+                    found = builtins.list(lg.newest_checkpoints(lg.Cuts(view), None))
                 gone = [
                     fr.RecordAppended(
                         kind=lg.REMOVED,
                         key=lg.checkpoint_key(rec.data["ns"], rec.data["id"]),
                         data={"run_id": rec.data["run_id"]},
                     )
-                    for rec in lg.newest_checkpoints(thread, cuts, None)
+                    for rec in found
                     if rec.data.get("run_id") in wanted
                 ]
                 if gone:
@@ -590,13 +609,14 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             if not thread.exists():
                 continue
             with self._lock(thread.id):
-                cuts = lg.Cuts(thread)
                 batch: builtins.list[fr.Frame] = []
-                for ns in lg.namespaces(thread):
-                    latest = next(lg.newest_checkpoints(thread, cuts, ns), None)
-                    if latest is not None:
-                        data = {"keep": latest.seq, "id": latest.data["id"]}
-                        batch.append(fr.RecordAppended(kind=lg.PRUNED, key=ns, data=data))
+                with record_view(thread) as view:
+                    cuts = lg.Cuts(view)
+                    for ns in lg.namespaces(view):
+                        latest = next(lg.newest_checkpoints(cuts, ns), None)
+                        if latest is not None:
+                            data = {"keep": latest.seq, "id": latest.data["id"]}
+                            batch.append(fr.RecordAppended(kind=lg.PRUNED, key=ns, data=data))
                 if batch:
                     thread.append(batch)
 
@@ -608,8 +628,9 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             return
         tid = str(target_thread_id)
         dst = self._thread(tid)
-        cuts = lg.Cuts(src)
-        found = list(lg.newest_checkpoints(src, cuts, None))
+        with record_view(src) as view:
+            cuts = lg.Cuts(view)
+            found = builtins.list(lg.newest_checkpoints(cuts, None))
         with self._lock(dst.id):
             self._ensure(dst, tid)
             for rec in reversed(found):
@@ -621,8 +642,12 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
                 )
                 if latest_record(dst, lg.NAMESPACE, data["ns"]) is None:
                     batch.append(fr.RecordAppended(kind=lg.NAMESPACE, key=data["ns"]))
-                floor = cuts.writes_after(key)
-                calls = [w for w in records(src, lg.WRITES, key) if w.seq > floor]
+                floor = cuts.writes_after(key)  # the tombstones as the view saw them
+                calls = [
+                    w
+                    for w in records(src, lg.WRITES, key, at_or_before=view.last_seq)
+                    if w.seq > floor
+                ]
                 batch.extend(self._record(lg.WRITES, w.data, key) for w in reversed(calls))
                 dst.append(batch)
         latest = self.get_tuple(_config(tid, "", None))
@@ -641,14 +666,15 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         tup_thread = self._thread(self._thread_of(config))
         if not tup_thread.exists():
             return None
-        cuts = lg.Cuts(tup_thread)
         ns = str(config["configurable"].get("checkpoint_ns") or "")
         wanted = get_checkpoint_id(config)
-        rec = (
-            lg.find_checkpoint(tup_thread, cuts, ns, wanted)
-            if wanted
-            else next(lg.newest_checkpoints(tup_thread, cuts, ns), None)
-        )
+        with record_view(tup_thread) as view:
+            cuts = lg.Cuts(view)
+            rec = (
+                lg.find_checkpoint(cuts, ns, wanted)
+                if wanted
+                else next(lg.newest_checkpoints(cuts, ns), None)
+            )
         state = rec.data.get("mirror") if rec is not None else None
         return None if state is None else str(state["thread"])
 
