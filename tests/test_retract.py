@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -114,6 +119,112 @@ def test_pop_and_clear(store: BaseStore) -> None:
     t.append(text("user", "a fresh start", "n1"))
     assert _window_ids(store) == ["n1"]
     assert len(list(t.read())) == 1 + 4 + 3 + 1  # every byte kept
+
+
+_POPPER = textwrap.dedent(
+    """
+    import os, sys, time
+    from continuity.context.retract import pop_message
+    from continuity.store.jsonl import Store
+
+    root, me = sys.argv[1], sys.argv[2]
+    thread = Store(root, durable=False).thread("t")
+    while not os.path.exists(os.path.join(root, "go")):
+        time.sleep(0.001)
+    popped = []
+    while (m := pop_message(thread, reason="pop " + me)) is not None:
+        popped.append(m.seq)
+    print(" ".join(map(str, popped)))
+    """
+)
+
+
+def test_pops_from_several_processes_at_once_take_distinct_messages(tmp_path: Path) -> None:
+    n, workers = 120, 4
+    store = Store(tmp_path / "s", create=True, durable=False)
+    _chat(store, n)  # seqs 1..n
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _POPPER, str(store.root), str(me)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        )
+        for me in range(workers)
+    ]
+    (store.root / "go").touch()
+    popped: list[int] = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+        mine = [int(s) for s in out.split()]
+        assert mine == sorted(mine, reverse=True)  # each process pops newest first
+        popped += mine
+    assert sorted(popped) == list(range(1, n + 1))  # every message once, none twice
+    t = store.thread(T)
+    retractions = [f for f in t.read() if isinstance(f, fr.MessagesRetracted)]
+    assert len(retractions) == n
+    assert sorted(s.from_seq for r in retractions for s in r.spans) == list(range(1, n + 1))
+    assert live_messages(t) == [] and pop_message(t) is None
+    assert verify_store(store).ok
+
+
+def test_pops_from_several_threads_at_once_take_distinct_messages(store: BaseStore) -> None:
+    n = 80
+    _chat(store, n)
+    popped: list[list[int]] = [[] for _ in range(4)]
+    go = threading.Barrier(4)
+
+    def pop_all(mine: list[int]) -> None:
+        t = store.thread(T)  # a handle per thread, as separate callers have
+        go.wait()
+        while (m := pop_message(t)) is not None:
+            mine.append(m.seq)
+
+    workers = [threading.Thread(target=pop_all, args=(p,)) for p in popped]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sorted(s for mine in popped for s in mine) == list(range(1, n + 1))
+
+
+def test_a_clear_racing_a_pop_or_an_append(store: BaseStore) -> None:
+    """A pop whose retraction loses to a clear reads the log again and finds nothing to pop; a
+    message appended after the clear read the head stays live."""
+    _chat(store, 3)
+    t = store.thread(T)
+    real_append = t.append
+    calls = 0
+
+    def clear_first(*args: object, **kwargs: object) -> range:
+        nonlocal calls
+        calls += 1
+        clear_messages(store.thread(T))  # another writer commits between the read and the append
+        return real_append(*args, **kwargs)  # type: ignore[arg-type]
+
+    t.append = clear_first  # type: ignore[method-assign]
+    assert pop_message(t) is None
+    assert calls == 1  # the pop's retraction conflicted; the second read found nothing live
+    retractions = [f for f in t.read() if isinstance(f, fr.MessagesRetracted)]
+    assert [r.reason for r in retractions] == ["clear"]
+
+    t = store.thread(T)
+    head = t.head()
+    assert head is not None
+    real = t.append
+
+    def append_first(*args: object, **kwargs: object) -> range:
+        store.thread(T).append(text("user", "after the clear read", "late"))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    t.append(text("user", "again", "again"))
+    t.append = append_first  # type: ignore[method-assign]
+    seq = clear_messages(t)
+    assert seq is not None
+    (frame,) = store.thread(T).read(from_seq=seq)
+    assert isinstance(frame, fr.MessagesRetracted) and frame.spans[0].to_seq == seq - 2
+    assert [m.message_id for m in live_messages(store.thread(T))] == ["late"]
 
 
 def test_a_summary_covering_a_retracted_message_is_passed_over(store: BaseStore) -> None:

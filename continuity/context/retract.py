@@ -7,23 +7,37 @@ retracted; a compile anchored before the frame is unchanged, and ``verify`` cove
 before. :func:`pop_message` takes back the newest message (the OpenAI Agents SDK's
 ``Session.pop_item``), :func:`clear_messages` all of them (``clear_session``), and
 :func:`live_messages` lists what is still part of the conversation. ADR 0018.
+
+Concurrent writers: :func:`retract` and :func:`pop_message` decide what to take back from the
+log as it is at its head, and append the retraction only if nothing was appended after that head
+(``expected_seq`` = head + 1); on :class:`~continuity.errors.SeqConflict` they read the log again
+and decide again. So pops from any number of threads or processes at once each take a distinct
+message, and a retraction by message id names the message that was latest when it committed.
+:func:`clear_messages` retracts seqs ``1..head`` as it read them: a message appended after that
+read stays live (it came after the clear), and it needs no retry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Final
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Final, TypeVar
 
 from continuity import frames as fr
 from continuity.caches.marks import Marks, is_in, merge_spans
 from continuity.context.sources import ThreadSource, open_source
-from continuity.errors import MessageNotFound
+from continuity.errors import MessageNotFound, SeqConflict
 from continuity.store.base import Thread
 
 __all__ = ["clear_messages", "live_messages", "pop_message", "retract", "retracted_spans"]
 
 _ID_LOOKBACK: Final = 1 << 20
 """How many frames back a message id is looked for (from the newest)."""
+_MAX_TRIES: Final = 10_000
+"""How often a retraction is decided again after another writer appended first. Every conflict
+means some other append committed, so the writers as a whole always progress; the bound only
+stops one caller from spinning forever behind a writer that never lets up."""
+
+_T = TypeVar("_T")
 
 
 def retracted_spans(thread: Thread, *, anchor_seq: int | None = None) -> list[tuple[int, int]]:
@@ -49,45 +63,66 @@ def retract(
     ids = list(message_ids)
     if not seqs and not ids:
         raise MessageNotFound("retract: name the messages to take back (seqs or message_ids)")
-    source = open_source(thread)
-    gone = source.marks().retracted()
-    wanted: set[int] = set()
-    for seq in seqs:
-        if _message_at(source, seq) is None:
-            raise MessageNotFound(f"retract: seq {seq} is not a message of thread {thread.id!r}")
-        if not is_in(gone, seq):
-            wanted.add(seq)
-    if ids:
-        wanted |= _seqs_of_ids(source, ids, gone, thread.id)
-    if not wanted:
-        return None
-    spans = [fr.SeqSpan(from_seq=lo, to_seq=hi) for lo, hi in merge_spans((s, s) for s in wanted)]
-    retraction = fr.MessagesRetracted(spans=spans, reason=reason, message_ids=ids)
-    return thread.append(retraction, durable=durable)[0]
+
+    def attempt() -> int | None:
+        head = _head(thread)  # before anything else is read (see _append_after)
+        source = open_source(thread)
+        gone = source.marks().retracted()
+        wanted: set[int] = set()
+        for seq in seqs:
+            if _message_at(source, seq) is None:
+                raise MessageNotFound(
+                    f"retract: seq {seq} is not a message of thread {thread.id!r}"
+                )
+            if not is_in(gone, seq):
+                wanted.add(seq)
+        if ids:
+            wanted |= _seqs_of_ids(source, ids, gone, thread.id)
+        if not wanted:
+            return None
+        spans = [
+            fr.SeqSpan(from_seq=lo, to_seq=hi) for lo, hi in merge_spans((s, s) for s in wanted)
+        ]
+        retraction = fr.MessagesRetracted(spans=spans, reason=reason, message_ids=ids)
+        return _append_after(thread, head, retraction, durable)
+
+    return _retrying(attempt)
 
 
 def pop_message(
     thread: Thread, *, reason: str = "pop", durable: bool | None = None
 ) -> fr.MessageAppended | None:
     """Take back the newest message that is still part of the conversation and return it
-    (None when there is none)."""
-    source = open_source(thread)
-    newest = next(_live(source, source.marks()), None)
-    if newest is None:
-        return None
-    retract(thread, seqs=[newest.seq], reason=reason, durable=durable)
-    return newest
+    (None when there is none). Pops at once from several threads or processes take distinct
+    messages: the retraction commits only on the head the newest message was read at."""
+
+    def attempt() -> fr.MessageAppended | None:
+        head = _head(thread)  # before anything else is read (see _append_after)
+        source = open_source(thread)
+        newest = next(_live(source, source.marks()), None)
+        if newest is None:
+            return None
+        span = fr.SeqSpan(from_seq=newest.seq, to_seq=newest.seq)
+        _append_after(thread, head, fr.MessagesRetracted(spans=[span], reason=reason), durable)
+        return newest
+
+    return _retrying(attempt)
 
 
 def clear_messages(
     thread: Thread, *, reason: str = "clear", durable: bool | None = None
 ) -> int | None:
     """Take back every message of the thread; the seq of the retraction, or None when there
-    was nothing to take back. The log keeps them all."""
+    was nothing to take back. The log keeps them all.
+
+    The retraction names seqs ``1..head`` as read: a message another writer appends meanwhile
+    stays live (it was added after the clear); a message popped meanwhile is named again,
+    which changes nothing."""
+    head = _head(thread)  # the log's own, as for a pop (see _append_after)
+    if head < 1:
+        return None
     source = open_source(thread)
-    head = source.head_seq()
-    marks = source.marks()
-    if head is None or next(_live(source, marks), None) is None:
+    if next((m for m in _live(source, source.marks()) if m.seq <= head), None) is None:
         return None
     frame = fr.MessagesRetracted(spans=[fr.SeqSpan(from_seq=1, to_seq=head)], reason=reason)
     return thread.append(frame, durable=durable)[0]
@@ -105,6 +140,29 @@ def live_messages(
             break
         out.append(m)
     return out if newest_first else out[::-1]
+
+
+def _head(thread: Thread) -> int:
+    head = thread.head()
+    return -1 if head is None else head.seq
+
+
+def _append_after(thread: Thread, head: int, frame: fr.Frame, durable: bool | None) -> int:
+    """Append ``frame`` only if the log has not grown past ``head`` (:class:`SeqConflict`
+    else). ``head`` is the log's own, read before the source the frame was decided on is opened:
+    the source then covers at least that much, so nothing up to ``head`` is unseen, whereas a
+    head read from the caches later could be newer than the marks read before it."""
+    return thread.append(frame, expected_seq=head + 1, durable=durable)[0]
+
+
+def _retrying(attempt: Callable[[], _T]) -> _T:
+    """``attempt()``, again after each :class:`SeqConflict` (each attempt reads the log anew)."""
+    for _ in range(_MAX_TRIES - 1):
+        try:
+            return attempt()
+        except SeqConflict:
+            continue
+    return attempt()
 
 
 def _live(source: ThreadSource, marks: Marks) -> Iterator[fr.MessageAppended]:

@@ -86,9 +86,10 @@ class ContinuitySession:
             if session_settings is not None
             else SessionSettings()
         )
-        # pop_item reads the newest item then retracts it: two pops of one session at once must
-        # not both take the same item. (Across processes, as with SQLite, share a session only
-        # while one of them pops.)
+        # Concurrent pops take distinct items by themselves (pop_message commits its retraction
+        # only on the head it read, and reads again after a conflict), from any number of
+        # processes. Within one session object the lock just queues them, so they do not keep
+        # two workers busy re-reading the log for a conflict they would both see.
         self._mutating: asyncio.Lock | None = None
 
     def __repr__(self) -> str:
