@@ -25,13 +25,20 @@ import json
 from collections.abc import Iterator
 from typing import Any, Final
 
+import msgspec
+from langchain_core.runnables import RunnableConfig
+
+from continuity import frames as fr
 from continuity.context.records import Record, RecordView
+from continuity.store.base import MAX_RECORD_DATA, BaseStore
 
 __all__ = [
     "CHECKPOINT",
     "DELETED",
     "FORK",
     "LATEST",
+    "META_BRANCH",
+    "META_THREAD",
     "MIRROR",
     "NAMESPACE",
     "PRUNED",
@@ -39,9 +46,13 @@ __all__ = [
     "WRITES",
     "Cuts",
     "checkpoint_key",
+    "config_of",
+    "empty_mirror",
     "find_checkpoint",
     "from_typed",
+    "namespaces",
     "newest_checkpoints",
+    "record_frame",
     "to_typed",
 ]
 
@@ -54,12 +65,40 @@ PRUNED: Final = "langgraph.pruned"
 REMOVED: Final = "langgraph.removed"
 MIRROR: Final = "langgraph.mirror"
 FORK: Final = "langgraph.fork"
+META_THREAD: Final = "langgraph.thread_id"
+"""The key, in frame 0's ``meta``, of the LangGraph thread a continuity thread holds."""
+META_BRANCH: Final = "langgraph.branch_checkpoint_id"
+"""The key, in a mirror fork's frame 0, of the checkpoint its branch starts at."""
+_encoder: Final = msgspec.json.Encoder()
 
 
 def checkpoint_key(ns: str, checkpoint_id: str) -> str:
     """The key of a checkpoint's records: unambiguous whatever characters ``ns`` holds
     (LangGraph's nested namespaces use ``|`` and ``:``)."""
     return json.dumps([ns, checkpoint_id], separators=(",", ":"), ensure_ascii=False)
+
+
+def config_of(thread_id: Any, ns: str, checkpoint_id: str | None) -> RunnableConfig:
+    """The config naming a checkpoint (or a namespace's latest, with no ``checkpoint_id``)."""
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def record_frame(store: BaseStore, kind: str, data: dict[str, Any], key: str) -> fr.Frame:
+    """A record frame for a batch; data larger than a frame holds goes to an artifact, as
+    :func:`continuity.record` does it (reads give it back either way)."""
+    body = _encoder.encode(data)
+    if len(body) > MAX_RECORD_DATA:
+        aid = store.artifacts.put(body)
+        return fr.RecordAppended(kind=kind, key=key, artifact_id=aid, size=len(body))
+    return fr.RecordAppended(kind=kind, key=key, data=data)
+
+
+def empty_mirror() -> fr.Frame:
+    """The ``langgraph.mirror`` record of a thread whose mirror shows nothing."""
+    return fr.RecordAppended(kind=MIRROR, data={"checkpoint_id": None, "map": None, "messages": 0})
 
 
 def to_typed(typed: tuple[str, bytes]) -> list[str]:

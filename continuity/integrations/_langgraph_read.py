@@ -1,0 +1,107 @@
+"""A LangGraph saver's reads: which checkpoint records a ``list`` or ``get_tuple`` wants, and
+the :class:`CheckpointTuple` of each (its channel values from their artifacts, its pending
+writes from the ``langgraph.writes`` records the tombstones leave visible)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, PendingWrite, writes_sort_key
+
+from continuity.context.records import Record
+from continuity.integrations import _langgraph_log as lg
+from continuity.store.base import BaseStore
+
+if TYPE_CHECKING:
+    from continuity.integrations.langgraph import ContinuitySaver
+
+__all__ = ["candidates", "checkpoint_tuple", "pending_writes"]
+
+
+def candidates(
+    cuts: lg.Cuts,
+    ns: str | None,
+    only_id: str | None,
+    before_id: str | None,
+    before: RunnableConfig | None,
+) -> Iterator[Record]:
+    """The visible checkpoint records a ``list`` call names, newest first (before filters)."""
+    if only_id is not None:
+        for space in [ns] if ns is not None else lg.namespaces(cuts.view):
+            rec = lg.find_checkpoint(cuts, space, only_id)
+            if rec is not None and (before_id is None or only_id < before_id):
+                yield rec
+        return
+    before_seq = None
+    if before_id is not None:
+        before_ns = (before or {}).get("configurable", {}).get("checkpoint_ns")
+        spaces = [before_ns] if before_ns is not None else lg.namespaces(cuts.view)
+        for space in spaces:
+            found = cuts.view.latest(lg.CHECKPOINT, lg.checkpoint_key(space, before_id))
+            if found is not None:
+                before_seq = found.seq
+                break
+    for rec in lg.newest_checkpoints(cuts, ns, before_seq=before_seq):
+        if before_id is not None and before_seq is None and rec.data["id"] >= before_id:
+            continue  # `before` names no checkpoint of this thread: compare ids
+        yield rec
+
+
+def checkpoint_tuple(
+    saver: ContinuitySaver,
+    cuts: lg.Cuts,
+    tid: str,
+    rec: Record,
+    metadata: Any = None,
+) -> CheckpointTuple:
+    data = rec.data
+    ns, cid = data["ns"], data["id"]
+    checkpoint = saver.serde.loads_typed(lg.from_typed(data["checkpoint"]))
+    values: dict[str, Any] = {}
+    for channel, blob in data["blobs"].items():
+        if len(blob) == 3:
+            raw = saver.store.artifacts.get(blob[2])
+            values[channel] = saver.serde.loads_typed((blob[1], raw))
+    if metadata is None:
+        metadata = saver.serde.loads_typed(lg.from_typed(data["metadata"]))
+    parent = data.get("parent")
+    return CheckpointTuple(
+        config=lg.config_of(tid, ns, cid),
+        checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
+        metadata=metadata,
+        parent_config=lg.config_of(tid, ns, parent) if parent else None,
+        pending_writes=pending_writes(saver, cuts, ns, cid),
+    )
+
+
+def pending_writes(saver: ContinuitySaver, cuts: lg.Cuts, ns: str, cid: str) -> list[PendingWrite]:
+    key = lg.checkpoint_key(ns, cid)
+    floor = cuts.writes_after(key)
+    calls = []
+    for rec in cuts.view.records(lg.WRITES, key):
+        if rec.seq <= floor:
+            break
+        calls.append(rec.data)
+    stored: dict[tuple[str, int], tuple[str, str, list[str], str]] = {}
+    for call in reversed(calls):  # oldest first, as InMemorySaver keeps them
+        task_id, task_path = call["task_id"], call["task_path"]
+        for idx, channel, typed in call["writes"]:
+            inner = (task_id, idx)
+            if idx >= 0 and inner in stored:
+                continue
+            stored[inner] = (task_id, channel, typed, task_path)
+    ordered = sorted(stored, key=lambda k: writes_sort_key(stored[k][3], *k))
+    out: list[PendingWrite] = []
+    for k in ordered:
+        task_id, channel, typed, _ = stored[k]
+        out.append((task_id, channel, saver.serde.loads_typed(_typed(saver.store, typed))))
+    return out
+
+
+def _typed(store: BaseStore, value: list[str]) -> tuple[str, bytes]:
+    """A stored value: inline ``[type, base64]`` or ``[type, "", artifact id]``."""
+    if len(value) == 3:
+        return value[0], store.artifacts.get(value[2])
+    return lg.from_typed(value)
