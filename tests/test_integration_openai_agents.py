@@ -212,6 +212,43 @@ def test_concurrent_pops_take_distinct_items() -> None:
     assert run(session.get_items()) == items[:2]
 
 
+def test_pops_through_two_session_objects_take_distinct_items(tmp_path: Path) -> None:
+    """Two session objects (two workers, two locks, as two processes would be) on one thread:
+    the retraction commits only on the head each pop read, so no item is popped twice."""
+    root = tmp_path / "store"
+    one = ContinuitySession("s", AsyncStore(Store(root, create=True)))
+    two = ContinuitySession("s", AsyncStore(Store(root)))
+    items = [{"role": "user", "content": str(i)} for i in range(40)]
+    run(one.add_items(items))
+
+    async def pops() -> list[Any]:
+        return list(await asyncio.gather(*(s.pop_item() for _ in range(30) for s in (one, two))))
+
+    popped = [p["content"] for p in run(pops()) if p is not None]
+    assert sorted(popped, key=int) == [str(i) for i in range(40)]
+    assert run(one.get_items()) == run(two.get_items()) == []
+
+
+def test_items_rendered_once_come_back_fresh_and_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """get_items keeps each message's rendered items between calls: a second read gives equal,
+    unshared items, also past the cache's size bound."""
+    items = sdk_items() * 3
+    session = ContinuitySession("s", MemoryStore())
+    run(session.add_items(items))
+    first = run(session.get_items())
+    assert first == items and session._rendered
+    first[0]["content"] = "mine"
+    again = run(session.get_items())
+    assert again == items and again[0] is not first[0]
+    import continuity.integrations._openai_agents_session as impl
+
+    monkeypatch.setattr(impl, "RENDERED_CACHE_BYTES", 200)
+    small = ContinuitySession("s", session.store)
+    assert run(small.get_items()) == items == run(small.get_items())
+    assert small._rendered_bytes <= 200
+    assert run(small.get_items(3)) == items[-3:]
+
+
 def test_the_sdk_rewind_pops_exactly_its_items() -> None:
     """The runner's own rewind helper (used when a retried request must not duplicate what it
     persisted) reads the tail with a limit, compares, and pops one item at a time."""

@@ -99,9 +99,10 @@ def pop_message(
     def attempt() -> fr.MessageAppended | None:
         head = _head(thread)  # before anything else is read (see _append_after)
         source = open_source(thread)
-        newest = next(_live(source, source.marks()), None)
-        if newest is None:
+        found = _live(source, source.marks(), 1)
+        if not found:
             return None
+        newest = found[0]
         span = fr.SeqSpan(from_seq=newest.seq, to_seq=newest.seq)
         _append_after(thread, head, fr.MessagesRetracted(spans=[span], reason=reason), durable)
         return newest
@@ -122,7 +123,7 @@ def clear_messages(
     if head < 1:
         return None
     source = open_source(thread)
-    if next((m for m in _live(source, source.marks()) if m.seq <= head), None) is None:
+    if not _live_seqs(source, source.marks(), 1, upto=head):
         return None
     frame = fr.MessagesRetracted(spans=[fr.SeqSpan(from_seq=1, to_seq=head)], reason=reason)
     return thread.append(frame, durable=durable)[0]
@@ -134,11 +135,7 @@ def live_messages(
     """The messages still part of the conversation (not retracted), oldest first (or newest
     first), at most ``limit`` of them — the newest ``limit`` either way."""
     source = open_source(thread)
-    out: list[fr.MessageAppended] = []
-    for m in _live(source, source.marks()):
-        if limit is not None and len(out) >= limit:
-            break
-        out.append(m)
+    out = _live(source, source.marks(), limit)
     return out if newest_first else out[::-1]
 
 
@@ -165,12 +162,34 @@ def _retrying(attempt: Callable[[], _T]) -> _T:
     return attempt()
 
 
-def _live(source: ThreadSource, marks: Marks) -> Iterator[fr.MessageAppended]:
-    """The live messages, newest first (retracted spans skipped without reading them)."""
+def _live(source: ThreadSource, marks: Marks, limit: int | None) -> list[fr.MessageAppended]:
+    """The newest ``limit`` live messages (all: None), newest first, read in runs of
+    consecutive seqs (one sequential read each) rather than one read per message."""
+    seqs = _live_seqs(source, marks, limit)
+    if not seqs:
+        return []
+    wanted = set(seqs)
+    out: list[fr.MessageAppended] = []
+    for lo, hi in _runs(seqs[::-1]):
+        for frame in source.frames(lo, hi):
+            if frame.seq in wanted and isinstance(frame, fr.MessageAppended):
+                out.append(frame)
+    out.reverse()
+    return out
+
+
+def _live_seqs(
+    source: ThreadSource, marks: Marks, limit: int | None, *, upto: int | None = None
+) -> list[int]:
+    """The seqs of the newest ``limit`` live messages (at or before ``upto``), newest first,
+    from the message index alone (retracted spans skipped without reading them)."""
     head = source.head_seq()
-    if head is None:
-        return
+    if head is not None and upto is not None:
+        head = min(head, upto)
+    if head is None or limit == 0:
+        return []
     gone = marks.retracted()
+    out: list[int] = []
     o = source.message_count_upto(head) - 1
     while o >= 0:
         seq = source.message_seq(o)
@@ -178,10 +197,26 @@ def _live(source: ThreadSource, marks: Marks) -> Iterator[fr.MessageAppended]:
         if i is not None:
             o = source.message_count_upto(gone[i][0] - 1) - 1
             continue
-        frame = next(iter(source.frames(seq, seq)), None)
-        if isinstance(frame, fr.MessageAppended):
-            yield frame
+        out.append(seq)
+        if limit is not None and len(out) >= limit:
+            break
         o -= 1
+    return out
+
+
+_RUN_GAP: Final = 32
+"""Frames that are not wanted a run reads through before it stops and seeks instead."""
+
+
+def _runs(seqs: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """``(from_seq, to_seq)`` runs covering ascending ``seqs``, split where a gap is wide."""
+    lo = hi = seqs[0]
+    for seq in seqs[1:]:
+        if seq - hi > _RUN_GAP:
+            yield lo, hi
+            lo = seq
+        hi = seq
+    yield lo, hi
 
 
 def _span_index(spans: Sequence[tuple[int, int]], seq: int) -> int | None:

@@ -19,10 +19,12 @@ All blocking work (the log's lock, fsync, reads, conversion) runs in the store's
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from os import PathLike
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 from agents.memory.session_settings import (
     SessionSettings,
     coerce_session_settings,
@@ -46,6 +48,11 @@ StoreLike = BaseStore | AsyncStore | str | PathLike[str]
 
 POP_REASON: Final = "pop_item"
 CLEAR_REASON: Final = "clear_session"
+RENDERED_CACHE_BYTES: Final = 32 << 20
+"""How many bytes of rendered items (as JSON) a session keeps between ``get_items`` calls."""
+
+_encode = msgspec.json.Encoder().encode
+_decode_items = msgspec.json.Decoder(list[Any]).decode
 
 
 def _async_store(store: StoreLike) -> AsyncStore:
@@ -91,6 +98,12 @@ class ContinuitySession:
         # processes. Within one session object the lock just queues them, so they do not keep
         # two workers busy re-reading the log for a conflict they would both see.
         self._mutating: asyncio.Lock | None = None
+        # The items each stored message renders to, as JSON, by the frame's digest (a frame's
+        # digest chains its whole prefix, so it names exactly one frame and its items never
+        # change); read again, a message costs a lookup, not a render.
+        self._rendered: dict[str, bytes] = {}
+        self._rendered_bytes = 0
+        self._rendered_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, thread={self.thread.id!r})"
@@ -150,9 +163,28 @@ class ContinuitySession:
     def _items(
         self, messages: Sequence[fr.MessageAppended], limit: int | None
     ) -> list[TResponseInputItem]:
+        """The items of ``messages``, in order: each message's items rendered once (then kept,
+        as JSON, by the frame's digest), and all of them decoded from one JSON array at the
+        end, so the caller gets fresh objects without a copy per item."""
         artifacts = self.store.store.artifacts
-        out: list[Any] = [item for m in messages for item in items_of(m, artifacts)]
+        rendered = self._rendered
+        parts: list[bytes] = []
+        for m in messages:
+            raw = rendered.get(m.digest) if m.digest else None
+            if raw is None:
+                raw = _encode(items_of(m, artifacts))[1:-1]
+                if m.digest:
+                    self._keep(m.digest, raw)
+            if raw:
+                parts.append(raw)
+        out: list[Any] = _decode_items(b"[" + b",".join(parts) + b"]")
         return out if limit is None else out[-limit:]
+
+    def _keep(self, digest: str, raw: bytes) -> None:
+        with self._rendered_lock:
+            if self._rendered_bytes + len(raw) <= RENDERED_CACHE_BYTES:
+                self._rendered[digest] = raw
+                self._rendered_bytes += len(raw)
 
     def _pop(self) -> TResponseInputItem | None:
         thread: Thread = self.thread.thread

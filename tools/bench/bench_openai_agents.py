@@ -7,7 +7,8 @@ message, repeated), then each turn is timed ``--repeats`` times (median and p90)
 makes it: ``add_items`` of the turn's four items, and the history read the next run starts with.
 
 * ``ContinuitySession``: ``get_items()`` (every item: O(n) by nature, like the SDK's SQLite
-  session) and ``get_items(20)`` (the tail the runner's rewind reads);
+  session; the session keeps what it rendered, so the row ``new session`` is the first read of
+  a process) and ``get_items(20)`` (the tail the runner's rewind reads);
 * ``CompiledSession`` (``StrideMessages(50)`` compaction with a cheap deterministic summarizer,
   ``Limits(recent_messages=40, min_recent=8, budget_tokens=60_000)``, decisions logged):
   ``add_items`` (with its compaction check, and a compaction every 50 items) and ``get_items()``
@@ -109,6 +110,8 @@ async def _measure(
         items: Any = turn_items(n + r)
         keep("raw: add_items (4)", await _time(lambda: raw.add_items(items)))  # noqa: B023
         keep("raw: get_items()", await _time(raw.get_items))
+        fresh = ContinuitySession(raw.session_id, raw.store)  # nothing rendered yet
+        keep("raw: get_items(), new session", await _time(fresh.get_items))
         keep("raw: get_items(20)", await _time(lambda: raw.get_items(20)))
         keep("compiled: add_items (4)", await _time(lambda: compiled.add_items(items)))  # noqa: B023
         keep("compiled: get_items()", await _time(compiled.get_items))
