@@ -587,3 +587,87 @@ def test_two_jobs_started_at_once_on_a_memory_store_run_one_at_a_time(
         w.join(30)
     assert sorted(outcomes) == ["in flight", "ran"]
     assert len(_checkpoints(memory_store)) == 2
+
+
+def _long_run_batches(turns: int) -> list[list[fr.MessageAppended]]:
+    """Batches as a runner appends them, with tool calls answered in a later batch, calls
+    answered one message at a time, and calls never answered: pair-keeping at the thread's end
+    is undecided until the answer arrives."""
+    from compile_support import result
+
+    batches: list[list[fr.MessageAppended]] = []
+    for i in range(turns):
+        user = text("user", f"turn {i}", f"u{i}")
+        if i % 4 == 0:
+            batches.append([user, call(f"c{i}", f"t{i}")])
+            batches.append([result(f"r{i}", f"t{i}"), text("assistant", "done", f"a{i}")])
+        elif i % 4 == 1:
+            two = fr.message(
+                "assistant",
+                content=[
+                    fr.ToolUseBlock(id=f"t{i}a", name="Bash", input={}),
+                    fr.ToolUseBlock(id=f"t{i}b", name="Bash", input={}),
+                ],
+                message_id=f"c{i}",
+            )
+            batches.append([user, two, result(f"r{i}a", f"t{i}a")])
+            batches.append([result(f"r{i}b", f"t{i}b")])
+        elif i % 4 == 2:
+            batches.append([user, call(f"c{i}", f"t{i}x")])  # never answered
+        else:
+            batches.append([user, text("assistant", "plain", f"a{i}")])
+    return batches
+
+
+@pytest.mark.parametrize("rule", [StrideMessages(3), StrideMessages(5), TokenThreshold(40)])
+def test_remembered_pair_keeping_plans_the_same_cuts_over_a_long_run(
+    tmp_path: Path, rule: StrideMessages | TokenThreshold, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job remembers pair-keeping answers between runs (so a run that cuts nothing reads no
+    frames for the cuts made before); the checkpoints of a long run are the ones planning from
+    scratch each time makes, also after a retraction takes summarised messages back."""
+    from continuity.context import compaction
+    from continuity.context.retract import retract
+
+    def run(store: BaseStore) -> list[tuple[int, str]]:
+        t = store.thread(THREAD)
+        for n, batch in enumerate(_long_run_batches(60)):
+            t.append(batch)
+            if n == 50:
+                retract(t, message_ids=["u3", "a3"])
+            source = open_source(t)
+            assert compaction._plan_cuts(
+                source, rule, compaction._pair_memo(t, source)
+            ) == plan_cuts(open_source(t, use_caches=False), rule)
+            run_compaction(t, rule)
+        return [(c.to_seq, c.base_checkpoint_id or "") for c in _checkpoints(store)]
+
+    remembered = run(Store(tmp_path / "a", create=True, durable=False, clock=FixedClock()))
+    with monkeypatch.context() as m:
+        m.setattr(compaction, "_pair_memo", lambda thread, source: None)
+        scratch = run(Store(tmp_path / "b", create=True, durable=False, clock=FixedClock()))
+    assert len(remembered) > 10 and remembered == scratch
+
+
+def test_remembered_pair_keeping_is_dropped_for_another_log(tmp_path: Path) -> None:
+    """The answers are checked against one frame's digest (the chain pins the frames before it):
+    a log replaced under the same id, pairs placed differently, is planned from scratch."""
+    from compile_support import result
+
+    from continuity.context import compaction
+
+    a = Store(tmp_path / "a", create=True, durable=False, clock=FixedClock())
+    b = Store(tmp_path / "b", create=True, durable=False, clock=FixedClock())
+    rule = StrideMessages(2)
+    a.thread(THREAD).append(
+        [text("user", "q", "u"), call("c", "t1"), result("r", "t1"), text("user", "x", "x")]
+    )
+    b.thread(THREAD).append([text("user", "q" * 400, "u"), text("assistant", "a", "a")] * 2)
+    t = a.thread(THREAD)
+    source = open_source(t)
+    assert compaction._plan_cuts(source, rule, compaction._pair_memo(t, source)) == [3, 4]
+    a.thread(THREAD).path.write_bytes(b.thread(THREAD).path.read_bytes())
+    source = open_source(t)
+    assert compaction._plan_cuts(source, rule, compaction._pair_memo(t, source)) == plan_cuts(
+        open_source(t, use_caches=False), rule
+    )

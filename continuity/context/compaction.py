@@ -23,6 +23,8 @@ face (:mod:`continuity.aio`) runs the same steps with an awaited summarizer.
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Final, Literal, overload
 
@@ -119,9 +121,18 @@ def _sound(source: ThreadSource, checkpoints: Sequence[CheckpointEntry]) -> list
     return [c for c in checkpoints if c.checkpoint_id not in gone] if gone else list(checkpoints)
 
 
-def _keep_pairs(source: ThreadSource, ordinal: int, total: int) -> int:
+def _keep_pairs(
+    source: ThreadSource, ordinal: int, total: int, memo: dict[int, int] | None = None
+) -> int:
     """Move a cut at message ``ordinal`` past the messages answering its tool calls (all of
-    them, when several calls are answered one message at a time)."""
+    them, when several calls are answered one message at a time).
+
+    ``memo`` (:func:`_pair_memo`) keeps the answers that cannot change as the thread grows —
+    those decided by messages already there, not cut short by the thread's end — so a plan
+    that asks again reads no frame for them."""
+    start = ordinal
+    if memo is not None and (known := memo.get(start)) is not None:
+        return known
     seq = source.message_seq(ordinal)
     message = next(f for f in source.frames(seq, seq) if isinstance(f, fr.MessageAppended))
     pending = {b.id for b in message.content if isinstance(b, fr.ToolUseBlock)}
@@ -134,12 +145,58 @@ def _keep_pairs(source: ThreadSource, ordinal: int, total: int) -> int:
             if isinstance(b, fr.ToolResultBlock) and b.tool_use_id in pending
         }
         if not answered:
-            return ordinal
+            break  # decided by the next message: final
         ordinal += 1
         pending = (pending - answered) | {
             b.id for b in nxt.content if isinstance(b, fr.ToolUseBlock)
         }
+    else:
+        if pending:  # calls still unanswered at the thread's end: a later message may answer
+            return ordinal
+    if memo is not None:
+        memo[start] = ordinal
     return ordinal
+
+
+class _PairMemo:
+    """:func:`_keep_pairs`'s final answers for one thread, valid for the log whose frame
+    ``seq`` has ``digest``: the chain pins every frame before it, so one frame's digest,
+    checked on each use, says the answers are still this log's."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seq = -1
+        self.digest = ""
+        self.found: dict[int, int] = {}
+
+
+_PAIR_MEMOS: Final[weakref.WeakKeyDictionary[BaseStore, dict[str, _PairMemo]]] = (
+    weakref.WeakKeyDictionary()
+)
+_PAIR_MEMOS_GUARD: Final = threading.Lock()
+
+
+def _digest_at(source: ThreadSource, seq: int) -> str:
+    frame = next(iter(source.frames(seq, seq)), None)
+    return frame.digest if frame is not None and frame.seq == seq else ""
+
+
+def _pair_memo(thread: Thread, source: ThreadSource) -> dict[int, int] | None:
+    """The pair-keeping answers this process knows for ``thread`` as ``source`` reads it (kept
+    between plans, so planning a stride rule does not read two frames per cut ever made)."""
+    head = source.head_seq()
+    if head is None:
+        return None
+    with _PAIR_MEMOS_GUARD:
+        memo = _PAIR_MEMOS.setdefault(thread.store, {}).setdefault(thread.id, _PairMemo())
+    with memo.lock:
+        if memo.seq >= 0 and (
+            memo.seq > head or not memo.digest or _digest_at(source, memo.seq) != memo.digest
+        ):
+            memo.found = {}  # another log under this id (rebuilt, replaced): start over
+        if memo.seq != head:
+            memo.seq, memo.digest = head, _digest_at(source, head)
+        return memo.found
 
 
 def pair_safe_cut(source: ThreadSource, seq: int) -> int:
@@ -157,6 +214,10 @@ def pair_safe_cut(source: ThreadSource, seq: int) -> int:
 def plan_cuts(source: ThreadSource, rule: CutRule) -> list[int]:
     """The ``to_seq`` of every checkpoint the rule calls for that no cumulative checkpoint has
     yet, ascending."""
+    return _plan_cuts(source, rule, None)
+
+
+def _plan_cuts(source: ThreadSource, rule: CutRule, memo: dict[int, int] | None) -> list[int]:
     head = source.head_seq()
     if head is None:
         return []
@@ -167,7 +228,7 @@ def plan_cuts(source: ThreadSource, rule: CutRule) -> list[int]:
     done = {c.to_seq for c in checkpoints if c.summary_kind == CUMULATIVE_V1}
     ordinals: list[int] = []
     if isinstance(rule, StrideMessages):
-        ordinals = [_keep_pairs(source, o, total) for o in range(rule.n - 1, total, rule.n)]
+        ordinals = [_keep_pairs(source, o, total, memo) for o in range(rule.n - 1, total, rule.n)]
     elif isinstance(rule, TokenThreshold):
         latest = _latest_cumulative(checkpoints)
         start = source.message_count_upto(latest.to_seq) if latest else 0
@@ -178,7 +239,7 @@ def plan_cuts(source: ThreadSource, rule: CutRule) -> list[int]:
             running += int(tokens[i - start])
             if running > rule.tokens:
                 # The cut may move past the results of its calls: count again after them.
-                i = _keep_pairs(source, i, total)
+                i = _keep_pairs(source, i, total, memo)
                 ordinals.append(i)
                 running = 0
             i += 1
@@ -426,7 +487,7 @@ class CompactionJob:
         """Plan the cuts the rule calls for; when there are any, append ``job_spawned``. Returns
         the cuts (none: nothing to do, and nothing appended)."""
         self._source = open_source(self.thread)
-        cuts = plan_cuts(self._source, self.rule)
+        cuts = _plan_cuts(self._source, self.rule, _pair_memo(self.thread, self._source))
         if not cuts:
             return []
         job_id = fr.new_id()
