@@ -18,6 +18,7 @@ from tools.bench import (
     bench_compile,
     bench_hooks,
     bench_langgraph,
+    bench_openai_agents,
     bench_read,
     bench_rebuild,
     bench_recall,
@@ -49,6 +50,7 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         bench_langgraph.run(
             sizes=tuple(n // scale for n in bench_langgraph.DEFAULT_SIZES), seed=seed
         ),
+        bench_openai_agents.run(sizes=tuple(n // scale for n in bench_openai_agents.DEFAULT_SIZES)),
     ]
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
     return reports
