@@ -91,8 +91,10 @@ if TYPE_CHECKING:
     )
     from continuity.context.records import (
         Record,
+        RecordView,
         latest_record,
         record,
+        record_view,
         records,
     )
     from continuity.context.render import (
@@ -286,6 +288,8 @@ _HOMES: Final = {
     "to_openai_responses": "continuity.context.render",
     "AsyncStore": "continuity.aio",
     "AsyncThread": "continuity.aio",
+    "RecordView": "continuity.context.records",
+    "record_view": "continuity.context.records",
 }
 
 __all__ = [
@@ -342,6 +346,7 @@ __all__ = [
     "RecallRef",
     "Record",
     "RecordAppended",
+    "RecordView",
     "Recovery",
     "RedactionRule",
     "Redactor",
@@ -381,6 +386,7 @@ __all__ = [
     "message",
     "pop_message",
     "record",
+    "record_view",
     "records",
     "render",
     "retract",

@@ -22,8 +22,8 @@ face (:mod:`continuity.aio`) runs the same steps with an awaited summarizer.
 
 from __future__ import annotations
 
+import _thread  # not threading: compaction runs on the hook path (see store.base)
 import re
-import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Final, Literal, overload
@@ -164,7 +164,7 @@ class _PairMemo:
     checked on each use, says the answers are still this log's."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
         self.seq = -1
         self.digest = ""
         self.found: dict[int, int] = {}
@@ -173,7 +173,7 @@ class _PairMemo:
 _PAIR_MEMOS: Final[weakref.WeakKeyDictionary[BaseStore, dict[str, _PairMemo]]] = (
     weakref.WeakKeyDictionary()
 )
-_PAIR_MEMOS_GUARD: Final = threading.Lock()
+_PAIR_MEMOS_GUARD: Final = _thread.allocate_lock()
 
 
 def _digest_at(source: ThreadSource, seq: int) -> str:
