@@ -6,6 +6,8 @@ working::
 
     ContinuityError
     ├── StoreNotFound          the store folder does not exist or is not a continuity store
+    ├── StoreUnavailable       a store's server cannot be reached, refused the login or failed
+    ├── SchemaTooNew           a store's schema was written by a newer continuity
     ├── InvalidThreadId        (ValueError) an id that could escape the store or hide itself
     ├── ThreadNotFound         a read asked for a thread with no frames
     ├── BadFrame               (ValueError) a frame given to append is not valid
@@ -48,8 +50,10 @@ __all__ = [
     "InvalidThreadId",
     "JobInFlight",
     "MessageNotFound",
+    "SchemaTooNew",
     "SeqConflict",
     "StoreNotFound",
+    "StoreUnavailable",
     "ThreadNotFound",
 ]
 
@@ -63,6 +67,26 @@ class ContinuityError(Exception):
 
 class StoreNotFound(ContinuityError):
     """The store directory does not exist (or is not a continuity store)."""
+
+
+class StoreUnavailable(ContinuityError):
+    """A store on a server (PostgreSQL) cannot be used now: the server cannot be reached, refused
+    the login, or lost the connection or failed during a call. The message is one line naming
+    the server and database (never the password). A batch whose call raised this was not
+    written, unless the connection was lost while its commit was on the way (then read the
+    thread's head to know)."""
+
+
+class SchemaTooNew(ContinuityError):
+    """A store's schema was written by a newer continuity than this one, in a way this one
+    cannot read or write safely: upgrade continuity. ``found`` is the store's schema version,
+    ``needed`` the schema version a client must know to use it, ``known`` this code's."""
+
+    def __init__(self, message: str, *, found: int, needed: int, known: int) -> None:
+        super().__init__(message)
+        self.found = found
+        self.needed = needed
+        self.known = known
 
 
 class InvalidThreadId(ContinuityError, ValueError):

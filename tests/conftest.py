@@ -12,18 +12,24 @@ Kept generic on purpose so every test module can lean on it:
 * ``shared_fixtures`` — the ``../shared/fixtures`` folder, or a skip with a clear reason when
   it is absent (the project must still test outside this setup); ``requires_shared_fixtures``
   is the same as a marker for whole tests or classes.
+* ``pg_url`` (session) and ``pg_stores`` — a PostgreSQL server and stores on it, each in a
+  schema of its own (``tests/pg_support.py``); skipped, saying why, when there is no server.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from continuity.testing import FixedClock
+
+if TYPE_CHECKING:
+    from pg_support import PgStores
 
 SHARED_FIXTURES = (Path(__file__).parent.parent / ".." / "shared" / "fixtures").resolve()
 """``../shared/fixtures`` relative to the project root (see ``../shared/README.md``)."""
@@ -88,3 +94,28 @@ def shared_fixtures() -> Path:
     if not SHARED_FIXTURES.is_dir():
         pytest.skip(_NO_FIXTURES_REASON)
     return SHARED_FIXTURES
+
+
+# --- PostgreSQL (tests/pg_support.py) -------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PostgreSQL server's URL for the session: ``$CONTINUITY_TEST_PG_URL``, or a throwaway
+    server started by ``pgserver``; the tests that use it skip, saying why, without either."""
+    from pg_support import serve
+
+    with serve(tmp_path_factory.mktemp("pg")) as url:
+        yield url
+
+
+@pytest.fixture
+def pg_stores(pg_url: str) -> Iterator[PgStores]:
+    """Opens PostgreSQL stores for one test (each in a schema of its own) and closes them."""
+    from pg_support import PgStores
+
+    stores = PgStores(pg_url)
+    try:
+        yield stores
+    finally:
+        stores.close()

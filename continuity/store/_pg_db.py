@@ -1,0 +1,148 @@
+"""Connections to the PostgreSQL store's database: a pool, transactions with the store's
+durability, and psycopg's failures turned into continuity's typed errors with one-line
+messages that name the server and database, never the password.
+
+This module imports psycopg (about 100 ms): :mod:`continuity.store.postgres` imports it only
+when a store is opened, so naming the backend (``is_postgres_url``) costs nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final, NoReturn
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import TupleRow
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from continuity.errors import StoreNotFound, StoreUnavailable
+from continuity.store._pg_schema import check_schema_name, ensure_schema
+
+__all__ = ["Database", "describe_url"]
+
+Connection = psycopg.Connection[TupleRow]
+
+_SERVER_PREFIX: Final = re.compile(
+    r"^(?:connection (?:failed|is bad): )?(?:connection to server (?:at|on) .*? failed: )?"
+)
+
+
+def describe_url(url: str) -> str:
+    """``user@host:port/dbname`` of a connection URL: what messages name (no password)."""
+    params = conninfo_to_dict(url)
+    host = str(params.get("host") or params.get("hostaddr") or "localhost")
+    port = params.get("port")
+    user = params.get("user")
+    where = f"{host}:{port}" if port else host
+    dbname = params.get("dbname") or user or ""
+    return f"{f'{user}@' if user else ''}{where}/{dbname}"
+
+
+def _one_line(exc: BaseException, password: str | None) -> str:
+    """The first line of a psycopg message, without the server address it repeats (the caller
+    names it) or libpq's ``FATAL:`` prefix, and never a password."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = _SERVER_PREFIX.sub("", text).strip()
+    text = re.sub(r"^(?:FATAL|ERROR):\s+", "", text)
+    if password:
+        text = text.replace(password, "***")
+    return text or type(exc).__name__
+
+
+class Database:
+    """A pool of autocommit connections to one database, for one store schema."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str,
+        pool_size: int,
+        connect_timeout: float,
+        create: bool,
+        now_ms: int,
+    ) -> None:
+        self.schema = check_schema_name(schema)
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise StoreNotFound(f"not a usable PostgreSQL URL: {_one_line(exc, None)}") from None
+        self._password = str(params["password"]) if params.get("password") else None
+        self.location = describe_url(url)
+        self._url = url
+        self._kwargs: dict[str, object] = {"autocommit": True}
+        if "connect_timeout" not in params:
+            self._kwargs["connect_timeout"] = max(1, round(connect_timeout))
+        # One direct connection first: a server that is down or refuses the login fails here,
+        # at once and in its own words, not after the pool's wait.
+        with self.connect() as conn:
+            try:
+                self.version = ensure_schema(
+                    conn, self.schema, create=create, location=self.location, now_ms=now_ms
+                )
+            except psycopg.OperationalError as exc:
+                self._unavailable(exc)
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            kwargs=self._kwargs,
+            min_size=1,
+            max_size=max(1, pool_size),
+            open=True,
+            # A connection the server dropped while it sat in the pool (a restart, an idle
+            # timeout) is found out here and replaced, not handed to a caller.
+            check=ConnectionPool.check_connection,
+            timeout=max(5.0, 2 * connect_timeout),
+            name=f"continuity:{self.location}",
+        )
+
+    def connect(self) -> Connection:
+        """A new connection outside the pool (the caller closes it)."""
+        try:
+            return psycopg.connect(self._url, **self._kwargs)  # type: ignore[arg-type]
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL at {self.location}: {_one_line(exc, self._password)}"
+            ) from exc
+
+    def _unavailable(self, exc: BaseException) -> NoReturn:
+        raise StoreUnavailable(
+            f"PostgreSQL at {self.location} failed: {_one_line(exc, self._password)}"
+        ) from exc
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A pooled connection for the ``with`` block (autocommit: each statement commits)."""
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg.OperationalError as exc:
+            self._unavailable(exc)
+        except PoolTimeout:
+            # The pool only says it waited: ask the server directly why, if it will not talk.
+            self.connect().close()
+            raise StoreUnavailable(
+                f"no connection to PostgreSQL at {self.location} came free in "
+                f"{self._pool.timeout:g} s (raise pool_size, or hold connections shorter)"
+            ) from None
+        except PoolClosed:
+            raise StoreUnavailable(f"the store at {self.location} is closed") from None
+
+    @contextmanager
+    def transaction(self, *, durable: bool) -> Iterator[Connection]:
+        """A pooled connection inside one transaction, committed when the block ends (rolled
+        back if it raises). Not ``durable``: the commit returns before the WAL is flushed — a
+        crash of the server may lose the last transactions, never part of one."""
+        with self.connection() as conn, conn.transaction():
+            if not durable:
+                conn.execute("SET LOCAL synchronous_commit = off")
+            yield conn
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._pool.closed

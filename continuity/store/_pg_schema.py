@@ -1,0 +1,211 @@
+"""The PostgreSQL store's schema: its tables, its versions and how a database is brought to the
+latest one (ADR 0025).
+
+A store lives in one schema of a database (``continuity`` unless told otherwise)::
+
+    meta       key → value: ``schema_version``, ``min_code_version``, ``format``
+    threads    one row per thread: its key, id and head (seq and digest), bytes, times;
+               the row an append locks to serialise seq assignment and chaining
+    frames     (thread_key, seq) → line: each frame's stored line, byte for byte the JSONL line
+               without its newline
+    artifacts  blake3 id → zstd blob (the file store's bytes), uncompressed size
+
+``MIGRATIONS`` is the ordered list of steps; step ``n`` takes a database from version ``n - 1``
+to ``n``. They run in one transaction under an advisory lock, so two processes initialising or
+upgrading one database at once are safe: the second waits, then finds nothing left to do. Each
+step also says the oldest code version that can still use the database after it
+(``min_code_version``): a step that only adds (a derived table, an index) keeps older code
+working; a step that changes what is there raises it, and older code then refuses the database
+(:class:`SchemaTooNew`) instead of misreading it.
+
+This module imports psycopg: it is imported only by the PostgreSQL backend.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+import blake3
+import psycopg
+
+from continuity.errors import SchemaTooNew, StoreNotFound
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from psycopg.rows import TupleRow
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "advisory_key",
+    "check_schema_name",
+    "ensure_schema",
+    "read_version",
+]
+
+_SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+FORMAT: Final = "continuity-store"
+
+
+class Migration(NamedTuple):
+    version: int
+    min_code_version: int
+    """The oldest code (by the schema version it knows) that can use the database after this
+    step: ``version`` for a step older code would misread, less for a step that only adds."""
+    statements: Sequence[str]
+    """SQL with ``{s}`` for the schema's (validated, unquoted) name."""
+
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        1,
+        1,
+        (
+            # thread_key: frames and later derived tables repeat an 8-byte key, not the id
+            # (up to 128 characters) in every row and index entry. `C` collation: ids compare
+            # as bytes, as the JSONL store's file names and `sorted()` do.
+            """CREATE TABLE {s}.threads (
+                thread_key  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                thread_id   text COLLATE "C" NOT NULL UNIQUE,
+                head_seq    bigint NOT NULL,
+                head_digest bytea NOT NULL,
+                bytes       bigint NOT NULL,
+                created_ms  bigint NOT NULL,
+                updated_ms  bigint NOT NULL
+            )""",
+            # No foreign key to threads: the append path is the only writer and holds the
+            # head row's lock; a per-row check would cost every insert.
+            """CREATE TABLE {s}.frames (
+                thread_key bigint NOT NULL,
+                seq        bigint NOT NULL,
+                line       bytea NOT NULL,
+                PRIMARY KEY (thread_key, seq)
+            )""",
+            """CREATE TABLE {s}.artifacts (
+                id         bytea PRIMARY KEY CHECK (octet_length(id) = 32),
+                data       bytea NOT NULL,
+                size       bigint NOT NULL,
+                created_ms bigint NOT NULL
+            )""",
+            # The blobs are zstd already: TOAST must not try to compress them again.
+            "ALTER TABLE {s}.artifacts ALTER COLUMN data SET STORAGE EXTERNAL",
+        ),
+    ),
+)
+SCHEMA_VERSION: Final = MIGRATIONS[-1].version
+"""The newest schema version this code knows."""
+
+
+def check_schema_name(schema: str) -> str:
+    """``schema`` if it is a plain lower-case SQL identifier (it is put into SQL unquoted)."""
+    if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+        raise ValueError(
+            f"invalid schema name {schema!r}: use lower-case letters, digits and _, "
+            "starting with a letter or _, at most 63 characters"
+        )
+    return schema
+
+
+def advisory_key(*parts: str) -> int:
+    """A signed 64-bit advisory lock key for ``parts`` (blake3: collisions do not happen)."""
+    digest = blake3.blake3("\0".join(("continuity", *parts)).encode()).digest(8)
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def read_version(conn: psycopg.Connection[TupleRow], schema: str) -> tuple[int, int] | None:
+    """(schema_version, min_code_version) of the store in ``schema``; None if there is none."""
+    try:
+        rows = conn.execute(
+            f"SELECT key, value FROM {schema}.meta "
+            "WHERE key IN ('schema_version', 'min_code_version')"
+        ).fetchall()
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        if not conn.autocommit:
+            raise
+        return None
+    found = {str(k): int(str(v)) for k, v in rows}
+    if "schema_version" not in found:
+        return None
+    version = found["schema_version"]
+    return version, found.get("min_code_version", version)
+
+
+def _refuse_newer(found: tuple[int, int], schema: str, location: str) -> None:
+    version, needed = found
+    if needed > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"the store in schema {schema!r} of {location} has schema version {version}, "
+            f"which needs a continuity that knows version {needed}; this one knows up to "
+            f"{SCHEMA_VERSION}: upgrade continuity",
+            found=version,
+            needed=needed,
+            known=SCHEMA_VERSION,
+        )
+
+
+def ensure_schema(
+    conn: psycopg.Connection[TupleRow],
+    schema: str,
+    *,
+    create: bool,
+    location: str,
+    now_ms: int,
+) -> int:
+    """Bring the store in ``schema`` to :data:`SCHEMA_VERSION` (creating it when ``create``)
+    and return its version; :class:`StoreNotFound` when there is none and ``create`` is false,
+    :class:`SchemaTooNew` when it was written by newer code this one cannot stand in for.
+    ``conn`` is in autocommit mode. The common case, a current store, is one query."""
+    found = read_version(conn, schema)
+    if found is not None:
+        _refuse_newer(found, schema, location)
+        if found[0] >= SCHEMA_VERSION:
+            return found[0]
+    elif not create:
+        raise StoreNotFound(
+            f"no continuity store in schema {schema!r} of {location} "
+            "(create one with `continuity init`)"
+        )
+    with conn.transaction():
+        # Every initialiser of this schema waits here for the one before it to commit.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [advisory_key("schema", schema)])
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {schema}.meta (key text PRIMARY KEY, value text NOT NULL)"
+        )
+        found = read_version(conn, schema)
+        if found is None:
+            _refuse_foreign_tables(conn, schema, location)
+            found = (0, 0)
+        _refuse_newer(found, schema, location)
+        version, needed = found
+        for step in MIGRATIONS:
+            if step.version <= version:
+                continue
+            for statement in step.statements:
+                conn.execute(statement.format(s=schema))
+            version, needed = step.version, max(needed, step.min_code_version)
+        conn.execute(
+            f"INSERT INTO {schema}.meta (key, value) VALUES "
+            "('format', %s), ('schema_version', %s), ('min_code_version', %s), "
+            "('updated_ms', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [FORMAT, str(version), str(needed), str(now_ms)],
+        )
+    return version
+
+
+def _refuse_foreign_tables(conn: psycopg.Connection[TupleRow], schema: str, location: str) -> None:
+    """A schema holding tables of another program (one named like ours) is not ours to fill."""
+    rows = conn.execute(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_schema = %s AND table_name <> 'meta' ORDER BY table_name",
+        [schema],
+    ).fetchall()
+    if rows:
+        names = ", ".join(str(r[0]) for r in rows[:5])
+        raise StoreNotFound(
+            f"schema {schema!r} of {location} holds tables that are not a continuity store "
+            f"({names}); choose another schema"
+        )

@@ -1,0 +1,360 @@
+"""The PostgreSQL backend: the same threads, frames and artifacts on a server that many
+processes and hosts share (ADR 0025).
+
+Each frame is stored as its line, byte for byte what the JSONL store writes (without the
+newline), in ``frames (thread_key, seq, line)``; a thread's head (seq and digest) is a row of
+``threads``. An append is one transaction: it locks the thread's head row (creating it for a
+new thread), seals the batch after that head with :func:`~continuity.store.base.seal_batch`,
+inserts the lines and moves the head. So seqs stay contiguous across connections, processes and
+hosts, a batch is seen whole or not at all, and a connection lost mid-batch leaves nothing.
+Reads check every line against the chain as they give it out, like the JSONL store's.
+
+The schema is created and upgraded by continuity (:mod:`._pg_schema`). psycopg is imported when
+a store is opened, not with this module: :func:`is_postgres_url` costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import TYPE_CHECKING, Final
+
+from continuity import frames as fr
+from continuity.errors import CorruptFrame, JobInFlight
+from continuity.store._pg_artifacts import PostgresArtifactStore
+from continuity.store.base import BaseStore, Head, Thread, batch_of, now_ms, seal_batch
+
+if TYPE_CHECKING:
+    from continuity.store._pg_db import Connection
+
+__all__ = ["PostgresArtifactStore", "PostgresStore", "PostgresThread", "is_postgres_url"]
+
+_FIRST_CHUNK: Final = 128
+_MAX_CHUNK: Final = 2048
+"""Rows per read query: reads start small (most want a few frames) and grow to this, so a
+thread of any length is read in bounded memory."""
+_TAIL: Final = f"substring(f.line FROM octet_length(f.line) - {fr.SEAL_SUFFIX_LEN - 1})"
+"""The last bytes of a line, where its digest is: a read starting at frame N checks it against
+N - 1's digest without fetching N - 1's body."""
+
+
+def is_postgres_url(text: str) -> bool:
+    """Whether ``text`` names a PostgreSQL store (``postgresql://…`` or ``postgres://…``)."""
+    return isinstance(text, str) and text[:13].lower().startswith(("postgresql://", "postgres://"))
+
+
+def _checked_line(thread_id: str, seq: int, line: bytes, parent: bytes) -> bytes:
+    """The digest of frame ``seq``'s stored ``line``, after checking that the line is a sealed
+    frame carrying that seq and chained to ``parent``; :class:`CorruptFrame` if not."""
+    sealed = fr.unseal(line)
+    env = fr.envelope(line) if sealed is not None else None
+    if sealed is None or env is None:
+        raise CorruptFrame(thread_id, seq, -1, "not a sealed frame")
+    if env.seq != seq:
+        raise CorruptFrame(thread_id, seq, -1, f"seq {env.seq} where {seq} belongs")
+    if fr.chain(parent, sealed[0]) != sealed[1]:
+        raise CorruptFrame(thread_id, seq, -1, "digest does not chain")
+    return sealed[1]
+
+
+def _parent_digest(thread_id: str, seq: int, line_end: bytes | None) -> bytes:
+    """The digest frame ``seq - 1`` stores (``line_end``: its line or the end of it)."""
+    if seq == 0:
+        return fr.GENESIS_DIGEST
+    if line_end is None:
+        raise CorruptFrame(thread_id, seq - 1, -1, f"frame {seq - 1} is missing")
+    digest = fr.stored_digest(line_end)
+    if digest is None:
+        raise CorruptFrame(thread_id, seq - 1, -1, "not a sealed frame")
+    return digest
+
+
+class PostgresThread(Thread):
+    """A thread stored as rows of the ``frames`` table."""
+
+    def __init__(self, store: PostgresStore, thread_id: str) -> None:
+        super().__init__(thread_id)
+        self._store = store
+
+    @property
+    def store(self) -> PostgresStore:
+        return self._store
+
+    # -- appending --
+
+    def append(
+        self,
+        frames: fr.Frame | Iterable[fr.Frame],
+        *,
+        expected_seq: int | None = None,
+        durable: bool | None = None,
+    ) -> range:
+        batch = batch_of(frames)
+        store = self._store
+        sql = store._sql
+        sync = store.durable if durable is None else durable
+        with store._db.transaction(durable=sync) as conn:
+            row = conn.execute(sql.lock_head, [self.id]).fetchone()
+            now = store.clock()
+            if row is None:  # a new thread: its row, locked until this batch commits or not
+                conn.execute(sql.create_thread, [self.id, now, now])
+                row = conn.execute(sql.lock_head, [self.id]).fetchone()
+                assert row is not None
+            key, head_seq, head_digest = row
+            head = None if head_seq < 0 else Head(head_seq, bytes(head_digest).hex())
+            lines, new_head = seal_batch(
+                self.id,
+                batch,
+                head,
+                now_ms=now,
+                expected_seq=expected_seq,
+                redact=store.redactor,
+            )
+            stored = [line[:-1] for line in lines]
+            first = new_head.seq - len(stored) + 1
+            self._insert(conn, key, first, stored)
+            conn.execute(
+                sql.move_head,
+                [new_head.seq, bytes.fromhex(new_head.digest), sum(map(len, stored)), now, key],
+            )
+        return range(new_head.seq - len(batch) + 1, new_head.seq + 1)
+
+    def _insert(self, conn: Connection, key: int, first: int, lines: Sequence[bytes]) -> None:
+        import psycopg
+
+        try:
+            conn.execute(self._store._sql.insert_frames, [key, first, list(lines)])
+        except psycopg.errors.UniqueViolation:
+            # Only a hand-edited database gets here: the head row is behind the frames.
+            raise CorruptFrame(
+                self.id, first, -1, "already stored: the thread's head row is behind its frames"
+            ) from None
+
+    # -- reading --
+
+    def head(self) -> Head | None:
+        with self._store._db.connection() as conn:
+            row = conn.execute(self._store._sql.head, [self.id]).fetchone()
+        if row is None or row[0] < 0:
+            return None
+        return Head(row[0], bytes(row[1]).hex())
+
+    def read_lines(
+        self, *, from_seq: int = 0, to_seq: int | None = None, start_offset: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        lo = max(0, from_seq)
+        if to_seq is not None and to_seq < lo:
+            return
+        sql, db = self._store._sql, self._store._db
+        hi = lo + _FIRST_CHUNK - 1 if to_seq is None else min(to_seq, lo + _FIRST_CHUNK - 1)
+        with db.connection() as conn:
+            rows = conn.execute(
+                sql.first_forward, {"tid": self.id, "lo": lo, "hi": hi}, binary=True
+            ).fetchall()
+        if not rows:
+            return  # no such thread
+        key, head_seq = rows[0][0], rows[0][1]
+        # The end is fixed when the read starts, as the JSONL store's committed end is.
+        last = head_seq if to_seq is None else min(to_seq, head_seq)
+        if lo > last:
+            return
+        hi = min(hi, last)
+        found = [(r[2], r[3]) for r in rows if r[2] is not None]
+        parent_end: bytes | None = None
+        if lo > 0 and found and found[0][0] == lo - 1:
+            parent_end = found.pop(0)[1]
+        prev = _parent_digest(self.id, lo, parent_end)
+        step = _FIRST_CHUNK
+        while True:
+            seq = lo
+            for row_seq, line in found:
+                if row_seq != seq:
+                    raise CorruptFrame(self.id, seq, -1, f"frame {seq} is missing")
+                prev = _checked_line(self.id, seq, line, prev)
+                yield seq, line
+                seq += 1
+            if seq <= hi:
+                raise CorruptFrame(self.id, seq, -1, f"frame {seq} is missing")
+            if hi >= last:
+                return
+            step = min(step * 4, _MAX_CHUNK)
+            lo, hi = hi + 1, min(last, hi + step)
+            with db.connection() as conn:
+                found = conn.execute(sql.range_forward, [key, lo, hi], binary=True).fetchall()
+
+    def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
+        # Chunk by chunk from the head down, each chunk with the end of the line below it, so
+        # every frame is checked against its parent before it is given out.
+        sql, db = self._store._sql, self._store._db
+        step = _FIRST_CHUNK // 2
+        with db.connection() as conn:
+            rows = conn.execute(
+                sql.first_backward, {"tid": self.id, "n": step}, binary=True
+            ).fetchall()
+        if not rows or rows[0][1] < 0:
+            return
+        key, hi = rows[0][0], rows[0][1]
+        found = [(r[2], r[3]) for r in rows if r[2] is not None]
+        while True:
+            lo = max(0, hi - step + 1)
+            seq = hi
+            for j, (row_seq, line) in enumerate(found):
+                if seq < lo:
+                    break  # the line below the chunk: a parent only
+                if row_seq != seq:
+                    raise CorruptFrame(self.id, seq, -1, f"frame {seq} is missing")
+                below = found[j + 1] if j + 1 < len(found) else None
+                parent_end = below[1] if below is not None and below[0] == seq - 1 else None
+                _checked_line(self.id, seq, line, _parent_digest(self.id, seq, parent_end))
+                yield seq, line
+                seq -= 1
+            if seq >= lo:
+                raise CorruptFrame(self.id, seq, -1, f"frame {seq} is missing")
+            if lo == 0:
+                return
+            hi = lo - 1
+            step = min(step * 4, _MAX_CHUNK)
+            with db.connection() as conn:
+                found = conn.execute(
+                    sql.range_backward,
+                    {"key": key, "lo": max(0, hi - step + 1), "hi": hi},
+                    binary=True,
+                ).fetchall()
+
+
+class _Sql:
+    """The statements of one store schema (its name validated, so put in unquoted)."""
+
+    def __init__(self, s: str) -> None:
+        self.lock_head = (
+            f"SELECT thread_key, head_seq, head_digest FROM {s}.threads "
+            "WHERE thread_id = %s FOR UPDATE"
+        )
+        self.create_thread = (
+            f"INSERT INTO {s}.threads "
+            "(thread_id, head_seq, head_digest, bytes, created_ms, updated_ms) "
+            "VALUES (%s, -1, ''::bytea, 0, %s, %s) ON CONFLICT (thread_id) DO NOTHING"
+        )
+        self.insert_frames = (
+            f"INSERT INTO {s}.frames (thread_key, seq, line) "
+            "SELECT %s, %s::bigint + u.i - 1, u.line "
+            "FROM unnest(%s::bytea[]) WITH ORDINALITY AS u(line, i)"
+        )
+        self.move_head = (
+            f"UPDATE {s}.threads SET head_seq = %s, head_digest = %s, bytes = bytes + %s, "
+            "updated_ms = %s WHERE thread_key = %s"
+        )
+        self.head = f"SELECT head_seq, head_digest FROM {s}.threads WHERE thread_id = %s"
+        self.threads = f"SELECT thread_id FROM {s}.threads WHERE head_seq >= 0"
+        # The thread's row comes even when no frame is in range (LEFT JOIN): its head fixes
+        # where the read ends, in the same round trip as the first rows.
+        self.first_forward = (
+            f"SELECT t.thread_key, t.head_seq, f.seq, "
+            f"CASE WHEN f.seq < %(lo)s THEN {_TAIL} ELSE f.line END "
+            f"FROM {s}.threads t LEFT JOIN {s}.frames f ON f.thread_key = t.thread_key "
+            "AND f.seq BETWEEN %(lo)s - 1 AND least(t.head_seq, %(hi)s) "
+            "WHERE t.thread_id = %(tid)s ORDER BY f.seq"
+        )
+        self.range_forward = (
+            f"SELECT seq, line FROM {s}.frames "
+            "WHERE thread_key = %s AND seq BETWEEN %s AND %s ORDER BY seq"
+        )
+        self.first_backward = (
+            f"SELECT t.thread_key, t.head_seq, f.seq, "
+            f"CASE WHEN f.seq <= t.head_seq - %(n)s THEN {_TAIL} ELSE f.line END "
+            f"FROM {s}.threads t LEFT JOIN {s}.frames f ON f.thread_key = t.thread_key "
+            "AND f.seq BETWEEN t.head_seq - %(n)s AND t.head_seq "
+            "WHERE t.thread_id = %(tid)s ORDER BY f.seq DESC"
+        )
+        self.range_backward = (
+            f"SELECT f.seq, CASE WHEN f.seq < %(lo)s THEN {_TAIL} ELSE f.line END "
+            f"FROM {s}.frames f WHERE f.thread_key = %(key)s "
+            "AND f.seq BETWEEN %(lo)s - 1 AND %(hi)s ORDER BY f.seq DESC"
+        )
+        self.try_lock = "SELECT pg_try_advisory_lock(%s)"
+
+
+class PostgresStore(BaseStore):
+    """Threads and artifacts in one schema of a PostgreSQL database.
+
+    ``url`` is a libpq URL (``postgresql://user:password@host:port/dbname?sslmode=…``).
+    ``create``: make the store's tables when the schema holds none (else
+    :class:`~continuity.errors.StoreNotFound`); a store made by older code is upgraded either
+    way. ``durable=False`` commits without waiting for the server's WAL flush (bulk imports
+    that can be rerun). ``pool_size`` bounds the connections this store holds; it is safe to
+    use from several threads. Close it (or use it as a context manager) to close them.
+
+    Raises :class:`~continuity.errors.StoreUnavailable` when the server cannot be reached or
+    refuses the login, :class:`~continuity.errors.SchemaTooNew` when newer code made the store.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = False,
+        schema: str = "continuity",
+        durable: bool = True,
+        pool_size: int = 4,
+        connect_timeout: float = 10.0,
+        clock: Callable[[], int] | None = None,
+        redactor: Callable[[fr.Frame], fr.Frame] | None = None,
+    ) -> None:
+        from continuity.store._pg_db import Database  # psycopg: only when a store is opened
+
+        self.clock = clock or now_ms
+        self.redactor = redactor
+        self.durable = durable
+        self._url = url
+        self._db = Database(
+            url,
+            schema=schema,
+            pool_size=pool_size,
+            connect_timeout=connect_timeout,
+            create=create,
+            now_ms=now_ms(),
+        )
+        self.schema = self._db.schema
+        self._sql = _Sql(self.schema)
+        self.artifacts = PostgresArtifactStore(self._db, durable=durable)
+
+    @property
+    def location(self) -> str:
+        """The URL the store was opened with (it may hold a password: show it with
+        :func:`continuity.paths.describe_store`)."""
+        return self._url
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._db.location!r}, schema={self.schema!r})"
+
+    def thread(self, thread_id: str) -> PostgresThread:
+        return PostgresThread(self, thread_id)
+
+    def threads(self) -> list[str]:
+        with self._db.connection() as conn:
+            rows = conn.execute(self._sql.threads).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    def job_lock(self, thread_id: str, job: str) -> AbstractContextManager[None]:
+        """Held in this process and by a session advisory lock on a connection of its own, so
+        other processes and hosts are excluded too; a holder that dies releases it with its
+        connection."""
+        return self._job_advisory_lock(thread_id, job)
+
+    @contextmanager
+    def _job_advisory_lock(self, thread_id: str, job: str) -> Iterator[None]:
+        from continuity.store._pg_schema import advisory_key
+
+        with ExitStack() as held:
+            held.enter_context(super().job_lock(thread_id, job))
+            conn = self._db.connect()
+            held.callback(conn.close)
+            key = advisory_key("job", self.schema, thread_id, job)
+            row = conn.execute(self._sql.try_lock, [key]).fetchone()
+            if row is None or not row[0]:
+                raise JobInFlight(f"a {job} job for this thread is already running")
+            yield
+
+    def close(self) -> None:
+        """Close the store's connections (closing twice is harmless); it cannot be used after."""
+        self._db.close()

@@ -1,0 +1,96 @@
+"""A PostgreSQL server for the tests, and fresh stores on it.
+
+The server is ``$CONTINUITY_TEST_PG_URL`` when that is set (an external server: the tests
+make and drop schemas in its database), else a throwaway one that ``pgserver`` starts from
+its wheel for the session (about a second) and stops at the end. Without either, the tests
+that need one are skipped, saying why.
+
+Each store lives in a schema of its own, named after the folder a test gives it (so the same
+folder is the same store, as with the JSONL backend); schemas are cheap to make, unlike
+databases.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import blake3
+import pytest
+
+PG_URL_ENV: Final = "CONTINUITY_TEST_PG_URL"
+
+
+@contextmanager
+def serve(tmp: Path) -> Iterator[str]:
+    """The URL of a server for the session: the external one, or a throwaway one in ``tmp``."""
+    external = os.environ.get(PG_URL_ENV)
+    if external:
+        yield external
+        return
+    try:
+        import psycopg  # noqa: F401 - the backend's driver: skip the same way without it
+    except ImportError:
+        pytest.skip(f"psycopg is not installed (continuity[postgres]) and {PG_URL_ENV} is unset")
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if not runtime or not Path(runtime).is_dir() or Path(runtime).stat().st_mode & 0o077:
+        # pgserver puts its lock file in the runtime folder, and platformdirs warns unless
+        # that is a private folder: give it one (set before pgserver is imported).
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="continuity-xdg-")
+    try:
+        import pgserver
+    except ImportError:
+        pytest.skip(f"no PostgreSQL for the tests: no pgserver, and {PG_URL_ENV} is unset")
+    try:
+        server = pgserver.get_server(tmp / "pgdata", cleanup_mode="stop")
+    except Exception as exc:  # a server that will not start here: say so, do not fail
+        pytest.skip(f"pgserver could not start a PostgreSQL server: {exc}")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def schema_for(path: Path | str) -> str:
+    """The schema a store made for ``path`` lives in (the same path, the same schema)."""
+    return "t_" + blake3.blake3(str(path).encode()).hexdigest()[:20]
+
+
+class PgStores:
+    """Opens stores on the session's server for one test, and closes them all after it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.opened: list[Any] = []
+        self.schemas: set[str] = set()
+
+    def open(self, path: Path | str, **options: Any) -> Any:
+        """A :class:`PostgresStore` for ``path`` (created on first use; ``durable=False``
+        unless told otherwise)."""
+        from continuity.store.postgres import PostgresStore
+
+        schema = options.pop("schema", None) or schema_for(path)
+        options.setdefault("durable", False)
+        options.setdefault("create", True)
+        store = PostgresStore(self.url, schema=schema, **options)
+        self.schemas.add(schema)
+        self.opened.append(store)
+        return store
+
+    def sql(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run one statement on a connection of its own (autocommit); its rows, if any."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            cur = conn.execute(statement, params)
+            return cur.fetchall() if cur.description is not None else []
+
+    def close(self) -> None:
+        for store in self.opened:
+            store.close()
+        if os.environ.get(PG_URL_ENV) and self.schemas:  # an external server: leave it clean
+            self.sql("".join(f"DROP SCHEMA IF EXISTS {s} CASCADE;" for s in sorted(self.schemas)))
