@@ -46,7 +46,7 @@ def serve(tmp: Path) -> Iterator[str]:
     except ImportError:
         pytest.skip(f"no PostgreSQL for the tests: no pgserver, and {PG_URL_ENV} is unset")
     try:
-        server = pgserver.get_server(tmp / "pgdata", cleanup_mode="stop")
+        server = pgserver.get_server(tmp / "pgdata", cleanup_mode="stop")  # type: ignore[attr-defined]
     except Exception as exc:  # a server that will not start here: say so, do not fail
         pytest.skip(f"pgserver could not start a PostgreSQL server: {exc}")
     try:
@@ -67,13 +67,14 @@ class PgStores:
         self.url = url
         self.opened: list[Any] = []
         self.schemas: set[str] = set()
+        self.connections: list[Any] = []
 
     def open(self, path: Path | str, **options: Any) -> Any:
         """A :class:`PostgresStore` for ``path`` (created on first use; ``durable=False``
         unless told otherwise)."""
         from continuity.store.postgres import PostgresStore
 
-        schema = options.pop("schema", None) or schema_for(path)
+        schema = options.pop("schema") if "schema" in options else schema_for(path)
         options.setdefault("durable", False)
         options.setdefault("create", True)
         store = PostgresStore(self.url, schema=schema, **options)
@@ -89,7 +90,17 @@ class PgStores:
             cur = conn.execute(statement, params)
             return cur.fetchall() if cur.description is not None else []
 
+    def connect(self, **options: Any) -> Any:
+        """A psycopg connection of the test's own (autocommit), closed after the test."""
+        import psycopg
+
+        conn = psycopg.connect(self.url, autocommit=True, **options)
+        self.connections.append(conn)
+        return conn
+
     def close(self) -> None:
+        for conn in self.connections:
+            conn.close()
         for store in self.opened:
             store.close()
         if os.environ.get(PG_URL_ENV) and self.schemas:  # an external server: leave it clean

@@ -33,6 +33,7 @@ _FIRST_CHUNK: Final = 128
 _MAX_CHUNK: Final = 2048
 """Rows per read query: reads start small (most want a few frames) and grow to this, so a
 thread of any length is read in bounded memory."""
+_COPY_TYPES: Final = ("int8", "int8", "bytea")
 _TAIL: Final = f"substring(f.line FROM octet_length(f.line) - {fr.SEAL_SUFFIX_LEN - 1})"
 """The last bytes of a line, where its digest is: a read starting at frame N checks it against
 N - 1's digest without fetching N - 1's body."""
@@ -120,10 +121,15 @@ class PostgresThread(Thread):
         return range(new_head.seq - len(batch) + 1, new_head.seq + 1)
 
     def _insert(self, conn: Connection, key: int, first: int, lines: Sequence[bytes]) -> None:
+        """The batch's rows by binary COPY: measured against one ``INSERT … unnest`` and
+        ``executemany``, it is as fast at one frame and about 1.7x faster at 1,000 (ADR 0025)."""
         import psycopg
 
         try:
-            conn.execute(self._store._sql.insert_frames, [key, first, list(lines)])
+            with conn.cursor().copy(self._store._sql.copy_frames) as copy:
+                copy.set_types(_COPY_TYPES)
+                for i, line in enumerate(lines):
+                    copy.write_row((key, first + i, line))
         except psycopg.errors.UniqueViolation:
             # Only a hand-edited database gets here: the head row is behind the frames.
             raise CorruptFrame(
@@ -235,11 +241,7 @@ class _Sql:
             "(thread_id, head_seq, head_digest, bytes, created_ms, updated_ms) "
             "VALUES (%s, -1, ''::bytea, 0, %s, %s) ON CONFLICT (thread_id) DO NOTHING"
         )
-        self.insert_frames = (
-            f"INSERT INTO {s}.frames (thread_key, seq, line) "
-            "SELECT %s, %s::bigint + u.i - 1, u.line "
-            "FROM unnest(%s::bytea[]) WITH ORDINALITY AS u(line, i)"
-        )
+        self.copy_frames = f"COPY {s}.frames (thread_key, seq, line) FROM STDIN (FORMAT BINARY)"
         self.move_head = (
             f"UPDATE {s}.threads SET head_seq = %s, head_digest = %s, bytes = bytes + %s, "
             "updated_ms = %s WHERE thread_key = %s"
