@@ -130,8 +130,11 @@ if TYPE_CHECKING:
         InvalidThreadId,
         JobInFlight,
         MessageNotFound,
+        MigrationConflict,
+        SchemaTooNew,
         SeqConflict,
         StoreNotFound,
+        StoreUnavailable,
         ThreadNotFound,
     )
     from continuity.frames import (
@@ -162,11 +165,22 @@ if TYPE_CHECKING:
         ToolUseBlock,
         message,
     )
+    from continuity.migrate import (
+        MigrationReport,
+        ThreadCopy,
+        migrate_store,
+    )
     from continuity.redaction import RedactionRule, Redactor, load_redactor
     from continuity.retrieval import Embedder, HashedEmbedder, Hit, search, search_prefix
     from continuity.store.base import BaseStore, Head, Recovery, Thread
     from continuity.store.jsonl import Store
+    from continuity.store.locate import (
+        open_store,
+    )
     from continuity.store.memory import MemoryStore
+    from continuity.store.postgres import (
+        PostgresStore,
+    )
     from continuity.summary import (
         AsyncSummarizer,
         Summarizer,
@@ -290,6 +304,14 @@ _HOMES: Final = {
     "AsyncThread": "continuity.aio",
     "RecordView": "continuity.context.records",
     "record_view": "continuity.context.records",
+    "SchemaTooNew": "continuity.errors",
+    "StoreUnavailable": "continuity.errors",
+    "MigrationConflict": "continuity.errors",
+    "migrate_store": "continuity.migrate",
+    "MigrationReport": "continuity.migrate",
+    "ThreadCopy": "continuity.migrate",
+    "open_store": "continuity.store.locate",
+    "PostgresStore": "continuity.store.postgres",
 }
 
 __all__ = [
@@ -340,7 +362,10 @@ __all__ = [
     "MessageItem",
     "MessageNotFound",
     "MessagesRetracted",
+    "MigrationConflict",
+    "MigrationReport",
     "ObservationRecorded",
+    "PostgresStore",
     "ProviderBlock",
     "RecallItem",
     "RecallRef",
@@ -351,11 +376,13 @@ __all__ = [
     "RedactionRule",
     "Redactor",
     "Role",
+    "SchemaTooNew",
     "SeqConflict",
     "SeqSpan",
     "SourceRef",
     "Store",
     "StoreNotFound",
+    "StoreUnavailable",
     "StrideMessages",
     "Summarizer",
     "SummaryContent",
@@ -364,6 +391,7 @@ __all__ = [
     "TextBlock",
     "ThinkingBlock",
     "Thread",
+    "ThreadCopy",
     "ThreadCreated",
     "ThreadNotFound",
     "TokenThreshold",
@@ -384,6 +412,8 @@ __all__ = [
     "live_messages",
     "load_redactor",
     "message",
+    "migrate_store",
+    "open_store",
     "pop_message",
     "record",
     "record_view",

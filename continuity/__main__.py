@@ -54,10 +54,10 @@ def main() -> None:
     if hook is not None:
         _without_typing_extensions()
         from continuity.claude_code.hooks import main as hook_main
-        from continuity.paths import resolve_store_path  # imported by the hooks anyway
+        from continuity.paths import resolve_store_location  # imported by the hooks anyway
 
         args, store = hook
-        sys.exit(hook_main(args, store_path=resolve_store_path(store) if store else None))
+        sys.exit(hook_main(args, store=resolve_store_location(store) if store else None))
     if "search" in sys.argv[1:4]:
         # Latency-critical too: a plain search runs before typer is imported (60-70 ms).
         blocked = _without_typing_extensions()

@@ -8,6 +8,7 @@ working::
     ├── StoreNotFound          the store folder does not exist or is not a continuity store
     ├── StoreUnavailable       a store's server cannot be reached, refused the login or failed
     ├── SchemaTooNew           a store's schema was written by a newer continuity
+    ├── MigrationConflict      migrate: a thread in the destination is not the source's
     ├── InvalidThreadId        (ValueError) an id that could escape the store or hide itself
     ├── ThreadNotFound         a read asked for a thread with no frames
     ├── BadFrame               (ValueError) a frame given to append is not valid
@@ -50,6 +51,7 @@ __all__ = [
     "InvalidThreadId",
     "JobInFlight",
     "MessageNotFound",
+    "MigrationConflict",
     "SchemaTooNew",
     "SeqConflict",
     "StoreNotFound",
@@ -87,6 +89,16 @@ class SchemaTooNew(ContinuityError):
         self.found = found
         self.needed = needed
         self.known = known
+
+
+class MigrationConflict(ContinuityError):
+    """``migrate``: a thread in the destination store already holds frames that are not the
+    source's (its log is not a prefix of the source's log), so copying would fork the history;
+    nothing of that thread is written. ``thread_id`` names it (empty for an artifact)."""
+
+    def __init__(self, message: str, thread_id: str = "") -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
 
 
 class InvalidThreadId(ContinuityError, ValueError):

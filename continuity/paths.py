@@ -1,4 +1,10 @@
-"""Where the store lives when nobody says (ADR 0004)."""
+"""Where the store lives when nobody says (ADR 0004), and how a store is named.
+
+A store is named by a *location*: a folder (the embedded JSONL store) or a server URL
+(``postgresql://…``, the PostgreSQL backend, ADR 0025). ``--store`` and ``$CONTINUITY_HOME``
+take either; :func:`resolve_store_location` says which, and
+:func:`continuity.store.locate.open_store` opens it.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,25 @@ import os
 import pwd
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
-__all__ = ["default_store_path", "resolve_store_path"]
+import blake3
+
+__all__ = [
+    "StoreLocation",
+    "default_store_location",
+    "default_store_path",
+    "describe_store",
+    "is_store_url",
+    "local_dir_of",
+    "resolve_store_location",
+    "resolve_store_path",
+]
+
+StoreLocation = Path | str
+"""A store's folder (a ``Path``) or its server's URL (a ``str``, see :func:`is_store_url`)."""
+
+_URL_SCHEMES: Final = ("postgresql://", "postgres://")
 
 
 def _home(env: Mapping[str, str]) -> Path:
@@ -42,3 +65,75 @@ def resolve_store_path(explicit: str | os.PathLike[str] | None) -> Path:
     if explicit is not None and str(explicit) != "":
         return Path(explicit).expanduser().absolute()
     return default_store_path()
+
+
+def is_store_url(text: object) -> bool:
+    """Whether ``text`` names a store on a server (``postgresql://…`` or ``postgres://…``)
+    rather than a folder."""
+    return isinstance(text, str) and text.lower().startswith(_URL_SCHEMES)
+
+
+def default_store_location(env: Mapping[str, str] | None = None) -> StoreLocation:
+    """``$CONTINUITY_HOME`` when it is a server URL, else :func:`default_store_path`."""
+    env = os.environ if env is None else env
+    explicit = env.get("CONTINUITY_HOME")
+    if explicit and is_store_url(explicit):
+        return explicit
+    return default_store_path(env)
+
+
+def resolve_store_location(explicit: str | os.PathLike[str] | None) -> StoreLocation:
+    """The ``--store`` option when given (a URL as it is, a folder made absolute), else
+    :func:`default_store_location`."""
+    if explicit is not None and str(explicit) != "":
+        if is_store_url(explicit):
+            return str(explicit)
+        return Path(explicit).expanduser().absolute()
+    return default_store_location()
+
+
+def describe_store(location: StoreLocation | os.PathLike[str]) -> str:
+    """The location as messages show it: a folder as it is, a URL without its password."""
+    if not is_store_url(location):
+        return str(location)
+    text = str(location)
+    scheme, _, rest = text.partition("://")
+    netloc, sep, tail = rest.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = userinfo.split(":", 1)[0] + ":***@" + hostport
+    # a password may also come as a query parameter
+    tail = _mask_query_password(tail)
+    return f"{scheme}://{netloc}{sep}{tail}"
+
+
+def _mask_query_password(tail: str) -> str:
+    path, q, query = tail.partition("?")
+    if not q:
+        return tail
+    parts = [
+        (p.split("=", 1)[0] + "=***") if p.lower().startswith("password=") else p
+        for p in query.split("&")
+    ]
+    return f"{path}?{'&'.join(parts)}"
+
+
+def local_dir_of(location: StoreLocation, env: Mapping[str, str] | None = None) -> Path:
+    """The folder on this machine for what belongs with the store here: an adapter's settings
+    (``claude-code.json``), its ``errors.log``, and caches of its own such as transcript
+    cursors. A folder store's is the folder itself; a server's is
+    ``<default folder>/servers/<host>-<database>-<hash of the URL without its password>``, so
+    every process of this user on this machine finds the same one (and a hook can log there
+    when the server is down)."""
+    if not is_store_url(location):
+        return Path(location)
+    env = os.environ if env is None else env
+    shown = describe_store(location)
+    rest = shown.split("://", 1)[1].split("?", 1)[0]
+    netloc, _, database = rest.partition("/")
+    host = netloc.rpartition("@")[2] or "local"
+    name = "-".join(part for part in (host, database) if part)
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:60]
+    digest = blake3.blake3(shown.encode()).hexdigest()[:12]
+    plain = {k: v for k, v in env.items() if k != "CONTINUITY_HOME"}
+    return default_store_path(plain) / "servers" / f"{safe}-{digest}"

@@ -371,7 +371,7 @@ def test_a_failing_recall_does_not_swallow_a_pending_restore(
         patch.setattr(continuity.retrieval, "search_prefix", disk_full)
         stdin = json.dumps(transcript.payload("UserPromptSubmit", prompt="app.py tests"))
         patch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-        assert main(["user-prompt-submit"], store_path=tmp_store.root) == 0
+        assert main(["user-prompt-submit"], store=tmp_store.root) == 0
     assert "No space left on device" in (tmp_store.root / "errors.log").read_text()
     out = run_hook(
         tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit", prompt="?!")

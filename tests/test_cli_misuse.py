@@ -81,8 +81,9 @@ def test_every_command_that_reads_the_store_takes_the_option_after_its_name() ->
         for name, command in commands.items()
         if any("--store" in getattr(p, "opts", []) for p in command.params)
     }
-    # uninstall edits Claude Code's settings alone: it has no store to name
-    assert takes_it == set(COMMANDS) - {"uninstall"}
+    # uninstall edits Claude Code's settings alone: it has no store to name; migrate names its
+    # two stores as arguments
+    assert takes_it == set(COMMANDS) - {"uninstall", "migrate"}
 
 
 @pytest.mark.parametrize(

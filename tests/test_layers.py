@@ -29,7 +29,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store", ("continuity.store",)),
     ("caches", ("continuity.caches",)),
     ("context", ("continuity.context",)),
-    ("search and checks", ("continuity.retrieval", "continuity.verify", "continuity.stats")),
+    (
+        "search and checks",
+        ("continuity.retrieval", "continuity.verify", "continuity.stats", "continuity.migrate"),
+    ),
     ("adapters", ("continuity.claude_code",)),
     ("testing", ("continuity.testing",)),
     ("faces", ("continuity.cli", "continuity.__main__", "continuity.aio")),
@@ -164,5 +167,6 @@ def test_the_rules_are_checked_on_real_imports() -> None:
     """The parser sees what it must: a function-level import counts, a TYPE_CHECKING one not."""
     edges = _edges()
     assert "continuity.context.compiler" in edges["continuity.claude_code.restore"]  # in a def
-    assert "continuity.store.jsonl" in edges["continuity.claude_code.hooks"]
+    assert "continuity.store.locate" in edges["continuity.claude_code.hooks"]  # in a def
+    assert "continuity.store.jsonl" in edges["continuity.store.locate"]
     assert edges["continuity"] == set()  # the root names everything only under TYPE_CHECKING

@@ -47,6 +47,7 @@ _RUNTIME_MODULES = {
         "MAX_THREAD_ID_LEN",
         "LogReader",
         "batch_of",
+        "check_sealed",
         "now_ms",
         "resolve_thread",
         "seal_batch",
@@ -54,6 +55,9 @@ _RUNTIME_MODULES = {
         "validate_thread_id",
     },
     "continuity.store.jsonl": {"STORE_FORMAT", "JsonlThread"},
+    "continuity.store.postgres": {"PostgresArtifactStore", "PostgresThread", "is_postgres_url"},
+    "continuity.store.locate": set(),
+    "continuity.migrate": set(),
     "continuity.store.memory": {"MemoryThread"},
     "continuity.context.compiler": {
         "COMPILER_ID",
@@ -241,9 +245,11 @@ def test_the_library_never_imports_the_integrations_runtimes() -> None:
         "import json, sys; import continuity, continuity.integrations\n"
         "import continuity.context.convert, continuity.context.render, continuity.aio\n"
         "import continuity.context.compiler, continuity.context.records\n"
-        "import continuity.cli.app\n"
+        "import continuity.cli.app, continuity.migrate, continuity.store.locate\n"
+        "import continuity.store.postgres  # psycopg only once a server store is opened\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'langgraph', "
-        "'langchain_core', 'agents', 'openai', 'anthropic', 'pydantic'})))"
+        "'langchain_core', 'agents', 'openai', 'anthropic', 'pydantic', 'psycopg', "
+        "'psycopg_pool'})))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, check=True, timeout=60

@@ -18,9 +18,8 @@ from typing import Any, Final
 import msgspec
 
 from continuity._fs import atomic_write
-from continuity.paths import default_store_path
-from continuity.store.base import Thread
-from continuity.store.jsonl import Store
+from continuity.paths import StoreLocation, default_store_location, is_store_url, local_dir_of
+from continuity.store.base import BaseStore, Thread
 
 __all__ = ["EVENTS", "HookConfig", "HookOutcome", "main", "run_hook"]
 
@@ -87,27 +86,37 @@ def _event_name(arg: str | None, payload: dict[str, Any]) -> str:
     raise ValueError("no hook event given (argument or hook_event_name)")
 
 
-def _config(store: Store) -> HookConfig:
-    path = store.root / "claude-code.json"
+def _config(store: BaseStore) -> HookConfig:
+    if store.local_dir is None:
+        return HookConfig()
+    path = store.local_dir / "claude-code.json"
     try:
         return msgspec.json.decode(path.read_bytes(), type=HookConfig)
     except FileNotFoundError:
         return HookConfig()
 
 
-def _state_path(store: Store, thread_id: str) -> Path:
-    return store.cache_dir / "claude-code" / "sessions" / f"{thread_id}.json"
+def _state_path(store: BaseStore, thread_id: str) -> Path | None:
+    from continuity.claude_code.ingest import adapter_cache_dir
+
+    cache = adapter_cache_dir(store)
+    return None if cache is None else cache / "sessions" / f"{thread_id}.json"
 
 
-def _load_state(store: Store, thread_id: str) -> SessionState:
+def _load_state(store: BaseStore, thread_id: str) -> SessionState:
+    path = _state_path(store, thread_id)
+    if path is None:
+        return SessionState()
     try:
-        return msgspec.json.decode(_state_path(store, thread_id).read_bytes(), type=SessionState)
+        return msgspec.json.decode(path.read_bytes(), type=SessionState)
     except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
         return SessionState()
 
 
-def _save_state(store: Store, thread_id: str, state: SessionState) -> None:
+def _save_state(store: BaseStore, thread_id: str, state: SessionState) -> None:
     path = _state_path(store, thread_id)
+    if path is None:
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, msgspec.json.encode(state), durable=False)  # a cache
 
@@ -118,7 +127,7 @@ def _context_json(event: str, text: str) -> str:
     ).decode()
 
 
-def _ingest(store: Store, transcript: Path, *, final: bool, notes: list[str]) -> Thread:
+def _ingest(store: BaseStore, transcript: Path, *, final: bool, notes: list[str]) -> Thread:
     """Ingest the transcript (and its subagent files when final); return the session's thread
     (the handle everything after the ingest works on). What could not be archived is added to
     ``notes``."""
@@ -135,7 +144,7 @@ def _ingest(store: Store, transcript: Path, *, final: bool, notes: list[str]) ->
     return store.thread(session_thread_id(session))
 
 
-def _ingest_file(store: Store, path: Path, *, final: bool, notes: list[str]) -> None:
+def _ingest_file(store: BaseStore, path: Path, *, final: bool, notes: list[str]) -> None:
     from continuity.claude_code.ingest import ingest_transcript
     from continuity.claude_code.transcript import MAX_LINE_BYTES, SKIPPED_OVERSIZE
 
@@ -153,7 +162,7 @@ def _ingest_file(store: Store, path: Path, *, final: bool, notes: list[str]) -> 
         )
 
 
-def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
+def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutcome:
     """Do what ``event`` calls for; raise on failure (``main`` turns that into exit 0)."""
     out = HookOutcome()
     raw_path = payload.get("transcript_path")
@@ -230,7 +239,7 @@ def run_hook(store: Store, event: str, payload: dict[str, Any]) -> HookOutcome:
     return out
 
 
-def _previous_session_pointer(store: Store, thread_id: str, cwd: object) -> str:
+def _previous_session_pointer(store: BaseStore, thread_id: str, cwd: object) -> str:
     from continuity.claude_code.sessions import previous_session
 
     if not isinstance(cwd, str) or not cwd:
@@ -245,26 +254,34 @@ def _previous_session_pointer(store: Store, thread_id: str, cwd: object) -> str:
     )
 
 
-def _log_error(store_root: Path | None, event: str, message: str) -> None:
-    if store_root is None or not (store_root / "store.json").is_file():
+def _log_error(local: Path | None, event: str, message: str, *, server: bool = False) -> None:
+    """Add a line to ``errors.log`` in the store's local folder: a folder store's only when it
+    is one (a hook never makes folders where a store is not), a server store's always (the
+    server may be what failed)."""
+    if local is None or (not server and not (local / "store.json").is_file()):
         return
     try:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        with open(store_root / "errors.log", "a", encoding="utf-8") as f:
+        if server:
+            local.mkdir(parents=True, exist_ok=True)
+        with open(local / "errors.log", "a", encoding="utf-8") as f:
             f.write(f"{stamp} hook {event}: {message}\n")
     except OSError:
         pass
 
 
-def main(argv: list[str], *, store_path: Path | None = None) -> int:
+def main(argv: list[str], *, store: StoreLocation | None = None) -> int:
     """Run a hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin); the store is
-    ``store_path`` or the default one."""
+    ``store`` (a folder or a server URL) or the default one."""
+    from continuity.store.locate import open_store
+
     event = argv[0] if argv else None
-    root: Path | None = None
+    location: StoreLocation | None = None
+    opened: BaseStore | None = None
     try:
-        root = store_path or default_store_path()
+        location = store if store is not None else default_store_location()
         # Opened (created) first, so that even malformed input is reported in its errors.log.
-        store = Store(root, create=True)
+        opened = open_store(location, create=True)
         raw = sys.stdin.buffer.read(_MAX_STDIN)
         try:
             payload = msgspec.json.decode(raw) if raw.strip() else {}
@@ -273,15 +290,20 @@ def main(argv: list[str], *, store_path: Path | None = None) -> int:
         if not isinstance(payload, dict):
             raise ValueError("hook input is not a JSON object")
         event = _event_name(event, payload)
-        outcome = run_hook(store, event, payload)
+        outcome = run_hook(opened, event, payload)
     except Exception as exc:  # a hook never breaks Claude Code: report and exit 0
+        # What could not be written is still in the transcript: the cursor did not move past
+        # it, so the next hook that reaches the store ingests it.
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
         sys.stderr.write(f"continuity: {message}\n")
-        _log_error(root, str(event), message)
+        if location is not None:
+            _log_error(local_dir_of(location), str(event), message, server=is_store_url(location))
         if os.environ.get("CONTINUITY_DEBUG"):
             import traceback  # only when debugging: it costs 5 ms to import
 
             traceback.print_exc()
+        if opened is not None:
+            opened.close()
         return 0
     try:
         if outcome.stdout:
@@ -298,5 +320,6 @@ def main(argv: list[str], *, store_path: Path | None = None) -> int:
     except OSError:  # Claude Code stopped reading (a timed-out hook): nothing left to tell
         pass
     for note in outcome.notes:
-        _log_error(root, str(event), note)
+        _log_error(local_dir_of(location), str(event), note, server=is_store_url(location))
+    opened.close()
     return outcome.exit_code

@@ -245,14 +245,27 @@ def _frame_keys(frame: fr.Frame) -> list[str]:
     return []
 
 
+def adapter_cache_dir(store: BaseStore) -> Path | None:
+    """Where the adapter keeps caches of its own for ``store`` on this machine (transcript
+    cursors, session state): in the store's cache folder, or, for a store on a server, in its
+    local folder (:attr:`~continuity.store.base.BaseStore.local_dir`): transcripts are files of
+    this machine, so their cursors are too. None: nowhere (an in-memory store)."""
+    base = store.cache_dir
+    if base is None and store.local_dir is not None:
+        base = store.local_dir / "cache"
+    return None if base is None else base / "claude-code"
+
+
 def _cursor_path(store: BaseStore, path: Path) -> Path | None:
-    """Where the cursor of a transcript lives (None: the store keeps no cache files, and every
-    ingest reads the whole file; the source keys in the log still keep it idempotent)."""
-    if store.cache_dir is None:
+    """Where the cursor of a transcript lives (None: the adapter has no cache folder for this
+    store, and every ingest reads the whole file; the source keys in the log still keep it
+    idempotent)."""
+    cache = adapter_cache_dir(store)
+    if cache is None:
         return None
     # fsencode: a file name that is not UTF-8 (surrogate-escaped in the str) still has a key
     digest = blake3.blake3(os.fsencode(path)).hexdigest()[:32]
-    return store.cache_dir / "claude-code" / "cursors" / f"{digest}.json"
+    return cache / "cursors" / f"{digest}.json"
 
 
 def _printable(path: Path) -> str:

@@ -22,8 +22,8 @@ import typer
 
 from continuity.cli._display import recovery_line
 from continuity.errors import ContinuityError, StoreNotFound, ThreadNotFound
-from continuity.store.base import Recovery
-from continuity.store.jsonl import Store
+from continuity.paths import StoreLocation, describe_store, is_store_url
+from continuity.store.base import BaseStore, Recovery
 
 __all__ = [
     "Options",
@@ -41,17 +41,23 @@ __all__ = [
 class Options:
     """What the root callback puts in ``ctx.obj`` for every command."""
 
-    store_path: Path
+    location: StoreLocation
+    """The store ``--store`` (or ``$CONTINUITY_HOME``, or the default) names: a folder or a URL."""
+
+    @property
+    def described(self) -> str:
+        """The location as messages show it (a URL without its password)."""
+        return describe_store(self.location)
 
 
-_opened: list[Store] = []
+_opened: list[BaseStore] = []
 """The store the running command opened: a thread id it does not hold gets suggestions from it."""
 
 
-def start_run(store_path: Path) -> Options:
+def start_run(location: StoreLocation) -> Options:
     """The options of a new run (the root callback's): nothing opened yet."""
     _opened.clear()
-    return Options(store_path)
+    return Options(location)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -147,16 +153,20 @@ def _not_a_store(path: Path) -> str | None:
     return None
 
 
-def open_store(ctx: typer.Context, *, durable: bool = True, create: bool = False) -> Store:
+def open_store(ctx: typer.Context, *, durable: bool = True, create: bool = False) -> BaseStore:
     """The store ``--store`` names (or the default one), torn tails reported on stderr."""
+    from continuity.store.locate import open_store as open_location
+
     opts: Options = ctx.obj
     with errors():
         try:
-            store = Store(
-                opts.store_path, durable=durable, create=create, on_recovery=report_recovery
+            store = open_location(
+                opts.location, durable=durable, create=create, on_recovery=report_recovery
             )
         except StoreNotFound as exc:
             # Say what is there: "create one with `continuity init`" would fail on a file.
-            raise StoreNotFound(_not_a_store(opts.store_path) or str(exc)) from None
+            there = None if is_store_url(opts.location) else _not_a_store(Path(opts.location))
+            raise StoreNotFound(there or str(exc)) from None
     _opened[:] = [store]
+    ctx.call_on_close(store.close)  # a server store's connections go back when the command ends
     return store

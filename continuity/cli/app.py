@@ -21,7 +21,7 @@ import typer
 from typer.core import TyperCommand, TyperOption
 
 from continuity.cli._common import start_run
-from continuity.paths import resolve_store_path
+from continuity.paths import resolve_store_location
 
 __all__ = ["COMMANDS", "MODULES", "build_app", "command_of", "main"]  # and `app`, made on use
 
@@ -34,6 +34,7 @@ COMMANDS: Final = {
     "rebuild-index": "store_commands",
     "stats": "store_commands",
     "threads": "store_commands",
+    "migrate": "store_commands",
     "install": "claude_code_commands",
     "uninstall": "claude_code_commands",
     "ingest": "claude_code_commands",
@@ -52,8 +53,8 @@ COMMANDS: Final = {
 MODULES: Final = tuple(dict.fromkeys(COMMANDS.values()))
 
 _STORE_HELP: Final = (
-    "The store folder. Default: $CONTINUITY_HOME, else $XDG_DATA_HOME/continuity, else "
-    "~/.local/share/continuity."
+    "The store: a folder, or a PostgreSQL URL (postgresql://user@host/db). Default: "
+    "$CONTINUITY_HOME, else $XDG_DATA_HOME/continuity, else ~/.local/share/continuity."
 )
 
 
@@ -74,7 +75,7 @@ def _store_after_command(ctx: typer.Context, _param: object, value: str | None) 
     # The root callback has run (click runs a group's callback before it parses the command's
     # options), so this one, given later on the command line, wins.
     if value is not None:
-        ctx.obj.store_path = resolve_store_path(value)
+        ctx.obj.location = resolve_store_location(value)
 
 
 class _StoreCommand(TyperCommand):
@@ -88,7 +89,7 @@ class _StoreCommand(TyperCommand):
             default=None,
             expose_value=False,
             callback=_store_after_command,
-            metavar="PATH",
+            metavar="PATH|URL",
             help=_STORE_HELP + " Also accepted before the command.",
         )
         super().__init__(name, **{**kwargs, "params": [*(kwargs.get("params") or []), store]})
@@ -121,7 +122,7 @@ def _root() -> typer.Typer:
         ] = False,
     ) -> None:
         """An append-only, hash-chained event log for agent conversations."""
-        ctx.obj = start_run(resolve_store_path(store))
+        ctx.obj = start_run(resolve_store_location(store))
 
     return root
 

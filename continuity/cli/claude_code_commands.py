@@ -54,14 +54,14 @@ def install(
 ) -> None:
     """Add continuity's hooks to Claude Code's settings (idempotent; other hooks are kept)."""
     from continuity.claude_code.install import apply_plan, plan_install
-    from continuity.paths import default_store_path
+    from continuity.paths import default_store_location
 
     opts = ctx.obj
     path, within = _settings(scope, project)
     # Claude Code runs hooks without the installing shell's environment: name the store in the
     # command unless it is where the hook would look by itself (no CONTINUITY_HOME).
     plain_env = {k: v for k, v in os.environ.items() if k != "CONTINUITY_HOME"}
-    store = opts.store_path if opts.store_path != default_store_path(plain_env) else None
+    store = opts.location if opts.location != default_store_location(plain_env) else None
     with errors():
         plan = plan_install(path, store, within=within)
         if dry_run:
@@ -324,7 +324,7 @@ def hook(
     """Run a Claude Code hook (reads the hook's JSON on stdin; never fails Claude Code)."""
     from continuity.claude_code.hooks import main
 
-    raise typer.Exit(main([event], store_path=ctx.obj.store_path))
+    raise typer.Exit(main([event], store=ctx.obj.location))
 
 
 def demo(
@@ -347,6 +347,6 @@ def demo(
 
     with errors():
         result = run_in_temp(
-            None if temp_store else ctx.obj.store_path, keep=keep, on_recovery=report_recovery
+            None if temp_store else ctx.obj.location, keep=keep, on_recovery=report_recovery
         )
     print_report(result, sys.stdout, styled=sys.stdout.isatty())

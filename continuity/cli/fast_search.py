@@ -100,25 +100,25 @@ def fast_search(argv: list[str]) -> int | None:
     args = parse(argv)
     if args is None:
         return None
-    from continuity.paths import resolve_store_path
+    from continuity.paths import resolve_store_location
     from continuity.retrieval import HashedEmbedder, search
-    from continuity.store.jsonl import Store
+    from continuity.store.locate import open_store
 
     damage: list[str] = []
     try:
-        store = Store(
-            resolve_store_path(args.store),
+        with open_store(
+            resolve_store_location(args.store),
             on_recovery=lambda rec: print(recovery_line(rec), file=sys.stderr),
-        )
-        hits = search(
-            store,
-            args.query,
-            thread=args.thread,
-            project=args.project,
-            k=args.k,
-            embedder=HashedEmbedder() if args.rerank else None,
-            on_damage=damage.append,
-        )
+        ) as store:
+            hits = search(
+                store,
+                args.query,
+                thread=args.thread,
+                project=args.project,
+                k=args.k,
+                embedder=HashedEmbedder() if args.rerank else None,
+                on_damage=damage.append,
+            )
     except (ContinuityError, OSError):
         return None  # the typer command runs it again and reports the error its way
     try:

@@ -10,10 +10,9 @@ import msgspec
 import typer
 
 from continuity import frames as fr
-from continuity.cli._common import Options, count, errors, fail, open_store
+from continuity.cli._common import Options, count, errors, fail, open_store, report_recovery
 from continuity.cli._display import describe, format_ts
-from continuity.errors import ContinuityError
-from continuity.store.jsonl import Store
+from continuity.errors import ContinuityError, StoreNotFound
 
 __all__ = ["register"]
 
@@ -27,15 +26,24 @@ def register(app: typer.Typer) -> None:
     app.command("rebuild-index")(rebuild_index)
     app.command("stats")(stats)
     app.command("threads")(threads)
+    app.command("migrate")(migrate)
 
 
 def init(ctx: typer.Context) -> None:
-    """Create the store (nothing happens if it already exists)."""
+    """Create the store: a folder, or continuity's schema in a PostgreSQL database (created or
+    migrated to this version). Nothing happens to a store that exists and is current."""
+    from continuity.store.locate import open_store as open_location
+
     opts: Options = ctx.obj
-    existed = (opts.store_path / "store.json").is_file()
     with errors():
-        Store(opts.store_path, create=True)
-    typer.echo(f"{'store exists' if existed else 'created store'} at {opts.store_path}")
+        try:
+            open_location(opts.location).close()
+            existed = True
+        except StoreNotFound:
+            existed = False
+    store = open_store(ctx, create=True)
+    store.close()
+    typer.echo(f"{'store exists' if existed else 'created store'} at {opts.described}")
 
 
 def append(
@@ -190,7 +198,7 @@ def repair(
     store = open_store(ctx)
     with errors():
         handle = store.thread(thread)
-        if not handle.path.exists():
+        if not handle.exists() and thread not in store.stored_thread_ids():
             store.existing_thread(thread)  # the error, with suggestions
         done = repair_thread(handle, dry_run=dry_run)
     if done is None:
@@ -259,7 +267,7 @@ def stats(
     if as_json:
         typer.echo(msgspec.json.encode(s).decode())
         return
-    typer.echo(f"store        {store.root}")
+    typer.echo(f"store        {ctx.obj.described}")
     typer.echo(f"threads      {s.threads}")
     typer.echo(f"frames       {s.frames}")
     typer.echo(f"messages     {s.messages}")
@@ -310,3 +318,39 @@ def _json_order(item: tuple[str, object]) -> tuple[int, str]:
     """The JSON of a thread lists its key fields first, in the order the table shows them."""
     key = item[0]
     return (_FIELDS.index(key) if key in _FIELDS else len(_FIELDS), key)
+
+
+def migrate(
+    source: Annotated[str, typer.Argument(help="The store to copy: a folder or a URL.")],
+    target: Annotated[str, typer.Argument(help="The store to copy into (created when missing).")],
+    thread: Annotated[
+        list[str] | None,
+        typer.Option("--thread", help="Only this thread (repeatable). Default: every thread."),
+    ] = None,
+) -> None:
+    """Copy every thread and artifact of one store into another (a folder and a PostgreSQL
+    URL, either way), byte for byte; each line is checked against the chain on its way in.
+    Run it again to copy what was added since: what is there is checked and kept."""
+    from continuity.migrate import migrate_store as copy_store
+    from continuity.paths import describe_store, resolve_store_location
+    from continuity.store.locate import open_store as open_location
+
+    src_at, dst_at = resolve_store_location(source), resolve_store_location(target)
+    if src_at == dst_at:
+        fail("the source and the destination are the same store")
+    with (
+        errors(),
+        open_location(src_at, on_recovery=report_recovery) as src,
+        open_location(dst_at, create=True, on_recovery=report_recovery) as dst,
+    ):
+        report = copy_store(
+            src, dst, threads=thread, on_progress=lambda text: typer.echo(text, err=True)
+        )
+    typer.echo(
+        f"migrated {count(len(report.threads), 'thread')} "
+        f"({count(report.frames_copied, 'frame')} copied) and "
+        f"{count(report.artifacts_copied, 'artifact')} "
+        f"({report.artifacts_present} already there) "
+        f"from {describe_store(src_at)} to {describe_store(dst_at)}; every thread's head "
+        "matches the source's"
+    )

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import Final, Self
 
 import msgspec
 
@@ -58,6 +58,7 @@ __all__ = [
     "Recovery",
     "Thread",
     "batch_of",
+    "check_sealed",
     "now_ms",
     "resolve_thread",
     "seal_batch",
@@ -177,6 +178,42 @@ def seal_batch(
         prev = fr.chain(prev, body)
         lines.append(fr.seal(body, prev))
     return lines, Head(next_seq + last, prev.hex())
+
+
+def check_sealed(thread_id: str, lines: Sequence[bytes], head: Head | None) -> Head:
+    """Check lines sealed elsewhere (a log moved from another store) before they are stored as
+    they are, after ``head``: each is a sealed line whose frame decodes, numbered on from the
+    head, chained on from its digest, with whole batches only (the last line ends one). Returns
+    the head after them; :class:`BadFrame` names the first line that is not, and nothing may be
+    written then."""
+    if not lines:
+        raise BadFrame("no lines to append")
+    prev = fr.GENESIS_DIGEST if head is None else bytes.fromhex(head.digest)
+    seq = 0 if head is None else head.next_seq
+    more = False
+    for i, line in enumerate(lines):
+        where = f"line {i} of the lines to append (seq {seq})"
+        parts = fr.unseal(line)
+        if parts is None:
+            raise BadFrame(f"{where} is not a sealed line")
+        body, digest = parts
+        env = fr.envelope(line)
+        if env is None or env.seq != seq:
+            raise BadFrame(f"{where} has seq {None if env is None else env.seq}, not {seq}")
+        if fr.chain(prev, body) != digest:
+            raise BadFrame(f"{where} does not chain on from the frame before it")
+        try:
+            frame = fr.decode_frame(line)
+        except msgspec.DecodeError as exc:
+            raise BadFrame(f"{where} does not decode: {exc}") from None
+        if seq == 0 and not (
+            isinstance(frame, fr.ThreadCreated) and frame.thread_id in ("", thread_id)
+        ):
+            raise BadFrame(f"{where}: a thread starts with its own thread_created")
+        prev, more, seq = digest, env.more, seq + 1
+    if more:
+        raise BadFrame("the lines end inside a batch (the last one has `more` set)")
+    return Head(seq - 1, prev.hex())
 
 
 _RECORD_KIND: Final = re.compile(r"[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+")
@@ -342,6 +379,13 @@ class Thread(ABC):
         frames. ``expected_seq`` is the seq the first of them must get (else :class:`SeqConflict`).
         """
 
+    def append_sealed(self, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
+        """Store lines sealed elsewhere as they are (``continuity migrate``: a log moved between
+        stores keeps its bytes): each checked by :func:`check_sealed` against this thread's
+        head, all of them or none; not redacted again (they were when first written). Returns
+        their seqs. A backend that cannot store lines as given raises NotImplementedError."""
+        raise NotImplementedError(f"{type(self).__name__} cannot store sealed lines")
+
     @abstractmethod
     def head(self) -> Head | None:
         """The last committed frame, or None when the thread has no frames."""
@@ -464,10 +508,34 @@ class BaseStore(ABC):
         keeps none, and compile and search read the log itself."""
         return None
 
+    @property
+    def location(self) -> Path | str | None:
+        """Where the store is: its folder, its server's URL (``postgresql://…``), or None (in
+        memory). :func:`continuity.paths.describe_store` shows it without a password."""
+        return None
+
+    @property
+    def local_dir(self) -> Path | None:
+        """The folder on this machine for what belongs with this store here: an adapter's
+        settings, its ``errors.log`` and its own caches, such as transcript cursors
+        (:func:`continuity.paths.local_dir_of`). None: the store has no place on this machine
+        (an in-memory store)."""
+        return None
+
     def quarantined(self) -> list[Recovery]:
         """Every torn tail recovery moved aside, oldest first (a backend without torn tails
         has none)."""
         return []
+
+    def close(self) -> None:  # noqa: B027 - deliberately a no-op unless a backend holds something
+        """Give back what the store holds open (a server backend's connections); a store that
+        holds nothing between calls does nothing. Closing twice is harmless."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def job_lock(self, thread_id: str, job: str) -> AbstractContextManager[None]:
         """Hold the lock of ``job`` (``"compaction"``) on a thread for the ``with`` block, or

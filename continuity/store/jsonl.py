@@ -21,7 +21,7 @@ import contextlib
 import fcntl
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import BinaryIO, Final
@@ -39,6 +39,7 @@ from continuity.store.base import (
     Recovery,
     Thread,
     batch_of,
+    check_sealed,
     now_ms,
     seal_batch,
     split_lines,
@@ -123,6 +124,34 @@ class JsonlThread(Thread):
             fsync_dir(self.path.parent)
         n_given = len(batch)
         return range(new_head.seq - n_given + 1, new_head.seq + 1)
+
+    def append_sealed(self, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
+        sync = self._store.durable if durable is None else durable
+        if not self.path.exists():
+            check_sealed(self.id, lines, None)  # refuse bad lines before the file exists
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        created = False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = self._recover(fd)
+            head = self._head_at(fd, size)
+            created = head is None
+            new_head = check_sealed(self.id, lines, head)
+            data = b"".join(bytes(line) + b"\n" for line in lines)
+            written = 0
+            try:
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+            except OSError as exc:
+                self._undo_partial_write(fd, size, written, exc)
+                raise
+            if sync:
+                os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        if created and sync:
+            fsync_dir(self.path.parent)
+        return range(new_head.seq - len(lines) + 1, new_head.seq + 1)
 
     def quarantine_tail(self, offset: int, reason: str) -> Recovery:
         fd = os.open(self.path, os.O_RDWR)
@@ -551,6 +580,14 @@ class Store(BaseStore):
     @property
     def cache_dir(self) -> Path:
         return self.root / "cache"
+
+    @property
+    def location(self) -> Path:
+        return self.root
+
+    @property
+    def local_dir(self) -> Path:
+        return self.root
 
     def quarantined(self) -> list[Recovery]:
         """Every quarantine record in the store, oldest first."""

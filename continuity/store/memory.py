@@ -9,11 +9,19 @@ agree frame for frame and digest for digest.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from continuity import frames as fr
 from continuity.store.artifacts import MemoryArtifactStore
-from continuity.store.base import BaseStore, Head, Thread, batch_of, now_ms, seal_batch
+from continuity.store.base import (
+    BaseStore,
+    Head,
+    Thread,
+    batch_of,
+    check_sealed,
+    now_ms,
+    seal_batch,
+)
 
 __all__ = ["MemoryStore", "MemoryThread"]
 
@@ -51,6 +59,14 @@ class MemoryThread(Thread):
             self._lines.extend(line[:-1] for line in lines)
             self._store._heads[self.id] = head
         return range(head.seq - len(batch) + 1, head.seq + 1)
+
+    def append_sealed(self, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
+        with self._store._lock:
+            head = self._head()
+            new_head = check_sealed(self.id, lines, head)
+            self._lines.extend(bytes(line) for line in lines)
+            self._store._heads[self.id] = new_head
+        return range(new_head.seq - len(lines) + 1, new_head.seq + 1)
 
     def _head(self) -> Head | None:
         return self._store._heads.get(self.id)

@@ -33,8 +33,9 @@ from continuity.claude_code.hooks import EVENTS, run_hook
 from continuity.claude_code.ingest import session_thread_id
 from continuity.claude_code.restore import RESTORE_MAX_CHARS
 from continuity.errors import DemoError
-from continuity.store.base import Recovery
-from continuity.store.jsonl import Store
+from continuity.paths import StoreLocation, describe_store
+from continuity.store.base import BaseStore, Recovery
+from continuity.store.locate import open_store
 
 __all__ = [
     "Archive",
@@ -76,7 +77,8 @@ class Archive:
 
 @dataclass(slots=True)
 class DemoResult:
-    store_root: Path
+    store_root: str
+    """Where the store is, as messages show it (a folder, or a URL without its password)."""
     transcript: Path
     thread_id: str
     runs: list[HookRun]
@@ -99,12 +101,12 @@ def _detail(call: HookCall) -> str:
     return ""
 
 
-def _head_seq(store: Store, thread_id: str) -> int:
+def _head_seq(store: BaseStore, thread_id: str) -> int:
     head = store.thread(thread_id).head()
     return -1 if head is None else head.seq
 
 
-def run_demo(store: Store, workdir: Path, *, session_id: str | None = None) -> DemoResult:
+def run_demo(store: BaseStore, workdir: Path, *, session_id: str | None = None) -> DemoResult:
     """Write the scripted session under ``workdir`` and feed it through the hooks into ``store``."""
     session_id = session_id or f"demo-{uuid.uuid4()}"
     thread_id = session_thread_id(session_id)
@@ -149,7 +151,7 @@ def run_demo(store: Store, workdir: Path, *, session_id: str | None = None) -> D
     return _result(store, transcript, thread_id, runs)
 
 
-def _result(store: Store, transcript: Path, thread_id: str, runs: list[HookRun]) -> DemoResult:
+def _result(store: BaseStore, transcript: Path, thread_id: str, runs: list[HookRun]) -> DemoResult:
     guidance = next((r.stdout for r in runs if r.event == "pre-compact"), "")
     restored_run = next(
         (r for r in runs if r.event == "session-start" and r.detail == "compact"), None
@@ -192,7 +194,7 @@ def _result(store: Store, transcript: Path, thread_id: str, runs: list[HookRun])
     report = verify_store(store, [store.thread(thread_id)])
     archive.problems = [str(p) for p in report.problems]
     return DemoResult(
-        store_root=store.root,
+        store_root=_where_store(store),
         transcript=transcript,
         thread_id=thread_id,
         runs=runs,
@@ -225,8 +227,12 @@ def _count_message(archive: Archive, frame: fr.MessageAppended, tool_names: dict
         archive.prompts += 1
 
 
+def _where_store(store: BaseStore) -> str:
+    return "(in memory)" if store.location is None else describe_store(store.location)
+
+
 def run_in_temp(
-    store_path: Path | None,
+    store_path: StoreLocation | None,
     *,
     keep: bool = False,
     on_recovery: Callable[[Recovery], None] | None = None,
@@ -237,8 +243,8 @@ def run_in_temp(
     workdir = Path(tempfile.mkdtemp(prefix="continuity-demo-"))
     try:
         root = workdir / "store" if store_path is None else store_path
-        store = Store(root, create=True, on_recovery=on_recovery)
-        result = run_demo(store, workdir)
+        with open_store(root, create=True, on_recovery=on_recovery) as store:
+            result = run_demo(store, workdir)
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)

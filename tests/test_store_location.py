@@ -1,0 +1,92 @@
+"""Naming a store: a folder or a server URL, from ``--store`` or ``$CONTINUITY_HOME``; how a
+URL is shown (never its password); the local folder a server store gets on this machine; and
+opening a location (``continuity.store.locate.open_store``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from continuity import frames as fr
+from continuity.errors import StoreNotFound
+from continuity.paths import (
+    default_store_location,
+    describe_store,
+    is_store_url,
+    local_dir_of,
+    resolve_store_location,
+)
+from continuity.store.jsonl import Store
+from continuity.store.locate import open_store
+from continuity.store.memory import MemoryStore
+
+
+@pytest.mark.parametrize(
+    ("text", "is_url"),
+    [
+        ("postgresql://u@h/db", True),
+        ("postgres://h/db", True),
+        ("POSTGRESQL://h/db", True),
+        ("postgresql:///db?host=/tmp/sock", True),
+        ("/var/lib/continuity", False),
+        ("postgresql", False),  # a folder that happens to have the name
+        ("./postgresql://x", False),
+        ("sqlite://x", False),
+    ],
+)
+def test_what_counts_as_a_server_url(text: str, is_url: bool) -> None:
+    assert is_store_url(text) is is_url
+
+
+def test_a_path_object_is_never_a_url() -> None:
+    assert not is_store_url(Path("postgresql:") / "x")
+
+
+def test_a_url_is_shown_without_its_password() -> None:
+    shown = describe_store("postgresql://bob:s3cret@db.example:5432/team?sslmode=require")
+    assert shown == "postgresql://bob:***@db.example:5432/team?sslmode=require"
+    assert "s3cret" not in describe_store("postgresql://h/db?sslmode=require&password=s3cret")
+    assert describe_store("postgresql://bob@h/db") == "postgresql://bob@h/db"
+    assert describe_store(Path("/some/folder")) == "/some/folder"
+
+
+def test_store_and_home_may_name_a_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    url = "postgresql://bob@db.example/team"
+    assert resolve_store_location(url) == url  # as given, not made into a path
+    assert resolve_store_location("rel") == Path("rel").absolute()
+    monkeypatch.setenv("CONTINUITY_HOME", url)
+    assert default_store_location() == url
+    assert resolve_store_location(None) == url
+    monkeypatch.setenv("CONTINUITY_HOME", str(tmp_path))
+    assert default_store_location() == tmp_path
+
+
+def test_a_server_store_has_a_local_folder_of_its_own(tmp_path: Path) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path), "CONTINUITY_HOME": "postgresql://x/y"}
+    one = local_dir_of("postgresql://bob:pw1@db.example:5432/team", env)
+    # the same server, database and user: the same folder, whatever the password
+    assert one == local_dir_of("postgresql://bob:pw2@db.example:5432/team", env)
+    assert one.parent == tmp_path / "continuity" / "servers"  # $CONTINUITY_HOME is not used
+    assert one.name.startswith("db.example_5432-team-")
+    assert "pw1" not in str(one)
+    assert one != local_dir_of("postgresql://bob@db.example:5432/other", env)
+    assert local_dir_of(tmp_path / "store") == tmp_path / "store"  # a folder store: itself
+
+
+def test_a_folder_location_opens_the_jsonl_store(tmp_path: Path) -> None:
+    with pytest.raises(StoreNotFound):
+        open_store(tmp_path / "missing")
+    with open_store(tmp_path / "s", create=True) as store:
+        assert isinstance(store, Store)
+        assert store.location == tmp_path / "s" and store.local_dir == tmp_path / "s"
+        store.thread("t").append(fr.message("user", "hello"))
+    assert Store(tmp_path / "s").thread("t").head() is not None
+    assert (tmp_path / "s" / "store.json").is_file()
+
+
+def test_an_in_memory_store_has_no_location() -> None:
+    store = MemoryStore()
+    assert store.location is None and store.local_dir is None
+    store.close()
+    store.close()  # closing twice is harmless
