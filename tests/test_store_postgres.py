@@ -101,6 +101,23 @@ def test_reads_in_chunks_agree_with_the_reference(pg_stores: PgStores, tmp_path:
     assert backwards == [(s, lines[s]) for s in range(5000, -1, -1)]
 
 
+def test_verify_reads_a_postgres_store(pg_stores: PgStores, tmp_path: Path) -> None:
+    from continuity.context.compaction import create_checkpoint
+    from continuity.verify import verify_store
+
+    pg = pg_stores.open(tmp_path, clock=FixedClock())
+    _batches(pg)
+    t = pg.thread("c")
+    create_checkpoint(t, t.head().seq, text="a summary")
+    report = verify_store(pg)
+    # The reference batches name an artifact they never store: the one problem, as on JSONL.
+    assert [(p.where, p.message) for p in report.problems] == [
+        (f"artifact {'cd' * 32}", "missing (referenced by thread a seq 4)")
+    ]
+    frames = sum(len(stored_lines(pg.thread(tid))) for tid in pg.threads())
+    assert (report.threads, report.frames, report.artifacts) == (3, frames, 2)
+
+
 def test_is_postgres_url() -> None:
     from continuity.store.postgres import is_postgres_url
 
