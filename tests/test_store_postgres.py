@@ -84,6 +84,47 @@ def test_lines_are_the_jsonl_stores_byte_for_byte(pg_stores: PgStores, tmp_path:
         assert pg.thread(tid).head() == jsonl.thread(tid).head()
 
 
+def test_sealed_lines_are_stored_as_they_are(pg_stores: PgStores, tmp_path: Path) -> None:
+    """``append_sealed`` (what ``migrate`` uses) keeps another store's bytes, checked against
+    the chain; bad lines leave nothing, not even a new thread's row."""
+    from continuity.errors import BadFrame
+
+    jsonl = Store(tmp_path / "jsonl", create=True, durable=False, clock=FixedClock())
+    _batches(jsonl)
+    pg = pg_stores.open(tmp_path / "pg")
+    lines = stored_lines(jsonl.thread("c"))
+    copy = pg.thread("c")
+    with pytest.raises(BadFrame):
+        copy.append_sealed(lines[1:3])  # does not start at seq 0
+    with pytest.raises(BadFrame, match="inside a batch"):
+        copy.append_sealed(lines[:2])  # seq 1 opens a batch of 299 frames
+    assert not copy.exists() and pg.threads() == []
+    assert copy.append_sealed(lines[:300]) == range(0, 300)  # the first batch
+    assert copy.append_sealed(lines[300:]) == range(300, len(lines))
+    assert stored_lines(copy) == lines and copy.head() == jsonl.thread("c").head()
+    with pytest.raises(BadFrame, match="thread_created"):
+        pg.thread("d").append_sealed(lines[:300])  # thread c's frames do not start thread d
+    assert copy.append(msg("after")) == range(len(lines), len(lines) + 1)
+
+
+def test_migrate_there_and_back_keeps_every_byte(pg_stores: PgStores, tmp_path: Path) -> None:
+    from continuity.migrate import migrate_store
+
+    jsonl = Store(tmp_path / "jsonl", create=True, durable=False, clock=FixedClock())
+    _batches(jsonl)
+    jsonl.artifacts.put(b"an artifact " * 100)
+    pg = pg_stores.open(tmp_path / "pg")
+    back = Store(tmp_path / "back", create=True, durable=False)
+    migrate_store(jsonl, pg)
+    migrate_store(jsonl, pg)  # again: nothing more to copy
+    migrate_store(pg, back)
+    for store in (pg, back):
+        assert store.threads() == jsonl.threads()
+        for tid in jsonl.threads():
+            assert stored_lines(store.thread(tid)) == stored_lines(jsonl.thread(tid))
+        assert list(store.artifacts.ids()) == list(jsonl.artifacts.ids())
+
+
 def test_reads_in_chunks_agree_with_the_reference(pg_stores: PgStores, tmp_path: Path) -> None:
     """Ranges that start, end and cross the read chunks' edges give exactly the frames asked."""
     pg = pg_stores.open(tmp_path, clock=FixedClock())

@@ -17,12 +17,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from continuity import frames as fr
 from continuity.errors import CorruptFrame, JobInFlight
 from continuity.store._pg_artifacts import PostgresArtifactStore
-from continuity.store.base import BaseStore, Head, Thread, batch_of, now_ms, seal_batch
+from continuity.store.base import (
+    BaseStore,
+    Head,
+    Thread,
+    batch_of,
+    check_sealed,
+    now_ms,
+    seal_batch,
+)
 
 if TYPE_CHECKING:
     from continuity.store._pg_db import Connection
@@ -92,17 +101,8 @@ class PostgresThread(Thread):
     ) -> range:
         batch = batch_of(frames)
         store = self._store
-        sql = store._sql
-        sync = store.durable if durable is None else durable
-        with store._db.transaction(durable=sync) as conn:
-            row = conn.execute(sql.lock_head, [self.id]).fetchone()
-            now = store.clock()
-            if row is None:  # a new thread: its row, locked until this batch commits or not
-                conn.execute(sql.create_thread, [self.id, now, now])
-                row = conn.execute(sql.lock_head, [self.id]).fetchone()
-                assert row is not None
-            key, head_seq, head_digest = row
-            head = None if head_seq < 0 else Head(head_seq, bytes(head_digest).hex())
+
+        def seal(head: Head | None, now: int) -> tuple[list[bytes], Head]:
             lines, new_head = seal_batch(
                 self.id,
                 batch,
@@ -111,14 +111,50 @@ class PostgresThread(Thread):
                 expected_seq=expected_seq,
                 redact=store.redactor,
             )
-            stored = [line[:-1] for line in lines]
+            return [line[:-1] for line in lines], new_head
+
+        new_head = self._commit(seal, durable, clock=store.clock)
+        return range(new_head.seq - len(batch) + 1, new_head.seq + 1)
+
+    def append_sealed(self, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
+        stored = [bytes(line) for line in lines]
+
+        def check(head: Head | None, now: int) -> tuple[list[bytes], Head]:
+            return stored, check_sealed(self.id, stored, head)
+
+        new_head = self._commit(check, durable, clock=now_ms)
+        return range(new_head.seq - len(stored) + 1, new_head.seq + 1)
+
+    def _commit(
+        self,
+        seal: Callable[[Head | None, int], tuple[list[bytes], Head]],
+        durable: bool | None,
+        *,
+        clock: Callable[[], int],
+    ) -> Head:
+        """One transaction: lock the head row (made for a new thread), ``seal(head, now)``
+        the lines to store after it, copy them in, move the head, commit. Anything raised
+        rolls it all back, the new thread's row too."""
+        store = self._store
+        sql = store._sql
+        sync = store.durable if durable is None else durable
+        with store._db.transaction(durable=sync) as conn:
+            row = conn.execute(sql.lock_head, [self.id]).fetchone()
+            now = clock()  # once per append, under the lock, as the other backends do
+            if row is None:  # a new thread: its row, locked until this batch commits or not
+                conn.execute(sql.create_thread, [self.id, now, now])
+                row = conn.execute(sql.lock_head, [self.id]).fetchone()
+                assert row is not None
+            key, head_seq, head_digest = row
+            head = None if head_seq < 0 else Head(head_seq, bytes(head_digest).hex())
+            stored, new_head = seal(head, now)
             first = new_head.seq - len(stored) + 1
             self._insert(conn, key, first, stored)
             conn.execute(
                 sql.move_head,
                 [new_head.seq, bytes.fromhex(new_head.digest), sum(map(len, stored)), now, key],
             )
-        return range(new_head.seq - len(batch) + 1, new_head.seq + 1)
+        return new_head
 
     def _insert(self, conn: Connection, key: int, first: int, lines: Sequence[bytes]) -> None:
         """The batch's rows by binary COPY: measured against one ``INSERT … unnest`` and
@@ -325,6 +361,14 @@ class PostgresStore(BaseStore):
         """The URL the store was opened with (it may hold a password: show it with
         :func:`continuity.paths.describe_store`)."""
         return self._url
+
+    @property
+    def local_dir(self) -> Path:
+        """This machine's folder for what belongs with the store here (an adapter's settings,
+        cursors, ``errors.log``): :func:`continuity.paths.local_dir_of` of its URL."""
+        from continuity.paths import local_dir_of
+
+        return local_dir_of(self._url)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._db.location!r}, schema={self.schema!r})"
