@@ -9,6 +9,7 @@ only when a URL is opened: ``import continuity`` and the JSONL hook path never p
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 
 from continuity import frames as fr
@@ -32,6 +33,10 @@ def open_store(
     ``on_recovery`` hears of each torn tail a JSONL store moves aside when it opens a thread (a
     server's transactions leave none)."""
     if is_store_url(location):
+        if "typing_extensions" in sys.modules and sys.modules["typing_extensions"] is None:
+            # The hook and search fast paths keep typing_extensions out of a process that does
+            # not need it (continuity.__main__); psycopg does.
+            del sys.modules["typing_extensions"]
         from continuity.store.postgres import PostgresStore
 
         return PostgresStore(str(location), create=create, durable=durable, redactor=redactor)
