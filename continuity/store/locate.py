@@ -33,7 +33,8 @@ def open_store(
     ``on_recovery`` hears of each torn tail a JSONL store moves aside when it opens a thread (a
     server's transactions leave none)."""
     if is_store_url(location):
-        if "typing_extensions" in sys.modules and sys.modules["typing_extensions"] is None:
+        blocked: object = sys.modules.get("typing_extensions", False)
+        if blocked is None:
             # The hook and search fast paths keep typing_extensions out of a process that does
             # not need it (continuity.__main__); psycopg does.
             del sys.modules["typing_extensions"]
