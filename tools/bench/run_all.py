@@ -19,6 +19,7 @@ from tools.bench import (
     bench_hooks,
     bench_langgraph,
     bench_openai_agents,
+    bench_postgres,
     bench_read,
     bench_rebuild,
     bench_recall,
@@ -51,6 +52,7 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
             sizes=tuple(n // scale for n in bench_langgraph.DEFAULT_SIZES), seed=seed
         ),
         bench_openai_agents.run(sizes=tuple(n // scale for n in bench_openai_agents.DEFAULT_SIZES)),
+        bench_postgres.run(batches=40 // scale or 1, seed=seed),
     ]
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
     return reports
