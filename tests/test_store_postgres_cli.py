@@ -233,3 +233,19 @@ def test_install_names_the_url_in_the_hook_command(home: Path, tmp_path: Path) -
     assert done.exit_code == 0, done.output
     written = (settings / ".claude" / "settings.json").read_text()
     assert f"CONTINUITY_HOME={url}" in written
+
+
+def test_repair_on_a_server_store_says_what_it_cannot_do(db_url: str, home: Path) -> None:
+    import psycopg
+
+    with PostgresStore(db_url, create=True) as store:
+        store.thread("t").append([fr.message("user", "one"), fr.message("user", "two")])
+    sound = cli("--store", db_url, "repair", "t")
+    assert sound.exit_code == 0 and "every frame is sound" in sound.stdout
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE continuity.frames SET line = "
+            "convert_to(replace(convert_from(line, 'UTF8'), 'two', 'TWO'), 'UTF8') WHERE seq = 2"
+        )
+    damaged = cli("--store", db_url, "repair", "t")
+    one_line_error(damaged, "thread 't'", "seq 2")  # named, never a traceback

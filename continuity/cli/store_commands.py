@@ -200,7 +200,10 @@ def repair(
         handle = store.thread(thread)
         if not handle.exists() and thread not in store.stored_thread_ids():
             store.existing_thread(thread)  # the error, with suggestions
-        done = repair_thread(handle, dry_run=dry_run)
+        try:
+            done = repair_thread(handle, dry_run=dry_run)
+        except NotImplementedError as exc:  # a backend whose damaged rows it cannot move
+            fail(f"{exc}: `continuity verify` names the bad frames")
     if done is None:
         typer.echo(f"thread {thread}: every frame is sound; nothing to repair")
         return
