@@ -1,9 +1,9 @@
 """The async face: the store, compile, search and compaction as coroutines that never block the
 event loop.
 
-Wrap any store (``AsyncStore(store)``, or ``await AsyncStore.open(path)`` for the JSONL store) and
-use the entry points of this module with ``await``; they take the same arguments as their sync
-twins in :mod:`continuity` and return the same objects::
+Wrap any store (``AsyncStore(store)``, or ``await AsyncStore.open(location)``: a folder or a
+``postgresql://`` URL) and use the entry points of this module with ``await``; they take the
+same arguments as their sync twins in :mod:`continuity` and return the same objects::
 
     from continuity import aio, message, to_anthropic
 
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
     )
     from continuity.context.compiler import CompileResult
     from continuity.retrieval import Embedder, Hit
-    from continuity.store.jsonl import Store
     from continuity.tokens import Tokenizer
 
 __all__ = [
@@ -190,15 +189,16 @@ class AsyncStore:
         executor: Executor | None = None,
         **options: Any,
     ) -> AsyncStore:
-        """The JSONL store at ``path`` (opened in a worker: it reads the folder), wrapped.
-        The arguments are :class:`~continuity.Store`'s."""
+        """The store at ``path`` — a folder (the JSONL store) or a ``postgresql://`` URL —
+        opened in a worker (it reads the folder, or connects), wrapped. The arguments are
+        :func:`continuity.store.locate.open_store`'s."""
 
-        def open_store() -> Store:
-            from continuity.store.jsonl import Store
+        def open_location() -> BaseStore:
+            from continuity.store.locate import open_store
 
-            return Store(path, create=create, durable=durable, **options)
+            return open_store(path, create=create, durable=durable, **options)
 
-        return cls(await _in_worker(executor, open_store), executor=executor)
+        return cls(await _in_worker(executor, open_location), executor=executor)
 
     def __repr__(self) -> str:
         return f"AsyncStore({self.store!r})"

@@ -44,7 +44,8 @@ __all__ = ["ContinuitySession", "StoreLike"]
 
 StoreLike = BaseStore | AsyncStore | str | PathLike[str]
 """Where a session's thread lives: a store (``Store``, ``MemoryStore``, any backend), an
-``AsyncStore`` around one, or the path of a JSONL store folder (created when missing)."""
+``AsyncStore`` around one, or a location: the path of a JSONL store folder or a ``postgresql://``
+URL (created when missing)."""
 
 POP_REASON: Final = "pop_item"
 CLEAR_REASON: Final = "clear_session"
@@ -60,9 +61,9 @@ def _async_store(store: StoreLike) -> AsyncStore:
         return store
     if isinstance(store, BaseStore):
         return AsyncStore(store)
-    from continuity.store.jsonl import Store
+    from continuity.store.locate import open_store
 
-    return AsyncStore(Store(store, create=True))
+    return AsyncStore(open_store(store, create=True))
 
 
 class ContinuitySession:

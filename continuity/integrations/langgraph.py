@@ -57,7 +57,7 @@ from continuity.store.base import (
     Thread,
     validate_thread_id,
 )
-from continuity.store.jsonl import Store
+from continuity.store.locate import open_store
 
 __all__ = ["ContinuitySaver"]
 
@@ -70,7 +70,8 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoints in a continuity store.
 
     ``store`` is any continuity store (:class:`~continuity.Store`, :class:`~continuity.MemoryStore`,
-    …) or the path of a JSONL store (created when missing). ``messages_channel`` names the channel
+    :class:`~continuity.PostgresStore`, …) or a location: a JSONL store's folder or a
+    ``postgresql://`` URL (created when missing). ``messages_channel`` names the channel
     of LangChain messages mirrored as the thread's conversation (None: no mirror). ``serde`` is
     LangGraph's serializer (its default: ``JsonPlusSerializer``).
     """
@@ -83,7 +84,9 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
     ) -> None:
         super().__init__(serde=serde)
-        self.store: BaseStore = store if isinstance(store, BaseStore) else Store(store, create=True)
+        self.store: BaseStore = (
+            store if isinstance(store, BaseStore) else open_store(store, create=True)
+        )
         self.messages_channel = messages_channel
         self._aio = AsyncStore(self.store)
         self._guard = threading.Lock()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from continuity import frames as fr
 from continuity.paths import StoreLocation, is_store_url
@@ -26,12 +27,14 @@ def open_store(
     durable: bool = True,
     on_recovery: Callable[[Recovery], None] | None = None,
     redactor: Callable[[fr.Frame], fr.Frame] | None = None,
+    **options: Any,
 ) -> BaseStore:
     """The store at ``location``. ``create``: make it when missing (a folder and its marker; a
     database's schema); otherwise a missing store is :class:`~continuity.StoreNotFound`.
     ``durable``: an append returns once it is on stable storage (fsync; a synchronous commit).
     ``on_recovery`` hears of each torn tail a JSONL store moves aside when it opens a thread (a
-    server's transactions leave none)."""
+    server's transactions leave none). Other ``options`` go to the backend (``clock``; for a
+    server ``schema``, ``pool_size``, ``connect_timeout``)."""
     if is_store_url(location):
         blocked: object = sys.modules.get("typing_extensions", False)
         if blocked is None:
@@ -40,9 +43,16 @@ def open_store(
             del sys.modules["typing_extensions"]
         from continuity.store.postgres import PostgresStore
 
-        return PostgresStore(str(location), create=create, durable=durable, redactor=redactor)
+        return PostgresStore(
+            str(location), create=create, durable=durable, redactor=redactor, **options
+        )
     from continuity.store.jsonl import Store
 
     return Store(
-        location, create=create, durable=durable, on_recovery=on_recovery, redactor=redactor
+        location,
+        create=create,
+        durable=durable,
+        on_recovery=on_recovery,
+        redactor=redactor,
+        **options,
     )
