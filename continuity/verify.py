@@ -238,7 +238,23 @@ def _verify_log(thread: Thread, report: VerifyReport, refs: dict[str, str]) -> N
         )
 
 
+def _verify_derived(thread: Thread, report: VerifyReport) -> None:
+    """The derived rows of a backend that keeps them (PostgreSQL) against a fresh derivation of
+    the frames they cover: any difference is drift (they are written with the frames)."""
+    derived = thread.derived()
+    if derived is None:
+        return
+    try:
+        found = derived.problems()
+    except ContinuityError as exc:
+        found = [f"cannot be checked: {exc}"]
+    for problem in found:
+        report.add(Problem(f"derived rows of thread {thread.id}", problem, thread.id))
+
+
 def _verify_caches(thread: Thread, report: VerifyReport) -> None:
+    if thread.store.cache_dir is None:
+        _verify_derived(thread, report)
     if not ThreadIndex.available(thread):
         return
     try:

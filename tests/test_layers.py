@@ -45,6 +45,7 @@ STORE_INTERFACE = {
     "continuity.store",
     "continuity.store.base",
     "continuity.store.artifacts",
+    "continuity.store.derived",
 }
 
 

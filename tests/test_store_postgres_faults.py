@@ -20,6 +20,7 @@ from continuity.errors import (
     StoreNotFound,
     StoreUnavailable,
 )
+from continuity.store._pg_schema import SCHEMA_VERSION
 from continuity.testing import msg, stored_lines, verify_chain
 
 
@@ -214,7 +215,7 @@ def test_a_schema_from_newer_code_is_refused(pg_stores: PgStores, tmp_path: Path
     )
     with pytest.raises(SchemaTooNew, match="upgrade continuity") as err:
         pg_stores.open(tmp_path, create=True)
-    assert (err.value.found, err.value.needed, err.value.known) == (999, 999, 1)
+    assert (err.value.found, err.value.needed, err.value.known) == (999, 999, SCHEMA_VERSION)
     assert "\n" not in str(err.value)
 
 
@@ -226,10 +227,11 @@ def test_a_newer_schema_that_keeps_older_code_working_is_used(
     store.thread("t").append(msg(1))
     s = store.schema
     store.close()
-    pg_stores.sql(f"UPDATE {s}.meta SET value = '2' WHERE key = 'schema_version'")
+    newer = str(SCHEMA_VERSION + 1)
+    pg_stores.sql(f"UPDATE {s}.meta SET value = '{newer}' WHERE key = 'schema_version'")
     again = pg_stores.open(tmp_path)
     assert [f.seq for f in again.thread("t").read()] == [0, 1]
-    assert pg_stores.sql(f"SELECT value FROM {s}.meta WHERE key = 'schema_version'") == [("2",)]
+    assert pg_stores.sql(f"SELECT value FROM {s}.meta WHERE key = 'schema_version'") == [(newer,)]
 
 
 def test_no_store_without_create(pg_stores: PgStores, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from pg_support import PgStores, schema_for
 
 from continuity import frames as fr
 from continuity.errors import JobInFlight
+from continuity.store._pg_schema import SCHEMA_VERSION
 from continuity.testing import msg, stored_lines, verify_chain
 
 WORKER = r"""
@@ -172,7 +173,7 @@ def test_processes_initialising_one_schema_at_once(pg_stores: PgStores, tmp_path
     assert pg_stores.sql(f"SELECT key, value FROM {schema}.meta ORDER BY key")[:3] == [
         ("format", "continuity-store"),
         ("min_code_version", "1"),
-        ("schema_version", "1"),
+        ("schema_version", str(SCHEMA_VERSION)),
     ]
     store = pg_stores.open(tmp_path, create=False)
     assert store.threads() == [f"p{w}" for w in range(6)]

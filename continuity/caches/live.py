@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from continuity import frames as fr
-from continuity.caches.marks import Marks
+from continuity.caches.marks import DerivedMarks, Marks
 from continuity.caches.thread_index import CheckpointEntry, MarkEntry, ThreadIndex
 from continuity.store.base import BaseStore, Thread
 from continuity.summary import CUMULATIVE_V1
@@ -151,6 +151,10 @@ def marks_of(thread: Thread, *, use_caches: bool = True) -> Marks:
     Kept between calls in this process; each call reads only what was added since."""
     if not use_caches:
         return Marks(_scan(thread))
+    if thread.store.cache_dir is None:
+        derived = thread.derived()
+        if derived is not None:  # the backend's rows: O(retractions), records when asked
+            return DerivedMarks(derived, derived.state().head_seq)
     kept = _kept(thread)
     with kept.lock:
         if ThreadIndex.available(thread):

@@ -11,9 +11,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
-from continuity.caches.thread_index import CheckpointEntry, MarkEntry
+from continuity.store.derived import CheckpointEntry, DerivedIndex, MarkEntry
 
-__all__ = ["Marks", "is_in", "merge_spans"]
+__all__ = ["DerivedMarks", "Marks", "is_in", "merge_spans"]
 
 
 def merge_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -115,6 +115,52 @@ class Marks:
         if not self._retraction_seqs:
             return False
         return anchor_seq is None or self._retraction_seqs[0] <= anchor_seq
+
+
+class DerivedMarks(Marks):
+    """The marks of a thread whose backend keeps them as indexed rows
+    (:class:`~continuity.store.derived.DerivedIndex`), as of ``head``: its retractions read in
+    one query (they are few), its records looked up when asked (they may be many), so taking
+    it costs O(retractions), not O(records)."""
+
+    _PAGE = 64
+
+    def __init__(self, derived: DerivedIndex, head: int) -> None:
+        retractions, last = derived.retractions(head)
+        super().__init__(retractions)
+        self.last_seq = last
+        self._derived = derived
+        self._head = head
+
+    def add(self, entries: Iterable[MarkEntry]) -> None:
+        if hasattr(self, "_derived"):
+            raise TypeError("DerivedMarks are read from the backend's rows, not added to")
+        super().add(entries)
+
+    def _bound(self, at_or_before: int | None) -> int:
+        return self._head if at_or_before is None else min(at_or_before, self._head)
+
+    def latest_record(
+        self, kind: str, key: str | None = None, at_or_before: int | None = None
+    ) -> int | None:
+        found = self._derived.record_seqs(kind, key, self._bound(at_or_before), 1)
+        return found[0] if found else None
+
+    def record_seqs(
+        self, kind: str, key: str | None = None, at_or_before: int | None = None
+    ) -> Iterator[int]:
+        bound = self._bound(at_or_before)
+        page = self._PAGE
+        while bound >= 0:
+            found = self._derived.record_seqs(kind, key, bound, page)
+            yield from found
+            if len(found) < page:
+                return
+            bound = found[-1] - 1
+            page = min(page * 4, 4096)
+
+    def record_kinds(self) -> list[str]:
+        return self._derived.record_kinds(self._head)
 
 
 def is_in(spans: list[tuple[int, int]], seq: int) -> bool:

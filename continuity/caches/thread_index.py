@@ -47,6 +47,16 @@ from continuity import frames as fr
 from continuity._fs import atomic_write, private_dirs
 from continuity.errors import CachesReadOnly, CorruptCache, CorruptFrame
 from continuity.store.base import BaseStore, LogReader, Thread
+from continuity.store.derived import (
+    ROLE_CODES,
+    CheckpointEntry,
+    MarkEntry,
+    checkpoint_of,
+    clip_u32,
+    mark_of,
+    probe_one,
+    probes,
+)
 from continuity.summary import CUMULATIVE_V1 as CUMULATIVE
 
 __all__ = [
@@ -69,7 +79,6 @@ MESSAGE_RECORD: Final = struct.Struct("<QIB3x")
 _SEL_RECORD: Final = struct.Struct("<QQQ")
 _U64: Final = struct.Struct("<Q")
 _MANIFEST_VERSION: Final = 3
-ROLE_CODES: Final = {"user": 1, "assistant": 2, "system": 3}
 ROLE_NAMES: Final = {v: k for k, v in ROLE_CODES.items()}
 
 _OFFSETS: Final = "offsets.v1.u64"
@@ -81,56 +90,11 @@ _MARKS: Final = "marks.v1.jsonl"
 _MANIFEST: Final = "manifest.v1.json"
 _DATA_FILES: Final = (_OFFSETS, _MESSAGES, _CHECKPOINTS, _SELECTION, _OTHER, _MARKS)
 _CHUNK: Final = 2 << 20
-_U32_MAX: Final = 2**32 - 1
 
 _T = TypeVar("_T")
 
 Progress = Callable[[int, int], None]
 """Called with (log bytes indexed so far, log bytes to index)."""
-
-
-class CheckpointEntry(msgspec.Struct, frozen=True):
-    """The projection of a ``compaction_checkpoint_created`` frame kept in the index."""
-
-    seq: int
-    to_seq: int
-    checkpoint_id: str
-    cut_rule_id: str
-    summary_kind: str
-    summary_artifact_id: str
-
-    @classmethod
-    def of(cls, frame: fr.CompactionCheckpointCreated) -> CheckpointEntry:
-        """The entry of a checkpoint frame (which must carry its seq)."""
-        return cls(
-            frame.seq,
-            frame.to_seq,
-            frame.checkpoint_id,
-            frame.cut_rule_id,
-            frame.summary_kind,
-            frame.summary_artifact_id,
-        )
-
-
-class MarkEntry(msgspec.Struct, frozen=True, omit_defaults=True):
-    """The projection of a ``record_appended`` frame (``kind``, ``key``) or of a
-    ``messages_retracted`` one (``spans``, as ``[from_seq, to_seq]`` pairs) in the index."""
-
-    seq: int
-    type: str
-    kind: str = ""
-    key: str = ""
-    spans: list[tuple[int, int]] = []
-
-    @classmethod
-    def of(cls, frame: fr.Frame) -> MarkEntry | None:
-        """The entry of a frame (which must carry its seq); None for frames without one."""
-        if isinstance(frame, fr.RecordAppended):
-            return cls(frame.seq, "record", frame.kind, frame.key)
-        if isinstance(frame, fr.MessagesRetracted):
-            spans = [(s.from_seq, s.to_seq) for s in frame.spans]
-            return cls(frame.seq, "retraction", spans=spans)
-        return None
 
 
 class Watermark(msgspec.Struct, frozen=True):
@@ -158,25 +122,6 @@ class MessageRecord(NamedTuple):
     role: int
 
 
-class _Probe(msgspec.Struct):
-    """The fields the indexes need; msgspec skips the rest of each line without building it."""
-
-    type: str
-    seq: int
-    role: str = ""
-    tokens: int = 0
-    to_seq: int = -1
-    checkpoint_id: str = ""
-    cut_rule_id: str = ""
-    summary_kind: str = ""
-    summary_artifact_id: str = ""
-    kind: str = ""
-    key: str = ""
-    spans: list[fr.SeqSpan] = []
-
-
-_probes: Final = msgspec.json.Decoder(list[_Probe])
-_probe_one: Final = msgspec.json.Decoder(_Probe)
 _manifest_decoder: Final = msgspec.json.Decoder(Manifest)
 _checkpoint_decoder: Final = msgspec.json.Decoder(CheckpointEntry)
 _checkpoints_decoder: Final = msgspec.json.Decoder(list[CheckpointEntry])
@@ -251,46 +196,33 @@ def _index_run(
         chunk = chunk[:cut]
         lines = chunk[:-1].split(b"\n")
         try:
-            probes = _probes.decode(b"[" + b",".join(lines) + b"]")
+            found = probes(lines)
         except (msgspec.DecodeError, UnicodeDecodeError):
             _raise_first_bad(thread_id, chunk, pos, seq)
         starts = list(accumulate(map((1).__add__, map(len, lines)), initial=pos))
-        seqs = [p.seq for p in probes]
-        if seqs != list(range(seq, seq + len(probes))):
+        seqs = [p.seq for p in found]
+        if seqs != list(range(seq, seq + len(found))):
             bad = next(i for i, q in enumerate(seqs) if q != seq + i)
             raise CorruptFrame(
                 thread_id, seq + bad, starts[bad], f"seq {seqs[bad]} where {seq + bad} belongs"
             )
         offsets.extend(starts[:-1])
-        for p in probes:
+        for p in found:
             if p.type == "message_appended":
-                tokens = p.tokens if 0 <= p.tokens <= _U32_MAX else _clip_u32(p.tokens)
-                messages.append(pack(p.seq, tokens, role(p.role, 0)))
+                messages.append(pack(p.seq, clip_u32(p.tokens), role(p.role, 0)))
                 n_messages += 1
             elif p.type == "compaction_checkpoint_created":
-                entry = _encoder.encode(
-                    CheckpointEntry(
-                        p.seq,
-                        p.to_seq,
-                        p.checkpoint_id,
-                        p.cut_rule_id,
-                        p.summary_kind,
-                        p.summary_artifact_id,
-                    )
-                )
+                entry = _encoder.encode(checkpoint_of(p))
                 if p.summary_kind == CUMULATIVE:
                     cumulative.append((p.to_seq, p.seq, cp_bytes))
                 else:
                     other.append(cp_bytes)
                 checkpoints.append(entry + b"\n")
                 cp_bytes += len(entry) + 1
-            elif p.type == "record_appended":
-                marks.append(_encoder.encode(MarkEntry(p.seq, "record", p.kind, p.key)) + b"\n")
-            elif p.type == "messages_retracted":
-                spans = [(s.from_seq, s.to_seq) for s in p.spans]
-                marks.append(_encoder.encode(MarkEntry(p.seq, "retraction", spans=spans)) + b"\n")
-        n_frames += len(probes)
-        seq += len(probes)
+            elif (mark := mark_of(p)) is not None:
+                marks.append(_encoder.encode(mark) + b"\n")
+        n_frames += len(found)
+        seq += len(found)
         last_line = lines[-1]
         pos += cut
         if progress is not None:
@@ -333,16 +265,11 @@ def _swapped(values: array[int]) -> bytes:
     return copy.tobytes()
 
 
-def _clip_u32(n: int) -> int:
-    # A message's token estimate is the caller's to give; a record field must not overflow on it.
-    return min(max(n, 0), _U32_MAX)
-
-
 def _raise_first_bad(thread_id: str, chunk: bytes, base: int, seq: int) -> None:
     pos = 0
     for line in chunk.split(b"\n")[:-1]:
         try:
-            _probe_one.decode(line)
+            probe_one(line)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise CorruptFrame(thread_id, seq, base + pos, f"does not decode: {exc}") from None
         pos += len(line) + 1
@@ -971,11 +898,17 @@ def rebuild_all(
     threads: Sequence[Thread] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, RefreshResult]:
-    """Rebuild the caches of the given threads (default: all), removing caches of vanished ones
-    (nothing to do for a store that keeps no caches)."""
-    if store.cache_dir is None:
-        return {}
+    """Rebuild the caches of the given threads (default: all), removing caches of vanished ones;
+    for a store that keeps its derived data as rows (:meth:`Thread.derived`), drop and derive
+    those rows again (nothing to do for a store that keeps neither)."""
     chosen = [store.thread(tid) for tid in store.threads()] if threads is None else threads
+    if store.cache_dir is None:
+        rebuilt: dict[str, RefreshResult] = {}
+        for thread in chosen:
+            derived = thread.derived()
+            if derived is not None:
+                rebuilt[thread.id] = RefreshResult("rebuilt", derived.rebuild())
+        return rebuilt
     results: dict[str, RefreshResult] = {}
     for thread in chosen:
         step = None if progress is None else functools.partial(progress, thread.id)

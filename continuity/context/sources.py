@@ -14,12 +14,14 @@ from typing import Final, Protocol
 
 from continuity import frames as fr
 from continuity.caches.live import LiveIndex, marks_of
-from continuity.caches.marks import Marks
-from continuity.caches.thread_index import CheckpointEntry, MarkEntry, ThreadIndex
+from continuity.caches.marks import DerivedMarks, Marks
+from continuity.caches.thread_index import ThreadIndex
 from continuity.store.base import Thread
+from continuity.store.derived import NOT_ANCHORS, CheckpointEntry, DerivedIndex, MarkEntry
 from continuity.summary import CUMULATIVE_V1
 
 __all__ = [
+    "DerivedSource",
     "IndexedSource",
     "LiveSource",
     "ScanSource",
@@ -29,15 +31,7 @@ __all__ = [
     "open_source",
 ]
 
-_NOT_ANCHORS: Final = frozenset(
-    {
-        "context_selection_decided",
-        "context_selection_repeated",
-        "job_spawned",
-        "job_ended",
-        "record_appended",
-    }
-)
+_NOT_ANCHORS: Final = NOT_ANCHORS
 """Frames that cannot change a selection: the default anchor passes over them."""
 
 # --- what the compiler reads ----------------------------------------------------------------
@@ -326,14 +320,103 @@ class LiveSource(_ReadsBackwards):
         return self._marks
 
 
+class DerivedSource:
+    """Reads through the derived rows a backend keeps current with its log
+    (:meth:`Thread.derived`, ADR 0025): each read an indexed query, O(log n) or O(k), bounded
+    by the head the source was opened at. Message ordinals are fetched a block at a time (a
+    compile walks back from the newest), so a compile is a handful of round trips."""
+
+    _BLOCK: Final = 64
+
+    def __init__(self, thread: Thread, derived: DerivedIndex) -> None:
+        self._thread = thread
+        self._derived = derived
+        state = derived.state()
+        self._head = state.head_seq
+        self._n = state.messages
+        self._anchor = state.anchor_seq
+        self._ordinals: dict[int, tuple[int, int]] = {}
+        self._counts: dict[int, int] = {}
+        self._frames: dict[int, fr.Frame] = {}
+        self._marks: Marks | None = None
+
+    def head_seq(self) -> int | None:
+        return self._head if self._head >= 0 else None
+
+    def default_anchor(self) -> int | None:
+        return self._anchor if self._anchor >= 0 else None
+
+    def marks(self) -> Marks:
+        if self._marks is None:
+            self._marks = DerivedMarks(self._derived, self._head)
+        return self._marks
+
+    def checkpoints(self) -> list[CheckpointEntry]:
+        return self._derived.checkpoints(self._head)
+
+    def latest_checkpoint(
+        self, max_to_seq: int, anchor_seq: int, exclude: frozenset[str] = frozenset()
+    ) -> CheckpointEntry | None:
+        anchor_seq = min(anchor_seq, self._head)
+        return self._derived.latest_checkpoint(min(max_to_seq, anchor_seq), anchor_seq, exclude)
+
+    def other_checkpoints(self, anchor_seq: int) -> list[CheckpointEntry]:
+        return self._derived.other_checkpoints(min(anchor_seq, self._head))
+
+    def message_count_upto(self, seq: int) -> int:
+        seq = min(seq, self._head)
+        found = self._counts.get(seq)
+        if found is None:
+            found = self._counts[seq] = min(self._derived.count_upto(seq), self._n)
+        return found
+
+    def _fetch(self, start: int, stop: int) -> None:
+        start, stop = max(0, start), min(stop, self._n)
+        for i, row in enumerate(self._derived.messages(start, stop)):
+            self._ordinals[start + i] = row
+
+    def message_seq(self, ordinal: int) -> int:
+        if not 0 <= ordinal < self._n:
+            raise IndexError(ordinal)
+        found = self._ordinals.get(ordinal)
+        if found is None:
+            self._fetch(ordinal - self._BLOCK + 1, ordinal + 1)
+            found = self._ordinals[ordinal]
+        return found[0]
+
+    def message_tokens(self, start: int, stop: int) -> list[int]:
+        start, stop = max(0, start), min(stop, self._n)
+        if all(o in self._ordinals for o in range(start, stop)) if stop - start <= 256 else False:
+            return [self._ordinals[o][1] for o in range(start, stop)]
+        return [t for _seq, t in self._derived.messages(start, stop)]
+
+    def frames(self, from_seq: int, to_seq: int) -> Iterator[fr.Frame]:
+        to_seq = min(to_seq, self._head)
+        if from_seq == to_seq and from_seq in self._frames:
+            yield self._frames[from_seq]
+            return
+        for seq, line in self._thread.read_lines(from_seq=from_seq, to_seq=to_seq):
+            frame = self._thread.decode(seq, line)
+            if from_seq == to_seq:
+                self._frames[seq] = frame
+            yield frame
+
+    def seq_of_message_id(self, message_id: str) -> int | None:
+        return self._derived.seq_of_message_id(message_id, self._head)
+
+
 def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
     """The indexed source when the thread's store keeps caches (and ``use_caches``); for a
-    store without caches, the projection kept in the process; with ``use_caches=False``, a
-    scan of the log (the reference)."""
+    store that keeps its derived data as rows (a server), those rows; for a store with neither,
+    the projection kept in the process; with ``use_caches=False``, a scan of the log (the
+    reference)."""
     if not use_caches:
         return ScanSource(thread)
     if ThreadIndex.available(thread):
         return IndexedSource(thread)
     if thread.store.cache_dir is None:
+        derived = thread.derived()
+        if derived is not None:
+            return DerivedSource(thread, derived)
         return LiveSource(thread)
     return ScanSource(thread)

@@ -10,6 +10,14 @@ A store lives in one schema of a database (``continuity`` unless told otherwise)
                without its newline
     artifacts  blake3 id → zstd blob (the file store's bytes), uncompressed size
 
+and, from version 2, the derived tables (rebuildable from ``frames``; ADR 0025)::
+
+    derived_threads  per thread: the last seq the derived rows cover (the watermark), the
+                     message count and the default anchor there
+    messages         (thread_key, ordinal) → seq, token estimate, role, message id
+    checkpoints      (thread_key, seq) → the checkpoint entry
+    marks            (thread_key, seq) → a record (kind, key) or a retraction (spans, JSON)
+
 ``MIGRATIONS`` is the ordered list of steps; step ``n`` takes a database from version ``n - 1``
 to ``n``. They run in one transaction under an advisory lock, so two processes initialising or
 upgrading one database at once are safe: the second waits, then finds nothing left to do. Each
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
 __all__ = [
+    "DERIVED_TABLES",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "advisory_key",
@@ -93,7 +102,60 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "ALTER TABLE {s}.artifacts ALTER COLUMN data SET STORAGE EXTERNAL",
         ),
     ),
+    Migration(
+        2,
+        # Only adds: older code keeps appending frames (without derived rows), and this code
+        # catches the rows up from the frames when it finds them behind.
+        1,
+        (
+            """CREATE TABLE {s}.derived_threads (
+                thread_key bigint PRIMARY KEY,
+                seq        bigint NOT NULL,
+                messages   bigint NOT NULL,
+                anchor_seq bigint NOT NULL
+            )""",
+            """CREATE TABLE {s}.messages (
+                thread_key bigint NOT NULL,
+                ordinal    bigint NOT NULL,
+                seq        bigint NOT NULL,
+                tokens     bigint NOT NULL,
+                role       smallint NOT NULL,
+                message_id text COLLATE "C",
+                PRIMARY KEY (thread_key, ordinal)
+            )""",
+            "CREATE UNIQUE INDEX messages_seq ON {s}.messages (thread_key, seq) INCLUDE (ordinal)",
+            "CREATE INDEX messages_id ON {s}.messages (thread_key, message_id, seq)",
+            """CREATE TABLE {s}.checkpoints (
+                thread_key          bigint NOT NULL,
+                seq                 bigint NOT NULL,
+                to_seq              bigint NOT NULL,
+                checkpoint_id       text COLLATE "C" NOT NULL,
+                cut_rule_id         text COLLATE "C" NOT NULL,
+                summary_kind        text COLLATE "C" NOT NULL,
+                summary_artifact_id text COLLATE "C" NOT NULL,
+                PRIMARY KEY (thread_key, seq)
+            )""",
+            "CREATE INDEX checkpoints_cumulative ON {s}.checkpoints (thread_key, to_seq, seq) "
+            "WHERE summary_kind = 'cumulative_v1'",
+            """CREATE TABLE {s}.marks (
+                thread_key bigint NOT NULL,
+                seq        bigint NOT NULL,
+                type       text COLLATE "C" NOT NULL,
+                kind       text COLLATE "C" NOT NULL,
+                key        text COLLATE "C" NOT NULL,
+                spans      text NOT NULL,
+                PRIMARY KEY (thread_key, seq)
+            )""",
+            "CREATE INDEX marks_kind ON {s}.marks (thread_key, kind, seq) WHERE type = 'record'",
+            "CREATE INDEX marks_key ON {s}.marks (thread_key, kind, key, seq) "
+            "WHERE type = 'record'",
+            "CREATE INDEX marks_retractions ON {s}.marks (thread_key, seq) "
+            "WHERE type = 'retraction'",
+        ),
+    ),
 )
+DERIVED_TABLES: Final = ("derived_threads", "messages", "checkpoints", "marks")
+"""The tables derived from ``frames``: a thread's rows there can be dropped and derived again."""
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version
 """The newest schema version this code knows."""
 

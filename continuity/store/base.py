@@ -21,6 +21,8 @@ What the layers above need from it, and nothing more (they never ask which backe
 - for caches that index a log by byte offset (:mod:`continuity.caches`), the log as bytes:
   :meth:`Thread.open_log`, a :class:`LogReader` whose ``end`` is the end of the last committed
   batch. A backend with a ``cache_dir`` must provide it;
+- or, for a backend that keeps its derived data as indexed rows (a server), those rows:
+  :meth:`Thread.derived`, a :class:`~continuity.store.derived.DerivedIndex` (None: it keeps none);
 - :meth:`BaseStore.job_lock`, so that two processes never run one thread's compaction at once;
 - :meth:`BaseStore.quarantined`, the torn tails its recovery moved aside (if it has any).
 """
@@ -35,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Self
+from typing import TYPE_CHECKING, Final, Self
 
 import msgspec
 
@@ -49,6 +51,9 @@ from continuity.errors import (
     ThreadNotFound,
 )
 from continuity.store.artifacts import ArtifactStore
+
+if TYPE_CHECKING:
+    from continuity.store.derived import DerivedIndex
 
 __all__ = [
     "MAX_THREAD_ID_LEN",
@@ -417,6 +422,12 @@ class Thread(ABC):
         """The log as bytes, for caches that index it by byte offset; None when the thread has
         no log yet, or the backend does not keep its log as bytes. A backend that keeps a
         :attr:`BaseStore.cache_dir` must give it."""
+        return None
+
+    def derived(self) -> DerivedIndex | None:
+        """The thread's derived data as indexed rows the backend keeps current with its log
+        (message ordinals, checkpoints, records and retractions: what the file caches hold),
+        for O(k) reads without the log as bytes; None when the backend keeps none."""
         return None
 
     def offset_of(self, seq: int) -> int | None:

@@ -23,6 +23,13 @@ from typing import TYPE_CHECKING, Final
 from continuity import frames as fr
 from continuity.errors import CorruptFrame, JobInFlight
 from continuity.store._pg_artifacts import PostgresArtifactStore
+from continuity.store._pg_derived import (
+    DerivedSql,
+    PostgresDerived,
+    catch_up,
+    watermark_of,
+    write_derived,
+)
 from continuity.store.base import (
     BaseStore,
     Head,
@@ -145,14 +152,26 @@ class PostgresThread(Thread):
                 conn.execute(sql.create_thread, [self.id, now, now])
                 row = conn.execute(sql.lock_head, [self.id]).fetchone()
                 assert row is not None
-            key, head_seq, head_digest = row
+            key, head_seq, head_digest = row[:3]
             head = None if head_seq < 0 else Head(head_seq, bytes(head_digest).hex())
             stored, new_head = seal(head, now)
             first = new_head.seq - len(stored) + 1
             self._insert(conn, key, first, stored)
+            mark = watermark_of(row)
+            if mark is None or mark.seq != head_seq:  # rows behind (older code wrote frames)
+                mark = catch_up(conn, store._derived_sql, self.id, key, mark, head_seq)[0]
+            mark = write_derived(conn, store._derived_sql, self.id, key, mark, stored, first)
             conn.execute(
                 sql.move_head,
-                [new_head.seq, bytes.fromhex(new_head.digest), sum(map(len, stored)), now, key],
+                [
+                    key,
+                    *mark,
+                    new_head.seq,
+                    bytes.fromhex(new_head.digest),
+                    sum(map(len, stored)),
+                    now,
+                    key,
+                ],
             )
         return new_head
 
@@ -173,6 +192,10 @@ class PostgresThread(Thread):
             ) from None
 
     # -- reading --
+
+    def derived(self) -> PostgresDerived:
+        """The thread's derived rows (ADR 0025): what compile and records read in O(k)."""
+        return PostgresDerived(self)
 
     def head(self) -> Head | None:
         with self._store._db.connection() as conn:
@@ -268,9 +291,12 @@ class _Sql:
     """The statements of one store schema (its name validated, so put in unquoted)."""
 
     def __init__(self, s: str) -> None:
+        # The head row, locked, with the derived rows' watermark (ADR 0025: they are written
+        # in the same transaction).
         self.lock_head = (
-            f"SELECT thread_key, head_seq, head_digest FROM {s}.threads "
-            "WHERE thread_id = %s FOR UPDATE"
+            "SELECT t.thread_key, t.head_seq, t.head_digest, d.seq, d.messages, d.anchor_seq "
+            f"FROM {s}.threads t LEFT JOIN {s}.derived_threads d ON d.thread_key = t.thread_key "
+            "WHERE t.thread_id = %s FOR UPDATE OF t"
         )
         self.create_thread = (
             f"INSERT INTO {s}.threads "
@@ -278,7 +304,11 @@ class _Sql:
             "VALUES (%s, -1, ''::bytea, 0, %s, %s) ON CONFLICT (thread_id) DO NOTHING"
         )
         self.copy_frames = f"COPY {s}.frames (thread_key, seq, line) FROM STDIN (FORMAT BINARY)"
+        # The derived rows' watermark moves with the head, in one statement.
         self.move_head = (
+            f"WITH d AS (INSERT INTO {s}.derived_threads (thread_key, seq, messages, anchor_seq) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (thread_key) DO UPDATE SET seq = excluded.seq, "
+            "messages = excluded.messages, anchor_seq = excluded.anchor_seq) "
             f"UPDATE {s}.threads SET head_seq = %s, head_digest = %s, bytes = bytes + %s, "
             "updated_ms = %s WHERE thread_key = %s"
         )
@@ -354,6 +384,7 @@ class PostgresStore(BaseStore):
         )
         self.schema = self._db.schema
         self._sql = _Sql(self.schema)
+        self._derived_sql = DerivedSql(self.schema)
         self.artifacts = PostgresArtifactStore(self._db, durable=durable)
 
     @property
