@@ -270,6 +270,14 @@ def _log_error(local: Path | None, event: str, message: str, *, server: bool = F
         pass
 
 
+def _quiet_driver() -> None:
+    """A hook says what failed in one line: the database driver's pool logs its own warnings
+    (a connection it lost, a retry) to stderr through ``logging``, which would add more."""
+    import logging
+
+    logging.getLogger("psycopg").setLevel(logging.CRITICAL)
+
+
 def main(argv: list[str], *, store: StoreLocation | None = None) -> int:
     """Run a hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin); the store is
     ``store`` (a folder or a server URL) or the default one."""
@@ -280,6 +288,8 @@ def main(argv: list[str], *, store: StoreLocation | None = None) -> int:
     opened: BaseStore | None = None
     try:
         location = store if store is not None else default_store_location()
+        if is_store_url(location):
+            _quiet_driver()
         # Opened (created) first, so that even malformed input is reported in its errors.log.
         opened = open_store(location, create=True)
         raw = sys.stdin.buffer.read(_MAX_STDIN)
