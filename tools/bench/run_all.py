@@ -20,6 +20,7 @@ from tools.bench import (
     bench_langgraph,
     bench_openai_agents,
     bench_postgres,
+    bench_postgres_compile,
     bench_read,
     bench_rebuild,
     bench_recall,
@@ -53,6 +54,9 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         ),
         bench_openai_agents.run(sizes=tuple(n // scale for n in bench_openai_agents.DEFAULT_SIZES)),
         bench_postgres.run(batches=40 // scale or 1, seed=seed),
+        bench_postgres_compile.run(
+            sizes=(10_000, 1_000_000 // scale), repeat=40 // scale or 4, seed=seed
+        ),
     ]
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
     return reports
