@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from continuity import frames as fr
 from continuity.errors import CorruptFrame, JobInFlight
+from continuity.paths import is_store_url
 from continuity.store._pg_artifacts import PostgresArtifactStore
 from continuity.store._pg_derived import (
     DerivedSql,
@@ -56,8 +57,10 @@ N - 1's digest without fetching N - 1's body."""
 
 
 def is_postgres_url(text: str) -> bool:
-    """Whether ``text`` names a PostgreSQL store (``postgresql://…`` or ``postgres://…``)."""
-    return isinstance(text, str) and text[:13].lower().startswith(("postgresql://", "postgres://"))
+    """Whether ``text`` names a PostgreSQL store (``postgresql://…`` or ``postgres://…``): the
+    one rule every place that takes a store's location uses
+    (:func:`continuity.paths.is_store_url`)."""
+    return is_store_url(text)
 
 
 def _checked_line(thread_id: str, seq: int, line: bytes, parent: bytes) -> bytes:
