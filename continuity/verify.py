@@ -212,7 +212,7 @@ def _verify_log(thread: Thread, report: VerifyReport, refs: dict[str, str]) -> N
     try:
         if log is None:  # a backend that keeps no bytes: its lines, offsets unknown
             for _offset, line, env, next_seq in _with_next_seq(
-                (-1, ln) for _, ln in thread.read_lines()
+                (-1, ln) for _, ln in thread.stored_lines()
             ):
                 check.line(-1, line, env, next_seq)
         else:
@@ -349,7 +349,7 @@ def _first_problem(thread: Thread) -> tuple[Problem, int, int] | None:
     batch_at, batch_lines, batch_ended = 0, 0, True
     with log if log is not None else contextlib.nullcontext():
         if log is None:
-            lines: Iterator[tuple[int, bytes]] = ((-1, line) for _, line in thread.read_lines())
+            lines: Iterator[tuple[int, bytes]] = ((-1, line) for _, line in thread.stored_lines())
         else:
             lines = _lines(log)
         for offset, line, env, next_seq in _with_next_seq(lines):

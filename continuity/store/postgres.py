@@ -250,6 +250,23 @@ class PostgresThread(Thread):
             with db.connection() as conn:
                 found = conn.execute(sql.range_forward, [key, lo, hi], binary=True).fetchall()
 
+    def stored_lines(self) -> Iterator[tuple[int, bytes]]:
+        # Every row as it is, in seq order, unchecked: `verify` checks each line itself and names
+        # every bad one (a read that checks would stop at the first). Keyset chunks by seq.
+        sql, db = self._store._sql, self._store._db
+        after, step = -1, _FIRST_CHUNK
+        while True:
+            with db.connection() as conn:
+                rows = conn.execute(
+                    sql.stored_after, [self.id, after, step], binary=True
+                ).fetchall()
+            for seq, line in rows:
+                yield seq, bytes(line)
+            if len(rows) < step:
+                return
+            after = rows[-1][0]
+            step = min(step * 4, _MAX_CHUNK)
+
     def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
         # Chunk by chunk from the head down, each chunk with the end of the line below it, so
         # every frame is checked against its parent before it is given out.
@@ -329,6 +346,10 @@ class _Sql:
         self.range_forward = (
             f"SELECT seq, line FROM {s}.frames "
             "WHERE thread_key = %s AND seq BETWEEN %s AND %s ORDER BY seq"
+        )
+        self.stored_after = (
+            f"SELECT f.seq, f.line FROM {s}.frames f JOIN {s}.threads t USING (thread_key) "
+            "WHERE t.thread_id = %s AND f.seq > %s ORDER BY f.seq LIMIT %s"
         )
         self.first_backward = (
             f"SELECT t.thread_key, t.head_seq, f.seq, "
