@@ -405,6 +405,13 @@ class Thread(ABC):
         ``start_offset`` is a hint from an offset index (where ``from_seq``'s line starts); a
         backend without byte offsets ignores it, and a wrong hint is ignored too."""
 
+    def stored_lines(self) -> Iterator[tuple[int, bytes]]:
+        """Every stored line as it is, in order, for ``verify`` and ``repair``, which check each
+        line themselves and name every bad one: a backend whose reads check the chain (and stop
+        at the first bad line) gives them here unchecked. The seq is the row's, or the line's
+        place. A backend that keeps its log as bytes is read through :meth:`open_log` instead."""
+        return self.read_lines()
+
     def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
         """``(seq, line)`` from the last committed frame down to seq 0."""
         yield from reversed(list(self.read_lines()))
