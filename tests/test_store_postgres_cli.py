@@ -249,3 +249,23 @@ def test_repair_on_a_server_store_says_what_it_cannot_do(db_url: str, home: Path
         )
     damaged = cli("--store", db_url, "repair", "t")
     one_line_error(damaged, "thread 't'", "seq 2")  # named, never a traceback
+
+
+def test_verify_names_every_bad_row_of_a_server_store(db_url: str, home: Path) -> None:
+    import psycopg
+
+    with PostgresStore(db_url, create=True) as store:
+        for i in range(4):
+            store.thread("t").append([fr.message("user", f"ask {i}"), fr.message("user", f"x{i}")])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for seq, old in ((2, "x0"), (6, "x2")):
+            conn.execute(
+                "UPDATE continuity.frames SET line = "
+                "convert_to(replace(convert_from(line, 'UTF8'), %s, 'EDITED'), 'UTF8') "
+                "WHERE seq = %s",
+                (old, seq),
+            )
+    done = cli("--store", db_url, "verify")
+    assert done.exit_code == 1
+    shown = done.stdout + done.stderr
+    assert "seq 2" in shown and "seq 6" in shown, shown  # both, not only the first
