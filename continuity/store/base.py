@@ -412,6 +412,23 @@ class Thread(ABC):
         place. A backend that keeps its log as bytes is read through :meth:`open_log` instead."""
         return self.read_lines()
 
+    def log_bytes(self) -> int:
+        """The size of the thread's log as a JSONL file holds it: its committed lines and
+        their newlines (what ``stats`` reports, the same on every backend)."""
+        log = self.open_log()
+        if log is None:
+            return sum(len(line) + 1 for _seq, line in self.read_lines())
+        with log:
+            return log.end
+
+    def lines_holding(self, needle: bytes) -> Iterator[tuple[int, bytes]]:
+        """``(seq, line)`` of the stored lines that contain ``needle``, in order, as stored
+        (unchecked: for counts such as ``stats``' redactions, never for what a model sees). A
+        server backend searches where the rows are instead of sending them all."""
+        for seq, line in self.read_lines():
+            if needle in line:
+                yield seq, line
+
     def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
         """``(seq, line)`` from the last committed frame down to seq 0."""
         yield from reversed(list(self.read_lines()))
