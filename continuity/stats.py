@@ -50,6 +50,11 @@ def _counts(thread: Thread) -> tuple[int, int, int]:
         index = ThreadIndex(thread)
         index.refresh()
         return index.frame_count(), index.message_count(), index.checkpoint_count()
+    derived = thread.derived()
+    if derived is not None:  # a backend's indexed rows: counts, not a read of the log
+        state = derived.state()
+        found = len(derived.checkpoints(state.head_seq)) if state.head_seq >= 0 else 0
+        return state.head_seq + 1, state.messages, found
     frames = messages = checkpoints = 0
     for frame in thread.read():
         frames += 1
@@ -61,9 +66,9 @@ def _counts(thread: Thread) -> tuple[int, int, int]:
 def _log_bytes(thread: Thread) -> int:
     log = thread.open_log()
     if log is None:
-        return 0
+        return thread.log_bytes()
     with log:
-        return log.size()
+        return log.size()  # what the file takes, a torn tail included
 
 
 _REDACTED: Final = b'"' + META_KEY.encode() + b'":"'
@@ -80,8 +85,7 @@ def _redactions(thread: Thread) -> int:
     if log is None:
         return sum(
             redaction_count(thread.decode(seq, line))
-            for seq, line in thread.read_lines()
-            if _REDACTED in line
+            for seq, line in thread.lines_holding(_REDACTED)
         )
     total = 0
     with log:

@@ -269,3 +269,31 @@ def test_verify_names_every_bad_row_of_a_server_store(db_url: str, home: Path) -
     assert done.exit_code == 1
     shown = done.stdout + done.stderr
     assert "seq 2" in shown and "seq 6" in shown, shown  # both, not only the first
+
+
+def test_stats_on_a_server_store_agree_with_the_folder_it_came_from(
+    db_url: str, home: Path, tmp_path: Path
+) -> None:
+    from continuity.redaction import Redactor
+    from continuity.stats import store_stats
+
+    src = Store(tmp_path / "laptop", create=True, redactor=Redactor())
+    src.thread("a").append(fr.message("user", "my key is sk-ant-api03-" + "x" * 90))
+    aid = src.artifacts.put(b"summary")
+    src.thread("a").append(
+        fr.CompactionCheckpointCreated(
+            checkpoint_id="c1",
+            cut_rule_id="manual",
+            summary_kind="cumulative_v1",
+            summary_artifact_id=aid,
+            from_seq=1,
+            to_seq=1,
+        )
+    )
+    src.thread("b").append([fr.message("user", "q"), fr.message("assistant", "a")])
+    assert cli("migrate", str(tmp_path / "laptop"), db_url).exit_code == 0
+    with PostgresStore(db_url) as server:
+        got, want = store_stats(server), store_stats(src)
+    for field in ("threads", "frames", "messages", "checkpoints", "log_bytes", "redactions"):
+        assert getattr(got, field) == getattr(want, field), field
+    assert want.redactions == 1 and want.checkpoints == 1 and want.frames == 6

@@ -250,6 +250,21 @@ class PostgresThread(Thread):
             with db.connection() as conn:
                 found = conn.execute(sql.range_forward, [key, lo, hi], binary=True).fetchall()
 
+    def log_bytes(self) -> int:
+        # Kept with the head (the lines' bytes), plus a newline each: no rows are read.
+        with self._store._db.connection() as conn:
+            row = conn.execute(self._store._sql.log_bytes, [self.id]).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def lines_holding(self, needle: bytes) -> Iterator[tuple[int, bytes]]:
+        # The server looks through the rows; only those that hold the bytes come back.
+        with self._store._db.connection() as conn:
+            rows = conn.execute(
+                self._store._sql.lines_holding, [self.id, needle], binary=True
+            ).fetchall()
+        for seq, line in rows:
+            yield seq, bytes(line)
+
     def stored_lines(self) -> Iterator[tuple[int, bytes]]:
         # Every row as it is, in seq order, unchecked: `verify` checks each line itself and names
         # every bad one (a read that checks would stop at the first). Keyset chunks by seq.
@@ -350,6 +365,13 @@ class _Sql:
         self.stored_after = (
             f"SELECT f.seq, f.line FROM {s}.frames f JOIN {s}.threads t USING (thread_key) "
             "WHERE t.thread_id = %s AND f.seq > %s ORDER BY f.seq LIMIT %s"
+        )
+        self.log_bytes = (
+            f"SELECT bytes + head_seq + 1 FROM {s}.threads WHERE thread_id = %s AND head_seq >= 0"
+        )
+        self.lines_holding = (
+            f"SELECT f.seq, f.line FROM {s}.frames f JOIN {s}.threads t USING (thread_key) "
+            "WHERE t.thread_id = %s AND position(%s::bytea IN f.line) > 0 ORDER BY f.seq"
         )
         self.first_backward = (
             f"SELECT t.thread_key, t.head_seq, f.seq, "
