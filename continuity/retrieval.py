@@ -34,11 +34,12 @@ from continuity.caches.search_index import (
     Doc,
     ThreadSearchIndex,
     doc_of,
+    documents_of_lines,
     summary_text,
     text_of,
     tokenize,
 )
-from continuity.caches.search_state import search_state
+from continuity.caches.search_state import forget, search_state
 from continuity.caches.thread_index import DAMAGE as _DAMAGE
 from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, InvalidQuery
@@ -243,8 +244,7 @@ def search(
             try:
                 _ranked({t.id: t}, terms, want, (lambda _m: None) if on_damage else None)
             except (CorruptCache, *_DAMAGE):
-                ThreadIndex(t).rebuild()
-                ThreadSearchIndex(t).rebuild()
+                _rebuild(t)
         told.clear()
         hits = _ranked(threads, terms, want, told.append if on_damage else None)
     if on_damage is not None:
@@ -253,6 +253,17 @@ def search(
     if embedder is not None and hits:
         hits = _rerank(hits, query, embedder)
     return hits[:k]
+
+
+def _rebuild(t: Thread) -> None:
+    """Rebuild a thread's search index: its files, or the backend's own (ADR 0026)."""
+    backend = t.store.search_backend() if t.store.cache_dir is None else None
+    if backend is not None:
+        backend.rebuild_search([t], documents_of_lines)
+        forget(t)
+        return
+    ThreadIndex(t).rebuild()
+    ThreadSearchIndex(t).rebuild()
 
 
 def _ranked(

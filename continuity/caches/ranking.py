@@ -170,6 +170,14 @@ class Corpus:
         self._postings: dict[str, list[_Postings]] = {}
         self._ordered = ordered
 
+    def prefetch(self, terms: Sequence[str]) -> None:
+        """Let parts that fetch their postings (from a server) fetch those of ``terms`` in one
+        go, before the ranking asks for them one by one."""
+        for seg in self.segments:
+            fetch = getattr(seg, "prefetch", None)
+            if fetch is not None:
+                fetch(terms)
+
     def postings(self, term: str) -> list[_Postings]:
         """``term``'s postings in each segment, cut at the cutoff (looked up once per term)."""
         found = self._postings.get(term)
@@ -395,7 +403,7 @@ def corpus_of_state(state: SearchState, max_seq: int | None) -> Corpus:
     cutoff = len(seqs) if max_seq is None else int(np.searchsorted(seqs, max_seq, side="right"))
     return Corpus(
         state.thread_id,
-        state.parts(),
+        state.parts(cutoff),
         seqs,
         state.lengths,
         state.kinds,
@@ -453,6 +461,8 @@ def rank(
     if n_docs == 0:
         return []
     avgdl = sum(c.total_length() for c in corpora) / n_docs
+    for c in corpora:
+        c.prefetch(terms)
     dfs = {term: sum(c.df(term) for c in corpora) for term in terms}
     order = ranked_terms(dfs, n_docs, max_terms)  # the summation order: rarest first
     if not order:

@@ -58,6 +58,7 @@ from continuity.store.base import BaseStore, Thread
 
 __all__ = [
     "DOC_RECORD",
+    "DOC_TYPES",
     "KIND_MESSAGE",
     "KIND_OBSERVATION",
     "KIND_SUMMARY",
@@ -71,7 +72,9 @@ __all__ = [
     "build_segment",
     "cleared",
     "doc_of",
+    "doc_of_line",
     "docs_of",
+    "documents_of_lines",
     "frame_text",
     "log_holds",
     "merge_due",
@@ -977,11 +980,39 @@ def docs_of(frames: Iterable[fr.Frame], store: BaseStore) -> Iterator[Doc]:
             yield d
 
 
+DOC_TYPES: Final = tuple(
+    f'{{"type":"{kind.__struct_config__.tag}"'.encode()
+    for kind in (fr.MessageAppended, fr.ObservationRecorded, fr.CompactionCheckpointCreated)
+)
+"""How the stored lines of the frames that can be documents start: the others (decisions,
+jobs, records…) are not decoded."""
+
+
+def doc_of_line(thread: Thread, seq: int, line: bytes) -> Doc | None:
+    """The document of one stored line of ``thread`` (None for a frame that makes none); a line
+    that cannot be a document is not decoded."""
+    if line.startswith(DOC_TYPES) or not line.startswith(b'{"type":"'):
+        frame = thread.decode(seq, line)
+        return doc_of(frame, summary_text(thread.store, frame))
+    return None
+
+
+def documents_of_lines(thread: Thread, lines: Sequence[tuple[int, bytes]]) -> list[Doc]:
+    """The documents of ``thread``'s stored lines ((seq, line) pairs, in log order): what a
+    backend that keeps its own search index (:meth:`BaseStore.search_backend`) is given to
+    index with, so that it makes the documents this module makes."""
+    return [d for seq, line in lines if (d := doc_of_line(thread, seq, line)) is not None]
+
+
 def rebuild_search(store: BaseStore, threads: Sequence[Thread] | None = None) -> int:
     """Rebuild the search indexes that exist (others are built by the first search that needs
-    them) and remove those of threads that no longer exist; return how many were rebuilt."""
+    them) and remove those of threads that no longer exist; return how many were rebuilt. A
+    backend that keeps its own index (a server's tables) drops and rebuilds it."""
     import shutil
 
+    backend = store.search_backend() if store.cache_dir is None else None
+    if backend is not None:
+        return backend.rebuild_search(threads, documents_of_lines)
     root = None if store.cache_dir is None else store.cache_dir / "search"
     if root is None or not root.is_dir():
         return 0

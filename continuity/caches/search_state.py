@@ -55,16 +55,16 @@ from continuity.caches.search_index import (
     _read_map,
     build_segment,
     cleared,
-    doc_of,
+    doc_of_line,
+    documents_of_lines,
     log_holds,
     merge_due,
     merge_segments,
     read_manifest,
-    summary_text,
 )
 from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable
 from continuity.errors import CorruptCache
-from continuity.store.base import BaseStore, Thread
+from continuity.store.base import BaseStore, SearchBackend, Thread
 
 __all__ = ["SearchState", "forget", "search_state"]
 
@@ -270,9 +270,10 @@ class SearchState:
         self.n_tail = self.n - n_sealed
         self.postings = postings
 
-    def parts(self) -> list[SealedPart | TailPart]:
-        """The sealed documents as one part and the tail as another, for a ranking."""
-        out: list[SealedPart | TailPart] = []
+    def parts(self, end: int | None = None) -> list[SealedPart | TailPart | ServerPart]:
+        """The sealed documents as one part and the tail as another, for a ranking (``end``, the
+        documents a ranking reads, is for states that fetch postings: these hold them all)."""
+        out: list[SealedPart | TailPart | ServerPart] = []
         if self.n_sealed:
             out.append(SealedPart(self))
         if self.n_tail:
@@ -562,14 +563,6 @@ def _indexed_state(
 # --- a store without caches: the documents, from the log ------------------------------------
 
 
-_DOC_TYPES: Final = tuple(
-    f'{{"type":"{kind.__struct_config__.tag}"'.encode()
-    for kind in (fr.MessageAppended, fr.ObservationRecorded, fr.CompactionCheckpointCreated)
-)
-"""How the stored lines of the frames that can be documents start: the others (decisions,
-jobs, records…) are not decoded."""
-
-
 class _FromLog(_Projection):
     """The state of a thread whose store keeps no caches, built from its log."""
 
@@ -602,11 +595,9 @@ class _FromLog(_Projection):
             docs: list[Doc] = []
             count, digest = self.count, self.digest
             for seq, line in thread.read_lines(from_seq=self.count, to_seq=head.seq):
-                if line.startswith(_DOC_TYPES) or not line.startswith(b'{"type":"'):
-                    frame = thread.decode(seq, line)
-                    doc = doc_of(frame, summary_text(thread.store, frame))
-                    if doc is not None:
-                        docs.append(doc)
+                doc = doc_of_line(thread, seq, line)
+                if doc is not None:
+                    docs.append(doc)
                 sealed = fr.unseal(line)
                 count, digest = seq + 1, sealed[1].hex() if sealed is not None else ""
             self._add(docs)
@@ -660,6 +651,181 @@ def _from_log(thread: Thread) -> _FromLog:
         return held
 
 
+# --- a store that keeps its own index (a server's tables) -----------------------------------
+
+
+class ServerPart:
+    """The documents ``0 .. n_docs - 1`` of a thread whose backend keeps the index, as a
+    ranking reads a segment: each term's postings fetched once (with the query's other terms,
+    :meth:`prefetch`) and held by the process for later queries."""
+
+    first_doc = 0
+
+    def __init__(self, held: _FromServer, n_docs: int) -> None:
+        self.held = held
+        self.n_docs = n_docs
+
+    def prefetch(self, terms: Sequence[str]) -> None:
+        self.held.fetch(terms, self.n_docs)
+
+    def postings(self, term: str) -> _Arrays:
+        return self.held.postings_of(term, self.n_docs)
+
+    def count(self, term: str, end: int) -> int:
+        """How many of the documents before ``end`` hold ``term``."""
+        docs = self.postings(term)[0]
+        return len(docs) if not len(docs) or int(docs[-1]) < end else int(docs.searchsorted(end))
+
+
+class _ServerState(SearchState):
+    """A state whose postings the backend holds (:class:`ServerPart`)."""
+
+    held: _FromServer
+
+    def parts(self, end: int | None = None) -> list[SealedPart | TailPart | ServerPart]:
+        n = self.n if end is None else min(end, self.n)
+        return [ServerPart(self.held, n)] if n else []
+
+
+class _FromServer(_Projection):
+    """The state of a thread whose backend keeps its search index (:class:`SearchBackend`):
+    the document records read once and then only the new ones; the postings of the terms
+    queries ask for, fetched when asked and kept (``_POSTINGS_BYTES`` at most)."""
+
+    def __init__(self, thread: Thread, backend: SearchBackend) -> None:
+        self.thread = thread
+        self.backend = backend
+        super().__init__(thread.id)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.digest = ""
+        self.held: dict[str, tuple[int, npt.NDArray[np.uint32], npt.NDArray[np.uint16]]] = {}
+        """term → (documents covered, its postings among them)."""
+        self.held_bytes = 0
+
+    def current(self, max_seq: int | None) -> SearchState | None:
+        """The state holding every document up to ``max_seq`` (None: the log's end), the
+        backend's index caught up first when it does not reach it."""
+        thread, backend = self.thread, self.backend
+        with self.lock:
+            state = self.state
+            if (
+                state is not None
+                and max_seq is not None
+                and max_seq <= state.last_seq
+                and backend.search_holds(thread, state.last_seq, self.digest)
+            ):
+                return state
+            mark = backend.search_watermark(thread, documents_of_lines, max_seq=max_seq)
+            if mark is None:
+                self._reset()
+                return None
+            if state is not None and (mark.last_seq, mark.digest) == (state.last_seq, self.digest):
+                return state
+            held = self.seqs.n
+            if held and (
+                mark.docs < held
+                or mark.last_seq < state.last_seq  # type: ignore[union-attr]
+                or not backend.search_holds(thread, state.last_seq, self.digest)  # type: ignore[union-attr]
+            ):
+                self._reset()
+                held = 0
+            if mark.docs > held:
+                raw = backend.search_records(thread, held, mark.docs)
+                records = np.frombuffer(raw, DOC_RECORD)
+                seqs = records["seq"]
+                ordered = np.concatenate((self.seqs.view()[-1:], seqs))
+                if not bool(np.all(ordered[1:] > ordered[:-1])) or int(seqs[-1]) > mark.last_seq:
+                    self._reset()
+                    raise CorruptCache(thread.id, "the search rows hold seqs out of order")
+                self._columns(seqs, records["len"], records["kind"], records["role"])
+            if int(self.cum.view()[-1]) != mark.total_length:
+                self._reset()
+                raise CorruptCache(thread.id, "the search rows' lengths do not add up")
+            self.digest = mark.digest
+            return self._snapshot(mark.last_seq)
+
+    def _snapshot(self, last_seq: int) -> SearchState:
+        state = _ServerState(
+            self.thread_id,
+            last_seq,
+            (
+                self.seqs.view(),
+                self.lengths.view(),
+                self.kinds.view(),
+                self.roles.view(),
+                self.cum.view(),
+            ),
+            (),
+            0,
+            _Tail(0),
+            self.postings,
+        )
+        state.held = self
+        self.state = state
+        return state
+
+    def fetch(self, terms: Sequence[str], n_docs: int) -> None:
+        """Hold the postings of ``terms`` among the first ``n_docs`` documents: one query for
+        the terms held nowhere, one for those held up to an earlier count."""
+        with self.lock:
+            by_start: dict[int, list[str]] = {}
+            for term in dict.fromkeys(terms):
+                found = self.held.get(term)
+                covered = 0 if found is None else found[0]
+                if covered < n_docs:
+                    by_start.setdefault(covered, []).append(term)
+            for start, group in sorted(by_start.items()):
+                got = self.backend.search_postings(self.thread, group, start, n_docs)
+                for term in group:
+                    docs_raw, tfs_raw = got.get(term, (b"", b""))
+                    docs = np.frombuffer(docs_raw, "<u4").astype(np.uint32, copy=False)
+                    tfs = np.frombuffer(tfs_raw, "<u2").astype(np.uint16, copy=False)
+                    old = self.held.get(term)
+                    if old is not None and len(old[1]):
+                        if len(docs):
+                            docs = np.concatenate((old[1], docs))
+                            tfs = np.concatenate((old[2], tfs))
+                        else:
+                            docs, tfs = old[1], old[2]
+                        self.held_bytes -= old[1].nbytes + old[2].nbytes
+                    if self.held_bytes + docs.nbytes + tfs.nbytes > _POSTINGS_BYTES:
+                        self.held.clear()
+                        self.held_bytes = 0
+                    self.held[term] = (n_docs, docs, tfs)
+                    self.held_bytes += docs.nbytes + tfs.nbytes
+
+    def postings_of(self, term: str, n_docs: int) -> _Arrays:
+        """``term``'s postings among the first ``n_docs`` documents."""
+        with self.lock:
+            found = self.held.get(term)
+            if found is None or found[0] < n_docs:
+                self.fetch([term], n_docs)
+                found = self.held[term]
+        covered, docs, tfs = found
+        if covered > n_docs and len(docs) and int(docs[-1]) >= n_docs:
+            cut = int(docs.searchsorted(n_docs))
+            return docs[:cut], tfs[:cut]
+        return docs, tfs
+
+
+_FROM_SERVER: Final[weakref.WeakKeyDictionary[BaseStore, dict[str, _FromServer]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _from_server(thread: Thread, backend: SearchBackend) -> _FromServer:
+    with _FROM_LOG_GUARD:
+        per_store = _FROM_SERVER.setdefault(thread.store, {})
+        held = per_store.get(thread.id)
+        if held is None or held.thread.store is not thread.store:
+            held = per_store[thread.id] = _FromServer(thread, backend)
+        while len(per_store) > _KEPT_THREADS:
+            per_store.pop(next(iter(per_store)))
+        return held
+
+
 # --- the entry point --------------------------------------------------------------------------
 
 
@@ -676,6 +842,10 @@ def search_state(
         state = _indexed_state(thread, folder, max_seq, frames)
         if state is not None or caches_writable(cache_dir):
             return state
+    else:
+        backend = thread.store.search_backend()
+        if backend is not None:
+            return _from_server(thread, backend).current(max_seq)
     return _from_log(thread).current()
 
 
@@ -692,5 +862,7 @@ def forget(thread: Thread | None = None) -> None:
     with _FROM_LOG_GUARD:
         if thread is None:
             _FROM_LOG.clear()
+            _FROM_SERVER.clear()
         else:
             _FROM_LOG.get(thread.store, {}).pop(thread.id, None)
+            _FROM_SERVER.get(thread.store, {}).pop(thread.id, None)

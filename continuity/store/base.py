@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, Self
 
 import msgspec
 
@@ -58,9 +58,13 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_THREAD_ID_LEN",
     "BaseStore",
+    "DocumentsOf",
     "Head",
     "LogReader",
     "Recovery",
+    "SearchBackend",
+    "SearchDocument",
+    "SearchWatermark",
     "Thread",
     "batch_of",
     "check_sealed",
@@ -572,6 +576,12 @@ class BaseStore(ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def search_backend(self) -> SearchBackend | None:
+        """The search index the backend keeps itself (a server's tables, ADR 0026), which
+        search and recall use when the store has no :attr:`cache_dir`; None: it keeps none, and
+        they build what they need from the log."""
+        return None
+
     def job_lock(self, thread_id: str, job: str) -> AbstractContextManager[None]:
         """Hold the lock of ``job`` (``"compaction"``) on a thread for the ``with`` block, or
         raise :class:`JobInFlight` at once when it is held. This one only excludes holders in
@@ -611,3 +621,82 @@ def resolve_thread(target: BaseStore | Thread, thread_id: str | None = None) -> 
     if thread_id is None:
         raise TypeError("a store needs a thread id")
     return target.existing_thread(thread_id)
+
+
+# --- a search index a backend keeps itself (ADR 0026) ----------------------------------------
+
+
+class SearchDocument(Protocol):
+    """A search document as the caches make it (:class:`continuity.caches.search_index.Doc`):
+    a frame's seq, kind, role, weighted length and weighted term counts."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def kind(self) -> int: ...
+
+    @property
+    def role(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
+
+    @property
+    def tf(self) -> dict[str, int]: ...
+
+
+DocumentsOf = Callable[["Thread", Sequence[tuple[int, bytes]]], Sequence[SearchDocument]]
+"""The documents of some of a thread's stored lines ((seq, line) pairs, in log order): the
+tokenizer and document rules live above the store (:mod:`continuity.caches.search_index`) and
+are handed down, so a backend's index is made by the very code the file index is."""
+
+
+class SearchWatermark(NamedTuple):
+    """How far a backend's search index of one thread goes."""
+
+    last_seq: int
+    """The last frame indexed (-1: none)."""
+    digest: str
+    """Its chain digest (hex; empty when none)."""
+    docs: int
+    """The documents indexed: ordinals ``0 .. docs - 1``, in log order."""
+    total_length: int
+    """The sum of their (clipped) lengths."""
+
+
+class SearchBackend(Protocol):
+    """A search index kept by the backend (a server's tables): documents and postings by
+    document ordinal, derived from the log by :data:`DocumentsOf` and brought up to it lazily.
+
+    Records are 16 bytes a document, little-endian: seq u64, length u32 (clipped to 2^32 - 1),
+    kind u8, role u8, 2 zero bytes (``search_index.DOC_RECORD``). Postings are a term's
+    document ordinals (u32, ascending) and weighted counts (u16, clipped to 65,535)."""
+
+    def search_watermark(
+        self, thread: Thread, documents: DocumentsOf, *, max_seq: int | None
+    ) -> SearchWatermark | None:
+        """The index of ``thread`` as it stands, caught up to the log's end first when it holds
+        fewer frames than ``max_seq`` (None: than the log); None when the thread has none."""
+        ...
+
+    def search_holds(self, thread: Thread, seq: int, digest: str) -> bool:
+        """Whether frame ``seq`` of ``thread`` carries ``digest`` (a prefix held elsewhere is
+        still the log's)."""
+        ...
+
+    def search_records(self, thread: Thread, start: int, end: int) -> bytes:
+        """The records of documents ``start .. end - 1``."""
+        ...
+
+    def search_postings(
+        self, thread: Thread, terms: Sequence[str], start: int, end: int
+    ) -> dict[str, tuple[bytes, bytes]]:
+        """Each of ``terms``' postings among documents ``start .. end - 1``: (ordinals, counts);
+        a term without any is left out."""
+        ...
+
+    def rebuild_search(self, threads: Sequence[Thread] | None, documents: DocumentsOf) -> int:
+        """Drop the index (of ``threads``; None: all of it) and build it again from the log;
+        return how many threads were indexed."""
+        ...
