@@ -388,7 +388,10 @@ def repair_thread(thread: Thread, *, dry_run: bool = False) -> Repair | None:
         return None
     problem, offset, kept = found
     if offset < 0:
-        raise NotImplementedError(f"{type(thread).__name__} logs cannot be damaged or repaired")
+        raise NotImplementedError(
+            f"thread {thread.id}: {problem.message}; this store keeps its log as rows, and "
+            "repair only moves a damaged tail of a log kept as bytes"
+        )
     log = thread.open_log()
     size = 0
     if log is not None:

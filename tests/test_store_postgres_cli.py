@@ -248,7 +248,7 @@ def test_repair_on_a_server_store_says_what_it_cannot_do(db_url: str, home: Path
             "convert_to(replace(convert_from(line, 'UTF8'), 'two', 'TWO'), 'UTF8') WHERE seq = 2"
         )
     damaged = cli("--store", db_url, "repair", "t")
-    one_line_error(damaged, "thread 't'", "seq 2")  # named, never a traceback
+    one_line_error(damaged, "thread t", "seq 2", "rows")  # named, never a traceback
 
 
 def test_verify_names_every_bad_row_of_a_server_store(db_url: str, home: Path) -> None:

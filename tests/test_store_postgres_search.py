@@ -30,8 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tools.gen_thread import write_thread  # noqa: E402
 
-_pg_search.install()
-
 WORDS = [
     "deploy",
     "cache",
@@ -174,7 +172,6 @@ def _run(pg: Any, code: str) -> Any:
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         "from continuity.store import _pg_search\n"
         "from continuity.store.postgres import PostgresStore\n"
-        "_pg_search.install()\n"
         f"store = PostgresStore({pg.location!r}, schema={pg.schema!r}, durable=False)\n" + code
     )
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}

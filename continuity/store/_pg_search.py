@@ -56,7 +56,6 @@ __all__ = [
     "SEARCH_VERSION",
     "PostgresSearch",
     "backend_of",
-    "install",
     "layout",
     "rebuild_search",
 ]
@@ -458,12 +457,3 @@ def rebuild_search(
     """Drop the search tables (or ``threads``' rows) and index again from ``frames`` what was
     indexed; how many threads that was."""
     return backend_of(store).rebuild_search(threads, documents)
-
-
-def install() -> None:
-    """Give :class:`~continuity.store.postgres.PostgresStore` its ``search_backend()`` when it
-    has none of its own yet (ADR 0026: the one-line hook belongs in ``postgres.py``)."""
-    from continuity.store.postgres import PostgresStore
-
-    if PostgresStore.search_backend is BaseStore.search_backend:
-        setattr(PostgresStore, "search_backend", backend_of)  # noqa: B010

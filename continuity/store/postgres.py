@@ -43,6 +43,7 @@ from continuity.store.base import (
 
 if TYPE_CHECKING:
     from continuity.store._pg_db import Connection
+    from continuity.store._pg_search import PostgresSearch
 
 __all__ = ["PostgresArtifactStore", "PostgresStore", "PostgresThread", "is_postgres_url"]
 
@@ -438,6 +439,13 @@ class PostgresStore(BaseStore):
         """The URL the store was opened with (it may hold a password: show it with
         :func:`continuity.paths.describe_store`)."""
         return self._url
+
+    def search_backend(self) -> PostgresSearch:
+        """The search index kept in this store's tables (ADR 0026): search and recall read it
+        instead of scanning the log."""
+        from continuity.store._pg_search import backend_of
+
+        return backend_of(self)
 
     @property
     def local_dir(self) -> Path:

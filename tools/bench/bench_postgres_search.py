@@ -40,13 +40,14 @@ from tools.bench._common import (
 __all__ = ["main", "run"]
 
 QUERIES: Final = ("error timeout", "pytest ImportError", "src/app/api/handler.py")
-# The backend's hook, until PostgresStore has it itself (ADR 0026): a no-op then.
 _WITH_INDEX: Final = (
-    "import sys; from continuity.store import _pg_search; _pg_search.install(); "
-    "from continuity.__main__ import main; sys.argv[0] = 'continuity'; main()"
-)
-_WITHOUT_INDEX: Final = (
     "import sys; from continuity.__main__ import main; sys.argv[0] = 'continuity'; main()"
+)
+# The path the index replaces: the store offers no search backend, so search scans the log.
+_WITHOUT_INDEX: Final = (
+    "import sys; from continuity.store.postgres import PostgresStore; "
+    "PostgresStore.search_backend = lambda self: None; "
+    "from continuity.__main__ import main; sys.argv[0] = 'continuity'; main()"
 )
 
 
