@@ -41,7 +41,7 @@ from continuity.caches.search_index import (
 )
 from continuity.caches.search_state import forget, search_state
 from continuity.caches.thread_index import DAMAGE as _DAMAGE
-from continuity.caches.thread_index import ThreadIndex
+from continuity.caches.thread_index import ThreadIndex, check_no_lost_threads
 from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, InvalidQuery
 from continuity.store.base import BaseStore, Thread, resolve_thread
 
@@ -191,6 +191,7 @@ def _check_indexed(
 def _threads(store: BaseStore, thread: str | None, project: str | None) -> list[Thread]:
     if thread is not None:
         return [store.existing_thread(thread)]
+    check_no_lost_threads(store)  # a thread whose every frame was cut is an error, not a miss
     chosen = []
     for tid in store.threads():
         handle = store.thread(tid)

@@ -13,7 +13,7 @@ from typing import Final
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches.thread_index import ThreadIndex
+from continuity.caches.thread_index import ThreadIndex, check_no_lost_threads
 from continuity.errors import ContinuityError, CorruptFrame
 from continuity.redaction import META_KEY, redaction_count
 from continuity.store.base import BaseStore, Thread
@@ -118,6 +118,7 @@ def store_stats(store: BaseStore) -> StoreStats:
     """Counts and sizes of every thread, artifact and cache of ``store``."""
     frames = messages = checkpoints = log_bytes = 0
     redactions: dict[str, int] = {}
+    check_no_lost_threads(store)  # a thread cut to nothing is an error, not a missing line
     ids = store.threads()
     for tid in ids:
         thread = store.thread(tid)
@@ -192,6 +193,7 @@ def thread_info(thread: Thread) -> ThreadInfo:
 
 def list_threads(store: BaseStore) -> list[ThreadInfo]:
     """Every thread of ``store``, the most recently active last."""
+    check_no_lost_threads(store)
     found = [thread_info(store.thread(tid)) for tid in store.threads()]
     found.sort(key=lambda t: (t.last_active_ms, t.thread_id))
     return found

@@ -217,6 +217,24 @@ def test_verify_notes_a_log_cut_inside_its_first_batch(tmp_store: Store) -> None
     ]
 
 
+def test_a_thread_cut_to_nothing_is_an_error_for_store_wide_reads(tmp_store: Store) -> None:
+    """Cut inside its first batch, a thread has no committed frame and is no thread any more:
+    a store-wide read that left it out would be silently wrong, since its caches say it had
+    frames. Without caches that had seen it (a first batch still being written), it is fine."""
+    from continuity.stats import list_threads, store_stats
+
+    _thread(tmp_store, 10, batch=10)
+    tmp_store.thread("other").append(fr.message("user", "still here"))
+    ThreadIndex(tmp_store.thread("t")).refresh()
+    os.truncate(tmp_store.thread("t").path, 300)
+    for read in (store_stats, list_threads, lambda s: search(s, "still")):
+        with pytest.raises(CorruptFrame, match="committed frames are missing") as caught:
+            read(tmp_store)
+        assert caught.value.thread_id == "t"
+    shutil.rmtree(tmp_store.cache_dir)
+    assert store_stats(tmp_store).threads == 1  # no caches remember it: a write in progress
+
+
 def test_verify_notes_jobs_that_never_ended(tmp_store: Store) -> None:
     t = tmp_store.thread("t")
     t.append(fr.JobSpawned(job_id="j1", kind="compaction"))

@@ -45,6 +45,11 @@ _RUNTIME_MODULES = {
     },
     "continuity.store.base": {
         "MAX_THREAD_ID_LEN",
+        # what a backend with its own search index implements (ADR 0026), not API for users
+        "DocumentsOf",
+        "SearchBackend",
+        "SearchDocument",
+        "SearchWatermark",
         "LogReader",
         "batch_of",
         "check_sealed",

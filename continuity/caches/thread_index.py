@@ -71,6 +71,7 @@ __all__ = [
     "RefreshResult",
     "ThreadIndex",
     "caches_writable",
+    "check_no_lost_threads",
     "rebuild_all",
 ]
 
@@ -891,6 +892,22 @@ class _FileLock:
 
 def _write_cache(path: Path, data: bytes) -> None:
     atomic_write(path, data, durable=False)  # no fsync: a cache is rebuilt, not recovered
+
+
+def check_no_lost_threads(store: BaseStore) -> None:
+    """Raise :class:`CorruptFrame` when a log that holds no committed frame any more was indexed
+    further by its caches: every committed frame of that thread was cut from its log. Such a
+    thread is not in :meth:`BaseStore.threads`, so a store-wide answer (``stats``, ``threads``,
+    a search of every thread) would leave it out without a word; one log's end and manifest
+    per such log, nothing for the others."""
+    if store.cache_dir is None:
+        return
+    live = set(store.threads())
+    for tid in store.stored_thread_ids():
+        if tid not in live:
+            thread = store.thread(tid)
+            if ThreadIndex.available(thread):
+                ThreadIndex(thread).check_length()
 
 
 def rebuild_all(
