@@ -13,7 +13,6 @@ databases.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,7 +39,9 @@ def serve(tmp: Path) -> Iterator[str]:
     if not runtime or not Path(runtime).is_dir() or Path(runtime).stat().st_mode & 0o077:
         # pgserver puts its lock file in the runtime folder, and platformdirs warns unless
         # that is a private folder: give it one (set before pgserver is imported).
-        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="continuity-xdg-")
+        runtime_dir = tmp / "xdg-runtime"  # pytest's temporary folder: cleaned up with it
+        runtime_dir.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime_dir)
     try:
         import pgserver
     except ImportError:
