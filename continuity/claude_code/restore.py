@@ -18,7 +18,6 @@ from continuity.caches.thread_index import CheckpointEntry
 from continuity.context.sources import ThreadSource, open_source
 from continuity.errors import ContinuityError, InvalidQuery
 from continuity.store.base import Thread
-from continuity.summary import SummaryContent
 
 if TYPE_CHECKING:  # search imports numpy: only when a prompt is searched
     from continuity.retrieval import Hit
@@ -31,14 +30,6 @@ _EXTRACT_MESSAGES: Final = 2_000
 _OTHER_HITS: Final = 3
 _CLAUDE_COMPACTION: Final = "claude_code_compact/"  # the ingest's cut_rule_id prefix
 _MAX_RANKED: Final = 384
-_SECTIONS: Final = (
-    ("requests", "The user's own words"),
-    ("open_tasks", "Open tasks"),
-    ("commands", "Commands run and their outcomes"),
-    ("errors", "Errors seen"),
-    ("files", "Files read or changed"),
-    ("decisions", "Decisions"),
-)
 
 
 def _messages_between(
@@ -53,36 +44,13 @@ def _messages_between(
     return [f for f in source.frames(first, to_seq) if isinstance(f, fr.MessageAppended)]
 
 
-def _extract(messages: Sequence[fr.MessageAppended]) -> SummaryContent:
-    from continuity.context.summarize import ExtractiveSummarizer
+def _sections(messages: Sequence[fr.MessageAppended], budget: int, *, guidance: bool) -> str:
+    """The restore's own extraction (not the compaction summarizer's: its output is a contract),
+    packed by value within ``budget``."""
+    from continuity.claude_code._restore_extract import extract
+    from continuity.claude_code._restore_pack import pack, sections
 
-    return ExtractiveSummarizer().summarize(None, messages)
-
-
-def _sections_text(content: SummaryContent, budget: int, keys: Sequence[tuple[str, str]]) -> str:
-    """The chosen sections, newest items first kept when the budget is tight."""
-    out: list[str] = []
-    used = 0
-    for key, heading in keys:
-        items = content.sections.get(key, [])
-        if not items:
-            continue
-        head = f"## {heading}\n"
-        if used + len(head) + 40 > budget:
-            break
-        kept: list[str] = []
-        room = budget - used - len(head)
-        for item in reversed(items):  # newest first: the oldest detail goes when space runs out
-            line = f"- {item}\n"
-            if len(line) > room:
-                continue
-            kept.append(line)
-            room -= len(line)
-        if kept:
-            block = head + "".join(reversed(kept))
-            out.append(block)
-            used += len(block) + 1
-    return "\n".join(out)
+    return pack(sections(extract(messages), guidance=guidance), budget)
 
 
 def _checkpoints(source: ThreadSource) -> list[CheckpointEntry]:
@@ -112,7 +80,7 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
         "Exact details from before the compaction, which the summary above may have lost. "
         f"Everything is archived: `continuity log {thread_id}` shows it all.\n\n"
     )
-    extract = _sections_text(_extract(messages), (max_chars - len(header)) * 3 // 5, _SECTIONS)
+    extract = _sections(messages, max_chars - len(header), guidance=False)
     room = max_chars - len(header) - len(extract) - 2
     recent = ""
     if room > 200 and messages:
@@ -138,16 +106,12 @@ def preservation_guidance(thread: Thread) -> str:
         return ""
     cps = _checkpoints(source)
     after = cps[-1].to_seq if cps else -1
-    content = _extract(_messages_between(source, after, head))
     intro = (
         "When summarizing, keep these exactly (continuity archives the full session; "
         "details dropped here can be restored):\n"
     )
-    body = _sections_text(
-        content,
-        GUIDANCE_MAX_CHARS - len(intro),
-        (("files", "Files touched"), ("open_tasks", "Open tasks"), ("decisions", "Decisions")),
-    )
+    messages = _messages_between(source, after, head)
+    body = _sections(messages, GUIDANCE_MAX_CHARS - len(intro), guidance=True)
     return (intro + body)[:GUIDANCE_MAX_CHARS] if body else ""
 
 
