@@ -45,6 +45,34 @@ def _hook_command_line(args: list[str]) -> tuple[list[str], str | None] | None:
     return rest, store
 
 
+def _run_hook(args: list[str], store: str | None) -> int:
+    """Run a hook with the garbage collector kept off the start-up and the exit: about 6 ms
+    of a 20 ms hook process on a 2-core machine.
+
+    Start-up makes tens of thousands of objects that live as long as the process (modules,
+    classes, functions): collections during the imports only traverse them again, so the
+    collector is off until the modules every hook needs are in, then those are frozen
+    (``gc.freeze``: later collections skip them) and it runs as usual during the hook's work.
+    Freezing again at the end leaves the interpreter's last collection at exit nothing to
+    traverse. Nothing else changes: the exit is the usual ``SystemExit``, buffers flushed and
+    ``atexit`` handlers run.
+    """
+    import gc
+
+    gc.disable()
+    try:
+        _without_typing_extensions()
+        from continuity.claude_code import ingest as _ingest  # noqa: F401  (every hook ingests)
+        from continuity.claude_code.hooks import main as hook_main
+        from continuity.paths import resolve_store_location  # imported by the hooks anyway
+    finally:
+        gc.freeze()
+        gc.enable()
+    code = hook_main(args, store=resolve_store_location(store) if store else None)
+    gc.freeze()
+    return code
+
+
 def main() -> None:
     # numpy's OpenBLAS starts a thread per core when it loads (60 ms of a 2-core machine's
     # start-up); the CLI's few small products never use them. A user's setting wins.
@@ -52,12 +80,8 @@ def main() -> None:
     # The hook path is latency-critical: dispatch it before typer, rich or numpy are imported.
     hook = _hook_command_line(sys.argv[1:])
     if hook is not None:
-        _without_typing_extensions()
-        from continuity.claude_code.hooks import main as hook_main
-        from continuity.paths import resolve_store_location  # imported by the hooks anyway
-
         args, store = hook
-        sys.exit(hook_main(args, store=resolve_store_location(store) if store else None))
+        sys.exit(_run_hook(args, store))
     if "search" in sys.argv[1:4]:
         # Latency-critical too: a plain search runs before typer is imported (60-70 ms).
         blocked = _without_typing_extensions()
