@@ -31,9 +31,12 @@ from continuity.errors import InvalidSettings
 __all__ = [
     "BACKUP_SUFFIX",
     "HOOKS",
+    "HOOK_PACKAGES",
+    "BytecodeReport",
     "InstallPlan",
     "apply_plan",
     "backup_path",
+    "compile_bytecode",
     "hook_command",
     "plan_install",
     "plan_uninstall",
@@ -334,3 +337,88 @@ def apply_plan(plan: InstallPlan) -> Path | None:
         plan.backup.unlink(missing_ok=True)
         fsync_dir(plan.backup.parent)
     return written
+
+
+HOOK_PACKAGES: Final = ("continuity", "msgspec", "blake3")
+"""The packages a hook process imports from (the standard library ships compiled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BytecodeReport:
+    """What :func:`compile_bytecode` did for one package folder."""
+
+    package: str
+    folder: Path
+    sources: int
+    """Its ``.py`` files."""
+    compiled: int
+    """How many of them it compiled now (the others were current or could not be written)."""
+    missing: int
+    """How many still have no current bytecode (the folder is not writable)."""
+
+    def line(self) -> str:
+        where = f"{self.package} ({self.folder})"
+        if not self.missing:
+            return (
+                f"bytecode: {self.sources} modules of {where} compiled "
+                f"({self.compiled} now, {self.sources - self.compiled} were current)"
+            )
+        return (
+            f"bytecode: {self.missing} of {self.sources} modules of {where} could not be "
+            "compiled (the folder is not writable): a hook compiles them again each time it "
+            "starts. Make the folder writable and install again, or set PYTHONPYCACHEPREFIX "
+            "to a writable folder both here and where Claude Code runs hooks, and install again"
+        )
+
+
+def _current(source: Path) -> bool:
+    """Whether the bytecode Python would load for ``source`` is there and matches it (the
+    timestamp-based check the import system makes)."""
+    import importlib.util
+
+    try:
+        with open(importlib.util.cache_from_source(str(source)), "rb") as f:
+            head = f.read(16)
+        st = source.stat()
+    except (OSError, ValueError):
+        return False
+    return (
+        len(head) == 16
+        and head[:4] == importlib.util.MAGIC_NUMBER
+        and int.from_bytes(head[4:8], "little") == 0  # timestamp-based
+        and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+        and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF
+    )
+
+
+def compile_bytecode(packages: tuple[str, ...] = HOOK_PACKAGES) -> list[BytecodeReport]:
+    """Compile the bytecode of ``packages`` where this interpreter will look for it
+    (``__pycache__`` beside the sources, or under ``PYTHONPYCACHEPREFIX``), so that a hook
+    process does not compile them on every start when Python may not write ``.pyc`` files
+    itself (``PYTHONDONTWRITEBYTECODE``, a read-only install). Only stale or missing files
+    are written; a package that is not installed, or is not a folder of sources, is skipped."""
+    import compileall
+    import importlib.util
+
+    reports: list[BytecodeReport] = []
+    for name in packages:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for location in spec.submodule_search_locations:
+            folder = Path(location)
+            sources = sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+            if not sources:
+                continue
+            stale = [p for p in sources if not _current(p)]
+            for source in stale:
+                with contextlib.suppress(OSError):
+                    compileall.compile_file(source, quiet=2, force=True)  # it is stale
+            missing = sum(1 for p in stale if not _current(p))
+            reports.append(
+                BytecodeReport(name, folder, len(sources), len(stale) - missing, missing)
+            )
+    return reports

@@ -70,12 +70,17 @@ def install(
         backup = apply_plan(plan)
     if not plan.changed:
         typer.echo(f"{path}: already installed, nothing changed")
-        return
-    typer.echo(f"installed continuity hooks in {path}")
-    if backup is not None:
-        typer.echo(f"previous settings saved to {backup}")
-    elif plan.backup.is_file() and not plan.backup.is_symlink():
-        typer.echo(f"the settings from before the first install stay in {plan.backup}")
+    else:
+        typer.echo(f"installed continuity hooks in {path}")
+        if backup is not None:
+            typer.echo(f"previous settings saved to {backup}")
+        elif plan.backup.is_file() and not plan.backup.is_symlink():
+            typer.echo(f"the settings from before the first install stay in {plan.backup}")
+    # Every install, changed or not: the package may have been upgraded since the last one.
+    from continuity.claude_code.install import compile_bytecode
+
+    for report in compile_bytecode():
+        typer.echo(report.line())
 
 
 def uninstall(
