@@ -100,3 +100,20 @@ def test_the_tool_on_every_fixture_session_with_a_compaction() -> None:
         assert 0 <= report["guidance_chars"] <= 2_000
         if report["sizes"]["edited"]:  # a session with work: something was restored
             assert report["restore_chars"] > 1_000
+
+
+# issue 14's targets: the restore alone, and with Claude's summary
+TARGETS = {"edited": 0.95, "read": 0.90, "commands": 0.60, "prompts": 0.90}
+WITH_SUMMARY = {"edited": 1.0, "read": 1.0}
+
+
+def test_the_restore_meets_the_issue_targets_on_the_fixtures() -> None:
+    for path in fixture_transcripts(shared_fixture("claude-code")):
+        report = measure(path)
+        assert report is not None
+        for kind, floor in TARGETS.items():
+            value = report["coverage"]["restore"][kind]
+            assert value is None or value >= floor, (path.name, kind, value)
+        for kind, floor in WITH_SUMMARY.items():
+            value = report["coverage"]["both"][kind]
+            assert value is None or value >= floor, (path.name, kind, value)

@@ -199,6 +199,8 @@ def _tool_result(
     failed_at: dict[str, int],
 ) -> None:
     output = block.content if block.artifact_id is None else block.preview
+    if not output and block.parts:
+        output = "\n".join(p.text for p in block.parts if isinstance(p, fr.TextBlock))
     command = call.command
     failed = block.is_error or (command is not None and looks_failed(output))
     if command is not None:

@@ -20,6 +20,7 @@ __all__ = ["Section", "command_items", "group_paths", "pack", "sections"]
 _SHORTEN: Final = (None, 160, 100, 60)  # item lengths tried before dropping items
 _MIN_SECTION: Final = 60
 _RECENT_PROMPTS_OPEN: Final = 3
+_GROUP_SCALE: Final = 4  # a folder's group may be this many times an item's shortened length
 _RESTORE_CEILINGS: Final = {
     "edited": 0.6,
     "commands": 0.4,
@@ -83,9 +84,10 @@ def common_root(paths: Iterable[str]) -> str:
     return "/".join(root) + "/"
 
 
-def group_paths(paths: Sequence[str], root: str) -> list[str]:
+def group_paths(paths: Sequence[str], root: str, limit: int | None = None) -> list[str]:
     """``dir/: a.py, b.py`` per folder (relative to ``root``), a lone file as its path; groups
-    ordered by their newest file (``paths`` oldest first), so the newest group comes last."""
+    ordered by their newest file (``paths`` oldest first), so the newest group comes last.
+    ``limit`` (times ``_GROUP_SCALE`` for a group) keeps a long group's newest names."""
     groups: dict[str, list[str]] = {}
     for path in paths:
         rel = path[len(root) :] if root and path.startswith(root) else path
@@ -97,11 +99,21 @@ def group_paths(paths: Sequence[str], root: str) -> list[str]:
     items = []
     for folder, names in groups.items():
         if len(names) == 1:
-            items.append(folder + names[0])
-        elif folder:
-            items.append(f"{folder}: {', '.join(names)}")
-        else:
-            items.append(", ".join(names))
+            item = folder + names[0]
+            items.append(item if limit is None else _short(item, limit))
+            continue
+        head = f"{folder}: " if folder else ""
+        item = head + ", ".join(names)
+        if limit is not None and len(item) > limit * _GROUP_SCALE:
+            kept: list[str] = []
+            room = limit * _GROUP_SCALE - len(head) - 12
+            for name in reversed(names):
+                if len(name) + 2 > room and kept:
+                    break
+                kept.append(name)
+                room -= len(name) + 2
+            item = f"{head}(+{len(names) - len(kept)} more), " + ", ".join(reversed(kept))
+        items.append(item)
     return items
 
 
@@ -147,14 +159,24 @@ def sections(ex: Extract, *, guidance: bool = False) -> list[Section]:
     # them) and more room for open tasks, which its summary must carry on
     c = _GUIDANCE_CEILINGS if guidance else _RESTORE_CEILINGS
     out = [
-        Section("Files changed", group_paths(list(ex.edited), root), c["edited"], lead),
+        Section(
+            "Files changed",
+            lambda limit: group_paths(list(ex.edited), root, limit),
+            c["edited"],
+            lead,
+        ),
         Section(
             "Commands run (×runs → last outcome)",
             lambda limit: command_items(ex.commands.values(), limit),
             c["commands"],
         ),
         Section("Errors and what fixed them", error_items(ex), c["errors"]),
-        Section("Files read", group_paths(read, root), c["read"], "" if ex.edited else lead),
+        Section(
+            "Files read",
+            lambda limit: group_paths(read, root, limit),
+            c["read"],
+            "" if ex.edited else lead,
+        ),
     ]
     if not guidance:
         out.append(Section("The user's own words", [t for _, t in ex.prompts], c["prompts"]))

@@ -28,6 +28,7 @@ RESTORE_MAX_CHARS: Final = 9_500
 GUIDANCE_MAX_CHARS: Final = 2_000
 _EXTRACT_MESSAGES: Final = 2_000
 _OTHER_HITS: Final = 3
+_RECENT_MESSAGES: Final = 40  # as many as the room left allows: to_text keeps the newest
 _CLAUDE_COMPACTION: Final = "claude_code_compact/"  # the ingest's cut_rule_id prefix
 _MAX_RANKED: Final = 384
 
@@ -87,7 +88,7 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
         # The default budget, as for any compile: a message too large for it (a pasted log of
         # megabytes) is elided in the bundle, not carried whole into a bundle and its artifact.
         limits = fr.Limits(
-            recent_messages=8,
+            recent_messages=_RECENT_MESSAGES,
             max_summary_refs=0,
             budget_tokens=DEFAULT_BUDGET_TOKENS,
             keep_tool_outputs=2,
