@@ -48,10 +48,10 @@ _META_KEYS: Final = ("is_meta", "isMeta", "isCompactSummary")
 
 # --- error lines ------------------------------------------------------------------------------
 
-_VERDICT: Final = re.compile(r"^\s*(?:FAILED|ERROR)\b|^\s*\d+\) test\b")  # pytest, ExUnit
+_VERDICT: Final = re.compile(r"^[ \t]*(?:FAILED|ERROR)\b|^[ \t]*\d+\) test\b")  # pytest, ExUnit
+# literal starts (no ``\b\w*`` before them): this is searched in every command's output
 _ERROR_MESSAGE: Final = re.compile(
-    r"\b[A-Z]\w*(?:Error|Exception)\b(?::|$)|\b(?:error|fatal|panic)(?:\[\w+\])?:|^\*\* \("
-    r"|\bError:|\bERROR:"
+    r"(?:Error|Exception)(?::|$)|(?:error|fatal|panic)(?:\[\w+\])?:|^\*\* \(|ERROR:"
 )
 _FAILURE_WORD: Final = re.compile(
     r"(?i)\bfail(?:ed|ure|ures|s)?\b|\berrors?\b|\bnot found\b|\bno such\b|\bdenied\b"
@@ -60,6 +60,22 @@ _FAILURE_WORD: Final = re.compile(
 _MARKER: Final = re.compile(
     r"^\s*(?:Traceback \(most recent call last\):?|[Ee]xit code -?\d+|EXIT CODE -?\d+)\s*$"
 )
+_FAILED_ANYWHERE: Final = re.compile(
+    "|".join(f"(?:{p.pattern})" for p in (_VERDICT, _ERROR_MESSAGE, _MARKER)), re.M
+)
+_FAILED_NEEDLES: Final = (
+    "FAILED",
+    "ERROR",
+    ") test",
+    "rror",
+    "xception",
+    "fatal",
+    "panic",
+    "** (",
+    "Traceback",
+    "xit code",
+    "XIT CODE",
+)  # fmt: skip  (every match of _FAILED_ANYWHERE holds one)
 _WARNING: Final = re.compile(r"(?i)^\W*warning\b")
 _BOX: Final = re.compile(r"^[\W_]*$")  # rules, box drawing, bare punctuation
 _OK_DETAIL: Final = re.compile(
@@ -274,10 +290,11 @@ def prompt_text(text: str) -> str:
 def looks_failed(output: str) -> bool:
     """Whether a command's output (not flagged as an error) still reports a failure."""
     head = output[:_SCAN_CHARS]
-    for line in head.splitlines()[:_ERROR_SCAN_LINES]:
-        if _WARNING.match(line):
-            continue
-        if _VERDICT.search(line) or _ERROR_MESSAGE.search(line) or _MARKER.match(line):
+    if not any(needle in head for needle in _FAILED_NEEDLES):  # ``in`` is far faster than re
+        return False
+    for match in _FAILED_ANYWHERE.finditer(head):
+        start = head.rfind("\n", 0, match.start()) + 1
+        if not _WARNING.match(head, start):
             return True
     return False
 
