@@ -359,9 +359,10 @@ class BytecodeReport:
     def line(self) -> str:
         where = f"{self.package} ({self.folder})"
         if not self.missing:
+            noun = "module" if self.sources == 1 else "modules"
             return (
-                f"bytecode: {self.sources} modules of {where} compiled "
-                f"({self.compiled} now, {self.sources - self.compiled} were current)"
+                f"bytecode: {self.sources} {noun} of {where} compiled "
+                f"({self.compiled} now, {self.sources - self.compiled} current already)"
             )
         return (
             f"bytecode: {self.missing} of {self.sources} modules of {where} could not be "
