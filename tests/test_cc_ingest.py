@@ -982,3 +982,97 @@ def test_an_unfinished_last_line_is_scanned_once(tmp_path: Path) -> None:
     assert report.messages == 1
     cursor = _load_cursor(_cursor_path(store, path))
     assert cursor is not None and (cursor.offset, cursor.scanned) == (len(done) + len(big),) * 2
+
+
+# --- a compaction whose summary has no earlier message in its thread ----------------------------
+
+
+def _boundary(uuid: str, second: int, **fields: Any) -> bytes:
+    meta = {"trigger": "auto", "preTokens": 150000}
+    return _line("system", uuid, second, subtype="compact_boundary", compactMetadata=meta, **fields)
+
+
+def _summary(uuid: str, second: int, text: str, **fields: Any) -> bytes:
+    return _prompt(uuid, second, text, isCompactSummary=True, **fields)
+
+
+def _claude_checkpoints(store: Store, tid: str) -> list[fr.CompactionCheckpointCreated]:
+    return [f for f in frames(store, tid) if isinstance(f, fr.CompactionCheckpointCreated)]
+
+
+def test_a_resumed_session_starting_with_the_summary_still_gets_a_checkpoint(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        _boundary("b1", 1),
+        _summary("s1", 2, "This session is being continued from a previous conversation. Done: X."),
+        _prompt("u1", 3, "go on"),
+        _reply("a1", 4, "m1", {"type": "text", "text": "going on"}),
+    ]
+    path = tmp_path / "syn.jsonl"
+    path.write_bytes(b"".join(lines))
+    want = one_shot(path, tmp_path / "one-shot")
+    tid = session_thread_id("syn")
+    (cp,) = _claude_checkpoints(want, tid)
+    # nothing of this thread is covered: the checkpoint ends at the frame before it
+    assert (cp.seq, cp.from_seq, cp.to_seq) == (1, 0, 0)
+    assert cp.cut_rule_id == "claude_code_compact/auto" and cp.checkpoint_id == "cc-s1"
+    doc = decode_summary(want.artifacts.get(cp.summary_artifact_id))
+    assert doc.text.endswith("Done: X.") and doc.to_seq == 0
+    assert [m.message_id for m in messages(want, tid)] == ["u1", "m1"]
+    result = compile_context(want, tid, log=False)
+    assert result.decision.checkpoint is not None
+    assert result.decision.checkpoint.checkpoint_id == "cc-s1"
+    assert [m.message_id for m in result.bundle.messages] == ["u1", "m1"]
+    # fed line by line (the boundary held back until its summary comes) it is the same log
+    store = new_store(tmp_path / "fed")
+    _feed(path, store, lines)
+    assert_same_logs(store, want)
+    # a second such compaction ends after the first checkpoint; re-reading adds nothing
+    with path.open("ab") as f:
+        f.write(_boundary("b2", 5) + _summary("s2", 6, "Continued again."))
+    ingest_transcript(want, path, final=True)
+    first, second = _claude_checkpoints(want, tid)
+    assert second.to_seq == second.seq - 1 and second.to_seq > first.to_seq
+    shutil.rmtree(want.cache_dir)
+    assert ingest_transcript(want, path, final=True).checkpoints == 0
+
+
+def test_a_summary_after_only_sidechain_lines_still_gets_a_checkpoint(tmp_path: Path) -> None:
+    side = {"isSidechain": True}
+    lines = [
+        _prompt("u1", 1, "side task", **side),
+        _reply("a1", 2, "m1", {"type": "text", "text": "side done"}, **side),
+        _boundary("b1", 3),
+        _summary("s1", 4, "Summary of the side task."),
+        _prompt("u2", 5, "next"),
+    ]
+    path = tmp_path / "syn.jsonl"
+    path.write_bytes(b"".join(lines))
+    store = one_shot(path, tmp_path / "store")
+    (cp,) = _claude_checkpoints(store, session_thread_id("syn"))
+    assert (cp.seq, cp.to_seq) == (1, 0)
+    assert _claude_checkpoints(store, agent_thread_id("syn", "sidechain")) == []
+
+
+def test_the_small_fixture_cut_at_its_boundary_gets_a_checkpoint_in_either_chain(
+    tmp_path: Path,
+) -> None:
+    # agent-sessions/small.jsonl: everything before its boundary is on a sidechain, and so is
+    # its summary. Read from the boundary on (a resumed file), and with the summary moved to
+    # the main chain (whose thread then has no message before it), it is still a checkpoint.
+    objs = objs_of(fixture("agent-sessions/small.jsonl"))
+    at = next(i for i, o in enumerate(objs) if o.get("subtype") == "compact_boundary")
+    summary = next(o for o in objs if o.get("isCompactSummary"))
+    for name, flag, tid in (
+        ("side", True, agent_thread_id("small", "sidechain")),
+        ("main", False, session_thread_id("small")),
+    ):
+        path = tmp_path / name / "small.jsonl"
+        path.parent.mkdir()
+        rest = [dict(o, isSidechain=flag) if o is summary else o for o in objs[at:]]
+        path.write_text("".join(json.dumps(o) + "\n" for o in rest))
+        store = one_shot(path, tmp_path / f"store-{name}")
+        (cp,) = _claude_checkpoints(store, tid)
+        assert cp.checkpoint_id == f"cc-{summary['uuid']}" and cp.to_seq == cp.seq - 1
+        assert not any(isinstance(f, fr.MessageAppended) for f in frames(store, tid)[: cp.seq])

@@ -671,7 +671,16 @@ def _append_batch(
             tail = thread.tail(1, types=["message_appended"])
             to_seq = tail[0].seq if tail else None
         if to_seq is None:
-            continue  # a summary of nothing we hold: keep the text only as Claude's
+            # Claude summarized messages this thread does not hold: a resumed session whose
+            # file starts with the boundary and the summary, or a chain whose earlier lines
+            # were all on a sidechain. It is still a compaction — compile must start from
+            # Claude's summary and the restore must bound its stretch by it — so the
+            # checkpoint covers up to the frame before the summary (the thread_created, or an
+            # earlier such checkpoint, whose summary this one's includes): it claims no message.
+            head_frame = thread.head()
+            to_seq = head_frame.seq if head_frame is not None else None
+        if to_seq is None:
+            continue  # unreachable: the thread's first batch begins with its thread_created
         segment.append(_claude_checkpoint(job, batch.thread_id, item, to_seq))
         flush()
         job.report.checkpoints += 1
