@@ -249,6 +249,50 @@ def test_pre_compact_archives_everything_and_prints_guidance(
     assert "- `make lint` → failed: E501 line too long (120 > 100)" in out.stdout
 
 
+def test_final_hooks_ingest_the_flat_agent_files_of_their_session(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    """Claude Code 2.0.x writes subagents as flat ``agent-<id>.jsonl`` files beside the
+    session's: pre-compact and session-end ingest those of this session (by the ``sessionId``
+    in their lines), as bulk ingest does, and leave other sessions' files alone."""
+    from continuity.claude_code.ingest import agent_thread_id
+
+    project = transcript.path.parent
+    other_session = "99999999-2222-4333-8444-555555555555"
+    agents: dict[str, Transcript] = {}
+    for agent_id, session in (("a1", SESSION), ("b2", SESSION), ("c3", other_session)):
+        agent = Transcript(project / f"agent-{agent_id}.jsonl", session=session)
+        agent.tool("Edit", {"file_path": f"/work/demo/{agent_id}.py"}, "updated")
+        for line in agent.pending:
+            line.update(isSidechain=True, agentId=agent_id)
+        agent.flush()
+        agents[agent_id] = agent
+    work(transcript, ["/work/demo/app.py"], ["pytest -q"])
+    transcript.flush()
+    mine = [agent_thread_id(SESSION, a) for a in ("a1", "b2")]
+    theirs = agent_thread_id(other_session, "c3")
+
+    run_hook(tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit"))
+    assert not any(tmp_store.thread(t).exists() for t in [*mine, theirs])  # not on every prompt
+    run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
+    for tid in mine:
+        created = next(iter(tmp_store.thread(tid).read()))
+        assert isinstance(created, fr.ThreadCreated)
+        assert created.parent_thread_id == transcript.thread_id
+        assert len(messages(tmp_store, tid)) == 2  # the response and its tool result
+    assert not tmp_store.thread(theirs).exists()
+
+    # what a subagent adds later is archived by the next final hook, once
+    agents["a1"].tool("Bash", {"command": "make"}, "ok")
+    for line in agents["a1"].pending:
+        line.update(isSidechain=True, agentId="a1")
+    agents["a1"].flush()
+    run_hook(tmp_store, "session-end", transcript.payload("SessionEnd", reason="exit"))
+    run_hook(tmp_store, "session-end", transcript.payload("SessionEnd", reason="exit"))
+    assert len(messages(tmp_store, mine[0])) == 4
+    assert not tmp_store.thread(theirs).exists()
+
+
 def test_pre_compact_guidance_stays_within_its_limit(
     tmp_store: Store, transcript: Transcript
 ) -> None:

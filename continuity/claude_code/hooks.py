@@ -133,15 +133,49 @@ def _ingest(store: BaseStore, transcript: Path, *, final: bool, notes: list[str]
     ``notes``."""
     from continuity.claude_code.ingest import session_thread_id, transcript_kind
 
+    session, _agent = transcript_kind(transcript)
     if transcript.is_file():
         _ingest_file(store, transcript, final=final, notes=notes)
         if final:
+            # Subagents, as bulk ingest finds them: 2.1.x writes <session>/subagents/agent-*,
+            # 2.0.x flat agent-* files beside the session's (those of this session only).
             sub = transcript.with_suffix("") / "subagents"
             if sub.is_dir():
                 for agent in sorted(sub.glob("agent-*.jsonl")):
                     _ingest_file(store, agent, final=True, notes=notes)
-    session, _agent = transcript_kind(transcript)
+            if session:
+                for agent in sorted(transcript.parent.glob("agent-*.jsonl")):
+                    if agent != transcript and _flat_agent_session(agent) == session:
+                        _ingest_file(store, agent, final=True, notes=notes)
     return store.thread(session_thread_id(session))
+
+
+_SNIFF_BYTES: Final = 1 << 16
+
+
+def _flat_agent_session(path: Path) -> str:
+    """The session a flat ``agent-<id>.jsonl`` belongs to, as ingest reads it: the
+    ``sessionId`` of its first conversation line (only its first 64 KiB are read; "" when none
+    is there or the file cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError:
+        return ""
+    for raw in head.split(b"\n"):
+        if b"sessionId" not in raw:
+            continue
+        try:
+            obj = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(obj, dict) and (
+            obj.get("type") in ("user", "assistant") or obj.get("subtype") == "compact_boundary"
+        ):
+            sid = obj.get("sessionId")
+            if isinstance(sid, str) and sid:
+                return sid
+    return ""
 
 
 def _ingest_file(store: BaseStore, path: Path, *, final: bool, notes: list[str]) -> None:
