@@ -207,3 +207,32 @@ def test_a_huge_session_fills_the_budget_by_value_and_never_over_it(tmp_path: Pa
     assert RESTORE_MAX_CHARS - 1_000 < len(text) <= RESTORE_MAX_CHARS
     assert "component_119.py" in text and "`pytest -k case_119` → ok (3 passed)" in text
     assert text.index("## Files changed") < text.index("## Commands run")
+
+
+def test_after_several_compactions_the_restore_gives_back_only_the_latest_stretch(
+    tmp_path: Path,
+) -> None:
+    """Claude's context after its third compaction holds its summary of everything: what the
+    third compaction dropped is the stretch since the second, and only that is restored (the
+    earlier stretches were restored after their own compactions)."""
+    t = Transcript(tmp_path / "projects" / "p" / "s.jsonl")
+    store = Store(tmp_path / "store", create=True, durable=False)
+    stretches = ("alpha", "beta", "gamma")
+    for n, name in enumerate(stretches):
+        work(t, [f"/work/demo/{name}/{name}_{i}.py" for i in range(3)], [f"pytest -k {name}"])
+        t.flush()
+        run_hook(store, "pre-compact", t.payload("PreCompact", trigger="auto"))
+        t.compaction(f"Compaction number {n + 1}.")
+        t.flush()
+        out = run_hook(store, "session-start", t.payload("SessionStart", source="compact"))
+        text = context_of(out.stdout, "SessionStart")
+        assert len(text) <= RESTORE_MAX_CHARS
+        for other in stretches:
+            named = [f"{other}_{i}.py" in text for i in range(3)]
+            named.append(f"`pytest -k {other}` → ok (3 passed)" in text)
+            named.append(f"Please fix the bug in /work/demo/{other}/{other}_0.py" in text)
+            assert all(named) if other == name else not any(named), (name, other, named)
+    cps = list(store.thread("cc-s").read(types=["compaction_checkpoint_created"]))
+    assert [c.cut_rule_id for c in cps if isinstance(c, fr.CompactionCheckpointCreated)] == [
+        "claude_code_compact/auto"
+    ] * 3

@@ -87,8 +87,10 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
     if room > 200 and messages:
         # The default budget, as for any compile: a message too large for it (a pasted log of
         # megabytes) is elided in the bundle, not carried whole into a bundle and its artifact.
+        # Only the stretch's own turns: those before the previous compaction were given back
+        # after it, and Claude's latest summary covers them.
         limits = fr.Limits(
-            recent_messages=_RECENT_MESSAGES,
+            recent_messages=min(_RECENT_MESSAGES, len(messages)),
             max_summary_refs=0,
             budget_tokens=DEFAULT_BUDGET_TOKENS,
             keep_tool_outputs=2,
