@@ -236,3 +236,58 @@ def test_after_several_compactions_the_restore_gives_back_only_the_latest_stretc
     assert [c.cut_rule_id for c in cps if isinstance(c, fr.CompactionCheckpointCreated)] == [
         "claude_code_compact/auto"
     ] * 3
+
+
+def test_the_restore_names_what_subagents_changed_in_the_stretch(tmp_path: Path) -> None:
+    t = Transcript(tmp_path / "projects" / "p" / "s.jsonl")
+    agent = Transcript(t.path.with_suffix("") / "subagents" / "agent-x1.jsonl", session="s")
+    agent.prompt("Build the helper")
+    agent.tool("Write", {"file_path": "/work/demo/sub/helper.py", "content": "x"}, "created")
+    agent.tool("Edit", {"file_path": "/work/demo/app.py"}, "updated")  # the session's too
+    agent.tool("Bash", {"command": "npm run build"}, "built")
+    for line in agent.pending:
+        line.update(isSidechain=True, agentId="x1")
+    agent.flush()  # its lines are timed before the session's compaction
+    store = Store(tmp_path / "store", create=True, durable=False)
+    work(t, ["/work/demo/app.py"], ["pytest -q"])
+    t.flush()
+    run_hook(store, "pre-compact", t.payload("PreCompact", trigger="auto"))
+    t.compaction("First.")
+    t.flush()
+    out = run_hook(store, "session-start", t.payload("SessionStart", source="compact"))
+    text = context_of(out.stdout, "SessionStart")
+    assert len(text) <= RESTORE_MAX_CHARS
+    # under the session's common root, named in its "Files changed" section
+    assert "## Files changed by subagents\n- sub/helper.py\n\n" in text
+    assert "## Commands run by subagents\n- `npm run build` → ok\n" in text
+    order = [
+        "## Files changed\n",
+        "## Files changed by subagents",
+        "## Commands run (",
+        "## Commands run by",
+    ]
+    assert [text.index(h) for h in order] == sorted(text.index(h) for h in order)
+    # app.py, which the session changed too, is named as the session's change only
+    assert "## Files changed\n(paths under /work/demo/)\n- app.py\n\n## Files changed by" in text
+    # the next stretch: the subagent's work was before the compaction that ends it
+    work(t, ["/work/demo/later.py"], ["pytest -k later"])
+    t.flush()
+    run_hook(store, "pre-compact", t.payload("PreCompact", trigger="auto"))
+    t.compaction("Second.")
+    t.flush()
+    out = run_hook(store, "session-start", t.payload("SessionStart", source="compact"))
+    text = context_of(out.stdout, "SessionStart")
+    assert "later.py" in text and "helper.py" not in text and "by subagents" not in text
+
+
+def test_a_budget_too_small_for_the_subagents_sections_keeps_the_sessions_own() -> None:
+    s, a = Session(), Session()
+    for i in range(60):
+        s.edit(f"/repo/src/main_{i:02d}.py")
+        a.edit(f"/repo/agent/{'deep/' * 6}sub_{i:02d}.py")
+        a.run(f"make target_{i:02d} " + "--flag " * 10)
+    text = pack(sections(extract(s.messages), agents=extract(a.messages)), 3_000)
+    assert len(text) <= 3_000
+    assert "main_59.py" in text and "sub_59.py" in text and "make target_59" in text
+    head, _, rest = text.partition("## Files changed by subagents")
+    assert "## Files changed\n" in head and rest

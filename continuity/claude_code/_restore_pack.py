@@ -23,7 +23,9 @@ _RECENT_PROMPTS_OPEN: Final = 3
 _GROUP_SCALE: Final = 4  # a folder's group may be this many times an item's shortened length
 _RESTORE_CEILINGS: Final = {
     "edited": 0.6,
+    "agent_edited": 0.12,
     "commands": 0.4,
+    "agent_commands": 0.08,
     "errors": 0.12,
     "read": 0.15,
     "prompts": 0.15,
@@ -147,8 +149,13 @@ def error_items(ex: Extract) -> list[str]:
     return items + ex.errors
 
 
-def sections(ex: Extract, *, guidance: bool = False) -> list[Section]:
-    """The sections in the order of their value (``guidance``: the ones pre-compact names)."""
+def sections(
+    ex: Extract, *, guidance: bool = False, agents: Extract | None = None
+) -> list[Section]:
+    """The sections in the order of their value (``guidance``: the ones pre-compact names).
+    ``agents``: what the session's subagents did in the same stretch (the restore only): the
+    files they changed (those the session did not change itself) and their commands, each
+    after the session's own."""
     root = common_root([*ex.edited, *ex.read])
     lead = f"(paths under {root})" if root else ""
     read = [p for p in ex.read if p not in ex.edited]
@@ -165,11 +172,34 @@ def sections(ex: Extract, *, guidance: bool = False) -> list[Section]:
             c["edited"],
             lead,
         ),
+    ]
+    with_agents = agents is not None and not guidance
+    by_agents = [p for p in agents.edited if p not in ex.edited] if agents else []
+    agent_commands = list(agents.commands.values()) if agents else []
+    if with_agents:
+        out.append(
+            Section(
+                "Files changed by subagents",
+                lambda limit: group_paths(by_agents, root, limit),
+                c["agent_edited"],
+            )
+        )
+    out.append(
         Section(
             "Commands run (×runs → last outcome)",
             lambda limit: command_items(ex.commands.values(), limit),
             c["commands"],
-        ),
+        )
+    )
+    if with_agents:
+        out.append(
+            Section(
+                "Commands run by subagents",
+                lambda limit: command_items(agent_commands, limit),
+                c["agent_commands"],
+            )
+        )
+    out += [
         Section("Errors and what fixed them", error_items(ex), c["errors"]),
         Section(
             "Files read",

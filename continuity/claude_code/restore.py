@@ -45,13 +45,51 @@ def _messages_between(
     return [f for f in source.frames(first, to_seq) if isinstance(f, fr.MessageAppended)]
 
 
-def _sections(messages: Sequence[fr.MessageAppended], budget: int, *, guidance: bool) -> str:
+def _sections(
+    messages: Sequence[fr.MessageAppended],
+    budget: int,
+    *,
+    guidance: bool,
+    agents: Sequence[fr.MessageAppended] = (),
+) -> str:
     """The restore's own extraction (not the compaction summarizer's: its output is a contract),
-    packed by value within ``budget``."""
+    packed by value within ``budget``; ``agents``: the subagents' messages of the same stretch."""
     from continuity.claude_code._restore_extract import extract
     from continuity.claude_code._restore_pack import pack, sections
 
-    return pack(sections(extract(messages), guidance=guidance), budget)
+    by_agents = extract(agents) if agents else None
+    return pack(sections(extract(messages), guidance=guidance, agents=by_agents), budget)
+
+
+def _ts_of(source: ThreadSource, seq: int) -> int | None:
+    frame = next(iter(source.frames(seq, seq)), None)
+    return frame.ts_ms if frame is not None else None
+
+
+def _subagent_messages(
+    thread: Thread, after_ms: int | None, upto_ms: int | None
+) -> list[fr.MessageAppended]:
+    """The messages of the session's subagent threads (``<thread>.agent-*``, whose parent it
+    is) timed in ``(after_ms, upto_ms]`` (None: unbounded): what they did in the stretch the
+    compaction dropped. Each thread's messages stay together, so a call meets its result."""
+    prefix = thread.id + ".agent-"
+    store = thread.store
+    found: list[fr.MessageAppended] = []
+    for tid in store.threads():
+        if not tid.startswith(prefix):
+            continue
+        frames = iter(store.thread(tid).read(types=["thread_created", "message_appended"]))
+        created = next(frames, None)
+        if not isinstance(created, fr.ThreadCreated) or created.parent_thread_id != thread.id:
+            continue
+        found.extend(
+            f
+            for f in frames
+            if isinstance(f, fr.MessageAppended)
+            and (after_ms is None or f.ts_ms > after_ms)
+            and (upto_ms is None or f.ts_ms <= upto_ms)
+        )
+    return found[-_EXTRACT_MESSAGES:]
 
 
 def _checkpoints(source: ThreadSource) -> list[CheckpointEntry]:
@@ -81,7 +119,14 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
         "Exact details from before the compaction, which the summary above may have lost. "
         f"Everything is archived: `continuity log {thread_id}` shows it all.\n\n"
     )
-    extract = _sections(messages, max_chars - len(header), guidance=False)
+    # The subagents' work in the same stretch, by time: after the previous compaction, up to
+    # the latest (Claude's summary is written when it compacts).
+    agents = _subagent_messages(
+        thread,
+        _ts_of(source, previous.seq) if previous is not None else None,
+        _ts_of(source, latest.seq) if latest is not None else None,
+    )
+    extract = _sections(messages, max_chars - len(header), guidance=False, agents=agents)
     room = max_chars - len(header) - len(extract) - 2
     recent = ""
     if room > 200 and messages:
