@@ -509,6 +509,24 @@ def test_a_damaged_checkpoint_record_is_never_followed(tmp_store: Store, field: 
     sel.write_bytes(bytes(data))
 
 
+def test_every_reader_rebuilds_a_damaged_selection_file(tmp_store: Store) -> None:
+    """Not only compile: `log` (through the retracted spans), live messages and records open a
+    source too, and a damaged checkpoint selection is rebuilt there, not reported as an error
+    (found by the fault-injection run: a flipped byte made `continuity log` exit 1)."""
+    from continuity.context.retract import live_messages, retracted_spans
+
+    _checkpointed(tmp_store)
+    t = tmp_store.thread("t")
+    ThreadIndex(t).refresh()
+    before = (retracted_spans(t), [m.seq for m in live_messages(t)])
+    sel = tmp_store.cache_dir / "threads" / "t" / "checkpoints.v1.sel"
+    data = bytearray(sel.read_bytes())
+    data[1] ^= 0x06  # the to_seq of the first record: out of (to_seq, seq) order
+    sel.write_bytes(bytes(data))
+    assert (retracted_spans(t), [m.seq for m in live_messages(t)]) == before
+    assert ThreadIndex(t).problems() == []  # rebuilt
+
+
 def test_search_rebuilds_a_damaged_index_and_finds_the_same(tmp_store: Store) -> None:
     _checkpointed(tmp_store)
     before = search(tmp_store, "deploy w77 widget")

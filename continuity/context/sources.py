@@ -15,7 +15,8 @@ from typing import Final, Protocol
 from continuity import frames as fr
 from continuity.caches.live import LiveIndex, marks_of
 from continuity.caches.marks import DerivedMarks, Marks
-from continuity.caches.thread_index import ThreadIndex
+from continuity.caches.thread_index import ThreadIndex, caches_writable
+from continuity.errors import CorruptCache
 from continuity.store.base import Thread
 from continuity.store.derived import NOT_ANCHORS, CheckpointEntry, DerivedIndex, MarkEntry
 from continuity.summary import CUMULATIVE_V1
@@ -413,7 +414,17 @@ def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
     if not use_caches:
         return ScanSource(thread)
     if ThreadIndex.available(thread):
-        return IndexedSource(thread)
+        try:
+            return IndexedSource(thread)
+        except CorruptCache:
+            # The caches are derived: rebuilt from the log, they are read again (the log itself
+            # is never guessed); where this process cannot write them, the log is scanned.
+            # Every reader that opens a source gets this, not only compile.
+            cache_dir = thread.store.cache_dir
+            if cache_dir is None or not caches_writable(cache_dir):
+                return ScanSource(thread)
+            ThreadIndex(thread).rebuild()
+            return IndexedSource(thread)
     if thread.store.cache_dir is None:
         derived = thread.derived()
         if derived is not None:
