@@ -527,6 +527,28 @@ def test_every_reader_rebuilds_a_damaged_selection_file(tmp_store: Store) -> Non
     assert ThreadIndex(t).problems() == []  # rebuilt
 
 
+def test_a_message_record_naming_another_message_never_steers_compile(tmp_store: Store) -> None:
+    """A damaged record of the message index whose seq names another message (still a message
+    frame, so nothing looks wrong when it is read) must not put that message in the window
+    (found by the fault-injection run: `compile` gave another message, exit 0)."""
+    from continuity.caches.thread_index import MESSAGE_RECORD
+    from continuity.context.compiler import compile_context
+
+    _thread(tmp_store, 60)
+    t = tmp_store.thread("t")
+    limits = fr.Limits(recent_messages=8)
+    truth = compile_context(t, limits=limits, log=False).bundle
+    path = tmp_store.cache_dir / "threads" / "t" / "messages.v1.bin"
+    data = path.read_bytes()
+    for ordinal in (55, 57, 59):  # inside the window: point it at an older message
+        damaged = bytearray(data)
+        seq, tokens, role = MESSAGE_RECORD.unpack_from(damaged, ordinal * MESSAGE_RECORD.size)
+        MESSAGE_RECORD.pack_into(damaged, ordinal * MESSAGE_RECORD.size, seq - 40, tokens, role)
+        path.write_bytes(bytes(damaged))
+        assert compile_context(t, limits=limits, log=False).bundle == truth, ordinal
+        path.write_bytes(data)
+
+
 def test_search_rebuilds_a_damaged_index_and_finds_the_same(tmp_store: Store) -> None:
     _checkpointed(tmp_store)
     before = search(tmp_store, "deploy w77 widget")

@@ -392,10 +392,21 @@ class _Compiler:
             for lo_seq, hi_seq in _runs(first, anchor_seq, retracted):
                 for frame in self.source.frames(lo_seq, hi_seq):
                     if isinstance(frame, fr.MessageAppended):
-                        if frame.seq in wanted:
-                            messages.append(frame)
+                        if frame.seq not in wanted:
+                            break
+                        messages.append(frame)
                     elif isinstance(frame, fr.ObservationRecorded):
                         observations[frame.tool_use_id] = frame.text
+            if len(messages) != len(wanted):
+                # The window is every live message from the first chosen to the anchor, so
+                # the log read must hold exactly the chosen ones: any other message, or one
+                # missing, means the message index names seqs the log does not (a damaged
+                # cache). Never compile from it: the caller rebuilds and selects again.
+                raise CorruptCache(
+                    self.thread.id,
+                    f"the message index does not match the log between seq {first} and "
+                    f"{anchor_seq}",
+                )
         start = _valid_start(messages, 0)
         if start:
             self.reasons.append(
