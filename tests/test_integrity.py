@@ -549,6 +549,38 @@ def test_a_message_record_naming_another_message_never_steers_compile(tmp_store:
         path.write_bytes(data)
 
 
+def test_a_damaged_message_record_never_gives_a_wrong_count() -> None:
+    """The message index's bisection checks each record it looks at against its neighbours:
+    with one record damaged, every count is the true one or :class:`CorruptCache` (found by the
+    fault-injection run: a record's seq raised by 67 moved compile's window, exit 0)."""
+    import random
+
+    from continuity.caches.thread_index import MESSAGE_RECORD, MessageRecords
+    from continuity.errors import CorruptCache
+
+    rng = random.Random(5)
+    seqs = sorted(rng.sample(range(1, 5_000), 700))
+    data = b"".join(MESSAGE_RECORD.pack(s, 10, 1) for s in seqs)
+    truth = MessageRecords(data, len(seqs))
+    raised = 0
+    for _ in range(300):
+        i = rng.randrange(len(seqs))
+        damaged = bytearray(data)
+        new = max(0, seqs[i] + rng.choice([-1, 1]) * rng.randrange(1, 2_000))
+        MESSAGE_RECORD.pack_into(damaged, i * MESSAGE_RECORD.size, new, 10, 1)
+        records = MessageRecords(bytes(damaged), len(seqs))
+        for probe in (seqs[i] - 1, seqs[i], new, new + 1, rng.randrange(5_000)):
+            try:
+                got = records.count_upto(probe)
+            except CorruptCache:
+                raised += 1
+                continue
+            if (i == 0 or seqs[i - 1] < new) and (i == len(seqs) - 1 or new < seqs[i + 1]):
+                continue  # still in order: the frame there is no such message (compile checks)
+            assert got == truth.count_upto(probe), (i, new, probe)
+    assert raised > 0
+
+
 def test_search_rebuilds_a_damaged_index_and_finds_the_same(tmp_store: Store) -> None:
     _checkpointed(tmp_store)
     before = search(tmp_store, "deploy w77 widget")

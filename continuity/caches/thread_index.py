@@ -991,8 +991,22 @@ class MessageRecords:
         return int(_U64.unpack_from(self._data, i * MESSAGE_RECORD.size)[0])
 
     def count_upto(self, seq: int) -> int:
-        """How many messages have a seq ≤ ``seq`` (a bisection)."""
-        return bisect_right(_Column(self, self.seq), seq)
+        """How many messages have a seq ≤ ``seq`` (a bisection). Each record the bisection
+        looks at is checked against its neighbours (the seqs rise strictly): a damaged record
+        that would steer the answer is :class:`CorruptCache`, never a wrong count (one that is
+        never looked at leaves the path, and so the answer, as it was)."""
+        lo, hi = 0, self._n
+        get = self.seq
+        while lo < hi:
+            mid = (lo + hi) // 2
+            here = get(mid)
+            if (mid > 0 and get(mid - 1) >= here) or (mid + 1 < self._n and get(mid + 1) <= here):
+                raise CorruptCache("", f"{_MESSAGES} is not in seq order at record {mid}")
+            if seq < here:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     def tokens(self, start: int, stop: int) -> list[int]:
         start, stop = max(0, start), min(stop, self._n)

@@ -452,10 +452,7 @@ class _Compiler:
         it holds the user turn."""
         found: list[fr.MessageAppended] = []
         for n, o in enumerate(_live_ordinals(hi, gaps)):
-            seq = self.source.message_seq(o)
-            frame = next(iter(self.source.frames(seq, seq)), None)
-            if not isinstance(frame, fr.MessageAppended):
-                break
+            frame = self._message(o, hi)
             found.insert(0, frame)
             if _valid_start(found, 0) == 0 or n >= _USER_TURN_LOOKBACK:
                 break
@@ -469,11 +466,31 @@ class _Compiler:
         for n, o in enumerate(_live_ordinals(below, gaps)):
             if n >= _USER_TURN_LOOKBACK:
                 return None
-            seq = self.source.message_seq(o)
-            frame = next(iter(self.source.frames(seq, seq)), None)
-            if isinstance(frame, fr.MessageAppended) and _is_user_turn(frame):
+            frame = self._message(o, below)
+            if _is_user_turn(frame):
                 return frame
         return None
+
+    def _message(self, ordinal: int, count: int) -> fr.MessageAppended:
+        """The message with ``ordinal`` (of ``count`` messages), checked against the index's
+        neighbours: its seq lies strictly between theirs and the frame there is a message. Between
+        two neighbouring messages' seqs there is exactly one message, so a damaged record can
+        name no other one unnoticed (:class:`CorruptCache`: the caller rebuilds and selects
+        again)."""
+        source = self.source
+        seq = source.message_seq(ordinal)
+        below = source.message_seq(ordinal - 1) if ordinal > 0 else -1
+        above = source.message_seq(ordinal + 1) if ordinal + 1 < count else None
+        frame = next(iter(source.frames(seq, seq)), None) if below < seq else None
+        if (
+            not isinstance(frame, fr.MessageAppended)
+            or frame.seq != seq
+            or (above is not None and above <= seq)
+        ):
+            raise CorruptCache(
+                self.thread.id, f"the message index names seq {seq} for message {ordinal}"
+            )
+        return frame
 
     def items(
         self, messages: list[fr.MessageAppended], observations: dict[str, str]

@@ -243,7 +243,10 @@ class IndexedSource(_ReadsBackwards):
         ]
 
     def message_count_upto(self, seq: int) -> int:
-        return self._records.count_upto(seq)
+        try:
+            return self._records.count_upto(seq)
+        except CorruptCache as exc:  # the records do not know their thread
+            raise CorruptCache(self._thread.id, exc.reason) from None
 
     def message_seq(self, ordinal: int) -> int:
         return self._records.seq(ordinal)
