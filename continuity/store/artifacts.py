@@ -32,6 +32,7 @@ __all__ = [
     "DELTA_MAGIC",
     "MAX_DELTA_DEPTH",
     "ArtifactStore",
+    "CompressedArtifactStore",
     "FileArtifactStore",
     "MemoryArtifactStore",
     "artifact_id",
@@ -123,14 +124,29 @@ class MemoryArtifactStore(ArtifactStore):
         return sum(len(b) for b in self._blobs.values())
 
 
-class FileArtifactStore(ArtifactStore):
-    """Artifacts as zstd files under ``root`` (``<root>/<ab>/<id>.zst``)."""
+class CompressedArtifactStore(ArtifactStore):
+    """The stored form every persistent backend keeps, blob for blob: a zstd frame, or a delta
+    against a base artifact (:data:`DELTA_MAGIC`, a depth byte, the base's id). This class
+    encodes, decodes and verifies; a backend only says where a blob lives
+    (:meth:`_read_blob`, :meth:`_write_blob`, :meth:`_blob_head`)."""
 
-    def __init__(self, root: Path, *, durable: bool = True) -> None:
-        self.root = root
+    def __init__(self, *, durable: bool = True) -> None:
         self.durable = durable
         # zstandard's (de)compressor objects are not thread-safe: one pair per thread.
         self._local = _thread._local()
+
+    @abstractmethod
+    def _read_blob(self, aid: str) -> bytes | None:
+        """The stored blob of ``aid`` (a valid id), or None when there is none."""
+
+    @abstractmethod
+    def _write_blob(self, aid: str, blob: bytes, size: int, *, durable: bool) -> None:
+        """Store ``blob`` (``size`` bytes uncompressed) under ``aid``; a blob already there
+        stays (the same id is the same content)."""
+
+    @abstractmethod
+    def _blob_head(self, aid: str) -> bytes | None:
+        """The first 5 bytes of the stored blob of ``aid``, or None when there is none."""
 
     def _codecs(self) -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
         codecs: tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor] | None = getattr(
@@ -143,22 +159,13 @@ class FileArtifactStore(ArtifactStore):
             self._local.codecs = codecs
         return codecs
 
-    def path(self, aid: str) -> Path:
-        return self.root / aid[:2] / f"{aid}.zst"
-
     def put(self, data: bytes) -> str:
-        aid = artifact_id(data)
-        target = self.path(aid)
-        if target.exists():
-            return aid
-        private_dirs(target.parent)
-        atomic_write(target, self._codecs()[0].compress(data), durable=self.durable)
-        return aid
+        return self.put_like(data, None)
 
     def put_like(self, data: bytes, base: tuple[str, bytes] | None, *, durable: bool = True) -> str:
+        data = bytes(data)
         aid = artifact_id(data)
-        target = self.path(aid)
-        if target.exists():
+        if self.exists(aid):  # the common repeat: no compression, no write
             return aid
         blob = None
         if base is not None and is_artifact_id(base[0]) and base[0] != aid:
@@ -170,21 +177,17 @@ class FileArtifactStore(ArtifactStore):
                     base[1], dict_type=zstandard.DICT_TYPE_RAWCONTENT
                 )
                 delta = zstandard.ZstdCompressor(level=_LEVEL, dict_data=ref).compress(data)
-                header = DELTA_MAGIC + bytes([depth + 1]) + bytes.fromhex(base[0])
-                blob = header + delta
+                blob = DELTA_MAGIC + bytes([depth + 1]) + bytes.fromhex(base[0]) + delta
         if blob is None:
             blob = self._codecs()[0].compress(data)
-        private_dirs(target.parent)
-        atomic_write(target, blob, durable=self.durable and durable)
+        self._write_blob(aid, blob, len(data), durable=self.durable and durable)
         return aid
 
     def _depth(self, aid: str) -> int | None:
         """How many deltas deep the stored artifact ``aid`` is (0: whole); None if it is not
         stored."""
-        try:
-            with open(self.path(aid), "rb") as f:
-                head = f.read(len(DELTA_MAGIC) + 1)
-        except FileNotFoundError:
+        head = self._blob_head(aid)
+        if head is None:
             return None
         return head[len(DELTA_MAGIC)] if head.startswith(DELTA_MAGIC) and len(head) > 4 else 0
 
@@ -193,18 +196,16 @@ class FileArtifactStore(ArtifactStore):
 
     def _get(self, aid: str, depth: int) -> bytes:
         _check_id(aid)
-        try:
-            compressed = self.path(aid).read_bytes()
-        except FileNotFoundError:
-            raise ArtifactNotFound(f"artifact {aid} not found") from None
-        decompressor = self._codecs()[1]
+        blob = self._read_blob(aid)
+        if blob is None:
+            raise ArtifactNotFound(f"artifact {aid} not found")
         import zstandard
 
         try:
-            if compressed.startswith(DELTA_MAGIC):
-                data = self._undelta(aid, compressed, depth)
+            if blob.startswith(DELTA_MAGIC):
+                data = self._undelta(aid, blob, depth)
             else:
-                data = decompressor.decompress(compressed)
+                data = self._codecs()[1].decompress(blob)
         except zstandard.ZstdError as exc:
             raise ArtifactCorrupt(f"artifact {aid} does not decompress: {exc}") from None
         if artifact_id(data) != aid:
@@ -226,6 +227,35 @@ class FileArtifactStore(ArtifactStore):
         ref = zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
         out: bytes = zstandard.ZstdDecompressor(dict_data=ref).decompress(blob[_DELTA_HEADER:])
         return out
+
+
+class FileArtifactStore(CompressedArtifactStore):
+    """Artifacts as zstd files under ``root`` (``<root>/<ab>/<id>.zst``)."""
+
+    def __init__(self, root: Path, *, durable: bool = True) -> None:
+        super().__init__(durable=durable)
+        self.root = root
+
+    def path(self, aid: str) -> Path:
+        return self.root / aid[:2] / f"{aid}.zst"
+
+    def _read_blob(self, aid: str) -> bytes | None:
+        try:
+            return self.path(aid).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def _write_blob(self, aid: str, blob: bytes, size: int, *, durable: bool) -> None:
+        target = self.path(aid)
+        private_dirs(target.parent)
+        atomic_write(target, blob, durable=durable)
+
+    def _blob_head(self, aid: str) -> bytes | None:
+        try:
+            with open(self.path(aid), "rb") as f:
+                return f.read(len(DELTA_MAGIC) + 1)
+        except FileNotFoundError:
+            return None
 
     def exists(self, aid: str) -> bool:
         return is_artifact_id(aid) and self.path(aid).exists()
