@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from continuity import frames as fr
+from continuity.context.summarize import open_todos
 
 __all__ = ["Command", "Extract", "error_line", "extract"]
 
@@ -197,7 +198,7 @@ def _tool_use(out: Extract, block: fr.ToolUseBlock, position: int) -> _Call:
             out.commands[key] = command  # moved to the newest place
             command.runs += 1
     elif name == "TodoWrite":
-        out.todos = _open_todos(tool_input.get("todos"))
+        out.todos = open_todos(tool_input.get("todos"), _LINE_CHARS)
     for k in _PATH_KEYS:
         value = tool_input.get(k)
         if isinstance(value, str) and value.strip():
@@ -357,22 +358,6 @@ def decisions(text: str) -> list[str]:
             if len(sentence) >= _MIN_DECISION_CHARS and _DECISION.search(sentence):
                 found.append(_trim(sentence, _DECISION_CHARS))
     return found
-
-
-def _open_todos(value: Any) -> list[str]:
-    if not isinstance(value, list):
-        return []
-    todos: list[str] = []
-    for todo in value:
-        if not isinstance(todo, dict):
-            continue
-        status = todo.get("status")
-        content = todo.get("content")
-        if status == "completed" or not isinstance(content, str) or not content.strip():
-            continue
-        label = status.replace("_", " ") if isinstance(status, str) and status else "pending"
-        todos.append(f"[{label}] {_trim(' '.join(content.split()), _LINE_CHARS)}")
-    return todos
 
 
 def _clean(line: str) -> str:

@@ -241,7 +241,7 @@ class _Scan(msgspec.Struct):
         if block.name in _COMMAND_TOOLS:
             call.command = _command(tool_input.get("command"))
         elif block.name == "TodoWrite":
-            self.todos = _open_todos(tool_input.get("todos"))
+            self.todos = open_todos(tool_input.get("todos"))
         action = _FILE_ACTIONS.get(block.name)
         keys = _KNOWN_PATH_KEYS if action is not None else _OTHER_PATH_KEYS
         for key in keys:
@@ -310,7 +310,9 @@ def _command(value: Any) -> str | None:
     return _trim(first, _COMMAND_CHARS)
 
 
-def _open_todos(value: Any) -> list[str]:
+def open_todos(value: Any, limit: int = _LINE_CHARS) -> list[str]:
+    """The todos of a TodoWrite call's ``todos`` that are not completed, as
+    ``[status] content`` lines of at most ``limit`` characters (the restore uses it too)."""
     if not isinstance(value, list):
         return []
     todos: list[str] = []
@@ -322,7 +324,7 @@ def _open_todos(value: Any) -> list[str]:
         if status == "completed" or not isinstance(content, str) or not content.strip():
             continue
         label = status.replace("_", " ") if isinstance(status, str) and status else "pending"
-        todos.append(f"[{_one_line(label)}] {_trim(_one_line(content), _LINE_CHARS)}")
+        todos.append(f"[{_one_line(label)}] {_trim(_one_line(content), limit)}")
     return todos
 
 
