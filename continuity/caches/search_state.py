@@ -238,6 +238,16 @@ class SealedPart:
         return s.postings.count(term, s.segments, s.n_sealed, end)
 
 
+Columns = tuple[
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint8],
+    npt.NDArray[np.uint8],
+    npt.NDArray[np.uint64],
+]
+"""A thread's document columns: seqs, lengths, kinds, roles, cumulative lengths."""
+
+
 class SearchState:
     """One thread's documents as of one update: columns by document ordinal (seq, length,
     kind, role, and the running sum of lengths, ``cum[i]`` being that of the first ``i``), the
@@ -247,13 +257,7 @@ class SearchState:
         self,
         thread_id: str,
         last_seq: int,
-        columns: tuple[
-            npt.NDArray[np.uint64],
-            npt.NDArray[np.uint32],
-            npt.NDArray[np.uint8],
-            npt.NDArray[np.uint8],
-            npt.NDArray[np.uint64],
-        ],
+        columns: Columns,
         segments: tuple[Segment, ...],
         n_sealed: int,
         tail: _Tail,
@@ -320,17 +324,22 @@ class _Projection:
         self.roles.extend(roles)
         self.cum.extend(total + np.cumsum(lengths, dtype=np.uint64))
 
+    def _views(self) -> Columns:
+        """The document columns as they are now (seqs, lengths, kinds, roles, cumulative
+        lengths), for a state to hold."""
+        return (
+            self.seqs.view(),
+            self.lengths.view(),
+            self.kinds.view(),
+            self.roles.view(),
+            self.cum.view(),
+        )
+
     def _snapshot(self, last_seq: int) -> SearchState:
         self.state = SearchState(
             self.thread_id,
             last_seq,
-            (
-                self.seqs.view(),
-                self.lengths.view(),
-                self.kinds.view(),
-                self.roles.view(),
-                self.cum.view(),
-            ),
+            self._views(),
             tuple(self.segments),
             self.n_sealed,
             self.tail,
@@ -750,13 +759,7 @@ class _FromServer(_Projection):
         state = _ServerState(
             self.thread_id,
             last_seq,
-            (
-                self.seqs.view(),
-                self.lengths.view(),
-                self.kinds.view(),
-                self.roles.view(),
-                self.cum.view(),
-            ),
+            self._views(),
             (),
             0,
             _Tail(0),
