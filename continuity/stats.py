@@ -18,7 +18,7 @@ from continuity.errors import ContinuityError, CorruptFrame
 from continuity.redaction import META_KEY, redaction_count
 from continuity.store.base import BaseStore, Thread
 
-__all__ = ["StoreStats", "ThreadInfo", "list_threads", "store_stats"]
+__all__ = ["StoreStats", "ThreadInfo", "list_threads", "store_stats", "thread_counts"]
 
 
 class StoreStats(msgspec.Struct, frozen=True):
@@ -43,24 +43,27 @@ def _tree_bytes(root: Path | None) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def _counts(thread: Thread) -> tuple[int, int, int]:
-    """(frames, messages, checkpoints): from the caches, brought up to date (O(new frames)),
-    or by reading the log when the store keeps none."""
+def thread_counts(thread: Thread) -> tuple[int, int, list[str]]:
+    """(frames, messages, the checkpoints' cut rules): from the caches, brought up to date, or
+    by reading the log when the store keeps none."""
     if ThreadIndex.available(thread):
         index = ThreadIndex(thread)
         index.refresh()
-        return index.frame_count(), index.message_count(), index.checkpoint_count()
+        cut_rules = [c.cut_rule_id for c in index.checkpoints()]
+        return index.frame_count(), index.message_count(), cut_rules
     derived = thread.derived()
-    if derived is not None:  # a backend's indexed rows: counts, not a read of the log
+    if derived is not None:
         state = derived.state()
-        found = len(derived.checkpoints(state.head_seq)) if state.head_seq >= 0 else 0
-        return state.head_seq + 1, state.messages, found
-    frames = messages = checkpoints = 0
+        found = derived.checkpoints(state.head_seq) if state.head_seq >= 0 else []
+        return state.head_seq + 1, state.messages, [c.cut_rule_id for c in found]
+    frames = messages = 0
+    rules: list[str] = []
     for frame in thread.read():
         frames += 1
         messages += isinstance(frame, fr.MessageAppended)
-        checkpoints += isinstance(frame, fr.CompactionCheckpointCreated)
-    return frames, messages, checkpoints
+        if isinstance(frame, fr.CompactionCheckpointCreated):
+            rules.append(frame.cut_rule_id)
+    return frames, messages, rules
 
 
 def _log_bytes(thread: Thread) -> int:
@@ -122,8 +125,8 @@ def store_stats(store: BaseStore) -> StoreStats:
     ids = store.threads()
     for tid in ids:
         thread = store.thread(tid)
-        f, m, c = _counts(thread)
-        frames, messages, checkpoints = frames + f, messages + m, checkpoints + c
+        f, m, rules = thread_counts(thread)
+        frames, messages, checkpoints = frames + f, messages + m, checkpoints + len(rules)
         log_bytes += _log_bytes(thread)
         redacted = _redactions(thread)
         if redacted:
@@ -157,6 +160,15 @@ class ThreadInfo(msgspec.Struct, frozen=True, kw_only=True):
     parent_thread_id: str | None = None
     problem: str | None = None
     """Why the thread could not be read (``continuity verify`` says more)."""
+    project: str = ""
+    """The project folder its creator recorded (``meta["project"]``; Claude Code sessions)."""
+    git_branch: str = ""
+    messages: int = 0
+    checkpoints: int = 0
+    compactions: int = 0
+    """Checkpoints that record a compaction by the agent itself (Claude Code's ``/compact``)."""
+    log_bytes: int = 0
+    head_digest: str = ""
 
 
 def _kind(thread_id: str, first: fr.Frame | None) -> str:
@@ -171,16 +183,20 @@ def _kind(thread_id: str, first: fr.Frame | None) -> str:
 
 
 def thread_info(thread: Thread) -> ThreadInfo:
-    """The first frame and the last one: two short, checked reads, whatever the log's length.
-    A thread that cannot be read is listed with the problem, not raised."""
+    """The first frame and the last one (two short, checked reads, whatever the log's length)
+    and the counts of its caches. A thread that cannot be read is listed with the problem, not
+    raised."""
     try:
         first = next(iter(thread.read(to_seq=0)), None)
         last = thread.tail(1)
+        _frames, messages, cut_rules = thread_counts(thread)
+        size = _log_bytes(thread)
     except ContinuityError as exc:
         return ThreadInfo(
             thread_id=thread.id, frames=0, last_active_ms=0, kind="?", problem=str(exc)
         )
     created = first if isinstance(first, fr.ThreadCreated) else None
+    meta = created.meta if created else {}
     return ThreadInfo(
         thread_id=thread.id,
         frames=last[0].seq + 1 if last else 0,
@@ -188,6 +204,13 @@ def thread_info(thread: Thread) -> ThreadInfo:
         kind=_kind(thread.id, first),
         title=created.title if created else None,
         parent_thread_id=created.parent_thread_id if created else None,
+        project=meta.get("project", ""),
+        git_branch=meta.get("git_branch", ""),
+        messages=messages,
+        checkpoints=len(cut_rules),
+        compactions=sum(1 for r in cut_rules if r.startswith("claude_code")),
+        log_bytes=size,
+        head_digest=last[0].digest if last else "",
     )
 
 

@@ -7,7 +7,7 @@ import time
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches.thread_index import ThreadIndex
+from continuity.stats import thread_counts
 from continuity.store.base import BaseStore, Thread
 
 __all__ = ["SessionInfo", "list_sessions", "previous_session"]
@@ -47,17 +47,8 @@ def _info(thread: Thread) -> SessionInfo | None:
 
 
 def _counts(thread: Thread) -> tuple[int, int]:
-    """(messages, Claude's compactions): from the caches, brought up to date, or by reading the
-    log when the store keeps none."""
-    if ThreadIndex.available(thread):
-        index = ThreadIndex(thread)
-        index.refresh()
-        cut_rules = [c.cut_rule_id for c in index.checkpoints()]
-        messages = index.message_count()
-    else:
-        frames = list(thread.read(types=["message_appended", "compaction_checkpoint_created"]))
-        cut_rules = [f.cut_rule_id for f in frames if isinstance(f, fr.CompactionCheckpointCreated)]
-        messages = len(frames) - len(cut_rules)
+    """(messages, Claude's compactions)."""
+    _frames, messages, cut_rules = thread_counts(thread)
     return messages, sum(1 for r in cut_rules if r.startswith("claude_code"))
 
 
