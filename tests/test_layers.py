@@ -35,11 +35,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("adapters", ("continuity.claude_code",)),
     ("testing", ("continuity.testing",)),
+    # the web viewer (ADR 0027): `continuity serve` in the CLI imports it
+    ("viewer", ("continuity.viewer",)),
     ("faces", ("continuity.cli", "continuity.__main__", "continuity.aio")),
     # the runtimes' own storage interfaces, built on the async face; nothing imports them
     ("integrations", ("continuity.integrations",)),
 ]
-BACKEND_NEUTRAL = ("caches", "context", "search and checks")
+BACKEND_NEUTRAL = ("caches", "context", "search and checks", "viewer")
 """Layers that may only know the store interface (base and artifacts), never a backend."""
 STORE_INTERFACE = {
     "continuity.store",

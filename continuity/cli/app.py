@@ -48,6 +48,7 @@ COMMANDS: Final = {
     "search": "search_commands",
     "fork": "history_commands",
     "retract": "history_commands",
+    "serve": "serve_commands",
 }
 """Each command and the module that registers it, in the order ``--help`` lists them."""
 MODULES: Final = tuple(dict.fromkeys(COMMANDS.values()))
@@ -149,6 +150,10 @@ def _register(root: typer.Typer, module: str) -> None:
         from continuity.cli import history_commands
 
         history_commands.register(root)
+    elif module == "serve_commands":
+        from continuity.cli import serve_commands
+
+        serve_commands.register(root)
     else:
         raise ValueError(f"no command module {module!r}")
 

@@ -1,0 +1,166 @@
+"""A store for the viewer's tests (HTTP and browser) and the README's screenshot: a long
+Claude-Code-like session with tool calls, thinking, large outputs, checkpoints, decisions, a
+retraction, a fork, a subagent, and hostile content (``<script>``) in every place a transcript
+can put it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from continuity import frames as fr
+from continuity.context.compaction import create_checkpoint
+from continuity.context.compiler import compile_context
+from continuity.context.fork import fork
+from continuity.context.retract import retract
+from continuity.store.base import BaseStore, Thread
+
+MAIN: Final = "cc-viewer-main"
+AGENT: Final = "cc-viewer-main.agent-a1"
+FORK: Final = "viewer-fork"
+HOSTILE: Final = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+"""Text that would run script if a page ever inserted it as markup."""
+BIG_OUTPUT_LINES: Final = 400
+
+
+@dataclass(frozen=True)
+class ViewerStore:
+    main: str
+    agent: str
+    fork: str
+    head: int
+    checkpoints: list[int]
+    """The checkpoints' to_seq, oldest first."""
+    decisions: list[int]
+    """The seqs of the decision frames, oldest first."""
+    hostile_seq: int
+    big_seq: int
+    """A message whose tool output is long (clipped on the timeline)."""
+    retracted_seq: int
+
+
+def _turn(thread: Thread, n: int) -> None:
+    """One exchange: a request, a call with its thinking, the output, an answer."""
+    thread.append(
+        fr.MessageAppended(
+            role="user",
+            content=[fr.TextBlock(text=f"Step {n}: make the invoice export handle case {n}.")],
+        )
+    )
+    call = f"toolu_{n:04d}"
+    thread.append(
+        fr.MessageAppended(
+            role="assistant",
+            content=[
+                fr.ThinkingBlock(text=f"Case {n} needs the exporter's quoting; run its test."),
+                fr.TextBlock(text=f"Running the tests for case {n}."),
+                fr.ToolUseBlock(
+                    id=call, name="Bash", input={"command": f"pytest tests -k case_{n}"}
+                ),
+            ],
+        )
+    )
+    thread.append(
+        fr.MessageAppended(
+            role="user",
+            content=[
+                fr.ToolResultBlock(
+                    tool_use_id=call,
+                    content=f"tests/test_export.py::test_case_{n} PASSED\n1 passed in 0.0{n % 10}s",
+                )
+            ],
+        )
+    )
+    thread.append(
+        fr.MessageAppended(
+            role="assistant", content=[fr.TextBlock(text=f"Case {n} passes; moving on.")]
+        )
+    )
+
+
+def build_viewer_store(store: BaseStore, *, turns: int = 60) -> ViewerStore:
+    """Write the viewer's test threads into ``store`` (empty) and say where things are."""
+    main = store.thread(MAIN)
+    main.append(
+        fr.ThreadCreated(
+            thread_id=MAIN,
+            title=f"Invoice export {HOSTILE}",
+            meta={"source": "claude-code", "project": "/work/shop", "git_branch": "fix/csv"},
+        )
+    )
+    hostile_seq = main.append(
+        fr.MessageAppended(
+            role="user",
+            content=[fr.TextBlock(text=f"The customer wrote {HOSTILE} in the name field.")],
+        )
+    )[0]
+    main.append(
+        fr.MessageAppended(
+            role="assistant",
+            content=[
+                fr.ToolUseBlock(id="toolu_h", name="Bash", input={"command": f"echo '{HOSTILE}'"})
+            ],
+        )
+    )
+    main.append(
+        fr.MessageAppended(
+            role="user",
+            content=[fr.ToolResultBlock(tool_use_id="toolu_h", content=HOSTILE, is_error=True)],
+        )
+    )
+    big = "\n".join(f"line {i}: {'x' * 60}" for i in range(BIG_OUTPUT_LINES))
+    main.append(
+        fr.MessageAppended(
+            role="assistant",
+            content=[fr.ToolUseBlock(id="toolu_big", name="Read", input={"path": "big.log"})],
+        )
+    )
+    big_seq = main.append(
+        fr.MessageAppended(
+            role="user", content=[fr.ToolResultBlock(tool_use_id="toolu_big", content=big)]
+        )
+    )[0]
+    checkpoints: list[int] = []
+    decisions: list[int] = []
+    limits = fr.Limits(recent_messages=12, budget_tokens=6_000)
+    for n in range(turns):
+        _turn(main, n)
+        head = main.head()
+        assert head is not None
+        if n % 10 == 9:
+            to_seq = head.seq - 2
+            create_checkpoint(
+                main,
+                to_seq,
+                text=f"Summary through seq {to_seq}: cases 0–{n} pass; {HOSTILE} stays escaped.",
+            )
+            checkpoints.append(to_seq)
+        if n % 15 == 14 or n == turns - 1:
+            result = compile_context(main, limits=limits)
+            assert result.decision.seq >= 0
+            decisions.append(result.decision.seq)
+    retracted_seq = big_seq + 2 + 4  # the user request of the second turn
+    retract(main, seqs=[retracted_seq], reason="asked in error")
+    agent = store.thread(AGENT)
+    agent.append(
+        fr.ThreadCreated(
+            thread_id=AGENT,
+            parent_thread_id=MAIN,
+            meta={"source": "claude-code", "project": "/work/shop"},
+        )
+    )
+    agent.append(fr.MessageAppended(role="user", content=[fr.TextBlock(text="Find the quoting")]))
+    fork(main, FORK, at_seq=40)
+    head = main.head()
+    assert head is not None
+    return ViewerStore(
+        MAIN,
+        AGENT,
+        FORK,
+        head.seq,
+        checkpoints,
+        decisions,
+        hostile_seq,
+        big_seq,
+        retracted_seq,
+    )
