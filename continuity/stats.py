@@ -1,21 +1,21 @@
-"""Counts and sizes of a store (what ``continuity stats`` prints).
+"""Counts and sizes of a store (what ``continuity stats`` prints) and its threads (what
+``continuity threads`` lists).
 
-Redactions are counted from the frames' ``meta["redacted"]`` (:mod:`continuity.redaction`),
-never by scanning for secrets again: the log's bytes are searched for that member, and only
-the lines that hold it are decoded.
+Both read the store catalog (:mod:`continuity.caches.catalog`): one row per thread, checked
+against each log's size and last digest, read again from the log only where it changed; a store
+that keeps no catalog is read thread by thread. Redactions are counted from the frames'
+``meta["redacted"]`` (:mod:`continuity.redaction`), never by scanning for secrets again.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Final
 
 import msgspec
 
-from continuity import frames as fr
-from continuity.caches.thread_index import ThreadIndex, check_no_lost_threads
-from continuity.errors import ContinuityError, CorruptFrame
-from continuity.redaction import META_KEY, redaction_count
+from continuity.caches.catalog import CatalogRow, catalog_view, read_row, thread_counts
+from continuity.errors import ContinuityError
 from continuity.store.base import BaseStore, Thread
 
 __all__ = ["StoreStats", "ThreadInfo", "list_threads", "store_stats", "thread_counts"]
@@ -38,105 +38,41 @@ class StoreStats(msgspec.Struct, frozen=True):
 
 
 def _tree_bytes(root: Path | None) -> int:
+    """The bytes of the files under ``root`` (one ``stat`` a file; symbolic links followed,
+    as ``Path.is_file`` and ``Path.stat`` do)."""
     if root is None or not root.is_dir():
         return 0
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-
-
-def thread_counts(thread: Thread) -> tuple[int, int, list[str]]:
-    """(frames, messages, the checkpoints' cut rules): from the caches, brought up to date, or
-    by reading the log when the store keeps none."""
-    if ThreadIndex.available(thread):
-        index = ThreadIndex(thread)
-        index.refresh()
-        cut_rules = [c.cut_rule_id for c in index.checkpoints()]
-        return index.frame_count(), index.message_count(), cut_rules
-    derived = thread.derived()
-    if derived is not None:
-        state = derived.state()
-        found = derived.checkpoints(state.head_seq) if state.head_seq >= 0 else []
-        return state.head_seq + 1, state.messages, [c.cut_rule_id for c in found]
-    frames = messages = 0
-    rules: list[str] = []
-    for frame in thread.read():
-        frames += 1
-        messages += isinstance(frame, fr.MessageAppended)
-        if isinstance(frame, fr.CompactionCheckpointCreated):
-            rules.append(frame.cut_rule_id)
-    return frames, messages, rules
-
-
-def _log_bytes(thread: Thread) -> int:
-    log = thread.open_log()
-    if log is None:
-        return thread.log_bytes()
-    with log:
-        return log.size()  # what the file takes, a torn tail included
-
-
-_REDACTED: Final = b'"' + META_KEY.encode() + b'":"'
-_CHUNK: Final = 1 << 20
-
-
-def _redactions(thread: Thread) -> int:
-    """The secrets redacted from ``thread``'s frames: the sum of their ``meta["redacted"]``.
-
-    A frame that was redacted holds ``"redacted":"`` in its line (as an object member: inside
-    a JSON string the quotes would be escaped), so a byte search finds the candidates and only
-    those lines are decoded (a tool input could hold such a member too: decoding tells)."""
-    log = thread.open_log()
-    if log is None:
-        return sum(
-            redaction_count(thread.decode(seq, line))
-            for seq, line in thread.lines_holding(_REDACTED)
-        )
     total = 0
-    with log:
-        end = log.end
-        pos = 0
-        carry = b""
-        while pos < end:
-            chunk = log.pread(min(_CHUNK, end - pos), pos)
-            if not chunk:
-                break
-            base = pos - len(carry)  # where ``data`` starts in the log
-            data = carry + chunk
-            pos += len(chunk)
-            cut = data.rfind(b"\n") + 1
-            data, carry = data[:cut], data[cut:]
-            hit = data.find(_REDACTED)
-            while hit >= 0:
-                start = data.rfind(b"\n", 0, hit) + 1
-                stop = data.find(b"\n", hit)
+    pending = [str(root)]
+    while pending:
+        try:
+            entries = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
                 try:
-                    frame = fr.decode_frame(data[start:stop])
-                except msgspec.DecodeError as exc:
-                    raise CorruptFrame(thread.id, None, base + start, str(exc)) from None
-                total += redaction_count(frame)
-                hit = data.find(_REDACTED, stop)
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif entry.is_file():
+                        total += entry.stat().st_size
+                except OSError:
+                    continue  # removed while it was walked
     return total
 
 
 def store_stats(store: BaseStore) -> StoreStats:
     """Counts and sizes of every thread, artifact and cache of ``store``."""
-    frames = messages = checkpoints = log_bytes = 0
-    redactions: dict[str, int] = {}
-    check_no_lost_threads(store)  # a thread cut to nothing is an error, not a missing line
-    ids = store.threads()
-    for tid in ids:
-        thread = store.thread(tid)
-        f, m, rules = thread_counts(thread)
-        frames, messages, checkpoints = frames + f, messages + m, checkpoints + len(rules)
-        log_bytes += _log_bytes(thread)
-        redacted = _redactions(thread)
-        if redacted:
-            redactions[tid] = redacted
+    view = catalog_view(store)  # a thread cut to nothing is an error, not a missing line
+    view.raise_first()
+    rows = view.rows
+    redactions = {r.thread_id: r.redactions for r in rows if r.redactions}
     return StoreStats(
-        threads=len(ids),
-        frames=frames,
-        messages=messages,
-        checkpoints=checkpoints,
-        log_bytes=log_bytes,
+        threads=len(rows),
+        frames=sum(r.frames for r in rows),
+        messages=sum(r.messages for r in rows),
+        checkpoints=sum(r.checkpoints for r in rows),
+        log_bytes=sum(r.log_bytes for r in rows),
         artifacts=sum(1 for _ in store.artifacts.ids()),
         artifact_bytes=store.artifacts.stored_bytes(),
         cache_bytes=_tree_bytes(store.cache_dir),
@@ -171,15 +107,36 @@ class ThreadInfo(msgspec.Struct, frozen=True, kw_only=True):
     head_digest: str = ""
 
 
-def _kind(thread_id: str, first: fr.Frame | None) -> str:
+def _kind(row: CatalogRow) -> str:
     # As `sessions` decides: the adapter marks its threads' first frame with its source.
-    if not isinstance(first, fr.ThreadCreated):
+    if not row.created:
         return "other"
-    source = first.meta.get("source", "")
-    if source == "claude-code":
-        agent = first.parent_thread_id is not None or ".agent-" in thread_id
+    if row.source == "claude-code":
+        agent = row.parent_thread_id is not None or ".agent-" in row.thread_id
         return "claude-code subagent" if agent else "claude-code session"
-    return source or "other"
+    return row.source or "other"
+
+
+def _info(row: CatalogRow) -> ThreadInfo:
+    return ThreadInfo(
+        thread_id=row.thread_id,
+        frames=row.frames,
+        last_active_ms=row.last_active_ms,
+        kind=_kind(row),
+        title=row.title,
+        parent_thread_id=row.parent_thread_id,
+        project=row.project,
+        git_branch=row.git_branch,
+        messages=row.messages,
+        checkpoints=row.checkpoints,
+        compactions=row.compactions,
+        log_bytes=row.log_bytes,
+        head_digest=row.head_digest,
+    )
+
+
+def _unreadable(thread_id: str, exc: ContinuityError) -> ThreadInfo:
+    return ThreadInfo(thread_id=thread_id, frames=0, last_active_ms=0, kind="?", problem=str(exc))
 
 
 def thread_info(thread: Thread) -> ThreadInfo:
@@ -187,36 +144,16 @@ def thread_info(thread: Thread) -> ThreadInfo:
     and the counts of its caches. A thread that cannot be read is listed with the problem, not
     raised."""
     try:
-        first = next(iter(thread.read(to_seq=0)), None)
-        last = thread.tail(1)
-        _frames, messages, cut_rules = thread_counts(thread)
-        size = _log_bytes(thread)
+        row, _kept = read_row(thread)
     except ContinuityError as exc:
-        return ThreadInfo(
-            thread_id=thread.id, frames=0, last_active_ms=0, kind="?", problem=str(exc)
-        )
-    created = first if isinstance(first, fr.ThreadCreated) else None
-    meta = created.meta if created else {}
-    return ThreadInfo(
-        thread_id=thread.id,
-        frames=last[0].seq + 1 if last else 0,
-        last_active_ms=last[0].ts_ms if last else 0,
-        kind=_kind(thread.id, first),
-        title=created.title if created else None,
-        parent_thread_id=created.parent_thread_id if created else None,
-        project=meta.get("project", ""),
-        git_branch=meta.get("git_branch", ""),
-        messages=messages,
-        checkpoints=len(cut_rules),
-        compactions=sum(1 for r in cut_rules if r.startswith("claude_code")),
-        log_bytes=size,
-        head_digest=last[0].digest if last else "",
-    )
+        return _unreadable(thread.id, exc)
+    return _info(row)
 
 
 def list_threads(store: BaseStore) -> list[ThreadInfo]:
     """Every thread of ``store``, the most recently active last."""
-    check_no_lost_threads(store)
-    found = [thread_info(store.thread(tid)) for tid in store.threads()]
+    view = catalog_view(store)
+    found = [_info(r) for r in view.rows]
+    found.extend(_unreadable(tid, exc) for tid, exc in view.problems.items())
     found.sort(key=lambda t: (t.last_active_ms, t.thread_id))
     return found

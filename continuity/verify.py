@@ -275,6 +275,19 @@ def _verify_caches(thread: Thread, report: VerifyReport) -> None:
         report.add(Problem(f"search index of thread {thread.id}", problem, thread.id))
 
 
+def _verify_catalog(store: BaseStore, report: VerifyReport, ids: set[str] | None) -> None:
+    """The store catalog's rows against the logs they claim to describe."""
+    from continuity.caches.catalog import catalog_problems
+
+    try:
+        found = catalog_problems(store, ids)
+    except OSError as exc:
+        found = [(None, f"cannot be read: {exc}")]
+    for tid, problem in found:
+        where = "store catalog" if tid is None else f"catalog row of thread {tid}"
+        report.add(Problem(where, problem, tid))
+
+
 def verify_store(
     store: BaseStore,
     threads: Sequence[Thread] | None = None,
@@ -296,6 +309,7 @@ def verify_store(
                 progress(thread.id)
             _verify_log(thread, report, refs)
             _verify_caches(thread, report)
+        _verify_catalog(store, report, None if threads is None else {t.id for t in threads})
         _verify_artifacts(store, report, refs, everything=threads is None)
     except _LimitReached:
         pass

@@ -51,6 +51,7 @@ _RUNTIME_MODULES = {
         "SearchDocument",
         "SearchWatermark",
         "LogReader",
+        "LogStamp",  # what a backend gives the store catalog, not API for users
         "batch_of",
         "check_sealed",
         "now_ms",

@@ -434,10 +434,11 @@ def test_the_same_frames_give_the_same_bytes(tmp_path: Path) -> None:
 def test_stats_count_redactions_per_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int | None
 ) -> None:
+    import continuity.caches.catalog as catalog_module
     import continuity.stats as stats_module
 
     if chunk is not None:  # lines cut across the reads of the log
-        monkeypatch.setattr(stats_module, "_CHUNK", chunk)
+        monkeypatch.setattr(catalog_module, "_CHUNK", chunk)
     for store in _stores(tmp_path / str(chunk)):
         a, b = store.thread("a"), store.thread("b")
         a.append(_secret_message())  # 7

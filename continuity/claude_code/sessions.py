@@ -7,7 +7,7 @@ import time
 import msgspec
 
 from continuity import frames as fr
-from continuity.stats import thread_counts
+from continuity.caches.catalog import CatalogRow, catalog_view
 from continuity.store.base import BaseStore, Thread
 
 __all__ = ["SessionInfo", "list_sessions", "previous_session"]
@@ -46,25 +46,35 @@ def _info(thread: Thread) -> SessionInfo | None:
     )
 
 
-def _counts(thread: Thread) -> tuple[int, int]:
-    """(messages, Claude's compactions)."""
-    _frames, messages, cut_rules = thread_counts(thread)
-    return messages, sum(1 for r in cut_rules if r.startswith("claude_code"))
+def _session(row: CatalogRow) -> SessionInfo:
+    last_ms = row.last_message_ms if row.last_message_ms is not None else row.first_ms
+    return SessionInfo(
+        thread_id=row.thread_id,
+        project=row.project,
+        git_branch=row.git_branch,
+        started=_stamp(row.first_ms),
+        last_active=_stamp(last_ms),
+        last_active_ms=last_ms,
+        parent_thread_id=row.parent_thread_id,
+        messages=row.messages,
+        compactions=row.compactions,
+    )
 
 
 def list_sessions(store: BaseStore, *, include_agents: bool = False) -> list[SessionInfo]:
     """Every archived Claude Code session, most recently active last, with message and
-    compaction counts."""
-    found: list[SessionInfo] = []
-    for tid in store.threads():
-        if not tid.startswith("cc-") or (".agent-" in tid and not include_agents):
-            continue
-        thread = store.thread(tid)
-        info = _info(thread)
-        if info is None:
-            continue
-        messages, compactions = _counts(thread)
-        found.append(msgspec.structs.replace(info, messages=messages, compactions=compactions))
+    compaction counts (from the store catalog, :mod:`continuity.caches.catalog`)."""
+    view = catalog_view(store)
+
+    def wanted(tid: str) -> bool:
+        return tid.startswith("cc-") and (include_agents or ".agent-" not in tid)
+
+    view.raise_first(tid for tid in view.problems if wanted(tid))
+    found = [
+        _session(r)
+        for r in view.rows
+        if wanted(r.thread_id) and r.created and r.source == "claude-code"
+    ]
     found.sort(key=lambda s: (s.last_active_ms, s.thread_id))
     return found
 

@@ -312,12 +312,14 @@ def sessions(
     if not found:
         typer.echo("no Claude Code sessions archived yet")
         return
+    lines = []  # one write for them all: thousands of echoes cost more than the listing
     for s in found:
         branch = f" ({s.git_branch})" if s.git_branch else ""
-        typer.echo(
+        lines.append(
             f"{s.thread_id}  {s.project or '-'}{branch}  started {s.started}  "
             f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}"
         )
+    typer.echo("\n".join(lines))
 
 
 def hook(

@@ -229,6 +229,7 @@ def rebuild_index(
     ] = None,
 ) -> None:
     """Delete and rebuild the caches from the logs (the result is byte-identical)."""
+    from continuity.caches.catalog import rebuild_catalog
     from continuity.caches.search_index import rebuild_search
     from continuity.caches.thread_index import rebuild_all
 
@@ -250,6 +251,7 @@ def rebuild_index(
         else:
             results = rebuild_all(store, chosen)
         searched = rebuild_search(store, chosen)
+        rebuild_catalog(store, None if thread is None else {thread})
     frames = sum(r.frames_applied for r in results.values())
     typer.echo(
         f"rebuilt the caches of {count(len(results), 'thread')} ({count(frames, 'frame')})"
@@ -294,24 +296,31 @@ def threads(
     store = open_store(ctx)
     with errors():
         rows = list_threads(store)
+    # One write for all the lines: thousands of threads, each echoed alone, cost more than
+    # reading them from the catalog.
     if as_json:
+        lines = []
         for r in rows:
             shown = msgspec.structs.asdict(r)
             shown["last_active"] = format_ts(r.last_active_ms) if r.last_active_ms else "-"
-            typer.echo(msgspec.json.encode(dict(sorted(shown.items(), key=_json_order))).decode())
+            lines.append(msgspec.json.encode(dict(sorted(shown.items(), key=_json_order))))
+        if lines:
+            typer.echo(b"\n".join(lines).decode())
         return
     if not rows:
         typer.echo("no threads in this store yet")
         return
     width = max(len(r.thread_id) for r in rows)
     frames_width = max(len(count(r.frames, "frame")) for r in rows)
+    table = []
     for r in rows:
         kind = f"unreadable: {r.problem}" if r.problem else r.kind
         last = format_ts(r.last_active_ms) if r.last_active_ms else "-"
-        typer.echo(
+        table.append(
             f"{r.thread_id:<{width}}  {count(r.frames, 'frame'):>{frames_width}}  "
             f"{last:<19}  {kind}"
         )
+    typer.echo("\n".join(table))
 
 
 _FIELDS: Final = ("thread_id", "frames", "last_active", "last_active_ms", "kind")

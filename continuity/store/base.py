@@ -61,6 +61,7 @@ __all__ = [
     "DocumentsOf",
     "Head",
     "LogReader",
+    "LogStamp",
     "Recovery",
     "SearchBackend",
     "SearchDocument",
@@ -105,6 +106,17 @@ class Head(msgspec.Struct, frozen=True):
     @property
     def next_seq(self) -> int:
         return self.seq + 1
+
+
+class LogStamp(NamedTuple):
+    """What a stored log looks like from outside, read without parsing it: how a derived
+    summary of the log (the store catalog) tells whether it still describes it."""
+
+    thread_id: str
+    size: int
+    """The bytes the log holds now (an uncommitted tail included)."""
+    tail: bytes
+    """Its last bytes (as many as were asked for, or the whole log when shorter)."""
 
 
 class Recovery(msgspec.Struct, frozen=True):
@@ -565,6 +577,13 @@ class BaseStore(ABC):
         """Every torn tail recovery moved aside, oldest first (a backend without torn tails
         has none)."""
         return []
+
+    def log_stamps(self, tail: int) -> list[LogStamp] | None:
+        """The size and last ``tail`` bytes of every log of :meth:`stored_thread_ids`, in no
+        particular order, a few system calls each (no line is parsed, no lock taken): what a
+        store-wide cache of the logs (the catalog) checks its rows against. None when the
+        backend does not keep its logs as bytes (then it has no such cache)."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - deliberately a no-op unless a backend holds something
         """Give back what the store holds open (a server backend's connections); a store that

@@ -36,6 +36,7 @@ from continuity.store.base import (
     BaseStore,
     Head,
     LogReader,
+    LogStamp,
     Recovery,
     Thread,
     batch_of,
@@ -567,6 +568,37 @@ class Store(BaseStore):
             if p.suffix == ".jsonl" and p.stat().st_size > 0 and _valid_id(name):
                 ids.append(name)
         return sorted(ids)
+
+    def log_stamps(self, tail: int) -> list[LogStamp]:
+        folder = self.root / "threads"
+        found: list[LogStamp] = []
+        try:
+            entries = os.scandir(folder)
+        except FileNotFoundError:
+            return found
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with entries:
+                for entry in entries:
+                    name = entry.name
+                    if not name.endswith(".jsonl") or not _valid_id(name[:-6]):
+                        continue
+                    try:
+                        fd = os.open(name, os.O_RDONLY, dir_fd=dir_fd)
+                    except FileNotFoundError:  # removed since the folder was listed
+                        continue
+                    try:
+                        st = os.fstat(fd)
+                        size = st.st_size
+                        if size > 0 and stat.S_ISREG(st.st_mode):
+                            found.append(
+                                LogStamp(name[:-6], size, os.pread(fd, tail, max(0, size - tail)))
+                            )
+                    finally:
+                        os.close(fd)
+        finally:
+            os.close(dir_fd)
+        return found
 
     def _has_frames(self, path: Path) -> bool:
         # A log holding only a batch cut short by a crash has bytes but no committed frame.

@@ -1,0 +1,429 @@
+"""The store catalog: one row per thread, so store-wide listings do not walk every log.
+
+``<store>/cache/catalog.v1.json`` holds, for every thread with committed frames, what
+``continuity threads``, ``sessions`` and ``stats`` show of it: its first frame's title, parent
+and meta (source, project, branch), its frame, message, checkpoint, compaction and redaction
+counts, its last frame's time and digest, its last message's time, and its log's size. A row is
+a pure function of the log; the file is the rows sorted by thread id, so deleting it and
+building it again gives the same bytes (``continuity rebuild-index`` does).
+
+**Never a stale row.** Every read takes each log's stamp from the store
+(:meth:`~continuity.store.base.BaseStore.log_stamps`: its size and last 67 bytes, a few system
+calls a log, nothing parsed) and serves a row only when the log still has the row's size and
+ends with the row's head digest (a sealed line ends with ``<64 hex digits>"}`` and a newline).
+The chain makes that enough: the last digest vouches for every byte before it, and a log only
+grows by appends. Any other row is read again from the log (through the thread's caches, so a
+grown thread costs its new bytes; the redaction count is carried on from the old row when the
+old end is still there) and the file is rewritten. So threads appended by a process that never
+heard of the catalog, a store written by an older version (no catalog at all), a deleted or
+damaged file (it does not decode: read as empty), and a writer killed mid-update (the file is
+replaced by rename, so it is the old one or the new one) each cost one catch-up, never a wrong
+answer. Two processes catching up at once both write complete files: the last one stays, and
+every row of either is checked again on the next read.
+
+Rows are only kept for logs at rest: a log with an unfinished batch or a torn tail, a log that
+changed while its row was read, and a thread that cannot be read are read again each time (and
+the latter reported as a problem, as before the catalog).
+
+A store whose logs are not bytes (in memory, PostgreSQL) has no catalog: the same rows are read
+from each thread, every time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final, NamedTuple
+
+import msgspec
+
+from continuity import frames as fr
+from continuity._fs import atomic_write
+from continuity.caches.thread_index import ThreadIndex, caches_writable, check_no_lost_threads
+from continuity.errors import ContinuityError, CorruptFrame
+from continuity.redaction import META_KEY, redaction_count
+from continuity.store.base import BaseStore, LogReader, LogStamp, Thread
+
+__all__ = [
+    "CATALOG_FILE",
+    "CatalogRow",
+    "CatalogView",
+    "catalog_problems",
+    "catalog_view",
+    "read_row",
+    "rebuild_catalog",
+    "thread_counts",
+]
+
+CATALOG_FILE: Final = "catalog.v1.json"
+_VERSION: Final = 1
+_TAIL: Final = 67
+"""A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
+_CHUNK: Final = 1 << 20
+_REDACTED: Final = b'"' + META_KEY.encode() + b'":"'
+
+
+class CatalogRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One thread as the store-wide listings show it."""
+
+    thread_id: str
+    log_bytes: int
+    """The log's size (when the row is kept: its committed end too)."""
+    frames: int
+    head_digest: str
+    """The last frame's digest."""
+    last_active_ms: int
+    """The last frame's time."""
+    first_ms: int = 0
+    """The first frame's time."""
+    last_message_ms: int | None = None
+    """The last message's time (None: no message); only read for Claude Code sessions."""
+    created: bool = True
+    """Whether the first frame is a ``thread_created``."""
+    source: str = ""
+    """``meta["source"]`` of the first frame."""
+    title: str | None = None
+    parent_thread_id: str | None = None
+    project: str = ""
+    git_branch: str = ""
+    messages: int = 0
+    checkpoints: int = 0
+    compactions: int = 0
+    """Checkpoints whose cut rule is Claude Code's own (``claude_code…``)."""
+    redactions: int = 0
+
+
+class _CatalogFile(msgspec.Struct, frozen=True):
+    version: int
+    threads: list[CatalogRow]
+
+
+_decoder: Final = msgspec.json.Decoder(_CatalogFile)
+_encoder: Final = msgspec.json.Encoder()
+
+
+class CatalogView(NamedTuple):
+    """Every thread of a store: the rows of those that could be read, sorted by thread id, and
+    what went wrong reading the others (by thread id)."""
+
+    rows: list[CatalogRow]
+    problems: dict[str, ContinuityError]
+
+    def raise_first(self, wanted: Iterator[str] | None = None) -> None:
+        """Raise the problem of the first thread (in id order) that has one, among ``wanted``
+        (default: all)."""
+        ids = sorted(self.problems) if wanted is None else sorted(wanted)
+        for tid in ids:
+            if tid in self.problems:
+                raise self.problems[tid]
+
+
+# --- reading one thread -----------------------------------------------------------------------
+
+
+def thread_counts(thread: Thread, *, from_log: bool = False) -> tuple[int, int, list[str]]:
+    """(frames, messages, the checkpoints' cut rules): from the caches, brought up to date, or
+    by reading the log when the store keeps none (or ``from_log``: without the caches)."""
+    if not from_log and ThreadIndex.available(thread):
+        index = ThreadIndex(thread)
+        index.refresh()
+        cut_rules = [c.cut_rule_id for c in index.checkpoints()]
+        return index.frame_count(), index.message_count(), cut_rules
+    derived = None if from_log else thread.derived()
+    if derived is not None:
+        state = derived.state()
+        found = derived.checkpoints(state.head_seq) if state.head_seq >= 0 else []
+        return state.head_seq + 1, state.messages, [c.cut_rule_id for c in found]
+    frames = messages = 0
+    rules: list[str] = []
+    for frame in thread.read():
+        frames += 1
+        messages += isinstance(frame, fr.MessageAppended)
+        if isinstance(frame, fr.CompactionCheckpointCreated):
+            rules.append(frame.cut_rule_id)
+    return frames, messages, rules
+
+
+def _redactions_in(thread: Thread, log: LogReader, start: int, end: int) -> int:
+    """The sum of ``meta["redacted"]`` of the frames in ``[start, end)`` (line boundaries).
+
+    A frame that was redacted holds ``"redacted":"`` in its line (as an object member: inside
+    a JSON string the quotes would be escaped), so a byte search finds the candidates and only
+    those lines are decoded (a tool input could hold such a member too: decoding tells)."""
+    total = 0
+    pos = start
+    carry = b""
+    while pos < end:
+        chunk = log.pread(min(_CHUNK, end - pos), pos)
+        if not chunk:
+            break
+        base = pos - len(carry)  # where ``data`` starts in the log
+        data = carry + chunk
+        pos += len(chunk)
+        cut = data.rfind(b"\n") + 1
+        data, carry = data[:cut], data[cut:]
+        hit = data.find(_REDACTED)
+        while hit >= 0:
+            begin = data.rfind(b"\n", 0, hit) + 1
+            stop = data.find(b"\n", hit)
+            try:
+                frame = fr.decode_frame(data[begin:stop])
+            except msgspec.DecodeError as exc:
+                raise CorruptFrame(thread.id, None, base + begin, str(exc)) from None
+            total += redaction_count(frame)
+            hit = data.find(_REDACTED, stop)
+    return total
+
+
+def _sealed_end(digest: str) -> bytes:
+    return digest.encode() + b'"}\n'
+
+
+def _still_ends(log: LogReader, row: CatalogRow) -> bool:
+    """Whether the log still holds ``row``'s end: its head digest where the row's log ended."""
+    if row.log_bytes < _TAIL or log.end < row.log_bytes:
+        return False
+    return log.pread(_TAIL, row.log_bytes - _TAIL) == _sealed_end(row.head_digest)
+
+
+def read_row(
+    thread: Thread, previous: CatalogRow | None = None, *, from_log: bool = False
+) -> tuple[CatalogRow, bool]:
+    """The row of ``thread`` read from its log (and caches), and whether it may be kept: the
+    log is at rest (no unfinished batch or torn tail) and did not change while it was read.
+    ``previous``, an older row of the same thread, saves reading the log again for the
+    redactions when the log still ends where it did. ``from_log`` counts the frames by reading
+    them all, without the caches (which are neither used nor written: ``verify``). Raises
+    :class:`ContinuityError` when the thread cannot be read."""
+    log = thread.open_log()
+    try:
+        size = log.size() if log is not None else -1
+        first = next(iter(thread.read(to_seq=0)), None)
+        last = thread.tail(1)
+        _frames, messages, cut_rules = thread_counts(thread, from_log=from_log)
+        if log is None:
+            log_bytes = thread.log_bytes()
+            redactions = sum(
+                redaction_count(thread.decode(seq, line))
+                for seq, line in thread.lines_holding(_REDACTED)
+            )
+        else:
+            log_bytes = size  # what the file takes, a torn tail included
+            start, carried = 0, 0
+            if previous is not None and _still_ends(log, previous):
+                start, carried = previous.log_bytes, previous.redactions
+            redactions = carried + _redactions_in(thread, log, start, log.end)
+        created = first if isinstance(first, fr.ThreadCreated) else None
+        meta = created.meta if created else {}
+        source = meta.get("source", "")
+        last_message_ms = None
+        if source == "claude-code" and thread.id.startswith("cc-"):
+            found = thread.tail(1, types=["message_appended"])
+            last_message_ms = found[0].ts_ms if found else None
+        row = CatalogRow(
+            thread_id=thread.id,
+            log_bytes=log_bytes,
+            frames=last[0].seq + 1 if last else 0,
+            head_digest=last[0].digest if last else "",
+            last_active_ms=last[0].ts_ms if last else 0,
+            first_ms=first.ts_ms if first is not None else 0,
+            last_message_ms=last_message_ms,
+            created=created is not None,
+            source=source,
+            title=created.title if created else None,
+            parent_thread_id=created.parent_thread_id if created else None,
+            project=meta.get("project", ""),
+            git_branch=meta.get("git_branch", ""),
+            messages=messages,
+            checkpoints=len(cut_rules),
+            compactions=sum(1 for r in cut_rules if r.startswith("claude_code")),
+            redactions=redactions,
+        )
+        keep = (
+            log is not None
+            and last
+            and log.end == size == log_bytes
+            and _at_rest(thread, size, row.head_digest)
+        )
+        return row, bool(keep)
+    finally:
+        if log is not None:
+            log.close()
+
+
+def _at_rest(thread: Thread, size: int, digest: str) -> bool:
+    """Whether the log, opened again, still has ``size`` bytes and ends with ``digest``."""
+    log = thread.open_log()
+    if log is None:
+        return False
+    with log:
+        return (
+            size >= _TAIL
+            and log.size() == size
+            and log.pread(_TAIL, size - _TAIL) == _sealed_end(digest)
+        )
+
+
+# --- the catalog file -------------------------------------------------------------------------
+
+
+def _path(store: BaseStore) -> Path | None:
+    return None if store.cache_dir is None else store.cache_dir / CATALOG_FILE
+
+
+def _load(path: Path) -> dict[str, CatalogRow] | None:
+    """The rows on disk by thread id; None when there is no catalog or it does not decode (a
+    damaged catalog is read as empty: every row is read again and the file rewritten)."""
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        found = _decoder.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    if found.version != _VERSION:
+        return None
+    return {r.thread_id: r for r in found.threads}
+
+
+def _current(row: CatalogRow | None, stamp: LogStamp) -> bool:
+    return (
+        row is not None
+        and row.log_bytes == stamp.size
+        and stamp.tail == _sealed_end(row.head_digest)
+    )
+
+
+def _encode(rows: list[CatalogRow]) -> bytes:
+    return _encoder.encode(_CatalogFile(_VERSION, rows)) + b"\n"
+
+
+def _write(store: BaseStore, path: Path, rows: list[CatalogRow]) -> None:
+    cache_dir = store.cache_dir
+    if cache_dir is None or not caches_writable(cache_dir):
+        return  # a read-only store is read the slow way, every time
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        atomic_write(path, _encode(rows), durable=False)  # a cache: rebuilt, not recovered
+    except OSError:
+        pass  # the answer stands; the next read catches up again
+
+
+def catalog_view(store: BaseStore) -> CatalogView:
+    """Every thread of ``store`` with committed frames: from the catalog where its rows are
+    current, read from the log (and kept) where they are not. A store that keeps no catalog
+    (no cache folder, or logs that are not bytes) is read thread by thread.
+
+    Raises :class:`CorruptFrame` when a log cut to nothing was indexed further by its caches
+    (:func:`check_no_lost_threads`)."""
+    path = _path(store)
+    stamps = store.log_stamps(_TAIL) if path is not None else None
+    if path is None or stamps is None:
+        check_no_lost_threads(store)
+        return _read_all(store, [store.thread(tid) for tid in store.threads()])
+    old = _load(path)
+    known = old or {}
+    rows: list[CatalogRow] = []
+    kept: list[CatalogRow] = []
+    problems: dict[str, ContinuityError] = {}
+    dirty = old is None and bool(stamps)  # a row to add, change or drop: write the file
+    for stamp in sorted(stamps):
+        row = known.get(stamp.thread_id)
+        if row is not None and _current(row, stamp):
+            rows.append(row)
+            kept.append(row)
+            continue
+        thread = store.thread(stamp.thread_id)
+        try:
+            empty = thread.head() is None
+        except CorruptFrame:
+            empty = False  # it has frames; reading them says what is wrong
+        if empty:  # bytes, but no committed frame (a first batch cut short): not a thread
+            if ThreadIndex.available(thread):
+                ThreadIndex(thread).check_length()  # unless the caches knew frames in it
+            continue
+        try:
+            fresh, keep = read_row(thread, row)
+        except ContinuityError as exc:
+            problems[thread.id] = exc
+            continue
+        rows.append(fresh)
+        if keep:
+            kept.append(fresh)
+            dirty = True
+        elif row is not None:
+            dirty = True  # its old row is dropped
+    if dirty or len(kept) != len(known):
+        _write(store, path, kept)
+    return CatalogView(rows, problems)
+
+
+def _read_all(store: BaseStore, threads: list[Thread]) -> CatalogView:
+    rows: list[CatalogRow] = []
+    problems: dict[str, ContinuityError] = {}
+    for thread in threads:
+        try:
+            rows.append(read_row(thread)[0])
+        except ContinuityError as exc:
+            problems[thread.id] = exc
+    return CatalogView(rows, problems)
+
+
+def rebuild_catalog(store: BaseStore, thread_ids: set[str] | None = None) -> int | None:
+    """Delete the catalog (the rows of ``thread_ids`` only, when given) and build it again
+    from the logs: byte-identical to one kept up to date by reads. Returns the number of rows
+    kept, or None when the store keeps no catalog."""
+    path = _path(store)
+    if path is None or store.log_stamps(0) is None:
+        return None
+    if thread_ids is None:
+        path.unlink(missing_ok=True)
+    else:
+        rows = _load(path)
+        if rows is not None:
+            _write(store, path, [r for t, r in sorted(rows.items()) if t not in thread_ids])
+    catalog_view(store)
+    loaded = _load(path)
+    return 0 if loaded is None else len(loaded)
+
+
+def catalog_problems(
+    store: BaseStore, thread_ids: set[str] | None = None
+) -> list[tuple[str | None, str]]:
+    """What is wrong with the catalog on disk, as (thread id or None, what): a file that does
+    not decode, or a row that claims to describe its log (the log still has its size and head
+    digest) but differs from the row read from the whole log now, without the caches. Rows of
+    logs that changed since are behind, not wrong: the next read replaces them; rows of logs
+    that cannot be read are left to the log's own checks. Empty when the catalog is sound or
+    absent. ``thread_ids`` limits the check of rows to those threads."""
+    path = _path(store)
+    if path is None or not path.exists():
+        return []
+    stamps = store.log_stamps(_TAIL)
+    if stamps is None:
+        return []
+    rows = _load(path)
+    if rows is None:
+        return [(None, f"{CATALOG_FILE} does not decode (the next listing rebuilds it)")]
+    found: list[tuple[str | None, str]] = []
+    by_id = {s.thread_id: s for s in stamps}
+    for tid, row in sorted(rows.items()):
+        if thread_ids is not None and tid not in thread_ids:
+            continue
+        stamp = by_id.get(tid)
+        if stamp is None or not _current(row, stamp):
+            continue
+        try:
+            fresh, at_rest = read_row(store.thread(tid), from_log=True)
+        except ContinuityError:
+            continue
+        if at_rest and fresh != row:
+            fields = [
+                f"{name} {getattr(row, name)!r} (the log says {getattr(fresh, name)!r})"
+                for name in row.__struct_fields__
+                if getattr(row, name) != getattr(fresh, name)
+            ]
+            found.append((tid, f"row differs from the log: {', '.join(fields)}"))
+    return found
