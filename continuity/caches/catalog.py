@@ -277,7 +277,7 @@ def _load(path: Path) -> dict[str, CatalogRow] | None:
     damaged catalog is read as empty: every row is read again and the file rewritten)."""
     try:
         data = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:  # none, or not a file (the folder it is in gone, a folder in its place)
         return None
     try:
         found = _decoder.decode(data)
