@@ -189,7 +189,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(url=_url, highlight=model.highlight)
+    env.globals.update(url=_url, highlight=model.highlight, scan_limit=model.SCAN_LIMIT)
     env.filters.update(ts=_ts, size=_size)
     return env
 
@@ -250,11 +250,10 @@ class Viewer:
 
     def threads(self, request: Request) -> Response:
         q = request.query_params
-        rows = model.thread_rows(
-            self.store, text=q.get("q", ""), kind=q.get("kind", ""), project=q.get("project", "")
+        every = model.thread_rows(self.store)
+        rows = model.filter_rows(
+            every, text=q.get("q", ""), kind=q.get("kind", ""), project=q.get("project", "")
         )
-        everything = rows if not any(q.get(k) for k in ("q", "kind", "project")) else None
-        every = everything if everything is not None else model.thread_rows(self.store)
         kinds = sorted({r.info.kind for r in every})
         projects = sorted({r.info.project for r in every if r.info.project})
         if request.url.path.startswith("/api/"):

@@ -20,6 +20,7 @@ import msgspec
 from continuity import frames as fr
 from continuity.caches.marks import is_in
 from continuity.caches.ranking import Hit
+from continuity.caches.thread_index import ThreadIndex
 from continuity.context.bundle import (
     ContextBundle,
     ElidedBlock,
@@ -33,7 +34,7 @@ from continuity.context.bundle import (
 from continuity.context.compiler import DEFAULT_LIMITS, compile_context
 from continuity.context.render import render, to_text
 from continuity.context.sources import ThreadSource, open_source
-from continuity.errors import ContinuityError
+from continuity.errors import ContinuityError, CorruptCache
 from continuity.retrieval import search
 from continuity.stats import ThreadInfo, list_threads, thread_info
 from continuity.store.base import BaseStore, Thread
@@ -56,6 +57,7 @@ __all__ = [
     "compile_here",
     "decision_rows",
     "decision_view",
+    "filter_rows",
     "frames_after",
     "hierarchy",
     "highlight",
@@ -73,6 +75,9 @@ INLINE_CHARS: Final = 4_000
 """A block longer than this shows its beginning; the rest is opened on demand."""
 _SCAN_STEP: Final = 512
 """Seqs read at a time when looking backwards for decisions."""
+SCAN_LIMIT: Final = 20_000
+"""At most this many frames are read back for one answer about decisions (a page of them, the
+previous one): the caches index no decisions, and a page must not read a 1M-frame log."""
 
 
 # --- the threads -----------------------------------------------------------------------------
@@ -85,28 +90,33 @@ class ThreadRow:
     """Torn tails moved aside from this thread's log."""
 
 
-def thread_rows(
-    store: BaseStore, *, text: str = "", kind: str = "", project: str = ""
-) -> list[ThreadRow]:
-    """Every thread, the most recently active first, narrowed by a case-insensitive ``text``
-    (in its id, title, project or branch), its ``kind`` and its ``project``."""
+def thread_rows(store: BaseStore) -> list[ThreadRow]:
+    """Every thread, the most recently active first, with its torn tails counted."""
     torn: dict[str, int] = {}
     for rec in store.quarantined():
         torn[rec.thread_id] = torn.get(rec.thread_id, 0) + 1
+    return [ThreadRow(info, torn.get(info.thread_id, 0)) for info in reversed(list_threads(store))]
+
+
+def filter_rows(
+    rows: Sequence[ThreadRow], *, text: str = "", kind: str = "", project: str = ""
+) -> list[ThreadRow]:
+    """The rows of the given ``kind`` and ``project`` whose id, title, project or branch holds
+    ``text`` (case-insensitively)."""
     needle = text.strip().lower()
-    rows: list[ThreadRow] = []
-    for info in reversed(list_threads(store)):
-        if kind and info.kind != kind:
-            continue
-        if project and info.project != project:
-            continue
-        if needle and not any(
-            needle in (value or "").lower()
-            for value in (info.thread_id, info.title, info.project, info.git_branch)
-        ):
-            continue
-        rows.append(ThreadRow(info, torn.get(info.thread_id, 0)))
-    return rows
+    return [
+        r
+        for r in rows
+        if (not kind or r.info.kind == kind)
+        and (not project or r.info.project == project)
+        and (
+            not needle
+            or any(
+                needle in (value or "").lower()
+                for value in (r.info.thread_id, r.info.title, r.info.project, r.info.git_branch)
+            )
+        )
+    ]
 
 
 # --- a page of the timeline ------------------------------------------------------------------
@@ -331,8 +341,12 @@ def timeline(
     if head >= 0 and lo <= hi:
         spans = source.marks().retracted(None)
         frames = [frame_view(f, spans) for f in source.frames(lo, hi)]
-    info = thread_info(thread)
-    children = [t for t in list_threads(store) if t.parent_thread_id == thread_id]
+    # One listing gives the thread's row and its children: the store's catalog keeps the rows
+    # current by reading only what was appended since (a row read alone would count a long
+    # log's redactions again).
+    listed = list_threads(store)
+    info = next((t for t in listed if t.thread_id == thread_id), None) or thread_info(thread)
+    children = [t for t in listed if t.parent_thread_id == thread_id]
     return Page(thread_id, info, frames, head, lo, hi, around, children)
 
 
@@ -348,8 +362,20 @@ def frames_after(store: BaseStore, thread_id: str, after: int, limit: int = 200)
     return [frame_view(f, spans) for f in source.frames(after + 1, hi)]
 
 
+def _lines(thread: Thread, lo: int, hi: int) -> Iterator[tuple[int, bytes]]:
+    """The stored lines of seqs ``lo``..``hi``: the offset index (when the store keeps one)
+    says where the first one is, so nothing before it is read."""
+    start = None
+    if ThreadIndex.available(thread):
+        try:
+            start = ThreadIndex(thread).offset(lo)
+        except CorruptCache:
+            start = None  # only a hint: the log is bisected instead
+    return thread.read_lines(from_seq=lo, to_seq=hi, start_offset=start)
+
+
 def _frame_at(thread: Thread, seq: int) -> fr.Frame:
-    for found, line in thread.read_lines(from_seq=seq, to_seq=seq):
+    for found, line in _lines(thread, seq, seq):
         return thread.decode(found, line)
     raise LookupError(f"thread {thread.id} has no frame at seq {seq}")
 
@@ -357,7 +383,7 @@ def _frame_at(thread: Thread, seq: int) -> fr.Frame:
 def frame_at(store: BaseStore, thread_id: str, seq: int) -> tuple[fr.Frame, str]:
     """The frame at ``seq`` and its stored line, pretty-printed."""
     thread = store.existing_thread(thread_id)
-    for found, line in thread.read_lines(from_seq=seq, to_seq=seq):
+    for found, line in _lines(thread, seq, seq):
         frame = thread.decode(found, line)
         return frame, _json(msgspec.json.decode(line))
     raise LookupError(f"thread {thread_id} has no frame at seq {seq}")
@@ -396,19 +422,18 @@ def summary_text(store: BaseStore, artifact_id: str) -> tuple[str, dict[str, lis
 _DECISION_PREFIX: Final = b'"type":"context_selection_'
 
 
-def _decisions_before(thread: Thread, before: int, head: int) -> Iterator[fr.Frame]:
-    """The decision frames (and repeats) before seq ``before``, newest first: read backwards a
-    range of seqs at a time (the offset index seeks), decoding only the lines that hold one."""
+def _decisions_before(thread: Thread, before: int, head: int, floor: int = 0) -> Iterator[fr.Frame]:
+    """The decision frames (and repeats) from seq ``floor`` to before seq ``before``, newest
+    first: read backwards a range of seqs at a time (the offset index seeks), decoding only the
+    lines that hold one."""
     hi = min(before - 1, head)
-    while hi >= 0:
-        lo = max(0, hi - _SCAN_STEP + 1)
+    while hi >= floor:
+        lo = max(floor, hi - _SCAN_STEP + 1)
         found = [
-            (seq, line)
-            for seq, line in thread.read_lines(from_seq=lo, to_seq=hi)
-            if _DECISION_PREFIX in line[:48]
+            (seq, line) for seq, line in _lines(thread, lo, hi) if _DECISION_PREFIX in line[:48]
         ]
-        for seq, line in reversed(found):
-            yield thread.decode(seq, line)
+        for s, line in reversed(found):
+            yield thread.decode(s, line)
         hi = lo - 1
 
 
@@ -424,13 +449,16 @@ class DecisionRow:
 def decision_rows(
     store: BaseStore, thread_id: str, *, before: int | None = None, limit: int = 30
 ) -> tuple[list[DecisionRow], int | None]:
-    """The ``limit`` latest decisions before seq ``before`` (newest first), and the seq to ask
-    for the next older page with (None: no more)."""
+    """The ``limit`` latest decisions before seq ``before`` (newest first) among the
+    :data:`SCAN_LIMIT` frames before it, and the seq to ask for the next older page with
+    (None: the thread's start was reached)."""
     thread = store.existing_thread(thread_id)
     head = _head(open_source(thread))
+    end = head + 1 if before is None else min(before, head + 1)
+    floor = max(0, end - SCAN_LIMIT)
     rows: list[DecisionRow] = []
     cache: dict[int, fr.ContextSelectionDecided] = {}
-    for frame in _decisions_before(thread, head + 1 if before is None else before, head):
+    for frame in _decisions_before(thread, end, head, floor):
         if len(rows) >= limit:
             return rows, rows[-1].seq
         if isinstance(frame, fr.ContextSelectionDecided):
@@ -444,7 +472,7 @@ def decision_rows(
                     continue
                 original = cache[frame.decision_seq] = decoded
             rows.append(DecisionRow(frame.seq, frame.ts_ms, original, frame.decision_seq))
-    return rows, None
+    return rows, (floor if floor > 0 else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -599,9 +627,10 @@ def _view(
 def _previous(
     store: BaseStore, thread: Thread, before: int, bundle_id: str
 ) -> tuple[ContextBundle | None, int | None]:
-    """The latest decision before seq ``before`` whose bundle differs from ``bundle_id``."""
+    """The latest decision before seq ``before`` (among the :data:`SCAN_LIMIT` frames before
+    it) whose bundle differs from ``bundle_id``."""
     head = _head(open_source(thread))
-    for frame in _decisions_before(thread, before, head):
+    for frame in _decisions_before(thread, before, head, max(0, before - SCAN_LIMIT)):
         if isinstance(frame, fr.ContextSelectionDecided):
             if frame.bundle_artifact_id == bundle_id:
                 continue

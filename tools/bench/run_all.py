@@ -25,6 +25,7 @@ from tools.bench import (
     bench_rebuild,
     bench_recall,
     bench_search,
+    bench_serve,
 )
 from tools.bench._common import Report, emit, log
 
@@ -57,6 +58,7 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         bench_postgres_compile.run(
             sizes=(10_000, 1_000_000 // scale), repeat=40 // scale or 4, seed=seed
         ),
+        bench_serve.run(sizes=[10_000, 1_000_000 // scale], repeat=30 // scale or 3),
     ]
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
     return reports
