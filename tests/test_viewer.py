@@ -26,7 +26,9 @@ from continuity.context.bundle import decode_bundle
 from continuity.context.compiler import compile_context
 from continuity.context.sources import halving, open_source
 from continuity.stats import list_threads
+from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
+from continuity.testing import FixedClock
 from continuity.viewer import model
 from continuity.viewer.app import COOKIE, create_app
 
@@ -612,3 +614,62 @@ def test_serve_refuses_bad_options(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# --- any backend -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgres"])
+def test_the_viewer_shows_a_store_without_caches(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The viewer knows only the store interface: the in-memory store (no caches at all) and a
+    PostgreSQL store (its derived rows) give the same pages' facts as the JSONL store."""
+    if backend == "memory":
+        from continuity.store.memory import MemoryStore
+
+        other: BaseStore = MemoryStore(clock=FixedClock())
+    else:
+        other = request.getfixturevalue("pg_stores").open(tmp_path / "pg", clock=FixedClock())
+    reference = Store(tmp_path / "jsonl", create=True, durable=False, clock=FixedClock())
+    vs = build_viewer_store(other)
+    build_viewer_store(reference)
+    c, ref = (
+        TestClient(create_app(other, token=None)),
+        TestClient(create_app(reference, token=None)),
+    )
+
+    def facts(client: TestClient, path: str) -> object:
+        r = client.get(path)
+        assert r.status_code == 200, (path, r.text)
+        got = r.json()
+        if isinstance(got, dict):
+            got.pop("thread", None)
+            if "decision" in got and isinstance(got["decision"], dict):
+                got["decision"].pop("ts_ms", None)
+        return got
+
+    for path in (
+        f"/api/t/{vs.main}?start=0",
+        f"/api/t/{vs.main}",
+        f"/api/t/{vs.main}/decisions",
+        f"/api/t/{vs.main}/d/{vs.decisions[-1]}",
+        f"/api/t/{vs.main}/hierarchy",
+        f"/api/t/{vs.main}/compile?at=150&budget=3000",
+    ):
+        assert _stable(facts(c, path)) == _stable(facts(ref, path)), path
+    for path in ("/", f"/t/{vs.main}", f"/t/{vs.main}/hierarchy", f"/t/{vs.main}/verify"):
+        assert c.get(path).status_code == 200, path
+    assert [h["seq"] for h in c.get("/api/search?q=quoting").json()] == [
+        h["seq"] for h in ref.get("/api/search?q=quoting").json()
+    ]
+
+
+def _stable(value: object) -> object:
+    """``value`` without the sizes of logs (a server keeps no file)."""
+    if isinstance(value, dict):
+        skip = ("log_bytes",)
+        return {k: _stable(v) for k, v in value.items() if k not in skip}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value

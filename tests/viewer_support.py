@@ -5,6 +5,8 @@ can put it."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -39,17 +41,25 @@ class ViewerStore:
     retracted_seq: int
 
 
-def _turn(thread: Thread, n: int) -> None:
+def _m(ids: Iterator[int], *, role: fr.Role, content: list[fr.ContentBlock]) -> fr.MessageAppended:
+    """A message whose id is the same in every store built (the store would make a random
+    one), so two stores given the same build hold the same frames but for their times."""
+    return fr.MessageAppended(message_id=f"msg-{next(ids):05d}", role=role, content=content)
+
+
+def _turn(thread: Thread, n: int, ids: Iterator[int]) -> None:
     """One exchange: a request, a call with its thinking, the output, an answer."""
     thread.append(
-        fr.MessageAppended(
+        _m(
+            ids,
             role="user",
             content=[fr.TextBlock(text=f"Step {n}: make the invoice export handle case {n}.")],
         )
     )
     call = f"toolu_{n:04d}"
     thread.append(
-        fr.MessageAppended(
+        _m(
+            ids,
             role="assistant",
             content=[
                 fr.ThinkingBlock(text=f"Case {n} needs the exporter's quoting; run its test."),
@@ -61,7 +71,8 @@ def _turn(thread: Thread, n: int) -> None:
         )
     )
     thread.append(
-        fr.MessageAppended(
+        _m(
+            ids,
             role="user",
             content=[
                 fr.ToolResultBlock(
@@ -72,14 +83,13 @@ def _turn(thread: Thread, n: int) -> None:
         )
     )
     thread.append(
-        fr.MessageAppended(
-            role="assistant", content=[fr.TextBlock(text=f"Case {n} passes; moving on.")]
-        )
+        _m(ids, role="assistant", content=[fr.TextBlock(text=f"Case {n} passes; moving on.")])
     )
 
 
 def build_viewer_store(store: BaseStore, *, turns: int = 60) -> ViewerStore:
     """Write the viewer's test threads into ``store`` (empty) and say where things are."""
+    ids = itertools.count()
     main = store.thread(MAIN)
     main.append(
         fr.ThreadCreated(
@@ -89,13 +99,15 @@ def build_viewer_store(store: BaseStore, *, turns: int = 60) -> ViewerStore:
         )
     )
     hostile_seq = main.append(
-        fr.MessageAppended(
+        _m(
+            ids,
             role="user",
             content=[fr.TextBlock(text=f"The customer wrote {HOSTILE} in the name field.")],
         )
     )[0]
     main.append(
-        fr.MessageAppended(
+        _m(
+            ids,
             role="assistant",
             content=[
                 fr.ToolUseBlock(id="toolu_h", name="Bash", input={"command": f"echo '{HOSTILE}'"})
@@ -103,28 +115,28 @@ def build_viewer_store(store: BaseStore, *, turns: int = 60) -> ViewerStore:
         )
     )
     main.append(
-        fr.MessageAppended(
+        _m(
+            ids,
             role="user",
             content=[fr.ToolResultBlock(tool_use_id="toolu_h", content=HOSTILE, is_error=True)],
         )
     )
     big = "\n".join(f"line {i}: {'x' * 60}" for i in range(BIG_OUTPUT_LINES))
     main.append(
-        fr.MessageAppended(
+        _m(
+            ids,
             role="assistant",
             content=[fr.ToolUseBlock(id="toolu_big", name="Read", input={"path": "big.log"})],
         )
     )
     big_seq = main.append(
-        fr.MessageAppended(
-            role="user", content=[fr.ToolResultBlock(tool_use_id="toolu_big", content=big)]
-        )
+        _m(ids, role="user", content=[fr.ToolResultBlock(tool_use_id="toolu_big", content=big)])
     )[0]
     checkpoints: list[int] = []
     decisions: list[int] = []
     limits = fr.Limits(recent_messages=12, budget_tokens=6_000)
     for n in range(turns):
-        _turn(main, n)
+        _turn(main, n, ids)
         head = main.head()
         assert head is not None
         if n % 10 == 9:
@@ -149,7 +161,7 @@ def build_viewer_store(store: BaseStore, *, turns: int = 60) -> ViewerStore:
             meta={"source": "claude-code", "project": "/work/shop"},
         )
     )
-    agent.append(fr.MessageAppended(role="user", content=[fr.TextBlock(text="Find the quoting")]))
+    agent.append(_m(ids, role="user", content=[fr.TextBlock(text="Find the quoting")]))
     fork(main, FORK, at_seq=40)
     head = main.head()
     assert head is not None
