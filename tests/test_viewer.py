@@ -472,6 +472,35 @@ def test_verify_of_a_sound_thread(client: TestClient, vs: ViewerStore) -> None:
     assert "ok:" in client.get(f"/t/{vs.main}/verify").text
 
 
+def test_the_integrity_page_verifies_every_thread(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s", create=True, durable=False)
+    for tid in ("good", "bad"):
+        t = store.thread(tid)
+        for i in range(5):
+            t.append(fr.MessageAppended(role="user", content=[fr.TextBlock(text=f"{tid} {i}")]))
+    c = TestClient(create_app(store, token=None))
+    sound = c.get("/api/integrity").json()
+    assert [(t["thread_id"], t["ok"]) for t in sound["threads"]] == [("bad", True), ("good", True)]
+    assert "ok: 2 threads" in c.get("/integrity").text
+    path = tmp_path / "s" / "threads" / "bad.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"bad 2"', b'"bad 9"'))  # breaks the chain
+    damaged = c.get("/api/integrity").json()
+    first = damaged["threads"][0]
+    assert first["thread_id"] == "bad"
+    assert first["ok"] is False
+    assert any("digest" in p or "chain" in p for p in first["problems"])
+    assert damaged["threads"][1] == {**damaged["threads"][1], "thread_id": "good", "ok": True}
+    html = c.get("/integrity").text
+    assert "1 thread with problems" in html
+
+
+def test_every_message_offers_compile_here(client: TestClient, vs: ViewerStore) -> None:
+    html = client.get(f"/t/{vs.main}?start=0").text
+    assert f'href="/t/{vs.main}/compile?at={vs.hostile_seq}"' in html
+    got = client.get(f"/api/t/{vs.main}/compile?at={vs.hostile_seq}").json()
+    assert got["decision"]["anchor_seq"] == vs.hostile_seq
+
+
 def test_a_torn_tail_set_aside_shows_on_the_threads_page(tmp_path: Path) -> None:
     store = Store(tmp_path / "s", create=True, durable=False)
     t = store.thread("t")

@@ -382,6 +382,12 @@ class Viewer:
             return _Json(found)
         return self.page("verify.html", tid=tid, v=found)
 
+    def integrity(self, request: Request) -> Response:
+        found = model.verify_all(self.store)
+        if request.url.path.startswith("/api/"):
+            return _Json(found)
+        return self.page("integrity.html", r=found)
+
     def artifact(self, request: Request) -> Response:
         data = model.artifact_bytes(self.store, _artifact(request.path_params["artifact_id"]))
         for magic, media in _IMAGE_TYPES.items():
@@ -508,6 +514,8 @@ def _routes(v: Viewer) -> list[Route | Mount]:
         ("/t/{thread_id}/summary/{artifact_id}", v.summary),
         ("/t/{thread_id}/verify", v.verify),
         ("/a/{artifact_id}", v.artifact),
+        ("/integrity", v.integrity),
+        ("/api/integrity", v.integrity),
         ("/api/threads", v.threads),
         ("/api/search", v.search),
         ("/api/t/{thread_id}", v.thread),

@@ -66,6 +66,7 @@ __all__ = [
     "summary_text",
     "thread_rows",
     "timeline",
+    "verify_all",
     "verify_thread",
 ]
 
@@ -764,6 +765,45 @@ class Integrity:
     problems: list[str]
     notes: list[str]
     quarantined: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreIntegrity:
+    threads: list[Integrity]
+    """Every thread, the ones with problems first."""
+    store_problems: list[str]
+    """Problems that belong to no one thread (an artifact, a stray log)."""
+    truncated: bool
+
+
+def verify_all(store: BaseStore, *, limit: int = 500) -> StoreIntegrity:
+    """``continuity verify`` of the whole store (it reads every log), as one row a thread."""
+    report = verify_store(store, limit=limit)
+    by_thread: dict[str, list[str]] = {}
+    loose: list[str] = []
+    for p in report.problems:
+        if p.thread_id is None:
+            loose.append(str(p))
+        else:
+            by_thread.setdefault(p.thread_id, []).append(str(p))
+    torn: dict[str, list[str]] = {}
+    for rec in report.quarantined:
+        torn.setdefault(rec.thread_id, []).append(
+            f"{rec.length} bytes from offset {rec.offset} ({rec.reason})"
+        )
+    rows = [
+        Integrity(
+            tid,
+            tid not in by_thread,
+            0,
+            by_thread.get(tid, []),
+            [],
+            torn.get(tid, []),
+        )
+        for tid in sorted(set(store.stored_thread_ids()) | set(by_thread))
+    ]
+    rows.sort(key=lambda r: (r.ok, not r.quarantined, r.thread_id))
+    return StoreIntegrity(rows, loose, report.truncated)
 
 
 def verify_thread(store: BaseStore, thread_id: str) -> Integrity:
