@@ -358,6 +358,41 @@ def test_a_decision_shows_its_bundle_budget_and_diff(
     assert "&#34;messages&#34;" in html  # the Anthropic request form
 
 
+def test_an_output_elided_since_the_previous_decision_is_changed(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s", create=True, durable=False)
+    t = store.thread("t")
+    limits = fr.Limits(recent_messages=20, keep_tool_outputs=1, budget_tokens=None)
+
+    def exchange(n: int) -> int:
+        t.append(
+            fr.MessageAppended(
+                role="assistant",
+                content=[fr.ToolUseBlock(id=f"c{n}", name="Bash", input={"command": f"ls {n}"})],
+            )
+        )
+        return t.append(
+            fr.MessageAppended(
+                role="user",
+                content=[fr.ToolResultBlock(tool_use_id=f"c{n}", content=f"out {n}\n" * 50)],
+            )
+        )[0]
+
+    t.append(fr.MessageAppended(role="user", content=[fr.TextBlock(text="list things")]))
+    first_output = exchange(1)
+    compile_context(t, limits=limits)
+    exchange(2)
+    second = compile_context(t, limits=limits)
+    c = TestClient(create_app(store, token=None))
+    got = c.get(f"/api/t/t/d/{second.decision.seq}").json()
+    statuses = {i["seq"]: i["status"] for i in got["items"]}
+    assert statuses[first_output] == "changed"  # whole then, a stub now
+    assert statuses[first_output + 2] == "new"  # the next call (the decision is in between)
+    assert statuses[first_output - 2] == "same"  # the request
+    html = c.get(f"/t/t/d/{second.decision.seq}").text
+    assert "1 changed" in html
+    assert "Bash output (elided)" in html
+
+
 def test_a_repeated_decision_opens_the_decision_it_repeats(tmp_path: Path) -> None:
     store = Store(tmp_path / "s", create=True, durable=False)
     t = store.thread("t")

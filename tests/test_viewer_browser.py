@@ -397,6 +397,7 @@ def test_decision_view(page: Page, site: Site) -> None:
     # the items as the model got them, each badged against the previous decision
     items = page.all("#items > li.item")
     badges = [i.find_element(By.CSS_SELECTOR, ".badge").text for i in items]
+    page.one("details.dropped > summary").click()  # closed until asked for
     dropped = page.all("details.dropped li.item")
     assert badges and dropped
     assert {i.find_element(By.CSS_SELECTOR, ".badge").text for i in dropped} == {"dropped"}
@@ -427,7 +428,7 @@ def test_decision_view(page: Page, site: Site) -> None:
     page.driver.back()
 
     previous = vs.decisions[-2]
-    page.one(f"h2 a[href='/t/{vs.main}/d/{previous}']").click()
+    page.one(f"#diff-against a[href='/t/{vs.main}/d/{previous}']").click()
     page.wait(lambda d: d.current_url.endswith(f"/d/{previous}"), "the previous decision")
     assert f"decision at seq {previous}" in page.one("#decision-facts").text
     assert page.console_errors() == []

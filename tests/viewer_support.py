@@ -134,7 +134,7 @@ def build_viewer_store(store: BaseStore, *, turns: int = 60) -> ViewerStore:
     )[0]
     checkpoints: list[int] = []
     decisions: list[int] = []
-    limits = fr.Limits(recent_messages=12, budget_tokens=6_000)
+    limits = fr.Limits(recent_messages=12, budget_tokens=400)
     for n in range(turns):
         _turn(main, n, ids)
         head = main.head()

@@ -48,6 +48,9 @@ function follow(list) {
     });
     list.dataset.last = String(data.last);
     if (count) count.textContent = String(data.last + 1);
+    document.querySelectorAll(".shown-last, .shown-head").forEach((el) => {
+      el.textContent = String(data.last);
+    });
     if (status) status.textContent = "following new frames… (last seq " + data.last + ")";
     if (nearBottom) window.scrollTo(0, document.body.scrollHeight);
   });
