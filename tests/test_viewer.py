@@ -737,3 +737,18 @@ def _stable(value: object) -> object:
     if isinstance(value, list):
         return [_stable(v) for v in value]
     return value
+
+
+def test_serve_without_the_extra_says_how_to_install_it(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    Store(root, create=True, durable=False)
+    code = (
+        "import sys; sys.modules['uvicorn'] = None\n"  # as if the extra were not installed
+        "from continuity.__main__ import main\n"
+        f"sys.argv = ['continuity', '--store', {str(root)!r}, 'serve', '--port', '0']\n"
+        "main()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 1
+    assert "needs the `serve` extra (uvicorn is missing)" in run.stderr
+    assert "pip install 'continuity[serve]'" in run.stderr
