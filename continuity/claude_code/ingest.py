@@ -105,6 +105,11 @@ class IngestReport(msgspec.Struct):
     messages: int = 0
     checkpoints: int = 0
     duplicates: int = 0
+    """Lines skipped because the store already held them (archived before this ingest)."""
+    repeated: int = 0
+    """Lines skipped because they repeat the id of a line earlier in the same read: the file
+    holds the same line twice (a resumed session's replay, or a file shaped by hand), so the
+    first one was archived by this very ingest, not before it."""
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     bytes_read: int = 0
     restarted: str | None = None
@@ -171,6 +176,9 @@ class _Ingest:
         self.known: set[str] = set()
         self.loaded: set[str] = set()
         self.new_keys: list[str] = []
+        self.fresh: set[str] = set()
+        """The keys this read added to ``known`` (a line matching only these repeats one of
+        the same read: it is counted as repeated, not as already archived)."""
         self._threads: dict[str, Thread] = {}
 
     def thread(self, thread_id: str) -> Thread:
@@ -193,6 +201,20 @@ class _Ingest:
         self.loaded.add(thread_id)
         after = -1 if cursor is None else cursor.heads.get(thread_id, -1)
         self.load_keys(thread_id, after)
+
+    def remember(self, keys: list[str]) -> None:
+        """Note the source keys of a frame this read builds."""
+        self.known.update(keys)
+        self.new_keys.extend(keys)
+        self.fresh.update(keys)
+
+    def skip(self, matched: list[str]) -> None:
+        """Count a line skipped because its keys ``matched`` known ones: already archived, or
+        a repeat of a line of this read when every match is one this read added."""
+        if all(k in self.fresh for k in matched):
+            self.report.repeated += 1
+        else:
+            self.report.duplicates += 1
 
     # -- building frames -----------------------------------------------------------------------
 
@@ -528,19 +550,19 @@ def _ingest_locked(
         if isinstance(item, CompactSummary):
             key = f"c:cc-{item.where.uuid}"
             if key in job.known:
-                job.report.duplicates += 1
+                job.skip([key])
                 continue
             batch.frames.append(_Marker(item, last_boundary))
-            job.known.add(key)
-            job.new_keys.append(key)
+            job.remember([key])
             last_boundary = None
             continue
         if isinstance(item, UserLine):
             keys = _user_keys(item)
             if not item.blocks:
                 continue
-            if any(k in job.known for k in keys):
-                job.report.duplicates += 1
+            matched = [k for k in keys if k in job.known]
+            if matched:
+                job.skip(matched)
                 continue
             blocks, redacted = job.redact(item.blocks)
             meta = {"is_meta": "true"} if item.is_meta else {}
@@ -557,12 +579,11 @@ def _ingest_locked(
             )
             note_meta(tid, item)
             batch.frames.append(msgspec.structs.replace(frame, meta=meta) if meta else frame)
-            job.known.update(keys)
-            job.new_keys.extend(keys)
+            job.remember(keys)
             continue
         parts = [p for p in item if p.where.uuid not in job.known]
         if not parts:
-            job.report.duplicates += 1
+            job.skip([p.where.uuid for p in item])
             continue
         head = parts[0]
         message_key = f"a:{head.message_id}"
@@ -590,8 +611,7 @@ def _ingest_locked(
         )
         note_meta(tid, head)
         batch.frames.append(msgspec.structs.replace(frame, meta=meta))
-        job.known.update([*keys, message_key])
-        job.new_keys.extend([*keys, message_key])
+        job.remember([*keys, message_key])
 
     heads: dict[str, int] = dict(cursor.heads) if cursor else {}
     last_msg: dict[str, int] = dict(cursor.last_message_seq) if cursor else {}

@@ -231,7 +231,9 @@ def ingest(
         fail(f"no Claude Code transcript among the {len(files)} files; nothing was ingested")
     # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
     store = open_store(ctx, create=True)
-    totals = {"messages": 0, "checkpoints": 0, "duplicates": 0, "bad": 0, "oversize": 0}
+    totals = dict.fromkeys(
+        ("messages", "checkpoints", "duplicates", "repeated", "bad", "oversize"), 0
+    )
     threads: set[str] = set()
     failed: list[tuple[Path, str]] = []
     done = 0
@@ -252,6 +254,7 @@ def ingest(
         totals["messages"] += r.messages
         totals["checkpoints"] += r.checkpoints
         totals["duplicates"] += r.duplicates
+        totals["repeated"] += r.repeated
         totals["bad"] += sum(r.skipped.get(k, 0) for k in ("<not json>", "<not object>"))
         totals["oversize"] += r.skipped.get(SKIPPED_OVERSIZE, 0)
         threads.update(r.threads)
@@ -292,6 +295,14 @@ def ingest(
             f", {count(totals['oversize'], 'line')} over the {MAX_LINE_BYTES >> 20} MiB "
             "line cap skipped (not archived)"
             if totals["oversize"]
+            else ""
+        )
+        # Not "already archived": this run archived the first of them (a line a transcript
+        # holds twice, by its id).
+        + (
+            f", {count(totals['repeated'], 'line')} repeating an earlier line of "
+            "their transcript skipped"
+            if totals["repeated"]
             else ""
         )
     )
