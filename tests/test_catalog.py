@@ -450,3 +450,36 @@ def test_the_cli_listings_match_the_logs(tmp_store: Store) -> None:
     assert [line.split()[0] for line in out[0][1].splitlines()] == [
         s.thread_id for s in _expected_sessions(tmp_store, True)
     ]
+
+
+def _expected_previous(store: BaseStore, project: str, exclude: str) -> SessionInfo | None:
+    found = [
+        msgspec.structs.replace(s, messages=0, compactions=0)
+        for s in _expected_sessions(store, include_agents=False)
+        if s.project == project and s.thread_id != exclude
+    ]
+    return max(found, key=lambda s: (s.last_active_ms, s.thread_id), default=None)
+
+
+def test_previous_session_reads_current_rows_and_never_writes(tmp_store: Store) -> None:
+    """The session-start hook's pointer: current rows from the catalog, the other threads from
+    their logs, and the catalog file left alone."""
+    from continuity.claude_code.sessions import previous_session
+
+    _fill(tmp_store)
+    _session(tmp_store, "cc-s1b")  # the same project folder as cc-s1 ("/p/cc-s1")
+    cases = [("/p/cc-s1", "cc-s1"), ("/p/cc-s1", "cc-s1b"), ("/p/cc-s2", "x"), ("/p/none", "x")]
+    for project, exclude in cases:  # no catalog yet
+        got = previous_session(tmp_store, project, exclude=exclude)
+        assert got == _expected_previous(tmp_store, project, exclude)
+    assert not _catalog(tmp_store).exists()
+    list_threads(tmp_store)
+    kept = _catalog(tmp_store).read_bytes()
+    subprocess.run(
+        [sys.executable, "-c", _APPENDER, str(tmp_store.root), "cc-s1", "cc-s1.agent-a1"],
+        check=True,
+    )
+    for project, exclude in cases:  # some rows current, one behind its log
+        got = previous_session(tmp_store, project, exclude=exclude)
+        assert got == _expected_previous(tmp_store, project, exclude)
+    assert _catalog(tmp_store).read_bytes() == kept

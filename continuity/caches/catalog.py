@@ -51,6 +51,7 @@ __all__ = [
     "CatalogView",
     "catalog_problems",
     "catalog_view",
+    "current_rows",
     "read_row",
     "rebuild_catalog",
     "thread_counts",
@@ -61,6 +62,8 @@ _VERSION: Final = 1
 _TAIL: Final = 67
 """A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
 _CHUNK: Final = 1 << 20
+_SMALL: Final = 64 * 1024
+"""A log up to this size without caches is counted by reading it, not by making its caches."""
 _REDACTED: Final = b'"' + META_KEY.encode() + b'":"'
 
 
@@ -122,15 +125,15 @@ class CatalogView(NamedTuple):
 # --- reading one thread -----------------------------------------------------------------------
 
 
-def thread_counts(thread: Thread, *, from_log: bool = False) -> tuple[int, int, list[str]]:
+def thread_counts(thread: Thread) -> tuple[int, int, list[str]]:
     """(frames, messages, the checkpoints' cut rules): from the caches, brought up to date, or
-    by reading the log when the store keeps none (or ``from_log``: without the caches)."""
-    if not from_log and ThreadIndex.available(thread):
+    by reading the log when the store keeps none."""
+    if ThreadIndex.available(thread):
         index = ThreadIndex(thread)
         index.refresh()
         cut_rules = [c.cut_rule_id for c in index.checkpoints()]
         return index.frame_count(), index.message_count(), cut_rules
-    derived = None if from_log else thread.derived()
+    derived = thread.derived()
     if derived is not None:
         state = derived.state()
         found = derived.checkpoints(state.head_seq) if state.head_seq >= 0 else []
@@ -187,66 +190,126 @@ def _still_ends(log: LogReader, row: CatalogRow) -> bool:
     return log.pread(_TAIL, row.log_bytes - _TAIL) == _sealed_end(row.head_digest)
 
 
+class _Facts(NamedTuple):
+    """What a row says of a thread's frames, however it was read."""
+
+    first: fr.Frame | None
+    last: fr.Frame | None
+    last_message_ms: int | None
+    messages: int
+    cut_rules: list[str]
+    redactions: int
+
+
+def _wants_last_message(thread: Thread, first: fr.Frame | None) -> bool:
+    """Only ``sessions`` shows it: Claude Code sessions' rows carry it."""
+    return (
+        isinstance(first, fr.ThreadCreated)
+        and first.meta.get("source", "") == "claude-code"
+        and thread.id.startswith("cc-")
+    )
+
+
+def _facts_in_one_pass(thread: Thread) -> _Facts:
+    """Every frame read once, in order (each checked against the chain as it is read)."""
+    first: fr.Frame | None = None
+    last: fr.Frame | None = None
+    last_message_ms: int | None = None
+    messages = redactions = 0
+    rules: list[str] = []
+    for frame in thread.read():
+        if first is None:
+            first = frame
+        last = frame
+        if isinstance(frame, fr.MessageAppended):
+            messages += 1
+            last_message_ms = frame.ts_ms
+        elif isinstance(frame, fr.CompactionCheckpointCreated):
+            rules.append(frame.cut_rule_id)
+        redactions += redaction_count(frame)
+    if not _wants_last_message(thread, first):
+        last_message_ms = None
+    return _Facts(first, last, last_message_ms, messages, rules, redactions)
+
+
+def _facts_from_caches(
+    thread: Thread, log: LogReader | None, previous: CatalogRow | None
+) -> _Facts:
+    """The first and last frames (two short reads), the counts of the thread's caches (caught
+    up with its new bytes), the redactions of its new bytes added to ``previous``'s."""
+    first = next(iter(thread.read(to_seq=0)), None)
+    tail = thread.tail(1)
+    _frames, messages, cut_rules = thread_counts(thread)
+    if log is None:
+        redactions = sum(
+            redaction_count(thread.decode(seq, line))
+            for seq, line in thread.lines_holding(_REDACTED)
+        )
+    else:
+        start, carried = 0, 0
+        if previous is not None and _still_ends(log, previous):
+            start, carried = previous.log_bytes, previous.redactions
+        redactions = carried + _redactions_in(thread, log, start, log.end)
+    last_message_ms = None
+    if _wants_last_message(thread, first):
+        found = thread.tail(1, types=["message_appended"])
+        last_message_ms = found[0].ts_ms if found else None
+    last = tail[0] if tail else None
+    return _Facts(first, last, last_message_ms, messages, cut_rules, redactions)
+
+
 def read_row(
     thread: Thread, previous: CatalogRow | None = None, *, from_log: bool = False
 ) -> tuple[CatalogRow, bool]:
     """The row of ``thread`` read from its log (and caches), and whether it may be kept: the
     log is at rest (no unfinished batch or torn tail) and did not change while it was read.
-    ``previous``, an older row of the same thread, saves reading the log again for the
-    redactions when the log still ends where it did. ``from_log`` counts the frames by reading
-    them all, without the caches (which are neither used nor written: ``verify``). Raises
+
+    A thread whose caches exist is read through them (its first and last frames, the counts,
+    and the redactions of the bytes ``previous`` did not cover, when the log still ends where
+    that older row said): a grown thread costs its new bytes, and the caches also know whether
+    the log was once longer than it is now. A small log without caches (a store listed for
+    the first time) is read in one pass instead of having a dozen cache files made for it; so
+    is any log with ``from_log`` (``verify``: the caches are neither used nor written). Raises
     :class:`ContinuityError` when the thread cannot be read."""
     log = thread.open_log()
     try:
         size = log.size() if log is not None else -1
-        first = next(iter(thread.read(to_seq=0)), None)
-        last = thread.tail(1)
-        _frames, messages, cut_rules = thread_counts(thread, from_log=from_log)
-        if log is None:
-            log_bytes = thread.log_bytes()
-            redactions = sum(
-                redaction_count(thread.decode(seq, line))
-                for seq, line in thread.lines_holding(_REDACTED)
-            )
+        small = log is not None and size <= _SMALL and ThreadIndex(thread).manifest() is None
+        if from_log or small:
+            facts = _facts_in_one_pass(thread)
         else:
-            log_bytes = size  # what the file takes, a torn tail included
-            start, carried = 0, 0
-            if previous is not None and _still_ends(log, previous):
-                start, carried = previous.log_bytes, previous.redactions
-            redactions = carried + _redactions_in(thread, log, start, log.end)
+            facts = _facts_from_caches(thread, log, previous)
+        log_bytes = thread.log_bytes() if log is None else size  # a torn tail included
+        first, last = facts.first, facts.last
         created = first if isinstance(first, fr.ThreadCreated) else None
         meta = created.meta if created else {}
-        source = meta.get("source", "")
-        last_message_ms = None
-        if source == "claude-code" and thread.id.startswith("cc-"):
-            found = thread.tail(1, types=["message_appended"])
-            last_message_ms = found[0].ts_ms if found else None
+        rules = facts.cut_rules
         row = CatalogRow(
             thread_id=thread.id,
             log_bytes=log_bytes,
-            frames=last[0].seq + 1 if last else 0,
-            head_digest=last[0].digest if last else "",
-            last_active_ms=last[0].ts_ms if last else 0,
+            frames=last.seq + 1 if last else 0,
+            head_digest=last.digest if last else "",
+            last_active_ms=last.ts_ms if last else 0,
             first_ms=first.ts_ms if first is not None else 0,
-            last_message_ms=last_message_ms,
+            last_message_ms=facts.last_message_ms,
             created=created is not None,
-            source=source,
+            source=meta.get("source", ""),
             title=created.title if created else None,
             parent_thread_id=created.parent_thread_id if created else None,
             project=meta.get("project", ""),
             git_branch=meta.get("git_branch", ""),
-            messages=messages,
-            checkpoints=len(cut_rules),
-            compactions=sum(1 for r in cut_rules if r.startswith("claude_code")),
-            redactions=redactions,
+            messages=facts.messages,
+            checkpoints=len(rules),
+            compactions=sum(1 for r in rules if r.startswith("claude_code")),
+            redactions=facts.redactions,
         )
         keep = (
             log is not None
-            and last
-            and log.end == size == log_bytes
+            and last is not None
+            and log.end == size
             and _at_rest(thread, size, row.head_digest)
         )
-        return row, bool(keep)
+        return row, keep
     finally:
         if log is not None:
             log.close()
@@ -358,6 +421,27 @@ def catalog_view(store: BaseStore) -> CatalogView:
     if dirty or len(kept) != len(known):
         _write(store, path, kept)
     return CatalogView(rows, problems)
+
+
+def current_rows(store: BaseStore) -> tuple[list[CatalogRow], list[str]] | None:
+    """The catalog's rows that still describe their logs, and the ids of the other stored
+    logs (to be read some other way), without reading a log or writing the file: for a
+    latency-bound caller (a hook) that must not pay for another thread's catch-up. None when
+    the store keeps no catalog."""
+    path = _path(store)
+    stamps = store.log_stamps(_TAIL) if path is not None else None
+    if path is None or stamps is None:
+        return None
+    known = _load(path) or {}
+    rows: list[CatalogRow] = []
+    others: list[str] = []
+    for stamp in sorted(stamps):
+        row = known.get(stamp.thread_id)
+        if row is not None and _current(row, stamp):
+            rows.append(row)
+        else:
+            others.append(stamp.thread_id)
+    return rows, others
 
 
 def _read_all(store: BaseStore, threads: list[Thread]) -> CatalogView:

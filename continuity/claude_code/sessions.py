@@ -7,7 +7,7 @@ import time
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches.catalog import CatalogRow, catalog_view
+from continuity.caches.catalog import CatalogRow, catalog_view, current_rows
 from continuity.store.base import BaseStore, Thread
 
 __all__ = ["SessionInfo", "list_sessions", "previous_session"]
@@ -80,14 +80,32 @@ def list_sessions(store: BaseStore, *, include_agents: bool = False) -> list[Ses
 
 
 def previous_session(store: BaseStore, project: str, *, exclude: str) -> SessionInfo | None:
-    """The most recently active other session of ``project`` (no caches touched)."""
+    """The most recently active other session of ``project`` (no caches touched: the rows of
+    the store catalog that still describe their logs are read, never brought up to date; the
+    other threads' first and last frames are read from their logs)."""
+
+    def wanted(tid: str) -> bool:
+        return tid != exclude and tid.startswith("cc-") and ".agent-" not in tid
+
+    found = current_rows(store)
+    rows, others = found if found is not None else ([], store.threads())
+    candidates = [
+        msgspec.structs.replace(_session(r), messages=0, compactions=0)
+        for r in rows
+        if wanted(r.thread_id) and r.created and r.source == "claude-code"
+    ]
+    for tid in others:
+        if wanted(tid):
+            info = _info(store.thread(tid))
+            if info is not None:
+                candidates.append(info)
     best: SessionInfo | None = None
-    for tid in store.threads():
-        if tid == exclude or not tid.startswith("cc-") or ".agent-" in tid:
+    for info in candidates:
+        if info.project != project:
             continue
-        info = _info(store.thread(tid))
-        if info is None or info.project != project:
-            continue
-        if best is None or (info.last_active_ms, tid) > (best.last_active_ms, best.thread_id):
+        if best is None or (info.last_active_ms, info.thread_id) > (
+            best.last_active_ms,
+            best.thread_id,
+        ):
             best = info
     return best
