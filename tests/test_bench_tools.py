@@ -81,3 +81,40 @@ def test_bench_agent_loop_runs_and_reports_every_row(
     assert " 0 context_selection_decided" in notes["jsonl, log off"]
     assert " 0 context_selection_decided" not in notes["jsonl, log on"]
     assert not any((tmp_path / "bench" / "work").iterdir())  # the scratch stores are gone
+
+
+def test_gen_threads_writes_claude_code_threads_deterministically(tmp_path: Path) -> None:
+    from continuity import frames as fr
+    from continuity.store.jsonl import Store
+
+    gen = _tool("tools.bench.gen_threads")
+    logs = []
+    for name in ("a", "b"):
+        store = Store(tmp_path / name, create=True, durable=False, clock=lambda: 1)
+        stats = gen.write_threads(store, 40, seed=3)
+        assert stats.threads == len(store.threads()) == 40
+        logs.append({p.name: p.read_bytes() for p in (tmp_path / name / "threads").iterdir()})
+    assert logs[0] == logs[1]
+    store = Store(tmp_path / "a")
+    agents = [t for t in store.threads() if ".agent-" in t]
+    assert agents and all(t.startswith("cc-") for t in store.threads())
+    for tid in store.threads():
+        first = next(iter(store.thread(tid).read(to_seq=0)))
+        assert isinstance(first, fr.ThreadCreated) and first.meta["source"] == "claude-code"
+        assert (first.parent_thread_id is not None) == (".agent-" in tid)
+    assert 1_000 < stats.log_bytes / stats.threads < 20_000
+
+
+def test_bench_catalog_runs_and_reports_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTINUITY_BENCH_DIR", str(tmp_path / "bench"))
+    bench = _tool("tools.bench.bench_catalog")
+    report = bench.run(sizes=(30,), repeat=1, cold_repeat=1, baseline=None)
+    metrics = [r.metric for r in report.rows]
+    assert metrics[0] == "python -c pass"
+    for cmd in ("threads", "sessions", "stats"):
+        for phase in ("cold", "warm", "warm, 1 thread appended"):
+            assert f"{cmd} @30, {phase} (after)" in metrics
+    assert all(r.median > 0 for r in report.rows)
+    assert not any((tmp_path / "bench" / "work").iterdir())

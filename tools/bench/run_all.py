@@ -15,6 +15,7 @@ import time
 from tools.bench import (
     bench_agent_loop,
     bench_append,
+    bench_catalog,
     bench_compile,
     bench_hooks,
     bench_langgraph,
@@ -48,6 +49,12 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         ),
         bench_hooks.run(sizes=(3, 100 // scale), seed=seed),
         bench_search.run(sizes=tuple(n // scale for n in bench_search.DEFAULT_SIZES), seed=seed),
+        bench_catalog.run(
+            sizes=(1_000,) if quick else bench_catalog.DEFAULT_SIZES,
+            repeat=3,
+            cold_repeat=1,
+            seed=seed,
+        ),
         bench_recall.run(sizes=tuple(n // scale for n in bench_recall.DEFAULT_SIZES), seed=seed),
         bench_agent_loop.run(turns=bench_agent_loop.DEFAULT_TURNS // scale, seed=seed),
         bench_langgraph.run(
