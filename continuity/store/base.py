@@ -108,9 +108,10 @@ class Head(msgspec.Struct, frozen=True):
         return self.seq + 1
 
 
-class LogStamp(NamedTuple):
+class LogStamp(msgspec.Struct, frozen=True, order=True):
     """What a stored log looks like from outside, read without parsing it: how a derived
-    summary of the log (the store catalog) tells whether it still describes it."""
+    summary of the log (the store catalog) tells whether it still describes it. (A Struct, not
+    a NamedTuple: the class is made on the hook path, where a NamedTuple costs 40 µs more.)"""
 
     thread_id: str
     size: int
