@@ -1,20 +1,33 @@
-"""Search quality on the labelled fixture queries: recall@1, recall@5 and MRR.
+"""Search quality on labelled fixture queries: recall@1, recall@5 and MRR@10, by kind and split.
 
-    python tools/search_quality.py [--json] [--fixtures DIR] [--queries FILE]
+    python tools/search_quality.py [--json] [--fixtures DIR] [--queries FILE] [--derive]
 
 Ingests every Claude Code transcript under ``../shared/fixtures/claude-code`` into a temporary
-store (``ingest_transcript(..., final=True)``, sorted path order), runs each query of
-``tests/data/recall_queries.json`` through :func:`continuity.retrieval.search` (k = 10) — once with
-BM25 alone, once re-ranked by the :class:`~continuity.retrieval.HashedEmbedder` — and reports, per
-mode, overall and per category:
+store (``ingest_transcript(..., final=True)``, sorted path order), runs each query through
+:func:`continuity.retrieval.search` (k = 10) — once with BM25 alone, once re-ranked by the
+:class:`~continuity.retrieval.HashedEmbedder` — and reports, per mode:
 
 * recall@1 and recall@5: the share of queries with an answer among the first 1 or 5 hits;
-* MRR: the mean of 1 / rank of the first answer (0 when none is in the top 10).
+* MRR@10: the mean of 1 / rank of the first answer (0 when none is in the top 10).
+
+Two query sets:
+
+* ``tests/data/search_queries_v2.json`` (the default, version 2): queries of three kinds —
+  ``paraphrase`` (a change in other words), ``error`` (an error and its fix, loosely) and
+  ``decision`` (what was decided and why) — each in a split, ``dev`` (what tuning may look at)
+  or ``heldout`` (never tuned on). Answers are labelled by transcript ``file`` and JSONL
+  ``lines``; ``thread`` and ``seqs`` are derived from them (``--derive`` prints the set with
+  them derived again, for when ingest numbers frames differently). Figures by kind and split.
+* ``tests/data/recall_queries.json`` (version 1): queries by ``category`` (command, error,
+  request, file, decision), answers labelled by thread and seqs. Figures by category.
 
 Before measuring it checks every label: each answer message must exist and contain its
-``evidence`` text, so a change in how ingest numbers frames is reported as a broken label instead
-of a silent drop in quality. It reports; it does not judge: the exit status is 0 whatever the
-figures (tests/test_search_quality.py sets the floor). Without the fixtures it says so and exits 0.
+``evidence`` text; in version 2 each labelled line must still be the message of that thread and
+seq, and a paraphrase query must not copy a distinctive word of its answer (a word of the
+answer found in at most :data:`DISTINCTIVE_DF` messages of the whole store). A broken label is
+reported, never silently dropped. It reports; it does not judge: the exit status is 0 whatever
+the figures (tests/test_search_quality.py sets the floor of version 1). Without the fixtures it
+says so and exits 0.
 """
 
 from __future__ import annotations
@@ -22,39 +35,61 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 FIXTURES: Final = (ROOT / ".." / "shared" / "fixtures" / "claude-code").resolve()
-QUERIES: Final = ROOT / "tests" / "data" / "recall_queries.json"
+QUERIES_V1: Final = ROOT / "tests" / "data" / "recall_queries.json"
+QUERIES_V2: Final = ROOT / "tests" / "data" / "search_queries_v2.json"
+QUERIES: Final = QUERIES_V2
 K: Final = 10
 MODES: Final = ("bm25", "bm25+hashed")
+KINDS: Final = ("paraphrase", "error", "decision")
+SPLITS: Final = ("dev", "heldout")
+DISTINCTIVE_DF: Final = 10
+"""A word of an answer found in at most this many messages of the store is distinctive: a
+paraphrase query must not use it (about 0.7 % of the fixtures' 1,400 messages)."""
 
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from continuity.caches.search_index import frame_text  # noqa: E402
+from continuity import frames as fr  # noqa: E402
+from continuity.caches.search_index import frame_text, tokenize  # noqa: E402
 from continuity.claude_code.ingest import ingest_transcript  # noqa: E402
 from continuity.retrieval import HashedEmbedder, search  # noqa: E402
 from continuity.store.jsonl import Store  # noqa: E402
 
 
-class Answer(msgspec.Struct, frozen=True):
+class Answer(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    file: str = ""
+    """(version 2) The transcript, relative to the fixtures folder."""
+    lines: list[int] = []
+    """(version 2) The 1-based JSONL lines of the messages that answer."""
     thread: str
     seqs: list[int]
     evidence: str
 
 
-class Query(msgspec.Struct, frozen=True):
+class Query(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str
-    category: str
+    category: str = ""
+    """(version 1) command, error, request, file or decision."""
+    kind: str = ""
+    """(version 2) paraphrase, error or decision."""
+    split: str = ""
+    """(version 2) dev or heldout."""
     query: str
     answers: list[Answer]
     comment: str
+
+    @property
+    def group(self) -> str:
+        return self.kind or self.category
 
 
 class QuerySet(msgspec.Struct, frozen=True):
@@ -68,16 +103,19 @@ class Scores(msgspec.Struct):
     recall_at_1: float = 0.0
     recall_at_5: float = 0.0
     mrr: float = 0.0
+    """MRR@10: 1 / rank of the first answer in the top K, 0 without one."""
 
 
 class QueryResult(msgspec.Struct):
     id: str
     category: str
+    """The query's category (version 1) or kind (version 2)."""
     query: str
     rank: dict[str, int | None]
     """Per mode, the 1-based rank of the first answer in the top K (None: not found)."""
     top: dict[str, list[str]]
     """Per mode, the top 5 hits as ``thread@seq``."""
+    split: str = ""
 
 
 class Report(msgspec.Struct):
@@ -87,7 +125,14 @@ class Report(msgspec.Struct):
     label_problems: list[str]
     overall: dict[str, Scores]
     by_category: dict[str, dict[str, Scores]]
+    """Per category (version 1) or kind (version 2), per mode."""
     results: list[QueryResult]
+    version: int = 1
+    queries_file: str = ""
+    by_split: dict[str, dict[str, Scores]] = {}
+    """(version 2) Per split (dev, heldout), per mode."""
+    by_kind_split: dict[str, dict[str, dict[str, Scores]]] = {}
+    """(version 2) Per kind, per split (dev, heldout, all), per mode."""
 
 
 def load_queries(path: Path = QUERIES) -> QuerySet:
@@ -101,27 +146,164 @@ def ingest_fixtures(store: Store, fixtures: Path = FIXTURES) -> int:
     )
 
 
-def check_labels(store: Store, queries: QuerySet) -> list[str]:
-    """What is wrong with the labels: answers that do not exist or lack their evidence, and
-    queries copied from their answer's text (a person asks, they do not paste the answer)."""
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string a transcript message's content holds (its text, inputs and results)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in ("type", "id", "tool_use_id", "signature"):
+                yield from _strings(item)
+
+
+class LineIndex:
+    """Where the messages of the fixture transcripts went: (thread, seq) by file and line."""
+
+    def __init__(self, store: Store, fixtures: Path) -> None:
+        self.store = store
+        self.fixtures = fixtures
+        self._by_file: dict[str, dict[str, tuple[str, int]]] = {}
+        self._threads_of: dict[str, list[str]] = {}
+        for tid in store.threads():
+            created = next(iter(store.thread(tid).read(types=["thread_created"])), None)
+            if isinstance(created, fr.ThreadCreated):
+                path = created.meta.get("transcript", "")
+                self._threads_of.setdefault(path, []).append(tid)
+
+    def _keys(self, path: Path) -> dict[str, tuple[str, int]]:
+        """Each source key of the messages ``path`` fed, to its thread and seq."""
+        found = self._by_file.get(str(path))
+        if found is None:
+            found = self._by_file[str(path)] = {}
+            for tid in self._threads_of.get(str(path), []):
+                for f in self.store.thread(tid).read(types=["message_appended"]):
+                    if isinstance(f, fr.MessageAppended) and f.source is not None:
+                        extra = f.meta.get("cc_keys", "")
+                        for key in [f.source.key, *(extra.split(",") if extra else [])]:
+                            found.setdefault(key, (tid, f.seq))
+        return found
+
+    def locate(self, file: str, line: int) -> tuple[str, int, str] | str:
+        """(thread, seq, the line's text) of a transcript line, or what is wrong with it."""
+        path = (self.fixtures / file).resolve()
+        try:
+            raw = path.read_bytes().split(b"\n")
+        except OSError as exc:
+            return f"cannot read {file} ({exc.strerror or exc})"
+        if not 1 <= line <= len(raw):
+            return f"{file} has no line {line}"
+        try:
+            obj = msgspec.json.decode(raw[line - 1])
+        except msgspec.DecodeError:
+            return f"{file}:{line} is not JSON"
+        message = obj.get("message") if isinstance(obj, dict) else None
+        if not isinstance(message, dict) or not obj.get("uuid"):
+            return f"{file}:{line} is not a message line with a uuid"
+        where = self._keys(path).get(obj["uuid"])
+        if where is None:
+            return f"{file}:{line} (uuid {obj['uuid']}) became no message of the store"
+        return where[0], where[1], " ".join(_strings(message.get("content")))
+
+
+def _message_df(store: Store) -> Counter[str]:
+    """In how many messages of the store each token occurs."""
+    df: Counter[str] = Counter()
+    for tid in store.threads():
+        for f in store.thread(tid).read(types=["message_appended"]):
+            df.update(set(tokenize(frame_text(f, store))))
+    return df
+
+
+def _answer_text(store: Store, thread: str, seq: int) -> str | None:
+    frame = next(iter(store.thread(thread).read(from_seq=seq, to_seq=seq)), None)
+    return None if frame is None else frame_text(frame, store)
+
+
+def check_labels(store: Store, queries: QuerySet, fixtures: Path = FIXTURES) -> list[str]:
+    """What is wrong with the labels: answers that do not exist or lack their evidence, queries
+    copied from their answer's text (a person asks, they do not paste the answer), and in
+    version 2 lines that no longer are the labelled message, unknown kinds or splits, and
+    paraphrase queries that use a distinctive word of their answer."""
     problems = []
     ids = set()
+    v2 = queries.version >= 2
+    lines = LineIndex(store, fixtures) if v2 else None
+    df = _message_df(store) if v2 else Counter[str]()
     for q in queries.queries:
         if q.id in ids:
             problems.append(f"{q.id}: duplicate id")
         ids.add(q.id)
+        if v2 and q.kind not in KINDS:
+            problems.append(f"{q.id}: kind {q.kind!r} is none of {', '.join(KINDS)}")
+        if v2 and q.split not in SPLITS:
+            problems.append(f"{q.id}: split {q.split!r} is none of {', '.join(SPLITS)}")
+        query = _norm(q.query)
+        query_tokens = set(tokenize(q.query))
         for a in q.answers:
+            evidence = _norm(a.evidence)
+            if lines is not None:
+                if not a.file or not a.lines:
+                    problems.append(f"{q.id}: an answer without file and lines")
+                derived: set[tuple[str, int]] = set()
+                for n in a.lines:
+                    where = lines.locate(a.file, n)
+                    if isinstance(where, str):
+                        problems.append(f"{q.id}: {where}")
+                        continue
+                    derived.add(where[:2])
+                    if evidence not in _norm(where[2]):
+                        problems.append(f"{q.id}: {a.file}:{n} does not contain {a.evidence!r}")
+                labelled = {(a.thread, s) for s in a.seqs}
+                if derived and derived != labelled:
+                    got = ", ".join(f"{t}@{s}" for t, s in sorted(derived))
+                    problems.append(
+                        f"{q.id}: {a.file}:{a.lines} are {got}, labelled "
+                        f"{a.thread}@{a.seqs} (run --derive)"
+                    )
             for seq in a.seqs:
-                frame = next(iter(store.thread(a.thread).read(from_seq=seq, to_seq=seq)), None)
-                if frame is None:
+                text = _answer_text(store, a.thread, seq)
+                if text is None:
                     problems.append(f"{q.id}: no frame {a.thread}@{seq}")
                     continue
-                text = " ".join(frame_text(frame, store).lower().split())
-                if a.evidence.lower() not in text:
+                if evidence not in _norm(text):
                     problems.append(f"{q.id}: {a.thread}@{seq} does not contain {a.evidence!r}")
-                if " ".join(q.query.lower().split()) in text:
+                if query in _norm(text):
                     problems.append(f"{q.id}: the query is copied from {a.thread}@{seq}")
+                if v2 and q.kind == "paraphrase":
+                    copied = sorted(
+                        t for t in query_tokens & set(tokenize(text)) if df[t] <= DISTINCTIVE_DF
+                    )
+                    if copied:
+                        problems.append(
+                            f"{q.id}: a paraphrase uses words distinctive of {a.thread}@{seq}: "
+                            + ", ".join(copied)
+                        )
     return problems
+
+
+def derive(store: Store, queries: QuerySet, fixtures: Path = FIXTURES) -> QuerySet:
+    """The set with each answer's thread and seqs derived from its file and lines (answers
+    whose lines do not resolve, or resolve to several threads, are left as they are)."""
+    lines = LineIndex(store, fixtures)
+    out = []
+    for q in queries.queries:
+        answers = []
+        for a in q.answers:
+            found = [lines.locate(a.file, n) for n in a.lines]
+            places = {w[:2] for w in found if not isinstance(w, str)}
+            if len(places) == len(found) and len({t for t, _ in places}) == 1:
+                thread = next(iter(places))[0]
+                a = msgspec.structs.replace(a, thread=thread, seqs=sorted({s for _, s in places}))
+            answers.append(a)
+        out.append(msgspec.structs.replace(q, answers=answers))
+    return msgspec.structs.replace(queries, queries=out)
 
 
 def _scores(ranks: Sequence[int | None]) -> Scores:
@@ -136,7 +318,13 @@ def _scores(ranks: Sequence[int | None]) -> Scores:
     )
 
 
-def measure(store: Store, queries: QuerySet, messages: int = 0) -> Report:
+def _by_mode(results: Sequence[QueryResult]) -> dict[str, Scores]:
+    return {m: _scores([r.rank[m] for r in results]) for m in MODES}
+
+
+def measure(
+    store: Store, queries: QuerySet, messages: int = 0, fixtures: Path = FIXTURES
+) -> Report:
     """Run every query in both modes and score the ranks."""
     embedder = HashedEmbedder()
     results = []
@@ -149,20 +337,32 @@ def measure(store: Store, queries: QuerySet, messages: int = 0) -> Report:
             found = [i for i, h in enumerate(hits, 1) if (h.thread_id, h.seq) in wanted]
             rank[mode] = found[0] if found else None
             top[mode] = [f"{h.thread_id}@{h.seq}" for h in hits[:5]]
-        results.append(QueryResult(q.id, q.category, q.query, rank, top))
+        results.append(QueryResult(q.id, q.group, q.query, rank, top, q.split))
     categories = sorted({r.category for r in results})
-    return Report(
+    report = Report(
         k=K,
         threads=len(store.threads()),
         messages=messages,
-        label_problems=check_labels(store, queries),
-        overall={m: _scores([r.rank[m] for r in results]) for m in MODES},
-        by_category={
-            c: {m: _scores([r.rank[m] for r in results if r.category == c]) for m in MODES}
-            for c in categories
-        },
+        label_problems=check_labels(store, queries, fixtures),
+        overall=_by_mode(results),
+        by_category={c: _by_mode([r for r in results if r.category == c]) for c in categories},
         results=results,
+        version=queries.version,
     )
+    if queries.version >= 2:
+        report.by_split = {s: _by_mode([r for r in results if r.split == s]) for s in SPLITS}
+        kinds = [k for k in KINDS if k in categories] + [c for c in categories if c not in KINDS]
+        report.by_kind_split = {
+            kind: {
+                **{
+                    s: _by_mode([r for r in results if (r.category, r.split) == (kind, s)])
+                    for s in SPLITS
+                },
+                "all": report.by_category[kind],
+            }
+            for kind in kinds
+        }
+    return report
 
 
 def evaluate(fixtures: Path = FIXTURES, queries: Path = QUERIES) -> Report | None:
@@ -172,10 +372,31 @@ def evaluate(fixtures: Path = FIXTURES, queries: Path = QUERIES) -> Report | Non
     with tempfile.TemporaryDirectory(prefix="continuity-quality-") as tmp:
         store = Store(Path(tmp) / "store", create=True, durable=False)
         messages = ingest_fixtures(store, fixtures)
-        return measure(store, load_queries(queries), messages)
+        report = measure(store, load_queries(queries), messages, fixtures)
+        report.queries_file = str(queries)
+        return report
 
 
-def _table(report: Report) -> str:
+def _missed(report: Report) -> list[str]:
+    missed = [r for r in report.results if any(r.rank[m] != 1 for m in MODES)]
+    if not missed:
+        return []
+    lines = ["", "not first in some mode (rank bm25 / bm25+hashed; '-' = not in top 10):"]
+    for r in missed:
+        ranks = " / ".join("-" if r.rank[m] is None else str(r.rank[m]) for m in MODES)
+        split = f" [{r.split}]" if r.split else ""
+        lines.append(f"  {ranks:>7}  {r.id}{split}: {r.query!r}")
+    return lines
+
+
+def _problems(report: Report) -> list[str]:
+    if not report.label_problems:
+        return []
+    name = Path(report.queries_file).name if report.queries_file else "the query set"
+    return ["", f"LABEL PROBLEMS (fix {name}):", *(f"  {p}" for p in report.label_problems)]
+
+
+def _table_v1(report: Report) -> str:
     lines = [
         f"{len(report.results)} labelled queries over {report.threads} threads "
         f"({report.messages} messages), k={report.k}",
@@ -195,31 +416,74 @@ def _table(report: Report) -> str:
     row("overall", report.overall)
     for category, by_mode in report.by_category.items():
         row(category, by_mode)
-    missed = [r for r in report.results if any(r.rank[m] != 1 for m in MODES)]
-    if missed:
-        lines += ["", "not first in some mode (rank bm25 / bm25+hashed; '-' = not in top 10):"]
-        for r in missed:
-            ranks = " / ".join("-" if r.rank[m] is None else str(r.rank[m]) for m in MODES)
-            lines.append(f"  {ranks:>7}  {r.id}: {r.query!r}")
-    if report.label_problems:
-        lines += ["", "LABEL PROBLEMS (fix tests/data/recall_queries.json):"]
-        lines += [f"  {p}" for p in report.label_problems]
-    return "\n".join(lines)
+    return "\n".join(lines + _missed(report) + _problems(report))
+
+
+def _table_v2(report: Report) -> str:
+    head = "".join(f"  {m + ': R@1   R@5  MRR@10':<27}" for m in MODES)
+    lines = [
+        f"{len(report.results)} labelled queries over {report.threads} threads "
+        f"({report.messages} messages), k={report.k}",
+        "",
+        f"{'kind':<12}{'split':<9}{'n':>3}{head}",
+    ]
+
+    def row(kind: str, split: str, by_mode: dict[str, Scores]) -> None:
+        n = by_mode[MODES[0]].queries
+        cells = "".join(
+            f"  {' ' * len(m)}  {s.recall_at_1:.2f}  {s.recall_at_5:.2f}  {s.mrr:.2f}   "
+            for m in MODES
+            for s in [by_mode[m]]
+        )
+        lines.append(f"{kind:<12}{split:<9}{n:>3}{cells}".rstrip())
+
+    for kind, by_split in report.by_kind_split.items():
+        for split in (*SPLITS, "all"):
+            row(kind if split == SPLITS[0] else "", split, by_split[split])
+    for split in SPLITS:
+        row("all" if split == SPLITS[0] else "", split, report.by_split[split])
+    row("", "all", report.overall)
+    return "\n".join(lines + _missed(report) + _problems(report))
+
+
+def _table(report: Report) -> str:
+    return _table_v2(report) if report.version >= 2 else _table_v1(report)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--fixtures", type=Path, default=FIXTURES, help="transcripts folder")
-    parser.add_argument("--queries", type=Path, default=QUERIES, help="labelled queries file")
+    parser.add_argument(
+        "--queries",
+        type=Path,
+        default=QUERIES,
+        help=f"labelled queries file (default {QUERIES.relative_to(ROOT)}; the first set is "
+        f"{QUERIES_V1.relative_to(ROOT)})",
+    )
+    parser.add_argument(
+        "--derive",
+        action="store_true",
+        help="print the (version 2) set with each answer's thread and seqs derived from its "
+        "file and lines, instead of measuring",
+    )
     args = parser.parse_args(argv)
-    report = evaluate(args.fixtures, args.queries)
-    if report is None:
+    if not args.fixtures.is_dir():
         print(
             f"search quality: skipped, no fixtures at {args.fixtures} "
             "(they live in ../shared/fixtures next to the project)",
             file=sys.stderr,
         )
+        return 0
+    if args.derive:
+        with tempfile.TemporaryDirectory(prefix="continuity-quality-") as tmp:
+            store = Store(Path(tmp) / "store", create=True, durable=False)
+            ingest_fixtures(store, args.fixtures)
+            derived = derive(store, load_queries(args.queries), args.fixtures)
+        print(msgspec.json.format(msgspec.json.encode(derived), indent=2).decode())
+        return 0
+    report = evaluate(args.fixtures, args.queries)
+    if report is None:  # the folder went away meanwhile
         return 0
     if args.json:
         print(msgspec.json.encode(report).decode())
