@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("starlette", reason="the viewer needs the serve extra")
 
 from starlette.testclient import TestClient
-from viewer_support import HOSTILE, ViewerStore, build_viewer_store
+from viewer_support import HOSTILE, ViewerStore, build_viewer_store, served
 
 from continuity import frames as fr
 from continuity.context.bundle import decode_bundle
@@ -590,31 +590,12 @@ def test_a_page_of_a_long_thread_reads_that_page_only(tmp_path: Path) -> None:
 # --- the command and the live view -----------------------------------------------------------
 
 
-def _serve(store: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "continuity", "--store", str(store), "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    found = re.search(r"(http://\S+)", line)
-    if found is None:
-        proc.kill()
-        raise AssertionError(
-            f"serve printed {line!r}; stderr {proc.stderr.read() if proc.stderr else ''}"
-        )
-    return proc, found.group(1)
-
-
 def test_serve_prints_a_token_url_and_follows_appends_live(tmp_path: Path) -> None:
     root = tmp_path / "s"
     store = Store(root, create=True, durable=False)
     t = store.thread("live")
     t.append(fr.MessageAppended(role="user", content=[fr.TextBlock(text="first")]))
-    proc, url = _serve(root, "--poll", "0.05")
-    try:
+    with served(root, "--poll", "0.05") as (_proc, url):
         assert url.startswith("http://127.0.0.1:")
         assert "?token=" in url
         base = url.split("?")[0]
@@ -641,9 +622,6 @@ def test_serve_prints_a_token_url_and_follows_appends_live(tmp_path: Path) -> No
             html = str(got[0]["html"])
             assert f'id="f{head.seq + 1}"' in html
             assert "more &lt;b&gt;x" in html
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_serve_refuses_bad_options(tmp_path: Path) -> None:
@@ -669,15 +647,11 @@ def test_serve_refuses_bad_options(tmp_path: Path) -> None:
     )
     assert missing.returncode == 1
     assert "continuity init" in missing.stderr or "no store" in missing.stderr.lower()
-    proc, url = _serve(root)
-    try:
+    with served(root) as (_proc, url):
         port = url.split(":")[2].split("/")[0]
         taken = run("--port", port)
         assert taken.returncode == 1
         assert "the port is in use" in taken.stderr
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 # --- any backend -------------------------------------------------------------------------------

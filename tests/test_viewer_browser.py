@@ -14,7 +14,6 @@ import itertools
 import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from viewer_support import BIG_OUTPUT_LINES, HOSTILE, ViewerStore, build_viewer_store
+from viewer_support import (
+    BIG_OUTPUT_LINES,
+    CHROMIUM_FLAGS,
+    HOSTILE,
+    ViewerStore,
+    build_viewer_store,
+    served,
+)
 
 from continuity import frames as fr
 from continuity.store.jsonl import Store
@@ -71,20 +77,6 @@ from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
-CHROMIUM_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--window-size=1280,1000",
-)
-
-
 # --- the server and the browser --------------------------------------------------------------
 
 
@@ -111,41 +103,17 @@ class Site:
         raise LookupError(seq)
 
 
-def _serve(store_dir: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
-    """``continuity serve`` on a free port, and the address it printed."""
-    cmd = [sys.executable, "-m", "continuity", "--store", str(store_dir), "serve"]
-    cmd += ["--port", "0", "--poll", "0.1"]
-    with log.open("w") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 60)
-    line = proc.stdout.readline() if ready else ""
-    found = re.search(r"(http://\S+\?token=\S+)", line)
-    if found is None:
-        proc.kill()
-        proc.wait()
-        pytest.fail(f"continuity serve printed {line!r}; stderr: {log.read_text()}")
-    return proc, found.group(1)
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("viewer-browser")
     store_dir = root / "store"
     with Store(store_dir, create=True, durable=False) as store:
         vs = build_viewer_store(store)
-    proc, url = _serve(store_dir, root / "serve.stderr")
     try:
-        yield Site(url.split("/?", 1)[0], url, store_dir, vs)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a server that will not stop
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        with served(store_dir, "--poll", "0.1", stderr=root / "serve.stderr") as (_proc, url):
+            yield Site(url.split("/?", 1)[0], url, store_dir, vs)
+    except RuntimeError as exc:  # it did not start: say what it printed
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +121,7 @@ def driver(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web
     assert CHROMIUM is not None and CHROMEDRIVER is not None
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in CHROMIUM_FLAGS:
+    for flag in (*CHROMIUM_FLAGS, "--window-size=1280,1000"):
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})

@@ -6,8 +6,14 @@ can put it."""
 from __future__ import annotations
 
 import itertools
+import re
+import select
+import subprocess
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from continuity import frames as fr
@@ -176,3 +182,54 @@ def build_viewer_store(store: BaseStore, *, turns: int = 60) -> ViewerStore:
         big_seq,
         retracted_seq,
     )
+
+
+# --- a served store and a browser for it ----------------------------------------------------
+
+CHROMIUM_FLAGS: Final = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+)
+"""Debian's Chromium, headless, as root, on a machine with no network but the registries:
+without the background-networking flags it keeps trying to reach Google's hosts."""
+
+
+@contextmanager
+def served(
+    store_dir: Path, *args: str, stderr: Path | None = None, timeout: float = 60
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``continuity --store STORE_DIR serve --port 0 ARGS`` as a real process: yields it and the
+    address it printed (with the token unless ``--no-token``); stopped afterwards."""
+    cmd = [sys.executable, "-m", "continuity", "--store", str(store_dir), "serve", "--port", "0"]
+    err = stderr.open("w") if stderr is not None else subprocess.PIPE
+    proc = subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline() if ready else ""
+        found = re.search(r"(http://\S+)", line)
+        if found is None:
+            proc.kill()
+            said = stderr.read_text() if stderr is not None else proc.communicate()[1]
+            raise RuntimeError(f"continuity serve printed {line!r}; stderr: {said}")
+        yield proc, found.group(1)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # a server that will not stop
+                proc.kill()
+                proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        if not isinstance(err, int):
+            err.close()

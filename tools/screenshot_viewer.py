@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import re
-import select
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -27,20 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 WIDTH, HEIGHT = 1280, 1000
-FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--hide-scrollbars",
-    "--force-device-scale-factor=1",
-    f"--window-size={WIDTH},{HEIGHT}",
-)
 
 
 def _viewer_support() -> ModuleType:
@@ -55,33 +38,18 @@ def _viewer_support() -> ModuleType:
 
 
 @contextmanager
-def _served(store_dir: Path) -> Iterator[str]:
-    """``continuity serve`` of the store on a free port; yields the address it printed."""
-    cmd = [sys.executable, "-m", "continuity", "--store", str(store_dir), "serve", "--port", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline() if ready else ""
-        found = re.search(r"(http://\S+)", line)
-        if found is None:
-            raise SystemExit(f"continuity serve printed {line!r}")
-        yield found.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
-@contextmanager
-def _browser(profile: Path) -> Iterator[Any]:
+def _browser(profile: Path, flags: tuple[str, ...]) -> Iterator[Any]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in (*FLAGS, f"--user-data-dir={profile}"):
+    extra = (
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--window-size={WIDTH},{HEIGHT}",
+    )
+    for flag in (*flags, *extra, f"--user-data-dir={profile}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     try:
@@ -112,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         store_dir = Path(tmp) / "store"
         with Store(store_dir, create=True, durable=False) as store:
             vs = support.build_viewer_store(store)
-        with _served(store_dir) as url, _browser(Path(tmp) / "profile") as driver:
+        with (
+            support.served(store_dir) as (_proc, url),
+            _browser(Path(tmp) / "profile", support.CHROMIUM_FLAGS) as driver,
+        ):
             driver.get(url)  # the token: a cookie, then the threads page
             base = url.split("/?", 1)[0]
             shots = {
