@@ -726,3 +726,28 @@ def test_serve_without_the_extra_says_how_to_install_it(tmp_path: Path) -> None:
     assert run.returncode == 1
     assert "needs the `serve` extra (uvicorn is missing)" in run.stderr
     assert "pip install 'continuity[serve]'" in run.stderr
+
+
+def test_the_threads_list_comes_in_pages(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s", create=True, durable=False)
+    n = model.THREADS_PER_PAGE + 37
+    for i in range(n):
+        store.thread(f"t{i:04d}").append(
+            fr.MessageAppended(role="user", content=[fr.TextBlock(text=f"thread {i}")])
+        )
+    c = TestClient(create_app(store, token=None))
+    first = c.get("/").text
+    rows = re.findall(r'data-thread="([^"]+)"', first)
+    assert len(rows) == model.THREADS_PER_PAGE
+    assert f'Threads <span class="muted">{n}</span>' in first
+    assert "page 1 of 2" in first
+    second = c.get("/?page=2").text
+    more = re.findall(r'data-thread="([^"]+)"', second)
+    assert len(more) == 37
+    everything = [t.thread_id for t in reversed(list_threads(store))]
+    assert rows + more == everything
+    assert c.get("/?page=99").text.count('data-thread="') == 37  # past the end: the last page
+    narrowed = c.get("/?q=t000&page=1").text
+    assert "page 1 of" not in narrowed  # ten threads match: one page
+    assert len(re.findall(r'data-thread="([^"]+)"', narrowed)) == 10
+    assert c.get("/?page=0").status_code == 400

@@ -258,9 +258,15 @@ class Viewer:
         projects = sorted({r.info.project for r in every if r.info.project})
         if request.url.path.startswith("/api/"):
             return _Json([_row_json(r) for r in rows])
+        pages = max(1, -(-len(rows) // model.THREADS_PER_PAGE))
+        number = min(_int(request, "page", minimum=1) or 1, pages)
+        start = (number - 1) * model.THREADS_PER_PAGE
         return self.page(
             "threads.html",
-            rows=rows,
+            rows=rows[start : start + model.THREADS_PER_PAGE],
+            matching=len(rows),
+            number=number,
+            pages=pages,
             kinds=kinds,
             projects=projects,
             q=q.get("q", ""),

@@ -44,6 +44,7 @@ from continuity.verify import verify_store
 
 __all__ = [
     "PAGE_SIZE",
+    "THREADS_PER_PAGE",
     "BlockView",
     "DecisionRow",
     "DecisionView",
@@ -72,6 +73,8 @@ __all__ = [
 
 PAGE_SIZE: Final = 100
 """Frames on a page of the timeline."""
+THREADS_PER_PAGE: Final = 200
+"""Threads on a page of the threads list (a store may hold tens of thousands)."""
 INLINE_CHARS: Final = 4_000
 """A block longer than this shows its beginning; the rest is opened on demand."""
 _SCAN_STEP: Final = 512
