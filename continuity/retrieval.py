@@ -40,6 +40,12 @@ from continuity.caches.search_index import (
     tokenize,
 )
 from continuity.caches.search_state import forget, search_state
+from continuity.caches.store_search import (
+    Progress,
+    StoreSearchView,
+    open_store_search,
+    rebuild_store_search,
+)
 from continuity.caches.thread_index import DAMAGE as _DAMAGE
 from continuity.caches.thread_index import ThreadIndex, check_no_lost_threads
 from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, InvalidQuery
@@ -220,8 +226,14 @@ def search(
     embedder: Embedder | None = None,
     rerank: int = 50,
     on_damage: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[Hit]:
     """The best ``k`` documents for ``query`` across the store (or one thread or project).
+
+    Across the store or a project, a store that keeps caches is searched through its
+    store-wide index (:mod:`continuity.caches.store_search`, ADR 0029): the postings of the
+    query's terms, nothing per thread; ``progress`` hears (threads done, threads to do) while
+    that index is built or caught up. The hits are those of ranking every thread's own index.
 
     A damaged search index is rebuilt and the search goes on. A hit on a checkpoint whose
     summary artifact is missing or damaged raises :class:`ArtifactCorrupt`, or, with
@@ -234,9 +246,91 @@ def search(
     if k <= 0:
         raise InvalidQuery("k must be positive")
     terms = query_terms(query)
-    threads = {t.id: t for t in _threads(store, thread, project)}
     want = max(k, rerank if embedder else k)
     told: list[str] = []  # said once, after a retry
+    wide = _wide(store, terms, want, project, told, on_damage, progress) if thread is None else None
+    if wide is not None:
+        hits = wide
+    else:
+        hits = _per_thread(store, terms, want, thread, project, told, on_damage)
+    if on_damage is not None:
+        for message in dict.fromkeys(told):
+            on_damage(message)
+    if embedder is not None and hits:
+        hits = _rerank(hits, query, embedder)
+    return hits[:k]
+
+
+def _wide(
+    store: BaseStore,
+    terms: list[str],
+    want: int,
+    project: str | None,
+    told: list[str],
+    on_damage: Callable[[str], None] | None,
+    progress: Progress | None,
+) -> list[Hit] | None:
+    """The hits through the store-wide index, or None when the store keeps none (or it is
+    still damaged after a rebuild: then every thread's own index answers)."""
+    handles: dict[str, Thread] = {}
+
+    def handle(tid: str) -> Thread:  # one handle per thread, for the catch-up and the hits
+        found = handles.get(tid)
+        if found is None:
+            found = handles[tid] = store.thread(tid)
+        return found
+
+    view = open_store_search(store, progress, handle)
+    if view is None:
+        return None
+    try:
+        return _ranked_wide(handle, view, terms, want, project, told.append if on_damage else None)
+    except (CorruptCache, *_DAMAGE):
+        told.clear()
+        if rebuild_store_search(store, progress) is None:
+            return None
+        view = open_store_search(store, progress, handle)
+        if view is None:
+            return None
+        try:
+            return _ranked_wide(
+                handle, view, terms, want, project, told.append if on_damage else None
+            )
+        except (CorruptCache, *_DAMAGE):
+            told.clear()
+            return None  # the damage is elsewhere (a thread's frame caches): the slow path
+
+
+def _ranked_wide(
+    handle: Callable[[str], Thread],
+    view: StoreSearchView,
+    terms: list[str],
+    k: int,
+    project: str | None,
+    on_damage: Callable[[str], None] | None,
+) -> list[Hit]:
+    corpus = view.corpus(project)
+    if corpus is None:
+        return []
+    ordinals: dict[tuple[str, int], int] = {}
+    hits = rank([corpus], terms, k, frozenset(), ordinals)
+    threads = {h.thread_id: handle(h.thread_id) for h in hits}
+    checks = dict.fromkeys(threads, corpus)
+    return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=(checks, ordinals))
+
+
+def _per_thread(
+    store: BaseStore,
+    terms: list[str],
+    want: int,
+    thread: str | None,
+    project: str | None,
+    told: list[str],
+    on_damage: Callable[[str], None] | None,
+) -> list[Hit]:
+    """The hits of ranking every chosen thread's own index together (the reference the
+    store-wide index equals)."""
+    threads = {t.id: t for t in _threads(store, thread, project)}
     try:
         hits = _ranked(threads, terms, want, told.append if on_damage else None)
     except (CorruptCache, *_DAMAGE):
@@ -248,12 +342,7 @@ def search(
                 _rebuild(t)
         told.clear()
         hits = _ranked(threads, terms, want, told.append if on_damage else None)
-    if on_damage is not None:
-        for message in dict.fromkeys(told):
-            on_damage(message)
-    if embedder is not None and hits:
-        hits = _rerank(hits, query, embedder)
-    return hits[:k]
+    return hits
 
 
 def _rebuild(t: Thread) -> None:

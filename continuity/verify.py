@@ -288,6 +288,18 @@ def _verify_catalog(store: BaseStore, report: VerifyReport, ids: set[str] | None
         report.add(Problem(where, problem, tid))
 
 
+def _verify_store_search(store: BaseStore, report: VerifyReport) -> None:
+    """The store-wide search index against a fresh one of the logs (ADR 0029)."""
+    from continuity.caches.store_search import store_search_problems
+
+    try:
+        found = store_search_problems(store)
+    except (ContinuityError, *DAMAGE) as exc:
+        found = [f"cannot be checked: {exc}"]
+    for problem in found:
+        report.add(Problem("store-wide search index", problem, None))
+
+
 def verify_store(
     store: BaseStore,
     threads: Sequence[Thread] | None = None,
@@ -310,6 +322,8 @@ def verify_store(
             _verify_log(thread, report, refs)
             _verify_caches(thread, report)
         _verify_catalog(store, report, None if threads is None else {t.id for t in threads})
+        if threads is None:
+            _verify_store_search(store, report)
         _verify_artifacts(store, report, refs, everything=threads is None)
     except _LimitReached:
         pass

@@ -583,12 +583,12 @@ def test_a_damaged_message_record_never_gives_a_wrong_count() -> None:
 
 def test_search_rebuilds_a_damaged_index_and_finds_the_same(tmp_store: Store) -> None:
     _checkpointed(tmp_store)
-    before = search(tmp_store, "deploy w77 widget")
+    before = search(tmp_store, "deploy w77 widget", thread="t")
     folder = tmp_store.cache_dir / "search" / "t"
     for name in sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".jsonl")):
         data = (folder / name).read_bytes()
         (folder / name).write_bytes(data[: len(data) // 2] + b"\xff" * (len(data) - len(data) // 2))
-        assert search(tmp_store, "deploy w77 widget") == before, name
+        assert search(tmp_store, "deploy w77 widget", thread="t") == before, name
 
 
 def test_search_names_a_damaged_summary_artifact(tmp_path: Path) -> None:
@@ -620,7 +620,7 @@ def test_search_names_a_damaged_summary_artifact(tmp_path: Path) -> None:
 
 def test_verify_compares_the_search_index_with_a_fresh_one(tmp_store: Store) -> None:
     _checkpointed(tmp_store)
-    search(tmp_store, "deploy")
+    search(tmp_store, "deploy", thread="t")
     assert verify_store(tmp_store).ok
     docs = tmp_store.cache_dir / "search" / "t" / "docs.bin"
     data = bytearray(docs.read_bytes())
@@ -676,14 +676,14 @@ def test_search_never_ranks_with_a_damaged_posting_or_length(tmp_store: Store, f
         a, b = rnd.sample(words, 2)
         t.append(fr.message("user", f"mk{i:04d}q the {a} and the {b}"))
     query = "mk0003q epaulette"
-    truth = search(tmp_store, query)
+    truth = search(tmp_store, query, thread="t")
     path = tmp_store.cache_dir / "search" / "t" / file
     good = path.read_bytes()
     for at in range(0, len(good), max(1, len(good) // 150)):
         damaged = bytearray(good)
         damaged[at] ^= 0x57
         path.write_bytes(bytes(damaged))
-        assert search(tmp_store, query) == truth, at
+        assert search(tmp_store, query, thread="t") == truth, at
         path.write_bytes(good)
 
 
@@ -707,14 +707,14 @@ def test_a_damaged_length_elsewhere_never_shifts_the_scores(tmp_store: Store) ->
     for i in range(300):
         t.append(fr.message("user", f"mk{i:04d}q the {words[i % 7]} and the {words[i * 3 % 7]}"))
     query = "mk0003q saffron"
-    truth = search(tmp_store, query)
+    truth = search(tmp_store, query, thread="t")
     docs = tmp_store.cache_dir / "search" / "t" / "docs.bin"
     good = docs.read_bytes()
     for record in (0, 150, 299):  # seq u64, then the length u32
         damaged = bytearray(good)
         struct.pack_into("<I", damaged, record * 16 + 8, 999)
         docs.write_bytes(bytes(damaged))
-        assert search(tmp_store, query) == truth, record
+        assert search(tmp_store, query, thread="t") == truth, record
         docs.write_bytes(good)
 
 

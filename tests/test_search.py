@@ -450,23 +450,23 @@ def test_merged_segments_equal_one_segment_of_all_documents() -> None:
 def test_an_index_that_disagrees_with_the_log_is_rebuilt(tmp_store: Store) -> None:
     t = tmp_store.thread("t")
     t.append([text("user", "first retry"), text("user", "second retry")])
-    search(tmp_store, "retry")
+    search(tmp_store, "retry", thread="t")
     folder = tmp_store.cache_dir / "search" / "t"
     # a different, shorter log under the same id: the caches say frames went missing, and
     # search refuses until the caches are rebuilt for the log as it is now
     (tmp_store.root / "threads" / "t.jsonl").unlink()
     tmp_store.thread("t").append([text("user", "alembic only")])
     with pytest.raises(CorruptFrame, match="committed frames are missing"):
-        search(tmp_store, "retry")
+        search(tmp_store, "retry", thread="t")
     ThreadIndex(tmp_store.thread("t")).rebuild()
-    assert search(tmp_store, "retry") == []
-    assert [h.seq for h in search(tmp_store, "alembic")] == [1]
+    assert search(tmp_store, "retry", thread="t") == []
+    assert [h.seq for h in search(tmp_store, "alembic", thread="t")] == [1]
     # files damaged or missing behind the manifest's back
     for name in ("docs.bin", "tail.jsonl"):
         (folder / name).write_bytes(b"")
-        assert [h.seq for h in search(tmp_store, "alembic")] == [1]
+        assert [h.seq for h in search(tmp_store, "alembic", thread="t")] == [1]
     (folder / "manifest.json").write_bytes(b"{not json")
-    assert [h.seq for h in search(tmp_store, "alembic")] == [1]
+    assert [h.seq for h in search(tmp_store, "alembic", thread="t")] == [1]
 
 
 def test_a_log_of_the_same_length_with_other_frames_is_not_taken_for_the_indexed_one(
@@ -491,7 +491,8 @@ def test_index_files_damaged_behind_a_current_manifest_are_noticed(tmp_store: St
     t = tmp_store.thread("t")
     t.append([text("user", f"word{i} common") for i in range(300)])
     expected = {
-        q: search(tmp_store, q, k=5) for q in ("word7", "word256", "word290 common", "common")
+        q: search(tmp_store, q, k=5, thread="t")
+        for q in ("word7", "word256", "word290 common", "common")
     }
     assert all(expected.values())
     folder = tmp_store.cache_dir / "search" / "t"
@@ -512,7 +513,7 @@ def test_index_files_damaged_behind_a_current_manifest_are_noticed(tmp_store: St
 
     for _ in damage_all():
         for q, hits in expected.items():
-            assert search(tmp_store, q, k=5) == hits, q
+            assert search(tmp_store, q, k=5, thread="t") == hits, q
 
 
 def _die_after(survivors: int) -> Callable[[Path, bytes], None]:

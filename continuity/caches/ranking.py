@@ -158,8 +158,18 @@ class Corpus:
         cutoff: int,
         cum: npt.NDArray[np.uint64] | None = None,
         ordered: bool | None = None,
+        threads: tuple[Sequence[str], npt.NDArray[np.uint32], npt.NDArray[np.int64]] | None = None,
+        n_docs: int | None = None,
+        total_length: int | None = None,
     ) -> None:
         self.thread_id = thread_id
+        # Documents of many threads (the store-wide index, ADR 0029): (thread ids, each
+        # document's thread ordinal, each ordinal's place in thread id order), and how many
+        # documents of the ``cutoff`` first take part (and their length sum) when a filter
+        # hides some of them from the parts.
+        self.threads = threads
+        self.n_docs = cutoff if n_docs is None else n_docs
+        self._total = total_length
         self.segments = [s for s in segments if s.first_doc < cutoff]
         self.seqs = seqs
         self.lengths = lengths
@@ -222,6 +232,8 @@ class Corpus:
         return sum(seg.count(term, self.cutoff - seg.first_doc) for seg in self.segments)
 
     def total_length(self) -> int:
+        if self._total is not None:
+            return self._total
         if self.cum is not None:
             return int(self.cum[self.cutoff])
         return int(self.lengths[: self.cutoff].sum(dtype=np.uint64))
@@ -457,7 +469,7 @@ def rank(
     Scored with the terms :func:`ranked_terms` keeps: at most ``max_terms``, the rarest, and
     none that most documents hold (unless all are) — such a term adds little to any score, and
     each costs a walk or a lookup of its postings, which grow with the thread."""
-    n_docs = sum(c.cutoff for c in corpora)
+    n_docs = sum(c.n_docs for c in corpora)
     if n_docs == 0:
         return []
     avgdl = sum(c.total_length() for c in corpora) / n_docs
@@ -480,15 +492,22 @@ def rank(
             ordinals, scores = ordinals[best], scores[best]
         if not len(ordinals):
             continue
-        # Keep the best of this corpus (ties to the lower seq), then merge across corpora.
-        for i in np.lexsort((c.seqs[ordinals], -scores))[:want]:
+        # Keep the best of this corpus (ties to the lower thread id, then seq), then merge
+        # across corpora.
+        if c.threads is None:
+            best_first = np.lexsort((c.seqs[ordinals], -scores))[:want]
+        else:
+            _names, thread_of, key = c.threads
+            best_first = np.lexsort((c.seqs[ordinals], key[thread_of[ordinals]], -scores))[:want]
+        for i in best_first:
             o = int(ordinals[i])
             seq = int(c.seqs[o])
-            if (c.thread_id, seq) in exclude:
+            tid = c.thread_id if c.threads is None else c.threads[0][int(c.threads[1][o])]
+            if (tid, seq) in exclude:
                 continue
-            ranked.append((-float(scores[i]), c.thread_id, seq, int(c.kinds[o]), int(c.roles[o])))
+            ranked.append((-float(scores[i]), tid, seq, int(c.kinds[o]), int(c.roles[o])))
             if found is not None:
-                found[(c.thread_id, seq)] = o
+                found[(tid, seq)] = o
     ranked.sort()
     return [
         Hit(

@@ -26,7 +26,7 @@ from continuity.errors import ContinuityError
 if TYPE_CHECKING:
     from continuity.retrieval import Hit
 
-__all__ = ["K_MAX", "fast_search", "parse", "print_hits"]
+__all__ = ["K_MAX", "fast_search", "parse", "print_hits", "progress_on_stderr"]
 
 K_MAX = 1000
 _FLAGS = {"--json": "json", "--rerank": "rerank"}
@@ -118,6 +118,7 @@ def fast_search(argv: list[str]) -> int | None:
                 k=args.k,
                 embedder=HashedEmbedder() if args.rerank else None,
                 on_damage=damage.append,
+                progress=progress_on_stderr(),
             )
     except (ContinuityError, OSError):
         return None  # the typer command runs it again and reports the error its way
@@ -131,6 +132,37 @@ def fast_search(argv: list[str]) -> int | None:
     for what in damage:  # an answer with a known gap is shown with the gap named
         print(f"warning: {what}", file=sys.stderr)
     return 0
+
+
+def progress_on_stderr(*, slow: float = 2.0, tty: bool | None = None) -> Callable[[int, int], None]:
+    """A progress report for building or catching up the store-wide search index, on stderr:
+    on a terminal a line rewritten in place once it is more than a few threads (or a second),
+    elsewhere a line every few seconds once it has taken ``slow`` seconds; nothing for the
+    usual catch-up of a thread or two."""
+    import time
+
+    started = time.monotonic()
+    on_tty = sys.stderr.isatty() if tty is None else tty
+    state = {"last": 0.0, "shown": False}
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        elapsed = now - started
+        if on_tty:
+            due = (total >= 100 or elapsed >= 1.0) and (now - state["last"] >= 0.25)
+        else:
+            due = elapsed >= slow and now - state["last"] >= 5.0
+        finished = done >= total
+        if not (due or (finished and state["shown"])):
+            return
+        state["last"], state["shown"] = now, True
+        line = f"indexing threads for search: {done:,}/{total:,}"
+        if on_tty:
+            print(f"\r{line}\x1b[K", end="\n" if finished else "", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    return report
 
 
 def print_hits(

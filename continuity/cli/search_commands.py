@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from continuity.cli._common import errors, open_store
-from continuity.cli.fast_search import K_MAX, print_hits
+from continuity.cli.fast_search import K_MAX, print_hits, progress_on_stderr
 
 __all__ = ["register"]
 
@@ -44,6 +44,7 @@ def search(
             k=k,
             embedder=HashedEmbedder() if rerank else None,
             on_damage=damage.append,
+            progress=progress_on_stderr(),
         )
     print_hits(hits, query, as_json=as_json, write=typer.echo)
     for what in damage:  # an answer with a known gap is shown with the gap named, like compile's

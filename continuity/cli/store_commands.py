@@ -231,6 +231,7 @@ def rebuild_index(
     """Delete and rebuild the caches from the logs (the result is byte-identical)."""
     from continuity.caches.catalog import rebuild_catalog
     from continuity.caches.search_index import rebuild_search
+    from continuity.caches.store_search import rebuild_store_search
     from continuity.caches.thread_index import rebuild_all
 
     store = open_store(ctx)
@@ -251,6 +252,8 @@ def rebuild_index(
         else:
             results = rebuild_all(store, chosen)
         searched = rebuild_search(store, chosen)
+        # the one index of every thread's documents (ADR 0029), when a search made it
+        rebuild_store_search(store, if_present=True)
         rebuild_catalog(store, None if thread is None else {thread})
     frames = sum(r.frames_applied for r in results.values())
     typer.echo(

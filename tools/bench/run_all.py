@@ -27,6 +27,7 @@ from tools.bench import (
     bench_recall,
     bench_search,
     bench_serve,
+    bench_store_search,
 )
 from tools.bench._common import Report, emit, log
 
@@ -51,6 +52,12 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         bench_search.run(sizes=tuple(n // scale for n in bench_search.DEFAULT_SIZES), seed=seed),
         bench_catalog.run(
             sizes=(1_000,) if quick else bench_catalog.DEFAULT_SIZES,
+            repeat=3,
+            cold_repeat=1,
+            seed=seed,
+        ),
+        bench_store_search.run(
+            sizes=(1_000,) if quick else bench_store_search.DEFAULT_SIZES,
             repeat=3,
             cold_repeat=1,
             seed=seed,
