@@ -12,9 +12,10 @@ building it again gives the same bytes (``continuity rebuild-index`` does).
 calls a log, nothing parsed) and serves a row only when the log still has the row's size and
 ends with the row's head digest (a sealed line ends with ``<64 hex digits>"}`` and a newline).
 The chain makes that enough: the last digest vouches for every byte before it, and a log only
-grows by appends. Any other row is read again from the log (through the thread's caches, so a
-grown thread costs its new bytes; the redaction count is carried on from the old row when the
-old end is still there) and the file is rewritten. So threads appended by a process that never
+grows by appends. Any other row is read again from the log (through the thread's caches when
+it has them, so a grown thread costs its new bytes, the redaction count carried on from the old
+row when the old end is still there; in one pass for a small log without caches, which are not
+made for it) and the file is rewritten. So threads appended by a process that never
 heard of the catalog, a store written by an older version (no catalog at all), a deleted or
 damaged file (it does not decode: read as empty), and a writer killed mid-update (the file is
 replaced by rename, so it is the old one or the new one) each cost one catch-up, never a wrong
