@@ -112,6 +112,9 @@ if TYPE_CHECKING:
         retracted_spans,
     )
     from continuity.context.summarize import ExtractiveSummarizer
+    from continuity.embedding import (
+        StaticEmbedder,
+    )
     from continuity.errors import (
         AnchorNotFound,
         ArtifactCorrupt,
@@ -131,6 +134,7 @@ if TYPE_CHECKING:
         JobInFlight,
         MessageNotFound,
         MigrationConflict,
+        ModelError,
         SchemaTooNew,
         SeqConflict,
         StoreNotFound,
@@ -312,6 +316,8 @@ _HOMES: Final = {
     "ThreadCopy": "continuity.migrate",
     "open_store": "continuity.store.locate",
     "PostgresStore": "continuity.store.postgres",
+    "ModelError": "continuity.errors",
+    "StaticEmbedder": "continuity.embedding",
 }
 
 __all__ = [
@@ -364,6 +370,7 @@ __all__ = [
     "MessagesRetracted",
     "MigrationConflict",
     "MigrationReport",
+    "ModelError",
     "ObservationRecorded",
     "PostgresStore",
     "ProviderBlock",
@@ -380,6 +387,7 @@ __all__ = [
     "SeqConflict",
     "SeqSpan",
     "SourceRef",
+    "StaticEmbedder",
     "Store",
     "StoreNotFound",
     "StoreUnavailable",

@@ -25,6 +25,7 @@ working::
     ├── InvalidCutRule         (ValueError) compaction: a cut rule or cut that makes no sense
     ├── JobInFlight            compaction: a job for the thread is already running
     ├── InvalidQuery           (ValueError) search: nothing to search for, or a bad k
+    ├── ModelError             (ValueError) an embedding model folder that cannot be read
     ├── InvalidSettings        a settings file (Claude Code's, redaction.json) that is unusable
     └── DemoError              the demo did not run to the end or archived the wrong thing
 
@@ -52,6 +53,7 @@ __all__ = [
     "JobInFlight",
     "MessageNotFound",
     "MigrationConflict",
+    "ModelError",
     "SchemaTooNew",
     "SeqConflict",
     "StoreNotFound",
@@ -216,6 +218,11 @@ class JobInFlight(ContinuityError):
 
 class InvalidQuery(ContinuityError, ValueError):
     """A query with nothing to search for, or limits that make no sense."""
+
+
+class ModelError(ContinuityError, ValueError):
+    """An embedding model folder (model2vec format) that is missing a file, or holds one the
+    static embedder does not understand (:mod:`continuity.embedding`)."""
 
 
 # --- the Claude Code adapter ----------------------------------------------------------------

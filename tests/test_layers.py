@@ -31,7 +31,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("context", ("continuity.context",)),
     (
         "search and checks",
-        ("continuity.retrieval", "continuity.verify", "continuity.stats", "continuity.migrate"),
+        (
+            "continuity.retrieval",
+            "continuity.embedding",
+            "continuity.verify",
+            "continuity.stats",
+            "continuity.migrate",
+        ),
     ),
     ("adapters", ("continuity.claude_code",)),
     ("testing", ("continuity.testing",)),
