@@ -68,7 +68,7 @@ def _default_baseline() -> str:
 
 
 def _once(tree: Path, cwd: Path, argv: list[str]) -> float:
-    seconds, out = run_process(argv, _env(tree), cwd=cwd)
+    seconds, out = run_process(argv, _env(tree), cwd=cwd, stderr_ok=True)  # progress
     if not out:
         raise RuntimeError(f"{argv[-1]} printed nothing")
     return seconds
