@@ -18,6 +18,13 @@ Kept generic on purpose so every test module can lean on it:
 
 from __future__ import annotations
 
+import os
+
+# The suite's tiny threads test the cache machinery: there, every thread keeps its caches (in
+# child processes too). tests/test_footprint.py tests the default, where small threads keep none
+# (ADR 0031), and that both give the same answers.
+os.environ.setdefault("CONTINUITY_SMALL_LOG_BYTES", "0")
+
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING

@@ -211,3 +211,4 @@ def _same_line(path: Path, end: int, line: bytes) -> bool:
 
 def _catch_up_live(thread: Thread, kept: _Kept) -> None:
     kept.marks = LiveIndex.of(thread).refresh().marks
+    kept.read_to, kept.last_line = 0, b""  # a small thread that grows reads its file afresh

@@ -37,6 +37,7 @@ import fcntl
 import mmap
 import os
 import re
+import shutil
 import struct
 import sys
 import tempfile
@@ -52,7 +53,12 @@ import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, private_dirs
-from continuity.caches.thread_index import ThreadIndex, caches_writable
+from continuity.caches.thread_index import (
+    ThreadIndex,
+    caches_writable,
+    keeps_none,
+    log_is_small,
+)
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, CachesReadOnly
 from continuity.store.base import BaseStore, Thread
 
@@ -589,6 +595,12 @@ class ThreadSearchIndex:
 
     def _refresh(self, *, rebuild: bool) -> int:
         index = self.frames
+        if keeps_none(self.thread) or (rebuild and log_is_small(self.thread)):
+            # A small thread keeps no search index either: its ranking reads the log (ADR 0031).
+            if self.dir.is_dir():
+                _CLEARED[self.dir] = _CLEARED.get(self.dir, 0) + 1
+                shutil.rmtree(self.dir, ignore_errors=True)
+            return 0
         index.refresh()
         private_dirs(self.dir)
         fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -1008,8 +1020,6 @@ def rebuild_search(store: BaseStore, threads: Sequence[Thread] | None = None) ->
     """Rebuild the search indexes that exist (others are built by the first search that needs
     them) and remove those of threads that no longer exist; return how many were rebuilt. A
     backend that keeps its own index (a server's tables) drops and rebuilds it."""
-    import shutil
-
     backend = store.search_backend() if store.cache_dir is None else None
     if backend is not None:
         return backend.rebuild_search(threads, documents_of_lines)

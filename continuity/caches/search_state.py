@@ -62,7 +62,7 @@ from continuity.caches.search_index import (
     merge_segments,
     read_manifest,
 )
-from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable
+from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable, keeps_none
 from continuity.errors import CorruptCache
 from continuity.store.base import BaseStore, SearchBackend, Thread
 
@@ -837,10 +837,11 @@ def search_state(
 ) -> SearchState | None:
     """``thread``'s documents up to ``max_seq`` at least (None: up to the log's end), as this
     process holds them: through the search index when the store keeps caches (caught up first
-    when it does not reach ``max_seq``), else built from the log. The state may hold documents
-    past ``max_seq``; a ranking cuts there. None when the thread has nothing indexed."""
+    when it does not reach ``max_seq``), else — and for a small thread that keeps none (ADR
+    0031) — built from the log. The state may hold documents past ``max_seq``; a ranking cuts
+    there. None when the thread has nothing indexed."""
     cache_dir = thread.store.cache_dir
-    if cache_dir is not None:
+    if cache_dir is not None and not keeps_none(thread):
         folder = cache_dir / "search" / thread.id
         state = _indexed_state(thread, folder, max_seq, frames)
         if state is not None or caches_writable(cache_dir):

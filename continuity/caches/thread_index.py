@@ -72,6 +72,8 @@ __all__ = [
     "ThreadIndex",
     "caches_writable",
     "check_no_lost_threads",
+    "keeps_none",
+    "log_is_small",
     "rebuild_all",
 ]
 
@@ -96,6 +98,45 @@ _T = TypeVar("_T")
 
 Progress = Callable[[int, int], None]
 """Called with (log bytes indexed so far, log bytes to index)."""
+
+
+def _small_log_bytes() -> int:
+    raw = os.environ.get("CONTINUITY_SMALL_LOG_BYTES", "")
+    try:
+        return max(0, int(raw)) if raw.strip() else 65536
+    except ValueError:
+        return 65536
+
+
+SMALL_LOG_BYTES = _small_log_bytes()
+"""A log shorter than this keeps no per-thread caches (ADR 0031): its readers read it whole, which
+costs about what opening its caches would (64 KiB: a few hundred frames, a millisecond or two),
+and a store of many small threads is spared a dozen files each. ``CONTINUITY_SMALL_LOG_BYTES``
+sets it (0: every thread keeps caches, as before ADR 0031)."""
+
+
+def log_is_small(thread: Thread) -> bool:
+    """Whether ``thread``'s log (or its absence) is under :data:`SMALL_LOG_BYTES`."""
+    limit = SMALL_LOG_BYTES
+    if limit <= 0:
+        return False
+    log = thread.open_log()
+    if log is None:
+        return True
+    with log:
+        return log.size() < limit
+
+
+def keeps_none(thread: Thread) -> bool:
+    """Whether ``thread`` keeps no caches (ADR 0031): its log is small and it has none (caches
+    an older version made, or that the log outgrew before it was cut short, are kept in use —
+    they know how far the log went — until ``rebuild-index`` drops them)."""
+    cache_dir = thread.store.cache_dir
+    if cache_dir is None:
+        return True
+    if SMALL_LOG_BYTES <= 0 or (cache_dir / "threads" / thread.id / _MANIFEST).exists():
+        return False
+    return log_is_small(thread)
 
 
 class Watermark(msgspec.Struct, frozen=True):
@@ -311,9 +352,10 @@ class ThreadIndex:
         """Whether readers should go through this thread's caches: its store keeps them (its log
         is then readable as bytes) and they can be brought up to date — written, or, in a store
         this process cannot write (a read-only archive), current already. Otherwise readers
-        compute what they need from the log itself."""
+        compute what they need from the log itself — as for a small thread without caches
+        (:func:`keeps_none`)."""
         cache_dir = thread.store.cache_dir
-        if cache_dir is None:
+        if cache_dir is None or keeps_none(thread):
             return False
         if caches_writable(cache_dir):
             return True
@@ -392,16 +434,23 @@ class ThreadIndex:
                 return RefreshResult("caught_up", delta.frames)
 
     def rebuild(self, progress: Progress | None = None) -> RefreshResult:
-        """Drop the caches and index the whole log again."""
+        """Drop the caches and index the whole log again (a small log: drop them, folder and
+        all, and index nothing: ADR 0031)."""
+        if keeps_none(self.thread) and not self.dir.exists():
+            return RefreshResult("rebuilt", 0)  # nothing to drop: no folder is made for it
         with self._lock():
             log = self.thread.open_log()
             if log is None:
                 self._remove()
                 return RefreshResult("rebuilt", 0)
             with log:
-                delta = _index_run(self.thread.id, log, 0, log.end, 0, progress)
-                self._write_fresh(delta)
-                return RefreshResult("rebuilt", delta.frames)
+                if SMALL_LOG_BYTES <= 0 or log.size() >= SMALL_LOG_BYTES:
+                    delta = _index_run(self.thread.id, log, 0, log.end, 0, progress)
+                    self._write_fresh(delta)
+                    return RefreshResult("rebuilt", delta.frames)
+                self._remove()
+        shutil.rmtree(self.dir, ignore_errors=True)  # a small log: the lock goes too
+        return RefreshResult("rebuilt", 0)
 
     def problems(self) -> list[str]:
         """What is wrong with the caches on disk (empty when they are sound or absent).

@@ -15,7 +15,7 @@ from typing import Final, Protocol
 from continuity import frames as fr
 from continuity.caches.live import LiveIndex, marks_of
 from continuity.caches.marks import DerivedMarks, Marks
-from continuity.caches.thread_index import ThreadIndex, caches_writable
+from continuity.caches.thread_index import ThreadIndex, caches_writable, keeps_none
 from continuity.errors import CorruptCache
 from continuity.store.base import Thread
 from continuity.store.derived import NOT_ANCHORS, CheckpointEntry, DerivedIndex, MarkEntry
@@ -412,8 +412,8 @@ class DerivedSource:
 def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
     """The indexed source when the thread's store keeps caches (and ``use_caches``); for a
     store that keeps its derived data as rows (a server), those rows; for a store with neither,
-    the projection kept in the process; with ``use_caches=False``, a scan of the log (the
-    reference)."""
+    and for a small thread that keeps no caches (ADR 0031), the projection kept in the process;
+    with ``use_caches=False``, a scan of the log (the reference)."""
     if not use_caches:
         return ScanSource(thread)
     if ThreadIndex.available(thread):
@@ -432,5 +432,7 @@ def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
         derived = thread.derived()
         if derived is not None:
             return DerivedSource(thread, derived)
+        return LiveSource(thread)
+    if keeps_none(thread):
         return LiveSource(thread)
     return ScanSource(thread)

@@ -17,6 +17,7 @@ from tools.bench import (
     bench_append,
     bench_catalog,
     bench_compile,
+    bench_footprint,
     bench_hooks,
     bench_langgraph,
     bench_openai_agents,
@@ -60,6 +61,13 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
             sizes=(1_000,) if quick else bench_store_search.DEFAULT_SIZES,
             repeat=3,
             cold_repeat=1,
+            seed=seed,
+        ),
+        # bounded: this tree only, the 1M-frame thread only in a full run
+        bench_footprint.run(
+            sizes=(1_000,) if quick else bench_footprint.DEFAULT_SIZES,
+            big=not quick,
+            baseline=None,
             seed=seed,
         ),
         bench_recall.run(sizes=tuple(n // scale for n in bench_recall.DEFAULT_SIZES), seed=seed),
