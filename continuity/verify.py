@@ -13,17 +13,29 @@ bytes but no committed frame, torn tails, and jobs that started and never ended.
 
 from __future__ import annotations
 
+import binascii
 import contextlib
+import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple, cast
 
+import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches.thread_index import DAMAGE, ThreadIndex
+from continuity.bulk import available_jobs, batches, log_sizes, run_tasks, worker_store
+from continuity.caches.catalog import (
+    CatalogRow,
+    Facts,
+    catalog_problems,
+    row_of,
+    wants_last_message,
+)
+from continuity.caches.thread_index import DAMAGE, IndexRun, ThreadIndex, _Delta
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
+from continuity.redaction import redaction_count
 from continuity.store.base import BaseStore, LogReader, Recovery, Thread, split_lines
 
 __all__ = ["Problem", "Repair", "VerifyReport", "first_problem", "repair_thread", "verify_store"]
@@ -63,7 +75,9 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.problems
 
-    def add(self, problem: Problem) -> None:
+    def add(self, problem: Problem, at: int | None = None) -> None:
+        """Record a problem (``at``: how many of its log's lines were checked by then, for a
+        worker's record of it; the report itself does not keep it)."""
         if self.limit is not None and len(self.problems) >= self.limit:
             self.truncated = True
             raise _LimitReached
@@ -80,19 +94,30 @@ def _lines(log: LogReader) -> Iterator[tuple[int, bytes]]:
     return split_lines(log.pread, 0, log.end, first=_CHUNK)
 
 
+def _probe(line: bytes) -> tuple[fr.Envelope | None, fr.Frame | str]:
+    """A line's envelope and its frame (or why it does not decode), from one decode when the
+    line is sound: the frame carries the envelope's fields."""
+    try:
+        frame = fr.decode_frame(line)
+    except msgspec.DecodeError as exc:
+        return fr.envelope(line), f"does not decode: {exc}"
+    seq = frame.seq
+    return (fr.Envelope(seq, frame.more) if seq >= 0 else None), frame
+
+
 def _with_next_seq(
     lines: Iterator[tuple[int, bytes]],
-) -> Iterator[tuple[int, bytes, fr.Envelope | None, int | None]]:
-    """Each (offset, line) with its envelope and the seq of the line after it (None: last, or
-    unparsable); every line is probed once."""
-    prev: tuple[int, bytes, fr.Envelope | None] | None = None
+) -> Iterator[tuple[int, bytes, fr.Envelope | None, int | None, fr.Frame | str]]:
+    """Each (offset, line) with its envelope, the seq of the line after it (None: last, or
+    unparsable) and its decoded frame (or why it does not decode); every line is decoded once."""
+    prev: tuple[int, bytes, fr.Envelope | None, fr.Frame | str] | None = None
     for offset, line in lines:
-        env = fr.envelope(line)
+        env, frame = _probe(line)
         if prev is not None:
-            yield *prev, None if env is None else env.seq
-        prev = (offset, line, env)
+            yield prev[0], prev[1], prev[2], None if env is None else env.seq, prev[3]
+        prev = (offset, line, env, frame)
     if prev is not None:
-        yield *prev, None
+        yield prev[0], prev[1], prev[2], None, prev[3]
 
 
 @dataclass(slots=True)
@@ -109,9 +134,19 @@ class _LogCheck:
     # whose only damage was its stored digest is one problem, not two.
     unsealed_guess: tuple[int, bytes] | None = None
     spawned: dict[str, int] = field(default_factory=dict)
+    # What the store catalog's row says of the log (ADR 0028), gathered in the same pass; only
+    # used when the log has no problem (``sound``).
+    sound: bool = True
+    first: fr.Frame | None = None
+    last: fr.Frame | None = None
+    last_message_ms: int | None = None
+    messages: int = 0
+    cut_rules: list[str] = field(default_factory=list)
+    redactions: int = 0
 
     def problem(self, seq: int | None, offset: int, what: str) -> None:
         where = f"seq {seq}" if seq is not None else "a line of unknown seq"
+        self.sound = False
         self.report.add(
             Problem(
                 f"thread {self.thread.id}",
@@ -119,13 +154,35 @@ class _LogCheck:
                 self.thread.id,
                 seq,
                 offset,
-            )
+            ),
+            self.frames,
         )
 
-    def line(self, offset: int, line: bytes, env: fr.Envelope | None, next_seq: int | None) -> None:
-        """Check one line (``env``: its envelope); ``next_seq`` is the seq the following line
-        carries (None if none or unparsable), which tells a line whose own seq was changed from
-        a line that is missing."""
+    def facts(self) -> Facts:
+        last_message_ms = self.last_message_ms
+        if not wants_last_message(self.thread.id, self.first):
+            last_message_ms = None
+        return Facts(
+            self.first,
+            self.last,
+            last_message_ms,
+            self.messages,
+            self.cut_rules,
+            self.redactions,
+        )
+
+    def line(
+        self,
+        offset: int,
+        line: bytes,
+        env: fr.Envelope | None,
+        next_seq: int | None,
+        decoded: fr.Frame | str,
+    ) -> None:
+        """Check one line (``env``: its envelope, ``decoded``: its frame or why it does not
+        decode); ``next_seq`` is the seq the following line carries (None if none or
+        unparsable), which tells a line whose own seq was changed from a line that is
+        missing."""
         self.frames += 1
         sealed = fr.unseal(line)
         if sealed is None or env is None:
@@ -163,11 +220,19 @@ class _LogCheck:
         self.digests[seq] = digest
         if len(self.digests) > _RECENT:
             self.digests.popitem(last=False)
-        try:
-            frame = fr.decode_frame(line)
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            issues.append(f"does not decode: {exc}")
+        if isinstance(decoded, str):
+            issues.append(decoded)
         else:
+            frame = decoded
+            if self.first is None:
+                self.first = frame
+            self.last = frame
+            if isinstance(frame, fr.MessageAppended):
+                self.messages += 1
+                self.last_message_ms = frame.ts_ms
+            elif isinstance(frame, fr.CompactionCheckpointCreated):
+                self.cut_rules.append(frame.cut_rule_id)
+            self.redactions += redaction_count(frame)
             if seq == 0 and not (
                 isinstance(frame, fr.ThreadCreated) and frame.thread_id in ("", self.thread.id)
             ):
@@ -206,36 +271,64 @@ def _check_tail(check: _LogCheck, tail: bytes, at: int) -> None:
         return
 
 
-def _verify_log(thread: Thread, report: VerifyReport, refs: dict[str, str]) -> None:
+Row = tuple[CatalogRow, bool]
+"""A catalog row read from a whole log, and whether the log was at rest (ADR 0028)."""
+
+
+def _verify_log(thread: Thread, report: VerifyReport, refs: dict[str, str]) -> Row | None:
+    """Check every line of a thread's log; the thread's catalog row, read in the same pass,
+    when the log is sound (None otherwise: the catalog check reads it again)."""
     check = _LogCheck(thread, report, refs)
     log = thread.open_log()
+    size = committed = -1
     try:
         if log is None:  # a backend that keeps no bytes: its lines, offsets unknown
-            for _offset, line, env, next_seq in _with_next_seq(
+            for _offset, line, env, next_seq, frame in _with_next_seq(
                 (-1, ln) for _, ln in thread.stored_lines()
             ):
-                check.line(-1, line, env, next_seq)
+                check.line(-1, line, env, next_seq, frame)
         else:
             with log:
-                for offset, line, env, next_seq in _with_next_seq(_lines(log)):
-                    check.line(offset, line, env, next_seq)
+                for offset, line, env, next_seq, frame in _with_next_seq(_lines(log)):
+                    check.line(offset, line, env, next_seq, frame)
                 size, committed = log.size(), log.end
                 if size > committed:
                     _check_tail(check, log.pread(size - committed, committed), committed)
             if size > committed:
-                where = "past the last committed frame" if committed else "and no committed frame"
-                report.notes.append(
-                    f"thread {thread.id}: {size - committed} bytes {where} (a write in progress, "
-                    "or a crash's torn tail: the next append quarantines it)"
-                )
+                report.notes.append(_tail_note(thread.id, size, committed))
     finally:
         report.frames += check.frames
         report.threads += check.frames > 0  # a log without a committed frame is no thread yet
-    for job_id, seq in sorted(check.spawned.items(), key=lambda kv: kv[1]):
-        report.notes.append(
-            f"thread {thread.id}: job {job_id} started at seq {seq} and never ended "
-            "(it is running, or its process died: the next compaction runs it again)"
-        )
+    report.notes += _job_notes(thread.id, check.spawned)
+    if not check.sound or log is None:
+        return None
+    at_rest = check.last is not None and size == committed and _still(thread, size)
+    return row_of(thread.id, check.facts(), size), at_rest
+
+
+def _tail_note(thread_id: str, size: int, committed: int) -> str:
+    where = "past the last committed frame" if committed else "and no committed frame"
+    return (
+        f"thread {thread_id}: {size - committed} bytes {where} (a write in progress, "
+        "or a crash's torn tail: the next append quarantines it)"
+    )
+
+
+def _job_notes(thread_id: str, spawned: dict[str, int]) -> list[str]:
+    return [
+        f"thread {thread_id}: job {job_id} started at seq {seq} and never ended "
+        "(it is running, or its process died: the next compaction runs it again)"
+        for job_id, seq in sorted(spawned.items(), key=lambda kv: kv[1])
+    ]
+
+
+def _still(thread: Thread, size: int) -> bool:
+    """Whether the log, opened again, still has ``size`` bytes (it did not grow while read)."""
+    log = thread.open_log()
+    if log is None:
+        return False
+    with log:
+        return log.size() == size
 
 
 def _verify_derived(thread: Thread, report: VerifyReport) -> None:
@@ -252,19 +345,31 @@ def _verify_derived(thread: Thread, report: VerifyReport) -> None:
         report.add(Problem(f"derived rows of thread {thread.id}", problem, thread.id))
 
 
-def _verify_caches(thread: Thread, report: VerifyReport) -> None:
-    if thread.store.cache_dir is None:
+def _verify_caches(
+    thread: Thread,
+    report: VerifyReport,
+    fresh: _Delta | None = None,
+    *,
+    index: bool = True,
+    search: bool = True,
+) -> None:
+    """The thread's caches against its log (``fresh``: an index of the log made while it was
+    checked; ``index`` and ``search`` choose the thread index and the search index)."""
+    if index and thread.store.cache_dir is None:
         _verify_derived(thread, report)
     if not ThreadIndex.available(thread):
         return
-    try:
-        found = ThreadIndex(thread).problems()
-    except ContinuityError as exc:
-        found = [str(exc)]
-    except OSError as exc:
-        found = [f"cannot be read: {exc}"]
-    for problem in found:
-        report.add(Problem(f"cache of thread {thread.id}", problem, thread.id))
+    if index:
+        try:
+            found = ThreadIndex(thread).problems(fresh)
+        except ContinuityError as exc:
+            found = [str(exc)]
+        except OSError as exc:
+            found = [f"cannot be read: {exc}"]
+        for problem in found:
+            report.add(Problem(f"cache of thread {thread.id}", problem, thread.id))
+    if not search:
+        return
     from continuity.caches.search_index import ThreadSearchIndex
 
     try:
@@ -275,12 +380,13 @@ def _verify_caches(thread: Thread, report: VerifyReport) -> None:
         report.add(Problem(f"search index of thread {thread.id}", problem, thread.id))
 
 
-def _verify_catalog(store: BaseStore, report: VerifyReport, ids: set[str] | None) -> None:
-    """The store catalog's rows against the logs they claim to describe."""
-    from continuity.caches.catalog import catalog_problems
-
+def _verify_catalog(
+    store: BaseStore, report: VerifyReport, ids: set[str] | None, rows: dict[str, Row]
+) -> None:
+    """The store catalog's rows against the logs they claim to describe (``rows``: those read
+    while the logs were checked)."""
     try:
-        found = catalog_problems(store, ids)
+        found = catalog_problems(store, ids, rows)
     except OSError as exc:
         found = [(None, f"cannot be read: {exc}")]
     for tid, problem in found:
@@ -306,23 +412,46 @@ def verify_store(
     *,
     progress: Callable[[str], None] | None = None,
     limit: int | None = None,
+    jobs: int | None = 1,
+    on_progress: Callable[[int, int, int], None] | None = None,
 ) -> VerifyReport:
     """Check logs, artifacts and caches of the given threads (default: every thread, and every
     log that holds bytes without a committed frame); return everything that is wrong, or the
-    first ``limit`` problems. Nothing is repaired."""
+    first ``limit`` problems. Nothing is repaired.
+
+    ``jobs`` > 1 (None: one per core) checks threads, and byte ranges of long logs, in worker
+    processes (ADR 0030); the report is the same whatever their number. ``on_progress(threads
+    done, threads, frames done)`` is called as threads are checked."""
     report = VerifyReport(limit=limit)
     chosen = (
         [store.thread(tid) for tid in store.stored_thread_ids()] if threads is None else threads
     )
     refs: dict[str, str] = {}
+    rows: dict[str, Row] = {}
+    n_jobs = available_jobs(jobs)
+    search_found: list[Problem] | None = None
     try:
-        for thread in chosen:
-            if progress is not None:
-                progress(thread.id)
-            _verify_log(thread, report, refs)
-            _verify_caches(thread, report)
-        _verify_catalog(store, report, None if threads is None else {t.id for t in threads})
-        if threads is None:
+        # Workers are forked with the open store: only for logs kept as files (a server
+        # backend's connection must not be shared by several processes).
+        if n_jobs > 1 and len(chosen) > 0 and store.cache_dir is not None:
+            search_found = _verify_in_workers(
+                store, chosen, report, refs, rows, n_jobs, threads is None, on_progress
+            )
+        else:
+            for done, thread in enumerate(chosen, start=1):
+                if progress is not None:
+                    progress(thread.id)
+                row = _verify_log(thread, report, refs)
+                if row is not None:
+                    rows[thread.id] = row
+                _verify_caches(thread, report)
+                if on_progress is not None:
+                    on_progress(done, len(chosen), report.frames)
+        _verify_catalog(store, report, None if threads is None else {t.id for t in threads}, rows)
+        if search_found is not None:
+            for problem in search_found:
+                report.add(problem)
+        elif threads is None:
             _verify_store_search(store, report)
         _verify_artifacts(store, report, refs, everything=threads is None)
     except _LimitReached:
@@ -330,6 +459,364 @@ def verify_store(
     ids = None if threads is None else {t.id for t in threads}
     report.quarantined = [r for r in store.quarantined() if ids is None or r.thread_id in ids]
     return report
+
+
+# --- in worker processes (ADR 0030) ------------------------------------------------------------
+
+_SPLIT: Final = 16 << 20
+"""A log this long (bytes) is checked in byte ranges by several workers."""
+_RANGE_MIN: Final = 8 << 20
+
+
+class _Recorder(VerifyReport):
+    """A worker's report: every problem kept with how far its log was checked by then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marks: list[int] = []
+
+    def add(self, problem: Problem, at: int | None = None) -> None:
+        self.problems.append(problem)
+        self.marks.append(-1 if at is None else at)
+
+
+@dataclass(slots=True)
+class _ThreadResult:
+    """One thread's check, as a worker found it, to be replayed into the report in order."""
+
+    thread_id: str
+    log_problems: list[tuple[Problem, int]]
+    frames: int
+    notes: list[str]
+    refs: list[tuple[str, str]]
+    row: Row | None
+    cache_problems: list[Problem]
+    """Of its caches (a long log's search index is checked by a task of its own)."""
+
+
+def _check_thread(thread: Thread, *, search: bool = True) -> _ThreadResult:
+    """The in-process check of one thread, recorded (the reference path, run in a worker;
+    ``search``: its search index too)."""
+    log_report = _Recorder()
+    refs: dict[str, str] = {}
+    row = _verify_log(thread, log_report, refs)
+    return _ThreadResult(
+        thread.id,
+        list(zip(log_report.problems, log_report.marks, strict=True)),
+        log_report.frames,
+        log_report.notes,
+        list(refs.items()),
+        row,
+        _cache_problems(thread, search=search),
+    )
+
+
+def _cache_problems(thread: Thread, *, index: bool = True, search: bool = True) -> list[Problem]:
+    cache_report = _Recorder()
+    _verify_caches(thread, cache_report, index=index, search=search)
+    return cache_report.problems
+
+
+def _replay(report: VerifyReport, result: _ThreadResult, refs: dict[str, str]) -> None:
+    """Add a worker's findings to the report as the in-process check would have."""
+    for problem, at in result.log_problems:
+        try:
+            report.add(problem)
+        except _LimitReached:
+            report.frames += at
+            report.threads += at > 0
+            raise
+    report.frames += result.frames
+    report.threads += result.frames > 0
+    report.notes += result.notes
+    for aid, where in result.refs:
+        refs.setdefault(aid, where)
+    for problem in result.cache_problems:
+        report.add(problem)
+
+
+class _Range(NamedTuple):
+    """What a worker found in a byte range of a sound log (a damaged one gives None)."""
+
+    first_seq: int
+    parent: bytes
+    last_digest: bytes
+    frames: int
+    first: fr.Frame | None
+    last: fr.Frame | None
+    last_message_ms: int | None
+    messages: int
+    cut_rules: list[str]
+    redactions: int
+    refs: list[tuple[str, str]]
+    jobs: list[tuple[bool, str, int]]  # (spawned, job id, seq), in log order
+    entries: IndexRun  # the thread index's entries of these frames
+
+
+_OPEN: Final = b',"digest":"'
+
+
+def _check_range(thread: Thread, start: int, end: int) -> _Range | None:
+    """Check the lines in ``[start, end)`` (line boundaries) of a log for the sound case only:
+    every line sealed, decoding, in seq order and chaining from the stored digest of the line
+    before ``start``. At the first line that is not, give up (None): the whole log is then
+    checked line by line, which names every problem. One decode and one hash a line."""
+    log = thread.open_log()
+    if log is None:
+        return None
+    suffix = fr.SEAL_SUFFIX_LEN
+    hex_at = len(_OPEN)
+    hexlify = binascii.hexlify
+    hasher = blake3.blake3
+    decode = fr.decode_frame
+    tid = thread.id
+    with log:
+        if start == 0:
+            parent, seq = fr.GENESIS_DIGEST, 0
+        else:
+            stored = fr.stored_digest(log.pread(suffix, start - 1 - suffix))
+            if stored is None:
+                return None
+            parent, seq = stored, -1
+        first_parent = parent
+        first_seq = seq
+        frames = messages = redactions = 0
+        first: fr.Frame | None = None
+        last: fr.Frame | None = None
+        last_message_ms: int | None = None
+        cut_rules: list[str] = []
+        refs: list[tuple[str, str]] = []
+        jobs: list[tuple[bool, str, int]] = []
+        index = IndexRun()
+        add = index.add
+        pos = start
+        while pos < end:
+            chunk = log.pread(min(_CHUNK * 4, end - pos), pos)
+            cut = chunk.rfind(b"\n") + 1
+            if cut == 0:  # a line longer than the chunk
+                cut = log.line_end(pos, end) - pos
+                chunk = log.pread(cut, pos)
+                if not chunk.endswith(b"\n"):
+                    return None
+            lines = chunk[: cut - 1].split(b"\n")
+            line_at = pos
+            pos += cut
+            for line in lines:
+                at = len(line) - suffix
+                if at <= 0 or line[at : at + hex_at] != _OPEN or not line.endswith(b'"}'):
+                    return None
+                try:
+                    frame = decode(line)
+                except msgspec.DecodeError:
+                    return None
+                if seq < 0:
+                    seq = first_seq = frame.seq
+                if frame.seq != seq or seq < 0:
+                    return None
+                digest = hasher(parent + line[:at] + b"}").digest()
+                if hexlify(digest) != line[at + hex_at : -2]:
+                    return None
+                parent = digest
+                if first is None:
+                    first = frame
+                if seq == 0 and not (
+                    isinstance(frame, fr.ThreadCreated) and frame.thread_id in ("", tid)
+                ):
+                    return None
+                if isinstance(frame, fr.MessageAppended):
+                    messages += 1
+                    last_message_ms = frame.ts_ms
+                elif isinstance(frame, fr.CompactionCheckpointCreated):
+                    cut_rules.append(frame.cut_rule_id)
+                elif isinstance(frame, fr.JobSpawned):
+                    jobs.append((True, frame.job_id, seq))
+                elif isinstance(frame, fr.JobEnded):
+                    jobs.append((False, frame.job_id, seq))
+                for aid in fr.artifact_refs(frame):
+                    refs.append((aid, f"thread {tid} seq {seq}"))
+                redactions += redaction_count(frame)
+                add(line_at, frame)
+                line_at += len(line) + 1
+                last = frame
+                seq += 1
+                frames += 1
+    return _Range(
+        first_seq,
+        first_parent,
+        parent,
+        frames,
+        first,
+        last,
+        last_message_ms,
+        messages,
+        cut_rules,
+        redactions,
+        refs,
+        jobs,
+        index,
+    )
+
+
+def _merge_ranges(thread: Thread, parts: list[_Range | None], end: int) -> _ThreadResult | None:
+    """One thread's result from its ranges, or None when a range was not sound or the ranges
+    do not join (each must start at the seq after the last one's and chain from its digest):
+    then the log is checked in full, line by line."""
+    sound: list[_Range] = []
+    for part in parts:
+        if part is None or part.frames == 0:
+            return None
+        if sound:
+            prev = sound[-1]
+            if part.first_seq != prev.first_seq + prev.frames or part.parent != prev.last_digest:
+                return None
+        elif part.first_seq != 0:
+            return None
+        sound.append(part)
+    log = thread.open_log()
+    if log is None:
+        return None
+    with log:
+        if log.size() != end or log.end != end:
+            return None  # it grew, or has a tail past its committed end: the full check
+    spawned: dict[str, int] = {}
+    refs: list[tuple[str, str]] = []
+    last_message_ms = None
+    for part in sound:
+        for started, job_id, seq in part.jobs:
+            if started:
+                spawned[job_id] = seq
+            else:
+                spawned.pop(job_id, None)
+        refs += part.refs
+        if part.last_message_ms is not None:
+            last_message_ms = part.last_message_ms
+    first = sound[0].first
+    if not wants_last_message(thread.id, first):
+        last_message_ms = None
+    facts = Facts(
+        first,
+        sound[-1].last,
+        last_message_ms,
+        sum(p.messages for p in sound),
+        [r for p in sound for r in p.cut_rules],
+        sum(p.redactions for p in sound),
+    )
+    frames = sum(p.frames for p in sound)
+    row = row_of(thread.id, facts, end), _still(thread, end)
+    fresh = IndexRun.joined([p.entries for p in sound], sound[-1].last_digest.hex(), end)
+    cache_report = _Recorder()
+    _verify_caches(thread, cache_report, fresh, search=False)
+    return _ThreadResult(
+        thread.id, [], frames, _job_notes(thread.id, spawned), refs, row, cache_report.problems
+    )
+
+
+def _ranges(thread: Thread, jobs: int) -> list[tuple[int, int]] | None:
+    """Byte ranges of a long log, each starting at a line boundary; None for a short log."""
+    log = thread.open_log()
+    if log is None:
+        return None
+    with log:
+        end = log.end
+        if end < _SPLIT or log.size() != end:
+            return None
+        n = max(2, min(jobs * 4, end // _RANGE_MIN))
+        cuts = [0]
+        for i in range(1, n):
+            at = log.line_end(end * i // n, end)
+            if cuts[-1] < at < end:
+                cuts.append(at)
+        cuts.append(end)
+    return list(itertools.pairwise(cuts))
+
+
+Task = tuple[str, tuple[str, ...], int, int]
+"""(kind, thread ids, start, end): ``threads`` (check these threads), ``range`` (a byte range of
+one log), ``search`` (one thread's search index), ``store_search`` (the store-wide index)."""
+
+
+def _run_task(task: Task) -> object:
+    store = worker_store()
+    kind, ids, start, end = task
+    if kind == "threads":
+        return [_check_thread(store.thread(tid)) for tid in ids]
+    if kind == "range":
+        return _check_range(store.thread(ids[0]), start, end)
+    if kind == "search":
+        return _cache_problems(store.thread(ids[0]), index=False)
+    report = _Recorder()
+    _verify_store_search(store, report)
+    return report.problems
+
+
+def _verify_in_workers(
+    store: BaseStore,
+    chosen: Sequence[Thread],
+    report: VerifyReport,
+    refs: dict[str, str],
+    rows: dict[str, Row],
+    jobs: int,
+    whole_store: bool,
+    on_progress: Callable[[int, int, int], None] | None,
+) -> list[Problem] | None:
+    """The threads checked by worker processes, merged into ``report`` in thread order; the
+    store-wide search index's problems (checked by a worker too, for the whole store)."""
+    tasks: list[Task] = []
+    split: dict[str, list[tuple[int, int]]] = {}
+    sizes = log_sizes(store, [t.id for t in chosen])
+    for thread in chosen:  # the long logs first: their ranges and caches spread over the workers
+        ranges = _ranges(thread, jobs) if sizes[thread.id] >= _SPLIT else None
+        if ranges is not None:
+            split[thread.id] = ranges
+            tasks.append(("search", (thread.id,), 0, 0))
+    if whole_store:
+        tasks.append(("store_search", (), 0, 0))
+    for tid, ranges in split.items():
+        tasks += [("range", (tid,), a, b) for a, b in ranges]
+    small = [t.id for t in chosen if t.id not in split]
+    tasks += [("threads", batch, 0, 0) for batch in batches(sizes, small, jobs)]
+    results: list[object] = [None] * len(tasks)
+    done_threads = done_frames = 0
+    for i, result in run_tasks(store, _run_task, tasks, jobs, "verify"):
+        results[i] = result
+        kind = tasks[i][0]
+        if kind == "threads":
+            found = cast(list[_ThreadResult], result)
+            done_threads += len(found)
+            done_frames += sum(r.frames for r in found)
+        elif kind == "range" and result is not None:
+            done_frames += cast(_Range, result).frames
+        if on_progress is not None:
+            on_progress(done_threads, len(chosen), done_frames)
+    by_thread: dict[str, _ThreadResult] = {}
+    cache_found: dict[str, list[Problem]] = {}
+    parts: dict[str, list[_Range | None]] = {tid: [] for tid in split}
+    search_found: list[Problem] | None = None
+    for task, result in zip(tasks, results, strict=True):
+        kind, ids = task[0], task[1]
+        if kind == "threads":
+            for r in cast(list[_ThreadResult], result):
+                by_thread[r.thread_id] = r
+        elif kind == "range":
+            parts[ids[0]].append(cast("_Range | None", result))
+        elif kind == "search":
+            cache_found[ids[0]] = cast(list[Problem], result)
+        else:
+            search_found = cast(list[Problem], result)
+    for thread in chosen:
+        result = by_thread.get(thread.id)
+        if result is None:  # a long log: its ranges, or the full check when one was not sound
+            end = split[thread.id][-1][1]
+            merged = _merge_ranges(thread, parts[thread.id], end)
+            result = merged if merged is not None else _check_thread(thread, search=False)
+            result.cache_problems += cache_found[thread.id]
+            if on_progress is not None:
+                done_threads += 1
+                on_progress(done_threads, len(chosen), done_frames)
+        if result.row is not None:
+            rows[thread.id] = result.row
+        _replay(report, result, refs)
+    return search_found
 
 
 def _verify_artifacts(
@@ -380,10 +867,10 @@ def _first_problem(thread: Thread) -> tuple[Problem, int, int] | None:
             lines: Iterator[tuple[int, bytes]] = ((-1, line) for _, line in thread.stored_lines())
         else:
             lines = _lines(log)
-        for offset, line, env, next_seq in _with_next_seq(lines):
+        for offset, line, env, next_seq, frame in _with_next_seq(lines):
             if batch_ended:
                 batch_at, batch_lines = offset, check.frames
-            check.line(offset, line, env, next_seq)
+            check.line(offset, line, env, next_seq, frame)
             if report.problems:
                 return report.problems[0], batch_at, batch_lines
             batch_ended = env is None or not env.more

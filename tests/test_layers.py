@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity.retrieval",
             "continuity.embedding",
             "continuity.verify",
+            "continuity.bulk",
             "continuity.stats",
             "continuity.migrate",
         ),

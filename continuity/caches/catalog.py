@@ -33,7 +33,7 @@ from each thread, every time.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -50,12 +50,15 @@ __all__ = [
     "CATALOG_FILE",
     "CatalogRow",
     "CatalogView",
+    "Facts",
     "catalog_problems",
     "catalog_view",
     "current_rows",
     "read_row",
     "rebuild_catalog",
+    "row_of",
     "thread_counts",
+    "wants_last_message",
 ]
 
 CATALOG_FILE: Final = "catalog.v1.json"
@@ -191,7 +194,7 @@ def _still_ends(log: LogReader, row: CatalogRow) -> bool:
     return log.pread(_TAIL, row.log_bytes - _TAIL) == _sealed_end(row.head_digest)
 
 
-class _Facts(NamedTuple):
+class Facts(NamedTuple):
     """What a row says of a thread's frames, however it was read."""
 
     first: fr.Frame | None
@@ -203,15 +206,19 @@ class _Facts(NamedTuple):
 
 
 def _wants_last_message(thread: Thread, first: fr.Frame | None) -> bool:
+    return wants_last_message(thread.id, first)
+
+
+def wants_last_message(thread_id: str, first: fr.Frame | None) -> bool:
     """Only ``sessions`` shows it: Claude Code sessions' rows carry it."""
     return (
         isinstance(first, fr.ThreadCreated)
         and first.meta.get("source", "") == "claude-code"
-        and thread.id.startswith("cc-")
+        and thread_id.startswith("cc-")
     )
 
 
-def _facts_in_one_pass(thread: Thread) -> _Facts:
+def _facts_in_one_pass(thread: Thread) -> Facts:
     """Every frame read once, in order (each checked against the chain as it is read)."""
     first: fr.Frame | None = None
     last: fr.Frame | None = None
@@ -230,12 +237,10 @@ def _facts_in_one_pass(thread: Thread) -> _Facts:
         redactions += redaction_count(frame)
     if not _wants_last_message(thread, first):
         last_message_ms = None
-    return _Facts(first, last, last_message_ms, messages, rules, redactions)
+    return Facts(first, last, last_message_ms, messages, rules, redactions)
 
 
-def _facts_from_caches(
-    thread: Thread, log: LogReader | None, previous: CatalogRow | None
-) -> _Facts:
+def _facts_from_caches(thread: Thread, log: LogReader | None, previous: CatalogRow | None) -> Facts:
     """The first and last frames (two short reads), the counts of the thread's caches (caught
     up with its new bytes), the redactions of its new bytes added to ``previous``'s."""
     first = next(iter(thread.read(to_seq=0)), None)
@@ -256,7 +261,7 @@ def _facts_from_caches(
         found = thread.tail(1, types=["message_appended"])
         last_message_ms = found[0].ts_ms if found else None
     last = tail[0] if tail else None
-    return _Facts(first, last, last_message_ms, messages, cut_rules, redactions)
+    return Facts(first, last, last_message_ms, messages, cut_rules, redactions)
 
 
 def read_row(
@@ -281,29 +286,8 @@ def read_row(
         else:
             facts = _facts_from_caches(thread, log, previous)
         log_bytes = thread.log_bytes() if log is None else size  # a torn tail included
-        first, last = facts.first, facts.last
-        created = first if isinstance(first, fr.ThreadCreated) else None
-        meta = created.meta if created else {}
-        rules = facts.cut_rules
-        row = CatalogRow(
-            thread_id=thread.id,
-            log_bytes=log_bytes,
-            frames=last.seq + 1 if last else 0,
-            head_digest=last.digest if last else "",
-            last_active_ms=last.ts_ms if last else 0,
-            first_ms=first.ts_ms if first is not None else 0,
-            last_message_ms=facts.last_message_ms,
-            created=created is not None,
-            source=meta.get("source", ""),
-            title=created.title if created else None,
-            parent_thread_id=created.parent_thread_id if created else None,
-            project=meta.get("project", ""),
-            git_branch=meta.get("git_branch", ""),
-            messages=facts.messages,
-            checkpoints=len(rules),
-            compactions=sum(1 for r in rules if r.startswith("claude_code")),
-            redactions=facts.redactions,
-        )
+        row = row_of(thread.id, facts, log_bytes)
+        last = facts.last
         keep = (
             log is not None
             and last is not None
@@ -314,6 +298,34 @@ def read_row(
     finally:
         if log is not None:
             log.close()
+
+
+def row_of(thread_id: str, facts: Facts, log_bytes: int) -> CatalogRow:
+    """The row of a thread whose frames gave ``facts`` (however they were read) and whose log
+    holds ``log_bytes``."""
+    first, last = facts.first, facts.last
+    created = first if isinstance(first, fr.ThreadCreated) else None
+    meta = created.meta if created else {}
+    rules = facts.cut_rules
+    return CatalogRow(
+        thread_id=thread_id,
+        log_bytes=log_bytes,
+        frames=last.seq + 1 if last else 0,
+        head_digest=last.digest if last else "",
+        last_active_ms=last.ts_ms if last else 0,
+        first_ms=first.ts_ms if first is not None else 0,
+        last_message_ms=facts.last_message_ms,
+        created=created is not None,
+        source=meta.get("source", ""),
+        title=created.title if created else None,
+        parent_thread_id=created.parent_thread_id if created else None,
+        project=meta.get("project", ""),
+        git_branch=meta.get("git_branch", ""),
+        messages=facts.messages,
+        checkpoints=len(rules),
+        compactions=sum(1 for r in rules if r.startswith("claude_code")),
+        redactions=facts.redactions,
+    )
 
 
 def _at_rest(thread: Thread, size: int, digest: str) -> bool:
@@ -475,14 +487,18 @@ def rebuild_catalog(store: BaseStore, thread_ids: set[str] | None = None) -> int
 
 
 def catalog_problems(
-    store: BaseStore, thread_ids: set[str] | None = None
+    store: BaseStore,
+    thread_ids: set[str] | None = None,
+    fresh: Mapping[str, tuple[CatalogRow, bool]] | None = None,
 ) -> list[tuple[str | None, str]]:
     """What is wrong with the catalog on disk, as (thread id or None, what): a file that does
     not decode, or a row that claims to describe its log (the log still has its size and head
     digest) but differs from the row read from the whole log now, without the caches. Rows of
     logs that changed since are behind, not wrong: the next read replaces them; rows of logs
     that cannot be read are left to the log's own checks. Empty when the catalog is sound or
-    absent. ``thread_ids`` limits the check of rows to those threads."""
+    absent. ``thread_ids`` limits the check of rows to those threads. ``fresh`` holds rows
+    already read from whole logs (``verify`` makes them in its own pass over every line), with
+    whether each log was at rest: those logs are not read again."""
     path = _path(store)
     if path is None or not path.exists():
         return []
@@ -500,15 +516,19 @@ def catalog_problems(
         stamp = by_id.get(tid)
         if stamp is None or not _current(row, stamp):
             continue
-        try:
-            fresh, at_rest = read_row(store.thread(tid), from_log=True)
-        except ContinuityError:
-            continue
-        if at_rest and fresh != row:
+        known = None if fresh is None else fresh.get(tid)
+        if known is not None:
+            now, at_rest = known
+        else:
+            try:
+                now, at_rest = read_row(store.thread(tid), from_log=True)
+            except ContinuityError:
+                continue
+        if at_rest and now != row:
             fields = [
-                f"{name} {getattr(row, name)!r} (the log says {getattr(fresh, name)!r})"
+                f"{name} {getattr(row, name)!r} (the log says {getattr(now, name)!r})"
                 for name in row.__struct_fields__
-                if getattr(row, name) != getattr(fresh, name)
+                if getattr(row, name) != getattr(now, name)
             ]
             found.append((tid, f"row differs from the log: {', '.join(fields)}"))
     return found

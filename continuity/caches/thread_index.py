@@ -64,6 +64,7 @@ __all__ = [
     "MESSAGE_RECORD",
     "CheckpointEntry",
     "CheckpointSelection",
+    "IndexRun",
     "MarkEntry",
     "MessageRecord",
     "MessageRecords",
@@ -295,6 +296,105 @@ def _index_run(
 _LITTLE: Final = array("H", [1]).tobytes() == b"\x01\x00"
 
 
+class IndexRun:
+    """The index entries of a run of a log built from its decoded frames, for a caller that
+    decodes every frame anyway (``verify``, ADR 0030): the same entries :func:`_index_run`
+    makes from its probes (the probe's fields are the frames' fields of the same names).
+    Runs of consecutive byte ranges are joined with :meth:`joined`."""
+
+    __slots__ = (
+        "_checkpoints",
+        "_cp_bytes",
+        "_cumulative",
+        "_marks",
+        "_messages",
+        "_offsets",
+        "_other",
+        "frames",
+        "last_seq",
+        "messages",
+    )
+
+    def __init__(self) -> None:
+        self._offsets = array("Q")
+        self._messages: list[bytes] = []
+        self._checkpoints: list[bytes] = []
+        self._marks: list[bytes] = []
+        self._cumulative: list[tuple[int, int, int]] = []
+        self._other: list[int] = []
+        self._cp_bytes = 0
+        self.frames = self.messages = 0
+        self.last_seq = -1
+
+    def add(self, offset: int, frame: fr.Frame) -> None:
+        """The frame whose line starts at ``offset`` (frames in seq order)."""
+        self._offsets.append(offset)
+        self.frames += 1
+        self.last_seq = frame.seq
+        if isinstance(frame, fr.MessageAppended):
+            self._messages.append(
+                MESSAGE_RECORD.pack(
+                    frame.seq, clip_u32(frame.tokens), ROLE_CODES.get(frame.role, 0)
+                )
+            )
+            self.messages += 1
+        elif isinstance(frame, fr.CompactionCheckpointCreated):
+            entry = _encoder.encode(
+                CheckpointEntry(
+                    frame.seq,
+                    frame.to_seq,
+                    frame.checkpoint_id,
+                    frame.cut_rule_id,
+                    frame.summary_kind,
+                    frame.summary_artifact_id,
+                )
+            )
+            if frame.summary_kind == CUMULATIVE:
+                self._cumulative.append((frame.to_seq, frame.seq, self._cp_bytes))
+            else:
+                self._other.append(self._cp_bytes)
+            self._checkpoints.append(entry + b"\n")
+            self._cp_bytes += len(entry) + 1
+        elif isinstance(frame, fr.RecordAppended):
+            self._marks.append(
+                _encoder.encode(MarkEntry(frame.seq, "record", frame.kind, frame.key)) + b"\n"
+            )
+        elif isinstance(frame, fr.MessagesRetracted):
+            spans = [(sp.from_seq, sp.to_seq) for sp in frame.spans]
+            self._marks.append(
+                _encoder.encode(MarkEntry(frame.seq, "retraction", spans=spans)) + b"\n"
+            )
+
+    @staticmethod
+    def joined(runs: Sequence[IndexRun], digest: str, end: int) -> _Delta:
+        """The delta of consecutive runs from the start of the log to ``end``, whose last frame
+        has ``digest`` (hex)."""
+        offsets = array("Q")
+        cumulative: list[tuple[int, int, int]] = []
+        other: list[int] = []
+        base = 0
+        for run in runs:
+            offsets.extend(run._offsets)
+            cumulative += [(t, s, o + base) for t, s, o in run._cumulative]
+            other += [o + base for o in run._other]
+            base += run._cp_bytes
+        return _Delta(
+            offsets=offsets.tobytes() if _LITTLE else _swapped(offsets),
+            messages=b"".join(b for r in runs for b in r._messages),
+            checkpoints=b"".join(b for r in runs for b in r._checkpoints),
+            marks=b"".join(b for r in runs for b in r._marks),
+            mark_count=sum(len(r._marks) for r in runs),
+            frames=sum(r.frames for r in runs),
+            message_count=sum(r.messages for r in runs),
+            checkpoint_count=sum(len(r._checkpoints) for r in runs),
+            last_seq=runs[-1].last_seq if runs else -1,
+            digest=digest if runs and runs[-1].frames else "",
+            end=end,
+            cumulative=cumulative,
+            other=other,
+        )
+
+
 @functools.lru_cache(maxsize=4096)
 def _paths(folder: Path) -> dict[str, Path]:
     """The path of each file of a thread's cache folder (joined once per folder and process)."""
@@ -452,13 +552,15 @@ class ThreadIndex:
         shutil.rmtree(self.dir, ignore_errors=True)  # a small log: the lock goes too
         return RefreshResult("rebuilt", 0)
 
-    def problems(self) -> list[str]:
+    def problems(self, fresh: _Delta | None = None) -> list[str]:
         """What is wrong with the caches on disk (empty when they are sound or absent).
 
         Caches behind the log are sound (the next refresh catches them up); caches that disagree
-        with a fresh index of the same log prefix are not.
+        with a fresh index of the same log prefix are not. ``fresh`` is such an index of the
+        log up to some end (:meth:`IndexRun.joined`), made by a caller that read every frame
+        anyway; used when the caches end there too.
         """
-        found = self._problems()
+        found = self._problems(fresh)
         if found and self.dir.is_dir():
             # Confirm under the lock: a refresh in another process may have been replacing the
             # files while they were read. Only then, so a sound cache never blocks a refresh.
@@ -466,7 +568,7 @@ class ThreadIndex:
                 found = self._problems()
         return found
 
-    def _problems(self) -> list[str]:
+    def _problems(self, fresh: _Delta | None = None) -> list[str]:
         manifest = self.manifest()
         if manifest is None:
             return [] if not (self._path(_MANIFEST)).exists() else ["manifest does not decode"]
@@ -479,7 +581,10 @@ class ThreadIndex:
                 return [f"seq {shortfall[0]}, byte offset {log.end}: {shortfall[1]}"]
             if self._trusted_end(manifest, log, log.end) is None:
                 return ["watermark does not match the log (a refresh will rebuild)"]
-            delta = _index_run(self.thread.id, log, 0, manifest.log_end, 0)
+            if fresh is not None and fresh.end == manifest.log_end:
+                delta = fresh
+            else:
+                delta = _index_run(self.thread.id, log, 0, manifest.log_end, 0)
         found = []
         if manifest != self._manifest_for(delta, None):
             found.append(f"{_MANIFEST} differs from the log")

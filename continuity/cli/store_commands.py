@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Callable
 from typing import Annotated, Final
 
 import msgspec
@@ -15,6 +16,46 @@ from continuity.cli._display import describe, format_ts
 from continuity.errors import ContinuityError, StoreNotFound
 
 __all__ = ["register"]
+
+
+_JOBS: Final = typer.Option(
+    "--jobs",
+    "-j",
+    min=1,
+    help="Worker processes (default: one per core; 1: all in this process).",
+)
+
+
+def bulk_progress(what: str, *, tty: bool | None = None) -> Callable[[int, int, int], None]:
+    """Progress of bulk work on stderr (stdout stays the report): on a terminal a line
+    rewritten in place, at most 4 times a second, once the work is 100+ threads or a second
+    long; elsewhere a line every 5 seconds once it has taken 2 seconds; nothing for a quick
+    run."""
+    import time
+
+    started = time.monotonic()
+    on_tty = sys.stderr.isatty() if tty is None else tty
+    state = {"last": 0.0, "shown": False}
+
+    def report(done: int, total: int, frames: int) -> None:
+        now = time.monotonic()
+        elapsed = now - started
+        if on_tty:
+            due = (total >= 100 or elapsed >= 1.0) and now - state["last"] >= 0.25
+        else:
+            due = elapsed >= 2.0 and now - state["last"] >= 5.0
+        finished = done >= total
+        if not (due or (finished and state["shown"])):
+            return
+        state["last"], state["shown"] = now, True
+        rate = f", {frames / elapsed:,.0f} frames/s" if elapsed > 0 else ""
+        line = f"{what}: {done:,}/{total:,} threads, {frames:,} frames{rate}"
+        if on_tty:
+            print(f"\r{line}\x1b[K", end="\n" if finished else "", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    return report
 
 
 def register(app: typer.Typer) -> None:
@@ -155,6 +196,7 @@ def verify(
             "--max-problems", min=1, help="Stop after this many problems (for huge stores)."
         ),
     ] = None,
+    jobs: Annotated[int | None, _JOBS] = None,
 ) -> None:
     """Check every frame of every log, every artifact and cache; report every problem (thread,
     seq, byte offset, what is wrong) and exit 1 if there is any."""
@@ -163,7 +205,9 @@ def verify(
     store = open_store(ctx)
     with errors():
         chosen = None if thread is None else [store.existing_thread(thread)]
-        report = verify_store(store, chosen, limit=max_problems)
+        report = verify_store(
+            store, chosen, limit=max_problems, jobs=jobs, on_progress=bulk_progress("verify")
+        )
     for note in report.notes:
         typer.echo(f"note: {note}")
     for rec in report.quarantined:
@@ -227,37 +271,19 @@ def rebuild_index(
     thread: Annotated[
         str | None, typer.Argument(help="Only this thread (default: every thread).")
     ] = None,
+    jobs: Annotated[int | None, _JOBS] = None,
 ) -> None:
     """Delete and rebuild the caches from the logs (the result is byte-identical)."""
-    from continuity.caches.catalog import rebuild_catalog
-    from continuity.caches.search_index import rebuild_search
-    from continuity.caches.store_search import rebuild_store_search
-    from continuity.caches.thread_index import rebuild_all
+    from continuity.bulk import rebuild_store
 
     store = open_store(ctx)
     with errors():
-        chosen = None if thread is None else [store.existing_thread(thread)]
-        if sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import Progress
-
-            # On stderr, where the terminal is: stdout may be a pipe or a file.
-            with Progress(console=Console(stderr=True), transient=True) as bar:
-                task = bar.add_task("indexing", total=None)
-
-                def step(tid: str, done: int, total: int) -> None:
-                    bar.update(task, description=f"indexing {tid}", completed=done, total=total)
-
-                results = rebuild_all(store, chosen, step)
-        else:
-            results = rebuild_all(store, chosen)
-        searched = rebuild_search(store, chosen)
-        # the one index of every thread's documents (ADR 0029), when a search made it
-        rebuild_store_search(store, if_present=True)
-        rebuild_catalog(store, None if thread is None else {thread})
-    frames = sum(r.frames_applied for r in results.values())
+        chosen = None if thread is None else [store.existing_thread(thread).id]
+        done = rebuild_store(store, chosen, jobs=jobs, on_progress=bulk_progress("rebuild-index"))
+    frames = sum(r.frames_applied for r in done.threads.values())
+    searched = done.search_indexes
     typer.echo(
-        f"rebuilt the caches of {count(len(results), 'thread')} ({count(frames, 'frame')})"
+        f"rebuilt the caches of {count(len(done.threads), 'thread')} ({count(frames, 'frame')})"
         + (f" and {count(searched, 'search index', 'search indexes')}" if searched else "")
     )
 

@@ -15,6 +15,7 @@ import time
 from tools.bench import (
     bench_agent_loop,
     bench_append,
+    bench_bulk,
     bench_catalog,
     bench_compile,
     bench_footprint,
@@ -67,6 +68,14 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         bench_footprint.run(
             sizes=(1_000,) if quick else bench_footprint.DEFAULT_SIZES,
             big=not quick,
+            baseline=None,
+            seed=seed,
+        ),
+        # bounded: one timed run a variant, the 1M-frame thread only in a full run
+        bench_bulk.run(
+            sizes=(1_000,) if quick else bench_bulk.DEFAULT_SIZES,
+            frames=0 if quick else bench_bulk.DEFAULT_FRAMES,
+            repeat=1,
             baseline=None,
             seed=seed,
         ),

@@ -1,0 +1,254 @@
+"""Bulk work on every core: ``verify`` and ``rebuild-index`` of a whole store (ADR 0030).
+
+Work is cut into tasks (a batch of small threads, a byte range of one long log, one thread's
+caches) run by worker processes made with ``fork``: a worker inherits the open store from the
+parent, so no backend is opened again and nothing here knows which backend it has. Results come
+back in the order the tasks were given, whatever order the workers finish them in, so callers
+merge them exactly as one process would have produced them. A worker that dies (killed, out of
+memory) fails the whole run with a :class:`ContinuityError` naming it; nothing a task writes is
+visible before its rename, so a failed run leaves old files or new ones, never half of one.
+
+``multiprocessing`` is imported only when more than one job runs: the hook path never pays
+for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from continuity.errors import ContinuityError
+from continuity.store.base import BaseStore
+
+if TYPE_CHECKING:
+    from continuity.caches.thread_index import RefreshResult
+
+__all__ = [
+    "Rebuilt",
+    "available_jobs",
+    "batches",
+    "log_sizes",
+    "rebuild_store",
+    "run_tasks",
+    "worker_store",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_STORE: BaseStore | None = None
+"""The store a forked worker inherited (set in the parent just before the pool forks)."""
+
+
+def available_jobs(jobs: int | None) -> int:
+    """How many processes to use: ``jobs``, or one per core; 1 where ``fork`` is missing
+    (a worker must inherit the open store)."""
+    n = (os.cpu_count() or 1) if jobs is None else jobs
+    if n < 1:
+        raise ContinuityError(f"--jobs must be at least 1 (got {n})")
+    if n > 1 and (sys.platform == "win32" or sys.platform == "darwin"):
+        return 1  # no safe fork there: the in-process path
+    return n
+
+
+def worker_store() -> BaseStore:
+    """The store inside a worker."""
+    if _STORE is None:  # pragma: no cover - only a misuse reaches it
+        raise ContinuityError("not in a bulk worker")
+    return _STORE
+
+
+def _call(fn: Callable[[T], R], task: T) -> R:
+    return fn(task)
+
+
+def _worker_started(parent: int) -> None:
+    """A worker dies with the process that made it, and holds none of its standard streams: a
+    caller killed mid-run (SIGKILL) must not leave workers behind that keep its pipes open."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # it died before the line above took effect
+        os._exit(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def run_tasks(
+    store: BaseStore, fn: Callable[[T], R], tasks: Sequence[T], jobs: int, what: str
+) -> Iterator[tuple[int, R]]:
+    """``(index, fn(task))`` for every task, run by worker processes, as they finish (``fn``
+    reaches the store through :func:`worker_store`; callers put the results back in the
+    order of ``tasks``). With ``jobs`` 1 (or one task) everything runs here, in order.
+    Stopping the iteration early cancels what has not started."""
+    global _STORE
+    if jobs <= 1 or len(tasks) <= 1:
+        _STORE = store
+        for i, task in enumerate(tasks):
+            yield i, fn(task)
+        return
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    _STORE = store
+    context = multiprocessing.get_context("fork")
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(tasks)),
+        mp_context=context,
+        initializer=_worker_started,
+        initargs=(os.getpid(),),
+    )
+    futures: list[Future[Any]] = []
+    try:
+        futures = [pool.submit(_call, fn, task) for task in tasks]
+        index = {future: i for i, future in enumerate(futures)}
+        for future in as_completed(futures):
+            try:
+                yield index[future], future.result()
+            except BrokenProcessPool:
+                raise ContinuityError(
+                    f"{what}: a worker process died (killed, or out of memory) before it "
+                    "finished; nothing was half-written (run it again, or with --jobs 1)"
+                ) from None
+    finally:
+        for future in futures:
+            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_MIN_TASK_BYTES = 1 << 20
+
+
+def log_sizes(store: BaseStore, ids: Sequence[str]) -> dict[str, int]:
+    """The size of each thread's log: one listing of the store when the backend gives log
+    stamps (a stat a log otherwise)."""
+    stamps = store.log_stamps(0)
+    if stamps is not None:
+        known = {s.thread_id: s.size for s in stamps}
+        return {tid: known.get(tid, 0) for tid in ids}
+    return {tid: store.thread(tid).log_bytes() for tid in ids}
+
+
+def batches(sizes: dict[str, int], ids: Sequence[str], jobs: int) -> list[tuple[str, ...]]:
+    """Thread ids in order, cut into about 4 tasks a worker by bytes of log (each at least
+    1 MB: a task costs a worker a few ms whatever its size)."""
+    total = sum(sizes.get(tid, 0) for tid in ids)
+    target = max(_MIN_TASK_BYTES, total // (jobs * 4) + 1)
+    out: list[tuple[str, ...]] = []
+    batch: list[str] = []
+    size = 0
+    for tid in ids:
+        batch.append(tid)
+        size += sizes.get(tid, 0)
+        if size >= target:
+            out.append(tuple(batch))
+            batch, size = [], 0
+    if batch:
+        out.append(tuple(batch))
+    return out
+
+
+class Rebuilt(NamedTuple):
+    """What :func:`rebuild_store` did."""
+
+    threads: dict[str, RefreshResult]
+    search_indexes: int
+
+
+def _rebuild_batch(task: tuple[tuple[str, ...], frozenset[str]]) -> list[RefreshResult]:
+    from continuity.caches.search_index import ThreadSearchIndex
+    from continuity.caches.thread_index import ThreadIndex
+
+    store = worker_store()
+    ids, searched = task
+    done = []
+    for tid in ids:
+        thread = store.thread(tid)
+        done.append(ThreadIndex(thread).rebuild())
+        if tid in searched:
+            ThreadSearchIndex(thread).rebuild()
+    return done
+
+
+def rebuild_store(
+    store: BaseStore,
+    thread_ids: Sequence[str] | None = None,
+    *,
+    jobs: int | None = 1,
+    on_progress: Callable[[int, int, int], None] | None = None,
+) -> Rebuilt:
+    """Delete and rebuild the caches of the given threads (default: every thread, and the
+    caches of threads that are gone): each thread's index and search index (those that exist),
+    then the store-wide search index (when a search made one) and the catalog. With ``jobs``
+    > 1 (None: one per core) the threads are rebuilt by worker processes; the files are the
+    same bytes either way. ``on_progress(threads done, threads, frames done)``."""
+    from continuity.caches.catalog import rebuild_catalog
+    from continuity.caches.search_index import rebuild_search
+    from continuity.caches.store_search import rebuild_store_search
+    from continuity.caches.thread_index import rebuild_all
+
+    n_jobs = available_jobs(jobs)
+    chosen = None if thread_ids is None else [store.thread(t) for t in thread_ids]
+    if n_jobs <= 1 or store.cache_dir is None:
+        results: dict[str, RefreshResult] = {}
+        every = [store.thread(t) for t in store.threads()] if chosen is None else chosen
+        frames = 0
+        for thread in every:
+            one = rebuild_all(store, [thread])
+            results.update(one)
+            frames += sum(r.frames_applied for r in one.values())
+            if on_progress is not None:
+                on_progress(len(results), len(every), frames)
+        if chosen is None:
+            _drop_vanished(store, set(results))
+        searched = rebuild_search(store, chosen)
+    else:
+        ids = list(store.threads()) if thread_ids is None else list(thread_ids)
+        search_root = store.cache_dir / "search"
+        have_search = (
+            {p.name for p in search_root.iterdir() if p.is_dir()} if search_root.is_dir() else set()
+        )
+        wanted = frozenset(have_search & set(ids))
+        sizes = log_sizes(store, ids)
+        tasks = [(batch, wanted & frozenset(batch)) for batch in batches(sizes, ids, n_jobs)]
+        found: list[list[RefreshResult] | None] = [None] * len(tasks)
+        done_threads = frames = 0
+        for i, part in run_tasks(store, _rebuild_batch, tasks, n_jobs, "rebuild-index"):
+            found[i] = part
+            done_threads += len(part)
+            frames += sum(r.frames_applied for r in part)
+            if on_progress is not None:
+                on_progress(done_threads, len(ids), frames)
+        results = {}
+        for (batch, _), done in zip(tasks, found, strict=True):
+            results.update(zip(batch, done or [], strict=True))
+        if thread_ids is None:
+            _drop_vanished(store, set(results))
+            for name in sorted(have_search - set(ids)):
+                shutil.rmtree(search_root / name, ignore_errors=True)
+        searched = len(wanted)
+    # the one index of every thread's documents (ADR 0029), when a search made it
+    rebuild_store_search(store, if_present=True)
+    rebuild_catalog(store, None if thread_ids is None else set(thread_ids))
+    return Rebuilt(results, searched)
+
+
+def _drop_vanished(store: BaseStore, kept: set[str]) -> None:
+    """The thread caches of threads that are gone."""
+    folder = None if store.cache_dir is None else store.cache_dir / "threads"
+    if folder is not None and folder.is_dir():
+        for sub in folder.iterdir():
+            if sub.is_dir() and sub.name not in kept:
+                shutil.rmtree(sub, ignore_errors=True)

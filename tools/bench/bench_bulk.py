@@ -1,0 +1,201 @@
+"""Bulk work on every core: ``verify`` and ``rebuild-index`` of a whole store as fresh processes,
+``--jobs 1`` against the default (one worker a core), and against the tree before (ADR 0030).
+
+    python -m tools.bench.bench_bulk [--sizes 1000,10000] [--frames 1000000] [--repeat 3]
+                                     [--baseline REV | --no-baseline] [--json]
+
+Stores: the cached 1M-frame thread (``_common.cached_thread``; ``--frames 0`` skips it) and
+stores of ``--sizes`` generated small threads (``gen_threads.py``, cached by
+``bench_catalog.cached_threads``), copied into a scratch folder (the benchmark rebuilds their
+caches). Each command runs ``--repeat`` times per variant, interleaved (the order flips every
+round), after one untimed run; ``rebuild-index`` starts from the caches the previous run left.
+Rates are frames/s over the store's frames. ``before`` is ``--baseline`` (a git revision;
+default: the parent of the commit that added ``continuity/bulk.py``) extracted with ``git
+archive``, which has no ``--jobs``. Target (issue 16): the 1M-frame thread verifies at
+>= 200k frames/s with the default jobs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Final
+
+from tools.bench._common import (
+    Report,
+    cached_thread,
+    common_parser,
+    emit,
+    log,
+    median,
+    rate_row,
+    short_size,
+    work_dir,
+)
+from tools.bench.bench_catalog import cached_threads
+from tools.bench.bench_hooks import child_env
+from tools.bench.bench_versions import extract_revision
+
+__all__ = ["DEFAULT_FRAMES", "DEFAULT_SIZES", "main", "run"]
+
+DEFAULT_SIZES: Final = (1_000, 10_000)
+DEFAULT_FRAMES: Final = 1_000_000
+TARGET_FRAMES_S: Final = 200_000.0
+ROOT: Final = Path(__file__).resolve().parents[2]
+BULK_PATH: Final = "continuity/bulk.py"
+COMMANDS: Final = ("verify", "rebuild-index")
+
+
+def _bulk_commit() -> str | None:
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "--format=%H", "--diff-filter=A", "--", BULK_PATH],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = done.stdout.split()
+    return found[-1] if done.returncode == 0 and found else None
+
+
+def _env(tree: Path) -> dict[str, str]:
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _check_tree(tree: Path, cwd: Path) -> None:
+    probe = [sys.executable, "-c", "import continuity; print(continuity.__file__)"]
+    done = subprocess.run(probe, capture_output=True, env=_env(tree), cwd=cwd, check=True)
+    where = Path(done.stdout.decode().strip()).resolve()
+    if where.parent != (tree / "continuity").resolve():
+        raise SystemExit(f"bench_bulk: PYTHONPATH={tree} imports {where}")
+
+
+def _frames(store: Path) -> int:
+    done = subprocess.run(
+        [sys.executable, "-m", "continuity", "--store", str(store), "stats", "--json"],
+        capture_output=True,
+        env=_env(ROOT),
+        cwd=store.parent,
+        check=True,
+    )
+    import json
+
+    return int(json.loads(done.stdout)["frames"])
+
+
+def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Seconds of a fresh process (verify may exit 1: a generated store names artifacts it does
+    not hold; anything else is a failure). ``cwd`` is outside both trees: ``-m`` puts it first
+    on the path."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, env=env, cwd=cwd, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode not in (0, 1) or not done.stdout:
+        raise RuntimeError(f"{argv[4:]}: exit {done.returncode}: {done.stderr.decode()[-400:]}")
+    return seconds
+
+
+def run(
+    sizes: tuple[int, ...] = DEFAULT_SIZES,
+    frames: int = DEFAULT_FRAMES,
+    repeat: int = 3,
+    baseline: str | None = "",
+    seed: int = 0,
+) -> Report:
+    """``baseline``: a git revision, "" for the tree before ``continuity/bulk.py``, None for
+    none."""
+    started = time.perf_counter()
+    if baseline == "":
+        commit = _bulk_commit()
+        baseline = f"{commit}^" if commit else "HEAD"
+    jobs = os.cpu_count() or 1
+    report = Report(
+        "bench_bulk",
+        {
+            "frames": short_size(frames) if frames else "-",
+            "sizes": ",".join(short_size(n) for n in sizes),
+            "repeat": repeat,
+            "jobs": jobs,
+            "baseline": (baseline or "none")[:12],
+        },
+    )
+    with work_dir("bulk") as work:
+        trees: dict[str, Path] = {"after": ROOT}
+        if baseline:
+            trees["before"] = extract_revision(baseline, work / "before")
+        for tree in trees.values():
+            _check_tree(tree, work)
+        variants: dict[str, tuple[Path, list[str]]] = {"jobs 1": (ROOT, ["--jobs", "1"])}
+        variants[f"jobs {jobs} (default)"] = (ROOT, [])
+        if "before" in trees:
+            variants["before"] = (trees["before"], [])
+        sources: list[tuple[str, Path]] = []
+        if frames:
+            sources.append(
+                (f"1 thread of {short_size(frames)} frames", cached_thread(frames, seed))
+            )
+        sources += [(f"{short_size(n)} threads", cached_threads(n, seed)) for n in sizes]
+        for label, source in sources:
+            store = work / "store"
+            shutil.rmtree(store, ignore_errors=True)
+            log(f"bench_bulk: copying {label}")
+            shutil.copytree(
+                source, store, ignore=shutil.ignore_patterns("bench-thread*.json", "*.tmp-*")
+            )
+            total = _frames(store)
+            for command in COMMANDS:
+                log(f"bench_bulk: {command} @ {label}")
+                samples: dict[str, list[float]] = {v: [] for v in variants}
+                names = list(variants)
+                for i in range(repeat + 1):
+                    order = names if i % 2 else list(reversed(names))
+                    for name in order:
+                        tree, extra = variants[name]
+                        argv = [sys.executable, "-m", "continuity", "--store", str(store)]
+                        seconds = _timed([*argv, command, *extra], _env(tree), work)
+                        if i:
+                            samples[name].append(seconds)
+                before = samples.get("before")
+                for name in names:
+                    row = rate_row(
+                        f"{command} @ {label} ({name})", total, samples[name], "frames/s"
+                    )
+                    if before and name != "before":
+                        row.baseline, row.ratio = "before", median(before) / median(samples[name])
+                    if command == "verify" and label.startswith("1 thread") and "default" in name:
+                        row.target = TARGET_FRAMES_S
+                    report.rows.append(row)
+            shutil.rmtree(store, ignore_errors=True)
+    report.notes.append(
+        f"fresh `python -m continuity --store S CMD` processes, stdout to a pipe, page cache warm; "
+        f"before: {baseline} (git archive, no --jobs); ratio = speed-up over before; "
+        f"{jobs} cores (shared machine: other load makes the parallel rows noisy)"
+    )
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = common_parser(__doc__.split("\n\n")[0], DEFAULT_SIZES, "threads")
+    parser.add_argument("--frames", type=int, default=DEFAULT_FRAMES, help="0: no long thread")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per variant")
+    parser.add_argument("--baseline", default="", help="git revision to compare with")
+    parser.add_argument("--no-baseline", action="store_true", help="measure this tree only")
+    args = parser.parse_args(argv)
+    report = run(
+        sizes=args.sizes,
+        frames=args.frames,
+        repeat=args.repeat,
+        baseline=None if args.no_baseline else args.baseline,
+        seed=args.seed,
+    )
+    emit([report], args.json)
+
+
+if __name__ == "__main__":
+    main()
