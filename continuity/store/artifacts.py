@@ -205,9 +205,13 @@ class CompressedArtifactStore(ArtifactStore):
             if blob.startswith(DELTA_MAGIC):
                 data = self._undelta(aid, blob, depth)
             else:
+                _check_declared_size(aid, blob)
                 data = self._codecs()[1].decompress(blob)
         except zstandard.ZstdError as exc:
             raise ArtifactCorrupt(f"artifact {aid} does not decompress: {exc}") from None
+        except MemoryError:
+            # A damaged frame header can declare a size no buffer can hold.
+            raise ArtifactCorrupt(f"artifact {aid} declares a size that cannot be read") from None
         if artifact_id(data) != aid:
             raise ArtifactCorrupt(f"artifact {aid} does not match its content hash")
         return data
@@ -225,8 +229,27 @@ class CompressedArtifactStore(ArtifactStore):
                 f"artifact {aid} is a delta of {base_id}, which is missing"
             ) from None
         ref = zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        _check_declared_size(aid, blob[_DELTA_HEADER:])
         out: bytes = zstandard.ZstdDecompressor(dict_data=ref).decompress(blob[_DELTA_HEADER:])
         return out
+
+
+MAX_ARTIFACT_BYTES: Final = 1 << 31
+"""No artifact is this large (2 GiB): a frame that declares more is damaged, and is not given a
+buffer of that size."""
+
+
+def _check_declared_size(aid: str, frame: bytes) -> None:
+    import zstandard
+
+    try:
+        declared = zstandard.frame_content_size(frame)
+    except zstandard.ZstdError as exc:
+        raise ArtifactCorrupt(f"artifact {aid} does not decompress: {exc}") from None
+    if declared > MAX_ARTIFACT_BYTES:
+        raise ArtifactCorrupt(
+            f"artifact {aid} declares {declared} bytes, more than any artifact holds"
+        )
 
 
 class FileArtifactStore(CompressedArtifactStore):
