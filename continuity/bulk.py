@@ -167,19 +167,44 @@ class Rebuilt(NamedTuple):
     search_indexes: int
 
 
-def _rebuild_batch(task: tuple[tuple[str, ...], frozenset[str]]) -> list[RefreshResult]:
+class _Batch(NamedTuple):
+    """A task of :func:`rebuild_store`: consecutive threads, and what to read of each."""
+
+    ids: tuple[str, ...]
+    searched: frozenset[str]
+    """The threads whose own search index exists (rebuilt too)."""
+    rows: bool
+    """Read each thread's catalog row (the store keeps a catalog)."""
+    documents: bool
+    """Read each thread's documents for the store-wide search index (a search made one)."""
+
+
+def _rebuild_batch(task: _Batch) -> tuple[list[RefreshResult], bytes, bytes]:
+    """Rebuild each thread's caches, then read what the store-wide caches need of it (its
+    catalog row, its documents), so the calling process only merges: (results, the rows and
+    the documents as msgpack, one entry a thread, None where there is nothing to take)."""
+    import msgspec
+
+    from continuity.caches.catalog import fresh_row
     from continuity.caches.search_index import ThreadSearchIndex
+    from continuity.caches.store_search import thread_documents
     from continuity.caches.thread_index import ThreadIndex
 
     store = worker_store()
-    ids, searched = task
     done = []
-    for tid in ids:
+    rows = []
+    documents = []
+    for tid in task.ids:
         thread = store.thread(tid)
         done.append(ThreadIndex(thread).rebuild())
-        if tid in searched:
+        if tid in task.searched:
             ThreadSearchIndex(thread).rebuild()
-    return done
+        if task.rows:
+            rows.append(fresh_row(thread))
+        if task.documents:
+            documents.append(thread_documents(thread))
+    encode = msgspec.msgpack.encode
+    return done, encode(rows) if task.rows else b"", encode(documents) if task.documents else b""
 
 
 def rebuild_store(
@@ -193,14 +218,24 @@ def rebuild_store(
     caches of threads that are gone): each thread's index and search index (those that exist),
     then the store-wide search index (when a search made one) and the catalog. With ``jobs``
     > 1 (None: one per core) the threads are rebuilt by worker processes; the files are the
-    same bytes either way. ``on_progress(threads done, threads, frames done)``."""
-    from continuity.caches.catalog import rebuild_catalog
+    same bytes either way: the workers also read each thread's catalog row and store-wide
+    search documents, and this process only merges them (taking none whose log has moved
+    since). ``on_progress(threads done, threads, frames done)``."""
+    import msgspec
+
+    from continuity.caches.catalog import CatalogRow, rebuild_catalog
     from continuity.caches.search_index import rebuild_search
-    from continuity.caches.store_search import rebuild_store_search
+    from continuity.caches.store_search import (
+        ThreadDocs,
+        has_store_search,
+        rebuild_store_search,
+    )
     from continuity.caches.thread_index import rebuild_all
 
     n_jobs = available_jobs(jobs)
     chosen = None if thread_ids is None else [store.thread(t) for t in thread_ids]
+    rows: dict[str, CatalogRow] = {}
+    parts: dict[str, ThreadDocs] = {}
     if n_jobs <= 1 or store.cache_dir is None:
         results: dict[str, RefreshResult] = {}
         every = [store.thread(t) for t in store.threads()] if chosen is None else chosen
@@ -221,27 +256,43 @@ def rebuild_store(
             {p.name for p in search_root.iterdir() if p.is_dir()} if search_root.is_dir() else set()
         )
         wanted = frozenset(have_search & set(ids))
+        stamps = store.log_stamps(0)
         sizes = log_sizes(store, ids)
-        tasks = [(batch, wanted & frozenset(batch)) for batch in batches(sizes, ids, n_jobs)]
-        found: list[list[RefreshResult] | None] = [None] * len(tasks)
+        # the store-wide caches' per-thread parts are read by the workers too (ADR 0030)
+        with_rows, with_docs = stamps is not None, stamps is not None and has_store_search(store)
+        tasks = [
+            _Batch(batch, wanted & frozenset(batch), with_rows, with_docs)
+            for batch in batches(sizes, ids, n_jobs)
+        ]
+        found: list[tuple[list[RefreshResult], bytes, bytes] | None] = [None] * len(tasks)
         done_threads = frames = 0
         for i, part in run_tasks(store, _rebuild_batch, tasks, n_jobs, "rebuild-index"):
             found[i] = part
-            done_threads += len(part)
-            frames += sum(r.frames_applied for r in part)
+            done_threads += len(part[0])
+            frames += sum(r.frames_applied for r in part[0])
             if on_progress is not None:
                 on_progress(done_threads, len(ids), frames)
         results = {}
-        for (batch, _), done in zip(tasks, found, strict=True):
-            results.update(zip(batch, done or [], strict=True))
+        row_decoder = msgspec.msgpack.Decoder(list[CatalogRow | None])
+        docs_decoder = msgspec.msgpack.Decoder(list[ThreadDocs | None])
+        for task, got in zip(tasks, found, strict=True):
+            assert got is not None  # every task came back, or run_tasks raised
+            done, row_bytes, doc_bytes = got
+            results.update(zip(task.ids, done, strict=True))
+            if with_rows:
+                got_rows = zip(task.ids, row_decoder.decode(row_bytes), strict=True)
+                rows.update((t, r) for t, r in got_rows if r is not None)
+            if with_docs:
+                got_docs = zip(task.ids, docs_decoder.decode(doc_bytes), strict=True)
+                parts.update((t, d) for t, d in got_docs if d is not None)
         if thread_ids is None:
             _drop_vanished(store, set(results))
             for name in sorted(have_search - set(ids)):
                 shutil.rmtree(search_root / name, ignore_errors=True)
         searched = len(wanted)
     # the one index of every thread's documents (ADR 0029), when a search made it
-    rebuild_store_search(store, if_present=True)
-    rebuild_catalog(store, None if thread_ids is None else set(thread_ids))
+    rebuild_store_search(store, if_present=True, parts=parts)
+    rebuild_catalog(store, None if thread_ids is None else set(thread_ids), rows)
     return Rebuilt(results, searched)
 
 

@@ -17,7 +17,11 @@ from continuity import bulk as bulk_module
 from continuity import frames as fr
 from continuity import verify as verify_module
 from continuity.bulk import rebuild_store
+from continuity.caches import catalog as catalog_module
+from continuity.caches import store_search as store_search_module
+from continuity.caches import thread_index
 from continuity.caches.catalog import CATALOG_FILE, catalog_view
+from continuity.caches.store_search import open_store_search
 from continuity.caches.thread_index import ThreadIndex
 from continuity.cli.store_commands import bulk_progress
 from continuity.errors import ContinuityError
@@ -134,22 +138,92 @@ def _tree(root: Path) -> dict[str, bytes]:
     }
 
 
-def test_parallel_rebuild_is_byte_identical(tmp_path: Path) -> None:
+@pytest.mark.parametrize("small", [0, 4096])
+@pytest.mark.parametrize("chosen", [None, ("t1", "u3", "t3")])
+def test_parallel_rebuild_is_byte_identical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small: int, chosen: tuple[str, ...] | None
+) -> None:
+    """Every cache file, the catalog and the store-wide search index included, is the same
+    bytes whatever the number of workers; with ``small`` the short threads keep no caches
+    (ADR 0031), so their catalog rows and search documents are read from their logs."""
+    monkeypatch.setattr(thread_index, "SMALL_LOG_BYTES", small)
+    monkeypatch.setenv("CONTINUITY_SMALL_LOG_BYTES", str(small))
     source = _store(tmp_path / "s", threads=5, frames=400)
+    for n in range(6):  # short threads, a few hundred bytes each
+        t = source.thread(f"u{n}")
+        t.append(fr.ThreadCreated(title=f"short {n}", meta={"project": "p1"}))
+        t.append([fr.message("user", f"short turn {j} of u{n}") for j in range(n + 1)])
     for tid in source.threads():
-        ThreadIndex(source.thread(tid)).refresh()
+        if not thread_index.log_is_small(source.thread(tid)):
+            ThreadIndex(source.thread(tid)).refresh()
     catalog_view(source)
+    open_store_search(source)
     trees = {}
-    for jobs in (1, 2):
+    for jobs in (1, 2, 3):
         root = tmp_path / f"copy{jobs}"
         shutil.copytree(source.root, root)
         store = Store(root)
-        done = rebuild_store(store, jobs=jobs)
-        assert sorted(done.threads) == sorted(store.threads())
+        done = rebuild_store(store, chosen, jobs=jobs)
+        assert sorted(done.threads) == sorted(chosen or store.threads())
         trees[jobs] = _tree(root / "cache")
         assert verify_store(store, jobs=1).ok
-    assert trees[1] == trees[2]
-    assert trees[1]  # something was rebuilt
+    assert trees[1] == trees[2] == trees[3]
+    assert CATALOG_FILE in trees[1]
+    assert "search-store/manifest.json" in trees[1]
+    assert any(name.startswith("search-store/seg-") for name in trees[1])
+    assert any(name.startswith("threads/t") for name in trees[1])
+    assert any(name.startswith("threads/u") for name in trees[1]) == (small == 0)
+
+
+def test_parallel_rebuild_reads_the_store_wide_parts_in_the_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The calling process only merges: no thread's catalog row or search documents are read
+    in it while the logs stay as the workers read them."""
+    store = _store(tmp_path / "s", threads=6, frames=60)
+    catalog_view(store)
+    open_store_search(store)
+    parent = os.getpid()
+    real_row, real_docs = catalog_module.read_row, store_search_module._read_docs
+
+    def row_in_worker(*args: object, **kwargs: object) -> object:
+        assert os.getpid() != parent, "a catalog row was read in the calling process"
+        return real_row(*args, **kwargs)  # type: ignore[arg-type]
+
+    def docs_in_worker(*args: object, **kwargs: object) -> object:
+        assert os.getpid() != parent, "search documents were read in the calling process"
+        return real_docs(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog_module, "read_row", row_in_worker)
+    monkeypatch.setattr(store_search_module, "_read_docs", docs_in_worker)
+    rebuild_store(store, jobs=2)
+    monkeypatch.setattr(catalog_module, "read_row", real_row)
+    monkeypatch.setattr(store_search_module, "_read_docs", real_docs)
+    assert verify_store(store, jobs=1).ok
+
+
+def test_parts_read_before_an_append_are_not_taken(tmp_path: Path) -> None:
+    """A row or documents read by a worker before its log grew (or was cut and written again)
+    are read again by the merge: the result is what a rebuild of the logs as they are gives."""
+    store = _store(tmp_path / "s", threads=4, frames=30)
+    open_store_search(store)
+    rows = {tid: catalog_module.fresh_row(store.thread(tid)) for tid in store.threads()}
+    parts = {tid: store_search_module.thread_documents(store.thread(tid)) for tid in rows}
+    store.thread("t1").append(fr.message("user", "one more turn after the workers read it"))
+    store.thread("t9").append(fr.ThreadCreated(title="new"))
+    cache = store.root / "cache"
+    catalog_module.rebuild_catalog(store, None, {t: r for t, r in rows.items() if r})
+    store_search_module.rebuild_store_search(store, parts={t: d for t, d in parts.items() if d})
+    merged = _tree(cache)
+    catalog_module.rebuild_catalog(store)
+    store_search_module.rebuild_store_search(store)
+    assert _tree(cache) == merged
+    manifest = store_search_module._read_manifest(cache / "search-store")
+    assert manifest is not None
+    ends = {e.thread_id: e.log_end for e in manifest.threads}
+    assert ends["t1"] == store.thread("t1").log_bytes() and "t9" in ends
+    rows = {r.thread_id: r for r in catalog_view(store).rows}
+    assert rows["t1"].log_bytes == ends["t1"] and "t9" in rows
 
 
 def _run(store: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

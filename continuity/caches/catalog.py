@@ -54,6 +54,7 @@ __all__ = [
     "catalog_problems",
     "catalog_view",
     "current_rows",
+    "fresh_row",
     "read_row",
     "rebuild_catalog",
     "row_of",
@@ -387,10 +388,27 @@ def _write(store: BaseStore, path: Path, rows: list[CatalogRow]) -> None:
         pass  # the answer stands; the next read catches up again
 
 
-def catalog_view(store: BaseStore) -> CatalogView:
+def fresh_row(thread: Thread) -> CatalogRow | None:
+    """The row of ``thread`` as :func:`catalog_view` would read and keep it, or None when it
+    would not keep one (no committed frame, a log not at rest, a thread that cannot be read):
+    what a bulk worker reads for the catalog (ADR 0030), handed to :func:`rebuild_catalog`,
+    which takes it only while the log still has the row's size and head digest."""
+    try:
+        if thread.head() is None:
+            return None
+        row, keep = read_row(thread)
+    except ContinuityError:
+        return None  # read again by the catalog itself, which says what is wrong
+    return row if keep else None
+
+
+def catalog_view(store: BaseStore, *, fresh: Mapping[str, CatalogRow] | None = None) -> CatalogView:
     """Every thread of ``store`` with committed frames: from the catalog where its rows are
     current, read from the log (and kept) where they are not. A store that keeps no catalog
-    (no cache folder, or logs that are not bytes) is read thread by thread.
+    (no cache folder, or logs that are not bytes) is read thread by thread. ``fresh`` holds
+    rows read already (:func:`fresh_row`, in bulk workers): one is taken instead of reading its
+    log when it describes the log as it is now (its size and last digest), as a row of the
+    file would be.
 
     Raises :class:`CorruptFrame` when a log cut to nothing was indexed further by its caches
     (:func:`check_no_lost_threads`)."""
@@ -411,6 +429,12 @@ def catalog_view(store: BaseStore) -> CatalogView:
             rows.append(row)
             kept.append(row)
             continue
+        read = None if fresh is None else fresh.get(stamp.thread_id)
+        if read is not None and _current(read, stamp):
+            rows.append(read)
+            kept.append(read)
+            dirty = True
+            continue
         thread = store.thread(stamp.thread_id)
         try:
             empty = thread.head() is None
@@ -421,13 +445,13 @@ def catalog_view(store: BaseStore) -> CatalogView:
                 ThreadIndex(thread).check_length()  # unless the caches knew frames in it
             continue
         try:
-            fresh, keep = read_row(thread, row)
+            now, keep = read_row(thread, row)
         except ContinuityError as exc:
             problems[thread.id] = exc
             continue
-        rows.append(fresh)
+        rows.append(now)
         if keep:
-            kept.append(fresh)
+            kept.append(now)
             dirty = True
         elif row is not None:
             dirty = True  # its old row is dropped
@@ -468,10 +492,15 @@ def _read_all(store: BaseStore, threads: list[Thread]) -> CatalogView:
     return CatalogView(rows, problems)
 
 
-def rebuild_catalog(store: BaseStore, thread_ids: set[str] | None = None) -> int | None:
+def rebuild_catalog(
+    store: BaseStore,
+    thread_ids: set[str] | None = None,
+    fresh: Mapping[str, CatalogRow] | None = None,
+) -> int | None:
     """Delete the catalog (the rows of ``thread_ids`` only, when given) and build it again
-    from the logs: byte-identical to one kept up to date by reads. Returns the number of rows
-    kept, or None when the store keeps no catalog."""
+    from the logs: byte-identical to one kept up to date by reads. ``fresh``: rows read already
+    (see :func:`catalog_view`). Returns the number of rows kept, or None when the store keeps
+    no catalog."""
     path = _path(store)
     if path is None or store.log_stamps(0) is None:
         return None
@@ -481,7 +510,7 @@ def rebuild_catalog(store: BaseStore, thread_ids: set[str] | None = None) -> int
         rows = _load(path)
         if rows is not None:
             _write(store, path, [r for t, r in sorted(rows.items()) if t not in thread_ids])
-    catalog_view(store)
+    catalog_view(store, fresh=fresh)
     loaded = _load(path)
     return 0 if loaded is None else len(loaded)
 

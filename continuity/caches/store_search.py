@@ -51,7 +51,7 @@ import os
 import shutil
 import struct
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from itertools import chain, islice
 from pathlib import Path
 from typing import Final
@@ -77,16 +77,20 @@ from continuity.caches.search_index import (
     merge_segments,
 )
 from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable
+from continuity.errors import ContinuityError
 from continuity.store.base import BaseStore, LogStamp, Thread
 
 __all__ = [
     "FOLDER",
     "STORE_DOC",
     "StoreSearchView",
+    "ThreadDocs",
     "ThreadEntry",
+    "has_store_search",
     "open_store_search",
     "rebuild_store_search",
     "store_search_problems",
+    "thread_documents",
 ]
 
 FOLDER: Final = "search-store"
@@ -118,6 +122,18 @@ class ThreadEntry(msgspec.Struct, frozen=True, array_like=True):
     digest: str
     docs: int
     total_length: int
+
+
+class ThreadDocs(msgspec.Struct, frozen=True, array_like=True):
+    """One thread's documents read from the start of its log (by a bulk worker, ADR 0030),
+    with the watermark they reach: what a rebuild indexes of it while its log still ends
+    there."""
+
+    project: str | None
+    log_end: int
+    last_seq: int
+    digest: str
+    docs: list[Doc]
 
 
 class StoreManifest(msgspec.Struct, frozen=True):
@@ -153,6 +169,10 @@ def _current(entry: ThreadEntry | None, stamp: LogStamp) -> bool:
         and entry.log_end == stamp.size
         and stamp.tail == _sealed_end(entry.digest)
     )
+
+
+def _current_part(part: ThreadDocs, stamp: LogStamp) -> bool:
+    return part.log_end == stamp.size and stamp.tail == _sealed_end(part.digest)
 
 
 def _folder(store: BaseStore) -> Path | None:
@@ -366,19 +386,65 @@ def open_store_search(
 
 
 def rebuild_store_search(
-    store: BaseStore, progress: Progress | None = None, *, if_present: bool = False
+    store: BaseStore,
+    progress: Progress | None = None,
+    *,
+    if_present: bool = False,
+    parts: Mapping[str, ThreadDocs] | None = None,
 ) -> int | None:
     """Drop the store-wide index and build it again from the logs (the same bytes for the same
     logs); the documents indexed, or None when the store keeps no such index (or, with
-    ``if_present``, has none yet: the first search builds it)."""
+    ``if_present``, has none yet: the first search builds it). ``parts`` holds threads'
+    documents read already (:func:`thread_documents`, in bulk workers): one is taken instead of
+    reading its log when the log still ends where it was read (its size and last digest)."""
     folder = _folder(store)
-    if folder is None or (if_present and not (folder / "manifest.json").exists()):
+    if folder is None or (if_present and not has_store_search(store)):
         return None
     stamps = _stamps(store)
     if stamps is None:
         return None
     with _lock(folder, fcntl.LOCK_EX):
-        return _catch_up(store, folder, None, stamps, progress).docs
+        return _catch_up(store, folder, None, stamps, progress, parts=parts).docs
+
+
+def has_store_search(store: BaseStore) -> bool:
+    """Whether a search made the store-wide index (what ``rebuild-index`` rebuilds)."""
+    folder = _folder(store)
+    return folder is not None and (folder / "manifest.json").exists()
+
+
+def thread_documents(thread: Thread) -> ThreadDocs | None:
+    """Every document of ``thread`` from the start of its log, as a rebuild of the store-wide
+    index reads them; None when it has no committed frame or cannot be read (the rebuild reads
+    it again and says what is wrong)."""
+    try:
+        project, end, last, docs = _read_docs(thread, 0, 0, None)
+    except ContinuityError:
+        return None
+    if last is None:
+        return None
+    sealed = fr.unseal(last[1])
+    assert sealed is not None  # read_lines checked the chain
+    return ThreadDocs(project, end, last[0], sealed[1].hex(), docs)
+
+
+def _read_docs(
+    thread: Thread, start: int, from_seq: int, project: str | None
+) -> tuple[str | None, int, tuple[int, bytes] | None, list[Doc]]:
+    """(project, end, the last line read, documents) of ``thread``'s committed lines from seq
+    ``from_seq`` (whose line starts at byte ``start``)."""
+    end = start
+    last: tuple[int, bytes] | None = None
+    docs: list[Doc] = []
+    for seq, line in thread.read_lines(from_seq=from_seq, start_offset=start):
+        if seq == 0:
+            project = _project(thread.decode(seq, line))
+        d = doc_of_line(thread, seq, line)
+        if d is not None:
+            docs.append(d)
+        end += len(line) + 1
+        last = (seq, line)
+    return project, end, last, docs
 
 
 def drop_store_search(store: BaseStore) -> None:
@@ -439,9 +505,12 @@ def _catch_up(
     stamps: dict[str, LogStamp],
     progress: Progress | None,
     make: Callable[[str], Thread] | None = None,
+    *,
+    parts: Mapping[str, ThreadDocs] | None = None,
 ) -> StoreManifest:
     """Bring the index of ``m`` (None: none, build it) up to the logs' ends; write and return
-    the new manifest. Held under the exclusive lock."""
+    the new manifest. Held under the exclusive lock. ``parts``: threads' documents read
+    already, taken for a thread not yet indexed whose log still ends where they reach."""
     handles: dict[str, Thread] = {}
 
     def handle(tid: str) -> Thread:  # one handle per thread
@@ -485,27 +554,23 @@ def _catch_up(
         for done, tid in enumerate(todo):
             if progress is not None:
                 progress(done, len(todo))
-            thread = handle(tid)
             old = known.get(tid)
-            start, from_seq = (old.log_end, old.last_seq + 1) if old is not None else (0, 0)
-            end = start
-            last: tuple[int, bytes] | None = None
-            project = old.project if old is not None else None
-            docs: list[Doc] = []
-            for seq, line in thread.read_lines(from_seq=from_seq, start_offset=start):
-                if seq == 0:
-                    project = _project(thread.decode(seq, line))
-                d = doc_of_line(thread, seq, line)
-                if d is not None:
-                    docs.append(d)
-                end += len(line) + 1
-                last = (seq, line)
-            if last is None:
-                if old is None and ThreadIndex.available(thread):
-                    ThreadIndex(thread).check_length()  # a log cut to nothing its caches knew
-                continue
-            sealed = fr.unseal(last[1])
-            assert sealed is not None  # read_lines checked the chain
+            part = None if parts is None or old is not None else parts.get(tid)
+            if part is not None and _current_part(part, stamps[tid]):
+                project, end, docs = part.project, part.log_end, part.docs
+                last_seq, digest = part.last_seq, part.digest
+            else:
+                thread = handle(tid)
+                start, from_seq = (old.log_end, old.last_seq + 1) if old is not None else (0, 0)
+                before = old.project if old is not None else None
+                project, end, last, docs = _read_docs(thread, start, from_seq, before)
+                if last is None:
+                    if old is None and ThreadIndex.available(thread):
+                        ThreadIndex(thread).check_length()  # a log cut to nothing it knew
+                    continue
+                sealed = fr.unseal(last[1])
+                assert sealed is not None  # read_lines checked the chain
+                last_seq, digest = last[0], sealed[1].hex()
             i = ordinal.get(tid)
             if i is None:
                 i = ordinal[tid] = len(entries)
@@ -515,8 +580,8 @@ def _catch_up(
                 tid,
                 project,
                 end,
-                last[0],
-                sealed[1].hex(),
+                last_seq,
+                digest,
                 e.docs + len(docs),
                 e.total_length + sum(min(d.length, 2**32 - 1) for d in docs),
             )
