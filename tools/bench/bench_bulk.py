@@ -35,11 +35,9 @@ from tools.bench._common import (
     median,
     rate_row,
     short_size,
-    work_dir,
 )
 from tools.bench.bench_catalog import cached_threads
-from tools.bench.bench_hooks import child_env
-from tools.bench.bench_versions import extract_revision
+from tools.bench.bench_versions import added_by, baseline_trees, tree_env
 
 __all__ = ["DEFAULT_FRAMES", "DEFAULT_SIZES", "main", "run"]
 
@@ -54,36 +52,11 @@ COMMANDS: Final = ("verify", "rebuild-index", "rebuild-index, searched")
 search)."""
 
 
-def _bulk_commit() -> str | None:
-    done = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "--format=%H", "--diff-filter=A", "--", BULK_PATH],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    found = done.stdout.split()
-    return found[-1] if done.returncode == 0 and found else None
-
-
-def _env(tree: Path) -> dict[str, str]:
-    env = child_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
-    return env
-
-
-def _check_tree(tree: Path, cwd: Path) -> None:
-    probe = [sys.executable, "-c", "import continuity; print(continuity.__file__)"]
-    done = subprocess.run(probe, capture_output=True, env=_env(tree), cwd=cwd, check=True)
-    where = Path(done.stdout.decode().strip()).resolve()
-    if where.parent != (tree / "continuity").resolve():
-        raise SystemExit(f"bench_bulk: PYTHONPATH={tree} imports {where}")
-
-
 def _frames(store: Path) -> int:
     done = subprocess.run(
         [sys.executable, "-m", "continuity", "--store", str(store), "stats", "--json"],
         capture_output=True,
-        env=_env(ROOT),
+        env=tree_env(ROOT),
         cwd=store.parent,
         check=True,
     )
@@ -115,7 +88,7 @@ def run(
     none."""
     started = time.perf_counter()
     if baseline == "":
-        commit = _bulk_commit()
+        commit = added_by(BULK_PATH)
         baseline = f"{commit}^" if commit else "HEAD"
     jobs = os.cpu_count() or 1
     report = Report(
@@ -128,12 +101,7 @@ def run(
             "baseline": (baseline or "none")[:12],
         },
     )
-    with work_dir("bulk") as work:
-        trees: dict[str, Path] = {"after": ROOT}
-        if baseline:
-            trees["before"] = extract_revision(baseline, work / "before")
-        for tree in trees.values():
-            _check_tree(tree, work)
+    with baseline_trees("bulk", baseline) as (work, trees):
         variants: dict[str, tuple[Path, list[str]]] = {"jobs 1": (ROOT, ["--jobs", "1"])}
         variants[f"jobs {jobs} (default)"] = (ROOT, [])
         if "before" in trees:
@@ -157,7 +125,7 @@ def run(
                     if label.startswith("1 thread"):
                         continue
                     argv = [sys.executable, "-m", "continuity", "--store", str(store)]
-                    _timed([*argv, "search", "status"], _env(ROOT), work)
+                    _timed([*argv, "search", "status"], tree_env(ROOT), work)
                 log(f"bench_bulk: {command} @ {label}")
                 samples: dict[str, list[float]] = {v: [] for v in variants}
                 names = list(variants)
@@ -167,7 +135,7 @@ def run(
                         tree, extra = variants[name]
                         argv = [sys.executable, "-m", "continuity", "--store", str(store)]
                         verb = command.split(",")[0]
-                        seconds = _timed([*argv, verb, *extra], _env(tree), work)
+                        seconds = _timed([*argv, verb, *extra], tree_env(tree), work)
                         if i:
                             samples[name].append(seconds)
                 before = samples.get("before")

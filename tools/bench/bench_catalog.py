@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,10 +44,9 @@ from tools.bench._common import (
     median,
     short_size,
     time_row,
-    work_dir,
 )
 from tools.bench.bench_hooks import child_env, run_process
-from tools.bench.bench_versions import extract_revision
+from tools.bench.bench_versions import added_by, baseline_trees, tree_env
 from tools.bench.gen_threads import write_threads
 from tools.gen_thread import FIXED_CLOCK_MS
 
@@ -83,31 +81,6 @@ def cached_threads(n: int, seed: int = 0) -> Path:
     return root
 
 
-def _catalog_commit() -> str | None:
-    done = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "--format=%H", "--diff-filter=A", "--", CATALOG_PATH],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    found = done.stdout.split()
-    return found[-1] if done.returncode == 0 and found else None
-
-
-def _env(tree: Path) -> dict[str, str]:
-    env = child_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
-    return env
-
-
-def _check_tree(tree: Path, cwd: Path) -> None:
-    probe = [sys.executable, "-c", "import continuity; print(continuity.__file__)"]
-    _, out = run_process(probe, _env(tree), cwd=cwd)
-    where = Path(out.decode().strip()).resolve()
-    if where.parent != (tree / "continuity").resolve():
-        raise SystemExit(f"bench_catalog: PYTHONPATH={tree} imports {where}")
-
-
 class _Runner:
     def __init__(self, store: Path, trees: dict[str, Path], cwd: Path) -> None:
         self.store = store
@@ -117,7 +90,7 @@ class _Runner:
 
     def command(self, variant: str, name: str) -> float:
         argv = [sys.executable, "-m", "continuity", "--store", str(self.store), name]
-        seconds, out = run_process(argv, _env(self.trees[variant]), cwd=self.cwd)
+        seconds, out = run_process(argv, tree_env(self.trees[variant]), cwd=self.cwd)
         if not out:
             raise RuntimeError(f"{name} printed nothing")
         return seconds
@@ -145,7 +118,7 @@ def run(
     """``baseline``: a git revision, "" for the tree before the catalog, None for none."""
     started = time.perf_counter()
     if baseline == "":
-        commit = _catalog_commit()
+        commit = added_by(CATALOG_PATH)
         baseline = f"{commit}^" if commit else None
     variants = ("before", "after") if baseline else ("after",)
     report = Report(
@@ -157,12 +130,7 @@ def run(
             "baseline": (baseline or "none")[:12],
         },
     )
-    with work_dir("catalog") as work:
-        trees: dict[str, Path] = {"after": ROOT}
-        if baseline:
-            trees["before"] = extract_revision(baseline, work / "before")
-        for tree in trees.values():
-            _check_tree(tree, work)
+    with baseline_trees("catalog", baseline) as (work, trees):
         plain: list[float] = []
         for n in sizes:
             source = cached_threads(n, seed)

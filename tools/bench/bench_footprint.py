@@ -41,10 +41,9 @@ from tools.bench._common import (
     emit,
     log,
     short_size,
-    work_dir,
 )
-from tools.bench.bench_catalog import _MARKER, _check_tree, _env, cached_threads
-from tools.bench.bench_versions import extract_revision
+from tools.bench.bench_catalog import _MARKER, cached_threads
+from tools.bench.bench_versions import added_by, baseline_trees, tree_env
 
 __all__ = ["DEFAULT_SIZES", "main", "measure", "run"]
 
@@ -105,19 +104,13 @@ def _rows(report: Report, label: str, store: Path, baseline: str = "") -> None:
 
 def _run(argv: list[str], tree: Path, cwd: Path) -> float:
     started = time.perf_counter()
-    subprocess.run(argv, env=_env(tree), cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, env=tree_env(tree), cwd=cwd, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
 def _default_baseline() -> str | None:
-    done = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "--format=%H", "--diff-filter=A", "--", ADR_PATH],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    found = done.stdout.split()
-    return f"{found[-1]}~1" if done.returncode == 0 and found else None
+    commit = added_by(ADR_PATH)
+    return f"{commit}~1" if commit else None
 
 
 def run(
@@ -140,13 +133,8 @@ def run(
         },
     )
     cli = continuity_command()
-    with work_dir("footprint") as work:
-        trees: dict[str, Path] = {}
-        if baseline:
-            trees["before"] = extract_revision(baseline, work / "before")
-        trees["after"] = ROOT
-        for tree in trees.values():
-            _check_tree(tree, work)
+    with baseline_trees("footprint", baseline) as (work, found):
+        trees = {name: found[name] for name in ("before", "after") if name in found}
         for n in sizes:
             source = cached_threads(n, seed)
             for name, tree in trees.items():

@@ -23,7 +23,6 @@ store-wide ``search`` <= 300 ms.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,11 +38,10 @@ from tools.bench._common import (
     median,
     short_size,
     time_row,
-    work_dir,
 )
-from tools.bench.bench_catalog import _MARKER, _check_tree, _env, cached_threads
+from tools.bench.bench_catalog import _MARKER, cached_threads
 from tools.bench.bench_hooks import child_env, run_process
-from tools.bench.bench_versions import extract_revision
+from tools.bench.bench_versions import added_by, baseline_trees, tree_env
 
 __all__ = ["DEFAULT_SIZES", "run"]
 
@@ -57,18 +55,12 @@ STORE_SEARCH_PATH: Final = "continuity/caches/store_search.py"
 
 
 def _default_baseline() -> str:
-    done = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "--format=%H", "--diff-filter=A", "--", STORE_SEARCH_PATH],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    found = done.stdout.split()
-    return f"{found[-1]}^" if done.returncode == 0 and found else "HEAD"
+    commit = added_by(STORE_SEARCH_PATH)
+    return f"{commit}^" if commit else "HEAD"
 
 
 def _once(tree: Path, cwd: Path, argv: list[str]) -> float:
-    seconds, out = run_process(argv, _env(tree), cwd=cwd, stderr_ok=True)  # progress
+    seconds, out = run_process(argv, tree_env(tree), cwd=cwd, stderr_ok=True)  # progress
     if not out:
         raise RuntimeError(f"{argv[-1]} printed nothing")
     return seconds
@@ -103,12 +95,7 @@ def run(
             "baseline": (baseline or "none")[:12],
         },
     )
-    with work_dir("store-search") as work:
-        trees: dict[str, Path] = {"after": ROOT}
-        if baseline:
-            trees["before"] = extract_revision(baseline, work / "before")
-        for tree in trees.values():
-            _check_tree(tree, work)
+    with baseline_trees("store-search", baseline) as (work, trees):
         for n in sizes:
             source = cached_threads(n, seed)
             store = work / f"store-{n}"

@@ -34,7 +34,8 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -65,7 +66,15 @@ from tools.bench.bench_hooks import (
 )
 from tools.bench.bench_search import QUERIES
 
-__all__ = ["main", "run"]
+__all__ = [
+    "added_by",
+    "baseline_trees",
+    "check_tree",
+    "extract_revision",
+    "main",
+    "run",
+    "tree_env",
+]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 VARIANTS: Final = ("before", "after")
@@ -89,19 +98,46 @@ def extract_revision(rev: str, into: Path) -> Path:
     return into
 
 
-def _env(tree: Path, store: Path | None = None) -> dict[str, str]:
+def tree_env(tree: Path, store: Path | None = None) -> dict[str, str]:
+    """A child's environment that imports continuity from ``tree``."""
     env = child_env(store)
     env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
-def _check_tree(tree: Path, cwd: Path) -> None:
+def check_tree(tree: Path, cwd: Path) -> None:
+    """Refuse to measure unless a child given :func:`tree_env` imports ``tree``'s continuity."""
     # From a folder without a continuity package: `python -c` puts the current one first.
     probe = [sys.executable, "-c", "import continuity; print(continuity.__file__)"]
-    _, out = run_process(probe, _env(tree), cwd=cwd)
+    _, out = run_process(probe, tree_env(tree), cwd=cwd)
     where = Path(out.decode().strip()).resolve()
     if where.parent != (tree / "continuity").resolve():
-        raise SystemExit(f"bench_versions: PYTHONPATH={tree} imports {where}")
+        raise SystemExit(f"bench: PYTHONPATH={tree} imports {where}")
+
+
+def added_by(path: str) -> str | None:
+    """The commit that added ``path`` to the repository (None when git cannot say)."""
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "--format=%H", "--diff-filter=A", "--", path],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = done.stdout.split()
+    return found[-1] if done.returncode == 0 and found else None
+
+
+@contextmanager
+def baseline_trees(name: str, baseline: str | None) -> Iterator[tuple[Path, dict[str, Path]]]:
+    """A scratch folder and the trees to measure in it: ``after`` (this one) and, given a
+    ``baseline`` revision, ``before`` (extracted there); each checked to import itself."""
+    with work_dir(name) as work:
+        trees: dict[str, Path] = {"after": ROOT}
+        if baseline:
+            trees["before"] = extract_revision(baseline, work / "before")
+        for tree in trees.values():
+            check_tree(tree, work)
+        yield work, trees
 
 
 class _Commands:
@@ -128,7 +164,7 @@ class _Commands:
         s = self.session
         assert s is not None
         prompt = s.add_turn()
-        env = _env(self.trees[variant], s.store)
+        env = tree_env(self.trees[variant], s.store)
         payload = s.payload("user-prompt-submit", prompt=prompt)
         seconds, out = run_process([*self.cli, "hook", "user-prompt-submit"], env, payload)
         if out:
@@ -138,7 +174,7 @@ class _Commands:
     def restore(self, variant: str) -> float:
         s = self.session
         assert s is not None
-        env = _env(self.trees[variant], s.store)
+        env = tree_env(self.trees[variant], s.store)
         s.add_turn()
         pre = s.payload("pre-compact", trigger="auto", custom_instructions=None)
         run_process([*self.cli, "hook", "pre-compact"], env, pre)
@@ -152,7 +188,7 @@ class _Commands:
     def _store_cli(self, variant: str, *args: str) -> float:
         assert self.store is not None
         argv = [*self.cli, "--store", str(self.store.root), *args]
-        seconds, _ = run_process(argv, _env(self.trees[variant]), stderr_ok=True)  # its report
+        seconds, _ = run_process(argv, tree_env(self.trees[variant]), stderr_ok=True)  # its report
         return seconds
 
     def compile(self, variant: str) -> float:
@@ -183,7 +219,7 @@ def run(
     with work_dir("versions") as work:
         trees = {"before": extract_revision(baseline, work / "before"), "after": ROOT}
         for tree in trees.values():
-            _check_tree(tree, work)
+            check_tree(tree, work)
         cached = cached_thread(frames, seed)
         ThreadIndex(Store(cached, durable=False).thread(BENCH_THREAD)).refresh()
         log(f"bench_versions: copying the {short_size(frames)} store, building its search index")
