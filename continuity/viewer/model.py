@@ -426,11 +426,11 @@ def summary_text(store: BaseStore, artifact_id: str) -> tuple[str, dict[str, lis
 _DECISION_PREFIX: Final = b'"type":"context_selection_'
 
 
-def _decisions_before(thread: Thread, before: int, head: int, floor: int = 0) -> Iterator[fr.Frame]:
+def _decisions_before(thread: Thread, before: int, floor: int = 0) -> Iterator[fr.Frame]:
     """The decision frames (and repeats) from seq ``floor`` to before seq ``before``, newest
     first: read backwards a range of seqs at a time (the offset index seeks), decoding only the
-    lines that hold one."""
-    hi = min(before - 1, head)
+    lines that hold one (a range past the log's end reads nothing)."""
+    hi = before - 1
     while hi >= floor:
         lo = max(floor, hi - _SCAN_STEP + 1)
         found = [
@@ -462,7 +462,7 @@ def decision_rows(
     floor = max(0, end - SCAN_LIMIT)
     rows: list[DecisionRow] = []
     cache: dict[int, fr.ContextSelectionDecided] = {}
-    for frame in _decisions_before(thread, end, head, floor):
+    for frame in _decisions_before(thread, end, floor):
         if len(rows) >= limit:
             return rows, rows[-1].seq
         if isinstance(frame, fr.ContextSelectionDecided):
@@ -633,8 +633,7 @@ def _previous(
 ) -> tuple[ContextBundle | None, int | None]:
     """The latest decision before seq ``before`` (among the :data:`SCAN_LIMIT` frames before
     it) whose bundle differs from ``bundle_id``."""
-    head = _head(open_source(thread))
-    for frame in _decisions_before(thread, before, head, max(0, before - SCAN_LIMIT)):
+    for frame in _decisions_before(thread, before, max(0, before - SCAN_LIMIT)):
         if isinstance(frame, fr.ContextSelectionDecided):
             if frame.bundle_artifact_id == bundle_id:
                 continue
