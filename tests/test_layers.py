@@ -34,6 +34,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "continuity.retrieval",
             "continuity.embedding",
+            "continuity.semantic",
+            "continuity.leads",
             "continuity.verify",
             "continuity.bulk",
             "continuity.stats",
