@@ -9,12 +9,27 @@ import msgspec
 from continuity import frames as fr
 from continuity.store.base import Recovery
 
-__all__ = ["describe", "format_ts", "recovery_line"]
+__all__ = ["describe", "format_ts", "hit_leads", "recovery_line"]
 
 
 def format_ts(ts_ms: int) -> str:
     """UTC, to the second: stable whatever the machine's timezone."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts_ms / 1000))
+
+
+def hit_leads(covers: list[int], parent_thread_id: str, also: list[int]) -> str:
+    """Where a search hit leads (ADR 0034), for the end of its line: the messages a summary
+    stands for, the session a subagent's thread hangs under, the other matching parts of its
+    response. ``""`` when it leads nowhere else."""
+    notes = []
+    if len(covers) == 2:
+        notes.append(f"summary of seq {covers[0]}–{covers[1]}")
+    if parent_thread_id:
+        notes.append(f"subagent of {parent_thread_id}")
+    if also:
+        parts = "part" if len(also) == 1 else "parts"
+        notes.append(f"+{len(also)} more {parts} of this response")
+    return "".join(f"  [{n}]" for n in notes)
 
 
 def recovery_line(rec: Recovery) -> str:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from continuity.cli._display import format_ts, recovery_line
+from continuity.cli._display import format_ts, hit_leads, recovery_line
 from continuity.errors import ContinuityError
 
 if TYPE_CHECKING:
@@ -181,9 +181,10 @@ def print_hits(
         snippet = highlight(h.snippet, h.terms) if color else h.snippet
         who = f" {h.role}" if h.role else ""
         gone = "  [retracted]" if h.retracted else ""
+        leads = hit_leads(h.covers, h.parent_thread_id, h.also)
         write(
             f"{h.thread_id}  seq {h.seq}  {format_ts(h.ts_ms)}  {h.kind}{who}  "
-            f"({h.score:.3f}){gone}"
+            f"({h.score:.3f}){gone}{leads}"
         )
         write(f"    {snippet}")
 
