@@ -23,7 +23,14 @@ from typer.core import TyperCommand, TyperOption
 from continuity.cli._common import start_run
 from continuity.paths import resolve_store_location
 
-__all__ = ["COMMANDS", "MODULES", "build_app", "command_of", "main"]  # and `app`, made on use
+__all__ = [
+    "COMMANDS",
+    "GROUPS",
+    "MODULES",
+    "build_app",
+    "command_of",
+    "main",
+]  # and `app`, made on use
 
 COMMANDS: Final = {
     "init": "store_commands",
@@ -51,7 +58,9 @@ COMMANDS: Final = {
     "serve": "serve_commands",
 }
 """Each command and the module that registers it, in the order ``--help`` lists them."""
-MODULES: Final = tuple(dict.fromkeys(COMMANDS.values()))
+GROUPS: Final = {"model": "model_commands"}
+"""Each command group (a command with subcommands of its own) and the module that registers it."""
+MODULES: Final = tuple(dict.fromkeys([*COMMANDS.values(), *GROUPS.values()]))
 
 _STORE_HELP: Final = (
     "The store: a folder, or a PostgreSQL URL (postgresql://user@host/db). Default: "
@@ -154,6 +163,10 @@ def _register(root: typer.Typer, module: str) -> None:
         from continuity.cli import serve_commands
 
         serve_commands.register(root)
+    elif module == "model_commands":
+        from continuity.cli import model_commands
+
+        model_commands.register(root)
     else:
         raise ValueError(f"no command module {module!r}")
 
@@ -190,7 +203,8 @@ def command_of(args: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line (``argv`` defaults to ``sys.argv[1:]``)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    module = COMMANDS.get(command_of(args) or "")
+    named = command_of(args) or ""
+    module = COMMANDS.get(named) or GROUPS.get(named)
     build_app(MODULES if module is None else [module])(args=args)
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 import typer
 
-from continuity.cli._common import errors, open_store
+from continuity.cli._common import errors, fail, open_store
 from continuity.cli.fast_search import K_MAX, print_hits, progress_on_stderr
 
 __all__ = ["register"]
@@ -28,11 +29,30 @@ def search(
     rerank: Annotated[
         bool, typer.Option("--rerank", help="Re-rank by hashed-feature vector similarity.")
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            envvar="CONTINUITY_MODEL",
+            metavar="PATH|NAME",
+            help="Fuse BM25 with this static-embedding model's semantic hits (a model2vec "
+            "folder, or a name fetched by `continuity model fetch`).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """The best hits for QUERY across every thread: thread, seq, time, role and a snippet."""
     from continuity.retrieval import HashedEmbedder
     from continuity.retrieval import search as run_search
 
+    semantic: dict[str, object] = {}
+    if model is not None:
+        from continuity.semantic import load_model
+
+        with errors():
+            semantic["semantic"] = load_model(model)
+        if "semantic" not in inspect.signature(run_search).parameters:
+            fail("--model needs a search that fuses a model (retrieval.search takes no `semantic`)")
     store = open_store(ctx)
     damage: list[str] = []
     with errors():
@@ -45,6 +65,7 @@ def search(
             embedder=HashedEmbedder() if rerank else None,
             on_damage=damage.append,
             progress=progress_on_stderr(),
+            **semantic,  # type: ignore[arg-type]
         )
     print_hits(hits, query, as_json=as_json, write=typer.echo)
     for what in damage:  # an answer with a known gap is shown with the gap named, like compile's
