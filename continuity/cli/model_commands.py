@@ -38,8 +38,7 @@ def fetch(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a model already there.")] = False,
 ) -> None:
-    """Download a model2vec model's three files once (model.safetensors, tokenizer.json,
-    config.json), check it loads, and put it in place atomically."""
+    """Download a model2vec model once, check that it loads, and put it in place atomically."""
     from continuity.semantic import DEFAULT_BASE_URL, DEFAULT_MODEL, fetch_model, load_model
 
     chosen = name or DEFAULT_MODEL
