@@ -31,13 +31,16 @@ from continuity.caches.ranking import (
     rank_prefix,
 )
 from continuity.caches.search_index import (
+    SURFACE,
     Doc,
     ThreadSearchIndex,
     doc_of,
     documents_of_lines,
     summary_text,
     text_of,
+    token_spans,
     tokenize,
+    words_of,
 )
 from continuity.caches.search_state import forget, search_state
 from continuity.caches.store_search import (
@@ -49,6 +52,7 @@ from continuity.caches.store_search import (
 from continuity.caches.thread_index import DAMAGE as _DAMAGE
 from continuity.caches.thread_index import ThreadIndex, check_no_lost_threads
 from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, InvalidQuery
+from continuity.leads import candidates, lead
 from continuity.store.base import BaseStore, Thread, resolve_thread
 
 __all__ = ["Embedder", "HashedEmbedder", "Hit", "search", "search_prefix"]
@@ -92,11 +96,25 @@ class HashedEmbedder:
 
 
 def _snippet(text: str, terms: list[str]) -> tuple[str, list[str]]:
-    low = text.lower()
-    matched = [t for t in terms if t in low]
+    """A window of ``text`` around the first place a query term comes from, and what matched:
+    for each query term the text holds (as the index saw it: a stem need not be a substring),
+    the first word of the text it stands for, lowercased ("migrations" for ``migrat``)."""
+    wanted = {t for t in terms if not t.startswith(SURFACE)}  # found only with their stems
+    if not wanted:  # a hit of the semantic ranking alone: its text from the start
+        return text[:_SNIPPET] + ("…" if len(text) > _SNIPPET else ""), []
+    found: dict[str, str] = {}
+    first = -1
+    for start, end, tokens in token_spans(text):
+        hit = [t for t in tokens if t in wanted and t not in found]
+        if hit:
+            if first < 0:
+                first = start
+            found.update(zip(hit, words_of(text[start:end], hit), strict=True))
+            if len(found) == len(wanted):
+                break
+    matched = list(dict.fromkeys(found[t] for t in terms if t in found))
     if not matched:
         return text[:_SNIPPET], []
-    first = min(low.find(t) for t in matched)
     start = max(0, first - _SNIPPET // 3)
     piece = text[start : start + _SNIPPET]
     return ("…" if start else "") + piece + ("…" if start + _SNIPPET < len(text) else ""), matched
@@ -240,25 +258,50 @@ def search(
     ``on_damage``, is told to it (once per hit) and shown without the summary.
 
     Brings each searched thread's index up to date first (incremental). With an ``embedder``
-    the best ``rerank`` BM25 candidates are re-ordered by BM25 (normalised) plus cosine
-    similarity, deterministically.
+    (a :class:`~continuity.embedding.StaticEmbedder` model, ADR 0033) BM25's best ``rerank``
+    candidates and the embedder's best ``rerank`` documents by cosine similarity (over a vector
+    cache of every searched document) are fused by reciprocal rank fusion: a document no query
+    word matches can be found. Deterministic for a given model. (Re-ranking BM25's candidates by
+    :class:`HashedEmbedder` similarity, which this replaced, made results worse: ADR 0032.)
+
+    Hits that lead somewhere (ADR 0034): a summary hit's ``covers``, a subagent hit's
+    ``parent_thread_id``, and one hit (``also`` the other seqs) for a merged response's parts.
     """
     if k <= 0:
         raise InvalidQuery("k must be positive")
     terms = query_terms(query)
-    want = max(k, rerank if embedder else k)
+    want = max(candidates(k), rerank if embedder else k)  # room to collapse responses
     told: list[str] = []  # said once, after a retry
-    wide = _wide(store, terms, want, project, told, on_damage, progress) if thread is None else None
+    handles: dict[str, Thread] = {}  # one per thread: the ranking's, the snippets' and the leads'
+    wide = (
+        _wide(store, terms, want, project, told, on_damage, progress, handles)
+        if thread is None
+        else None
+    )
     if wide is not None:
         hits = wide
     else:
-        hits = _per_thread(store, terms, want, thread, project, told, on_damage)
+        hits = _per_thread(store, terms, want, thread, project, told, on_damage, handles)
     if on_damage is not None:
         for message in dict.fromkeys(told):
             on_damage(message)
-    if embedder is not None and hits:
-        hits = _rerank(hits, query, embedder)
-    return hits[:k]
+    if embedder is not None:
+        hits = _fused(store, query, embedder, hits, want, thread, project, on_damage, handles)
+    led = lead(handles, hits, k)  # one hit per merged response, and where each leads (ADR 0034)
+    if len(led) < k and len(hits) == want:  # parts of responses filled the candidates
+        said = set(told)
+        return search(
+            store,
+            query,
+            thread=thread,
+            project=project,
+            k=2 * want,
+            embedder=embedder,
+            rerank=rerank,
+            on_damage=None if on_damage is None else lambda m: None if m in said else on_damage(m),
+            progress=progress,
+        )[:k]
+    return led
 
 
 def _wide(
@@ -269,10 +312,10 @@ def _wide(
     told: list[str],
     on_damage: Callable[[str], None] | None,
     progress: Progress | None,
+    handles: dict[str, Thread],
 ) -> list[Hit] | None:
     """The hits through the store-wide index, or None when the store keeps none (or it is
     still damaged after a rebuild: then every thread's own index answers)."""
-    handles: dict[str, Thread] = {}
 
     def handle(tid: str) -> Thread:  # one handle per thread, for the catch-up and the hits
         found = handles.get(tid)
@@ -327,10 +370,13 @@ def _per_thread(
     project: str | None,
     told: list[str],
     on_damage: Callable[[str], None] | None,
+    handles: dict[str, Thread] | None = None,
 ) -> list[Hit]:
     """The hits of ranking every chosen thread's own index together (the reference the
     store-wide index equals)."""
     threads = {t.id: t for t in _threads(store, thread, project)}
+    if handles is not None:
+        handles.update(threads)
     try:
         hits = _ranked(threads, terms, want, told.append if on_damage else None)
     except (CorruptCache, *_DAMAGE):
@@ -369,16 +415,33 @@ def _ranked(
     return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=(checks, ordinals))
 
 
-def _rerank(hits: list[Hit], query: str, embedder: Embedder) -> list[Hit]:
-    vectors = embedder.embed([query, *(h.snippet for h in hits)])
-    cosine = vectors[1:] @ vectors[0]
-    top = max(h.score for h in hits) or 1.0
-    scored = [
-        (-(round(h.score / top + float(c), 6)), h.thread_id, h.seq, h)
-        for h, c in zip(hits, cosine, strict=True)
-    ]
-    scored.sort(key=lambda x: x[:3])
-    return [msgspec.structs.replace(h, score=-neg) for neg, _t, _s, h in scored]
+def _fused(
+    store: BaseStore,
+    query: str,
+    embedder: Embedder,
+    hits: list[Hit],
+    want: int,
+    thread: str | None,
+    project: str | None,
+    on_damage: Callable[[str], None] | None,
+    handles: dict[str, Thread],
+) -> list[Hit]:
+    """BM25's hits fused with the embedder's ranking of the same documents by reciprocal rank
+    fusion (ADR 0033); a hit BM25 did not find gets its snippet here (from the start of its
+    text: no query term need be in it)."""
+    from continuity.semantic import fused_hits
+
+    fused, new = fused_hits(
+        store, query, embedder, hits, want, thread=thread, project=project, depth=want
+    )
+    if not new:
+        return fused
+    for h in new:
+        if h.thread_id not in handles:
+            handles[h.thread_id] = store.thread(h.thread_id)
+    threads = {h.thread_id: handles[h.thread_id] for h in new}
+    shown = {(h.thread_id, h.seq): h for h in _with_snippets(threads, new, [], on_damage=on_damage)}
+    return [shown.get((h.thread_id, h.seq), h) for h in fused]
 
 
 @overload

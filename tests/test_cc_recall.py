@@ -154,7 +154,7 @@ def test_recall_never_returns_what_is_still_in_context(
     hook returns the matches before it, and only those."""
     store, _, payload = spotter
     configure(store, recall_on_prompt=True)
-    prompt = "highlighter sidecar"
+    prompt = "sidecar"
     context = prompt_context(store, payload, prompt)
     to_seq = compaction_to_seq(store)
     whole = search(store, prompt, thread=session_thread_id(SPOTTER), k=5)

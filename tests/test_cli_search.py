@@ -185,13 +185,10 @@ def test_an_unknown_or_invalid_thread_is_an_error(run: Run, threads: Store, thre
     assert_one_line_error(run("search", "alembic", "--thread", thread), thread)
 
 
-def test_rerank_is_deterministic_and_keeps_to_the_matches(run: Run, threads: Store) -> None:
-    plain = hits_of(run("search", "alembic migration", "--json"))
-    first = hits_of(run("search", "alembic migration", "--json", "--rerank"))
-    assert first == hits_of(run("search", "alembic migration", "--json", "--rerank"))
-    assert {(h.thread_id, h.seq) for h in first} == {(h.thread_id, h.seq) for h in plain}
-    scores = [h.score for h in first]
-    assert scores == sorted(scores, reverse=True)
+def test_the_retired_rerank_option_says_what_replaced_it(run: Run, threads: Store) -> None:
+    result = run("search", "alembic migration", "--rerank")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "--rerank was retired" in result.stderr and "--model" in result.stderr
 
 
 def test_a_huge_query_and_odd_characters_are_searched_not_refused(run: Run, threads: Store) -> None:

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
             SearchArgs(store="/s", query="a b", k=3, json=True),
         ),
         (
-            ["--store=/s", "search", "--thread=t1", "q", "--project", "/w", "--rerank"],
-            SearchArgs(store="/s", query="q", thread="t1", project="/w", rerank=True),
+            ["--store=/s", "search", "--thread=t1", "q", "--project", "/w"],
+            SearchArgs(store="/s", query="q", thread="t1", project="/w"),
         ),
         (["search", "--k=1000", "--", "-leading dash"], SearchArgs(query="-leading dash", k=1000)),
         (["search", "-"], SearchArgs(query="-")),
@@ -62,10 +62,19 @@ def test_plain_search_command_lines_are_taken(argv: list[str], expected: SearchA
         ["search", "-q"],  # an option-like query without --
         ["--store", "/s", "--store", "/t", "search", "q"],
         ["--verbose", "search", "q"],
+        ["search", "q", "--rerank"],  # retired: typer says so
+        ["search", "q", "--model", "m"],  # a model: typer fuses it
     ],
 )
 def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
     assert parse(argv) is None
+
+
+def test_a_model_named_by_the_environment_leaves_the_search_to_typer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONTINUITY_MODEL", "/nowhere")
+    assert fast_search(["search", "q"]) is None
 
 
 @pytest.fixture
@@ -90,7 +99,7 @@ LINES = [
     ["search", "alembic orders", "--json"],
     ["search", "alembic", "--k", "1"],
     ["search", "alembic", "--thread", "blog"],
-    ["search", "alembic", "--project", "/work/shop", "--rerank", "--json"],
+    ["search", "alembic", "--project", "/work/shop", "--json"],
     ["search", "nothing matches zebra"],
 ]
 

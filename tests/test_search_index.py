@@ -18,14 +18,22 @@ from test_search import _die_after
 from continuity import frames as fr
 from continuity.caches import search_index as si
 from continuity.caches.search_index import Doc, Segment, ThreadSearchIndex, build_segment, tokenize
+from continuity.caches.stem import stem
 from continuity.retrieval import search, search_prefix
 from continuity.store.jsonl import Store
 
 # --- tokens ---------------------------------------------------------------------------------
 
 
+def _reference_words(word: str) -> list[str]:
+    """An ASCII word's stem, then its surface form when that differs (ADR 0032)."""
+    if not (word.isascii() and word.isalpha()) or stem(word) == word:
+        return [word]
+    return [stem(word)] + (["=" + word] if len(word) < si._MAX_TOKEN else [])
+
+
 def _reference_tokenize(text: str) -> list[str]:
-    """``tokenize`` as it was before the cache (version 2), verbatim."""
+    """``tokenize`` as it was before the cache (version 2), verbatim, with stems (version 4)."""
     out: list[str] = []
     for chunk in si._CHUNK_RE.findall(text):
         low = chunk.lower()
@@ -33,11 +41,11 @@ def _reference_tokenize(text: str) -> list[str]:
         if len(parts) != 1 or parts[0].lower() != low:
             if 1 < len(low) <= si._MAX_TOKEN:
                 out.append(low)
-            out.extend(
-                q for p in parts if (q := p.lower()) not in si._STOP and 1 < len(q) <= si._MAX_TOKEN
-            )
+            for p in parts:
+                if (q := p.lower()) not in si._STOP and 1 < len(q) <= si._MAX_TOKEN:
+                    out.extend(_reference_words(q))
         elif low not in si._STOP and 1 < len(low) <= si._MAX_TOKEN:
-            out.append(low)
+            out.extend(_reference_words(low))
     return out
 
 
@@ -73,7 +81,7 @@ def test_the_token_cache_is_bounded_and_keeps_long_chunks_out(
     # what a caller does with the list never reaches the cache
     tokens = tokenize("retry_backoff")
     tokens.append("mutated")
-    assert tokenize("retry_backoff") == ["retry_backoff", "retry", "backoff"]
+    assert tokenize("retry_backoff") == ["retry_backoff", "retri", "=retry", "backoff"]
     si._token_cache.clear()
 
 

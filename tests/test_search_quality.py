@@ -101,7 +101,7 @@ def test_the_tool_prints_json_and_exits_0(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(quality, "evaluate", lambda fixtures, queries: report)
+    monkeypatch.setattr(quality, "evaluate", lambda fixtures, queries, embedder=None: report)
     assert quality.main(["--json"]) == 0
     printed = msgspec.json.decode(capsys.readouterr().out)
     assert printed["overall"]["bm25"]["recall_at_5"] == report.overall["bm25"].recall_at_5

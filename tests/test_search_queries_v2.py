@@ -136,7 +136,7 @@ def test_the_report_is_by_kind_and_split(
             assert by_split["all"][mode].mrr == pytest.approx(mrr, abs=1e-4)
             assert all(r is None or 1 <= r <= quality.K for r in ranks)
 
-    monkeypatch.setattr(quality, "evaluate", lambda fixtures, queries: report)
+    monkeypatch.setattr(quality, "evaluate", lambda fixtures, queries, embedder=None: report)
     assert quality.main(["--json"]) == 0
     printed = msgspec.json.decode(capsys.readouterr().out)
     assert printed["by_kind_split"]["error"]["heldout"]["bm25"]["queries"] == (

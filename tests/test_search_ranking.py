@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from continuity import frames as fr
 from continuity.caches import ranking
-from continuity.caches.ranking import MAX_RANKED_TERMS, query_terms
+from continuity.caches.ranking import MAX_RANKED_TERMS, SURFACE_WEIGHT, query_terms
 from continuity.caches.search_index import K1, B, Doc, ThreadSearchIndex, docs_of
 from continuity.retrieval import search, search_prefix
 from continuity.store.jsonl import Store
@@ -69,7 +69,14 @@ def _reference(docs: dict[str, list[Doc]], query: str, k: int) -> list[tuple[str
             if df > n / 2:
                 common.add(t)
     scored = [t for t in idf if t not in common] or list(idf)
-    order = sorted(scored, key=lambda t: (-idf[t], t))[:MAX_RANKED_TERMS]
+    # the rarest stems and, apart, the rarest surface forms, each weighing a fifth (ADR 0032)
+    by_idf = sorted(scored, key=lambda t: (-idf[t], t))
+    order = sorted(
+        [t for t in by_idf if not t.startswith("=")][:MAX_RANKED_TERMS]
+        + [t for t in by_idf if t.startswith("=")][:MAX_RANKED_TERMS],
+        key=lambda t: (-idf[t], t),
+    )
+    idf = {t: w * (SURFACE_WEIGHT if t.startswith("=") else 1.0) for t, w in idf.items()}
     scored = []
     for tid, d in everything:
         score = 0.0

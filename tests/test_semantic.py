@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import inspect
 import json
 import shutil
 import subprocess
@@ -454,15 +453,11 @@ def test_search_with_a_bad_model_is_a_clear_error(tmp_path: Path, store: Store) 
 
 # --- once retrieval.search fuses (the lead's wiring) ----------------------------------------------
 
-_WIRED = "semantic" in inspect.signature(retrieval.search).parameters
-_NOT_WIRED = "retrieval.search has no `semantic` parameter yet (fusion is not wired)"
 
-
-@pytest.mark.skipif(not _WIRED, reason=_NOT_WIRED)
 def test_search_fuses_a_model_end_to_end(
     store: Store, model_dir: Path, model: StaticEmbedder
 ) -> None:
-    hits = retrieval.search(store, "storage database", k=5, semantic=model)  # type: ignore[call-arg]
+    hits = retrieval.search(store, "storage database", k=5, embedder=model)
     assert [(h.thread_id, h.seq) for h in hits][:2] == [("b", 1), ("a", 1)]
     assert all(h.snippet for h in hits)
     runner = CliRunner()

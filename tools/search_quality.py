@@ -1,11 +1,13 @@
 """Search quality on labelled fixture queries: recall@1, recall@5 and MRR@10, by kind and split.
 
-    python tools/search_quality.py [--json] [--fixtures DIR] [--queries FILE] [--derive]
+    python tools/search_quality.py [--json] [--fixtures DIR] [--queries FILE] [--model DIR]
+        [--derive]
 
 Ingests every Claude Code transcript under ``../shared/fixtures/claude-code`` into a temporary
 store (``ingest_transcript(..., final=True)``, sorted path order), runs each query through
-:func:`continuity.retrieval.search` (k = 10) — once with BM25 alone, once re-ranked by the
-:class:`~continuity.retrieval.HashedEmbedder` — and reports, per mode:
+:func:`continuity.retrieval.search` (k = 10) — with the lexical ranking alone (``bm25``: BM25
+over stemmed, code-aware, field-weighted terms), and, given a model2vec folder (``--model``),
+once more fused with the model's ranking (``bm25+model``) — and reports, per mode:
 
 * recall@1 and recall@5: the share of queries with an answer among the first 1 or 5 hits;
 * MRR@10: the mean of 1 / rank of the first answer (0 when none is in the top 10).
@@ -48,7 +50,8 @@ QUERIES_V1: Final = ROOT / "tests" / "data" / "recall_queries.json"
 QUERIES_V2: Final = ROOT / "tests" / "data" / "search_queries_v2.json"
 QUERIES: Final = QUERIES_V2
 K: Final = 10
-MODES: Final = ("bm25", "bm25+hashed")
+MODES: Final = ("bm25",)
+"""The modes every report has; ``bm25+model`` is added when a model is given (``--model``)."""
 KINDS: Final = ("paraphrase", "error", "decision")
 SPLITS: Final = ("dev", "heldout")
 DISTINCTIVE_DF: Final = 10
@@ -59,9 +62,9 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from continuity import frames as fr  # noqa: E402
-from continuity.caches.search_index import frame_text, tokenize  # noqa: E402
+from continuity.caches.search_index import SURFACE, frame_text, tokenize  # noqa: E402
 from continuity.claude_code.ingest import ingest_transcript  # noqa: E402
-from continuity.retrieval import HashedEmbedder, search  # noqa: E402
+from continuity.retrieval import Embedder, search  # noqa: E402
 from continuity.store.jsonl import Store  # noqa: E402
 
 
@@ -212,12 +215,25 @@ class LineIndex:
         return where[0], where[1], " ".join(_strings(message.get("content")))
 
 
+def _words(text: str) -> set[str]:
+    """The search tokens of ``text`` as written, not stemmed: what "a word of the answer" meant
+    when the queries were labelled (before the index stemmed words, ADR 0032). A word whose stem
+    differs is its surface form (``=word``), its stem left out."""
+    tokens = tokenize(text)
+    # A surface form comes right after its stem: the stem is left out there, and only there.
+    return {
+        t.removeprefix(SURFACE)
+        for t, nxt in zip(tokens, [*tokens[1:], ""], strict=False)
+        if not nxt.startswith(SURFACE)
+    }
+
+
 def _message_df(store: Store) -> Counter[str]:
     """In how many messages of the store each token occurs."""
     df: Counter[str] = Counter()
     for tid in store.threads():
         for f in store.thread(tid).read(types=["message_appended"]):
-            df.update(set(tokenize(frame_text(f, store))))
+            df.update(_words(frame_text(f, store)))
     return df
 
 
@@ -245,7 +261,7 @@ def check_labels(store: Store, queries: QuerySet, fixtures: Path = FIXTURES) -> 
         if v2 and q.split not in SPLITS:
             problems.append(f"{q.id}: split {q.split!r} is none of {', '.join(SPLITS)}")
         query = _norm(q.query)
-        query_tokens = set(tokenize(q.query))
+        query_tokens = _words(q.query)
         for a in q.answers:
             evidence = _norm(a.evidence)
             if lines is not None:
@@ -278,7 +294,7 @@ def check_labels(store: Store, queries: QuerySet, fixtures: Path = FIXTURES) -> 
                     problems.append(f"{q.id}: the query is copied from {a.thread}@{seq}")
                 if v2 and q.kind == "paraphrase":
                     copied = sorted(
-                        t for t in query_tokens & set(tokenize(text)) if df[t] <= DISTINCTIVE_DF
+                        t for t in query_tokens & _words(text) if df[t] <= DISTINCTIVE_DF
                     )
                     if copied:
                         problems.append(
@@ -319,20 +335,26 @@ def _scores(ranks: Sequence[int | None]) -> Scores:
 
 
 def _by_mode(results: Sequence[QueryResult]) -> dict[str, Scores]:
-    return {m: _scores([r.rank[m] for r in results]) for m in MODES}
+    modes = list(results[0].rank) if results else list(MODES)
+    return {m: _scores([r.rank[m] for r in results]) for m in modes}
 
 
 def measure(
-    store: Store, queries: QuerySet, messages: int = 0, fixtures: Path = FIXTURES
+    store: Store,
+    queries: QuerySet,
+    messages: int = 0,
+    fixtures: Path = FIXTURES,
+    embedder: Embedder | None = None,
 ) -> Report:
-    """Run every query in both modes and score the ranks."""
-    embedder = HashedEmbedder()
+    """Run every query in each mode (BM25; BM25 fused with ``embedder``'s ranking when one is
+    given) and score the ranks."""
+    modes = [*MODES, "bm25+model"] if embedder is not None else list(MODES)
     results = []
     for q in queries.queries:
         wanted = {(a.thread, s) for a in q.answers for s in a.seqs}
         rank: dict[str, int | None] = {}
         top: dict[str, list[str]] = {}
-        for mode in MODES:
+        for mode in modes:
             hits = search(store, q.query, k=K, embedder=embedder if mode != "bm25" else None)
             found = [i for i, h in enumerate(hits, 1) if (h.thread_id, h.seq) in wanted]
             rank[mode] = found[0] if found else None
@@ -365,25 +387,32 @@ def measure(
     return report
 
 
-def evaluate(fixtures: Path = FIXTURES, queries: Path = QUERIES) -> Report | None:
+def evaluate(
+    fixtures: Path = FIXTURES, queries: Path = QUERIES, embedder: Embedder | None = None
+) -> Report | None:
     """Ingest the fixtures into a temporary store and measure; None without the fixtures."""
     if not fixtures.is_dir():
         return None
     with tempfile.TemporaryDirectory(prefix="continuity-quality-") as tmp:
         store = Store(Path(tmp) / "store", create=True, durable=False)
         messages = ingest_fixtures(store, fixtures)
-        report = measure(store, load_queries(queries), messages, fixtures)
+        report = measure(store, load_queries(queries), messages, fixtures, embedder)
         report.queries_file = str(queries)
         return report
 
 
+def _modes(report: Report) -> list[str]:
+    return list(report.overall) or list(MODES)
+
+
 def _missed(report: Report) -> list[str]:
-    missed = [r for r in report.results if any(r.rank[m] != 1 for m in MODES)]
+    modes = _modes(report)
+    missed = [r for r in report.results if any(r.rank[m] != 1 for m in modes)]
     if not missed:
         return []
     lines = ["", "not first in some mode (rank bm25 / bm25+hashed; '-' = not in top 10):"]
     for r in missed:
-        ranks = " / ".join("-" if r.rank[m] is None else str(r.rank[m]) for m in MODES)
+        ranks = " / ".join("-" if r.rank[m] is None else str(r.rank[m]) for m in modes)
         split = f" [{r.split}]" if r.split else ""
         lines.append(f"  {ranks:>7}  {r.id}{split}: {r.query!r}")
     return lines
@@ -405,7 +434,7 @@ def _table_v1(report: Report) -> str:
     ]
 
     def row(name: str, by_mode: dict[str, Scores]) -> None:
-        for m in MODES:
+        for m in _modes(report):
             s = by_mode[m]
             lines.append(
                 f"{name:<14}{m:<13}{s.queries:>3}  {s.recall_at_1:>6.3f}  "
@@ -420,7 +449,8 @@ def _table_v1(report: Report) -> str:
 
 
 def _table_v2(report: Report) -> str:
-    head = "".join(f"  {m + ': R@1   R@5  MRR@10':<27}" for m in MODES)
+    modes = _modes(report)
+    head = "".join(f"  {m + ': R@1   R@5  MRR@10':<27}" for m in modes)
     lines = [
         f"{len(report.results)} labelled queries over {report.threads} threads "
         f"({report.messages} messages), k={report.k}",
@@ -429,10 +459,10 @@ def _table_v2(report: Report) -> str:
     ]
 
     def row(kind: str, split: str, by_mode: dict[str, Scores]) -> None:
-        n = by_mode[MODES[0]].queries
+        n = by_mode[modes[0]].queries
         cells = "".join(
             f"  {' ' * len(m)}  {s.recall_at_1:.2f}  {s.recall_at_5:.2f}  {s.mrr:.2f}   "
-            for m in MODES
+            for m in modes
             for s in [by_mode[m]]
         )
         lines.append(f"{kind:<12}{split:<9}{n:>3}{cells}".rstrip())
@@ -467,7 +497,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="print the (version 2) set with each answer's thread and seqs derived from its "
         "file and lines, instead of measuring",
     )
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="a model2vec model folder: also measure BM25 fused with its ranking (bm25+model)",
+    )
     args = parser.parse_args(argv)
+    embedder: Embedder | None = None
+    if args.model is not None:
+        from continuity.embedding import StaticEmbedder
+
+        embedder = StaticEmbedder(args.model)
     if not args.fixtures.is_dir():
         print(
             f"search quality: skipped, no fixtures at {args.fixtures} "
@@ -482,7 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             derived = derive(store, load_queries(args.queries), args.fixtures)
         print(msgspec.json.format(msgspec.json.encode(derived), indent=2).decode())
         return 0
-    report = evaluate(args.fixtures, args.queries)
+    report = evaluate(args.fixtures, args.queries, embedder)
     if report is None:  # the folder went away meanwhile
         return 0
     if args.json:

@@ -24,6 +24,7 @@ from continuity.caches.search_index import (
     K1,
     KIND_NAMES,
     ROLE_NAMES,
+    SURFACE,
     B,
     Doc,
     IndexView,
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "MAX_QUERY_TERMS",
     "MAX_RANKED_TERMS",
+    "SURFACE_WEIGHT",
     "Corpus",
     "Hit",
     "Part",
@@ -57,6 +59,9 @@ MAX_QUERY_CHARS: Final = 10_000
 MAX_QUERY_TERMS: Final = 64
 MAX_RANKED_TERMS: Final = 24
 """A ranking scores with at most the 24 rarest query terms (:func:`ranked_terms`, ADR 0022)."""
+SURFACE_WEIGHT: Final = 0.2
+"""A word's surface form (``=migrations``) counts a fifth of its stem (``migrat``): the stem
+finds every form of the word, the exact form breaks ties towards what was typed (ADR 0032)."""
 
 
 class Hit(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,6 +79,12 @@ class Hit(msgspec.Struct, frozen=True, kw_only=True):
     terms: list[str] = []
     retracted: bool = False
     """The message was taken back (``messages_retracted``): the log and search keep it."""
+    covers: list[int] = []
+    """A summary hit: ``[from_seq, to_seq]`` of the messages it stands for (ADR 0034)."""
+    parent_thread_id: str = ""
+    """The parent its thread's ``thread_created`` names (a subagent's session), else ``""``."""
+    also: list[int] = []
+    """The other seqs of the same merged assistant response that matched, ascending."""
 
 
 def query_terms(query: str) -> list[str]:
@@ -447,11 +458,15 @@ def ranked_terms(dfs: dict[str, int], n_docs: int, max_terms: int = MAX_RANKED_T
     - a term no document holds is left out (it adds to no score);
     - so is a term more than half of the documents hold, unless every term is one: its idf is
       below ln 2, and walking or looking up its postings is most of what a long query costs;
-    - of the rest, the ``max_terms`` rarest are kept.
+    - of the rest, the ``max_terms`` rarest are kept — and as many of the words' surface forms
+      (``=word``, ADR 0032), which are rarer than their stems and would crowd them out.
     """
     present = [t for t, df in dfs.items() if df]
     rare = [t for t in present if 2 * dfs[t] <= n_docs] or present
-    return sorted(rare, key=lambda t: (dfs[t], t))[:max_terms]
+    by_rarity = sorted(rare, key=lambda t: (dfs[t], t))
+    surface = [t for t in by_rarity if t.startswith(SURFACE)][:max_terms]
+    plain = [t for t in by_rarity if not t.startswith(SURFACE)][:max_terms]
+    return sorted(plain + surface, key=lambda t: (dfs[t], t))
 
 
 def rank(
@@ -480,6 +495,9 @@ def rank(
     if not order:
         return []
     idf = {t: log(1.0 + (n_docs - dfs[t] + 0.5) / (dfs[t] + 0.5)) for t in order}
+    for t in order:
+        if t.startswith(SURFACE):  # a word's exact form lifts what its stem found (ADR 0032)
+            idf[t] *= SURFACE_WEIGHT
     want = k + len(exclude)
     top = _TopK(want)
     ranked: list[tuple[float, str, int, int, int]] = []

@@ -41,6 +41,7 @@ import shutil
 import struct
 import sys
 import tempfile
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
@@ -53,6 +54,7 @@ import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, private_dirs
+from continuity.caches.stem import stem
 from continuity.caches.thread_index import (
     ThreadIndex,
     caches_writable,
@@ -68,6 +70,7 @@ __all__ = [
     "KIND_MESSAGE",
     "KIND_OBSERVATION",
     "KIND_SUMMARY",
+    "SURFACE",
     "Doc",
     "DocsSegment",
     "IndexView",
@@ -89,7 +92,9 @@ __all__ = [
     "rebuild_search",
     "summary_text",
     "text_of",
+    "token_spans",
     "tokenize",
+    "words_of",
 ]
 
 KIND_MESSAGE: Final = 1
@@ -117,7 +122,8 @@ MAX_SEGMENT: Final = BLOCK * FANOUT**2
 """No merge makes a segment larger (65,536 documents): an update rewrites at most that many."""
 _CHUNK: Final = 16_384
 """Documents tokenized, written and sealed at a time by a catch-up."""
-_VERSION: Final = 3  # 2: Unicode-aware tokens; 3: segments of at most MAX_SEGMENT documents
+_VERSION: Final = 4  # 2: Unicode-aware tokens; 3: segments of at most MAX_SEGMENT documents;
+# 4: ASCII words by their Snowball English stem (ADR 0032)
 # (Tool results given as parts and provider blocks are indexed at version 3: they came with the
 # schema that added them, so no log an older build indexed holds one, and no document changed.)
 
@@ -194,16 +200,40 @@ full): about 350 bytes a chunk on generated threads (14 characters on average), 
 when full; chunks near the length limit and split into many parts cost a few times that."""
 
 
+SURFACE: Final = "="
+"""The mark of a word's surface form as a term (``=migrations``): no token holds ``=``."""
+
+
+def _words(word: str) -> tuple[str, ...]:
+    """The terms of one lowercase part: an ASCII word by its Snowball English stem, and, when
+    the stem differs, its surface form marked with :data:`SURFACE` ("migrations" →
+    ``migrat``, ``=migrations``); anything else (digits, other scripts, mixed) as it is.
+    Ranking counts a surface form at a fraction of its stem's weight (ADR 0032): the stem
+    finds every form of a word, the surface form lifts the exact one."""
+    if word.isascii() and word.isalpha():
+        root = stem(word)
+        if root == word:
+            return (word,)
+        # A term is at most _MAX_TOKEN long: a word of that length keeps only its stem.
+        return (root, SURFACE + word) if len(word) < _MAX_TOKEN else (root,)
+    return (word,)
+
+
 def _chunk_tokens(chunk: str) -> tuple[str, ...]:
-    """The tokens of one chunk (a word, path or identifier): whole, then its parts."""
+    """The tokens of one chunk (a word, path or identifier): whole, then its parts, each word
+    by its stem and surface form. A chunk of several parts keeps its whole form as it is (an
+    exact path or identifier is its own term)."""
     low = chunk.lower()
     parts = [p for piece in _SPLIT_RE.split(chunk) for p in _CAMEL_RE.findall(piece)]
     if len(parts) != 1 or parts[0].lower() != low:
         out = [low] if 1 < len(low) <= _MAX_TOKEN else []
-        out.extend(q for p in parts if (q := p.lower()) not in _STOP and 1 < len(q) <= _MAX_TOKEN)
+        for p in parts:
+            q = p.lower()
+            if q not in _STOP and 1 < len(q) <= _MAX_TOKEN:
+                out.extend(_words(q))
         return tuple(out)
     if low not in _STOP and 1 < len(low) <= _MAX_TOKEN:
-        return (low,)
+        return _words(low)
     return ()
 
 
@@ -222,6 +252,28 @@ def tokenize(text: str) -> list[str]:
                         cache.clear()
                     cache[chunk] = tokens
     return list(chain.from_iterable(cast("list[tuple[str, ...]]", found)))  # no None left
+
+
+def words_of(chunk: str, terms: Iterable[str]) -> list[str]:
+    """For each of ``terms`` (tokens of ``chunk``), the text it stands for, lowercased: the
+    chunk's part whose stem it is ("migrat" in "db/migrations" → "migrations"), else itself."""
+    parts = [p.lower() for piece in _SPLIT_RE.split(chunk) for p in _CAMEL_RE.findall(piece)]
+    out = []
+    for t in terms:
+        out.append(next((p for p in parts if p != t and _words(p)[0] == t), t))
+    return out
+
+
+def token_spans(text: str) -> Iterator[tuple[int, int, tuple[str, ...]]]:
+    """(start, end, tokens) of each chunk of ``text`` that has tokens, in order: where in the
+    text each term :func:`tokenize` gives comes from (a stem is not a substring of its word)."""
+    for m in _CHUNK_RE.finditer(text):
+        chunk = m.group()
+        tokens = _token_cache.get(chunk)
+        if tokens is None:
+            tokens = _chunk_tokens(chunk)
+        if tokens:
+            yield m.start(), m.end(), tokens
 
 
 # --- documents ------------------------------------------------------------------------------
@@ -290,7 +342,13 @@ def doc_of(frame: fr.Frame, summary: str | None = None) -> Doc | None:
 # --- segments -------------------------------------------------------------------------------
 
 _HEADER: Final = struct.Struct("<8sQQQQ")
-_MAGIC: Final = b"CSEG\x01\x00\x00\x00"
+_MAGIC: Final = b"CSEG\x02\x00\x00\x00"  # 2: term checks after the postings
+
+
+def _term_check(key: bytes) -> int:
+    """A term's 64-bit check (CRC-32 and Adler-32 of its UTF-8 bytes): the same on every
+    machine and cheap enough to take for every query term a segment is asked for."""
+    return (zlib.crc32(key) << 32) | zlib.adler32(key)
 
 
 def build_segment(docs: list[Doc]) -> bytes:
@@ -330,6 +388,14 @@ def _pack(
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
     blob = b"".join(encoded)
     blob += b"\0" * (-len(blob) % 8)
+    # Term checks: every term's check, ascending, with its number of postings. A damaged byte
+    # of the vocabulary, its offsets or the postings' starts would make a term look absent or
+    # give it another term's postings, which a hit's document check cannot see (the document
+    # that should have been a hit is not there to check): each lookup compares what it found
+    # with its term's check (``Segment.postings``).
+    checks = np.fromiter(map(_term_check, encoded), np.uint64, len(encoded))
+    by_check = np.argsort(checks, kind="stable")
+    pad = b"\0" * (-(4 * len(doc_ids) + 2 * len(doc_ids)) % 8)
     return b"".join(
         (
             _HEADER.pack(_MAGIC, n_docs, len(vocab), len(doc_ids), len(blob)),
@@ -338,6 +404,9 @@ def _pack(
             blob,
             doc_ids[order].astype("<u4", copy=False).data,
             tfs[order].astype("<u2", copy=False).data,
+            pad,
+            checks[by_check].astype("<u8").tobytes(),
+            counts[by_check].astype("<u4").tobytes(),
         )
     )
 
@@ -374,6 +443,13 @@ class Segment:
         self._docs = np.frombuffer(data, "<u4", n_post, pos)
         pos += 4 * n_post
         self._tfs = np.frombuffer(data, "<u2", n_post, pos)
+        pos += 2 * n_post
+        pos += -pos % 8
+        self._checks = np.frombuffer(data, "<u8", n_terms, pos)
+        pos += 8 * n_terms
+        self._check_counts = np.frombuffer(data, "<u4", n_terms, pos)
+        if pos + 4 * n_terms != len(data):
+            raise ValueError("a search segment of the wrong length")
 
     def term(self, i: int) -> str:
         a, b = int(self._offsets[i]), int(self._offsets[i + 1])
@@ -408,12 +484,26 @@ class Segment:
         return -1
 
     def postings(self, term: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
-        """(local doc ids ascending, weighted counts) of ``term``; empty arrays if absent."""
+        """(local doc ids ascending, weighted counts) of ``term``; empty arrays if absent.
+        ValueError when the lookup disagrees with the term's check (damage: see ``_pack``)."""
         i = self.find(term)
+        check = _term_check(term.encode("utf-8", "surrogatepass"))
+        checks = self._checks
+        j = int(checks.searchsorted(np.uint64(check)))
+        listed = j < len(checks) and int(checks[j]) == check
+        if listed != (i >= 0) and not (listed and self._collides(j)):
+            raise ValueError(f"a damaged search segment: term {term!r} against its check")
         if i >= 0:
             a, b = int(self._starts[i]), int(self._starts[i + 1])
+            if b - a != int(self._check_counts[j]) and not self._collides(j):
+                raise ValueError(f"a damaged search segment: the postings of {term!r}")
             return self._docs[a:b], self._tfs[a:b]
         return self._docs[:0], self._tfs[:0]
+
+    def _collides(self, j: int) -> bool:
+        """Two terms share check ``j`` (about one segment in 10^9): it vouches for neither."""
+        checks = self._checks
+        return j + 1 < len(checks) and checks[j + 1] == checks[j]
 
     def count(self, term: str, end: int) -> int:
         """How many documents before ``end`` (a local id) hold ``term``."""
@@ -431,9 +521,24 @@ class Segment:
         """The number of postings of each term."""
         return np.diff(self._starts).astype(np.int64)
 
+    def check(self) -> None:
+        """ValueError unless every term and its number of postings agree with the term checks
+        (a merge reads whole segments: what it writes must not carry damage on)."""
+        vocab = [t.encode("utf-8", "surrogatepass") for t in self.terms()]
+        checks = np.fromiter(map(_term_check, vocab), np.uint64, len(vocab))
+        order = np.argsort(checks, kind="stable")
+        if not (
+            np.array_equal(checks[order], self._checks)
+            and np.array_equal(self._counts()[order], self._check_counts.astype(np.int64))
+            and np.all(self._starts[1:] >= self._starts[:-1])
+        ):
+            raise ValueError("a damaged search segment: its terms disagree with their checks")
+
 
 def merge_segments(segments: list[Segment]) -> bytes:
     """One segment holding the documents of ``segments`` (consecutive, in order)."""
+    for s in segments:
+        s.check()
     vocabs = [s.terms() for s in segments]
     vocab = sorted(set().union(*vocabs))
     ids = {t: i for i, t in enumerate(vocab)}

@@ -94,7 +94,7 @@ __all__ = [
 ]
 
 FOLDER: Final = "search-store"
-_VERSION: Final = 1
+_VERSION: Final = 2  # 2: stemmed terms (search index version 4, ADR 0032)
 _TAIL: Final = 67
 """A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
 _CHUNK: Final = 16_384

@@ -4,10 +4,10 @@ A search from a fresh process at a million messages has about 300 ms; typer, cli
 the whole command tree take 60–70 ms of them. ``__main__`` hands a command line whose command is
 ``search`` to :func:`fast_search` first. It runs only what it recognises exactly — ``--store``
 before the command, one query, ``--thread``, ``--project``, ``--k`` within its range,
-``--json``, ``--rerank`` — and returns None for anything else (help, a bad value, an unknown or
-repeated option) and for any error, so that the typer command (:mod:`.search_commands`) runs
-instead and owns every message, usage error and exit code. Both print through
-:func:`print_hits`.
+``--json`` — and returns None for anything else (help, a bad value, an unknown or repeated
+option, ``--model`` or a model named by ``CONTINUITY_MODEL``) and for any error, so that the
+typer command (:mod:`.search_commands`) runs instead and owns every message, usage error and
+exit code. Both print through :func:`print_hits`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["K_MAX", "fast_search", "parse", "print_hits", "progress_on_stderr"]
 
 K_MAX = 1000
-_FLAGS = {"--json": "json", "--rerank": "rerank"}
+_FLAGS = {"--json": "json"}
 _VALUED = {"--thread": "thread", "--project": "project", "--k": "k"}
 
 
@@ -40,7 +40,6 @@ class SearchArgs(msgspec.Struct, kw_only=True):
     project: str | None = None
     k: int = 10
     json: bool = False
-    rerank: bool = False
 
 
 def parse(argv: list[str]) -> SearchArgs | None:
@@ -98,10 +97,10 @@ def fast_search(argv: list[str]) -> int | None:
     """Run a well-formed ``search`` command line and return its exit code; None to leave it
     (and any error it meets) to the typer command."""
     args = parse(argv)
-    if args is None:
+    if args is None or os.environ.get("CONTINUITY_MODEL"):  # a model: the typer command fuses
         return None
     from continuity.paths import resolve_store_location
-    from continuity.retrieval import HashedEmbedder, search
+    from continuity.retrieval import search
     from continuity.store.locate import open_store
 
     damage: list[str] = []
@@ -116,7 +115,6 @@ def fast_search(argv: list[str]) -> int | None:
                 thread=args.thread,
                 project=args.project,
                 k=args.k,
-                embedder=HashedEmbedder() if args.rerank else None,
                 on_damage=damage.append,
                 progress=progress_on_stderr(),
             )

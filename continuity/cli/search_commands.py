@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Annotated
 
 import typer
@@ -27,7 +26,8 @@ def search(
     k: Annotated[int, typer.Option("--k", min=1, max=K_MAX, help="How many hits.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="The hits as JSON lines.")] = False,
     rerank: Annotated[
-        bool, typer.Option("--rerank", help="Re-rank by hashed-feature vector similarity.")
+        bool,
+        typer.Option("--rerank", hidden=True, help="Retired: use --model (ADR 0032)."),
     ] = False,
     model: Annotated[
         str | None,
@@ -42,17 +42,20 @@ def search(
     ] = None,
 ) -> None:
     """The best hits for QUERY across every thread: thread, seq, time, role and a snippet."""
-    from continuity.retrieval import HashedEmbedder
     from continuity.retrieval import search as run_search
 
-    semantic: dict[str, object] = {}
+    if rerank:
+        fail(
+            "--rerank was retired: re-ranking by hashed features made results worse (ADR 0032); "
+            "for meaning rather than words, fuse a model: `continuity model fetch`, then "
+            "`continuity search QUERY --model NAME`"
+        )
+    embedder = None
     if model is not None:
         from continuity.semantic import load_model
 
         with errors():
-            semantic["semantic"] = load_model(model)
-        if "semantic" not in inspect.signature(run_search).parameters:
-            fail("--model needs a search that fuses a model (retrieval.search takes no `semantic`)")
+            embedder = load_model(model)
     store = open_store(ctx)
     damage: list[str] = []
     with errors():
@@ -62,10 +65,9 @@ def search(
             thread=thread,
             project=project,
             k=k,
-            embedder=HashedEmbedder() if rerank else None,
+            embedder=embedder,
             on_damage=damage.append,
             progress=progress_on_stderr(),
-            **semantic,  # type: ignore[arg-type]
         )
     print_hits(hits, query, as_json=as_json, write=typer.echo)
     for what in damage:  # an answer with a known gap is shown with the gap named, like compile's

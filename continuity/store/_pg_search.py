@@ -60,7 +60,7 @@ __all__ = [
     "rebuild_search",
 ]
 
-SEARCH_VERSION: Final = 1
+SEARCH_VERSION: Final = 2  # 2: stemmed terms (ADR 0032)
 SEARCH_TABLES: Final = ("search_threads", "search_docs", "search_postings")
 SIZES: Final = (65_536, 4_096, 256, 1)
 """The run sizes, largest first: the file index's segments (ADR 0011), its tail as single
