@@ -174,10 +174,13 @@ def _with_snippets(
                 raise ArtifactCorrupt(what)
             on_damage(what)
         corpus = by_thread.get(h.thread_id)
+        doc = None if unreadable else doc_of(frame, summary)
         if corpus is not None and not unreadable:
-            doc = doc_of(frame, summary)
             _check_indexed(corpus, ordinals[(h.thread_id, h.seq)], doc, frame.seq, thread, terms)
-        snippet, matched = _snippet(text_of(frame, summary), terms)
+        # Only the query terms its document holds are looked for in the text: the scan stops
+        # once they are all placed instead of reading a long output to its end for the rest.
+        held = [t for t in terms if doc is not None and t in doc.tf]
+        snippet, matched = _snippet(text_of(frame, summary), held)
         if terms and not matched and not unreadable:
             # The index says this frame holds a query term and the frame (checked against the
             # chain) does not: the index is damaged, not the log.
