@@ -156,6 +156,20 @@ _CACHE_LIMIT = 100_000
 _cache: dict[str, str] = {}
 
 
+def _longest_suffix(
+    w: str, lengths: tuple[int, ...], table: dict[str, str]
+) -> tuple[str, str, int] | None:
+    """(suffix, replacement, where it starts) of the longest suffix of ``w`` in ``table``
+    (``lengths``: the table's suffix lengths, longest first), or None: Snowball's ``among``."""
+    n = len(w)
+    for length in lengths:
+        if length <= n:
+            replacement = table.get(w[-length:])
+            if replacement is not None:
+                return w[-length:], replacement, n - length
+    return None
+
+
 def stem(word: str) -> str:
     """The Snowball English stem of ``word`` (a lowercase word), exactly as Snowball's C code.
 
@@ -279,41 +293,25 @@ def _stem(word: str) -> str:
         w = w[:-1] + "i"
 
     # step 2
-    n = len(w)
-    for length in _STEP2_LENGTHS:
-        if length > n:
-            continue
-        suffix = w[-length:]
-        replacement = _STEP2.get(suffix)
-        if replacement is None:
-            continue
-        at = n - length
-        if at >= p1:
-            if replacement:
-                w = w[:at] + replacement
-            elif suffix == "li":
-                if at >= 1 and w[at - 1] in _VALID_LI:
-                    w = w[:at]
-            elif at >= 1 and w[at - 1] == "l":  # ogi
-                w = w[:at] + "og"
-        break
+    found = _longest_suffix(w, _STEP2_LENGTHS, _STEP2)
+    if found is not None and found[2] >= p1:
+        suffix, replacement, at = found
+        if replacement:
+            w = w[:at] + replacement
+        elif suffix == "li":
+            if at >= 1 and w[at - 1] in _VALID_LI:
+                w = w[:at]
+        elif at >= 1 and w[at - 1] == "l":  # ogi
+            w = w[:at] + "og"
 
     # step 3
-    n = len(w)
-    for length in _STEP3_LENGTHS:
-        if length > n:
-            continue
-        suffix = w[-length:]
-        replacement = _STEP3.get(suffix)
-        if replacement is None:
-            continue
-        at = n - length
-        if at >= p1:
-            if replacement:
-                w = w[:at] + replacement
-            elif suffix != "ative" or at >= p2:
-                w = w[:at]
-        break
+    found = _longest_suffix(w, _STEP3_LENGTHS, _STEP3)
+    if found is not None and found[2] >= p1:
+        suffix, replacement, at = found
+        if replacement:
+            w = w[:at] + replacement
+        elif suffix != "ative" or at >= p2:
+            w = w[:at]
 
     # step 4
     n = len(w)
