@@ -118,3 +118,17 @@ def test_bench_catalog_runs_and_reports_every_row(
             assert f"{cmd} @30, {phase} (after)" in metrics
     assert all(r.median > 0 for r in report.rows)
     assert not any((tmp_path / "bench" / "work").iterdir())
+
+
+def test_bench_search_fixtures_runs_and_reports_every_row() -> None:
+    bench = _tool("tools.bench.bench_search_fixtures")
+    if not bench.FIXTURES.is_dir():
+        pytest.skip("../shared/fixtures is absent: the benchmark searches the fixture sessions")
+    report = bench.run(repeat=1, n_queries=2)
+    rows = {r.metric: r for r in report.rows}
+    fresh = rows["`continuity search` (fresh process)"]
+    assert fresh.n == 2 and fresh.median > 0 and fresh.target == bench.TARGET_MS
+    assert rows["search / import continuity"].ratio == pytest.approx(
+        fresh.median / rows["baseline: python -c 'import continuity'"].median
+    )
+    assert rows["search() in-process (warm)"].n == 2

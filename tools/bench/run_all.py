@@ -28,6 +28,7 @@ from tools.bench import (
     bench_rebuild,
     bench_recall,
     bench_search,
+    bench_search_fixtures,
     bench_serve,
     bench_store_search,
 )
@@ -91,6 +92,8 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
         ),
         bench_serve.run(sizes=[10_000, 1_000_000 // scale], repeat=30 // scale or 3),
     ]
+    if bench_search_fixtures.FIXTURES.is_dir():  # the fixture sessions live beside the project
+        reports.append(bench_search_fixtures.run(repeat=5 // scale or 1, n_queries=20))
     log(f"all benchmarks: {time.perf_counter() - started:.0f} s")
     return reports
 
