@@ -289,7 +289,9 @@ def search(
         for message in dict.fromkeys(told):
             on_damage(message)
     if embedder is not None:
-        hits = _fused(store, query, embedder, hits, want, thread, project, on_damage, handles)
+        hits = _fused(
+            store, query, embedder, hits, want, thread, project, on_damage, handles, progress
+        )
     led = lead(handles, hits, k)  # one hit per merged response, and where each leads (ADR 0034)
     if len(led) < k and len(hits) == want:  # parts of responses filled the candidates
         said = set(told)
@@ -428,6 +430,7 @@ def _fused(
     project: str | None,
     on_damage: Callable[[str], None] | None,
     handles: dict[str, Thread],
+    progress: Progress | None,
 ) -> list[Hit]:
     """BM25's hits fused with the embedder's ranking of the same documents by reciprocal rank
     fusion (ADR 0033); a hit BM25 did not find gets its snippet here (from the start of its
@@ -435,7 +438,15 @@ def _fused(
     from continuity.semantic import fused_hits
 
     fused, new = fused_hits(
-        store, query, embedder, hits, want, thread=thread, project=project, depth=want
+        store,
+        query,
+        embedder,
+        hits,
+        want,
+        thread=thread,
+        project=project,
+        depth=want,
+        progress=progress,
     )
     if not new:
         return fused

@@ -50,7 +50,7 @@ import shutil
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -321,9 +321,12 @@ def _cached_rows(
     embedder: Embedder,
     dim: int,
     only: str | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, tuple[_Entry, bytes]]:
     """Every thread's (or thread ``only``'s) entry and records, brought up to its log's end and
-    committed to the manifest. Held under the folder's lock."""
+    committed to the manifest. Held under the folder's lock. ``progress`` hears (threads done,
+    threads in all) after each thread that had to be embedded (a first search embeds them all:
+    minutes at thousands of threads)."""
     m = _read_manifest(folder, embedder.id, dim)
     known = dict(m.threads) if m is not None else {}
     if m is None:
@@ -332,7 +335,8 @@ def _cached_rows(
     dtype = record_dtype(dim)
     out: dict[str, tuple[_Entry, bytes]] = {}
     changed = m is None
-    for tid in sorted(stamps) if only is None else [only]:
+    chosen = sorted(stamps) if only is None else [only]
+    for done, tid in enumerate(chosen, 1):
         stamp = stamps.get(tid)
         e = known.get(tid)
         data = _load(folder, tid, e, dtype) if e is not None else None
@@ -344,6 +348,8 @@ def _cached_rows(
         if have is not None and not log_holds(thread, have[0].log_end, have[0].digest, exact=False):
             have = None  # its frames are no longer the log's: embed it again
         got = _catch_up_thread(thread, folder, have, embedder, dim)
+        if progress is not None:
+            progress(done, len(chosen))
         if got is not None:
             out[tid] = got
         if got != (e, data):
@@ -363,7 +369,13 @@ def _cached_rows(
     return out
 
 
-def _rows(store: BaseStore, embedder: Embedder, thread: str | None, project: str | None) -> _Rows:
+def _rows(
+    store: BaseStore,
+    embedder: Embedder,
+    thread: str | None,
+    project: str | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> _Rows:
     """The records of the chosen threads: through the vector cache, or embedded now."""
     if thread is not None:
         store.existing_thread(thread)  # an unknown thread is an error, not a miss
@@ -385,7 +397,7 @@ def _rows(store: BaseStore, embedder: Embedder, thread: str | None, project: str
     if thread is not None and thread not in stamps:
         return rows
     with _Lock(folder):
-        got = _cached_rows(store, folder, stamps, embedder, dim, thread)
+        got = _cached_rows(store, folder, stamps, embedder, dim, thread, progress)
     for tid in sorted(got):
         e, data = got[tid]
         if project is None or e.project == project:
@@ -437,13 +449,14 @@ def _search(
     thread: str | None,
     project: str | None,
     k: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[tuple[str, int, float, int, int]]:
     if k <= 0:
         return []
     q = np.asarray(embedder.embed([query]), dtype=np.float32)[0]
     if not q.any():
         return []
-    rows = _rows(store, embedder, thread, project)
+    rows = _rows(store, embedder, thread, project, progress)
     if not rows.records:
         return []
     # Threads in id order, records in seq order: the concatenation is in (thread id, seq)
@@ -525,9 +538,10 @@ def _fused(
     project: str | None,
     depth: int | None,
     c: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[tuple[str, int, float, int, int]]:
     n = depth if depth is not None else max(k, len(bm25_hits))
-    near = _search(store, query, embedder, thread, project, n)
+    near = _search(store, query, embedder, thread, project, n, progress)
     lexical = [(h.thread_id, h.seq) for h in bm25_hits]
     semantic = [(t, s) for t, s, _c, _k, _r in near]
     scores, _best = _rrf([lexical, semantic], c)
@@ -549,15 +563,17 @@ def fused_hits(
     project: str | None = None,
     depth: int | None = None,
     c: int = RRF_C,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[Hit], list[Hit]]:
     """:func:`fused_search` as hits, in fused order with the fused score, and the hits among
     them that BM25 did not find (no snippet yet: the caller makes one, as for any hit). BM25's
-    hits keep their snippet and matched terms."""
+    hits keep their snippet and matched terms. ``progress`` hears (threads done, threads in
+    all) while the vector cache is made or caught up."""
     lexical = {(h.thread_id, h.seq): h for h in bm25_hits}
     out: list[Hit] = []
     new: list[Hit] = []
     for t, s, score, kind, role in _fused(
-        store, query, embedder, bm25_hits, k, thread, project, depth, c
+        store, query, embedder, bm25_hits, k, thread, project, depth, c, progress
     ):
         found = lexical.get((t, s))
         if found is not None:

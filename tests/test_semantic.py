@@ -469,3 +469,32 @@ def test_search_fuses_a_model_end_to_end(
     assert got.exit_code == 0, got.output
     lines = [json.loads(line) for line in got.stdout.splitlines()]
     assert [(h["thread_id"], h["seq"]) for h in lines][:2] == [("b", 1), ("a", 1)]
+
+
+
+def test_a_first_fused_search_reports_its_embedding_and_a_current_cache_reports_nothing(
+    store: Store, model: StaticEmbedder
+) -> None:
+    """Embedding every thread is the slow part of a first `--model` search: its progress goes to
+    the same callback as the search index's; a later search with the cache current says
+    nothing, and a grown thread is the only one embedded again."""
+    retrieval.search(store, "storage database", k=3, embedder=model)  # both indexes made
+    assert store.cache_dir is not None
+    for p in (store.cache_dir / "vectors").rglob("*"):
+        if p.is_file():
+            p.unlink()  # the vector cache gone: every thread embedded again
+    heard: list[tuple[int, int]] = []
+
+    def hear(done: int, total: int) -> None:
+        heard.append((done, total))
+
+    retrieval.search(store, "storage database", k=3, embedder=model, progress=hear)
+    threads = len(store.threads())
+    assert heard == [(i, threads) for i in range(1, threads + 1)]
+    heard.clear()
+    retrieval.search(store, "storage database", k=3, embedder=model, progress=hear)
+    assert heard == []
+    store.thread("c").append(fr.message("user", "the sql storage grew"))
+    retrieval.search(store, "storage database", k=3, embedder=model, progress=hear)
+    grown = sorted(store.threads()).index("c") + 1
+    assert [h for h in heard if h[1] == threads] == [(grown, threads)]
