@@ -471,7 +471,6 @@ def test_search_fuses_a_model_end_to_end(
     assert [(h["thread_id"], h["seq"]) for h in lines][:2] == [("b", 1), ("a", 1)]
 
 
-
 def test_a_first_fused_search_reports_its_embedding_and_a_current_cache_reports_nothing(
     store: Store, model: StaticEmbedder
 ) -> None:
