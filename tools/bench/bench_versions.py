@@ -19,7 +19,9 @@ is checked to import its own code). The commands, each a fresh process:
 * ``continuity hook session-start`` with source ``compact`` after a new turn, a pre-compact
   (untimed) and Claude's compaction: the restore;
 * ``continuity compile --dry-run`` and ``continuity search`` on a ``--frames`` generated thread
-  (its caches and search index built first, untimed);
+  (its caches and search index built first, untimed; each tree searches its own copy of the
+  store, its index built by that tree in the warm-up round, so two versions with different
+  index formats do not rebuild each other's);
 * ``python -c pass``, the interpreter's own start.
 
 The ``after`` rows give ``after / before`` as their ratio; below 1 is faster. Bytecode is
@@ -143,10 +145,19 @@ def baseline_trees(name: str, baseline: str | None) -> Iterator[tuple[Path, dict
 class _Commands:
     """The timed commands, each a callable of (variant) -> seconds (setup untimed)."""
 
-    def __init__(self, trees: dict[str, Path], store: Store | None, session: Session | None):
+    def __init__(
+        self,
+        trees: dict[str, Path],
+        store: Store | None,
+        session: Session | None,
+        search_stores: dict[str, Store] | None = None,
+    ):
         self.trees = trees
         self.store = store
         self.session = session
+        # Each tree searches its own copy of the store: two versions whose search indexes
+        # differ would otherwise rebuild each other's index on every alternate run.
+        self.search_stores = search_stores or {}
         self.cli = continuity_command()
 
     def all(self, frames: int, mb: int) -> dict[str, Callable[[str], float]]:
@@ -185,9 +196,10 @@ class _Commands:
             raise RuntimeError(f"session-start restored nothing: {out[:200]!r}")
         return seconds
 
-    def _store_cli(self, variant: str, *args: str) -> float:
-        assert self.store is not None
-        argv = [*self.cli, "--store", str(self.store.root), *args]
+    def _store_cli(self, variant: str, *args: str, store: Store | None = None) -> float:
+        store = store or self.store
+        assert store is not None
+        argv = [*self.cli, "--store", str(store.root), *args]
         seconds, _ = run_process(argv, tree_env(self.trees[variant]), stderr_ok=True)  # its report
         return seconds
 
@@ -196,7 +208,9 @@ class _Commands:
         return self._store_cli(variant, *args, "--dry-run")
 
     def search(self, variant: str) -> float:
-        return self._store_cli(variant, "search", SEARCH_QUERY)
+        return self._store_cli(
+            variant, "search", SEARCH_QUERY, store=self.search_stores.get(variant)
+        )
 
 
 def run(
@@ -225,6 +239,10 @@ def run(
         log(f"bench_versions: copying the {short_size(frames)} store, building its search index")
         store = copy_store(cached, work / "store", search_index=False)
         ThreadSearchIndex(store.thread(BENCH_THREAD)).refresh()
+        # one copy a tree for search, its index built by that tree in the warm-up round
+        search_stores = {
+            v: copy_store(cached, work / f"store-search-{v}", search_index=False) for v in trees
+        }
         session = None
         if FIXTURES.is_dir():
             session = Session(cached_transcript(transcript_mb), work / "session", seed)
@@ -232,7 +250,7 @@ def run(
             ingest_transcript(Store(session.store, create=True), session.path, final=True)
         else:
             report.notes.append(f"no fixtures at {FIXTURES}: the hooks were not measured")
-        commands = _Commands(trees, store, session).all(frames, transcript_mb)
+        commands = _Commands(trees, store, session, search_stores).all(frames, transcript_mb)
         plain = [sys.executable, "-c", "pass"]
         samples: dict[tuple[str, str], list[float]] = {
             (name, v): [] for name in commands for v in VARIANTS
