@@ -37,7 +37,9 @@ What is here, by what it is for (each name's docstring says more):
   a :class:`Summarizer` (the default is :class:`ExtractiveSummarizer`; an LLM can be one)
   writes :class:`SummaryContent`.
 - **Search and recall**: :func:`search` across the store, :func:`search_prefix` within a
-  thread's prefix; :class:`Hit`; an :class:`Embedder` (:class:`HashedEmbedder`) re-ranks.
+  thread's prefix; :class:`Hit`; an :class:`Embedder` (a model2vec ``StaticEmbedder`` from
+  :mod:`continuity.embedding`) is fused with BM25 by reciprocal rank fusion
+  (:class:`HashedEmbedder` is a deterministic toy for tests).
   ``compile_context(..., recall=...)`` brings hits into a bundle.
 - **Secret redaction**: a :class:`Redactor` (the built-in :class:`RedactionRule` set, plus
   yours) given as ``Store(path, redactor=Redactor())`` replaces API keys, tokens, private keys
