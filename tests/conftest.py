@@ -18,6 +18,7 @@ Kept generic on purpose so every test module can lean on it:
 
 from __future__ import annotations
 
+import importlib
 import os
 
 # The suite's tiny threads test the cache machinery: there, every thread keeps its caches (in
@@ -25,8 +26,10 @@ import os
 # (ADR 0031), and that both give the same answers.
 os.environ.setdefault("CONTINUITY_SMALL_LOG_BYTES", "0")
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -59,6 +62,16 @@ def shared_fixture(*parts: str) -> Path:
             _NO_FIXTURES_REASON if not SHARED_FIXTURES.is_dir() else f"fixture {path} not found"
         )
     return path
+
+
+@pytest.fixture(scope="session")
+def quality() -> ModuleType:
+    """``tools/search_quality.py`` as a module (``tools`` is a folder of the checkout, not an
+    installed package)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return importlib.import_module("tools.search_quality")
 
 
 @pytest.fixture

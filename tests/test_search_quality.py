@@ -20,8 +20,6 @@ retired with ADR 0032.)
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,7 +28,6 @@ import msgspec
 import pytest
 from conftest import shared_fixture
 
-ROOT = Path(__file__).resolve().parent.parent
 CATEGORIES = {"command", "error", "file", "decision", "request"}
 
 RECALL_AT_5_FLOOR = 0.80  # measured 0.865
@@ -38,14 +35,6 @@ MRR_FLOOR = {"bm25": 0.52}  # measured 0.594
 CATEGORY_RECALL_AT_5_FLOOR = 0.5  # measured 0.80 to 1.00 (6 to 10 queries each)
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def quality() -> ModuleType:
-    # ``tools`` is a folder of the checkout, not an installed package.
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    return importlib.import_module("tools.search_quality")
 
 
 @pytest.fixture(scope="module")

@@ -7,26 +7,13 @@ queries below what was measured when words became stems (ADR 0032): recall@5 0.5
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections import Counter
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import msgspec
 import pytest
 from conftest import shared_fixture
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def quality() -> ModuleType:
-    # ``tools`` is a folder of the checkout, not an installed package.
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    return importlib.import_module("tools.search_quality")
 
 
 @pytest.fixture(scope="module")

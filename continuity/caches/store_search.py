@@ -46,7 +46,6 @@ get new names; old files go after the new manifest).
 from __future__ import annotations
 
 import fcntl
-import mmap
 import os
 import shutil
 import struct
@@ -70,6 +69,7 @@ from continuity.caches.search_index import (
     DocsSegment,
     Segment,
     SegmentRef,
+    _read_map,
     build_segment,
     doc_of_line,
     log_holds,
@@ -314,14 +314,6 @@ class StoreSearchView:
             n_docs=n_docs,
             total_length=total,
         )
-
-
-def _read_map(path: Path) -> bytes | mmap.mmap:
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > 256 * 1024:
-            return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-        return f.read()
 
 
 def _read_tail(folder: Path, m: StoreManifest) -> list[Doc]:
