@@ -111,3 +111,11 @@ def test_the_tool_skips_without_fixtures(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "skipped, no fixtures at" in captured.err
+
+
+def test_a_model_that_is_not_one_is_a_clear_error(
+    quality: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quality.main(["--model", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("search quality: ") and "nope" in err

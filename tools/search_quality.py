@@ -507,8 +507,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder: Embedder | None = None
     if args.model is not None:
         from continuity.embedding import StaticEmbedder
+        from continuity.errors import ModelError
 
-        embedder = StaticEmbedder(args.model)
+        try:
+            embedder = StaticEmbedder(args.model)
+        except ModelError as exc:
+            print(f"search quality: {exc}", file=sys.stderr)
+            return 2
     if not args.fixtures.is_dir():
         print(
             f"search quality: skipped, no fixtures at {args.fixtures} "
