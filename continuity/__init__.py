@@ -38,7 +38,7 @@ What is here, by what it is for (each name's docstring says more):
   writes :class:`SummaryContent`.
 - **Search and recall**: :func:`search` across the store, :func:`search_prefix` within a
   thread's prefix; :class:`Hit`; an :class:`Embedder` (a model2vec ``StaticEmbedder`` from
-  :mod:`continuity.embedding`) is fused with BM25 by reciprocal rank fusion
+  :mod:`continuity.retrieval.embedders`) is fused with BM25 by reciprocal rank fusion
   (:class:`HashedEmbedder` is a deterministic toy for tests).
   ``compile_context(..., recall=...)`` brings hits into a bundle.
 - **Secret redaction**: a :class:`Redactor` (the built-in :class:`RedactionRule` set, plus
@@ -57,392 +57,179 @@ the Claude Code adapter is :mod:`continuity.claude_code`.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
+# The public API, listed once: these imports are what type checkers and editors read, and
+# what ``_homes`` reads at run time to import a name on first use (PEP 562), so that
+# ``import continuity`` imports nothing (``continuity hook …`` starts through it).
 if TYPE_CHECKING:
-    from continuity.aio import (
-        AsyncStore,
-        AsyncThread,
-    )
+    from continuity.aio import AsyncStore as AsyncStore, AsyncThread as AsyncThread
     from continuity.context.bundle import (
-        ContextBundle,
-        ElidedBlock,
-        MessageItem,
-        RecallItem,
-        SummaryItem,
-        ToolStubBlock,
+        ContextBundle as ContextBundle,
+        ElidedBlock as ElidedBlock,
+        MessageItem as MessageItem,
+        RecallItem as RecallItem,
+        SummaryItem as SummaryItem,
+        ToolStubBlock as ToolStubBlock,
     )
     from continuity.context.compaction import (
-        CompactionResult,
-        CutRule,
-        ManualCut,
-        StrideMessages,
-        TokenThreshold,
-        create_checkpoint,
-        run_compaction,
+        CompactionResult as CompactionResult,
+        CutRule as CutRule,
+        ManualCut as ManualCut,
+        StrideMessages as StrideMessages,
+        TokenThreshold as TokenThreshold,
+        create_checkpoint as create_checkpoint,
+        run_compaction as run_compaction,
     )
-    from continuity.context.compiler import CompileResult, compile_context
+    from continuity.context.compiler import (
+        CompileResult as CompileResult,
+        compile_context as compile_context,
+    )
     from continuity.context.convert import (
-        from_anthropic,
-        from_openai,
-        from_openai_responses,
+        from_anthropic as from_anthropic,
+        from_openai as from_openai,
+        from_openai_responses as from_openai_responses,
     )
-    from continuity.context.fork import (
-        fork,
-        fork_point,
-    )
+    from continuity.context.fork import fork as fork, fork_point as fork_point
     from continuity.context.records import (
-        Record,
-        RecordView,
-        latest_record,
-        record,
-        record_view,
-        records,
+        Record as Record,
+        RecordView as RecordView,
+        latest_record as latest_record,
+        record as record,
+        record_view as record_view,
+        records as records,
     )
     from continuity.context.render import (
-        render,
-        to_anthropic,
-        to_openai,
-        to_openai_responses,
-        to_text,
+        render as render,
+        to_anthropic as to_anthropic,
+        to_openai as to_openai,
+        to_openai_responses as to_openai_responses,
+        to_text as to_text,
     )
     from continuity.context.retract import (
-        clear_messages,
-        live_messages,
-        pop_message,
-        retract,
-        retracted_spans,
+        clear_messages as clear_messages,
+        live_messages as live_messages,
+        pop_message as pop_message,
+        retract as retract,
+        retracted_spans as retracted_spans,
     )
-    from continuity.context.summarize import ExtractiveSummarizer
-    from continuity.embedding import (
-        StaticEmbedder,
-    )
+    from continuity.context.summarize import ExtractiveSummarizer as ExtractiveSummarizer
     from continuity.errors import (
-        AnchorNotFound,
-        ArtifactCorrupt,
-        ArtifactNotFound,
-        BadFrame,
-        CachesReadOnly,
-        ContextTooSmall,
-        ContinuityError,
-        CorruptCache,
-        CorruptFrame,
-        DemoError,
-        InvalidCutRule,
-        InvalidLimits,
-        InvalidQuery,
-        InvalidSettings,
-        InvalidThreadId,
-        JobInFlight,
-        MessageNotFound,
-        MigrationConflict,
-        ModelError,
-        SchemaTooNew,
-        SeqConflict,
-        StoreNotFound,
-        StoreUnavailable,
-        ThreadNotFound,
+        AnchorNotFound as AnchorNotFound,
+        ArtifactCorrupt as ArtifactCorrupt,
+        ArtifactNotFound as ArtifactNotFound,
+        BadFrame as BadFrame,
+        CachesReadOnly as CachesReadOnly,
+        ContextTooSmall as ContextTooSmall,
+        ContinuityError as ContinuityError,
+        CorruptCache as CorruptCache,
+        CorruptFrame as CorruptFrame,
+        DemoError as DemoError,
+        InvalidCutRule as InvalidCutRule,
+        InvalidLimits as InvalidLimits,
+        InvalidQuery as InvalidQuery,
+        InvalidSettings as InvalidSettings,
+        InvalidThreadId as InvalidThreadId,
+        JobInFlight as JobInFlight,
+        MessageNotFound as MessageNotFound,
+        MigrationConflict as MigrationConflict,
+        ModelError as ModelError,
+        SchemaTooNew as SchemaTooNew,
+        SeqConflict as SeqConflict,
+        StoreNotFound as StoreNotFound,
+        StoreUnavailable as StoreUnavailable,
+        ThreadNotFound as ThreadNotFound,
     )
     from continuity.frames import (
-        CheckpointRef,
-        CompactionCheckpointCreated,
-        ContentBlock,
-        ContextSelectionDecided,
-        ContextSelectionRepeated,
-        ForkPoint,
-        Frame,
-        ImageBlock,
-        JobEnded,
-        JobSpawned,
-        Limits,
-        MessageAppended,
-        MessagesRetracted,
-        ObservationRecorded,
-        ProviderBlock,
-        RecallRef,
-        RecordAppended,
-        Role,
-        SeqSpan,
-        SourceRef,
-        TextBlock,
-        ThinkingBlock,
-        ThreadCreated,
-        ToolResultBlock,
-        ToolUseBlock,
-        message,
+        CheckpointRef as CheckpointRef,
+        CompactionCheckpointCreated as CompactionCheckpointCreated,
+        ContentBlock as ContentBlock,
+        ContextSelectionDecided as ContextSelectionDecided,
+        ContextSelectionRepeated as ContextSelectionRepeated,
+        ForkPoint as ForkPoint,
+        Frame as Frame,
+        ImageBlock as ImageBlock,
+        JobEnded as JobEnded,
+        JobSpawned as JobSpawned,
+        Limits as Limits,
+        MessageAppended as MessageAppended,
+        MessagesRetracted as MessagesRetracted,
+        ObservationRecorded as ObservationRecorded,
+        ProviderBlock as ProviderBlock,
+        RecallRef as RecallRef,
+        RecordAppended as RecordAppended,
+        Role as Role,
+        SeqSpan as SeqSpan,
+        SourceRef as SourceRef,
+        TextBlock as TextBlock,
+        ThinkingBlock as ThinkingBlock,
+        ThreadCreated as ThreadCreated,
+        ToolResultBlock as ToolResultBlock,
+        ToolUseBlock as ToolUseBlock,
+        message as message,
     )
     from continuity.migrate import (
-        MigrationReport,
-        ThreadCopy,
-        migrate_store,
+        MigrationReport as MigrationReport,
+        ThreadCopy as ThreadCopy,
+        migrate_store as migrate_store,
     )
-    from continuity.redaction import RedactionRule, Redactor, load_redactor
-    from continuity.retrieval import Embedder, HashedEmbedder, Hit, search, search_prefix
-    from continuity.store.base import BaseStore, Head, Recovery, Thread
-    from continuity.store.jsonl import Store
-    from continuity.store.locate import (
-        open_store,
+    from continuity.redaction import (
+        RedactionRule as RedactionRule,
+        Redactor as Redactor,
+        load_redactor as load_redactor,
     )
-    from continuity.store.memory import MemoryStore
-    from continuity.store.postgres import (
-        PostgresStore,
+    from continuity.retrieval.embedders import (
+        Embedder as Embedder,
+        HashedEmbedder as HashedEmbedder,
+        StaticEmbedder as StaticEmbedder,
     )
+    from continuity.retrieval.search import (
+        Hit as Hit,
+        search as search,
+        search_prefix as search_prefix,
+    )
+    from continuity.store.base import (
+        BaseStore as BaseStore,
+        Head as Head,
+        Recovery as Recovery,
+        Thread as Thread,
+    )
+    from continuity.store.jsonl import Store as Store
+    from continuity.store.locate import open_store as open_store
+    from continuity.store.memory import MemoryStore as MemoryStore
+    from continuity.store.postgres import PostgresStore as PostgresStore
     from continuity.summary import (
-        AsyncSummarizer,
-        Summarizer,
-        SummaryContent,
-        SummaryDoc,
+        AsyncSummarizer as AsyncSummarizer,
+        Summarizer as Summarizer,
+        SummaryContent as SummaryContent,
+        SummaryDoc as SummaryDoc,
     )
-    from continuity.tokens import Tokenizer
+    from continuity.tokens import Tokenizer as Tokenizer
 
 __version__ = "0.1.0"
 
-_HOMES: Final = {
-    # stores and threads
-    "BaseStore": "continuity.store.base",
-    "Head": "continuity.store.base",
-    "MemoryStore": "continuity.store.memory",
-    "Recovery": "continuity.store.base",
-    "Store": "continuity.store.jsonl",
-    "Thread": "continuity.store.base",
-    # frames and content blocks
-    "CheckpointRef": "continuity.frames",
-    "CompactionCheckpointCreated": "continuity.frames",
-    "ContentBlock": "continuity.frames",
-    "ContextSelectionDecided": "continuity.frames",
-    "Frame": "continuity.frames",
-    "ImageBlock": "continuity.frames",
-    "JobEnded": "continuity.frames",
-    "JobSpawned": "continuity.frames",
-    "Limits": "continuity.frames",
-    "MessageAppended": "continuity.frames",
-    "ObservationRecorded": "continuity.frames",
-    "RecallRef": "continuity.frames",
-    "Role": "continuity.frames",
-    "SourceRef": "continuity.frames",
-    "TextBlock": "continuity.frames",
-    "ThinkingBlock": "continuity.frames",
-    "ThreadCreated": "continuity.frames",
-    "ToolResultBlock": "continuity.frames",
-    "ToolUseBlock": "continuity.frames",
-    "message": "continuity.frames",
-    # compile and the bundle
-    "CompileResult": "continuity.context.compiler",
-    "ContextBundle": "continuity.context.bundle",
-    "MessageItem": "continuity.context.bundle",
-    "RecallItem": "continuity.context.bundle",
-    "SummaryItem": "continuity.context.bundle",
-    "Tokenizer": "continuity.tokens",
-    "ElidedBlock": "continuity.context.bundle",
-    "ToolStubBlock": "continuity.context.bundle",
-    "compile_context": "continuity.context.compiler",
-    # rendering
-    "render": "continuity.context.render",
-    "to_anthropic": "continuity.context.render",
-    "to_openai": "continuity.context.render",
-    "to_text": "continuity.context.render",
-    # compaction and summaries
-    "CompactionResult": "continuity.context.compaction",
-    "CutRule": "continuity.context.compaction",
-    "ExtractiveSummarizer": "continuity.context.summarize",
-    "ManualCut": "continuity.context.compaction",
-    "StrideMessages": "continuity.context.compaction",
-    "Summarizer": "continuity.summary",
-    "SummaryContent": "continuity.summary",
-    "SummaryDoc": "continuity.summary",
-    "TokenThreshold": "continuity.context.compaction",
-    "create_checkpoint": "continuity.context.compaction",
-    "run_compaction": "continuity.context.compaction",
-    # search and recall
-    "Embedder": "continuity.retrieval",
-    "HashedEmbedder": "continuity.retrieval",
-    "Hit": "continuity.retrieval",
-    "search": "continuity.retrieval",
-    "search_prefix": "continuity.retrieval",
-    # secret redaction
-    "RedactionRule": "continuity.redaction",
-    "Redactor": "continuity.redaction",
-    "load_redactor": "continuity.redaction",
-    # errors
-    "AnchorNotFound": "continuity.errors",
-    "ArtifactCorrupt": "continuity.errors",
-    "ArtifactNotFound": "continuity.errors",
-    "BadFrame": "continuity.errors",
-    "CachesReadOnly": "continuity.errors",
-    "ContinuityError": "continuity.errors",
-    "CorruptCache": "continuity.errors",
-    "CorruptFrame": "continuity.errors",
-    "DemoError": "continuity.errors",
-    "InvalidCutRule": "continuity.errors",
-    "InvalidLimits": "continuity.errors",
-    "InvalidQuery": "continuity.errors",
-    "InvalidSettings": "continuity.errors",
-    "InvalidThreadId": "continuity.errors",
-    "JobInFlight": "continuity.errors",
-    "SeqConflict": "continuity.errors",
-    "StoreNotFound": "continuity.errors",
-    "ThreadNotFound": "continuity.errors",
-    "ContextSelectionRepeated": "continuity.frames",
-    "ForkPoint": "continuity.frames",
-    "MessagesRetracted": "continuity.frames",
-    "ProviderBlock": "continuity.frames",
-    "RecordAppended": "continuity.frames",
-    "SeqSpan": "continuity.frames",
-    "ContextTooSmall": "continuity.errors",
-    "fork": "continuity.context.fork",
-    "fork_point": "continuity.context.fork",
-    "MessageNotFound": "continuity.errors",
-    "Record": "continuity.context.records",
-    "latest_record": "continuity.context.records",
-    "record": "continuity.context.records",
-    "records": "continuity.context.records",
-    "clear_messages": "continuity.context.retract",
-    "live_messages": "continuity.context.retract",
-    "pop_message": "continuity.context.retract",
-    "retract": "continuity.context.retract",
-    "retracted_spans": "continuity.context.retract",
-    "AsyncSummarizer": "continuity.summary",
-    "from_anthropic": "continuity.context.convert",
-    "from_openai": "continuity.context.convert",
-    "from_openai_responses": "continuity.context.convert",
-    "to_openai_responses": "continuity.context.render",
-    "AsyncStore": "continuity.aio",
-    "AsyncThread": "continuity.aio",
-    "RecordView": "continuity.context.records",
-    "record_view": "continuity.context.records",
-    "SchemaTooNew": "continuity.errors",
-    "StoreUnavailable": "continuity.errors",
-    "MigrationConflict": "continuity.errors",
-    "migrate_store": "continuity.migrate",
-    "MigrationReport": "continuity.migrate",
-    "ThreadCopy": "continuity.migrate",
-    "open_store": "continuity.store.locate",
-    "PostgresStore": "continuity.store.postgres",
-    "ModelError": "continuity.errors",
-    "StaticEmbedder": "continuity.embedding",
-}
+_HOMES: dict[str, str] = {}
 
-__all__ = [
-    "AnchorNotFound",
-    "ArtifactCorrupt",
-    "ArtifactNotFound",
-    "AsyncStore",
-    "AsyncSummarizer",
-    "AsyncThread",
-    "BadFrame",
-    "BaseStore",
-    "CachesReadOnly",
-    "CheckpointRef",
-    "CompactionCheckpointCreated",
-    "CompactionResult",
-    "CompileResult",
-    "ContentBlock",
-    "ContextBundle",
-    "ContextSelectionDecided",
-    "ContextSelectionRepeated",
-    "ContextTooSmall",
-    "ContinuityError",
-    "CorruptCache",
-    "CorruptFrame",
-    "CutRule",
-    "DemoError",
-    "ElidedBlock",
-    "Embedder",
-    "ExtractiveSummarizer",
-    "ForkPoint",
-    "Frame",
-    "HashedEmbedder",
-    "Head",
-    "Hit",
-    "ImageBlock",
-    "InvalidCutRule",
-    "InvalidLimits",
-    "InvalidQuery",
-    "InvalidSettings",
-    "InvalidThreadId",
-    "JobEnded",
-    "JobInFlight",
-    "JobSpawned",
-    "Limits",
-    "ManualCut",
-    "MemoryStore",
-    "MessageAppended",
-    "MessageItem",
-    "MessageNotFound",
-    "MessagesRetracted",
-    "MigrationConflict",
-    "MigrationReport",
-    "ModelError",
-    "ObservationRecorded",
-    "PostgresStore",
-    "ProviderBlock",
-    "RecallItem",
-    "RecallRef",
-    "Record",
-    "RecordAppended",
-    "RecordView",
-    "Recovery",
-    "RedactionRule",
-    "Redactor",
-    "Role",
-    "SchemaTooNew",
-    "SeqConflict",
-    "SeqSpan",
-    "SourceRef",
-    "StaticEmbedder",
-    "Store",
-    "StoreNotFound",
-    "StoreUnavailable",
-    "StrideMessages",
-    "Summarizer",
-    "SummaryContent",
-    "SummaryDoc",
-    "SummaryItem",
-    "TextBlock",
-    "ThinkingBlock",
-    "Thread",
-    "ThreadCopy",
-    "ThreadCreated",
-    "ThreadNotFound",
-    "TokenThreshold",
-    "Tokenizer",
-    "ToolResultBlock",
-    "ToolStubBlock",
-    "ToolUseBlock",
-    "__version__",
-    "clear_messages",
-    "compile_context",
-    "create_checkpoint",
-    "fork",
-    "fork_point",
-    "from_anthropic",
-    "from_openai",
-    "from_openai_responses",
-    "latest_record",
-    "live_messages",
-    "load_redactor",
-    "message",
-    "migrate_store",
-    "open_store",
-    "pop_message",
-    "record",
-    "record_view",
-    "records",
-    "render",
-    "retract",
-    "retracted_spans",
-    "run_compaction",
-    "search",
-    "search_prefix",
-    "to_anthropic",
-    "to_openai",
-    "to_openai_responses",
-    "to_text",
-]
+
+def _homes() -> dict[str, str]:
+    """Each public name's home module, read from the imports under ``TYPE_CHECKING`` above:
+    the one list of the public API. Read once, when the first public name is asked for."""
+    if not _HOMES:
+        import re
+
+        with open(__file__, encoding="utf-8") as f:
+            source = f.read()
+        block = source[source.index("\nif TYPE_CHECKING:\n") : source.index("\n__version__")]
+        for home, names in re.findall(r"from (continuity[\w.]*) import ([^\n(]+|\([^)]*\))", block):
+            for name in re.findall(r"(\w+) as \1\b", names):
+                _HOMES[name] = home
+    return _HOMES
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
+    if name == "__all__":  # ``from continuity import *``
+        return __dir__()
+    home = _homes().get(name)
     if home is None:
         raise AttributeError(f"module 'continuity' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
@@ -451,4 +238,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted([*_homes(), "__version__"])

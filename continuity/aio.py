@@ -70,7 +70,8 @@ if TYPE_CHECKING:
         CutRule,
     )
     from continuity.context.compiler import CompileResult
-    from continuity.retrieval import Embedder, Hit
+    from continuity.retrieval.embedders import Embedder
+    from continuity.retrieval.search import Hit
     from continuity.tokens import Tokenizer
 
 __all__ = [
@@ -443,7 +444,7 @@ async def search(
     told: list[str] = []
 
     def run() -> list[Hit]:
-        from continuity.retrieval import search as search_sync
+        from continuity.retrieval.search import search as search_sync
 
         return search_sync(
             sync,
@@ -478,7 +479,7 @@ async def search_prefix(
     excluded = list(exclude_seqs)
 
     def run() -> list[Hit]:
-        from continuity.retrieval import search_prefix as prefix_sync
+        from continuity.retrieval.search import search_prefix as prefix_sync
 
         match sync, args:
             case Thread(), (str() as query,):

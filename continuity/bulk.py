@@ -186,9 +186,9 @@ def _rebuild_batch(task: _Batch) -> tuple[list[RefreshResult], bytes, bytes]:
     import msgspec
 
     from continuity.caches.catalog import fresh_row
-    from continuity.caches.search_index import ThreadSearchIndex
-    from continuity.caches.store_search import thread_documents
     from continuity.caches.thread_index import ThreadIndex
+    from continuity.retrieval.index import ThreadSearchIndex
+    from continuity.retrieval.store_index import thread_documents
 
     store = worker_store()
     done = []
@@ -224,13 +224,13 @@ def rebuild_store(
     import msgspec
 
     from continuity.caches.catalog import CatalogRow, rebuild_catalog
-    from continuity.caches.search_index import rebuild_search
-    from continuity.caches.store_search import (
+    from continuity.caches.thread_index import rebuild_all
+    from continuity.retrieval.index import rebuild_search
+    from continuity.retrieval.store_index import (
         ThreadDocs,
         has_store_search,
         rebuild_store_search,
     )
-    from continuity.caches.thread_index import rebuild_all
 
     n_jobs = available_jobs(jobs)
     chosen = None if thread_ids is None else [store.thread(t) for t in thread_ids]

@@ -222,7 +222,7 @@ class InvalidQuery(ContinuityError, ValueError):
 
 class ModelError(ContinuityError, ValueError):
     """An embedding model folder (model2vec format) that is missing a file, or holds one the
-    static embedder does not understand (:mod:`continuity.embedding`)."""
+    static embedder does not understand (:mod:`continuity.retrieval.embedders`)."""
 
 
 # --- the Claude Code adapter ----------------------------------------------------------------

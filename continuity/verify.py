@@ -370,7 +370,7 @@ def _verify_caches(
             report.add(Problem(f"cache of thread {thread.id}", problem, thread.id))
     if not search:
         return
-    from continuity.caches.search_index import ThreadSearchIndex
+    from continuity.retrieval.index import ThreadSearchIndex
 
     try:
         found = ThreadSearchIndex(thread).problems()
@@ -396,7 +396,7 @@ def _verify_catalog(
 
 def _verify_store_search(store: BaseStore, report: VerifyReport) -> None:
     """The store-wide search index against a fresh one of the logs (ADR 0029)."""
-    from continuity.caches.store_search import store_search_problems
+    from continuity.retrieval.store_index import store_search_problems
 
     try:
         found = store_search_problems(store)
@@ -896,7 +896,7 @@ def repair_thread(thread: Thread, *, dry_run: bool = False) -> Repair | None:
     or re-chained, and the next append continues after the last of them. None when the log has
     no bad frame. Frames after the bad one go too: they chain through it, so nothing can vouch
     for them any more (their bytes stay in the quarantine record)."""
-    from continuity.caches.search_index import ThreadSearchIndex
+    from continuity.retrieval.index import ThreadSearchIndex
 
     found = _first_problem(thread)
     if found is None:

@@ -23,8 +23,7 @@ import pytest
 from compile_support import RecordingSummarizer
 from conftest import FixedClock
 
-from continuity import aio
-from continuity import frames as fr
+from continuity import aio, frames as fr
 from continuity.context.compaction import (
     ManualCut,
     StrideMessages,
@@ -33,7 +32,7 @@ from continuity.context.compaction import (
 )
 from continuity.context.compiler import compile_context
 from continuity.errors import InvalidCutRule, JobInFlight, StoreNotFound, ThreadNotFound
-from continuity.retrieval import search, search_prefix
+from continuity.retrieval.search import search, search_prefix
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore

@@ -13,18 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from continuity import bulk as bulk_module
-from continuity import frames as fr
-from continuity import verify as verify_module
+from continuity import bulk as bulk_module, frames as fr, verify as verify_module
 from continuity.bulk import rebuild_store
-from continuity.caches import catalog as catalog_module
-from continuity.caches import store_search as store_search_module
-from continuity.caches import thread_index
+from continuity.caches import catalog as catalog_module, thread_index
 from continuity.caches.catalog import CATALOG_FILE, catalog_view
-from continuity.caches.store_search import open_store_search
 from continuity.caches.thread_index import ThreadIndex
 from continuity.cli.store_commands import bulk_progress
 from continuity.errors import ContinuityError
+from continuity.retrieval import store_index as store_search_module
+from continuity.retrieval.store_index import open_store_search
 from continuity.store.jsonl import Store
 from continuity.verify import VerifyReport, verify_store
 

@@ -34,7 +34,7 @@ from continuity import frames as fr
 from continuity.claude_code.hooks import HookConfig, main, run_hook
 from continuity.claude_code.ingest import ingest_transcript, session_thread_id
 from continuity.context.compaction import create_checkpoint
-from continuity.retrieval import search
+from continuity.retrieval.search import search
 from continuity.store.jsonl import Store
 
 SPOTTER_CWD = "/home/USER/projects/spotter-worktrees/spotter-dov"
@@ -362,13 +362,13 @@ def test_a_failing_recall_does_not_swallow_a_pending_restore(
     transcript = Transcript(tmp_path / "projects" / "-work-demo" / "session.jsonl")
     compacted(tmp_store, transcript)
     configure(tmp_store, recall_on_prompt=True)
-    import continuity.retrieval
+    import continuity.retrieval.search
 
     def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patch:
-        patch.setattr(continuity.retrieval, "search_prefix", disk_full)
+        patch.setattr(continuity.retrieval.search, "search_prefix", disk_full)
         stdin = json.dumps(transcript.payload("UserPromptSubmit", prompt="app.py tests"))
         patch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
         assert main(["user-prompt-submit"], store=tmp_store.root) == 0
@@ -395,9 +395,9 @@ def test_recall_off_keeps_the_hook_path_light(tmp_path: Path) -> None:
     assert "continuity.claude_code.ingest" in modules
     assert "numpy" not in modules
     searching = {
-        "continuity.retrieval",
-        "continuity.caches.search_index",
-        "continuity.caches.ranking",
+        "continuity.retrieval.search",
+        "continuity.retrieval.index",
+        "continuity.retrieval.ranking",
     }
     assert not searching & modules
 

@@ -19,7 +19,7 @@ from continuity import frames as fr
 from continuity.cli.app import app
 from continuity.context.bundle import ContextBundle, decode_bundle
 from continuity.context.compaction import create_checkpoint
-from continuity.retrieval import Hit
+from continuity.retrieval.search import Hit
 from continuity.store.jsonl import Store
 
 Run = Callable[..., Result]

@@ -18,8 +18,7 @@ from compile_support import (
     scripts,
     text,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from continuity import frames as fr
 from continuity.context.bundle import (

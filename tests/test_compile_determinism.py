@@ -24,8 +24,7 @@ from compile_support import (
     text,
 )
 from conftest import FixedClock
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from continuity import frames as fr
 from continuity.caches.thread_index import rebuild_all

@@ -28,17 +28,17 @@ from compile_support import (
     text,
 )
 from conftest import FixedClock
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from continuity import frames as fr
-from continuity.caches.search_index import ThreadSearchIndex, frame_text
-from continuity.caches.search_state import forget
 from continuity.context.bundle import MessageItem, RecallItem, SummaryItem
 from continuity.context.compaction import create_checkpoint
 from continuity.context.compiler import CompileResult, compile_context
 from continuity.context.render import to_anthropic, to_openai, to_text
 from continuity.errors import InvalidLimits
+from continuity.retrieval.documents import frame_text
+from continuity.retrieval.index import ThreadSearchIndex
+from continuity.retrieval.state import forget
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore

@@ -15,8 +15,7 @@ import msgspec
 import pytest
 from compile_support import THREAD, checkpoint, put_summary, text
 from conftest import FixedClock, shared_fixture
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from continuity import frames as fr
 from continuity.caches.thread_index import CheckpointEntry

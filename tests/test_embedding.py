@@ -9,12 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from continuity.embedding import StaticEmbedder, read_safetensors
 from continuity.errors import ModelError
-from continuity.retrieval import Embedder
+from continuity.retrieval.embedders import Embedder, StaticEmbedder, read_safetensors
 
 tokenizers = pytest.importorskip("tokenizers", reason="the parity tests need tokenizers")
 safetensors_numpy = pytest.importorskip("safetensors.numpy", reason="needs safetensors")

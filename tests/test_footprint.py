@@ -19,15 +19,14 @@ from pathlib import Path
 import pytest
 from compile_support import THREAD, Script, limits_strategy, scripts, text
 from conftest import FixedClock
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from continuity import frames as fr
 from continuity.caches import thread_index
 from continuity.caches.thread_index import ThreadIndex, keeps_none, rebuild_all
 from continuity.context.compiler import compile_context
 from continuity.context.sources import IndexedSource, LiveSource, open_source
-from continuity.retrieval import search, search_prefix
+from continuity.retrieval.search import search, search_prefix
 from continuity.store.jsonl import Store
 from continuity.verify import verify_store
 

@@ -33,8 +33,7 @@ from test_integration_openai_agents_support import (
 from test_provider_roundtrip import responses_conversations
 from typer.testing import CliRunner
 
-from continuity import BadFrame, MemoryStore, Store
-from continuity import frames as fr
+from continuity import BadFrame, MemoryStore, Store, frames as fr
 from continuity.aio import AsyncStore
 from continuity.cli.app import app
 from continuity.context.retract import live_messages

@@ -28,8 +28,8 @@ from continuity import (
     SummaryContent,
     SummaryDoc,
     TokenThreshold,
+    frames as fr,
 )
-from continuity import frames as fr
 from continuity.cli.app import app
 from continuity.context.retract import live_messages
 from continuity.integrations.openai_agents import CompiledSession, ContinuitySession

@@ -23,7 +23,7 @@ import pytest
 from continuity import frames as fr
 from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import ContinuityError, CorruptFrame
-from continuity.retrieval import search
+from continuity.retrieval.search import search
 from continuity.store.base import Head
 from continuity.store.jsonl import Store
 from continuity.verify import first_problem, repair_thread, verify_store

@@ -13,12 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from continuity import frames as fr
-from continuity.caches.ranking import Hit
 from continuity.cli.app import app
 from continuity.cli.fast_search import fast_search
 from continuity.context.compaction import create_checkpoint
-from continuity.leads import candidates, lead, response_of
-from continuity.retrieval import search
+from continuity.retrieval.leads import candidates, lead, response_of
+from continuity.retrieval.ranking import Hit
+from continuity.retrieval.search import search
 from continuity.store.base import BaseStore, Thread
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore

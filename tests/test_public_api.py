@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
 import pydoc
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -102,7 +104,8 @@ _RUNTIME_MODULES = {
     },
     "continuity.context.summarize": {"DEFAULT_BUDGETS", "SECTION_HEADINGS"},
     "continuity.summary": {"CUMULATIVE_V1", "SUMMARY_SCHEMA", "decode_summary", "summary_bytes"},
-    "continuity.retrieval": set(),
+    "continuity.retrieval.search": set(),
+    "continuity.retrieval.embedders": {"WordPiece", "read_safetensors"},
     "continuity.redaction": {
         "BUILTIN_RULES",
         "CONFIG_FILE",
@@ -117,7 +120,7 @@ _RUNTIME_MODULES = {
 
 
 def test_every_listed_name_resolves_to_its_home_module() -> None:
-    homes = continuity._HOMES
+    homes = continuity._homes()
     assert set(homes) == set(continuity.__all__) - {"__version__"}
     for name in continuity.__all__:
         value = getattr(continuity, name)
@@ -125,6 +128,22 @@ def test_every_listed_name_resolves_to_its_home_module() -> None:
             assert value is getattr(importlib.import_module(homes[name]), name), name
     assert continuity.__all__ == sorted(continuity.__all__)
     assert dir(continuity) == sorted(continuity.__all__)
+
+
+def test_the_names_type_checkers_see_are_the_names_it_serves() -> None:
+    """The one list is the imports under ``TYPE_CHECKING``: what the package serves at run
+    time is read from them, and is exactly what a type checker sees re-exported."""
+    tree = ast.parse(Path(continuity.__file__).read_text())
+    block = next(
+        n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+    )
+    seen: dict[str, str] = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom) and node.module, ast.unparse(node)
+        for alias in node.names:
+            assert alias.asname == alias.name, f"{alias.name} is not re-exported ``as`` itself"
+            seen[alias.name] = node.module
+    assert seen == continuity._homes()
 
 
 def test_star_import_gives_every_name() -> None:

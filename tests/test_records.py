@@ -6,8 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from continuity import frames as fr
 from continuity.caches.thread_index import ThreadIndex

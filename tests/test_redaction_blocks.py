@@ -18,8 +18,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from test_redaction import (
     ANTHROPIC,
     AWS_KEY_ID,

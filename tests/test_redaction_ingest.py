@@ -14,14 +14,14 @@ from test_cc_hooks import Transcript, call_main, read_errors
 from test_redaction import ANTHROPIC, AWS_KEY_ID, AWS_SECRET, GITHUB_PAT, PRIVATE_KEY, fake, marker
 
 from continuity import frames as fr
-from continuity.caches.ranking import query_terms
 from continuity.claude_code.hooks import run_hook
 from continuity.claude_code.ingest import ARTIFACT_THRESHOLD, ingest_transcript
 from continuity.context.compaction import StrideMessages, run_compaction
 from continuity.context.compiler import compile_context
 from continuity.errors import InvalidSettings
 from continuity.redaction import Redactor
-from continuity.retrieval import search
+from continuity.retrieval.ranking import query_terms
+from continuity.retrieval.search import search
 from continuity.stats import store_stats
 from continuity.store.jsonl import Store
 from continuity.summary import decode_summary

@@ -9,8 +9,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from test_provider_roundtrip import (
     check_anthropic,
     check_openai,

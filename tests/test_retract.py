@@ -287,7 +287,7 @@ def test_log_and_search_show_retracted_messages_as_retracted(tmp_path: Path) -> 
     from typer.testing import CliRunner
 
     from continuity.cli.app import app
-    from continuity.retrieval import search
+    from continuity.retrieval.search import search
 
     root = tmp_path / "s"
     store = Store(root, create=True, durable=False, clock=FixedClock())

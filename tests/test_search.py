@@ -1,4 +1,4 @@
-"""Search (continuity.retrieval, continuity.caches.search_index and .ranking): tokens, documents,
+"""Search (continuity.retrieval.search, continuity.retrieval.index and .ranking): tokens, documents,
 ranking, the index as a cache (catch-up, rebuild, crashes), prefix search on every path, odd
 queries, re-ranking."""
 
@@ -15,27 +15,20 @@ import msgspec
 import numpy as np
 import pytest
 from conftest import FixedClock
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from continuity import frames as fr
-from continuity.caches import search_index as si
-from continuity.caches.ranking import MAX_QUERY_TERMS, query_terms
-from continuity.caches.search_index import (
-    KIND_MESSAGE,
-    KIND_OBSERVATION,
-    KIND_SUMMARY,
-    Segment,
-    ThreadSearchIndex,
-    build_segment,
-    doc_of,
-    merge_segments,
-    tokenize,
-)
 from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import CorruptFrame, InvalidQuery, InvalidThreadId, ThreadNotFound
-from continuity.retrieval import HashedEmbedder, Hit, search, search_prefix
-from continuity.semantic import RRF_C
+from continuity.retrieval import index as si
+from continuity.retrieval.documents import KIND_MESSAGE, KIND_OBSERVATION, KIND_SUMMARY, doc_of
+from continuity.retrieval.embedders import HashedEmbedder
+from continuity.retrieval.fusion import RRF_C
+from continuity.retrieval.index import ThreadSearchIndex
+from continuity.retrieval.ranking import MAX_QUERY_TERMS, query_terms
+from continuity.retrieval.search import Hit, search, search_prefix
+from continuity.retrieval.segments import Segment, build_segment, merge_segments
+from continuity.retrieval.terms import tokenize
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore

@@ -1,4 +1,4 @@
-"""The search index and the new content shapes (continuity.caches.search_index): a tool result
+"""The search index and the new content shapes (continuity.retrieval.index): a tool result
 given as parts and a provider block's text are part of their message's document, so search and
 recall find them; a record and a retraction are not documents; the documents of the shapes that
 existed before are unchanged (no index version bump), and a catch-up over the new shapes equals
@@ -16,12 +16,14 @@ from test_redaction import GITHUB_PAT
 from test_search_index import _files, small  # noqa: F401 (a fixture)
 
 from continuity import frames as fr
-from continuity.caches import search_index as si
-from continuity.caches.search_index import ThreadSearchIndex, doc_of, frame_text, tokenize
 from continuity.context.records import record
 from continuity.context.retract import retract
 from continuity.redaction import Redactor
-from continuity.retrieval import search, search_prefix
+from continuity.retrieval import documents, index as si
+from continuity.retrieval.documents import doc_of, frame_text
+from continuity.retrieval.index import ThreadSearchIndex
+from continuity.retrieval.search import search, search_prefix
+from continuity.retrieval.terms import tokenize
 from continuity.store.jsonl import Store
 
 
@@ -135,7 +137,7 @@ def test_a_field_of_parts_is_cut_like_any_other() -> None:
     frame = fr.message("user", content=[_parts(long)])
     doc = doc_of(frame)
     assert doc is not None
-    assert doc.tf == dict(sorted(Counter(tokenize(long[: si._MAX_FIELD_CHARS])).items()))
+    assert doc.tf == dict(sorted(Counter(tokenize(long[: documents._MAX_FIELD_CHARS])).items()))
 
 
 # --- the documents of the shapes that existed before are unchanged --------------------------
@@ -153,7 +155,11 @@ def _fields_before(frame: fr.Frame, summary: str | None) -> Iterator[tuple[str, 
                 yield b.name, 3
                 for key, value in b.input.items():
                     if isinstance(value, str):
-                        weight = 4 if key in si._PATH_KEYS or key in si._COMMAND_KEYS else 2
+                        weight = (
+                            4
+                            if key in documents._PATH_KEYS or key in documents._COMMAND_KEYS
+                            else 2
+                        )
                         yield value, weight
             elif isinstance(b, fr.ToolResultBlock):
                 yield (b.content if b.artifact_id is None else b.preview), 1
@@ -202,13 +208,13 @@ def test_the_documents_of_the_older_shapes_are_unchanged() -> None:
     for frame in _old_shapes(rng, 400):
         tokens: list[str] = []
         for text, weight in _fields_before(frame, None):
-            tokens += tokenize(text[: si._MAX_FIELD_CHARS]) * weight
+            tokens += tokenize(text[: documents._MAX_FIELD_CHARS]) * weight
         doc = doc_of(frame)
         if not tokens:
             assert doc is None
             continue
         assert doc is not None and doc.tf == dict(sorted(Counter(tokens).items()))
-        assert si.text_of(frame, None) == " ".join(
+        assert documents.text_of(frame, None) == " ".join(
             " ".join(t.split()) for t, _ in _fields_before(frame, None)
         )
 

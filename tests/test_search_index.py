@@ -1,4 +1,4 @@
-"""The search index's build (continuity.caches.search_index): the token cache, catch-up a chunk at a
+"""The search index's build (continuity.retrieval.index): the token cache, catch-up a chunk at a
 time, the cap on merged segments, the append-only tail, the vocabulary read in one go, and an
 index of an older version being rebuilt. Small ``BLOCK``/``FANOUT``/``MAX_SEGMENT``/``_CHUNK``
 (monkeypatched) keep the layouts of many segments fast to reach."""
@@ -11,15 +11,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from test_search import _die_after
 
 from continuity import frames as fr
-from continuity.caches import search_index as si
-from continuity.caches.search_index import Doc, Segment, ThreadSearchIndex, build_segment, tokenize
-from continuity.caches.stem import stem
-from continuity.retrieval import search, search_prefix
+from continuity.retrieval import documents, index as si, segments, terms
+from continuity.retrieval.documents import Doc
+from continuity.retrieval.index import ThreadSearchIndex
+from continuity.retrieval.search import search, search_prefix
+from continuity.retrieval.segments import Segment, build_segment
+from continuity.retrieval.stem import stem
+from continuity.retrieval.terms import tokenize
 from continuity.store.jsonl import Store
 
 # --- tokens ---------------------------------------------------------------------------------
@@ -29,22 +31,24 @@ def _reference_words(word: str) -> list[str]:
     """An ASCII word's stem, then its surface form when that differs (ADR 0032)."""
     if not (word.isascii() and word.isalpha()) or stem(word) == word:
         return [word]
-    return [stem(word)] + (["=" + word] if len(word) < si._MAX_TOKEN else [])
+    return [stem(word)] + (["=" + word] if len(word) < terms._MAX_TOKEN else [])
 
 
 def _reference_tokenize(text: str) -> list[str]:
     """``tokenize`` as it was before the cache (version 2), verbatim, with stems (version 4)."""
     out: list[str] = []
-    for chunk in si._CHUNK_RE.findall(text):
+    for chunk in terms._CHUNK_RE.findall(text):
         low = chunk.lower()
-        parts = [p for piece in si._SPLIT_RE.split(chunk) for p in si._CAMEL_RE.findall(piece)]
+        parts = [
+            p for piece in terms._SPLIT_RE.split(chunk) for p in terms._CAMEL_RE.findall(piece)
+        ]
         if len(parts) != 1 or parts[0].lower() != low:
-            if 1 < len(low) <= si._MAX_TOKEN:
+            if 1 < len(low) <= terms._MAX_TOKEN:
                 out.append(low)
             for p in parts:
-                if (q := p.lower()) not in si._STOP and 1 < len(q) <= si._MAX_TOKEN:
+                if (q := p.lower()) not in terms._STOP and 1 < len(q) <= terms._MAX_TOKEN:
                     out.extend(_reference_words(q))
-        elif low not in si._STOP and 1 < len(low) <= si._MAX_TOKEN:
+        elif low not in terms._STOP and 1 < len(low) <= terms._MAX_TOKEN:
             out.extend(_reference_words(low))
     return out
 
@@ -60,29 +64,29 @@ _texts = st.lists(_words, max_size=30).map(" ".join)
 def test_the_token_cache_gives_the_tokens_of_no_cache(texts: list[str], cap: int) -> None:
     """Cold, warm, and with a cache so small that it is cleared in the middle of a text."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(si, "_TOKEN_CACHE_MAX", cap)
-        si._token_cache.clear()
+        mp.setattr(terms, "_TOKEN_CACHE_MAX", cap)
+        terms._token_cache.clear()
         for text in texts + texts:
             assert tokenize(text) == _reference_tokenize(text)
-            assert len(si._token_cache) <= cap
-    si._token_cache.clear()
+            assert len(terms._token_cache) <= cap
+    terms._token_cache.clear()
 
 
 def test_the_token_cache_is_bounded_and_keeps_long_chunks_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(si, "_TOKEN_CACHE_MAX", 50)
-    si._token_cache.clear()
-    long_chunk = "a" * si._CACHED_CHUNK_MAX + "_tail"
+    monkeypatch.setattr(terms, "_TOKEN_CACHE_MAX", 50)
+    terms._token_cache.clear()
+    long_chunk = "a" * terms._CACHED_CHUNK_MAX + "_tail"
     text = " ".join(f"word{i}" for i in range(500)) + " " + long_chunk
     assert tokenize(text) == _reference_tokenize(text)
-    assert 0 < len(si._token_cache) <= 50
-    assert long_chunk not in si._token_cache
+    assert 0 < len(terms._token_cache) <= 50
+    assert long_chunk not in terms._token_cache
     # what a caller does with the list never reaches the cache
     tokens = tokenize("retry_backoff")
     tokens.append("mutated")
     assert tokenize("retry_backoff") == ["retry_backoff", "retri", "=retry", "backoff"]
-    si._token_cache.clear()
+    terms._token_cache.clear()
 
 
 # --- segments -------------------------------------------------------------------------------
@@ -90,7 +94,7 @@ def test_the_token_cache_is_bounded_and_keeps_long_chunks_out(
 
 def _doc(seq: int, *terms: str) -> Doc:
     tf = dict.fromkeys(sorted(terms), 1)
-    return Doc(seq, si.KIND_MESSAGE, 1, len(tf), tf)
+    return Doc(seq, documents.KIND_MESSAGE, 1, len(tf), tf)
 
 
 @pytest.mark.parametrize(
@@ -138,9 +142,9 @@ def _files(index: ThreadSearchIndex) -> dict[str, bytes]:
 def small(monkeypatch: pytest.MonkeyPatch) -> None:
     """Blocks of 4, merges of 4, segments of at most 64 documents (4 × 4²), as the real
     256 × 16² = 65,536."""
-    monkeypatch.setattr(si, "BLOCK", 4)
-    monkeypatch.setattr(si, "FANOUT", 4)
-    monkeypatch.setattr(si, "MAX_SEGMENT", 64)
+    monkeypatch.setattr(segments, "BLOCK", 4)
+    monkeypatch.setattr(segments, "FANOUT", 4)
+    monkeypatch.setattr(segments, "MAX_SEGMENT", 64)
 
 
 def _layout(n_docs: int) -> list[tuple[int, int]]:
@@ -152,7 +156,7 @@ def _layout(n_docs: int) -> list[tuple[int, int]]:
 
 
 def test_the_real_cap_is_256_times_16_squared() -> None:
-    assert si.MAX_SEGMENT == si.BLOCK * si.FANOUT**2 == 65_536
+    assert segments.MAX_SEGMENT == segments.BLOCK * segments.FANOUT**2 == 65_536
 
 
 @pytest.mark.usefixtures("small")
@@ -302,13 +306,13 @@ def test_an_index_of_the_previous_version_is_rebuilt(
     t = tmp_store.thread("t")
     t.append(list(_frames(random.Random(3), 400)))
     index = ThreadSearchIndex(tmp_store.thread("t"))
-    monkeypatch.setattr(si, "MAX_SEGMENT", 10**9)
-    monkeypatch.setattr(si, "_VERSION", 2)
+    monkeypatch.setattr(segments, "MAX_SEGMENT", 10**9)
+    monkeypatch.setattr(si, "VERSION", 2)
     index.refresh()
     v2 = index.manifest()
     assert v2 is not None and v2.version == 2 and v2.segments[0].n_docs == 256
-    monkeypatch.setattr(si, "MAX_SEGMENT", 64)
-    monkeypatch.setattr(si, "_VERSION", 3)
+    monkeypatch.setattr(segments, "MAX_SEGMENT", 64)
+    monkeypatch.setattr(si, "VERSION", 3)
     assert index.refresh() == v2.docs  # every document again
     m = index.manifest()
     assert m is not None and m.version == 3

@@ -1,6 +1,7 @@
 """Ranking against a brute-force reference: the pruned, segment-by-segment scoring of
-:mod:`continuity.retrieval` must give exactly the hits (seqs and scores) of scoring every document
-of the store in plain Python, over many segments, several threads, prefixes and small ``k``."""
+:mod:`continuity.retrieval.ranking` must give exactly the hits (seqs and scores) of scoring every
+document of the store in plain Python, over many segments, several threads, prefixes and small
+``k``."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from math import log
 import numpy as np
 import pytest
 from conftest import FixedClock
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from continuity import frames as fr
-from continuity.caches import ranking
-from continuity.caches.ranking import MAX_RANKED_TERMS, SURFACE_WEIGHT, query_terms
-from continuity.caches.search_index import K1, B, Doc, ThreadSearchIndex, docs_of
-from continuity.retrieval import search, search_prefix
+from continuity.retrieval import ranking
+from continuity.retrieval.documents import Doc, docs_of
+from continuity.retrieval.index import ThreadSearchIndex
+from continuity.retrieval.ranking import K1, MAX_RANKED_TERMS, SURFACE_WEIGHT, B, query_terms
+from continuity.retrieval.search import search, search_prefix
 from continuity.store.jsonl import Store
 
 # Word frequencies from very common to rare, so that some query terms match most documents

@@ -1,4 +1,4 @@
-"""What a process holds of a thread's search documents (continuity.caches.search_state) and the
+"""What a process holds of a thread's search documents (continuity.retrieval.state) and the
 rule that picks the terms a ranking scores with (ranking.ranked_terms, ADR 0022).
 
 The state is a cache inside a cache: whatever it held, caught up or read again, a ranking must
@@ -16,11 +16,10 @@ import pytest
 from test_search_index import VOCAB, _frames
 
 from continuity import frames as fr
-from continuity.caches import search_index as si
-from continuity.caches import search_state as ss
-from continuity.caches.ranking import MAX_RANKED_TERMS, query_terms, rank_prefix, ranked_terms
-from continuity.caches.search_index import ThreadSearchIndex
-from continuity.retrieval import search, search_prefix
+from continuity.retrieval import segments, state as ss
+from continuity.retrieval.index import ThreadSearchIndex
+from continuity.retrieval.ranking import MAX_RANKED_TERMS, query_terms, rank_prefix, ranked_terms
+from continuity.retrieval.search import search, search_prefix
 from continuity.store.base import BaseStore, Thread
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
@@ -31,9 +30,9 @@ QUERIES = ["retry backoff", "deploy timeout w3", "src/cache.py", "w17 alembic", 
 @pytest.fixture
 def small(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Blocks of 4, merges of 4, segments of at most 64 documents; nothing held before."""
-    monkeypatch.setattr(si, "BLOCK", 4)
-    monkeypatch.setattr(si, "FANOUT", 4)
-    monkeypatch.setattr(si, "MAX_SEGMENT", 64)
+    monkeypatch.setattr(segments, "BLOCK", 4)
+    monkeypatch.setattr(segments, "FANOUT", 4)
+    monkeypatch.setattr(segments, "MAX_SEGMENT", 64)
     ss.forget()
     yield
     ss.forget()
@@ -84,8 +83,8 @@ def test_a_held_state_reads_only_what_a_newer_index_adds(
     thread.append([fr.message("user", f"w{i} common words") for i in range(30)])
     assert _hits(thread, "w3", 10**9)
     opened: list[str] = []
-    real = ss._read_map
-    monkeypatch.setattr(ss, "_read_map", lambda path: opened.append(path.name) or real(path))
+    real = ss.read_map
+    monkeypatch.setattr(ss, "read_map", lambda path: opened.append(path.name) or real(path))
     assert _hits(thread, "w5", 10**9)
     assert opened == []  # nothing new: nothing read
     thread.append([fr.message("user", f"w{i} common words") for i in range(30, 36)])
@@ -151,8 +150,8 @@ def test_a_rebuild_in_this_process_drops_the_held_state(
     truth = _hits(thread, "w7", 10**9)
     ThreadSearchIndex(thread).rebuild()
     opened: list[str] = []
-    real = ss._read_map
-    monkeypatch.setattr(ss, "_read_map", lambda path: opened.append(path.name) or real(path))
+    real = ss.read_map
+    monkeypatch.setattr(ss, "read_map", lambda path: opened.append(path.name) or real(path))
     assert _hits(thread, "w7", 10**9) == truth
     assert opened  # read again
 

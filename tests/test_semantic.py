@@ -1,4 +1,4 @@
-"""Semantic search (continuity.semantic, ADR 0033): a tiny model2vec model made here
+"""Semantic search (continuity.retrieval.vectors, ADR 0033): a tiny model2vec model made here
 (tests/model_support.py) whose rows put paraphrases close; the vector cache as a cache
 (byte-identical rebuilds, catch-up, damage); reciprocal rank fusion; fetching a model from a
 local HTTP server; the CLI."""
@@ -22,23 +22,13 @@ from model_support import build_tiny_model
 from typer.testing import CliRunner
 
 from continuity import frames as fr
-from continuity import retrieval
 from continuity.cli.app import app
-from continuity.embedding import StaticEmbedder
 from continuity.errors import ModelError, ThreadNotFound
-from continuity.semantic import (
-    FOLDER,
-    MODEL_FILES,
-    fetch_model,
-    fuse,
-    fused_hits,
-    fused_search,
-    model_folder,
-    rebuild_vectors,
-    record_dtype,
-    resolve_model,
-    semantic_search,
-)
+from continuity.retrieval import search as retrieval
+from continuity.retrieval.embedders import StaticEmbedder
+from continuity.retrieval.fusion import fuse, fused_hits, fused_search
+from continuity.retrieval.models import MODEL_FILES, fetch_model, model_folder, resolve_model
+from continuity.retrieval.vectors import FOLDER, rebuild_vectors, record_dtype, semantic_search
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
@@ -328,8 +318,8 @@ def test_another_model_gets_its_own_cache(
 def test_import_continuity_loads_no_model_code() -> None:
     code = (
         "import sys, continuity; "
-        "assert 'continuity.semantic' not in sys.modules; "
-        "assert 'continuity.embedding' not in sys.modules"
+        "assert 'continuity.retrieval.vectors' not in sys.modules; "
+        "assert 'continuity.retrieval.embedders' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

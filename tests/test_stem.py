@@ -1,4 +1,4 @@
-"""The pure-Python Snowball English stemmer (:mod:`continuity.caches.stem`) against Snowball's C.
+"""The pure-Python Snowball English stemmer (:mod:`continuity.retrieval.stem`) against Snowball's C.
 
 PyStemmer (``import Stemmer``, the dev extra) wraps Snowball's own C code; every comparison
 test skips, saying why, when it is not installed. The vocabulary is every word of the
@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from continuity.caches import stem as stem_module
-from continuity.caches.stem import stem
+from continuity.retrieval import stem as stem_module
+from continuity.retrieval.stem import stem
 
 CLAUDE_CODE_FIXTURES = Path(__file__).parent.parent.parent / "shared" / "fixtures" / "claude-code"
 DICT_WORDS = Path("/usr/share/dict/words")

@@ -17,8 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 from compile_support import THREAD, Script, checkpoint, limits_strategy, put_summary, scripts, text
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from pg_support import PgStores
 
 from continuity import frames as fr

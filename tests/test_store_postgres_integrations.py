@@ -14,8 +14,7 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from pg_support import PgStores
 from test_integration_openai_agents_support import ScriptedModel, reply
 
-from continuity import aio
-from continuity import frames as fr
+from continuity import aio, frames as fr
 from continuity.integrations.langgraph import ContinuitySaver
 from continuity.integrations.openai_agents import ContinuitySession
 

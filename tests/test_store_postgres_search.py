@@ -18,11 +18,11 @@ import pytest
 from conftest import FixedClock
 
 from continuity import frames as fr
-from continuity.caches.search_index import rebuild_search
-from continuity.caches.search_state import forget
 from continuity.context.compiler import compile_context
 from continuity.migrate import migrate_store
-from continuity.retrieval import search, search_prefix
+from continuity.retrieval.index import rebuild_search
+from continuity.retrieval.search import search, search_prefix
+from continuity.retrieval.state import forget
 from continuity.store import _pg_search
 from continuity.store.jsonl import Store
 
@@ -186,7 +186,7 @@ def test_a_fresh_process_reads_no_frame_of_a_current_index(stores: tuple[Store, 
     search(pg, "error", k=3)  # every thread indexed
     found = _run(
         pg,
-        "from continuity.retrieval import search\n"
+        "from continuity.retrieval.search import search\n"
         "hits = search(store, 'error timeout', k=5)\n"
         "found = [[h.thread_id, h.seq, h.score] for h in hits]\n"
         "print(json.dumps([_pg_search.backend_of(store).frames_read, found]))\n",

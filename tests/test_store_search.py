@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 from conftest import FixedClock
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from continuity import frames as fr
-from continuity.caches import store_search as ss
-from continuity.caches.ranking import query_terms
-from continuity.retrieval import _per_thread, search
+from continuity.retrieval import store_index as ss
+from continuity.retrieval.ranking import query_terms
+from continuity.retrieval.search import _per_thread, search
 from continuity.store.jsonl import Store
 from continuity.verify import verify_store
 
@@ -175,7 +174,7 @@ def test_a_sigkilled_updater_leaves_an_index_that_gives_right_answers(tmp_path: 
     _fill(store, random.Random(9), 300, 40)  # a catch-up long enough to be killed in
     code = (
         "import sys; from continuity.store.jsonl import Store;"
-        "from continuity.caches.store_search import open_store_search;"
+        "from continuity.retrieval.store_index import open_store_search;"
         "open_store_search(Store(sys.argv[1]))"
     )
     for delay in (0.05, 0.2, 0.4):

@@ -13,7 +13,7 @@ import pytest
 
 from continuity.context.compaction import StrideMessages, create_checkpoint, run_compaction
 from continuity.context.compiler import compile_context
-from continuity.retrieval import search, search_prefix
+from continuity.retrieval.search import search, search_prefix
 from continuity.store.base import BaseStore, Thread
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore

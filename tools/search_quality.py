@@ -62,9 +62,11 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from continuity import frames as fr  # noqa: E402
-from continuity.caches.search_index import SURFACE, frame_text, tokenize  # noqa: E402
 from continuity.claude_code.ingest import ingest_transcript  # noqa: E402
-from continuity.retrieval import Embedder, search  # noqa: E402
+from continuity.retrieval.documents import frame_text  # noqa: E402
+from continuity.retrieval.embedders import Embedder  # noqa: E402
+from continuity.retrieval.search import search  # noqa: E402
+from continuity.retrieval.terms import SURFACE, tokenize  # noqa: E402
 from continuity.store.jsonl import Store  # noqa: E402
 
 
@@ -506,8 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     embedder: Embedder | None = None
     if args.model is not None:
-        from continuity.embedding import StaticEmbedder
         from continuity.errors import ModelError
+        from continuity.retrieval.embedders import StaticEmbedder
 
         try:
             embedder = StaticEmbedder(args.model)

@@ -2,16 +2,14 @@
 
 - :mod:`.thread_index` is each thread's seq→offset, message and checkpoint indexes
   (:class:`~.thread_index.ThreadIndex`): what makes compile O(k);
-- :mod:`.search_index` is each thread's inverted index over messages, observations and
-  summaries (:class:`~.search_index.ThreadSearchIndex`), with the tokenizer;
-- :mod:`.ranking` ranks documents of the search index by BM25 (exact, pruned), one thread's
-  prefix (what compile's recall needs) or many threads; :mod:`.search_state` holds what a
-  ranking reads per thread and process, caught up incrementally (ADR 0022);
 - :mod:`.marks` and :mod:`.live` answer records and retractions, and keep the projection a store
-  without caches compiles from, in the process (ADR 0018).
+  without caches compiles from, in the process (ADR 0018);
+- :mod:`.catalog` is the store catalog: one row per thread (frames, messages, checkpoints,
+  project, times) that listings and stats read instead of every log (ADR 0028).
 
 They live under the store's ``cache_dir`` and read the log through the store's public
 interface (:meth:`~continuity.store.base.Thread.open_log`); a store without a ``cache_dir``
-has none, and the layers above read its log instead. Nothing is imported here: the search
-index needs numpy, which the hook path must not pay for.
+has none, and the layers above read its log instead. The search caches (a thread's search
+index, the store-wide one, the vectors) are :mod:`continuity.retrieval`'s. Nothing is imported
+here: the hook path imports only the modules it uses.
 """

@@ -20,7 +20,7 @@ from continuity.errors import ContinuityError, InvalidQuery
 from continuity.store.base import Thread
 
 if TYPE_CHECKING:  # search imports numpy: only when a prompt is searched
-    from continuity.retrieval import Hit
+    from continuity.retrieval.search import Hit
 
 __all__ = ["RESTORE_MAX_CHARS", "preservation_guidance", "restore_context"]
 
@@ -169,7 +169,7 @@ def prompt_recall(thread: Thread, prompt: str, *, project: str | None, max_chars
     """What the archive holds for ``prompt`` that Claude no longer has in context: this
     session's messages before its last compaction, and earlier sessions of the same project.
     "" when nothing is found (or the prompt has nothing searchable)."""
-    from continuity.retrieval import search_prefix
+    from continuity.retrieval.search import search_prefix
 
     thread_id = thread.id
     hits: list[Hit] = []
@@ -206,7 +206,7 @@ def _other_sessions(thread: Thread, prompt: str, project: str) -> list[Hit]:
     """The best hits of the project's other sessions, ranked across the whole project (one set
     of statistics). This session and its subagents rank too and are skipped, so the ranking is
     read further down while they crowd out everything else (up to ``_MAX_RANKED`` hits)."""
-    from continuity.retrieval import search
+    from continuity.retrieval.search import search
 
     thread_id = thread.id
     k = 2 * _OTHER_HITS

@@ -24,7 +24,7 @@ from continuity.cli._display import format_ts, hit_leads, recovery_line
 from continuity.errors import ContinuityError
 
 if TYPE_CHECKING:
-    from continuity.retrieval import Hit
+    from continuity.retrieval.search import Hit
 
 __all__ = ["K_MAX", "fast_search", "parse", "print_hits", "progress_on_stderr"]
 
@@ -100,7 +100,7 @@ def fast_search(argv: list[str]) -> int | None:
     if args is None or os.environ.get("CONTINUITY_MODEL"):  # a model: the typer command fuses
         return None
     from continuity.paths import resolve_store_location
-    from continuity.retrieval import search
+    from continuity.retrieval.search import search
     from continuity.store.locate import open_store
 
     damage: list[str] = []

@@ -1,5 +1,5 @@
 """``continuity model fetch`` and ``continuity model show``: the static-embedding model that
-``search --model`` fuses with BM25 (:mod:`continuity.semantic`, ADR 0033)."""
+``search --model`` fuses with BM25 (:mod:`continuity.retrieval.vectors`, ADR 0033)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def fetch(
     force: Annotated[bool, typer.Option("--force", help="Replace a model already there.")] = False,
 ) -> None:
     """Download a model2vec model once, check that it loads, and put it in place atomically."""
-    from continuity.semantic import DEFAULT_BASE_URL, DEFAULT_MODEL, fetch_model, load_model
+    from continuity.retrieval.models import DEFAULT_BASE_URL, DEFAULT_MODEL, fetch_model, load_model
 
     chosen = name or DEFAULT_MODEL
     with errors():
@@ -59,7 +59,7 @@ def show(
     ] = None,
 ) -> None:
     """Where the model is, its id and its dimension."""
-    from continuity.semantic import load_model, resolve_model
+    from continuity.retrieval.models import load_model, resolve_model
 
     with errors():
         folder = resolve_model(model)

@@ -42,7 +42,7 @@ def search(
     ] = None,
 ) -> None:
     """The best hits for QUERY across every thread: thread, seq, time, role and a snippet."""
-    from continuity.retrieval import search as run_search
+    from continuity.retrieval.search import search as run_search
 
     if rerank:
         fail(
@@ -52,7 +52,7 @@ def search(
         )
     embedder = None
     if model is not None:
-        from continuity.semantic import load_model
+        from continuity.retrieval.models import load_model
 
         with errors():
             embedder = load_model(model)

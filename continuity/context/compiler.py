@@ -48,8 +48,8 @@ from continuity.context.bundle import (
     RecallItem,
     SummaryItem,
     ToolStubBlock,
+    bundle_bytes as _bundle_bytes,
 )
-from continuity.context.bundle import bundle_bytes as _bundle_bytes
 from continuity.context.sources import ThreadSource, halving, latest_checkpoint_in, open_source
 from continuity.errors import (
     AnchorNotFound,
@@ -644,8 +644,8 @@ class _Compiler:
     ) -> tuple[list[RecallItem], list[fr.RecallRef]]:
         """The best hits with seq ≤ ``before_seq`` that fit in ``room`` tokens."""
         # On use: ranking needs numpy, which a compile without recall (a hook's) never pays for.
-        from continuity.caches.ranking import query_terms, rank_prefix
-        from continuity.caches.search_index import frame_text
+        from continuity.retrieval.documents import frame_text
+        from continuity.retrieval.ranking import query_terms, rank_prefix
 
         if before_seq < 0:
             self.reasons.append("recall: nothing before the window to search")
@@ -1025,8 +1025,8 @@ def compile_context(
     except CorruptCache:
         # The caches are derived: rebuild them from the log and select again (a store this
         # process cannot write is read from the log instead). The log itself is never guessed.
-        from continuity.caches.search_index import ThreadSearchIndex
         from continuity.caches.thread_index import ThreadIndex, caches_writable
+        from continuity.retrieval.index import ThreadSearchIndex
 
         cache_dir = thread.store.cache_dir
         if cache_dir is None or not caches_writable(cache_dir):

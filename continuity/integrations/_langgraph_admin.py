@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 
 from continuity import frames as fr
 from continuity.context.records import latest_record, record_view, records
-from continuity.integrations import _langgraph_log as lg
-from continuity.integrations import _langgraph_mirror as mirror
+from continuity.integrations import _langgraph_log as lg, _langgraph_mirror as mirror
 from continuity.store.base import BaseStore, Thread
 
 if TYPE_CHECKING:

@@ -18,8 +18,7 @@ from continuity import frames as fr
 from continuity.context.fork import fork
 from continuity.context.records import Record, RecordView, latest_record
 from continuity.errors import InvalidThreadId
-from continuity.integrations import _langgraph_log as lg
-from continuity.integrations import _langgraph_mirror as mirror
+from continuity.integrations import _langgraph_log as lg, _langgraph_mirror as mirror
 from continuity.store.base import validate_thread_id
 
 if TYPE_CHECKING:

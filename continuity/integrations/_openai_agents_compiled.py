@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
-from continuity import aio
-from continuity import frames as fr
+from continuity import aio, frames as fr
 from continuity.context.compaction import CompactionResult, CutRule, ManualCut
 from continuity.context.compiler import CompileResult
 from continuity.context.render import to_openai_responses

@@ -48,10 +48,12 @@ from continuity import frames as fr
 from continuity.aio import AsyncStore
 from continuity.context.records import record_view
 from continuity.errors import BadFrame, InvalidThreadId, SeqConflict
-from continuity.integrations import _langgraph_admin as admin
-from continuity.integrations import _langgraph_log as lg
-from continuity.integrations import _langgraph_put as put
-from continuity.integrations import _langgraph_read as rd
+from continuity.integrations import (
+    _langgraph_admin as admin,
+    _langgraph_log as lg,
+    _langgraph_put as put,
+    _langgraph_read as rd,
+)
 from continuity.store.base import (
     BaseStore,
     Thread,

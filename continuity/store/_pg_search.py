@@ -3,7 +3,7 @@
 Three tables in the store's schema, made by this module (``CREATE … IF NOT EXISTS`` under the
 schema's advisory lock; its version is ``search_version`` in ``meta``), derived from ``frames``
 by the tokenizer and document rules of the file index (:data:`~continuity.store.base.DocumentsOf`,
-handed down from :mod:`continuity.caches.search_index`)::
+handed down from :mod:`continuity.retrieval.documents`)::
 
     search_threads   per thread: the watermark (last seq indexed, its digest), the number of
                      documents and the sum of their lengths

@@ -647,7 +647,7 @@ def resolve_thread(target: BaseStore | Thread, thread_id: str | None = None) -> 
 
 
 class SearchDocument(Protocol):
-    """A search document as the caches make it (:class:`continuity.caches.search_index.Doc`):
+    """A search document as the caches make it (:class:`continuity.retrieval.documents.Doc`):
     a frame's seq, kind, role, weighted length and weighted term counts."""
 
     @property
@@ -668,7 +668,7 @@ class SearchDocument(Protocol):
 
 DocumentsOf = Callable[["Thread", Sequence[tuple[int, bytes]]], Sequence[SearchDocument]]
 """The documents of some of a thread's stored lines ((seq, line) pairs, in log order): the
-tokenizer and document rules live above the store (:mod:`continuity.caches.search_index`) and
+tokenizer and document rules live above the store (:mod:`continuity.retrieval.documents`) and
 are handed down, so a backend's index is made by the very code the file index is."""
 
 
@@ -690,7 +690,7 @@ class SearchBackend(Protocol):
     document ordinal, derived from the log by :data:`DocumentsOf` and brought up to it lazily.
 
     Records are 16 bytes a document, little-endian: seq u64, length u32 (clipped to 2^32 - 1),
-    kind u8, role u8, 2 zero bytes (``search_index.DOC_RECORD``). Postings are a term's
+    kind u8, role u8, 2 zero bytes (``retrieval.index.DOC_RECORD``). Postings are a term's
     document ordinals (u32, ascending) and weighted counts (u16, clipped to 65,535)."""
 
     def search_watermark(

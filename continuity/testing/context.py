@@ -153,7 +153,7 @@ class ContextContract(ABC):
     def test_search_prefix_gives_the_reference_hits(
         self, pair: tuple[Thread, Thread], use_caches: bool
     ) -> None:
-        from continuity.retrieval import search_prefix
+        from continuity.retrieval.search import search_prefix
 
         thread, reference = pair
         for query, max_seq in (("pytest module_3", 10**9), ("off-by-one total", 40), ("fix", 5)):
@@ -163,7 +163,7 @@ class ContextContract(ABC):
             assert want, f"{query!r} finds nothing: the comparison would prove nothing"
 
     def test_search_gives_the_reference_hits(self, pair: tuple[Thread, Thread]) -> None:
-        from continuity.retrieval import search
+        from continuity.retrieval.search import search
 
         thread, reference = pair
         for query in ("pytest module_3", "assert total", "line of output"):
@@ -175,7 +175,7 @@ class ContextContract(ABC):
 
     def test_unknown_threads_are_refused_alike(self, pair: tuple[Thread, Thread]) -> None:
         from continuity.context.compiler import compile_context
-        from continuity.retrieval import search_prefix
+        from continuity.retrieval.search import search_prefix
 
         thread, _reference = pair
         with pytest.raises(ThreadNotFound):

@@ -19,7 +19,6 @@ import msgspec
 
 from continuity import frames as fr
 from continuity.caches.marks import is_in
-from continuity.caches.ranking import Hit
 from continuity.caches.thread_index import ThreadIndex
 from continuity.context.bundle import (
     ContextBundle,
@@ -35,7 +34,8 @@ from continuity.context.compiler import DEFAULT_LIMITS, compile_context
 from continuity.context.render import render, to_text
 from continuity.context.sources import ThreadSource, open_source
 from continuity.errors import ContinuityError, CorruptCache
-from continuity.retrieval import search
+from continuity.retrieval.ranking import Hit
+from continuity.retrieval.search import search
 from continuity.stats import ThreadInfo, list_threads, thread_info
 from continuity.store.base import BaseStore, Thread
 from continuity.store.derived import CheckpointEntry

@@ -62,25 +62,25 @@ from continuity.summary import SummaryDoc
 from tools.bench._common import (
     BENCH_THREAD,
     GENERATOR_VERSION,
+    Launcher as _Launcher,
     Report,
     Row,
     bench_dir,
     cached_thread,
     common_parser,
+    continuity_command as _continuity_command,
     copy_store,
     emit,
     log,
     median,
     percentile,
     rate_row,
+    short_size as _short,
     time_once,
     time_row,
     timed,
     work_dir,
 )
-from tools.bench._common import Launcher as _Launcher
-from tools.bench._common import continuity_command as _continuity_command
-from tools.bench._common import short_size as _short
 from tools.gen_thread import FIXED_CLOCK_MS, generate_frames, write_thread
 
 __all__ = ["main", "run"]

@@ -36,10 +36,10 @@ from tools.bench._common import (
     emit,
     log,
     median,
+    short_size as _short,
     time_once,
     time_row,
 )
-from tools.bench._common import short_size as _short
 
 __all__ = ["main", "run"]
 

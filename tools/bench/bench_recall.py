@@ -130,8 +130,8 @@ def cached_store(messages: int, seed: int) -> Path:
         return root
     import shutil
 
-    from continuity.caches.search_index import ThreadSearchIndex
     from continuity.caches.thread_index import ThreadIndex
+    from continuity.retrieval.index import ThreadSearchIndex
 
     shutil.rmtree(root, ignore_errors=True)
     log(f"bench_recall: writing {messages:,} messages into {root} (cached for later runs)")
@@ -152,7 +152,7 @@ def measure(kind: str, messages: int, seed: int, queries: int, turn_queries: int
     import tempfile
 
     import continuity
-    from continuity.caches.ranking import query_terms, rank_prefix
+    from continuity.retrieval.ranking import query_terms, rank_prefix
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-recall-"))
     try:
@@ -286,7 +286,7 @@ def _profile(messages: int, seed: int, queries: int) -> None:
     import io
     import pstats
 
-    from continuity.caches.ranking import query_terms, rank_prefix
+    from continuity.retrieval.ranking import query_terms, rank_prefix
 
     for kind in ("jsonl", "memory"):
         store: BaseStore

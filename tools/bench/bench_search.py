@@ -34,7 +34,7 @@ figure is the search index's own cost unless a row says otherwise.
   process calling ``search()`` directly when the CLI has no ``search`` command), ``--process-
   repeat`` (9) rounds after a warm-up (children run without ``PYTHONDONTWRITEBYTECODE``, as
   users' installs cache bytecode); baselines ``python -c pass`` and
-  ``python -c "import continuity.retrieval"``; target <= 300 ms. Peak RSS from ``os.wait4``.
+  ``python -c "import continuity.retrieval.search"``; target <= 300 ms. Peak RSS from ``os.wait4``.
 
 ``--profile`` prints to stderr cProfile's view of 10 searches per query and of one full build, at
 the largest size (the profiled build runs about twice as long as a timed one).
@@ -59,36 +59,31 @@ from typing import Any, Final
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches.search_index import (
-    BLOCK,
-    FANOUT,
-    SearchManifest,
-    SegmentRef,
-    ThreadSearchIndex,
-)
 from continuity.caches.thread_index import ThreadIndex
-from continuity.retrieval import Hit, search
+from continuity.retrieval.index import SearchManifest, ThreadSearchIndex
+from continuity.retrieval.search import Hit, search
+from continuity.retrieval.segments import BLOCK, FANOUT, SegmentRef
 from continuity.store.jsonl import Store
 from tools.bench._common import (
     BENCH_THREAD,
+    Launcher as _Launcher,
     Report,
     Row,
     cached_thread,
     common_parser,
+    continuity_command as _continuity_command,
     copy_store,
     emit,
     log,
     median,
     percentile,
     rate_row,
+    short_size as _short,
     time_once,
     time_row,
     timed,
     work_dir,
 )
-from tools.bench._common import Launcher as _Launcher
-from tools.bench._common import continuity_command as _continuity_command
-from tools.bench._common import short_size as _short
 from tools.gen_thread import generate_frames
 
 __all__ = ["QUERIES", "main", "run"]
@@ -417,7 +412,7 @@ def _updates(
 
 _LIBRARY_SEARCH: Final = (
     "import sys\n"
-    "from continuity.retrieval import search\n"
+    "from continuity.retrieval.search import search\n"
     "from continuity.store.jsonl import Store\n"
     "search(Store(sys.argv[1], durable=False), sys.argv[2], k=10)\n"
 )
@@ -434,10 +429,10 @@ def _processes(store: Store, n: int, repeat: int, report: Report) -> None:
     size = _short(n)
     processes: dict[str, list[str]] = {
         "python -c pass": [sys.executable, "-c", "pass"],
-        'python -c "import continuity.retrieval"': [
+        'python -c "import continuity.retrieval.search"': [
             sys.executable,
             "-c",
-            "import continuity.retrieval",
+            "import continuity.retrieval.search",
         ],
     }
     searched: list[str] = []

@@ -53,7 +53,7 @@ def _queries(n: int) -> list[str]:
 
 def run(repeat: int, n_queries: int) -> Report:
     from continuity.claude_code.ingest import ingest_transcript
-    from continuity.retrieval import search
+    from continuity.retrieval.search import search
     from continuity.store.jsonl import Store
 
     report = Report("search on the fixture store", {"repeat": repeat, "queries": n_queries})

@@ -15,7 +15,7 @@ interleaved (the order flips every round):
 * ``warm, 1 thread appended``: one message appended to one thread before each store-wide run.
 
 ``before`` is ``--baseline`` (a git revision; default: the parent of the commit that added
-``continuity/caches/store_search.py``, or HEAD before it is committed), extracted with
+``continuity/retrieval/store_index.py``, or HEAD before it is committed), extracted with
 ``git archive``; ``after`` is this working tree. Target (issue 16): at 10,000 threads, a warm
 store-wide ``search`` <= 300 ms.
 """
@@ -51,7 +51,7 @@ TARGET_SIZE: Final = 10_000
 QUERY: Final = "pytest failed assertion"
 PROJECT: Final = "/home/dev/webapp"
 ROOT: Final = Path(__file__).resolve().parents[2]
-STORE_SEARCH_PATH: Final = "continuity/caches/store_search.py"
+STORE_SEARCH_PATH: Final = "continuity/retrieval/store_index.py"
 
 
 def _default_baseline() -> str:

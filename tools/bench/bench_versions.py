@@ -41,9 +41,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from continuity.caches.search_index import ThreadSearchIndex
 from continuity.caches.thread_index import ThreadIndex
 from continuity.claude_code.ingest import ingest_transcript
+from continuity.retrieval.index import ThreadSearchIndex
 from continuity.store.jsonl import Store
 from tools.bench._common import (
     BENCH_THREAD,

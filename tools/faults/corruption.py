@@ -136,10 +136,10 @@ def prepare_store(root: Path, frames: int, rng: random.Random) -> Prepared:
         ToolResultBlock,
         ToolUseBlock,
         compile_context,
+        frames as fr,
         message,
         run_compaction,
     )
-    from continuity import frames as fr
 
     ms = [_CLOCK_MS]
 

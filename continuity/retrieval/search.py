@@ -3,7 +3,7 @@
 ``search(store, query)`` ranks every thread's messages, observations and summaries (or one
 thread's, or one project's) with one set of statistics; ``search_prefix(thread, query, ...)``
 ranks one thread's documents up to a seq with statistics over that prefix alone. Both are
-deterministic (the ranking is :mod:`continuity.caches.ranking`: BM25 summed rarest term first,
+deterministic (the ranking is :mod:`continuity.retrieval.ranking`: BM25 summed rarest term first,
 ties broken by thread and seq) and give each hit a snippet. An :class:`Embedder` can re-rank the
 best candidates by cosine similarity; the default :class:`HashedEmbedder` is deterministic
 hashed features, and a real model can be plugged in by the caller (nothing is downloaded).
@@ -11,18 +11,21 @@ hashed features, and a real model can be plugged in by the caller (nothing is do
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Callable, Iterable, Sequence
-from typing import Final, Protocol, overload
+from collections.abc import Callable, Iterable
+from typing import Final, overload
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity.caches.live import marks_of
 from continuity.caches.marks import is_in
-from continuity.caches.ranking import (
+from continuity.caches.thread_index import DAMAGE as _DAMAGE, ThreadIndex, check_no_lost_threads
+from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, InvalidQuery
+from continuity.retrieval.documents import Doc, doc_of, documents_of_lines, summary_text, text_of
+from continuity.retrieval.embedders import Embedder
+from continuity.retrieval.index import ThreadSearchIndex
+from continuity.retrieval.leads import candidates, lead
+from continuity.retrieval.ranking import (
     Corpus,
     Hit,
     corpus_of_state,
@@ -30,66 +33,19 @@ from continuity.caches.ranking import (
     rank,
     rank_prefix,
 )
-from continuity.caches.search_index import (
-    SURFACE,
-    Doc,
-    ThreadSearchIndex,
-    doc_of,
-    documents_of_lines,
-    summary_text,
-    text_of,
-    token_spans,
-    tokenize,
-    words_of,
-)
-from continuity.caches.search_state import forget, search_state
-from continuity.caches.store_search import (
+from continuity.retrieval.state import forget, search_state
+from continuity.retrieval.store_index import (
     Progress,
     StoreSearchView,
     open_store_search,
     rebuild_store_search,
 )
-from continuity.caches.thread_index import DAMAGE as _DAMAGE
-from continuity.caches.thread_index import ThreadIndex, check_no_lost_threads
-from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, InvalidQuery
-from continuity.leads import candidates, lead
+from continuity.retrieval.terms import SURFACE, token_spans, words_of
 from continuity.store.base import BaseStore, Thread, resolve_thread
 
-__all__ = ["Embedder", "HashedEmbedder", "Hit", "search", "search_prefix"]
+__all__ = ["Hit", "search", "search_prefix"]
 
 _SNIPPET: Final = 160
-
-
-class Embedder(Protocol):
-    """Texts to unit vectors; must be deterministic. A real model is the caller's to plug in."""
-
-    @property
-    def id(self) -> str: ...
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
-
-
-class HashedEmbedder:
-    """Hashed token features (signed, CRC32 buckets), L2-normalised: no model, no randomness."""
-
-    def __init__(self, dim: int = 256) -> None:
-        self.dim = dim
-
-    @property
-    def id(self) -> str:
-        return f"hashed/{self.dim}"
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for token in tokenize(text):
-                h = zlib.crc32(token.encode())
-                out[row, h % self.dim] += 1.0 if (h >> 31) & 1 else -1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        unit: npt.NDArray[np.float32] = np.divide(
-            out, norms, out=np.zeros_like(out), where=norms > 0
-        )
-        return unit
 
 
 # --- snippets -------------------------------------------------------------------------------
@@ -252,7 +208,7 @@ def search(
     """The best ``k`` documents for ``query`` across the store (or one thread or project).
 
     Across the store or a project, a store that keeps caches is searched through its
-    store-wide index (:mod:`continuity.caches.store_search`, ADR 0029): the postings of the
+    store-wide index (:mod:`continuity.retrieval.store_index`, ADR 0029): the postings of the
     query's terms, nothing per thread; ``progress`` hears (threads done, threads to do) while
     that index is built or caught up. The hits are those of ranking every thread's own index.
 
@@ -261,7 +217,7 @@ def search(
     ``on_damage``, is told to it (once per hit) and shown without the summary.
 
     Brings each searched thread's index up to date first (incremental). With an ``embedder``
-    (a :class:`~continuity.embedding.StaticEmbedder` model, ADR 0033) BM25's best ``rerank``
+    (a :class:`~.embedders.StaticEmbedder` model, ADR 0033) BM25's best ``rerank``
     candidates and the embedder's best ``rerank`` documents by cosine similarity (over a vector
     cache of every searched document) are fused by reciprocal rank fusion: a document no query
     word matches can be found. Deterministic for a given model. (Re-ranking BM25's candidates by
@@ -435,7 +391,7 @@ def _fused(
     """BM25's hits fused with the embedder's ranking of the same documents by reciprocal rank
     fusion (ADR 0033); a hit BM25 did not find gets its snippet here (from the start of its
     text: no query term need be in it)."""
-    from continuity.semantic import fused_hits
+    from continuity.retrieval.fusion import fused_hits
 
     fused, new = fused_hits(
         store,

@@ -1,13 +1,12 @@
 """Ranking over the search index: BM25, exact and pruned, one thread's prefix or many threads.
 
-Documents are scored by BM25 over their weighted term counts
-(:mod:`continuity.caches.search_index`), summed term by term rarest first whichever documents a
-ranking had to look at (it prunes with MaxScore), ties broken by (thread, seq).
+Documents are scored by BM25 over their weighted term counts (:mod:`.documents`), summed term
+by term rarest first whichever documents a ranking had to look at (it prunes with MaxScore),
+ties broken by (thread, seq).
 :func:`rank_prefix` ranks one thread's documents up to a seq with statistics over that prefix
 alone — what compile's recall needs to stay a pure function of the log prefix — through the
 index, or by reading the log when the store keeps no caches; the two give the same hits.
-Store-wide search, snippets and re-ranking are :mod:`continuity.retrieval`, above the context
-layer.
+Store-wide search, snippets and fusion are :mod:`.search`, above the context layer.
 """
 
 from __future__ import annotations
@@ -20,22 +19,13 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from continuity.caches.search_index import (
-    K1,
-    KIND_NAMES,
-    ROLE_NAMES,
-    SURFACE,
-    B,
-    Doc,
-    IndexView,
-    Segment,
-    build_segment,
-    docs_of,
-    tokenize,
-)
-from continuity.caches.search_state import SearchState, search_state
 from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import InvalidQuery
+from continuity.retrieval.documents import KIND_NAMES, ROLE_NAMES, Doc, docs_of
+from continuity.retrieval.index import IndexView
+from continuity.retrieval.segments import Segment, build_segment
+from continuity.retrieval.state import SearchState, search_state
+from continuity.retrieval.terms import SURFACE, tokenize
 from continuity.store.base import Thread
 
 __all__ = [
@@ -55,6 +45,9 @@ __all__ = [
     "ranked_terms",
 ]
 
+K1: Final = 1.2
+B: Final = 0.75
+"""BM25's parameters: term frequency saturation and length normalisation."""
 MAX_QUERY_CHARS: Final = 10_000
 MAX_QUERY_TERMS: Final = 64
 MAX_RANKED_TERMS: Final = 24
@@ -66,7 +59,7 @@ finds every form of the word, the exact form breaks ties towards what was typed 
 
 class Hit(msgspec.Struct, frozen=True, kw_only=True):
     """One ranked document: a message, observation or summary of a thread, with its BM25 score
-    (rounded to 6 decimals). :func:`continuity.retrieval.search` fills in when it was written, a
+    (rounded to 6 decimals). :func:`~.search.search` fills in when it was written, a
     snippet of it and the query terms it matched."""
 
     thread_id: str
@@ -552,7 +545,7 @@ def rank_prefix(
     """The best ``k`` documents of ``thread`` with seq ≤ ``max_seq`` for ``terms``
     (:func:`query_terms`), ranked with statistics over exactly those documents: a function of
     the log prefix alone, through what the process holds of the thread's documents
-    (:func:`~continuity.caches.search_state.search_state`: the search index, caught up only
+    (:func:`~continuity.retrieval.state.search_state`: the search index, caught up only
     when it does not reach ``max_seq``, or the log read incrementally in a store without
     caches), or by reading the prefix from the log (``use_caches=False``). ``frames`` is the
     thread's frame index when the caller holds one already. The hits carry no snippet."""

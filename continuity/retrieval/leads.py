@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 import msgspec
 
 from continuity import frames as fr
-from continuity.caches.ranking import Hit
 from continuity.caches.thread_index import ThreadIndex
+from continuity.retrieval.ranking import Hit
 from continuity.store.base import Thread
 
 __all__ = ["candidates", "lead", "response_of"]

@@ -1,4 +1,9 @@
-"""Static embeddings in the model2vec format, with numpy alone.
+"""Embedders: texts to unit vectors, for the semantic ranking (:mod:`.vectors`, ADR 0033).
+
+An :class:`Embedder` is anything with an ``id`` and ``embed(texts) -> float32 [n, dim]`` unit
+rows, deterministic for a given ``id``. Two are here: :class:`HashedEmbedder`, hashed token
+features (no model: a deterministic toy for tests), and :class:`StaticEmbedder`, static
+embeddings in the model2vec format, with numpy alone.
 
 A model2vec model is a folder: ``model.safetensors`` (a token × dimension matrix named
 ``embeddings``, optionally per-token ``weights`` and a token→row ``mapping``), ``tokenizer.json``
@@ -9,7 +14,7 @@ packages: the file format is a JSON header and raw little-endian arrays, and the
 models ship are WordPiece ones, whose BERT normalisation, pre-tokenisation and greedy longest-match
 split are a few dozen lines.
 
-:class:`StaticEmbedder` satisfies :class:`continuity.retrieval.Embedder`; its ``id`` names the
+:class:`StaticEmbedder`'s ``id`` names the
 model by the BLAKE3 digest of its matrix file, so results are deterministic for a given model.
 """
 
@@ -17,17 +22,19 @@ from __future__ import annotations
 
 import json
 import unicodedata
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import blake3
 import numpy as np
 import numpy.typing as npt
 
 from continuity.errors import ModelError
+from continuity.retrieval.terms import tokenize
 
-__all__ = ["StaticEmbedder", "WordPiece", "read_safetensors"]
+__all__ = ["Embedder", "HashedEmbedder", "StaticEmbedder", "WordPiece", "read_safetensors"]
 
 _DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "F32": np.dtype("<f4"),
@@ -37,6 +44,41 @@ _DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "I32": np.dtype("<i4"),
 }
 _HEADER_MAX: Final = 100 * 1024 * 1024
+
+
+# --- the protocol, and a toy ------------------------------------------------------------------
+
+
+class Embedder(Protocol):
+    """Texts to unit vectors; must be deterministic. A real model is the caller's to plug in."""
+
+    @property
+    def id(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+class HashedEmbedder:
+    """Hashed token features (signed, CRC32 buckets), L2-normalised: no model, no randomness."""
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+
+    @property
+    def id(self) -> str:
+        return f"hashed/{self.dim}"
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for token in tokenize(text):
+                h = zlib.crc32(token.encode())
+                out[row, h % self.dim] += 1.0 if (h >> 31) & 1 else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        unit: npt.NDArray[np.float32] = np.divide(
+            out, norms, out=np.zeros_like(out), where=norms > 0
+        )
+        return unit
 
 
 # --- safetensors ------------------------------------------------------------------------------
@@ -223,8 +265,8 @@ class WordPiece:
 
 
 class StaticEmbedder:
-    """A model2vec model from a local folder, for :func:`continuity.retrieval.search` and
-    anything else that takes an :class:`~continuity.retrieval.Embedder`."""
+    """A model2vec model from a local folder, for :func:`~.search.search` and
+    anything else that takes an :class:`Embedder`."""
 
     def __init__(self, folder: str | Path) -> None:
         root = Path(folder).expanduser()

@@ -1,12 +1,11 @@
-"""Semantic search: a vector per searchable document, cosine top-k, and reciprocal rank fusion
-with BM25 (ADR 0033).
+"""Semantic search: a vector per searchable document and cosine top-k (ADR 0033).
 
-The documents are the search index's (:func:`continuity.caches.search_index.doc_of`): messages,
+The documents are the search index's (:func:`.documents.doc_of`): messages,
 observations and checkpoint summaries, each embedded from the text the index tokenizes
-(:func:`~continuity.caches.search_index.text_of`, cut at :data:`MAX_CHARS`). An embedder is
+(:func:`~.documents.text_of`, cut at :data:`MAX_CHARS`). An embedder is
 anything with an ``id`` and ``embed(texts) -> float32 [n, dim]`` unit rows
-(:class:`continuity.embedding.StaticEmbedder` for a model2vec model, or
-:class:`continuity.retrieval.HashedEmbedder`).
+(:class:`continuity.retrieval.embedders.StaticEmbedder` for a model2vec model, or
+:class:`~.embedders.HashedEmbedder`).
 
 **The vector cache** of a store that keeps caches lives in
 ``<store>/cache/vectors/<model>/`` (``<model>``: the embedder's id made a file name), one
@@ -32,13 +31,7 @@ embeds the chosen threads in memory on every call: the same float16 vectors, the
 rounded to 6 decimals; ties go to the lower (thread id, seq). Documents with a cosine ≤ 0 are
 not hits, nor is anything for a query with no known token (a zero vector).
 
-**Fusion** (:func:`fuse`): reciprocal rank fusion, ``Σ 1 / (c + rank)`` over the lists a
-document is in (rank from 1, c = 60), ties to the better best rank, then the lower key.
-
-**Models** (:func:`fetch_model`, :func:`resolve_model`): a model2vec model named like
-``minishlab/potion-base-8M`` is fetched once into ``$CONTINUITY_MODELS`` (default
-``$XDG_CACHE_HOME/continuity/models``, else ``~/.cache/continuity/models``) as
-``<org>--<name>/``, atomically, and checked to load before it is put in place.
+Fusion with BM25 is :mod:`.fusion`; fetching and finding models, :mod:`.models`.
 """
 
 from __future__ import annotations
@@ -46,13 +39,9 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-import shutil
-import tempfile
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Final
 
 import blake3
 import msgspec
@@ -61,62 +50,29 @@ import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, private_dirs
-from continuity.caches.ranking import Hit
-from continuity.caches.search_index import (
-    DOC_TYPES,
-    KIND_NAMES,
-    ROLE_NAMES,
-    doc_of,
-    log_holds,
-    summary_text,
-    text_of,
-)
 from continuity.caches.thread_index import caches_writable
 from continuity.errors import ModelError
+from continuity.retrieval.documents import DOC_TYPES, doc_of, summary_text, text_of
+from continuity.retrieval.embedders import Embedder
+from continuity.retrieval.index import log_holds
 from continuity.store.base import BaseStore, LogStamp, Thread
 
-if TYPE_CHECKING:
-    from continuity.embedding import StaticEmbedder
-
 __all__ = [
-    "DEFAULT_MODEL",
     "FOLDER",
     "MAX_CHARS",
-    "MODEL_FILES",
-    "fetch_model",
-    "fuse",
-    "fused_hits",
-    "fused_search",
-    "load_model",
-    "model_folder",
-    "models_home",
+    "nearest",
     "rebuild_vectors",
     "record_dtype",
-    "resolve_model",
     "semantic_search",
 ]
 
 FOLDER: Final = "vectors"
 MAX_CHARS: Final = 8_000
 """A document's text is cut here before it is embedded (a model reads its first 512 tokens)."""
-RRF_C: Final = 60
 _VERSION: Final = 1
 _TAIL: Final = 67
 """A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
 _BATCH: Final = 512
-
-
-class Embedder(Protocol):
-    """What :mod:`continuity.retrieval` calls an ``Embedder`` (restated: no import upwards)."""
-
-    @property
-    def id(self) -> str: ...
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
-
-
-Key = tuple[str, int]
-"""A document: (thread id, seq)."""
 
 
 def record_dtype(dim: int) -> np.dtype[np.void]:
@@ -436,13 +392,13 @@ def semantic_search(
     """The ``k`` documents closest to ``query`` by cosine, as (thread id, seq, cosine rounded
     to 6 decimals), best first, ties to the lower (thread id, seq); only documents with a
     cosine above 0. ``thread`` or ``project`` (``meta["project"]`` of a thread's
-    ``thread_created``) narrow the search as :func:`continuity.retrieval.search` does."""
+    ``thread_created``) narrow the search as :func:`~.search.search` does."""
     return [
-        (t, s, c) for t, s, c, _kind, _role in _search(store, query, embedder, thread, project, k)
+        (t, s, c) for t, s, c, _kind, _role in nearest(store, query, embedder, thread, project, k)
     ]
 
 
-def _search(
+def nearest(
     store: BaseStore,
     query: str,
     embedder: Embedder,
@@ -483,228 +439,3 @@ def _search(
         for i in order
         if scores[i] > 0
     ]
-
-
-def _rrf(lists: Iterable[Sequence[Key]], c: int) -> tuple[dict[Key, float], dict[Key, int]]:
-    scores: dict[Key, float] = {}
-    best: dict[Key, int] = {}
-    for ranked in lists:
-        for rank, key in enumerate(dict.fromkeys(ranked), 1):  # a key counts once a list
-            scores[key] = scores.get(key, 0.0) + 1.0 / (c + rank)
-            best[key] = min(best.get(key, rank), rank)
-    return scores, best
-
-
-def fuse(lists: Iterable[Sequence[Key]], k: int, c: int = RRF_C) -> list[Key]:
-    """Reciprocal rank fusion of ranked lists of keys: each key scores ``Σ 1 / (c + rank)``
-    over the lists it is in (rank from 1; a key repeated in a list counts at its first place);
-    the best ``k`` keys, ties to the better best rank in any list, then the lower key. The
-    lists are summed in the order given, so the same lists give the same floats."""
-    scores, best = _rrf(lists, c)
-    return sorted(scores, key=lambda key: (-scores[key], best[key], key))[:k]
-
-
-def fused_search(
-    store: BaseStore,
-    query: str,
-    embedder: Embedder,
-    bm25_hits: Sequence[Hit],
-    k: int,
-    *,
-    thread: str | None = None,
-    project: str | None = None,
-    depth: int | None = None,
-    c: int = RRF_C,
-) -> list[tuple[str, int, float]]:
-    """BM25's hits (best first, as :func:`continuity.retrieval.search` ranked them, for the
-    same ``thread``/``project``) fused with the ``depth`` (default: as many as BM25's, at least
-    ``k``) semantic hits by reciprocal rank fusion: the best ``k`` as (thread id, seq, fused
-    score rounded to 6 decimals)."""
-    return [
-        (t, s, score)
-        for (t, s, score, _kind, _role) in _fused(
-            store, query, embedder, bm25_hits, k, thread, project, depth, c
-        )
-    ]
-
-
-def _fused(
-    store: BaseStore,
-    query: str,
-    embedder: Embedder,
-    bm25_hits: Sequence[Hit],
-    k: int,
-    thread: str | None,
-    project: str | None,
-    depth: int | None,
-    c: int,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[tuple[str, int, float, int, int]]:
-    n = depth if depth is not None else max(k, len(bm25_hits))
-    near = _search(store, query, embedder, thread, project, n, progress)
-    lexical = [(h.thread_id, h.seq) for h in bm25_hits]
-    semantic = [(t, s) for t, s, _c, _k, _r in near]
-    scores, _best = _rrf([lexical, semantic], c)
-    kinds = {(t, s): (kind, role) for t, s, _c, kind, role in near}
-    return [
-        (t, s, round(scores[(t, s)], 6), *kinds.get((t, s), (0, 0)))
-        for t, s in fuse([lexical, semantic], k, c)
-    ]
-
-
-def fused_hits(
-    store: BaseStore,
-    query: str,
-    embedder: Embedder,
-    bm25_hits: Sequence[Hit],
-    k: int,
-    *,
-    thread: str | None = None,
-    project: str | None = None,
-    depth: int | None = None,
-    c: int = RRF_C,
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[list[Hit], list[Hit]]:
-    """:func:`fused_search` as hits, in fused order with the fused score, and the hits among
-    them that BM25 did not find (no snippet yet: the caller makes one, as for any hit). BM25's
-    hits keep their snippet and matched terms. ``progress`` hears (threads done, threads in
-    all) while the vector cache is made or caught up."""
-    lexical = {(h.thread_id, h.seq): h for h in bm25_hits}
-    out: list[Hit] = []
-    new: list[Hit] = []
-    for t, s, score, kind, role in _fused(
-        store, query, embedder, bm25_hits, k, thread, project, depth, c, progress
-    ):
-        found = lexical.get((t, s))
-        if found is not None:
-            out.append(msgspec.structs.replace(found, score=score))
-            continue
-        hit = Hit(
-            thread_id=t,
-            seq=s,
-            kind=KIND_NAMES.get(kind, "?"),
-            role=ROLE_NAMES.get(role, ""),
-            score=score,
-        )
-        out.append(hit)
-        new.append(hit)
-    return out, new
-
-
-# --- models --------------------------------------------------------------------------------------
-
-DEFAULT_MODEL: Final = "minishlab/potion-base-8M"
-DEFAULT_BASE_URL: Final = "https://huggingface.co"
-MODEL_FILES: Final = ("model.safetensors", "tokenizer.json", "config.json")
-_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
-_MAX_BYTES: Final = 2 * 1024**3
-
-
-def models_home() -> Path:
-    """Where fetched models live: ``$CONTINUITY_MODELS``, else
-    ``$XDG_CACHE_HOME/continuity/models``, else ``~/.cache/continuity/models``."""
-    chosen = os.environ.get("CONTINUITY_MODELS")
-    if chosen:
-        return Path(chosen).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME")
-    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
-    return base / "continuity" / "models"
-
-
-def _check_name(name: str) -> str:
-    if not _NAME.fullmatch(name) or ".." in name:
-        raise ModelError(f"{name!r} is not a model name (like {DEFAULT_MODEL})")
-    return name
-
-
-def model_folder(name: str = DEFAULT_MODEL, home: Path | None = None) -> Path:
-    """The folder a fetched model ``name`` (``org/name``) lives in: ``<home>/org--name``."""
-    return (home or models_home()) / _check_name(name).replace("/", "--")
-
-
-def resolve_model(spec: str | None = None) -> Path:
-    """The model folder ``spec`` names: a folder path, or the name of a fetched model (default:
-    ``$CONTINUITY_MODEL``, else :data:`DEFAULT_MODEL`). :class:`ModelError` when there is
-    none, saying how to fetch it."""
-    spec = spec or os.environ.get("CONTINUITY_MODEL") or DEFAULT_MODEL
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return path
-    if _NAME.fullmatch(spec) and ".." not in spec:
-        folder = model_folder(spec)
-        if folder.is_dir():
-            return folder
-        raise ModelError(
-            f"no model {spec!r}: not a folder here, and not fetched into {folder} "
-            f"(run `continuity model fetch {spec}`)"
-        )
-    raise ModelError(f"no model folder at {path}")
-
-
-def load_model(spec: str | None = None) -> StaticEmbedder:
-    """The :class:`~continuity.embedding.StaticEmbedder` of :func:`resolve_model`'s folder."""
-    from continuity.embedding import StaticEmbedder
-
-    return StaticEmbedder(resolve_model(spec))
-
-
-def fetch_model(
-    name: str = DEFAULT_MODEL,
-    *,
-    to: Path | None = None,
-    base_url: str = DEFAULT_BASE_URL,
-    force: bool = False,
-    timeout: float = 60.0,
-) -> Path:
-    """Download a model2vec model's files (:data:`MODEL_FILES`) from
-    ``<base_url>/<name>/resolve/main/<file>`` into ``to`` (default :func:`model_folder`), and
-    return the folder. The files go to a temporary folder beside it, which must load as a
-    model before it is renamed into place: a failure leaves nothing behind. A model already
-    there is kept unless ``force``. :class:`ModelError` for anything that goes wrong."""
-    from continuity.embedding import StaticEmbedder
-
-    dest = (to.expanduser() if to is not None else model_folder(name)).absolute()
-    _check_name(name)
-    if dest.exists() and not force:
-        raise ModelError(f"{dest} exists already (--force replaces it)")
-    private_dirs(dest.parent)
-    part = Path(tempfile.mkdtemp(prefix=f".{dest.name}.part-", dir=dest.parent))
-    try:
-        for file in MODEL_FILES:
-            _download(f"{base_url.rstrip('/')}/{name}/resolve/main/{file}", part / file, timeout)
-        try:
-            StaticEmbedder(part)
-        except ModelError as exc:
-            raise ModelError(
-                f"what {base_url} gave for {name} is not a model2vec model: {exc}"
-            ) from None
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-            dest.rename(old)
-            part.rename(dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            part.rename(dest)
-    finally:
-        if part.exists():
-            shutil.rmtree(part, ignore_errors=True)
-    return dest
-
-
-def _download(url: str, path: Path, timeout: float) -> None:
-    if not url.startswith(("https://", "http://")):
-        raise ModelError(f"{url}: only http(s) URLs are fetched")
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(path, "wb") as out:
-            got = 0
-            for chunk in iter(lambda: response.read(1 << 20), b""):
-                got += len(chunk)
-                if got > _MAX_BYTES:
-                    raise ModelError(f"{url}: larger than {_MAX_BYTES} bytes, not fetched")
-                out.write(chunk)
-    except urllib.error.HTTPError as exc:
-        what = "not found" if exc.code == 404 else exc.reason
-        raise ModelError(f"{url}: {what} (HTTP {exc.code})") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ModelError(f"cannot fetch {url}: {reason}") from None

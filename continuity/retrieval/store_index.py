@@ -1,6 +1,6 @@
 """The store-wide search index: one inverted index over every thread's documents (ADR 0029).
 
-A store-wide ``search`` ranked every thread's own index (:mod:`.search_index`) with one set of
+A store-wide ``search`` ranked every thread's own index (:mod:`.index`) with one set of
 statistics, which meant opening, checking and reading every thread's index: O(threads) even
 when a query matched nothing. This index holds the documents of all threads in one sequence,
 so a query reads the postings of its terms and nothing per thread. It lives in
@@ -13,8 +13,8 @@ so a query reads the postings of its terms and nothing per thread. It lives in
 ``docs.bin``        one 24-byte record per document: seq u64, weighted length u32, thread
                     ordinal u32, kind u8, role u8, 6 zero bytes (:data:`STORE_DOC`)
 ``seg-*.bin``       sealed segments of 256 × 16^k (k ≤ 2) documents, merged exactly as a
-                    thread's index merges them (:func:`.search_index.merge_due`): the same
-                    :class:`~.search_index.Segment` format, over store-wide document ids
+                    thread's index merges them (:func:`.segments.merge_due`): the same
+                    :class:`~.segments.Segment` format, over store-wide document ids
 ``tail-<n>.jsonl``  the documents after the last sealed one (fewer than 256), a line each;
                     named by the first of them, so a seal writes a new file and the old
                     manifest's stays readable until the new manifest replaces it
@@ -61,23 +61,22 @@ import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, private_dirs
-from continuity.caches.ranking import Corpus, Part
-from continuity.caches.search_index import (
+from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable
+from continuity.errors import ContinuityError
+from continuity.retrieval.documents import Doc, doc_of_line
+from continuity.retrieval.index import log_holds
+from continuity.retrieval.ranking import Corpus, Part
+from continuity.retrieval.segments import (
     BLOCK,
     FANOUT,
-    Doc,
     DocsSegment,
     Segment,
     SegmentRef,
-    _read_map,
     build_segment,
-    doc_of_line,
-    log_holds,
     merge_due,
     merge_segments,
+    read_map,
 )
-from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable
-from continuity.errors import ContinuityError
 from continuity.store.base import BaseStore, LogStamp, Thread
 
 __all__ = [
@@ -222,7 +221,7 @@ class StoreSearchView:
     def __init__(self, folder: Path, m: StoreManifest) -> None:
         self.manifest = m
         self.names = [e.thread_id for e in m.threads]
-        raw = _read_map(folder / "docs.bin") if m.docs else b""
+        raw = read_map(folder / "docs.bin") if m.docs else b""
         if len(raw) < m.docs * _DOC.size:
             raise ValueError("docs.bin is shorter than its manifest says")
         docs = np.frombuffer(raw, dtype=STORE_DOC, count=m.docs)
@@ -261,7 +260,7 @@ class StoreSearchView:
         self.parts: list[Part] = []
         first = 0
         for ref in m.segments:
-            segment = Segment(_read_map(folder / ref.name), ref.first_doc)
+            segment = Segment(read_map(folder / ref.name), ref.first_doc)
             if segment.n_docs != ref.n_docs or ref.first_doc != first:
                 raise ValueError(f"{ref.name} is not the segment its manifest names")
             self.parts.append(segment)
@@ -503,91 +502,135 @@ def _catch_up(
     """Bring the index of ``m`` (None: none, build it) up to the logs' ends; write and return
     the new manifest. Held under the exclusive lock. ``parts``: threads' documents read
     already, taken for a thread not yet indexed whose log still ends where they reach."""
-    handles: dict[str, Thread] = {}
-
-    def handle(tid: str) -> Thread:  # one handle per thread
-        found = handles.get(tid)
-        if found is None:
-            found = handles[tid] = (make or store.thread)(tid)
-        return found
-
-    if m is not None:
-        known = {e.thread_id: e for e in m.threads}
-        if any(tid not in stamps for tid in known):
-            m = None  # a log is gone: its documents must go, so build again
-        else:
-            for tid, e in known.items():
-                thread = handle(tid)
-                if not _current(e, stamps[tid]) and not log_holds(
-                    thread, e.log_end, e.digest, exact=False
-                ):
-                    # Frames it indexed are no longer the log's. Cut from its end, unknown to
-                    # the thread's own caches (repaired, or rebuild-index accepted the log as
-                    # it is)? Then build again; else they say what went missing.
-                    if ThreadIndex.available(thread):
-                        ThreadIndex(thread).check_length()
-                    m = None
-                    break
+    run = _CatchUp(make or store.thread, stamps, parts, progress)
+    if m is not None and not run.still_holds(m):
+        m = None  # build again
     if m is None:
         _clear(folder)
         m = _EMPTY
-    known = {e.thread_id: e for e in m.threads}
-    todo = [tid for tid in sorted(stamps) if not _current(known.get(tid), stamps[tid])]
+    todo = run.behind(m)
     if not todo:
         if not (folder / "manifest.json").exists():
             _write(folder / "manifest.json", _encoder.encode(m))
         return m
-    entries = list(m.threads)
-    ordinal = {e.thread_id: i for i, e in enumerate(entries)}
-    changed = False
+    found = run.documents(m, todo)
+    first = next(found, None)
+    if first is None and not run.changed and (folder / "manifest.json").exists():
+        return m  # nothing new (a log with a batch still being written): nothing to write
+    return _add(folder, m, chain([first] if first else [], found), run.entries)
 
-    def documents() -> Iterator[tuple[int, Doc]]:
-        nonlocal changed
+
+class _NewDocs(msgspec.Struct, frozen=True):
+    """What one thread adds: its documents after the watermark, and the new watermark."""
+
+    project: str | None
+    log_end: int
+    last_seq: int
+    digest: str
+    docs: list[Doc]
+
+
+class _CatchUp:
+    """One catch-up's phases: check what the index holds still is the logs' (``still_holds``),
+    find the threads behind (``behind``), read their new documents (``documents``), which
+    fills in ``entries``, the new manifest's threads."""
+
+    def __init__(
+        self,
+        make: Callable[[str], Thread],
+        stamps: dict[str, LogStamp],
+        parts: Mapping[str, ThreadDocs] | None,
+        progress: Progress | None,
+    ) -> None:
+        self.make = make
+        self.stamps = stamps
+        self.parts = parts
+        self.progress = progress
+        self.handles: dict[str, Thread] = {}
+        self.entries: list[ThreadEntry] = []
+        self.changed = False
+
+    def handle(self, tid: str) -> Thread:
+        """One handle per thread."""
+        found = self.handles.get(tid)
+        if found is None:
+            found = self.handles[tid] = self.make(tid)
+        return found
+
+    def still_holds(self, m: StoreManifest) -> bool:
+        """Whether every thread ``m`` indexes still has its log and the frames it indexed."""
+        if any(e.thread_id not in self.stamps for e in m.threads):
+            return False  # a log is gone: its documents must go
+        for e in m.threads:
+            thread = self.handle(e.thread_id)
+            if not _current(e, self.stamps[e.thread_id]) and not log_holds(
+                thread, e.log_end, e.digest, exact=False
+            ):
+                # Frames it indexed are no longer the log's. Cut from its end, unknown to the
+                # thread's own caches (repaired, or rebuild-index accepted the log as it is)?
+                # Then build again; else they say what went missing.
+                if ThreadIndex.available(thread):
+                    ThreadIndex(thread).check_length()
+                return False
+        return True
+
+    def behind(self, m: StoreManifest) -> list[str]:
+        """The threads whose logs moved past what ``m`` indexed, by id."""
+        known = {e.thread_id: e for e in m.threads}
+        return [
+            tid for tid in sorted(self.stamps) if not _current(known.get(tid), self.stamps[tid])
+        ]
+
+    def documents(self, m: StoreManifest, todo: list[str]) -> Iterator[tuple[int, Doc]]:
+        """The new documents of the threads ``todo``, as (thread ordinal, document); each
+        thread's entry is brought up to date as its documents are read."""
+        known = {e.thread_id: e for e in m.threads}
+        self.entries = list(m.threads)
+        ordinal = {e.thread_id: i for i, e in enumerate(self.entries)}
         for done, tid in enumerate(todo):
-            if progress is not None:
-                progress(done, len(todo))
-            old = known.get(tid)
-            part = None if parts is None or old is not None else parts.get(tid)
-            if part is not None and _current_part(part, stamps[tid]):
-                project, end, docs = part.project, part.log_end, part.docs
-                last_seq, digest = part.last_seq, part.digest
-            else:
-                thread = handle(tid)
-                start, from_seq = (old.log_end, old.last_seq + 1) if old is not None else (0, 0)
-                before = old.project if old is not None else None
-                project, end, last, docs = _read_docs(thread, start, from_seq, before)
-                if last is None:
-                    if old is None and ThreadIndex.available(thread):
-                        ThreadIndex(thread).check_length()  # a log cut to nothing it knew
-                    continue
-                sealed = fr.unseal(last[1])
-                assert sealed is not None  # read_lines checked the chain
-                last_seq, digest = last[0], sealed[1].hex()
+            if self.progress is not None:
+                self.progress(done, len(todo))
+            new = self._read(tid, known.get(tid))
+            if new is None:
+                continue
             i = ordinal.get(tid)
             if i is None:
-                i = ordinal[tid] = len(entries)
-                entries.append(ThreadEntry(tid, project, 0, -1, "", 0, 0))
-            e = entries[i]
-            entries[i] = ThreadEntry(
+                i = ordinal[tid] = len(self.entries)
+                self.entries.append(ThreadEntry(tid, new.project, 0, -1, "", 0, 0))
+            e = self.entries[i]
+            self.entries[i] = ThreadEntry(
                 tid,
-                project,
-                end,
-                last_seq,
-                digest,
-                e.docs + len(docs),
-                e.total_length + sum(min(d.length, 2**32 - 1) for d in docs),
+                new.project,
+                new.log_end,
+                new.last_seq,
+                new.digest,
+                e.docs + len(new.docs),
+                e.total_length + sum(min(d.length, 2**32 - 1) for d in new.docs),
             )
-            changed = True
-            for d in docs:
+            self.changed = True
+            for d in new.docs:
                 yield i, d
-        if progress is not None:
-            progress(len(todo), len(todo))
+        if self.progress is not None:
+            self.progress(len(todo), len(todo))
 
-    found = documents()
-    first = next(found, None)
-    if first is None and not changed and (folder / "manifest.json").exists():
-        return m  # nothing new (a log with a batch still being written): nothing to write
-    return _add(folder, m, chain([first] if first else [], found), entries)
+    def _read(self, tid: str, old: ThreadEntry | None) -> _NewDocs | None:
+        """What thread ``tid`` adds after ``old`` (its entry, None when not indexed yet): from
+        a part read already while it is current, else from its log. None when the log holds
+        nothing new."""
+        part = None if self.parts is None or old is not None else self.parts.get(tid)
+        if part is not None and _current_part(part, self.stamps[tid]):
+            return _NewDocs(part.project, part.log_end, part.last_seq, part.digest, part.docs)
+        thread = self.handle(tid)
+        start, from_seq = (old.log_end, old.last_seq + 1) if old is not None else (0, 0)
+        before = old.project if old is not None else None
+        project, end, last, docs = _read_docs(thread, start, from_seq, before)
+        if last is None:
+            if old is None and ThreadIndex.available(thread):
+                ThreadIndex(thread).check_length()  # a log cut to nothing it knew
+            return None
+        sealed = fr.unseal(last[1])
+        assert sealed is not None  # read_lines checked the chain
+        return _NewDocs(project, end, last[0], sealed[1].hex(), docs)
 
 
 def _project(frame: fr.Frame) -> str | None:
@@ -663,7 +706,7 @@ def _merge(folder: Path, segments: list[SegmentRef], kept: set[str]) -> list[Seg
     while merge_due(segments):
         group = segments[-FANOUT:]
         size = group[0].n_docs
-        merged = merge_segments([Segment(_read_map(folder / s.name), s.first_doc) for s in group])
+        merged = merge_segments([Segment(read_map(folder / s.name), s.first_doc) for s in group])
         ref = SegmentRef(group[0].first_doc, size * FANOUT)
         _write(folder / ref.name, merged)
         segments = [*segments[:-FANOUT], ref]
@@ -698,49 +741,73 @@ def _problems(store: BaseStore, folder: Path) -> list[str]:
     for e in m.threads:
         if not log_holds(store.thread(e.thread_id), e.log_end, e.digest, exact=False):
             return []  # a log cut or replaced: the next search rebuilds the index
+    owners = _owners(folder, m)
+    if isinstance(owners, str):
+        return [owners]
+    with tempfile.TemporaryDirectory(prefix="continuity-verify-") as scratch:
+        fresh = Path(scratch)
+        try:
+            found = _index_again(store, fresh, m, owners)
+        except ValueError as exc:
+            return [str(exc)]
+        return found + _files_differ(folder, fresh, m)
+
+
+def _owners(folder: Path, m: StoreManifest) -> list[int] | str:
+    """Each document's thread ordinal, as ``docs.bin`` has them; a problem when it cannot."""
     try:
         raw = (folder / "docs.bin").read_bytes()[: m.docs * _DOC.size] if m.docs else b""
     except OSError as exc:
-        return [f"docs.bin cannot be read: {exc}"]
+        return f"docs.bin cannot be read: {exc}"
     runs = np.frombuffer(raw, dtype=STORE_DOC)["thread"]
     if len(runs) != m.docs or (m.docs and int(runs.max()) >= len(m.threads)):
-        return ["docs.bin does not hold the documents its manifest counts"]
+        return "docs.bin does not hold the documents its manifest counts"
+    owners: list[int] = runs.tolist()
+    return owners
+
+
+def _index_again(store: BaseStore, fresh: Path, m: StoreManifest, owners: list[int]) -> list[str]:
+    """Index the logs again into ``fresh``, up to each thread's watermark in ``m``, taking the
+    documents in the order ``owners`` says the index took them; what differs from ``m``.
+    ValueError when ``owners`` holds more documents of a thread than its log makes."""
     streams = [_thread_docs(store, e) for e in m.threads]
-    found: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="continuity-verify-") as scratch:
-        fresh = Path(scratch)
-        entries = [_fresh_entry(store, e) for e in m.threads]
+    entries = [_fresh_entry(store, e) for e in m.threads]
 
-        def documents() -> Iterator[tuple[int, Doc]]:
-            for t in runs.tolist():
-                d = next(streams[t], None)
-                if d is None:
-                    raise ValueError(
-                        f"docs.bin holds more documents of thread {m.threads[t].thread_id} "
-                        "than its log makes"
-                    )
-                yield t, d
+    def documents() -> Iterator[tuple[int, Doc]]:
+        for t in owners:
+            d = next(streams[t], None)
+            if d is None:
+                raise ValueError(
+                    f"docs.bin holds more documents of thread {m.threads[t].thread_id} "
+                    "than its log makes"
+                )
+            yield t, d
 
-        try:
-            want = _add(fresh, _EMPTY, documents(), entries)
-        except ValueError as exc:
-            return [str(exc)]
-        for e, stream in zip(m.threads, streams, strict=True):
-            if next(stream, None) is not None:
-                found.append(f"thread {e.thread_id}: the log makes documents it does not hold")
-        if want != msgspec.structs.replace(m, threads=entries):
-            found.append("manifest.json differs from a fresh index of the logs")
-        names = ["docs.bin", m.tail_name, *(ref.name for ref in m.segments)]
-        for name in dict.fromkeys(names):
-            mine, theirs = folder / name, fresh / name
-            have = mine.read_bytes() if mine.exists() else b""
-            should = theirs.read_bytes() if theirs.exists() else b""
-            if name == "docs.bin":
-                have = have[: m.docs * _DOC.size]
-            elif name == m.tail_name:
-                have = have[: m.tail_bytes]
-            if have != should:
-                found.append(f"{name} differs from a fresh index of the logs")
+    want = _add(fresh, _EMPTY, documents(), entries)
+    found = [
+        f"thread {e.thread_id}: the log makes documents it does not hold"
+        for e, stream in zip(m.threads, streams, strict=True)
+        if next(stream, None) is not None
+    ]
+    if want != msgspec.structs.replace(m, threads=entries):
+        found.append("manifest.json differs from a fresh index of the logs")
+    return found
+
+
+def _files_differ(folder: Path, fresh: Path, m: StoreManifest) -> list[str]:
+    """The files of the index in ``folder`` whose bytes (as far as ``m`` names them) are not
+    the fresh index's."""
+    found = []
+    for name in dict.fromkeys(["docs.bin", m.tail_name, *(ref.name for ref in m.segments)]):
+        mine, theirs = folder / name, fresh / name
+        have = mine.read_bytes() if mine.exists() else b""
+        should = theirs.read_bytes() if theirs.exists() else b""
+        if name == "docs.bin":
+            have = have[: m.docs * _DOC.size]
+        elif name == m.tail_name:
+            have = have[: m.tail_bytes]
+        if have != should:
+            found.append(f"{name} differs from a fresh index of the logs")
     return found
 
 

@@ -12,7 +12,7 @@ them up to date with what was added since, like :mod:`continuity.caches.live` do
   the checks a fresh read makes (each segment's size, the length sum the manifest keeps, seqs in
   order and within the watermark, the tail being ``docs.bin``'s end). A file the process read
   that changed in a way no catch-up explains (a segment still named, a manifest not newer) sends
-  it back to a full read; a rebuild in this process (:func:`~.search_index.cleared`) too.
+  it back to a full read; a rebuild in this process (:func:`~.index.cleared`) too.
 - a store without (the in-memory one, other backends): the same documents, segments and tail
   built in memory from the log, the frames appended since the last use tokenized, after checking
   that the thread still holds the last frame read (else it starts over).
@@ -42,28 +42,28 @@ import numpy as np
 import numpy.typing as npt
 
 from continuity import frames as fr
-from continuity.caches import search_index as _si
-from continuity.caches.search_index import (
-    _VERSION,
-    DOC_RECORD,
-    Doc,
-    SearchManifest,
-    Segment,
-    SegmentRef,
-    ThreadSearchIndex,
-    _doc_decoder,
-    _read_map,
-    build_segment,
-    cleared,
-    doc_of_line,
-    documents_of_lines,
-    log_holds,
-    merge_due,
-    merge_segments,
-    read_manifest,
-)
 from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable, keeps_none
 from continuity.errors import CorruptCache
+from continuity.retrieval import segments as seg_format
+from continuity.retrieval.documents import Doc, doc_of_line, documents_of_lines
+from continuity.retrieval.index import (
+    DOC_DECODER,
+    DOC_RECORD,
+    VERSION,
+    SearchManifest,
+    ThreadSearchIndex,
+    cleared,
+    log_holds,
+    read_manifest,
+)
+from continuity.retrieval.segments import (
+    Segment,
+    SegmentRef,
+    build_segment,
+    merge_due,
+    merge_segments,
+    read_map,
+)
 from continuity.store.base import BaseStore, SearchBackend, Thread
 
 __all__ = ["SearchState", "forget", "search_state"]
@@ -409,7 +409,7 @@ class _FromIndex(_Projection):
             fcntl.flock(fd, fcntl.LOCK_SH)
             manifest_stat = _stat(self.folder / "manifest.json")
             m = read_manifest(self.folder)
-            if m is None or m.version != _VERSION or m.thread_id != self.thread_id:
+            if m is None or m.version != VERSION or m.thread_id != self.thread_id:
                 self._reset()
                 return None
             if m.last_seq < 0 or not log_holds(thread, m.log_end, m.digest, exact=False):
@@ -486,7 +486,7 @@ class _FromIndex(_Projection):
             if seg is None:
                 path = folder / ref.name
                 stats[ref.name] = _stat(path)
-                seg = Segment(_read_map(path), ref.first_doc)
+                seg = Segment(read_map(path), ref.first_doc)
                 if seg.n_docs != ref.n_docs:
                     raise ValueError(f"{ref.name} holds {seg.n_docs} documents")
             else:
@@ -507,7 +507,7 @@ class _FromIndex(_Projection):
                 raw = os.pread(f.fileno(), m.tail_bytes - start, start)
             if len(raw) != m.tail_bytes - start or not raw.endswith(b"\n"):
                 raise ValueError("tail.jsonl is shorter than its manifest says")
-            new = [_doc_decoder.decode(line) for line in raw.splitlines()]
+            new = [DOC_DECODER.decode(line) for line in raw.splitlines()]
             want = self.seqs.view()[first + len(tail.docs) :]
             if [d.seq for d in new] != want.tolist():
                 raise ValueError("tail.jsonl is not the end of docs.bin")
@@ -627,7 +627,7 @@ class _FromLog(_Projection):
         pending = [*tail.docs, *docs]
         sealed = self.n_sealed
         start = 0
-        block, fanout = _si.BLOCK, _si.FANOUT  # read here: tests make them small
+        block, fanout = seg_format.BLOCK, seg_format.FANOUT  # read here: tests make them small
         while len(pending) - start >= block:
             self.refs.append(SegmentRef(sealed, block))
             self.segments.append(Segment(build_segment(pending[start : start + block]), sealed))

@@ -1,0 +1,132 @@
+"""Fusion: BM25's hits and the semantic ranking's, joined by reciprocal rank fusion (ADR 0033).
+
+:func:`fuse` scores each document ``Σ 1 / (c + rank)`` over the lists it is in (rank from 1,
+c = 60), ties to the better best rank, then the lower key; :func:`fused_hits` fuses a search's
+BM25 hits with the nearest documents by cosine (:func:`.vectors.nearest`), as hits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final
+
+import msgspec
+
+from continuity.retrieval.documents import KIND_NAMES, ROLE_NAMES
+from continuity.retrieval.embedders import Embedder
+from continuity.retrieval.ranking import Hit
+from continuity.retrieval.vectors import nearest
+from continuity.store.base import BaseStore
+
+__all__ = ["RRF_C", "Key", "fuse", "fused_hits", "fused_search"]
+
+RRF_C: Final = 60
+
+Key = tuple[str, int]
+"""A document: (thread id, seq)."""
+
+
+def _rrf(lists: Iterable[Sequence[Key]], c: int) -> tuple[dict[Key, float], dict[Key, int]]:
+    scores: dict[Key, float] = {}
+    best: dict[Key, int] = {}
+    for ranked in lists:
+        for rank, key in enumerate(dict.fromkeys(ranked), 1):  # a key counts once a list
+            scores[key] = scores.get(key, 0.0) + 1.0 / (c + rank)
+            best[key] = min(best.get(key, rank), rank)
+    return scores, best
+
+
+def fuse(lists: Iterable[Sequence[Key]], k: int, c: int = RRF_C) -> list[Key]:
+    """Reciprocal rank fusion of ranked lists of keys: each key scores ``Σ 1 / (c + rank)``
+    over the lists it is in (rank from 1; a key repeated in a list counts at its first place);
+    the best ``k`` keys, ties to the better best rank in any list, then the lower key. The
+    lists are summed in the order given, so the same lists give the same floats."""
+    scores, best = _rrf(lists, c)
+    return sorted(scores, key=lambda key: (-scores[key], best[key], key))[:k]
+
+
+def fused_search(
+    store: BaseStore,
+    query: str,
+    embedder: Embedder,
+    bm25_hits: Sequence[Hit],
+    k: int,
+    *,
+    thread: str | None = None,
+    project: str | None = None,
+    depth: int | None = None,
+    c: int = RRF_C,
+) -> list[tuple[str, int, float]]:
+    """BM25's hits (best first, as :func:`~.search.search` ranked them, for the
+    same ``thread``/``project``) fused with the ``depth`` (default: as many as BM25's, at least
+    ``k``) semantic hits by reciprocal rank fusion: the best ``k`` as (thread id, seq, fused
+    score rounded to 6 decimals)."""
+    return [
+        (t, s, score)
+        for (t, s, score, _kind, _role) in _fused(
+            store, query, embedder, bm25_hits, k, thread, project, depth, c
+        )
+    ]
+
+
+def _fused(
+    store: BaseStore,
+    query: str,
+    embedder: Embedder,
+    bm25_hits: Sequence[Hit],
+    k: int,
+    thread: str | None,
+    project: str | None,
+    depth: int | None,
+    c: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[tuple[str, int, float, int, int]]:
+    n = depth if depth is not None else max(k, len(bm25_hits))
+    near = nearest(store, query, embedder, thread, project, n, progress)
+    lexical = [(h.thread_id, h.seq) for h in bm25_hits]
+    semantic = [(t, s) for t, s, _c, _k, _r in near]
+    scores, _best = _rrf([lexical, semantic], c)
+    kinds = {(t, s): (kind, role) for t, s, _c, kind, role in near}
+    return [
+        (t, s, round(scores[(t, s)], 6), *kinds.get((t, s), (0, 0)))
+        for t, s in fuse([lexical, semantic], k, c)
+    ]
+
+
+def fused_hits(
+    store: BaseStore,
+    query: str,
+    embedder: Embedder,
+    bm25_hits: Sequence[Hit],
+    k: int,
+    *,
+    thread: str | None = None,
+    project: str | None = None,
+    depth: int | None = None,
+    c: int = RRF_C,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[Hit], list[Hit]]:
+    """:func:`fused_search` as hits, in fused order with the fused score, and the hits among
+    them that BM25 did not find (no snippet yet: the caller makes one, as for any hit). BM25's
+    hits keep their snippet and matched terms. ``progress`` hears (threads done, threads in
+    all) while the vector cache is made or caught up."""
+    lexical = {(h.thread_id, h.seq): h for h in bm25_hits}
+    out: list[Hit] = []
+    new: list[Hit] = []
+    for t, s, score, kind, role in _fused(
+        store, query, embedder, bm25_hits, k, thread, project, depth, c, progress
+    ):
+        found = lexical.get((t, s))
+        if found is not None:
+            out.append(msgspec.structs.replace(found, score=score))
+            continue
+        hit = Hit(
+            thread_id=t,
+            seq=s,
+            kind=KIND_NAMES.get(kind, "?"),
+            role=ROLE_NAMES.get(role, ""),
+            score=score,
+        )
+        out.append(hit)
+        new.append(hit)
+    return out, new

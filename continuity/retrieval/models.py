@@ -1,0 +1,151 @@
+"""Models: where a semantic model's files live, and fetching one (ADR 0033).
+
+A model2vec model named like ``minishlab/potion-base-8M`` is fetched once
+(:func:`fetch_model`) into ``$CONTINUITY_MODELS`` (default ``$XDG_CACHE_HOME/continuity/models``,
+else ``~/.cache/continuity/models``) as ``<org>--<name>/``, atomically, and checked to load
+before it is put in place; :func:`resolve_model` finds a folder or a fetched model by name and
+:func:`load_model` loads it as a :class:`~.embedders.StaticEmbedder`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from continuity._fs import private_dirs
+from continuity.errors import ModelError
+
+if TYPE_CHECKING:
+    from continuity.retrieval.embedders import StaticEmbedder
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODEL_FILES",
+    "fetch_model",
+    "load_model",
+    "model_folder",
+    "models_home",
+    "resolve_model",
+]
+
+DEFAULT_MODEL: Final = "minishlab/potion-base-8M"
+DEFAULT_BASE_URL: Final = "https://huggingface.co"
+MODEL_FILES: Final = ("model.safetensors", "tokenizer.json", "config.json")
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+_MAX_BYTES: Final = 2 * 1024**3
+
+
+def models_home() -> Path:
+    """Where fetched models live: ``$CONTINUITY_MODELS``, else
+    ``$XDG_CACHE_HOME/continuity/models``, else ``~/.cache/continuity/models``."""
+    chosen = os.environ.get("CONTINUITY_MODELS")
+    if chosen:
+        return Path(chosen).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME")
+    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
+    return base / "continuity" / "models"
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.fullmatch(name) or ".." in name:
+        raise ModelError(f"{name!r} is not a model name (like {DEFAULT_MODEL})")
+    return name
+
+
+def model_folder(name: str = DEFAULT_MODEL, home: Path | None = None) -> Path:
+    """The folder a fetched model ``name`` (``org/name``) lives in: ``<home>/org--name``."""
+    return (home or models_home()) / _check_name(name).replace("/", "--")
+
+
+def resolve_model(spec: str | None = None) -> Path:
+    """The model folder ``spec`` names: a folder path, or the name of a fetched model (default:
+    ``$CONTINUITY_MODEL``, else :data:`DEFAULT_MODEL`). :class:`ModelError` when there is
+    none, saying how to fetch it."""
+    spec = spec or os.environ.get("CONTINUITY_MODEL") or DEFAULT_MODEL
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    if _NAME.fullmatch(spec) and ".." not in spec:
+        folder = model_folder(spec)
+        if folder.is_dir():
+            return folder
+        raise ModelError(
+            f"no model {spec!r}: not a folder here, and not fetched into {folder} "
+            f"(run `continuity model fetch {spec}`)"
+        )
+    raise ModelError(f"no model folder at {path}")
+
+
+def load_model(spec: str | None = None) -> StaticEmbedder:
+    """The :class:`~.embedders.StaticEmbedder` of :func:`resolve_model`'s folder."""
+    from continuity.retrieval.embedders import StaticEmbedder
+
+    return StaticEmbedder(resolve_model(spec))
+
+
+def fetch_model(
+    name: str = DEFAULT_MODEL,
+    *,
+    to: Path | None = None,
+    base_url: str = DEFAULT_BASE_URL,
+    force: bool = False,
+    timeout: float = 60.0,
+) -> Path:
+    """Download a model2vec model's files (:data:`MODEL_FILES`) from
+    ``<base_url>/<name>/resolve/main/<file>`` into ``to`` (default :func:`model_folder`), and
+    return the folder. The files go to a temporary folder beside it, which must load as a
+    model before it is renamed into place: a failure leaves nothing behind. A model already
+    there is kept unless ``force``. :class:`ModelError` for anything that goes wrong."""
+    from continuity.retrieval.embedders import StaticEmbedder
+
+    dest = (to.expanduser() if to is not None else model_folder(name)).absolute()
+    _check_name(name)
+    if dest.exists() and not force:
+        raise ModelError(f"{dest} exists already (--force replaces it)")
+    private_dirs(dest.parent)
+    part = Path(tempfile.mkdtemp(prefix=f".{dest.name}.part-", dir=dest.parent))
+    try:
+        for file in MODEL_FILES:
+            _download(f"{base_url.rstrip('/')}/{name}/resolve/main/{file}", part / file, timeout)
+        try:
+            StaticEmbedder(part)
+        except ModelError as exc:
+            raise ModelError(
+                f"what {base_url} gave for {name} is not a model2vec model: {exc}"
+            ) from None
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+            dest.rename(old)
+            part.rename(dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            part.rename(dest)
+    finally:
+        if part.exists():
+            shutil.rmtree(part, ignore_errors=True)
+    return dest
+
+
+def _download(url: str, path: Path, timeout: float) -> None:
+    if not url.startswith(("https://", "http://")):
+        raise ModelError(f"{url}: only http(s) URLs are fetched")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response, open(path, "wb") as out:
+            got = 0
+            for chunk in iter(lambda: response.read(1 << 20), b""):
+                got += len(chunk)
+                if got > _MAX_BYTES:
+                    raise ModelError(f"{url}: larger than {_MAX_BYTES} bytes, not fetched")
+                out.write(chunk)
+    except urllib.error.HTTPError as exc:
+        what = "not found" if exc.code == 404 else exc.reason
+        raise ModelError(f"{url}: {what} (HTTP {exc.code})") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ModelError(f"cannot fetch {url}: {reason}") from None

@@ -1,0 +1,320 @@
+"""Segments: the sealed inverted indexes a search index is made of, and how they merge.
+
+A segment holds the postings of a run of consecutive documents (:class:`Segment`, built by
+:func:`build_segment`, read in place and memory-mapped when large). An index seals its
+documents ``BLOCK`` (256) at a time, and every ``FANOUT`` (16) equal neighbours merge into one
+(:func:`merge_due`, :func:`merge_segments`) at fixed document counts, up to ``MAX_SEGMENT``
+(65,536; ADR 0011): the set of segments depends only on how many documents exist. A thread's
+index (:mod:`.index`) and the store's (:mod:`.store_index`) use the same format; the documents
+not yet sealed are read as a :class:`DocsSegment`.
+
+The file: a header (magic, documents, terms, postings, vocabulary bytes), the term offsets and
+postings' starts (u64 each), the vocabulary (UTF-8, sorted by code point, padded to 8), the
+postings' local document ids (u32) and weighted counts (u16), padding, then every term's check
+(CRC-32 and Adler-32 of its bytes) ascending with its number of postings: a damaged vocabulary
+cannot silently hide a term or lend it another term's postings (``contracts/caches.md``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import sys
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from continuity.retrieval.documents import Doc
+
+__all__ = [
+    "BLOCK",
+    "FANOUT",
+    "HEADER_BYTES",
+    "MAX_SEGMENT",
+    "DocsSegment",
+    "Segment",
+    "SegmentRef",
+    "build_segment",
+    "merge_due",
+    "merge_segments",
+    "read_map",
+]
+
+BLOCK: Final = 256
+FANOUT: Final = 16
+MAX_SEGMENT: Final = BLOCK * FANOUT**2
+"""No merge makes a segment larger (65,536 documents): an update rewrites at most that many."""
+
+_HEADER: Final = struct.Struct("<8sQQQQ")
+_MAGIC: Final = b"CSEG\x02\x00\x00\x00"  # 2: term checks after the postings
+HEADER_BYTES: Final = _HEADER.size
+"""The size of a segment's header: no segment file is shorter."""
+
+
+def _term_check(key: bytes) -> int:
+    """A term's 64-bit check (CRC-32 and Adler-32 of its UTF-8 bytes): the same on every
+    machine and cheap enough to take for every query term a segment is asked for."""
+    return (zlib.crc32(key) << 32) | zlib.adler32(key)
+
+
+def build_segment(docs: list[Doc]) -> bytes:
+    """The bytes of a segment holding ``docs`` (local doc ids = their order)."""
+    vocab = sorted({t for d in docs for t in d.tf})
+    ids = {t: i for i, t in enumerate(vocab)}
+    term_ids: list[int] = []
+    doc_ids: list[int] = []
+    tfs: list[int] = []
+    lookup = ids.__getitem__
+    for local, d in enumerate(docs):
+        term_ids.extend(map(lookup, d.tf))
+        doc_ids.extend([local] * len(d.tf))
+        tfs.extend(d.tf.values())
+    return _pack(
+        vocab,
+        np.array(term_ids, dtype=np.int64),
+        np.array(doc_ids, dtype=np.uint32),
+        np.minimum(np.array(tfs, dtype=np.int64), 65535).astype(np.uint16),
+        len(docs),
+    )
+
+
+def _pack(
+    vocab: list[str],
+    term_ids: npt.NDArray[np.int32] | npt.NDArray[np.int64],
+    doc_ids: npt.NDArray[np.uint32],
+    tfs: npt.NDArray[np.uint16],
+    n_docs: int,
+) -> bytes:
+    order = np.argsort(term_ids, kind="stable")  # stable: each term's postings stay in doc order
+    counts = np.bincount(term_ids, minlength=len(vocab)) if len(vocab) else np.zeros(0, np.int64)
+    starts = np.zeros(len(vocab) + 1, dtype="<u8")
+    np.cumsum(counts, out=starts[1:])
+    encoded = [t.encode() for t in vocab]
+    offsets = np.zeros(len(vocab) + 1, dtype="<u8")
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    blob = b"".join(encoded)
+    blob += b"\0" * (-len(blob) % 8)
+    # Term checks: every term's check, ascending, with its number of postings. A damaged byte
+    # of the vocabulary, its offsets or the postings' starts would make a term look absent or
+    # give it another term's postings, which a hit's document check cannot see (the document
+    # that should have been a hit is not there to check): each lookup compares what it found
+    # with its term's check (``Segment.postings``).
+    checks = np.fromiter(map(_term_check, encoded), np.uint64, len(encoded))
+    by_check = np.argsort(checks, kind="stable")
+    pad = b"\0" * (-(4 * len(doc_ids) + 2 * len(doc_ids)) % 8)
+    return b"".join(
+        (
+            _HEADER.pack(_MAGIC, n_docs, len(vocab), len(doc_ids), len(blob)),
+            offsets.tobytes(),
+            starts.tobytes(),
+            blob,
+            doc_ids[order].astype("<u4", copy=False).data,
+            tfs[order].astype("<u2", copy=False).data,
+            pad,
+            checks[by_check].astype("<u8").tobytes(),
+            counts[by_check].astype("<u4").tobytes(),
+        )
+    )
+
+
+_LITTLE_ENDIAN: Final = sys.byteorder == "little"
+
+
+class Segment:
+    """A sealed inverted index, read in place (memory-mapped when large)."""
+
+    def __init__(self, data: bytes | mmap.mmap, first_doc: int) -> None:
+        magic, n_docs, n_terms, n_post, blob_len = _HEADER.unpack_from(data, 0)
+        if magic != _MAGIC:
+            raise ValueError("not a continuity search segment")
+        self.data = data
+        self.first_doc = first_doc
+        self.n_docs = n_docs
+        self.n_terms = n_terms
+        pos = _HEADER.size
+        self._offsets = np.frombuffer(data, "<u8", n_terms + 1, pos)
+        # The same offsets as Python ints without a numpy scalar per read: the binary search
+        # of a term reads ~2 log2(terms) of them (native order is the file's on little-endian
+        # machines; elsewhere the numpy array serves).
+        self._offs: Sequence[int] | npt.NDArray[np.uint64] = (
+            memoryview(data)[pos : pos + 8 * (n_terms + 1)].cast("Q")
+            if _LITTLE_ENDIAN
+            else self._offsets
+        )
+        pos += 8 * (n_terms + 1)
+        self._starts = np.frombuffer(data, "<u8", n_terms + 1, pos)
+        pos += 8 * (n_terms + 1)
+        self._blob = pos
+        pos += blob_len
+        self._docs = np.frombuffer(data, "<u4", n_post, pos)
+        pos += 4 * n_post
+        self._tfs = np.frombuffer(data, "<u2", n_post, pos)
+        pos += 2 * n_post
+        pos += -pos % 8
+        self._checks = np.frombuffer(data, "<u8", n_terms, pos)
+        pos += 8 * n_terms
+        self._check_counts = np.frombuffer(data, "<u4", n_terms, pos)
+        if pos + 4 * n_terms != len(data):
+            raise ValueError("a search segment of the wrong length")
+
+    def term(self, i: int) -> str:
+        a, b = int(self._offsets[i]), int(self._offsets[i + 1])
+        return bytes(self.data[self._blob + a : self._blob + b]).decode()
+
+    def terms(self) -> list[str]:
+        """The whole vocabulary, decoded in one go: a newline put at every term boundary (no
+        token holds one), one decode, one split."""
+        if not self.n_terms:
+            return []
+        blob = np.frombuffer(self.data, np.uint8, int(self._offsets[-1]), self._blob)
+        cuts = self._offsets[1:-1].astype(np.intp)
+        out = np.insert(blob, cuts, np.uint8(10)).tobytes().decode().split("\n")
+        if len(out) != self.n_terms:  # a term holding a newline: not one of ours, but readable
+            return [self.term(i) for i in range(self.n_terms)]
+        return out
+
+    def find(self, term: str) -> int:
+        """The id of ``term`` in the vocabulary, or -1. A binary search over the encoded terms:
+        UTF-8 bytes sort as the code points the vocabulary was sorted by."""
+        key = term.encode("utf-8", "surrogatepass")
+        data, offs, base = self.data, self._offs, self._blob
+        lo, hi = 0, self.n_terms
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if data[base + int(offs[mid]) : base + int(offs[mid + 1])] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.n_terms and data[base + int(offs[lo]) : base + int(offs[lo + 1])] == key:
+            return lo
+        return -1
+
+    def postings(self, term: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
+        """(local doc ids ascending, weighted counts) of ``term``; empty arrays if absent.
+        ValueError when the lookup disagrees with the term's check (damage: see ``_pack``)."""
+        i = self.find(term)
+        check = _term_check(term.encode("utf-8", "surrogatepass"))
+        checks = self._checks
+        j = int(checks.searchsorted(np.uint64(check)))
+        listed = j < len(checks) and int(checks[j]) == check
+        if listed != (i >= 0) and not (listed and self._collides(j)):
+            raise ValueError(f"a damaged search segment: term {term!r} against its check")
+        if i >= 0:
+            a, b = int(self._starts[i]), int(self._starts[i + 1])
+            if b - a != int(self._check_counts[j]) and not self._collides(j):
+                raise ValueError(f"a damaged search segment: the postings of {term!r}")
+            return self._docs[a:b], self._tfs[a:b]
+        return self._docs[:0], self._tfs[:0]
+
+    def _collides(self, j: int) -> bool:
+        """Two terms share check ``j`` (about one segment in 10^9): it vouches for neither."""
+        checks = self._checks
+        return j + 1 < len(checks) and checks[j + 1] == checks[j]
+
+    def count(self, term: str, end: int) -> int:
+        """How many documents before ``end`` (a local id) hold ``term``."""
+        docs = self.postings(term)[0]
+        return len(docs) if not len(docs) or int(docs[-1]) < end else int(docs.searchsorted(end))
+
+    def _counts(self) -> npt.NDArray[np.int64]:
+        """The number of postings of each term."""
+        return np.diff(self._starts).astype(np.int64)
+
+    def check(self) -> None:
+        """ValueError unless every term and its number of postings agree with the term checks
+        (a merge reads whole segments: what it writes must not carry damage on)."""
+        vocab = [t.encode("utf-8", "surrogatepass") for t in self.terms()]
+        checks = np.fromiter(map(_term_check, vocab), np.uint64, len(vocab))
+        order = np.argsort(checks, kind="stable")
+        if not (
+            np.array_equal(checks[order], self._checks)
+            and np.array_equal(self._counts()[order], self._check_counts.astype(np.int64))
+            and np.all(self._starts[1:] >= self._starts[:-1])
+        ):
+            raise ValueError("a damaged search segment: its terms disagree with their checks")
+
+
+def merge_segments(segments: list[Segment]) -> bytes:
+    """One segment holding the documents of ``segments`` (consecutive, in order)."""
+    for s in segments:
+        s.check()
+    vocabs = [s.terms() for s in segments]
+    vocab = sorted(set().union(*vocabs))
+    ids = {t: i for i, t in enumerate(vocab)}
+    all_terms: list[npt.NDArray[np.int32]] = []
+    all_docs: list[npt.NDArray[np.uint32]] = []
+    all_tfs: list[npt.NDArray[np.uint16]] = []
+    base = 0
+    for s, local_vocab in zip(segments, vocabs, strict=True):
+        # each posting's term, as an id in the merged vocabulary (int32: a few bytes less per
+        # posting to hold; a segment has far fewer than 2^31 terms)
+        remap = np.fromiter(map(ids.__getitem__, local_vocab), np.int32, len(local_vocab))
+        all_terms.append(np.repeat(remap, s._counts()))
+        all_docs.append(s._docs + np.uint32(base))
+        all_tfs.append(s._tfs)
+        base += s.n_docs
+    # joined, and the parts let go before packing: the peak is what one merge holds at once
+    term_ids = np.concatenate(all_terms) if all_terms else np.zeros(0, np.int32)
+    doc_ids = np.concatenate(all_docs) if all_docs else np.zeros(0, np.uint32)
+    tfs = np.concatenate(all_tfs) if all_tfs else np.zeros(0, np.uint16)
+    del all_terms, all_docs, all_tfs
+    return _pack(vocab, term_ids, doc_ids, tfs, base)
+
+
+class SegmentRef(msgspec.Struct, frozen=True, array_like=True):
+    first_doc: int
+    n_docs: int
+
+    @property
+    def name(self) -> str:
+        return f"seg-{self.first_doc:010d}-{self.n_docs}.bin"
+
+
+def merge_due(segments: Sequence[SegmentRef]) -> bool:
+    """Whether the last 16 of ``segments`` merge into one: they have one size, start at a
+    multiple of the merged size, and the merged one holds at most ``MAX_SEGMENT`` documents."""
+    if len(segments) < FANOUT:
+        return False
+    group = segments[-FANOUT:]
+    size = group[0].n_docs
+    return (
+        size * FANOUT <= MAX_SEGMENT
+        and all(s.n_docs == size for s in group)
+        and group[0].first_doc % (size * FANOUT) == 0
+    )
+
+
+def read_map(path: Path) -> bytes | mmap.mmap:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > 256 * 1024:
+            return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+        return f.read()
+
+
+class DocsSegment:
+    """A few documents (an index's tail) read as a segment without building one: postings are
+    found by looking the term up in each document, as :class:`Segment` would hold them."""
+
+    def __init__(self, docs: list[Doc], first_doc: int) -> None:
+        self.docs = docs
+        self.first_doc = first_doc
+        self.n_docs = len(docs)
+
+    def count(self, term: str, end: int) -> int:
+        """How many documents before ``end`` (a local id) hold ``term``."""
+        return sum(1 for d in self.docs[: max(0, end)] if term in d.tf)
+
+    def postings(self, term: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
+        """(local doc ids ascending, weighted counts) of ``term``; empty arrays if absent."""
+        found = [(i, d.tf[term]) for i, d in enumerate(self.docs) if term in d.tf]
+        return (
+            np.array([i for i, _ in found], dtype=np.uint32),
+            np.array([min(w, 65535) for _, w in found], dtype=np.uint16),
+        )
