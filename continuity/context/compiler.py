@@ -365,6 +365,8 @@ class _Compiler:
             (self.source.message_count_upto(lo - 1), self.source.message_count_upto(t))
             for lo, t in retracted
         ]
+        # The tool exchange in flight (or the newest message) is in every window, summarised
+        # or not; min_recent messages too, as far as recent_messages allows.
         exchange = self._exchange_that_fits(hi, gaps)
         chosen = self._choose(hi, base, gaps, max(self.limits.min_recent, exchange))
         self._explain_choice(chosen, hi, base, gaps, retracted)
@@ -1173,7 +1175,7 @@ def _select(c: _Compiler, recall: str | bool | None, use_caches: bool) -> _Selec
     query: str | None = None
     if recall:
         query = recall if isinstance(recall, str) else _anchor_text(c.source, anchor_seq)
-        recalled, recall_refs = _recall(c, query, recall, summaries, kept, use_caches)
+        recalled, recall_refs = _recall_in_room(c, query, recall, summaries, kept, use_caches)
     return _Selection(
         summaries=summaries,
         recalled=recalled,
@@ -1184,7 +1186,7 @@ def _select(c: _Compiler, recall: str | bool | None, use_caches: bool) -> _Selec
     )
 
 
-def _recall(
+def _recall_in_room(
     c: _Compiler,
     query: str,
     recall: str | bool,
