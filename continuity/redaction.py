@@ -592,51 +592,67 @@ them is gated by one search of all the strings joined."""
 def _plan(value: Any, secret_key: Callable[[str, str], bool], strings: list[str]) -> list[int]:
     """What becomes of each string of ``value``, in the order :func:`_rebuild` meets them: kept
     (:func:`opaque`), replaced whole (under a key that names a secret), or searched (its index
-    in ``strings``, where it is appended). The hot path of a record without secrets: the checks
-    before :func:`opaque` are the cheap ones it can only be true after."""
-    plan: list[int] = []
-    mark = plan.append
-    keep = strings.append
+    in ``strings``, where it is appended)."""
+    planner = _Planner(secret_key, strings)
+    planner.walk(value)
+    return planner.plan
 
-    def walk(v: Any) -> None:
+
+class _Planner:
+    """The walk of :func:`_plan`. The hot path of a record without secrets: the checks before
+    :func:`opaque` are the cheap ones it can only be true after."""
+
+    __slots__ = ("plan", "secret_key", "strings")
+
+    def __init__(self, secret_key: Callable[[str, str], bool], strings: list[str]) -> None:
+        self.plan: list[int] = []
+        self.secret_key = secret_key
+        self.strings = strings
+
+    def walk(self, v: Any) -> None:
         if isinstance(v, dict):
-            for k, item in v.items():
-                if isinstance(item, str):
-                    if (
-                        k in OPAQUE_KEYS
-                        or k == "data"
-                        or len(item) >= _BINARY_MIN_CHARS
-                        or item.startswith("data:")
-                    ) and opaque(k, item, v):
-                        mark(_KEEP)
-                    elif isinstance(k, str) and secret_key(k, item):
-                        mark(_FIELD)
-                    else:
-                        mark(len(strings))
-                        keep(item)
-                elif not isinstance(item, _SCALARS):
-                    walk(item)
+            self.members(v)
         elif isinstance(v, list | tuple):
-            for item in v:
-                if isinstance(item, str):
-                    if opaque(None, item, _NO_PARENT):
-                        mark(_KEEP)
-                    else:
-                        mark(len(strings))
-                        keep(item)
-                elif not isinstance(item, _SCALARS):
-                    walk(item)
+            self.items(v)
         elif isinstance(v, str):
-            if opaque(None, v, _NO_PARENT):
-                mark(_KEEP)
-            else:
-                mark(len(strings))
-                keep(v)
+            self.string(v)
         elif not isinstance(v, _LEAVES):
-            walk(_builtins(v))
+            self.walk(_builtins(v))
 
-    walk(value)
-    return plan
+    def members(self, v: dict[Any, Any]) -> None:
+        mark = self.plan.append
+        strings = self.strings
+        for k, item in v.items():
+            if isinstance(item, str):
+                if (
+                    k in OPAQUE_KEYS
+                    or k == "data"
+                    or len(item) >= _BINARY_MIN_CHARS
+                    or item.startswith("data:")
+                ) and opaque(k, item, v):
+                    mark(_KEEP)
+                elif isinstance(k, str) and self.secret_key(k, item):
+                    mark(_FIELD)
+                else:
+                    mark(len(strings))
+                    strings.append(item)
+            elif not isinstance(item, _SCALARS):
+                self.walk(item)
+
+    def items(self, v: list[Any] | tuple[Any, ...]) -> None:
+        for item in v:
+            if isinstance(item, str):
+                self.string(item)
+            elif not isinstance(item, _SCALARS):
+                self.walk(item)
+
+    def string(self, v: str) -> None:
+        """A string that is not a member's value (a list's item, the value itself)."""
+        if opaque(None, v, _NO_PARENT):
+            self.plan.append(_KEEP)
+        else:
+            self.plan.append(len(self.strings))
+            self.strings.append(v)
 
 
 def _builtins(value: Any) -> Any:
@@ -650,46 +666,61 @@ def _builtins(value: Any) -> Any:
 def _rebuild(value: Any, plan: list[int], found: list[tuple[str, int]]) -> Any:
     """``value`` with the strings :func:`_plan` met replaced as ``found`` says (the objects that
     hold none of them are the same objects)."""
-    step = iter(plan)
+    return _Rebuilder(plan, found).walk(value)
 
-    def new(v: str) -> str:
-        i = next(step)
+
+class _Rebuilder:
+    """The walk of :func:`_rebuild`: the same walk as :class:`_Planner`'s, a container copied
+    only when something in it changes."""
+
+    __slots__ = ("found", "step")
+
+    def __init__(self, plan: list[int], found: list[tuple[str, int]]) -> None:
+        self.step = iter(plan)
+        self.found = found
+
+    def string(self, v: str) -> str:
+        i = next(self.step)
         if i == _FIELD:
             return _ASSIGNMENT_MARKER
-        return v if i == _KEEP or not found[i][1] else found[i][0]
+        return v if i == _KEEP or not self.found[i][1] else self.found[i][0]
 
-    def walk(v: Any) -> Any:
+    def walk(self, v: Any) -> Any:
         if isinstance(v, str):
-            return new(v)
+            return self.string(v)
         if isinstance(v, dict):
-            out: dict[Any, Any] | None = None
-            for k, item in v.items():
-                if isinstance(item, _SCALARS):
-                    continue
-                changed = new(item) if isinstance(item, str) else walk(item)
-                if changed is not item:
-                    if out is None:
-                        out = dict(v)
-                    out[k] = changed
-            return v if out is None else out
+            return self.members(v)
         if isinstance(v, list | tuple):
-            items: list[Any] | None = None
-            for i, item in enumerate(v):
-                if isinstance(item, _SCALARS):
-                    continue
-                changed = walk(item)
-                if changed is not item:
-                    if items is None:
-                        items = list(v)
-                    items[i] = changed
-            return v if items is None else items
+            return self.items(v)
         if isinstance(v, _LEAVES):
             return v
         plain = _builtins(v)
-        changed = walk(plain)
+        changed = self.walk(plain)
         return v if changed is plain else changed
 
-    return walk(value)
+    def members(self, v: dict[Any, Any]) -> dict[Any, Any]:
+        out: dict[Any, Any] | None = None
+        for k, item in v.items():
+            if isinstance(item, _SCALARS):
+                continue
+            changed = self.string(item) if isinstance(item, str) else self.walk(item)
+            if changed is not item:
+                if out is None:
+                    out = dict(v)
+                out[k] = changed
+        return v if out is None else out
+
+    def items(self, v: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
+        items: list[Any] | None = None
+        for i, item in enumerate(v):
+            if isinstance(item, _SCALARS):
+                continue
+            changed = self.walk(item)
+            if changed is not item:
+                if items is None:
+                    items = list(v)
+                items[i] = changed
+        return v if items is None else items
 
 
 # --- the redactor ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from continuity import frames as fr
 from continuity.context.compiler import CompileResult, compile_context
 from continuity.errors import ContextTooSmall
+from continuity.store.artifacts import artifact_id
 from continuity.store.base import BaseStore
 from continuity.summary import CUMULATIVE_V1, SummaryContent, SummaryDoc, summary_bytes
 
@@ -155,92 +156,119 @@ def scripts(
     Seqs are known while building: frame i of the script gets seq i + 1 (seq 0 is the
     ``thread_created`` the store adds).
     """
-    script = Script()
-    tool_ids: list[str] = []
-    n_msg = 0
-    n_tool = 0
-
-    def next_seq() -> int:
-        return len(script.frames) + 1
-
-    message_seqs: list[int] = []
-
-    def add(frame: fr.Frame) -> None:
-        if isinstance(frame, fr.MessageAppended):
-            message_seqs.append(next_seq())
-        script.frames.append(frame)
-
+    b = _ScriptBuilder(draw, split_calls)
     steps = draw(st.integers(1, max_steps))
     for _ in range(steps):
         choices = ["text", "text", "tool", "tool"]
         if split_calls:
             choices.append("multi")
-        if observations and tool_ids:
+        if observations and b.tool_ids:
             choices.append("obs")
-        if checkpoints and next_seq() > 1:
+        if checkpoints and b.next_seq() > 1:
             choices.append("ckpt")
-        if retractions and message_seqs:
+        if retractions and b.message_seqs:
             choices.append("retract")
         kind = draw(st.sampled_from(choices))
-        if kind == "text":
-            n_msg += 1
-            role: fr.Role = draw(st.sampled_from(["user", "assistant"]))
-            size = draw(st.integers(0, 400))
-            add(text(role, f"m{n_msg} " + "x" * size, f"m{n_msg}"))
-        elif kind == "tool":
-            n_msg += 1
-            n_tool += 1
-            tid = f"tu{n_tool}"
-            add(call(f"m{n_msg}", tid, command=f"cmd {n_tool}"))
-            if draw(st.booleans()) and split_calls:
-                n_msg += 1  # something between a call and its result
-                add(text("assistant", f"m{n_msg} waiting", f"m{n_msg}"))
-            n_msg += 1
-            lines = draw(st.integers(1, 6))
-            width = draw(st.integers(0, 300))
-            body = "\n".join(f"out{n_tool}.{i} " + "y" * width for i in range(lines))
-            add(result(f"m{n_msg}", tid, body, is_error=draw(st.booleans())))
-            tool_ids.append(tid)
-        elif kind == "multi":
-            # Two calls in two assistant messages, then their results one message each.
-            ids = []
-            for _ in range(2):
-                n_msg += 1
-                n_tool += 1
-                ids.append(f"tu{n_tool}")
-                add(call(f"m{n_msg}", ids[-1], "Read", file_path=f"/f{n_tool}"))
-            for tid in ids:
-                n_msg += 1
-                add(result(f"m{n_msg}", tid, f"contents of {tid}\nline 2"))
-            tool_ids.extend(ids)
-        elif kind == "retract":
-            picked = draw(st.lists(st.sampled_from(message_seqs), min_size=1, max_size=3))
-            spans = [fr.SeqSpan(from_seq=q, to_seq=q) for q in sorted(set(picked))]
-            add(fr.MessagesRetracted(spans=spans, reason="test"))
-        elif kind == "obs":
-            tid = draw(st.sampled_from(tool_ids))
-            add(fr.ObservationRecorded(tool_use_id=tid, text=f"observed {tid}"))
-        else:
-            to_seq = draw(st.integers(0, next_seq() - 1))
-            ckind = draw(st.sampled_from(_KINDS))
-            cid = f"c{len(script.frames)}"
-            doc = SummaryDoc(
-                thread_id=THREAD,
-                to_seq=to_seq,
-                produced_by="test",
-                text=f"summary {cid} through {to_seq} " + "s" * draw(st.integers(0, 200)),
-                summary_kind=ckind,
-            )
-            data = summary_bytes(doc)
-            from continuity.store.artifacts import artifact_id
+        b.steps[kind]()
+    return b.script
 
-            aid = artifact_id(data)
-            if draw(st.integers(0, 9)) == 0:
-                script.missing.add(cid)
-            else:
-                script.summaries[aid] = data
-            add(checkpoint(cid, to_seq, aid, kind=ckind))
-    return script
+
+class _ScriptBuilder:
+    """The steps of :func:`scripts`, each drawing what it needs and adding its frames."""
+
+    def __init__(self, draw: st.DrawFn, split_calls: bool) -> None:
+        self.draw = draw
+        self.split_calls = split_calls
+        self.script = Script()
+        self.tool_ids: list[str] = []
+        self.message_seqs: list[int] = []
+        self.n_msg = 0
+        self.n_tool = 0
+        self.steps: dict[str, Callable[[], None]] = {
+            "text": self.text,
+            "tool": self.tool,
+            "multi": self.multi,
+            "retract": self.retract,
+            "obs": self.observation,
+            "ckpt": self.checkpoint,
+        }
+
+    def next_seq(self) -> int:
+        return len(self.script.frames) + 1
+
+    def add(self, frame: fr.Frame) -> None:
+        if isinstance(frame, fr.MessageAppended):
+            self.message_seqs.append(self.next_seq())
+        self.script.frames.append(frame)
+
+    def next_mid(self) -> str:
+        self.n_msg += 1
+        return f"m{self.n_msg}"
+
+    def next_tool_id(self) -> str:
+        self.n_tool += 1
+        return f"tu{self.n_tool}"
+
+    def text(self) -> None:
+        mid = self.next_mid()
+        role: fr.Role = self.draw(st.sampled_from(["user", "assistant"]))
+        size = self.draw(st.integers(0, 400))
+        self.add(text(role, f"{mid} " + "x" * size, mid))
+
+    def tool(self) -> None:
+        draw = self.draw
+        mid = self.next_mid()
+        tid = self.next_tool_id()
+        self.add(call(mid, tid, command=f"cmd {self.n_tool}"))
+        if draw(st.booleans()) and self.split_calls:
+            waiting = self.next_mid()  # something between a call and its result
+            self.add(text("assistant", f"{waiting} waiting", waiting))
+        mid = self.next_mid()
+        lines = draw(st.integers(1, 6))
+        width = draw(st.integers(0, 300))
+        body = "\n".join(f"out{self.n_tool}.{i} " + "y" * width for i in range(lines))
+        self.add(result(mid, tid, body, is_error=draw(st.booleans())))
+        self.tool_ids.append(tid)
+
+    def multi(self) -> None:
+        """Two calls in two assistant messages, then their results one message each."""
+        ids = []
+        for _ in range(2):
+            mid = self.next_mid()
+            ids.append(self.next_tool_id())
+            self.add(call(mid, ids[-1], "Read", file_path=f"/f{self.n_tool}"))
+        for tid in ids:
+            self.add(result(self.next_mid(), tid, f"contents of {tid}\nline 2"))
+        self.tool_ids.extend(ids)
+
+    def retract(self) -> None:
+        picked = self.draw(st.lists(st.sampled_from(self.message_seqs), min_size=1, max_size=3))
+        spans = [fr.SeqSpan(from_seq=q, to_seq=q) for q in sorted(set(picked))]
+        self.add(fr.MessagesRetracted(spans=spans, reason="test"))
+
+    def observation(self) -> None:
+        tid = self.draw(st.sampled_from(self.tool_ids))
+        self.add(fr.ObservationRecorded(tool_use_id=tid, text=f"observed {tid}"))
+
+    def checkpoint(self) -> None:
+        draw = self.draw
+        to_seq = draw(st.integers(0, self.next_seq() - 1))
+        ckind = draw(st.sampled_from(_KINDS))
+        cid = f"c{len(self.script.frames)}"
+        doc = SummaryDoc(
+            thread_id=THREAD,
+            to_seq=to_seq,
+            produced_by="test",
+            text=f"summary {cid} through {to_seq} " + "s" * draw(st.integers(0, 200)),
+            summary_kind=ckind,
+        )
+        data = summary_bytes(doc)
+        aid = artifact_id(data)
+        if draw(st.integers(0, 9)) == 0:
+            self.script.missing.add(cid)
+        else:
+            self.script.summaries[aid] = data
+        self.add(checkpoint(cid, to_seq, aid, kind=ckind))
 
 
 def limits_strategy(*, budget: bool = True) -> st.SearchStrategy[fr.Limits]:

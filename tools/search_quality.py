@@ -253,56 +253,79 @@ def check_labels(store: Store, queries: QuerySet, fixtures: Path = FIXTURES) -> 
     ids = set()
     v2 = queries.version >= 2
     lines = LineIndex(store, fixtures) if v2 else None
-    df = _message_df(store) if v2 else Counter[str]()
+    df = _message_df(store) if v2 else None
     for q in queries.queries:
         if q.id in ids:
             problems.append(f"{q.id}: duplicate id")
         ids.add(q.id)
-        if v2 and q.kind not in KINDS:
-            problems.append(f"{q.id}: kind {q.kind!r} is none of {', '.join(KINDS)}")
-        if v2 and q.split not in SPLITS:
-            problems.append(f"{q.id}: split {q.split!r} is none of {', '.join(SPLITS)}")
-        query = _norm(q.query)
-        query_tokens = _words(q.query)
+        if v2:
+            problems += _kind_problems(q)
         for a in q.answers:
-            evidence = _norm(a.evidence)
             if lines is not None:
-                if not a.file or not a.lines:
-                    problems.append(f"{q.id}: an answer without file and lines")
-                derived: set[tuple[str, int]] = set()
-                for n in a.lines:
-                    where = lines.locate(a.file, n)
-                    if isinstance(where, str):
-                        problems.append(f"{q.id}: {where}")
-                        continue
-                    derived.add(where[:2])
-                    if evidence not in _norm(where[2]):
-                        problems.append(f"{q.id}: {a.file}:{n} does not contain {a.evidence!r}")
-                labelled = {(a.thread, s) for s in a.seqs}
-                if derived and derived != labelled:
-                    got = ", ".join(f"{t}@{s}" for t, s in sorted(derived))
-                    problems.append(
-                        f"{q.id}: {a.file}:{a.lines} are {got}, labelled "
-                        f"{a.thread}@{a.seqs} (run --derive)"
-                    )
-            for seq in a.seqs:
-                text = _answer_text(store, a.thread, seq)
-                if text is None:
-                    problems.append(f"{q.id}: no frame {a.thread}@{seq}")
-                    continue
-                if evidence not in _norm(text):
-                    problems.append(f"{q.id}: {a.thread}@{seq} does not contain {a.evidence!r}")
-                if query in _norm(text):
-                    problems.append(f"{q.id}: the query is copied from {a.thread}@{seq}")
-                if v2 and q.kind == "paraphrase":
-                    copied = sorted(
-                        t for t in query_tokens & _words(text) if df[t] <= DISTINCTIVE_DF
-                    )
-                    if copied:
-                        problems.append(
-                            f"{q.id}: a paraphrase uses words distinctive of {a.thread}@{seq}: "
-                            + ", ".join(copied)
-                        )
+                problems += _line_problems(q.id, a, lines)
+            problems += _seq_problems(store, q, a, df)
+    return problems
+
+
+def _kind_problems(q: Query) -> list[str]:
+    """(version 2) A kind or split that is none of the known ones."""
+    problems = []
+    if q.kind not in KINDS:
+        problems.append(f"{q.id}: kind {q.kind!r} is none of {', '.join(KINDS)}")
+    if q.split not in SPLITS:
+        problems.append(f"{q.id}: split {q.split!r} is none of {', '.join(SPLITS)}")
+    return problems
+
+
+def _line_problems(qid: str, a: Answer, lines: LineIndex) -> list[str]:
+    """(version 2) The answer's transcript lines: each one a message of the store holding the
+    evidence, and together the messages the answer is labelled with."""
+    problems = []
+    if not a.file or not a.lines:
+        problems.append(f"{qid}: an answer without file and lines")
+    evidence = _norm(a.evidence)
+    derived: set[tuple[str, int]] = set()
+    for n in a.lines:
+        where = lines.locate(a.file, n)
+        if isinstance(where, str):
+            problems.append(f"{qid}: {where}")
+            continue
+        derived.add(where[:2])
+        if evidence not in _norm(where[2]):
+            problems.append(f"{qid}: {a.file}:{n} does not contain {a.evidence!r}")
+    labelled = {(a.thread, s) for s in a.seqs}
+    if derived and derived != labelled:
+        got = ", ".join(f"{t}@{s}" for t, s in sorted(derived))
+        problems.append(
+            f"{qid}: {a.file}:{a.lines} are {got}, labelled {a.thread}@{a.seqs} (run --derive)"
+        )
+    return problems
+
+
+def _seq_problems(store: Store, q: Query, a: Answer, df: Counter[str] | None) -> list[str]:
+    """The answer's frames: each one there, holding the evidence, not the query's source;
+    and with ``df`` (version 2), a paraphrase's query using no word distinctive of them."""
+    problems = []
+    query = _norm(q.query)
+    evidence = _norm(a.evidence)
+    distinct = df if q.kind == "paraphrase" else None
+    for seq in a.seqs:
+        text = _answer_text(store, a.thread, seq)
+        if text is None:
+            problems.append(f"{q.id}: no frame {a.thread}@{seq}")
+            continue
+        if evidence not in _norm(text):
+            problems.append(f"{q.id}: {a.thread}@{seq} does not contain {a.evidence!r}")
+        if query in _norm(text):
+            problems.append(f"{q.id}: the query is copied from {a.thread}@{seq}")
+        if distinct is not None:
+            shared = _words(q.query) & _words(text)
+            copied = sorted(t for t in shared if distinct[t] <= DISTINCTIVE_DF)
+            if copied:
+                problems.append(
+                    f"{q.id}: a paraphrase uses words distinctive of {a.thread}@{seq}: "
+                    + ", ".join(copied)
+                )
     return problems
 
 

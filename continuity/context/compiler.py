@@ -246,9 +246,28 @@ class _Compiler:
         return frozenset(gone)
 
     def summaries(self, anchor_seq: int) -> list[SummaryItem]:
-        unreadable: dict[str, CheckpointEntry] = {}
-        problems: dict[str, str] = {}
+        """The summaries the halving rule selects at the anchor, passing over the checkpoints
+        a retraction took back and those whose summary cannot be read; every ignored
+        checkpoint is recorded as a reset, and an unreadable one the rule chose is named in
+        the notes."""
         retracted = self.retracted_checkpoints(anchor_seq)
+        items, unreadable = self._readable_summaries(anchor_seq, retracted)
+        self._reset_ignored(anchor_seq, [c for c, _ in unreadable.values()])
+        self._note_unreadable(items, unreadable)
+        if items:
+            tos = ", ".join(str(i.to_seq) for i in items)
+            self.reasons.append(
+                f"summaries: {len(items)} selected by the halving rule (to_seq {tos})"
+            )
+        return items
+
+    def _readable_summaries(
+        self, anchor_seq: int, retracted: frozenset[str]
+    ) -> tuple[list[SummaryItem], dict[str, tuple[CheckpointEntry, str]]]:
+        """The halving rule's selection, chosen again without each checkpoint whose summary
+        cannot be read until every summary it selects can be; and the unreadable ones (by
+        checkpoint id, with what is wrong with their artifact)."""
+        unreadable: dict[str, tuple[CheckpointEntry, str]] = {}
         while True:
             excluded = frozenset(unreadable) | retracted
 
@@ -260,8 +279,7 @@ class _Compiler:
             for c in selected:
                 text, problem = self._summary_text(c)
                 if text is None:
-                    unreadable[c.checkpoint_id] = c
-                    problems[c.checkpoint_id] = problem
+                    unreadable[c.checkpoint_id] = (c, problem)
                     break
                 items.append(
                     SummaryItem(
@@ -275,10 +293,12 @@ class _Compiler:
                     )
                 )
             else:
-                break
+                return items, unreadable
+
+    def _reset_ignored(self, anchor_seq: int, unreadable: list[CheckpointEntry]) -> None:
         # Every ignored checkpoint the anchor could see is a reset, whatever its to_seq: an
         # unreadable one may have been a lower tier, and an unsupported one may tie a selected one.
-        ignored = [*self.source.other_checkpoints(anchor_seq), *unreadable.values()]
+        ignored = [*self.source.other_checkpoints(anchor_seq), *unreadable]
         for c in sorted(ignored, key=lambda c: c.seq):
             if c.summary_kind != CUMULATIVE_V1:
                 self.resets.append(
@@ -290,7 +310,11 @@ class _Compiler:
                     f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) ignored: "
                     f"summary artifact {c.summary_artifact_id} cannot be read"
                 )
-        for c in sorted(unreadable.values(), key=lambda c: c.seq):
+
+    def _note_unreadable(
+        self, items: list[SummaryItem], unreadable: dict[str, tuple[CheckpointEntry, str]]
+    ) -> None:
+        for c, problem in sorted(unreadable.values(), key=lambda u: u[0].seq):
             # The rule chose it, so what it covered leaves the bundle unless an older summary
             # takes its place: a consumer must know (and the CLI warns).
             older = [i for i in items if i.to_seq < c.to_seq]
@@ -303,14 +327,8 @@ class _Compiler:
             self.notes.append(
                 f"summary_unreadable: checkpoint {c.checkpoint_id} (seq {c.seq}, to_seq "
                 f"{c.to_seq}) was passed over: its summary artifact {c.summary_artifact_id} "
-                f"{problems[c.checkpoint_id]}; {instead}"
+                f"{problem}; {instead}"
             )
-        if items:
-            tos = ", ".join(str(i.to_seq) for i in items)
-            self.reasons.append(
-                f"summaries: {len(items)} selected by the halving rule (to_seq {tos})"
-            )
-        return items
 
     def _summary_text(self, c: CheckpointEntry) -> tuple[str | None, str]:
         """The summary's text, or None and what is wrong with its artifact (in fixed words:
@@ -340,7 +358,6 @@ class _Compiler:
         their tool uses. When the latest user message that holds more than tool results is not
         among them, it comes first, alone (the *pinned* message): a request always holds the
         turn it answers. Returns (pinned or None, the window, observations)."""
-        limits = self.limits
         hi = self.source.message_count_upto(anchor_seq)
         base = self.source.message_count_upto(after_seq) if after_seq >= 0 else 0
         retracted = self.source.marks().retracted(anchor_seq)
@@ -350,18 +367,58 @@ class _Compiler:
         ]
         # The tool exchange in flight (or the newest message) is in every window, summarised
         # or not; min_recent messages too, as far as recent_messages allows.
+        exchange = self._exchange_that_fits(hi, gaps)
+        chosen = self._choose(hi, base, gaps, max(self.limits.min_recent, exchange))
+        self._explain_choice(chosen, hi, base, gaps, retracted)
+        messages, observations = self._read_chosen(chosen, anchor_seq, retracted)
+        start = _valid_start(messages, 0)
+        if start:
+            self.reasons.append(
+                f"window: {start} leading message(s) dropped (tool result without its call)"
+            )
+        messages = messages[start:]
+        pinned = None
+        if not any(_is_user_turn(m) for m in messages):
+            pinned, messages = self._pin_user_turn(messages, min(chosen) if chosen else hi, gaps)
+        if pinned is not None and exchange + 1 > self.limits.recent_messages:
+            self._too_few(exchange + 1)
+        return pinned, messages, observations
+
+    def _exchange_that_fits(self, hi: int, gaps: list[tuple[int, int]]) -> int:
+        """How many of the newest messages the tool exchange in flight takes: it is in every
+        window, summarised or not (:class:`ContextTooSmall` when ``recent_messages`` cannot
+        hold it, with the user turn before it)."""
         exchange, user_inside = self._exchange(hi, gaps)
-        if exchange > limits.recent_messages:
+        if exchange > self.limits.recent_messages:
             before = 0 if user_inside else self._has_user_turn(hi, gaps, exchange)
             self._too_few(exchange + before)
-        floor = max(limits.min_recent, exchange)
-        chosen: list[int] = []  # ordinals, newest first
+        return exchange
+
+    def _choose(self, hi: int, base: int, gaps: list[tuple[int, int]], floor: int) -> list[int]:
+        """The ordinals of the window, newest first: the live messages below ``hi``, at most
+        ``recent_messages``, reaching below ``base`` (into the summary) for ``floor`` of them
+        (``min_recent`` and the exchange in flight)."""
+        recent = self.limits.recent_messages
+        chosen: list[int] = []
         for o in _live_ordinals(hi, gaps):
-            if len(chosen) >= limits.recent_messages:
+            if len(chosen) >= recent:
                 break
             if o < base and len(chosen) >= floor:
                 break
             chosen.append(o)
+        return chosen
+
+    def _explain_choice(
+        self,
+        chosen: list[int],
+        hi: int,
+        base: int,
+        gaps: list[tuple[int, int]],
+        retracted: list[tuple[int, int]],
+    ) -> None:
+        """The reasons of the choice: messages after the summary left out, messages before it
+        kept, retracted spans skipped."""
+        limits = self.limits
         # the live messages after the summary: all of them but the retracted ones
         live_after = max(0, hi - base) - sum(
             max(0, min(g_hi, hi) - max(g_lo, base)) for g_lo, g_hi in gaps
@@ -384,51 +441,56 @@ class _Compiler:
                 + ", ".join(f"seq {lo}..{t}" if lo != t else f"seq {lo}" for lo, t in retracted)
                 + ")"
             )
+
+    def _read_chosen(
+        self, chosen: list[int], anchor_seq: int, retracted: list[tuple[int, int]]
+    ) -> tuple[list[fr.MessageAppended], dict[str, str]]:
+        """The chosen messages read from the log, in log order, and the observations recorded
+        among them (by tool use id)."""
         messages: list[fr.MessageAppended] = []
         observations: dict[str, str] = {}
-        if chosen:
-            wanted = {self.source.message_seq(o) for o in chosen}
-            first = min(wanted)
-            for lo_seq, hi_seq in _runs(first, anchor_seq, retracted):
-                for frame in self.source.frames(lo_seq, hi_seq):
-                    if isinstance(frame, fr.MessageAppended):
-                        if frame.seq not in wanted:
-                            break
-                        messages.append(frame)
-                    elif isinstance(frame, fr.ObservationRecorded):
-                        observations[frame.tool_use_id] = frame.text
-            if len(messages) != len(wanted):
-                # The window is every live message from the first chosen to the anchor, so
-                # the log read must hold exactly the chosen ones: any other message, or one
-                # missing, means the message index names seqs the log does not (a damaged
-                # cache). Never compile from it: the caller rebuilds and selects again.
-                raise CorruptCache(
-                    self.thread.id,
-                    f"the message index does not match the log between seq {first} and "
-                    f"{anchor_seq}",
-                )
-        start = _valid_start(messages, 0)
-        if start:
-            self.reasons.append(
-                f"window: {start} leading message(s) dropped (tool result without its call)"
+        if not chosen:
+            return messages, observations
+        wanted = {self.source.message_seq(o) for o in chosen}
+        first = min(wanted)
+        for lo_seq, hi_seq in _runs(first, anchor_seq, retracted):
+            for frame in self.source.frames(lo_seq, hi_seq):
+                if isinstance(frame, fr.MessageAppended):
+                    if frame.seq not in wanted:
+                        break
+                    messages.append(frame)
+                elif isinstance(frame, fr.ObservationRecorded):
+                    observations[frame.tool_use_id] = frame.text
+        if len(messages) != len(wanted):
+            # The window is every live message from the first chosen to the anchor, so the log
+            # read must hold exactly the chosen ones: any other message, or one missing, means
+            # the message index names seqs the log does not (a damaged cache). Never compile
+            # from it: the caller rebuilds and selects again.
+            raise CorruptCache(
+                self.thread.id,
+                f"the message index does not match the log between seq {first} and {anchor_seq}",
             )
-        messages = messages[start:]
-        pinned = None
-        if not any(_is_user_turn(m) for m in messages):
-            lowest = min(chosen) if chosen else hi
-            pinned = self._latest_user_turn(lowest, gaps)
-            if pinned is not None and len(messages) >= max(1, limits.recent_messages):
-                # the pinned message counts: the oldest of the window gives way to it
-                cut = len(messages) - limits.recent_messages + 1
-                messages = messages[_valid_start(messages, cut) :]
-            if pinned is not None:
-                self.reasons.append(
-                    f"window: the latest user turn (seq {pinned.seq}) kept before the newest "
-                    f"{len(messages)} message(s)"
-                )
-        if pinned is not None and exchange + 1 > limits.recent_messages:
-            self._too_few(exchange + 1)
-        return pinned, messages, observations
+        return messages, observations
+
+    def _pin_user_turn(
+        self, messages: list[fr.MessageAppended], lowest: int, gaps: list[tuple[int, int]]
+    ) -> tuple[fr.MessageAppended | None, list[fr.MessageAppended]]:
+        """The latest user turn below ordinal ``lowest`` (the window holds none), pinned before
+        the window, whose oldest message gives way to it when the window is full; and the
+        window."""
+        recent = self.limits.recent_messages
+        pinned = self._latest_user_turn(lowest, gaps)
+        if pinned is None:
+            return None, messages
+        if len(messages) >= max(1, recent):
+            # the pinned message counts: the oldest of the window gives way to it
+            cut = len(messages) - recent + 1
+            messages = messages[_valid_start(messages, cut) :]
+        self.reasons.append(
+            f"window: the latest user turn (seq {pinned.seq}) kept before the newest "
+            f"{len(messages)} message(s)"
+        )
+        return pinned, messages
 
     def _too_few(self, need: int) -> None:
         raise ContextTooSmall(
@@ -714,13 +776,55 @@ class _Compiler:
         summaries (oldest first) make room for the newest messages. What a request cannot go
         without — the latest user turn and the tool exchange in flight — always stays, its
         largest blocks given up to stubs if it must, or :class:`ContextTooSmall` names the
-        budget. ``pinned``: the first item is the pinned user turn, apart from the window."""
+        budget. ``pinned``: the first item is the pinned user turn, apart from the window.
+        ``summaries`` loses the ones dropped."""
         budget = self.limits.budget_tokens
         head = items[:1] if pinned else []
         body = items[1:] if pinned else list(items)
         body_src = sources[1:] if pinned else sources
         if budget is None:
             return summaries, [*head, *body]
+        head, required, user_idx = self._squeeze_in_flight(head, body, body_src, budget)
+        last = required if user_idx is None else user_idx
+        start = self._window_start(summaries, body, body_src, budget - _tokens(head), last)
+        if user_idx is not None and start > user_idx:
+            # the budget cut the user turn out of the window: it stays, before the newest part
+            head = [body[user_idx]]
+            self.reasons.append(
+                f"budget: the latest user turn (seq {head[0].seq}) kept before the newest messages"
+            )
+            room = budget - _tokens(head)
+            start = max(self._window_start(summaries, body, body_src, room, required), user_idx + 1)
+        if start:
+            self.reasons.append(
+                f"budget: window cut to {len(body) - start} of {len(body)} messages "
+                f"to fit {budget} tokens"
+            )
+        kept = [*head, *body[start:]]
+        for item in kept:
+            note = self.elided.get(item.seq)
+            if note is not None:
+                self.notes.append(note)
+                self.reasons.append(note)
+        used = _tokens(kept)
+        while summaries and _tokens(summaries) + used > budget:
+            dropped = summaries.pop(0)
+            self.reasons.append(f"budget: summary to_seq {dropped.to_seq} dropped")
+        return summaries, kept
+
+    def _squeeze_in_flight(
+        self,
+        head: list[MessageItem],
+        body: list[MessageItem],
+        body_src: list[fr.MessageAppended],
+        budget: int,
+    ) -> tuple[list[MessageItem], int, int | None]:
+        """Make what a request cannot go without fit the budget on its own: the pinned ``head``
+        (or else the latest user turn in ``body``) and the tool exchange in flight, their
+        largest blocks given up to stubs (in ``body`` itself); :class:`ContextTooSmall` when
+        even that is too much. Returns the head, where the exchange in flight starts in
+        ``body``, and the index of the user turn in ``body`` when it must stay and is before
+        the exchange (else None)."""
         required = _required_from(body_src)
         user_at = _last_user_turn_index(body_src)
         user_idx = None if head or user_at is None or user_at >= required else user_at
@@ -737,62 +841,28 @@ class _Compiler:
                 "message(s), with their largest blocks elided)",
             )
         squeezed = self._squeeze(must, budget)
-        head = squeezed[: len(head)]
         for i, item in zip(must_idx, squeezed[len(head) :], strict=True):
             body[i] = item
-        total_s = sum(s.tokens for s in summaries)
+        return squeezed[: len(head)], required, user_idx
 
-        def fitting_start(room: int) -> int:
-            """Where the longest valid suffix of the window within ``room`` tokens starts."""
-            start = len(body)
-            used = 0
-            for i in range(len(body) - 1, -1, -1):
-                if used + body[i].tokens > room:
-                    break
-                used += body[i].tokens
-                start = i
-            return _valid_start(body_src, start)
-
-        def plan(pin: list[MessageItem], last: int) -> int:
-            """The window's start, dropping summaries (oldest first) until the messages from
-            ``last`` on fit beside ``pin``."""
-            nonlocal total_s
-            pin_tokens = sum(h.tokens for h in pin)
-            start = fitting_start(budget - total_s - pin_tokens)
-            while start > last and summaries:
-                dropped = summaries.pop(0)
-                total_s -= dropped.tokens
-                self.reasons.append(
-                    f"budget: summary to_seq {dropped.to_seq} dropped to make room for the newest"
-                )
-                start = fitting_start(budget - total_s - pin_tokens)
-            return start
-
-        start = plan(head, required if user_idx is None else user_idx)
-        if user_idx is not None and start > user_idx:
-            # the budget cut the user turn out of the window: it stays, before the newest part
-            head = [body[user_idx]]
-            self.reasons.append(
-                f"budget: the latest user turn (seq {head[0].seq}) kept before the newest messages"
-            )
-            start = max(plan(head, required), user_idx + 1)
-        if start:
-            self.reasons.append(
-                f"budget: window cut to {len(body) - start} of {len(body)} messages "
-                f"to fit {budget} tokens"
-            )
-        kept = [*head, *body[start:]]
-        for item in kept:
-            note = self.elided.get(item.seq)
-            if note is not None:
-                self.notes.append(note)
-                self.reasons.append(note)
-        used = sum(m.tokens for m in kept)
-        while summaries and total_s + used > budget:
+    def _window_start(
+        self,
+        summaries: list[SummaryItem],
+        body: list[MessageItem],
+        body_src: list[fr.MessageAppended],
+        room: int,
+        last: int,
+    ) -> int:
+        """The window's start, dropping ``summaries`` (oldest first) until the messages from
+        ``last`` on fit in ``room`` tokens beside them."""
+        start = _suffix_start(body, body_src, room - _tokens(summaries))
+        while start > last and summaries:
             dropped = summaries.pop(0)
-            total_s -= dropped.tokens
-            self.reasons.append(f"budget: summary to_seq {dropped.to_seq} dropped")
-        return summaries, kept
+            self.reasons.append(
+                f"budget: summary to_seq {dropped.to_seq} dropped to make room for the newest"
+            )
+            start = _suffix_start(body, body_src, room - _tokens(summaries))
+        return start
 
     def _min_tokens(self, item: MessageItem, names: dict[str, str]) -> int:
         """The fewest tokens ``item`` can take: every block that has a smaller stub elided."""
@@ -896,6 +966,25 @@ def _required_from(messages: Sequence[fr.MessageAppended]) -> int:
         if _valid_start(messages, i) == i:
             return i
     return len(messages)
+
+
+def _tokens(items: Sequence[SummaryItem | RecallItem | MessageItem]) -> int:
+    return sum(i.tokens for i in items)
+
+
+def _suffix_start(
+    body: Sequence[MessageItem], body_src: Sequence[fr.MessageAppended], room: int
+) -> int:
+    """Where the longest valid suffix of the window (``body``, made from ``body_src``) within
+    ``room`` tokens starts."""
+    start = len(body)
+    used = 0
+    for i in range(len(body) - 1, -1, -1):
+        if used + body[i].tokens > room:
+            break
+        used += body[i].tokens
+        start = i
+    return _valid_start(body_src, start)
 
 
 def _live_ordinals(hi: int, gaps: list[tuple[int, int]], stop: int = 0) -> Iterator[int]:
@@ -1036,6 +1125,18 @@ def compile_context(
         return _compile(thread, anchor, limits, log, use_caches, tokenizer, recall)
 
 
+class _Selection(msgspec.Struct, frozen=True):
+    """What a compile chose, before it is built into a bundle and a decision."""
+
+    summaries: list[SummaryItem]
+    recalled: list[RecallItem]
+    kept: list[MessageItem]
+    anchor_message_id: str | None
+    """The id of the newest message of the window (before the budget)."""
+    recall_query: str | None
+    recall_hits: list[fr.RecallRef]
+
+
 def _compile(
     thread: Thread,
     anchor: int | str | None,
@@ -1046,9 +1147,23 @@ def _compile(
     recall: str | bool | None,
 ) -> CompileResult:
     source = open_source(thread, use_caches=use_caches)
-    anchor_seq = _resolve_anchor(source, anchor)
     c = _Compiler(thread, source, limits, tokenizer)
-    c.anchor_seq = anchor_seq
+    c.anchor_seq = _resolve_anchor(source, anchor)
+    selection = _select(c, recall, use_caches)
+    bundle = _build_bundle(c, selection)
+    data = _bundle_bytes(bundle)
+    decision = _build_decision(c, selection, bundle, artifact_id(data))
+    if not log:
+        return CompileResult(bundle, decision.bundle_artifact_id, decision, False)
+    return _log(thread, bundle, data, decision)
+
+
+# -- select --
+
+
+def _select(c: _Compiler, recall: str | bool | None, use_caches: bool) -> _Selection:
+    """The summaries, the window fitted in the budget, and the recall hits (ADR 0018, 0022)."""
+    anchor_seq = c.anchor_seq
     summaries = c.summaries(anchor_seq)
     after = summaries[-1].to_seq if summaries else -1
     pinned, messages, observations = c.window(after, anchor_seq)
@@ -1059,67 +1174,101 @@ def _compile(
     recall_refs: list[fr.RecallRef] = []
     query: str | None = None
     if recall:
-        query = recall if isinstance(recall, str) else _anchor_text(source, anchor_seq)
-        if query.strip():
-            before = (
-                summaries[-1].to_seq if summaries else (kept[0].seq - 1 if kept else anchor_seq)
-            )
-            used = sum(s.tokens for s in summaries) + sum(m.tokens for m in kept)
-            room = limits.recall_budget_tokens or _RECALL_BUDGET
-            if limits.budget_tokens is not None:
-                room = min(room, limits.budget_tokens - used)
-            shown = {m.seq for m in kept}  # the window may reach behind the summary (ADR 0018)
-            recalled, recall_refs = c.recall(query, before, room, use_caches, shown)
-        else:
-            what = "the query is empty" if isinstance(recall, str) else "the anchor has no text"
-            c.reasons.append(f"recall: {what}: nothing to search for")
-    anchor_message_id = messages[-1].message_id if messages else None
-    strategy = _strategy(len(summaries))
-    bundle = ContextBundle(
-        compiler_id=COMPILER_ID,
-        strategy=strategy,
-        thread_id=thread.id,
-        anchor_seq=anchor_seq,
-        anchor_message_id=anchor_message_id,
-        limits=limits,
-        items=[*summaries, *recalled, *kept],
-        tokens=sum(s.tokens for s in summaries)
-        + sum(r.tokens for r in recalled)
-        + sum(m.tokens for m in kept),
-        notes=c.notes,
-    )
-    data = _bundle_bytes(bundle)
-    refs = [
-        fr.CheckpointRef(
-            checkpoint_id=s.checkpoint_id,
-            seq=s.checkpoint_seq,
-            to_seq=s.to_seq,
-            summary_kind=s.summary_kind,
-            summary_artifact_id=s.summary_artifact_id,
-        )
-        for s in summaries
-    ]
-    decision = fr.ContextSelectionDecided(
-        compiler_id=COMPILER_ID,
-        strategy=strategy,
-        anchor_seq=anchor_seq,
-        anchor_message_id=anchor_message_id,
-        limits=limits,
-        checkpoint=refs[-1] if refs else None,
-        checkpoints=refs,
-        window_from_seq=kept[0].seq if kept else None,
-        window_to_seq=kept[-1].seq if kept else None,
-        window_messages=len(kept),
-        reasons=c.reasons,
-        resets=c.resets,
-        bundle_artifact_id=artifact_id(data),
-        tokens=bundle.tokens,
+        query = recall if isinstance(recall, str) else _anchor_text(c.source, anchor_seq)
+        recalled, recall_refs = _recall_in_room(c, query, recall, summaries, kept, use_caches)
+    return _Selection(
+        summaries=summaries,
+        recalled=recalled,
+        kept=kept,
+        anchor_message_id=messages[-1].message_id if messages else None,
         recall_query=query,
         recall_hits=recall_refs,
     )
-    if not log:
-        return CompileResult(bundle, decision.bundle_artifact_id, decision, False)
-    previous = _previous_decision(thread, anchor_seq)
+
+
+def _recall_in_room(
+    c: _Compiler,
+    query: str,
+    recall: str | bool,
+    summaries: list[SummaryItem],
+    kept: list[MessageItem],
+    use_caches: bool,
+) -> tuple[list[RecallItem], list[fr.RecallRef]]:
+    """The hits for ``query`` from before the latest summary (or before the window when there
+    is none), in the room the recall budget and the overall budget leave."""
+    if not query.strip():
+        what = "the query is empty" if isinstance(recall, str) else "the anchor has no text"
+        c.reasons.append(f"recall: {what}: nothing to search for")
+        return [], []
+    before = summaries[-1].to_seq if summaries else (kept[0].seq - 1 if kept else c.anchor_seq)
+    room = c.limits.recall_budget_tokens or _RECALL_BUDGET
+    if c.limits.budget_tokens is not None:
+        room = min(room, c.limits.budget_tokens - _tokens(summaries) - _tokens(kept))
+    shown = {m.seq for m in kept}  # the window may reach behind the summary (ADR 0018)
+    return c.recall(query, before, room, use_caches, shown)
+
+
+# -- build --
+
+
+def _build_bundle(c: _Compiler, selection: _Selection) -> ContextBundle:
+    s = selection
+    return ContextBundle(
+        compiler_id=COMPILER_ID,
+        strategy=_strategy(len(s.summaries)),
+        thread_id=c.thread.id,
+        anchor_seq=c.anchor_seq,
+        anchor_message_id=s.anchor_message_id,
+        limits=c.limits,
+        items=[*s.summaries, *s.recalled, *s.kept],
+        tokens=_tokens(s.summaries) + _tokens(s.recalled) + _tokens(s.kept),
+        notes=c.notes,
+    )
+
+
+def _build_decision(
+    c: _Compiler, selection: _Selection, bundle: ContextBundle, bundle_artifact_id: str
+) -> fr.ContextSelectionDecided:
+    s = selection
+    refs = [
+        fr.CheckpointRef(
+            checkpoint_id=i.checkpoint_id,
+            seq=i.checkpoint_seq,
+            to_seq=i.to_seq,
+            summary_kind=i.summary_kind,
+            summary_artifact_id=i.summary_artifact_id,
+        )
+        for i in s.summaries
+    ]
+    return fr.ContextSelectionDecided(
+        compiler_id=COMPILER_ID,
+        strategy=bundle.strategy,
+        anchor_seq=c.anchor_seq,
+        anchor_message_id=s.anchor_message_id,
+        limits=c.limits,
+        checkpoint=refs[-1] if refs else None,
+        checkpoints=refs,
+        window_from_seq=s.kept[0].seq if s.kept else None,
+        window_to_seq=s.kept[-1].seq if s.kept else None,
+        window_messages=len(s.kept),
+        reasons=c.reasons,
+        resets=c.resets,
+        bundle_artifact_id=bundle_artifact_id,
+        tokens=bundle.tokens,
+        recall_query=s.recall_query,
+        recall_hits=s.recall_hits,
+    )
+
+
+# -- log --
+
+
+def _log(
+    thread: Thread, bundle: ContextBundle, data: bytes, decision: fr.ContextSelectionDecided
+) -> CompileResult:
+    """Put the compile on record: a repeat of the thread's latest decision when it is the same
+    selection, else the bundle stored and the decision appended."""
+    previous = _previous_decision(thread, decision.anchor_seq)
     if previous is not None and _repeats(previous, decision):
         # The same selection again (a retried call, a second look): on record in ~150 bytes,
         # its bundle the decision's (ADR 0020).

@@ -153,7 +153,7 @@ class FakeModel:
         return [fr.TextBlock(text=f"Fixed it: {self._prose(60)}")]
 
     def tool_output(self, size: int) -> str:
-        lines = []
+        lines: list[str] = []
         total = 0
         while total < size:
             line = f"tests/test_mod.py::test_case_{len(lines)} {self.rng.choice(_WORDS)} PASSED"
@@ -369,7 +369,7 @@ def run(
                     log(f"  turn {i + 1:,}: p50 of the last 100: {figures}")
 
         for loop in loops:
-            target = MEMORY_TARGET_MS if loop.name == "memory" else JSONL_TARGET_MS
+            target: float | None = MEMORY_TARGET_MS if loop.name == "memory" else JSONL_TARGET_MS
             if loop.name == "jsonl, log off":
                 target = None  # the target is stated with logging on; this is its comparison
             first, last = loop.samples[:window], loop.samples[-window:]

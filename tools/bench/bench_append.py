@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import msgspec
@@ -52,14 +53,17 @@ def _pool(n: int, seed: int) -> list[fr.Frame]:
 def _short_pool(n: int) -> list[fr.Frame]:
     """Short chat messages (about 300 bytes a line): the small-frame end of the spectrum."""
     texts = ["Sure, I will update the parser and rerun the tests now.", "Looks good, thanks!"]
-    return [fr.ThreadCreated(thread_id="x")] + [
-        fr.message(
-            "user" if i % 2 else "assistant",
-            f"{texts[i % 2]} ({i})",
-            message_id=f"{i:032x}",
-            ts_ms=FIXED_CLOCK_MS + i,
-        )
-        for i in range(1, n)
+    return [
+        fr.ThreadCreated(thread_id="x"),
+        *(
+            fr.message(
+                "user" if i % 2 else "assistant",
+                f"{texts[i % 2]} ({i})",
+                message_id=f"{i:032x}",
+                ts_ms=FIXED_CLOCK_MS + i,
+            )
+            for i in range(1, n)
+        ),
     ]
 
 
@@ -165,14 +169,14 @@ def run(
             seal = rate_row(
                 f"  baseline: seal_batch only ({size:,})", frames, seal_s[size], "frames/s"
             )
-            raw = rate_row(
+            raw_rate = rate_row(
                 f"  baseline: raw write of the sealed bytes ({size:,})",
                 frames,
                 raw_s[size],
                 "frames/s",
             )
             row.ratio = row.median / seal.median
-            report.rows += [row, seal, raw]
+            report.rows += [row, seal, raw_rate]
         report.rows.append(
             rate_row(
                 f"  for scale: short chat messages ({short_bytes // frames} B), batches of 10,000",
@@ -198,7 +202,7 @@ def run(
         for i in range(durable_batches):
             batch = [body[(i * 1_000 + j) % len(body)] for j in range(1_000)]
             before = thread.path.stat().st_size
-            batch_times.append(time_once(lambda b=batch: thread.append(b, durable=True)))
+            batch_times.append(time_once(partial(thread.append, batch, durable=True)))
             raw_chunks.append(b"x" * (thread.path.stat().st_size - before - 1) + b"\n")
         raw_batch = _raw_write(work / "raw-durable", raw_chunks, sync=True)
         durable_row = time_row(
@@ -217,8 +221,8 @@ def run(
         fast_one = []
         for i in range(single):
             frame = one[i % len(one)]
-            durable_one.append(time_once(lambda f=frame: thread.append(f, durable=True)))
-            fast_one.append(time_once(lambda f=frame: thread.append(f, durable=False)))
+            durable_one.append(time_once(partial(thread.append, frame, durable=True)))
+            fast_one.append(time_once(partial(thread.append, frame, durable=False)))
         line = b"x" * (len(fr.encode_body(one[0])) + 80) + b"\n"
         raw_one = _raw_write(work / "raw-one", [line] * single, sync=True)
         one_row = time_row(

@@ -202,6 +202,21 @@ def _profile(store: Store) -> None:
     stats.sort_stats("cumulative").print_stats(25)
 
 
+class _Continuations:
+    """Generated frames that continue each store's thread, appended a few at a time."""
+
+    def __init__(self, stores: dict[int, Store], n_frames: int, seed: int) -> None:
+        self.stores = stores
+        self.more = {n: _continuation(s, n_frames, seed) for n, s in stores.items()}
+
+    def append(self, n: int, k: int) -> None:
+        frames = list(itertools.islice(self.more[n], k))
+        self.stores[n].thread(BENCH_THREAD).append(frames, durable=False)
+
+
+_Samples = dict[tuple[str, int], list[float]]
+
+
 def _in_process(
     stores: dict[int, Store],
     repeat: int,
@@ -213,27 +228,41 @@ def _in_process(
 ) -> None:
     sizes = list(stores)
     indexes = {n: ThreadIndex(s.thread(BENCH_THREAD)) for n, s in stores.items()}
-    more = {
-        n: _continuation(s, repeat + catchup_repeat * sum(catchup_frames), seed)
-        for n, s in stores.items()
-    }
-
-    def append(n: int, k: int) -> None:
-        stores[n].thread(BENCH_THREAD).append(list(itertools.islice(more[n], k)), durable=False)
-
-    samples: dict[tuple[str, int], list[float]] = {(c.name, n): [] for c in _CONFIGS for n in sizes}
+    more = _Continuations(stores, repeat + catchup_repeat * sum(catchup_frames), seed)
     for c in _CONFIGS:  # warm up (page cache, imports)
         for n in sizes:
             _compile(stores[n], c.limits, c.log)
     # What the benchmark keeps alive is not the compile's: keep the collector from walking it.
     gc.collect()
     gc.freeze()
+    samples = _timed_rounds(stores, indexes, more, repeat)
+    report.rows.extend(_round_rows(samples, sizes))
+    if profile:
+        _profile(stores[sizes[-1]])
+    _catch_up(stores, more, catchup_repeat, catchup_frames, report)
+    report.notes.append(
+        f"each thread got {repeat:,} frames during the timed rounds and "
+        f"{catchup_repeat * sum(catchup_frames):,} in the catch-up rounds"
+    )
+    gc.unfreeze()
+
+
+def _timed_rounds(
+    stores: dict[int, Store],
+    indexes: dict[int, ThreadIndex],
+    more: _Continuations,
+    repeat: int,
+) -> _Samples:
+    """``repeat`` rounds of every configuration at every size, interleaved: the times by
+    (configuration name, size)."""
+    sizes = list(stores)
+    samples: _Samples = {(c.name, n): [] for c in _CONFIGS for n in sizes}
     log(f"bench_compile: {repeat} rounds of {len(_CONFIGS)} compiles at {len(sizes)} sizes")
     for _ in range(repeat):
         # One new frame a round, so the logged compiles write new bundles and the default
         # anchor never sits behind a growing run of decisions.
         for n in sizes:
-            append(n, 1)
+            more.append(n, 1)
         for c in _CONFIGS:
             for n in sizes:
                 if c.refresh:
@@ -241,7 +270,13 @@ def _in_process(
                 samples[(c.name, n)].append(
                     time_once(partial(_compile, stores[n], c.limits, c.log))
                 )
+    return samples
 
+
+def _round_rows(samples: _Samples, sizes: list[int]) -> list[Row]:
+    """A row per configuration and size (with its target and its ratio to its baseline), and
+    the ratio of the largest size to the smallest."""
+    rows: list[Row] = []
     small, large = sizes[0], sizes[-1]
     for c in _CONFIGS:
         for n in sizes:
@@ -251,24 +286,32 @@ def _in_process(
             if c.baseline:
                 row.baseline = c.baseline
                 row.ratio = median(samples[(c.name, n)]) / median(samples[(c.baseline, n)])
-            report.rows.append(row)
+            rows.append(row)
         if len(sizes) > 1:
             ratio = median(samples[(c.name, large)]) / median(samples[(c.name, small)])
             target = FLAT_TARGET if c.target else None
-            report.rows.append(
+            rows.append(
                 Row(f"  {c.name} {_short(large)}/{_short(small)}", ratio, "x", target=target)
             )
-    if profile:
-        _profile(stores[large])
+    return rows
 
-    # Catch-up: append (untimed), then the first compile pays the cache refresh.
+
+def _catch_up(
+    stores: dict[int, Store],
+    more: _Continuations,
+    catchup_repeat: int,
+    catchup_frames: Sequence[int],
+    report: Report,
+) -> None:
+    """Catch-up: append (untimed), then the first compile pays the cache refresh."""
+    sizes = list(stores)
     log(f"bench_compile: catch-up, {catchup_repeat} rounds of {list(catchup_frames)} frames")
     first: dict[tuple[int, int], list[float]] = {(k, n): [] for k in catchup_frames for n in sizes}
     warm: dict[tuple[int, int], list[float]] = {(k, n): [] for k in catchup_frames for n in sizes}
     for _ in range(catchup_repeat):
         for k in catchup_frames:
             for n, store in stores.items():
-                append(n, k)
+                more.append(n, k)
                 first[(k, n)].append(time_once(partial(_compile, store)))
                 warm[(k, n)].append(time_once(partial(_compile, store)))
     for k in catchup_frames:
@@ -280,11 +323,6 @@ def _in_process(
             )
             row.ratio = median(first[(k, n)]) / median(warm[(k, n)])
             report.rows.append(row)
-    report.notes.append(
-        f"each thread got {repeat:,} frames during the timed rounds and "
-        f"{catchup_repeat * sum(catchup_frames):,} in the catch-up rounds"
-    )
-    gc.unfreeze()
 
 
 # --- fresh processes ------------------------------------------------------------------------

@@ -196,7 +196,7 @@ def run(
             key = (backend, durable, shared)
             label = f"{backend}: {processes} procs x batches of {size} into {where}, {mode}"
             vs = {} if backend == "jsonl" else {"baseline": "jsonl"}
-            rate = Row(
+            rate_row = Row(
                 f"{label}: frames/s",
                 median(rates[key]),
                 "frames/s",
@@ -205,7 +205,7 @@ def run(
                 better="higher",
                 **vs,  # type: ignore[arg-type]
             )
-            lat = Row(
+            lat_row = Row(
                 f"{label}: p50 batch",
                 median(lats[key]) * 1e3,
                 "ms",
@@ -214,9 +214,9 @@ def run(
                 **vs,  # type: ignore[arg-type]
             )
             if backend == "postgres":
-                rate.ratio = rate.median / median(rates[base])
-                lat.ratio = lat.median / (median(lats[base]) * 1e3)
-            report.rows += [rate, lat]
+                rate_row.ratio = rate_row.median / median(rates[base])
+                lat_row.ratio = lat_row.median / (median(lats[base]) * 1e3)
+            report.rows += [rate_row, lat_row]
     report.notes.append(
         "frames/s: all processes' frames over the wall time of the run; p50 batch: the median "
         "over runs of the median append latency across every process's batches"

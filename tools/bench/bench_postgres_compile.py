@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from functools import partial
 from typing import Any, Final
 
 from continuity import frames as fr
@@ -92,7 +93,7 @@ def run(
                 urls[n] = _db_url(url, db)
                 target = PostgresStore(urls[n], create=True, durable=False)
                 log(f"bench_postgres_compile: migrating {n:,} frames into PostgreSQL")
-                seconds, _ = timed(lambda s=jsonl[n], t=target: migrate_store(s, t))
+                seconds, _ = timed(partial(migrate_store, jsonl[n], target))
                 frames = n
                 row = rate_row(
                     f"migrate JSONL -> postgres @{short_size(n)}", frames, [seconds], "frames/s"
@@ -131,7 +132,7 @@ def _in_process(jsonl: dict[int, Store], pg: dict[int, Any], repeat: int, report
         for name, by_size in stores.items():
             for n, store in by_size.items():
                 seconds, _ = timed(
-                    lambda s=store: compile_context(s, BENCH_THREAD, limits=LIMITS, log=False)
+                    partial(compile_context, store, BENCH_THREAD, limits=LIMITS, log=False)
                 )
                 samples.setdefault((name, n), []).append(seconds)
     sizes = sorted(jsonl)

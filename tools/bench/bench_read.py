@@ -85,6 +85,9 @@ def _ops(store: Store, frames: int, rng: random.Random) -> dict[str, Callable[[]
     }
 
 
+_Samples = dict[tuple[str, int], list[float]]
+
+
 def run(
     sizes: tuple[int, ...] = DEFAULT_SIZES,
     repeat: int = 200,
@@ -103,6 +106,18 @@ def run(
     )
     rng = random.Random(seed)
     stores = {n: Store(cached_thread(n, seed), durable=False) for n in sizes}
+    _warm_caches(stores)
+    names, samples = _time_ops(stores, sizes, rng, repeat)
+    proc_s = _time_processes(stores, process_repeat)
+    report.rows.extend(_op_rows(names, samples, sizes))
+    report.rows.extend(_process_rows(proc_s, sizes))
+    report.notes.append("caches refreshed and their files read once before timing (warm)")
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _warm_caches(stores: dict[int, Store]) -> None:
+    """Bring each store's caches up to date and read their files once."""
     for n, store in stores.items():
         index = ThreadIndex(store.thread(BENCH_THREAD))
         result = index.refresh()
@@ -110,9 +125,15 @@ def run(
         for path in index.dir.iterdir():  # warm: random lookups should not measure the disk
             if path.is_file():
                 path.read_bytes()
+
+
+def _time_ops(
+    stores: dict[int, Store], sizes: tuple[int, ...], rng: random.Random, repeat: int
+) -> tuple[list[str], _Samples]:
+    """The ops' names, and ``repeat`` timed calls of each op at each size, interleaved."""
     ops = {n: _ops(store, n, rng) for n, store in stores.items()}
     names = list(ops[sizes[0]])
-    samples: dict[tuple[str, int], list[float]] = {(op, n): [] for op in names for n in sizes}
+    samples: _Samples = {(op, n): [] for op in names for n in sizes}
     log(f"bench_read: {repeat} rounds of {len(names)} ops at {len(sizes)} sizes")
     for op in names:  # warm up
         for n in sizes:
@@ -121,7 +142,12 @@ def run(
         for op in names:
             for n in sizes:
                 samples[(op, n)].append(time_once(ops[n][op]))
+    return names, samples
 
+
+def _time_processes(stores: dict[int, Store], process_repeat: int) -> dict[str, list[float]]:
+    """The wall times of the fresh processes by name, in the order: the two baselines, then
+    ``continuity log`` of one frame at each size."""
     log(f"bench_read: {process_repeat} rounds of fresh processes")
     command = continuity_command()
     processes: dict[str, list[str]] = {
@@ -151,30 +177,37 @@ def run(
     for _ in range(process_repeat):
         for name, argv in processes.items():
             proc_s[name].append(_run_process(argv))
+    return proc_s
 
+
+def _op_rows(names: list[str], samples: _Samples, sizes: tuple[int, ...]) -> list[Row]:
+    rows: list[Row] = []
     small, large = sizes[0], sizes[-1]
-    flat = f"{_short(large)}/{_short(small)}"
     for op in names:
         for n in sizes:
-            report.rows.append(time_row(f"{op} @{_short(n)}", samples[(op, n)], unit="us"))
+            rows.append(time_row(f"{op} @{_short(n)}", samples[(op, n)], unit="us"))
         if len(sizes) > 1:
             ratio = median(samples[(op, large)]) / median(samples[(op, small)])
-            report.rows.append(Row(f"  {op} {flat}", ratio, "x", target=FLAT_TARGET))
+            flat = f"{_short(large)}/{_short(small)}"
+            rows.append(Row(f"  {op} {flat}", ratio, "x", target=FLAT_TARGET))
+    return rows
+
+
+def _process_rows(proc_s: dict[str, list[float]], sizes: tuple[int, ...]) -> list[Row]:
+    rows: list[Row] = []
     base = median(proc_s["python -c pass"])
     for name, secs in proc_s.items():
         row = time_row(name, secs)
         if name != "python -c pass":
             row.baseline = "python -c pass"
             row.ratio = median(secs) / base
-        report.rows.append(row)
+        rows.append(row)
     if len(sizes) > 1:
-        ratio = median(proc_s[list(processes)[-1]]) / median(proc_s[list(processes)[2]])
-        report.rows.append(
-            Row(f"  continuity log, one frame {flat}", ratio, "x", target=FLAT_TARGET)
-        )
-    report.notes.append("caches refreshed and their files read once before timing (warm)")
-    report.seconds = time.perf_counter() - started
-    return report
+        names = list(proc_s)
+        ratio = median(proc_s[names[-1]]) / median(proc_s[names[2]])
+        flat = f"{_short(sizes[-1])}/{_short(sizes[0])}"
+        rows.append(Row(f"  continuity log, one frame {flat}", ratio, "x", target=FLAT_TARGET))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:

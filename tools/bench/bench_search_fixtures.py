@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -76,7 +77,7 @@ def run(repeat: int, n_queries: int) -> Report:
                 log(f"round {r + 1}/{repeat}")
                 for q in queries:
                     fresh.append(launcher.run([*cli, q])[0])
-                    inproc.append(time_once(lambda q=q: search(store, q)))
+                    inproc.append(time_once(partial(search, store, q)))
                 bare.append(launcher.run([sys.executable, "-c", "pass"])[0])
                 imported.append(launcher.run([sys.executable, "-c", "import continuity"])[0])
         finally:

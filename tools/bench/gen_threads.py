@@ -102,7 +102,8 @@ def _renumbered(frames: list[fr.Frame], rng: random.Random) -> list[fr.Frame]:
         if isinstance(f, fr.MessageAppended) and rng.random() < _REDACTED_RATE:
             out.append(replace(f, seq=-1, meta={**f.meta, "redacted": str(rng.randrange(1, 4))}))
         elif isinstance(f, fr.ObservationRecorded):
-            out.append(replace(f, seq=-1, source_seq=max(1, f.source_seq - first + 1)))
+            source = None if f.source_seq is None else max(1, f.source_seq - first + 1)
+            out.append(replace(f, seq=-1, source_seq=source))
         else:
             out.append(replace(f, seq=-1))
     return out

@@ -54,6 +54,7 @@ from tools.faults._common import (
     ROOT,
     Examples,
     FamilyResult,
+    Proc,
     Table,
     cli,
     family_parser,
@@ -225,6 +226,29 @@ def _lines(n: int, size: tuple[int, int], rng: random.Random, tag: str) -> bytes
 def _trial(disk: Disk, t: int, rng: random.Random, c: Counts, examples: Examples) -> None:
     store = disk.root / f"store-{t}"
     path = store / "threads" / f"{THREAD}.jsonl"
+    _prepare(store, rng)
+    before = path.read_bytes()
+    shown = cli(store, "log", THREAD, "--json").stdout
+    batch = _lines(rng.randrange(4, 13), (20_000, 60_000), rng, "big")
+    free = disk.fill(_room_to_leave(disk, rng, len(batch)), path)
+    c.trials += 1
+    c.free.append(free)
+    what = f"trial {t}: {len(batch):,}-byte batch, {free:,} bytes free"
+    trial = _Trial(disk, store, path, before, what, c, examples)
+    # 1. the append that does not fit
+    p = cli(store, "append", THREAD, stdin=batch, preexec=disk.preexec())
+    trial.failed_clearly(p)
+    after = trial.truthful(p)  # 2.
+    trial.intact_while_full(after, shown)  # 3.
+    small = trial.small_append(rng)  # 4.
+    trial.after_freeing(rng, small)  # 5.
+    shutil.rmtree(store, ignore_errors=True)
+    if trial.bad:
+        log(f"fulldisk: {trial.what}: failed {', '.join(trial.bad)}")
+
+
+def _prepare(store: Path, rng: random.Random) -> None:
+    """A fresh store of 200 frames in thread ``t``, its caches built by reads."""
     if not cli(store, "init").ok:
         raise SystemExit("fulldisk: continuity init failed")
     for k in range(4):
@@ -233,105 +257,138 @@ def _trial(disk: Disk, t: int, rng: random.Random, c: Counts, examples: Examples
             raise SystemExit(f"fulldisk: preparing the store: {p.describe()}")
     for args in (["stats"], ["search", "before3"], ["log", THREAD]):
         cli(store, *args)
-    before = path.read_bytes()
-    shown = cli(store, "log", THREAD, "--json").stdout
-    batch = _lines(rng.randrange(4, 13), (20_000, 60_000), rng, "big")
-    # A quarter of the trials with no room at all, a quarter with less than a page, half with
-    # room for part of the batch (so the write is cut inside it).
+
+
+def _room_to_leave(disk: Disk, rng: random.Random, batch_size: int) -> int:
+    """How many bytes to leave free: a quarter of the trials no room at all, a quarter less
+    than a page, half room for part of the batch (so the write is cut inside it); in whole
+    pages on a real file system."""
     pick = rng.random()
     if pick < 0.25:
         want_free = 0
     elif pick < 0.5:
         want_free = rng.randrange(1, PAGE)
     else:
-        want_free = rng.randrange(PAGE, len(batch))
+        want_free = rng.randrange(PAGE, batch_size)
     want_free -= want_free % PAGE if disk.mode != "fsize" else 0
-    free = disk.fill(want_free, path)
-    c.trials += 1
-    c.free.append(free)
-    what = f"trial {t}: {len(batch):,}-byte batch, {free:,} bytes free"
-    bad: list[str] = []
+    return want_free
 
-    # 1. the append that does not fit
-    p = cli(store, "append", THREAD, stdin=batch, preexec=disk.preexec())
-    err = p.stderr
-    if p.code != 0 and not p.traceback and NO_SPACE.search(err):
-        c.failed_clearly += 1
-    else:
-        bad.append("failed clearly")
-        examples.add("the append that does not fit", f"{what}: {p.describe(300)}")
-    # 2. truthfully
-    after = path.read_bytes()
-    grew = len(after) > len(before)
-    truthful = True
-    if NOTHING_WRITTEN.search(err) and after != before:
-        truthful = False
-        examples.add(
-            "says nothing was written, but the log changed",
-            f"{what}: the log went from {len(before):,} to {len(after):,} bytes; {p.describe(300)}",
-        )
-    if grew and not SAYS_LEFT.search(err):
-        truthful = False
-        examples.add(
-            "leaves bytes in the log without saying so",
-            f"{what}: {len(after) - len(before):,} bytes of the batch left; {p.describe(300)}",
-        )
-    for named in re.findall(rb"(/\S*quarantine/\S+\.json)", err):
-        if not Path(named.decode(errors="replace")).exists():
+
+@dataclass(slots=True)
+class _Trial:
+    """The checks of one trial, on its store, counted in ``c``; ``bad`` names those it
+    failed."""
+
+    disk: Disk
+    store: Path
+    path: Path
+    before: bytes
+    """The log before the append that does not fit."""
+    what: str
+    c: Counts
+    examples: Examples
+    bad: list[str] = field(default_factory=list)
+
+    def failed_clearly(self, p: Proc) -> None:
+        if p.code != 0 and not p.traceback and NO_SPACE.search(p.stderr):
+            self.c.failed_clearly += 1
+        else:
+            self.bad.append("failed clearly")
+            self.examples.add("the append that does not fit", f"{self.what}: {p.describe(300)}")
+
+    def truthful(self, p: Proc) -> bytes:
+        """Check that what the failed append ``p`` says it left is what the log holds; the
+        log after it."""
+        err, before, what = p.stderr, self.before, self.what
+        after = self.path.read_bytes()
+        grew = len(after) > len(before)
+        truthful = True
+        if NOTHING_WRITTEN.search(err) and after != before:
             truthful = False
-            examples.add("names a quarantine file that does not exist", f"{what}: {named!r}")
-    c.truthful += truthful
-    c.left_bytes += grew
-    if not truthful:
-        bad.append("truthful")
-    # 3. earlier frames intact, readable while full
-    if after[: len(before)] == before:
-        c.prefix_intact += 1
-    else:
-        bad.append("earlier bytes")
-        examples.add("earlier bytes of the log changed", what)
-    read = cli(store, "log", THREAD, "--json")
-    v = cli(store, "verify")
-    if read.ok and read.stdout == shown and v.ok:
-        c.reads_ok_full += 1
-    else:
-        bad.append("reads while full")
-        problem = read.describe(200) if read.stdout != shown or not read.ok else v.describe(200)
-        examples.add("reads on the full disk", f"{what}: {problem} {v.stdout[-200:]!r}")
-    # 4. a small append, still full
-    small = cli(
-        store, "append", THREAD, stdin=_lines(1, (10, 20), rng, "small"), preexec=disk.preexec()
-    )
-    if small.ok:
-        c.second_ok += 1
-        c.second_succeeded += 1
-    elif small.code != 0 and not small.traceback and NO_SPACE.search(small.stderr):
-        c.second_ok += 1
-    else:
-        bad.append("second append")
-        examples.add("a small append on the full disk", f"{what}: {small.describe(300)}")
-    # 5. space freed
-    disk.free_space()
-    v = cli(store, "verify")
-    new = cli(store, "append", THREAD, stdin=_lines(1, (10, 20), rng, "freed"))
-    v2 = cli(store, "verify")
-    final = path.read_bytes()
-    scan = scan_log(final)
-    expected = len(before.splitlines()) + small.ok + new.ok
-    ok = (
-        v.ok
-        and new.ok
-        and v2.ok
-        and not scan.problem
-        and scan.tail == 0
-        and not whole_batches(scan.ids)
-        and final.startswith(before)
-        and len(scan.seqs) == expected
-    )
-    if ok:
-        c.after_ok += 1
-    else:
-        bad.append("after freeing")
+            self.examples.add(
+                "says nothing was written, but the log changed",
+                f"{what}: the log went from {len(before):,} to {len(after):,} bytes; "
+                f"{p.describe(300)}",
+            )
+        if grew and not SAYS_LEFT.search(err):
+            truthful = False
+            self.examples.add(
+                "leaves bytes in the log without saying so",
+                f"{what}: {len(after) - len(before):,} bytes of the batch left; {p.describe(300)}",
+            )
+        for named in re.findall(rb"(/\S*quarantine/\S+\.json)", err):
+            if not Path(named.decode(errors="replace")).exists():
+                truthful = False
+                self.examples.add(
+                    "names a quarantine file that does not exist", f"{what}: {named!r}"
+                )
+        self.c.truthful += truthful
+        self.c.left_bytes += grew
+        if not truthful:
+            self.bad.append("truthful")
+        return after
+
+    def intact_while_full(self, after: bytes, shown: bytes) -> None:
+        """The earlier frames are intact, and readable (``shown`` before) while the disk is
+        full."""
+        if after[: len(self.before)] == self.before:
+            self.c.prefix_intact += 1
+        else:
+            self.bad.append("earlier bytes")
+            self.examples.add("earlier bytes of the log changed", self.what)
+        read = cli(self.store, "log", THREAD, "--json")
+        v = cli(self.store, "verify")
+        if read.ok and read.stdout == shown and v.ok:
+            self.c.reads_ok_full += 1
+        else:
+            self.bad.append("reads while full")
+            problem = read.describe(200) if read.stdout != shown or not read.ok else v.describe(200)
+            self.examples.add(
+                "reads on the full disk", f"{self.what}: {problem} {v.stdout[-200:]!r}"
+            )
+
+    def small_append(self, rng: random.Random) -> Proc:
+        """A small append, still full: it succeeds or fails clearly."""
+        small = cli(
+            self.store,
+            "append",
+            THREAD,
+            stdin=_lines(1, (10, 20), rng, "small"),
+            preexec=self.disk.preexec(),
+        )
+        if small.ok:
+            self.c.second_ok += 1
+            self.c.second_succeeded += 1
+        elif small.code != 0 and not small.traceback and NO_SPACE.search(small.stderr):
+            self.c.second_ok += 1
+        else:
+            self.bad.append("second append")
+            self.examples.add(
+                "a small append on the full disk", f"{self.what}: {small.describe(300)}"
+            )
+        return small
+
+    def after_freeing(self, rng: random.Random, small: Proc) -> None:
+        """Space freed: the store verifies, takes an append, and its log is the earlier frames,
+        the small append if it succeeded and the new one, on one chain of whole batches."""
+        self.disk.free_space()
+        v = cli(self.store, "verify")
+        new = cli(self.store, "append", THREAD, stdin=_lines(1, (10, 20), rng, "freed"))
+        v2 = cli(self.store, "verify")
+        final = self.path.read_bytes()
+        scan = scan_log(final)
+        expected = len(self.before.splitlines()) + small.ok + new.ok
+        log_ok = (
+            not scan.problem
+            and scan.tail == 0
+            and not whole_batches(scan.ids)
+            and final.startswith(self.before)
+            and len(scan.seqs) == expected
+        )
+        if v.ok and new.ok and v2.ok and log_ok:
+            self.c.after_ok += 1
+            return
+        self.bad.append("after freeing")
         detail = (
             scan.problem
             or (
@@ -339,17 +396,14 @@ def _trial(disk: Disk, t: int, rng: random.Random, c: Counts, examples: Examples
                 if len(scan.seqs) != expected
                 else ""
             )
-            or ("" if final.startswith(before) else "earlier bytes changed")
+            or ("" if final.startswith(self.before) else "earlier bytes changed")
         )
         failing = next((x for x in (v, new, v2) if not x.ok), None)
-        examples.add(
+        self.examples.add(
             "after freeing the space",
-            f"{what}: {failing.describe(300) if failing else detail}"
+            f"{self.what}: {failing.describe(300) if failing else detail}"
             + (f" {failing.stdout[-300:]!r}" if failing else ""),
         )
-    shutil.rmtree(store, ignore_errors=True)
-    if bad:
-        log(f"fulldisk: {what}: failed {', '.join(bad)}")
 
 
 # --- the family -----------------------------------------------------------------------------

@@ -166,6 +166,18 @@ def _writer_kills(
     return s
 
 
+@dataclass(slots=True)
+class _Committed:
+    """The committed log checked so far: its first ``end`` bytes (and their hash), the chain's
+    digest there, the next seq, and the message id at each seq."""
+
+    end: int = 0
+    next_seq: int = 0
+    digest: bytes | None = None
+    prefix_hash: bytes = field(default_factory=lambda: blake3.blake3(b"").digest())
+    at: dict[int, str | None] = field(default_factory=dict)
+
+
 def _writer_epoch(
     store: Path,
     work: Path,
@@ -179,38 +191,12 @@ def _writer_epoch(
         raise SystemExit("kills: continuity init failed")
     path = store / "threads" / f"{THREAD}.jsonl"
     env = child_env(store)
-    end, next_seq, digest = 0, 0, None  # the committed log checked so far
-    prefix_hash = blake3.blake3(b"").digest()
-    at: dict[int, str | None] = {}
+    committed = _Committed()
     acked: dict[int, str] = {}
     for rnd in rounds:
         side = work / f"acked-{rnd}.txt"
-        seed = str(rng.getrandbits(32))
-        child = subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(store), str(side), str(rnd), seed],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        try:
-            assert child.stdout is not None
-            line = child.stdout.readline()
-            if line != b"started\n":
-                _o, err = child.communicate(timeout=30)
-                examples.add("writer did not start", err.decode(errors="replace")[-400:])
-                continue
-            time.sleep(rng.uniform(0.0, 0.3))
-            child.send_signal(signal.SIGKILL)
-            _out, err = child.communicate(timeout=30)
-            if child.returncode != -signal.SIGKILL:
-                examples.add(
-                    "writer died before the kill",
-                    f"round {rnd}: exit {child.returncode}: {err.decode(errors='replace')[-400:]}",
-                )
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+        if not _run_and_kill_writer(store, side, rnd, env, rng, examples):
+            continue
         s.rounds += 1
         round_acks = _acknowledged(side, rnd)
         side.unlink(missing_ok=True)
@@ -218,47 +204,10 @@ def _writer_epoch(
             s.killed_before_first_ack += 1
         s.acknowledged += len(round_acks)
         acked.update(round_acks)
-
         data = path.read_bytes() if path.exists() else b""
-        if len(data) < end or blake3.blake3(data[:end]).digest() != prefix_hash:
-            s.changed_prefix += 1
-            examples.add(
-                "committed bytes changed by a later writer",
-                f"round {rnd}: the first {end} bytes of the log are not what they were",
-            )
-        round_first = next_seq
-        scan = scan_log(data, start=end, seq=next_seq, digest=digest)
-        if scan.problem:
-            s.unsound += 1
-            examples.add("log unsound after a kill", f"round {rnd}: {scan.problem}")
-        if scan.tail:
-            s.torn_tails += 1
-        at.update(zip(scan.seqs, scan.ids, strict=True))
-        if scan.seqs:
-            next_seq = scan.seqs[-1] + 1
-        end, digest = scan.end, scan.digest
-        prefix_hash = blake3.blake3(data[:end]).digest()
-        whole = whole_batches(scan.ids)  # the round's committed frames start a batch
-        if whole:
-            s.partial_batches += 1
-            examples.add("partial batch in the log", f"round {rnd}: {whole}")
-        for seq, mid in round_acks:
-            if at.get(seq) != mid:
-                s.lost += 1
-                examples.add(
-                    "acknowledged frame lost", f"round {rnd}: seq {seq} ({mid}) is {at.get(seq)}"
-                )
-
-        # What a reader sees: exactly the committed lines from the round's first seq.
-        p = cli(store, "log", THREAD, "--from-seq", str(round_first), "--json")
-        committed = data[_offset_of(data, round_first, end) : end]
-        if p.code != 0 or p.traceback or p.stdout != committed:
-            s.reader_wrong += 1
-            examples.add(
-                "log --from-seq after a kill is not the committed frames",
-                f"round {rnd}: {p.describe(200)}; printed {len(p.stdout)} bytes, "
-                f"committed {len(committed)}",
-            )
+        round_first = committed.next_seq
+        _check_log_after_kill(data, committed, rnd, round_acks, examples, s)
+        _check_reader(store, data, round_first, committed.end, rnd, examples, s)
         last = rnd == rounds[-1]
         if verify_every and (rnd % verify_every == verify_every - 1 or last):
             s.verify_runs += 1
@@ -268,8 +217,114 @@ def _writer_epoch(
                 examples.add(
                     "verify after a kill", f"round {rnd}: {v.describe(200)} {v.stdout[-300:]!r}"
                 )
+    _check_after_kills(store, acked, examples, s)
 
-    # The next append quarantines the last torn tail; nothing acknowledged may be in quarantine.
+
+def _run_and_kill_writer(
+    store: Path,
+    side: Path,
+    rnd: int,
+    env: dict[str, str],
+    rng: random.Random,
+    examples: Examples,
+) -> bool:
+    """Start a writer and SIGKILL it at a random moment; False when it did not start."""
+    seed = str(rng.getrandbits(32))
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(store), str(side), str(rnd), seed],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        if line != b"started\n":
+            _o, err = child.communicate(timeout=30)
+            examples.add("writer did not start", err.decode(errors="replace")[-400:])
+            return False
+        time.sleep(rng.uniform(0.0, 0.3))
+        child.send_signal(signal.SIGKILL)
+        _out, err = child.communicate(timeout=30)
+        if child.returncode != -signal.SIGKILL:
+            examples.add(
+                "writer died before the kill",
+                f"round {rnd}: exit {child.returncode}: {err.decode(errors='replace')[-400:]}",
+            )
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return True
+
+
+def _check_log_after_kill(
+    data: bytes,
+    committed: _Committed,
+    rnd: int,
+    round_acks: list[tuple[int, str]],
+    examples: Examples,
+    s: WriterKills,
+) -> None:
+    """The log's bytes ``data`` after a kill, read independently of the store's reader: the
+    committed bytes unchanged, then one chain of whole batches holding every acknowledged
+    frame at its seq. Moves ``committed`` on to the end of the committed frames."""
+    c = committed
+    if len(data) < c.end or blake3.blake3(data[: c.end]).digest() != c.prefix_hash:
+        s.changed_prefix += 1
+        examples.add(
+            "committed bytes changed by a later writer",
+            f"round {rnd}: the first {c.end} bytes of the log are not what they were",
+        )
+    scan = scan_log(data, start=c.end, seq=c.next_seq, digest=c.digest)
+    if scan.problem:
+        s.unsound += 1
+        examples.add("log unsound after a kill", f"round {rnd}: {scan.problem}")
+    if scan.tail:
+        s.torn_tails += 1
+    c.at.update(zip(scan.seqs, scan.ids, strict=True))
+    if scan.seqs:
+        c.next_seq = scan.seqs[-1] + 1
+    c.end, c.digest = scan.end, scan.digest
+    c.prefix_hash = blake3.blake3(data[: c.end]).digest()
+    whole = whole_batches(scan.ids)  # the round's committed frames start a batch
+    if whole:
+        s.partial_batches += 1
+        examples.add("partial batch in the log", f"round {rnd}: {whole}")
+    for seq, mid in round_acks:
+        if c.at.get(seq) != mid:
+            s.lost += 1
+            examples.add(
+                "acknowledged frame lost", f"round {rnd}: seq {seq} ({mid}) is {c.at.get(seq)}"
+            )
+
+
+def _check_reader(
+    store: Path,
+    data: bytes,
+    round_first: int,
+    end: int,
+    rnd: int,
+    examples: Examples,
+    s: WriterKills,
+) -> None:
+    """What a reader sees: exactly the committed lines from the round's first seq."""
+    p = cli(store, "log", THREAD, "--from-seq", str(round_first), "--json")
+    committed = data[_offset_of(data, round_first, end) : end]
+    if p.code != 0 or p.traceback or p.stdout != committed:
+        s.reader_wrong += 1
+        examples.add(
+            "log --from-seq after a kill is not the committed frames",
+            f"round {rnd}: {p.describe(200)}; printed {len(p.stdout)} bytes, "
+            f"committed {len(committed)}",
+        )
+
+
+def _check_after_kills(
+    store: Path, acked: dict[int, str], examples: Examples, s: WriterKills
+) -> None:
+    """The next append quarantines the last torn tail; nothing acknowledged may be in
+    quarantine."""
     final = cli(store, "append", THREAD, stdin=b'{"role":"user","text":"after the kills"}\n')
     s.final_appends += 1
     if not final.ok:

@@ -44,6 +44,7 @@ from tools.bench.bench_hooks import child_env
 from tools.faults._common import (
     Examples,
     FamilyResult,
+    Scan,
     Table,
     cli,
     compare_caches,
@@ -199,6 +200,30 @@ def _reader_loops(
     return stats, threads
 
 
+@dataclass(slots=True)
+class _Findings:
+    """What a run found, phase by phase."""
+
+    write_seconds: float = 0.0
+    writer_errors: list[str] = field(default_factory=list)
+    acked: dict[int, str] = field(default_factory=dict)
+    """seq -> the message id the append put there (what the writers were told)."""
+    clashes: int = 0
+    """Seqs given to two appends."""
+    scan: Scan = field(default_factory=Scan)
+    lost: int = 0
+    wrong: int = 0
+    duplicates: int = 0
+    extra: int = 0
+    contiguous: bool = True
+    whole: str = ""
+    verify_ok: bool = True
+    verify_detail: str = ""
+    refresh_ok: bool = True
+    compared: int = 0
+    diffs: list[str] = field(default_factory=list)
+
+
 def run(
     *,
     single_writers: int = 16,
@@ -226,134 +251,181 @@ def run(
     )
     examples = Examples()
     plan = [(1, singles)] * single_writers + [(batch_size, batches)] * batch_writers
+    total = sum(size * count for size, count in plan)
+    found = _Findings()
     with scratch("writers", keep) as work:
         store = work / "store"
         init = cli(store, "init")
         if not init.ok:
             raise SystemExit(f"writers: {init.describe()}")
-        env = child_env(store)
-        procs = []
-        for k, (size, count) in enumerate(plan):
-            argv = [
-                sys.executable,
-                "-c",
-                _WRITER,
-                str(store),
-                str(k),
-                str(count),
-                str(size),
-                "1" if durable else "0",
-                str(rng.randrange(2**32)),
-                str(work / f"acked-{k}.txt"),
-                " ".join(WORDS),
-            ]
-            procs.append(
-                subprocess.Popen(
-                    argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=env,
-                )
-            )
-        total = sum(size * count for size, count in plan)
+        procs = _start_writers(store, work, plan, durable, rng)
         log(f"writers: {len(procs)} writers, {total:,} frames, readers looping alongside")
         stop = threading.Event()
         reader_stats, loops = _reader_loops(store, stop, rng, examples)
-        writer_errors: list[str] = []
-        try:
-            for p in procs:
-                assert p.stdout is not None
-                if p.stdout.readline() != b"ready\n":
-                    writer_errors.append(p.communicate(timeout=30)[1].decode(errors="replace"))
-            for p in procs:
-                assert p.stdin is not None
-                p.stdin.write(b"go\n")
-                p.stdin.flush()
-            t0 = time.perf_counter()
-            for t in loops:
-                t.start()
-            for k, p in enumerate(procs):
-                _out, err = p.communicate()
-                if p.returncode != 0:
-                    writer_errors.append(f"writer {k} exit {p.returncode}: {err.decode()[-400:]}")
-            write_seconds = time.perf_counter() - t0
-        finally:
-            stop.set()
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-            for t in loops:
-                if t.is_alive():
-                    t.join()
-        log(f"writers: appends done in {write_seconds:.0f} s; checking")
-        for e in writer_errors:
+        _write_alongside_readers(procs, loops, stop, found)
+        log(f"writers: appends done in {found.write_seconds:.0f} s; checking")
+        for e in found.writer_errors:
             examples.add("writer failed", e.strip())
+        _read_acknowledged(work, plan, found, examples)
+        _check_log(store, found, examples)
+        _final_reads(store, work, found, examples)
+    _report(result, len(plan), total, found, reader_stats)
+    result.examples = examples.lines()
+    result.seconds = time.perf_counter() - started
+    return result
 
-        # -- what the writers were told --
-        acked: dict[int, str] = {}  # seq -> the message id the append put there
-        clashes = 0
-        for k, (size, _count) in enumerate(plan):
-            side = work / f"acked-{k}.txt"
-            for line in side.read_text().splitlines() if side.exists() else []:
-                a, b, batch = (int(x) for x in line.split())
-                for i, seq in enumerate(range(a, b)):
-                    if seq in acked:
-                        clashes += 1
-                        examples.add("two appends were given one seq", f"seq {seq}")
-                    acked[seq] = f"w{k}-b{batch}-{i}of{size}"
 
-        # -- what the log holds, read independently of the store's reader --
-        data = (store / "threads" / f"{THREAD}.jsonl").read_bytes()
-        scan = scan_log(data)
-        if scan.problem:
-            examples.add("log unsound", scan.problem)
-        at = dict(zip(scan.seqs, scan.ids, strict=True))
-        lost = wrong = 0
-        for seq, mid in acked.items():
-            if seq not in at:
-                lost += 1
-                examples.add("acknowledged frame lost", f"seq {seq} ({mid})")
-            elif at[seq] != mid:
-                wrong += 1
-                examples.add("acknowledged frame misplaced", f"seq {seq}: {at[seq]} not {mid}")
-        writer_ids = [m for m in scan.ids if m is not None]
-        duplicates = len(writer_ids) - len(set(writer_ids))
-        extra = sum(1 for s in scan.seqs if s and s not in acked)
-        contiguous = scan.seqs == list(range(len(scan.seqs)))
-        whole = whole_batches(scan.ids)
-        if whole:
-            examples.add("partial batch in the log", whole)
+def _start_writers(
+    store: Path, work: Path, plan: list[tuple[int, int]], durable: bool, rng: random.Random
+) -> list[subprocess.Popen[bytes]]:
+    """A writer process for each (batch size, batches) of ``plan``, waiting for "go"."""
+    env = child_env(store)
+    procs = []
+    for k, (size, count) in enumerate(plan):
+        argv = [
+            sys.executable,
+            "-c",
+            _WRITER,
+            str(store),
+            str(k),
+            str(count),
+            str(size),
+            "1" if durable else "0",
+            str(rng.randrange(2**32)),
+            str(work / f"acked-{k}.txt"),
+            " ".join(WORDS),
+        ]
+        procs.append(
+            subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+        )
+    return procs
 
-        verify = cli(store, "verify", timeout=900)
-        if not verify.ok:
-            examples.add("verify failed", verify.describe() + " " + verify.stdout.decode()[-400:])
-        refresh = [cli(store, "stats"), cli(store, "search", WORDS[0])]
-        for r in refresh:
-            if not r.ok:
-                examples.add("final read failed", r.describe())
-        compared, diffs = compare_caches(store, work)
-        for d in diffs:
-            examples.add("cache differs from a fresh rebuild", d)
 
+def _write_alongside_readers(
+    procs: list[subprocess.Popen[bytes]],
+    loops: list[threading.Thread],
+    stop: threading.Event,
+    found: _Findings,
+) -> None:
+    """Tell the ready writers to go, start the reader loops, and wait for the writers."""
+    writer_errors = found.writer_errors
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            if p.stdout.readline() != b"ready\n":
+                writer_errors.append(p.communicate(timeout=30)[1].decode(errors="replace"))
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(b"go\n")
+            p.stdin.flush()
+        t0 = time.perf_counter()
+        for t in loops:
+            t.start()
+        for k, p in enumerate(procs):
+            _out, err = p.communicate()
+            if p.returncode != 0:
+                writer_errors.append(f"writer {k} exit {p.returncode}: {err.decode()[-400:]}")
+        found.write_seconds = time.perf_counter() - t0
+    finally:
+        stop.set()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for t in loops:
+            if t.is_alive():
+                t.join()
+
+
+def _read_acknowledged(
+    work: Path, plan: list[tuple[int, int]], found: _Findings, examples: Examples
+) -> None:
+    """What the writers were told, from their side files."""
+    acked = found.acked
+    for k, (size, _count) in enumerate(plan):
+        side = work / f"acked-{k}.txt"
+        for line in side.read_text().splitlines() if side.exists() else []:
+            a, b, batch = (int(x) for x in line.split())
+            for i, seq in enumerate(range(a, b)):
+                if seq in acked:
+                    found.clashes += 1
+                    examples.add("two appends were given one seq", f"seq {seq}")
+                acked[seq] = f"w{k}-b{batch}-{i}of{size}"
+
+
+def _check_log(store: Path, found: _Findings, examples: Examples) -> None:
+    """What the log holds, read independently of the store's reader, against what the
+    writers were told."""
+    data = (store / "threads" / f"{THREAD}.jsonl").read_bytes()
+    scan = found.scan = scan_log(data)
+    if scan.problem:
+        examples.add("log unsound", scan.problem)
+    at = dict(zip(scan.seqs, scan.ids, strict=True))
+    for seq, mid in found.acked.items():
+        if seq not in at:
+            found.lost += 1
+            examples.add("acknowledged frame lost", f"seq {seq} ({mid})")
+        elif at[seq] != mid:
+            found.wrong += 1
+            examples.add("acknowledged frame misplaced", f"seq {seq}: {at[seq]} not {mid}")
+    writer_ids = [m for m in scan.ids if m is not None]
+    found.duplicates = len(writer_ids) - len(set(writer_ids))
+    found.extra = sum(1 for s in scan.seqs if s and s not in found.acked)
+    found.contiguous = scan.seqs == list(range(len(scan.seqs)))
+    found.whole = whole_batches(scan.ids)
+    if found.whole:
+        examples.add("partial batch in the log", found.whole)
+
+
+def _final_reads(store: Path, work: Path, found: _Findings, examples: Examples) -> None:
+    """``verify``, then reads that bring the caches up to date, then the caches compared with
+    a fresh rebuild."""
+    verify = cli(store, "verify", timeout=900)
+    found.verify_ok = verify.ok
+    if not verify.ok:
+        found.verify_detail = verify.describe(200)
+        examples.add("verify failed", verify.describe() + " " + verify.stdout.decode()[-400:])
+    refresh = [cli(store, "stats"), cli(store, "search", WORDS[0])]
+    for r in refresh:
+        if not r.ok:
+            examples.add("final read failed", r.describe())
+    found.refresh_ok = all(r.ok for r in refresh)
+    found.compared, found.diffs = compare_caches(store, work)
+    for d in found.diffs:
+        examples.add("cache differs from a fresh rebuild", d)
+
+
+def _report(
+    result: FamilyResult,
+    writers: int,
+    total: int,
+    f: _Findings,
+    reader_stats: dict[str, ReaderStats],
+) -> None:
+    scan = f.scan
     result.tables.append(
         Table(
-            f"appends ({write_seconds:.0f} s of concurrent writing)",
+            f"appends ({f.write_seconds:.0f} s of concurrent writing)",
             ["what", "count"],
             [
-                ["writer processes", len(plan)],
+                ["writer processes", writers],
                 ["frames appended (planned)", total],
-                ["frames acknowledged", len(acked)],
+                ["frames acknowledged", len(f.acked)],
                 ["frames in the log (after thread_created)", max(0, len(scan.seqs) - 1)],
-                ["acknowledged frames lost", lost],
-                ["acknowledged frames at another seq", wrong],
-                ["seqs given to two appends", clashes],
-                ["duplicated frames (same message id twice)", duplicates],
-                ["frames nobody acknowledged", extra],
+                ["acknowledged frames lost", f.lost],
+                ["acknowledged frames at another seq", f.wrong],
+                ["seqs given to two appends", f.clashes],
+                ["duplicated frames (same message id twice)", f.duplicates],
+                ["frames nobody acknowledged", f.extra],
                 ["bytes past the last whole batch", scan.tail],
-                ["cache files compared with a fresh rebuild", compared],
-                ["cache files that differ", len(diffs)],
+                ["cache files compared with a fresh rebuild", f.compared],
+                ["cache files that differ", len(f.diffs)],
             ],
         )
     )
@@ -375,19 +447,21 @@ def run(
         )
     )
     reader_bad = sum(s.failed + s.tracebacks + s.inconsistent for s in reader_stats.values())
-    result.check("every writer ran to its end", not writer_errors, f"{len(writer_errors)} failed")
+    result.check(
+        "every writer ran to its end", not f.writer_errors, f"{len(f.writer_errors)} failed"
+    )
     result.check(
         "every acknowledged frame in the log exactly once, where its append said",
-        lost == wrong == clashes == duplicates == extra == 0 and len(acked) == total,
-        f"{lost} lost, {wrong} misplaced, {duplicates} duplicated, {extra} unacknowledged, "
-        f"{len(acked):,} of {total:,} acknowledged",
+        f.lost == f.wrong == f.clashes == f.duplicates == f.extra == 0 and len(f.acked) == total,
+        f"{f.lost} lost, {f.wrong} misplaced, {f.duplicates} duplicated, {f.extra} "
+        f"unacknowledged, {len(f.acked):,} of {total:,} acknowledged",
     )
     result.check(
         "seqs contiguous, one chain, whole batches",
-        contiguous and not scan.problem and not whole and scan.tail == 0,
-        scan.problem or whole or ("" if contiguous else "seqs are not contiguous"),
+        f.contiguous and not scan.problem and not f.whole and scan.tail == 0,
+        scan.problem or f.whole or ("" if f.contiguous else "seqs are not contiguous"),
     )
-    result.check("verify exits 0", verify.ok, "" if verify.ok else verify.describe(200))
+    result.check("verify exits 0", f.verify_ok, f.verify_detail)
     result.check(
         "concurrent readers: no failure, traceback or inconsistent snapshot",
         reader_bad == 0,
@@ -395,12 +469,9 @@ def run(
     )
     result.check(
         "caches byte-identical to a fresh rebuild",
-        not diffs and all(r.ok for r in refresh),
-        f"{len(diffs)} of {compared} files differ" if diffs else "",
+        not f.diffs and f.refresh_ok,
+        f"{len(f.diffs)} of {f.compared} files differ" if f.diffs else "",
     )
-    result.examples = examples.lines()
-    result.seconds = time.perf_counter() - started
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:
