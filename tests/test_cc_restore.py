@@ -7,13 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_cc_hooks import Transcript, context_of, work
 
 from continuity import frames as fr
-from continuity.claude_code._restore_extract import error_line, extract
+from continuity.claude_code._restore_extract import extract
 from continuity.claude_code._restore_pack import common_root, group_paths, pack, sections
 from continuity.claude_code.hooks import run_hook
 from continuity.claude_code.restore import GUIDANCE_MAX_CHARS, RESTORE_MAX_CHARS
+from continuity.context.summarize import ExtractiveSummarizer
+from continuity.context.transcript_rules import error_line as error_line_of
 from continuity.store.jsonl import Store
 
 
@@ -90,6 +93,10 @@ def test_commands_are_deduplicated_with_counts_and_their_last_outcome() -> None:
         "## Errors and what fixed them\n"
         "- `pytest -q`: FAILED t.py::x — fixed: a later run passed after editing app.py\n"
     ) in text
+
+
+def error_line(output: str) -> str:
+    return error_line_of(output, 200)
 
 
 def test_the_error_line_is_the_one_that_says_what_failed() -> None:
@@ -291,3 +298,31 @@ def test_a_budget_too_small_for_the_subagents_sections_keeps_the_sessions_own() 
     assert "main_59.py" in text and "sub_59.py" in text and "make target_59" in text
     head, _, rest = text.partition("## Files changed by subagents")
     assert "## Files changed\n" in head and rest
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "Exit code 2\nnpm warn Unknown env config\nsrc/a.ts(6,33): error TS2307: no module",
+        "warning: unused import: std::error::Error\nFinished dev",
+        "Compiling x\nwarning: unused import: std::error::Error\nFinished dev",
+        "make: *** [all] Error 2\nexit status 2",
+        "Traceback (most recent call last):\n  File 'x.py'\nValueError: bad value",
+        "=== 3 passed in 0.2s ===",
+        "Finished in 0.1s\n18 tests, 0 failures",
+        "all good",
+    ],
+)
+def test_the_restore_and_the_summary_read_an_output_alike(output: str) -> None:
+    """One rule (continuity.context.transcript_rules) for both: whether a run failed, the line
+    that says why, a passing run's tally."""
+    s = Session()
+    s.run("make", output)
+    command = extract(s.messages).commands["make"]
+    (summarized,) = ExtractiveSummarizer().summarize(None, s.messages).sections["commands"]
+    if command.last_ok:
+        assert summarized == (
+            f"`make` → ok ({command.ok_detail})" if command.ok_detail else "`make` → ok"
+        )
+    else:
+        assert summarized == f"`make` → error: {command.error}"

@@ -465,9 +465,9 @@ def test_checkpoint_uses_the_default_summarizer(run: Run, demo: Path, store: Pat
     result = run("checkpoint", "demo", "--to-seq", "7")
     assert result.exit_code == 0, result.stderr
     frame = of_type(demo, fr.CompactionCheckpointCreated)[-1]
-    assert frame.produced_by == "continuity.extractive/1"
+    assert frame.produced_by == "continuity.extractive/2"
     doc = decode_summary(Store(store).artifacts.get(frame.summary_artifact_id))
-    assert doc.produced_by == "continuity.extractive/1"
+    assert doc.produced_by == "continuity.extractive/2"
     assert "## Requests\n- Fix the failing test in app.py" in doc.text
     assert doc.sections["files"] == ["edited app.py"]
     assert any("resolved" in e for e in doc.sections["errors"])

@@ -111,7 +111,7 @@ def summarizer() -> ExtractiveSummarizer:
 
 def test_it_is_a_summarizer_with_a_stable_id(summarizer: ExtractiveSummarizer) -> None:
     as_protocol: Summarizer = summarizer
-    assert as_protocol.id == "continuity.extractive/1"
+    assert as_protocol.id == "continuity.extractive/2"
 
 
 def test_requests_are_the_users_own_words(summarizer: ExtractiveSummarizer) -> None:
@@ -244,6 +244,22 @@ def test_an_artifact_backed_result_is_read_through_its_preview(
             "error: src/a.py:3: error: Incompatible types",
         ),
         ("make: *** [all] Error 2\nexit status 2", "error: make: *** [all] Error 2"),
+        # a warning is no failure, even when it names an error type (extractive/2)
+        ("warning: unused import: std::error::Error\nFinished dev", "ok"),
+        ("Compiling x\nwarning: unused import: std::error::Error\nFinished dev", "ok"),
+        ("Exit code 0", "ok"),
+        # the line that says what failed, not the first one (extractive/2)
+        (
+            "Exit code 2\nnpm warn Unknown env config\n"
+            "src/a.ts(6,33): error TS2307: Cannot find module 'x'",
+            "error: src/a.ts(6,33): error TS2307: Cannot find module 'x'",
+        ),
+        (
+            "Compiling…\n\n  1) test sync is idempotent (SyncTest)\n     Assertion failed\n"
+            "\n3 tests, 1 failure",
+            "error: 1) test sync is idempotent (SyncTest)",
+        ),
+        ("Finished in 0.1s\n18 tests, 0 failures", "ok (18 tests, 0 failures)"),
         (
             "Success: no issues found in 12 source files",
             "ok (Success: no issues found in 12 source files)",
@@ -348,6 +364,18 @@ def test_noise_is_removed_from_requests(summarizer: ExtractiveSummarizer) -> Non
     ]
 
 
+def test_claude_codes_own_user_lines_are_no_requests(summarizer: ExtractiveSummarizer) -> None:
+    """As the restore reads them (extractive/2): a meta line as the ingest marks it (a slash
+    command's expansion), a background task's notification, an unclosed wrapper's line."""
+    expansion = user("Please analyze this codebase and create a CLAUDE.md file")
+    messages = [
+        msgspec.structs.replace(expansion, meta={"is_meta": "true"}),
+        user("<task-notification> <task-id>b7</task-id> <status>completed</status>"),
+        user("<command-name>/model\nAdd a --verbose flag"),
+    ]
+    assert summarizer.summarize(None, messages).sections["requests"] == ["Add a --verbose flag"]
+
+
 def test_huge_and_non_ascii_texts_are_trimmed(summarizer: ExtractiveSummarizer) -> None:
     huge = "日本語のテキスト " * 100_000
     messages = [
@@ -372,7 +400,7 @@ def doc(content: SummaryContent) -> SummaryDoc:
     return SummaryDoc(
         thread_id="t",
         to_seq=10,
-        produced_by="continuity.extractive/1",
+        produced_by="continuity.extractive/2",
         text=content.text,
         sections=content.sections,
     )

@@ -5,97 +5,49 @@ One pass over the messages gathers, in the order they are worth to Claude after 
 files changed; commands, deduplicated by their first line, with how often they ran and how the
 last run went; errors by the line that carries them, and what fixed them; files read; the user's
 own words; open tasks; decisions. :mod:`continuity.claude_code._restore_pack` turns this into
-text within a budget.
+text within a budget. What counts as the user's words, a failure, its error line or a passing
+run's tally is read as the summarizer reads it (:mod:`continuity.context.transcript_rules`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from continuity import frames as fr
-from continuity.context.summarize import open_todos
+from continuity.context.transcript_rules import (
+    COMMAND_TOOLS,
+    PATH_KEYS,
+    command_line,
+    decision_sentences,
+    error_line,
+    is_meta,
+    looks_failed,
+    ok_detail,
+    open_todos,
+    prompt_text,
+    tool_output,
+    trim,
+)
 
-__all__ = ["Command", "Extract", "error_line", "extract"]
+__all__ = ["Command", "Extract", "extract"]
 
 _EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 _READ_TOOLS: Final = frozenset({"Read"})
-_COMMAND_TOOLS: Final = frozenset({"Bash", "bash", "shell"})
-_PATH_KEYS: Final = ("file_path", "notebook_path", "filePath")
-_SCAN_CHARS: Final = 100_000
-_ERROR_SCAN_LINES: Final = 400
 _LINE_CHARS: Final = 200
 _COMMAND_CHARS: Final = 200
 _PROMPT_CHARS: Final = 600
 _DECISION_CHARS: Final = 220
+_MIN_DECISION_CHARS: Final = 25
 
-# --- the user's words -------------------------------------------------------------------------
-
-_WRAPPER_BLOCK: Final = re.compile(
-    r"<(system-reminder|command-name|command-message|command-args|local-command-stdout"
-    r"|local-command-stderr)>.*?</\1>",
-    re.S,
-)
-_NOISE_LINE: Final = (
-    "Caveat:",
-    "[Request interrupted",
-    "<system-reminder>",
-    "</system-reminder>",
-    "This session is being continued from a previous conversation",
-)
-_NOT_A_PROMPT: Final = ("<task-notification>",)  # a background task's end, as a user line
-_META_KEYS: Final = ("is_meta", "isMeta", "isCompactSummary")
-
-# --- error lines ------------------------------------------------------------------------------
-
-_VERDICT: Final = re.compile(r"^[ \t]*(?:FAILED|ERROR)\b|^[ \t]*\d+\) test\b")  # pytest, ExUnit
-# literal starts (no ``\b\w*`` before them): this is searched in every command's output
-_ERROR_MESSAGE: Final = re.compile(
-    r"(?:Error|Exception)(?::|$)|(?:error|fatal|panic)(?:\[\w+\])?:|^\*\* \(|ERROR:"
-)
-_FAILURE_WORD: Final = re.compile(
-    r"(?i)\bfail(?:ed|ure|ures|s)?\b|\berrors?\b|\bnot found\b|\bno such\b|\bdenied\b"
-    r"|\bcannot\b|\bcan't\b|\binvalid\b|\bundefined\b|\bunexpected\b"
-)
-_MARKER: Final = re.compile(
-    r"^\s*(?:Traceback \(most recent call last\):?|[Ee]xit code -?\d+|EXIT CODE -?\d+)\s*$"
-)
-_FAILED_ANYWHERE: Final = re.compile(
-    "|".join(f"(?:{p.pattern})" for p in (_VERDICT, _ERROR_MESSAGE, _MARKER)), re.M
-)
-_FAILED_NEEDLES: Final = (
-    "FAILED",
-    "ERROR",
-    ") test",
-    "rror",
-    "xception",
-    "fatal",
-    "panic",
-    "** (",
-    "Traceback",
-    "xit code",
-    "XIT CODE",
-)  # fmt: skip  (every match of _FAILED_ANYWHERE holds one)
-_WARNING: Final = re.compile(r"(?i)^\W*warning\b")
-_BOX: Final = re.compile(r"^[\W_]*$")  # rules, box drawing, bare punctuation
-_OK_DETAIL: Final = re.compile(
-    r"\d+ passed(?:,? \d+ [a-z]+)*(?: in [\d.]+m?s)?|\d+ tests?, 0 failures[^\n]*"
-    r"|All checks passed!|Success: no issues found[^\n]*"
-)
-
-# --- decisions --------------------------------------------------------------------------------
-
+# a choice made or rejected (the summarizer's vocabulary is its own: ``I'll``, ``going to``)
 _DECISION: Final = re.compile(
     r"(?i)\b(?:instead of|rather than|decided|decide to|decision is|chose|chosen|choose to"
     r"|opted|won['’]t|will not|let['’]s (?:use|go with|keep|not|stick)|go(?:ing)? with"
     r"|we['’]ll use|switch(?:ed|ing)? to|stick with|don['’]t use|do not use|never use"
     r"|no longer use|the fix is|root cause)\b"
 )
-_CODE_FENCE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
-_BULLET: Final = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#+|>)\s+")
-_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+")
-_MIN_DECISION_CHARS: Final = 25
 
 
 class Command:
@@ -161,14 +113,13 @@ def extract(messages: Sequence[fr.MessageAppended]) -> Extract:
     seen_prompts: dict[str, int] = {}
     for position, message in enumerate(messages):
         is_user = message.role == "user"
-        meta = message.meta
-        skip_text = bool(meta) and any(meta.get(k, "").lower() in ("true", "1") for k in _META_KEYS)
+        skip_text = is_meta(message.meta)
         for block in message.content:
             if isinstance(block, fr.TextBlock):
                 if skip_text:
                     continue
                 if is_user:
-                    if text := prompt_text(block.text):
+                    if text := prompt_text(block.text, _PROMPT_CHARS):
                         if text in seen_prompts:  # said again: its newest place counts
                             out.prompts = [(a, t) for a, t in out.prompts if t != text]
                         seen_prompts[text] = position
@@ -191,15 +142,15 @@ def _tool_use(out: Extract, block: fr.ToolUseBlock, position: int) -> _Call:
     tool_input = block.input
     command: Command | None = None
     path: str | None = None
-    if name in _COMMAND_TOOLS:
-        key = command_key(tool_input.get("command"))
+    if name in COMMAND_TOOLS:
+        key = command_line(tool_input.get("command"), _COMMAND_CHARS)
         if key:
             command = out.commands.pop(key, None) or Command(key)
             out.commands[key] = command  # moved to the newest place
             command.runs += 1
     elif name == "TodoWrite":
         out.todos = open_todos(tool_input.get("todos"), _LINE_CHARS)
-    for k in _PATH_KEYS:
+    for k in PATH_KEYS:
         value = tool_input.get(k)
         if isinstance(value, str) and value.strip():
             path = " ".join(value.split())
@@ -215,9 +166,7 @@ def _tool_result(
     changes: list[str],
     failed_at: dict[str, int],
 ) -> None:
-    output = block.content if block.artifact_id is None else block.preview
-    if not output and block.parts:
-        output = "\n".join(p.text for p in block.parts if isinstance(p, fr.TextBlock))
+    output = tool_output(block)
     command = call.command
     failed = block.is_error or (command is not None and looks_failed(output))
     if command is not None:
@@ -225,7 +174,7 @@ def _tool_result(
         if failed:
             command.failures += 1
             command.last_ok = False
-            command.error = error_line(output) or "failed"
+            command.error = error_line(output, _LINE_CHARS) or "failed"
             command.fixed_after = []
             failed_at[command.key] = len(changes)
         else:
@@ -233,13 +182,13 @@ def _tool_result(
                 since = failed_at.pop(command.key)
                 command.fixed_after = list(dict.fromkeys(changes[since:]))
             command.last_ok = True
-            command.ok_detail = _ok_detail(output)
+            command.ok_detail = ok_detail(output, _LINE_CHARS)
             out.last_success = position
         return
     path = call.path
     if failed:
         subject = f"{call.name} {path}" if path else call.name
-        out.errors.append(f"{subject}: {error_line(output) or 'failed'}")
+        out.errors.append(f"{subject}: {error_line(output, _LINE_CHARS) or 'failed'}")
         return
     if path is None:
         return
@@ -253,119 +202,10 @@ def _tool_result(
         out.read[path] = None
 
 
-# --- pieces (also used by the tests) ----------------------------------------------------------
-
-
-def command_key(value: Any) -> str:
-    """A command's first line, whitespace collapsed (" …" marks more lines), or ""."""
-    if isinstance(value, list):
-        value = " ".join(str(part) for part in value)
-    if not isinstance(value, str) or not value.strip():
-        return ""
-    lines = value.strip().splitlines()
-    first = " ".join(lines[0].split())
-    first = _trim(first, _COMMAND_CHARS)
-    return first + (" …" if len(lines) > 1 else "")
-
-
-def prompt_text(text: str) -> str:
-    """The user's words in a text block, Claude Code's wrappers and noise removed ("" if none)."""
-    text = text[:_SCAN_CHARS]
-    if text.lstrip().startswith(_NOT_A_PROMPT):
-        return ""
-    if "<" in text:
-        text = _WRAPPER_BLOCK.sub("\n", text)
-    kept: list[str] = []
-    size = 0
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(_NOISE_LINE):
-            continue
-        kept.append(line)
-        size += len(line) + 1
-        if size > _PROMPT_CHARS:
-            break
-    return _trim(" ".join(" ".join(kept).split()), _PROMPT_CHARS)
-
-
-def looks_failed(output: str) -> bool:
-    """Whether a command's output (not flagged as an error) still reports a failure."""
-    head = output[:_SCAN_CHARS]
-    if not any(needle in head for needle in _FAILED_NEEDLES):  # ``in`` is far faster than re
-        return False
-    for match in _FAILED_ANYWHERE.finditer(head):
-        start = head.rfind("\n", 0, match.start()) + 1
-        if not _WARNING.match(head, start):
-            return True
-    return False
-
-
-def error_line(output: str) -> str:
-    """The line that says what failed, not the output's first line: a test verdict, else the
-    last line of a traceback or an error message, else a line with a failure word, else the
-    first meaningful line (markers like ``Exit code 2`` and ``Traceback …`` only as a last
-    resort)."""
-    lines = output[:_SCAN_CHARS].splitlines()
-    if len(lines) > _ERROR_SCAN_LINES:  # the head and the tail hold the verdicts
-        lines = lines[: _ERROR_SCAN_LINES // 2] + lines[-_ERROR_SCAN_LINES // 2 :]
-    best = ""
-    best_score = 0
-    marker = ""
-    in_traceback = False
-    for raw in lines:
-        line = raw.strip()
-        if not line or _BOX.match(line):
-            continue
-        if _MARKER.match(line):
-            marker = marker or line
-            in_traceback = line.startswith("Traceback")
-            continue
-        if _WARNING.match(line):
-            score = 1
-        elif _VERDICT.search(raw):
-            score = 6
-        elif _ERROR_MESSAGE.search(line):
-            # a traceback's last line (not indented) is the exception: the latest one wins
-            score = 5 if not (in_traceback and raw[:1].isspace()) else 2
-        elif _FAILURE_WORD.search(line):
-            score = 3
-        else:
-            score = 2 if not in_traceback else 1
-        if score > best_score or (score == 5 and best_score == 5 and in_traceback):
-            best, best_score = line, score
-        if not raw[:1].isspace() and score == 5:
-            in_traceback = False
-    return _clean(best or marker)
-
-
-def _ok_detail(output: str) -> str:
-    match = _OK_DETAIL.search(output[-2_000:])
-    return _clean(match.group(0)) if match else ""
-
-
 def decisions(text: str) -> list[str]:
     """Sentences that state a choice (chosen or rejected), code left out."""
-    text = text[:_SCAN_CHARS]
-    if not _DECISION.search(text):
-        return []
-    if "```" in text:
-        text = _CODE_FENCE.sub("\n", text)
-    found: list[str] = []
-    for line in text.splitlines():
-        line = _BULLET.sub("", line)
-        for sentence in _SENTENCE_END.split(line):
-            sentence = " ".join(sentence.split())
-            if len(sentence) >= _MIN_DECISION_CHARS and _DECISION.search(sentence):
-                found.append(_trim(sentence, _DECISION_CHARS))
-    return found
-
-
-def _clean(line: str) -> str:
-    line = " ".join(line.split())
-    if line.startswith("E "):  # pytest's assertion lines
-        line = line[2:]
-    return _trim(line.strip("=┃│ "), _LINE_CHARS)
-
-
-def _trim(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return [
+        trim(sentence, _DECISION_CHARS)
+        for sentence in decision_sentences(text, _DECISION)
+        if len(sentence) >= _MIN_DECISION_CHARS
+    ]

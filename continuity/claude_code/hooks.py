@@ -197,80 +197,110 @@ def _ingest_file(store: BaseStore, path: Path, *, final: bool, notes: list[str])
 
 
 def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutcome:
-    """Do what ``event`` calls for; raise on failure (``main`` turns that into exit 0)."""
+    """Do what ``event`` calls for; raise on failure (``main`` turns that into exit 0).
+
+    Every event archives what is new in the transcript first; then pre-compact gives Claude
+    what to keep, session-start restores (or points to the previous session), and
+    user-prompt-submit delivers a pending restore and the recall for the prompt."""
     out = HookOutcome()
-    raw_path = payload.get("transcript_path")
-    if not isinstance(raw_path, str) or not raw_path:
-        raise ValueError("the hook input has no transcript_path")
-    transcript = Path(raw_path).expanduser()
-    if not transcript.is_file() and event != "session-start":
-        raise FileNotFoundError(f"transcript {transcript} does not exist")
+    transcript = _transcript_of(payload, event)
     # A new session's transcript may not be written yet when SessionStart fires: the pointer
     # to the previous session does not need it (and _ingest skips a missing file).
     final = event in ("pre-compact", "session-end")
     thread = _ingest(store, transcript, final=final, notes=out.notes)
-    thread_id = thread.id
     # Read after the ingest: a broken claude-code.json must not stop the archiving.
     cfg = _config(store)
     if event == "subagent-stop":
         agent_path = payload.get("agent_transcript_path")
         if isinstance(agent_path, str) and Path(agent_path).is_file():
             _ingest_file(store, Path(agent_path), final=True, notes=out.notes)
-    if event == "pre-compact":
-        from continuity.claude_code.restore import preservation_guidance
-
-        if not cfg.block_compaction:  # a blocked compaction leaves nothing to restore
-            state = _load_state(store, thread_id)
-            state.restore_pending = True
-            _save_state(store, thread_id, state)
-        if thread.exists():
-            out.stdout = preservation_guidance(thread)
-        if cfg.block_compaction:
-            out.exit_code = 2
-            out.stderr = "continuity: compaction blocked by configuration (block_compaction)"
+    elif event == "pre-compact":
+        _before_compaction(store, thread, cfg, out)
     elif event == "session-start":
-        source = payload.get("source")
-        if source in ("compact", "resume") and thread.exists():
-            from continuity.claude_code.restore import restore_context
-
-            text = restore_context(thread, max_chars=cfg.restore_max_chars)
-            out.stdout = _context_json(event, text)
-            state = _load_state(store, thread_id)
-            if source == "compact":
-                state.compactions += 1
-            state.restore_pending = False
-            _save_state(store, thread_id, state)
-        elif source in ("startup", "clear") and cfg.startup_pointer:
-            pointer = _previous_session_pointer(store, thread_id, payload.get("cwd"))
-            if pointer:
-                out.stdout = _context_json(event, pointer)
+        _on_session_start(store, thread, cfg, payload, out)
     elif event == "user-prompt-submit":
-        parts: list[str] = []
-        state = _load_state(store, thread_id)
-        restoring = cfg.restore_on_prompt and state.restore_pending and thread.exists()
-        if restoring:
-            from continuity.claude_code.restore import restore_context
-
-            parts.append(restore_context(thread, max_chars=cfg.restore_max_chars))
-        prompt = payload.get("prompt")
-        if cfg.recall_on_prompt and isinstance(prompt, str) and prompt.strip():
-            from continuity.claude_code.restore import prompt_recall
-
-            cwd = payload.get("cwd")
-            recalled = prompt_recall(
-                thread,
-                prompt,
-                project=cwd if isinstance(cwd, str) else None,
-                max_chars=cfg.recall_max_chars,
-            )
-            if recalled:
-                parts.append(recalled)
-        if restoring:  # delivered only now: a failing recall must not swallow the restore
-            state.restore_pending = False
-            _save_state(store, thread_id, state)
-        if parts:
-            out.stdout = _context_json(event, "\n\n".join(parts))
+        _on_prompt(store, thread, cfg, payload, out)
     return out
+
+
+def _transcript_of(payload: dict[str, Any], event: str) -> Path:
+    raw_path = payload.get("transcript_path")
+    if not isinstance(raw_path, str) or not raw_path:
+        raise ValueError("the hook input has no transcript_path")
+    transcript = Path(raw_path).expanduser()
+    if not transcript.is_file() and event != "session-start":
+        raise FileNotFoundError(f"transcript {transcript} does not exist")
+    return transcript
+
+
+def _before_compaction(store: BaseStore, thread: Thread, cfg: HookConfig, out: HookOutcome) -> None:
+    """Mark a restore as due after the compaction, and tell Claude what its summary must keep
+    (or block the compaction, when configured to)."""
+    from continuity.claude_code.restore import preservation_guidance
+
+    if not cfg.block_compaction:  # a blocked compaction leaves nothing to restore
+        state = _load_state(store, thread.id)
+        state.restore_pending = True
+        _save_state(store, thread.id, state)
+    if thread.exists():
+        out.stdout = preservation_guidance(thread)
+    if cfg.block_compaction:
+        out.exit_code = 2
+        out.stderr = "continuity: compaction blocked by configuration (block_compaction)"
+
+
+def _on_session_start(
+    store: BaseStore, thread: Thread, cfg: HookConfig, payload: dict[str, Any], out: HookOutcome
+) -> None:
+    """After a compaction or on resume, the restore; on a new session, where the previous one of
+    the project is archived."""
+    source = payload.get("source")
+    if source in ("compact", "resume") and thread.exists():
+        from continuity.claude_code.restore import restore_context
+
+        text = restore_context(thread, max_chars=cfg.restore_max_chars)
+        out.stdout = _context_json("session-start", text)
+        state = _load_state(store, thread.id)
+        if source == "compact":
+            state.compactions += 1
+        state.restore_pending = False
+        _save_state(store, thread.id, state)
+    elif source in ("startup", "clear") and cfg.startup_pointer:
+        pointer = _previous_session_pointer(store, thread.id, payload.get("cwd"))
+        if pointer:
+            out.stdout = _context_json("session-start", pointer)
+
+
+def _on_prompt(
+    store: BaseStore, thread: Thread, cfg: HookConfig, payload: dict[str, Any], out: HookOutcome
+) -> None:
+    """A restore still due (Claude Code did not show the session-start one), then what the
+    archive holds about the prompt."""
+    parts: list[str] = []
+    state = _load_state(store, thread.id)
+    restoring = cfg.restore_on_prompt and state.restore_pending and thread.exists()
+    if restoring:
+        from continuity.claude_code.restore import restore_context
+
+        parts.append(restore_context(thread, max_chars=cfg.restore_max_chars))
+    prompt = payload.get("prompt")
+    if cfg.recall_on_prompt and isinstance(prompt, str) and prompt.strip():
+        from continuity.claude_code.restore import prompt_recall
+
+        cwd = payload.get("cwd")
+        recalled = prompt_recall(
+            thread,
+            prompt,
+            project=cwd if isinstance(cwd, str) else None,
+            max_chars=cfg.recall_max_chars,
+        )
+        if recalled:
+            parts.append(recalled)
+    if restoring:  # delivered only now: a failing recall must not swallow the restore
+        state.restore_pending = False
+        _save_state(store, thread.id, state)
+    if parts:
+        out.stdout = _context_json("user-prompt-submit", "\n\n".join(parts))
 
 
 def _previous_session_pointer(store: BaseStore, thread_id: str, cwd: object) -> str:

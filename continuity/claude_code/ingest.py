@@ -40,6 +40,7 @@ from continuity.claude_code.transcript import (
     CompactBoundary,
     CompactSummary,
     LegacySummary,
+    ReadResult,
     Record,
     UserLine,
     read_records,
@@ -459,24 +460,62 @@ def _ingest_locked(
     thread_override: str | None,
     redactor: Redactor | None,
 ) -> IngestReport:
+    """Ingest what is new in ``path`` under its lock, phase by phase: resume from the cursor,
+    read the new records, hold back an unfinished tail, route each record to its thread's
+    batch, append the batches, then move the cursor."""
     job = _Ingest(store, path, final, thread_override, redactor)
-    size = path.stat().st_size
+    cursor, start, scanned = _resume(job, cursor_file)
+    read = _read_new(job, cursor, start, scanned)
+    grouped, end = _hold_back(job, read)
+    route = _Route(job, cursor)
+    for item in grouped:
+        route.add(item)
+    heads, last_msg = _append(job, route, cursor)
+    _save_cursor(
+        cursor_file,
+        Cursor(
+            path=_printable(path),
+            offset=end,
+            head_hash=_head_hash(path, end),
+            heads=heads,
+            keys=[*(cursor.keys if cursor else []), *job.new_keys][-_RECENT_KEYS:],
+            main_thread=route.main or "",
+            last_message_seq=last_msg,
+            session_id=job.session_id,
+            title=route.pending_title(),
+            scanned=read.end + read.pending if end == read.end else 0,
+        ),
+    )
+    return job.report
+
+
+# -- resume: where the last read of the file stopped -----------------------------------------
+
+
+def _resume(job: _Ingest, cursor_file: Path | None) -> tuple[Cursor | None, int, int]:
+    """The file's cursor, the offset to read from, and up to where the file is known to hold no
+    newline past it: no cursor and 0, 0 when there is none, it does not decode, or the file
+    shrank or was replaced since (the report says which)."""
+    size = job.path.stat().st_size
     cursor = _load_cursor(cursor_file)
-    start = 0
     if cursor is None:
         found = cursor_file is not None and cursor_file.exists()
         job.report.restarted = "unreadable cursor" if found else "no cursor"
-    elif size < cursor.offset:
+        return None, 0, 0
+    if size < cursor.offset:
         job.report.restarted = f"file shrank from {cursor.offset} to {size} bytes"
-        cursor = None
-    elif cursor.offset and _head_hash(path, cursor.offset) != cursor.head_hash:
+        return None, 0, 0
+    if cursor.offset and _head_hash(job.path, cursor.offset) != cursor.head_hash:
         job.report.restarted = "file was replaced"
-        cursor = None
-    else:
-        start = cursor.offset
-        job.known.update(cursor.keys)
-    scanned = cursor.scanned if cursor is not None and cursor.scanned <= size else 0
-    read = read_records(path, start, no_newline_before=scanned)
+        return None, 0, 0
+    job.known.update(cursor.keys)
+    return cursor, cursor.offset, cursor.scanned if cursor.scanned <= size else 0
+
+
+def _read_new(job: _Ingest, cursor: Cursor | None, start: int, scanned: int) -> ReadResult:
+    """The records from ``start`` on (the bytes before ``scanned`` are not searched for a
+    newline again), and the session a flat agent file belongs to."""
+    read = read_records(job.path, start, no_newline_before=scanned)
     job.report.bytes_read = read.end - start
     job.report.skipped = dict(read.skipped)
     if not job.session_id:
@@ -486,105 +525,138 @@ def _ingest_locked(
             (r.where.session_id for r in read.records if _has_where(r) and r.where.session_id),
             "",
         )
+    return read
+
+
+# -- hold back: what a later line may still complete -----------------------------------------
+
+
+def _hold_back(job: _Ingest, read: ReadResult) -> tuple[list[_Grouped], int]:
+    """The records grouped into responses, less an unfinished tail, and the offset up to which
+    the file is ingested: unless the ingest is final, the last response is held back while only
+    its tool results follow it (more of its lines may come), and so is a boundary whose summary
+    has not been written yet."""
     grouped, open_at = _groups(read.records)
+    if job.final:
+        return grouped, read.end
+    if open_at is not None:
+        response = grouped[open_at]
+        assert isinstance(response, list)
+        del grouped[open_at:]
+        job.report.held_back = True
+        return grouped, response[0].where.offset
+    last = grouped[-1] if grouped else None
+    if isinstance(last, CompactBoundary):
+        grouped.pop()
+        job.report.held_back = True
+        return grouped, last.where.offset
+    return grouped, read.end
 
-    # Hold back an unfinished tail: the last response while only its tool results follow it
-    # (more of its lines may come), and a boundary whose summary has not been written yet.
-    end = read.end
-    if not final:
-        if open_at is not None:
-            response = grouped[open_at]
-            assert isinstance(response, list)
-            end = response[0].where.offset
-            del grouped[open_at:]
-            job.report.held_back = True
-        elif grouped and isinstance(grouped[-1], CompactBoundary):
-            end = grouped[-1].where.offset
-            grouped.pop()
-            job.report.held_back = True
 
-    # Subagent and sidechain threads hang under the session's thread.
-    main = thread_override or (session_thread_id(job.session_id) if job.session_id else None)
-    main_started = main is not None and job.thread(main).exists()
-    # A title is a summary line read before the session's thread has a frame, whichever read
-    # that was, so that feeding the file in pieces gives the thread the title a single read does.
-    title: str | None = (cursor.title if cursor else "") or None
+# -- route: each record to its thread's batch, as a frame --------------------------------------
 
-    batches: dict[str, _Batch] = {}
-    order: list[str] = []
 
-    def batch_for(tid: str) -> _Batch:
-        if tid not in batches:
-            batches[tid] = _Batch(tid)
-            order.append(tid)
-            job.ensure_loaded(tid, cursor)
-        return batches[tid]
+class _Route:
+    """Sends each new record to the batch of its thread — the session's (the main one), or a
+    subagent's or sidechain's, which hang under it — as a message frame, Claude's compaction as
+    a marker, and a summary line read before the session's thread exists as its title."""
 
-    last_boundary: CompactBoundary | None = None
-    # Each thread's project, branch and version come from its own first message (not from the
-    # first line of whatever read creates it), so they do not depend on how the file was fed.
-    meta_sources: dict[str, dict[str, str]] = {}
+    def __init__(self, job: _Ingest, cursor: Cursor | None) -> None:
+        self.job = job
+        self.cursor = cursor
+        session = job.session_id
+        self.main = job.thread_override or (session_thread_id(session) if session else None)
+        self.main_started = self.main is not None and job.thread(self.main).exists()
+        # A title is a summary line read before the session's thread has a frame, whichever
+        # read that was, so that feeding the file in pieces gives the thread the title a single
+        # read does.
+        self.title: str | None = (cursor.title if cursor else "") or None
+        self.batches: dict[str, _Batch] = {}  # in the order of their first record
+        self.last_boundary: CompactBoundary | None = None
+        # Each thread's project, branch and version come from its own first message (not from
+        # the first line of whatever read creates it), so they do not depend on how the file
+        # was fed.
+        self.meta_sources: dict[str, dict[str, str]] = {}
 
-    def note_meta(tid: str, rec: _WhereLike) -> None:
-        where = rec.where
-        if tid not in meta_sources and where.cwd:
-            meta_sources[tid] = {
-                "project": where.cwd,
-                "git_branch": where.git_branch,
-                "claude_code_version": where.version,
-            }
-
-    for item in grouped:
+    def add(self, item: _Grouped) -> None:
         if isinstance(item, LegacySummary):
-            started = main_started or (main in batches and bool(batches[main].frames))
-            if not started and not title:
-                # Redacted here, not in its frame: the cursor keeps it until the thread exists.
-                title = job.redact_text(item.summary) or None
-            continue
+            self._title(item)
+            return
         if isinstance(item, CompactBoundary):
-            last_boundary = item
-            continue
+            self.last_boundary = item
+            return
         where = item[0].where if isinstance(item, list) else item.where
-        tid = job.thread_for(where.session_id, where.agent_id, where.sidechain)
-        batch = batch_for(tid)
+        tid = self.job.thread_for(where.session_id, where.agent_id, where.sidechain)
+        batch = self._batch(tid)
         if isinstance(item, CompactSummary):
-            key = f"c:cc-{item.where.uuid}"
-            if key in job.known:
-                job.skip([key])
-                continue
-            batch.frames.append(_Marker(item, last_boundary))
-            job.remember([key])
-            last_boundary = None
-            continue
-        if isinstance(item, UserLine):
-            keys = _user_keys(item)
-            if not item.blocks:
-                continue
-            matched = [k for k in keys if k in job.known]
-            if matched:
-                job.skip(matched)
-                continue
-            blocks, redacted = job.redact(item.blocks)
-            meta = {"is_meta": "true"} if item.is_meta else {}
-            if len(keys) > 1:
-                meta["cc_keys"] = ",".join(keys[1:])
-            if redacted:
-                meta[META_KEY] = str(redacted)
-            frame = fr.message(
-                "user",
-                content=job.externalize(blocks),
-                message_id=item.where.uuid or keys[0],
-                source=fr.SourceRef(system=SOURCE_SYSTEM, key=keys[0]),
-                ts_ms=_ts_ms(item.where.timestamp),
-            )
-            note_meta(tid, item)
-            batch.frames.append(msgspec.structs.replace(frame, meta=meta) if meta else frame)
-            job.remember(keys)
-            continue
+            self._compaction(batch, item)
+        elif isinstance(item, UserLine):
+            self._user_line(batch, item)
+        else:
+            self._response(batch, item)
+
+    def pending_title(self) -> str:
+        """The title to keep in the cursor: one read while the session's thread has no frame."""
+        if self.main is None or self.job.thread(self.main).exists():
+            return ""
+        return self.title or ""
+
+    def _batch(self, tid: str) -> _Batch:
+        batch = self.batches.get(tid)
+        if batch is None:
+            batch = self.batches[tid] = _Batch(tid)
+            self.job.ensure_loaded(tid, self.cursor)
+        return batch
+
+    def _title(self, item: LegacySummary) -> None:
+        main = self.main
+        started = self.main_started or (main in self.batches and bool(self.batches[main].frames))
+        if not started and not self.title:
+            # Redacted here, not in its frame: the cursor keeps it until the thread exists.
+            self.title = self.job.redact_text(item.summary) or None
+
+    def _compaction(self, batch: _Batch, item: CompactSummary) -> None:
+        key = f"c:cc-{item.where.uuid}"
+        if key in self.job.known:
+            self.job.skip([key])
+            return
+        batch.frames.append(_Marker(item, self.last_boundary))
+        self.job.remember([key])
+        self.last_boundary = None
+
+    def _user_line(self, batch: _Batch, item: UserLine) -> None:
+        job = self.job
+        keys = _user_keys(item)
+        if not item.blocks:
+            return
+        matched = [k for k in keys if k in job.known]
+        if matched:
+            job.skip(matched)
+            return
+        blocks, redacted = job.redact(item.blocks)
+        meta = {"is_meta": "true"} if item.is_meta else {}
+        if len(keys) > 1:
+            meta["cc_keys"] = ",".join(keys[1:])
+        if redacted:
+            meta[META_KEY] = str(redacted)
+        frame = fr.message(
+            "user",
+            content=job.externalize(blocks),
+            message_id=item.where.uuid or keys[0],
+            source=fr.SourceRef(system=SOURCE_SYSTEM, key=keys[0]),
+            ts_ms=_ts_ms(item.where.timestamp),
+        )
+        self._note_meta(batch.thread_id, item)
+        batch.frames.append(msgspec.structs.replace(frame, meta=meta) if meta else frame)
+        job.remember(keys)
+
+    def _response(self, batch: _Batch, item: list[AssistantPart]) -> None:
+        """The parts of one assistant response not archived yet, as one message."""
+        job = self.job
         parts = [p for p in item if p.where.uuid not in job.known]
         if not parts:
             job.skip([p.where.uuid for p in item])
-            continue
+            return
         head = parts[0]
         message_key = f"a:{head.message_id}"
         message_id = head.message_id
@@ -592,7 +664,7 @@ def _ingest_locked(
             message_id = f"{head.message_id}#{head.where.uuid[:8]}"
         blocks, redacted = job.redact([b for p in parts for b in p.blocks])
         if not blocks:
-            continue
+            return
         keys = [p.where.uuid for p in parts if p.where.uuid] or [message_key]
         meta = {"model": head.model} if head.model else {}
         if head.synthetic:
@@ -609,35 +681,39 @@ def _ingest_locked(
             source=fr.SourceRef(system=SOURCE_SYSTEM, key=keys[0]),
             ts_ms=_ts_ms(head.where.timestamp),
         )
-        note_meta(tid, head)
+        self._note_meta(batch.thread_id, head)
         batch.frames.append(msgspec.structs.replace(frame, meta=meta))
         job.remember([*keys, message_key])
 
+    def _note_meta(self, tid: str, rec: _WhereLike) -> None:
+        where = rec.where
+        if tid not in self.meta_sources and where.cwd:
+            self.meta_sources[tid] = {
+                "project": where.cwd,
+                "git_branch": where.git_branch,
+                "claude_code_version": where.version,
+            }
+
+
+# -- append: each thread's batch to its log --------------------------------------------------
+
+
+def _append(
+    job: _Ingest, route: _Route, cursor: Cursor | None
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Append the batches, threads in the order of their first record; each thread's head seq
+    and last message's seq after it (for the next cursor)."""
     heads: dict[str, int] = dict(cursor.heads) if cursor else {}
     last_msg: dict[str, int] = dict(cursor.last_message_seq) if cursor else {}
-    for tid in order:
-        _append_batch(job, batches[tid], main, title, meta_sources.get(tid, {}), last_msg)
+    for tid, batch in route.batches.items():
+        _append_batch(
+            job, batch, route.main, route.title, route.meta_sources.get(tid, {}), last_msg
+        )
         thread_head = job.thread(tid).head()
         if thread_head is not None:
             heads[tid] = thread_head.seq
-    job.report.threads = order
-    keys = [*(cursor.keys if cursor else []), *job.new_keys][-_RECENT_KEYS:]
-    _save_cursor(
-        cursor_file,
-        Cursor(
-            path=_printable(path),
-            offset=end,
-            head_hash=_head_hash(path, end),
-            heads=heads,
-            keys=keys,
-            main_thread=main or "",
-            last_message_seq=last_msg,
-            session_id=job.session_id,
-            title=(title or "") if main is not None and not job.thread(main).exists() else "",
-            scanned=read.end + read.pending if end == read.end else 0,
-        ),
-    )
-    return job.report
+    job.report.threads = list(route.batches)
+    return heads, last_msg
 
 
 def _append_batch(

@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import msgspec
 import typer
 
 from continuity.cli._common import count, errors, fail, open_store, report_recovery
+
+if TYPE_CHECKING:
+    from continuity.store.base import BaseStore
 
 __all__ = ["register"]
 
@@ -211,10 +215,30 @@ def ingest(
     Files that are not transcripts, or cannot be read, are skipped and named. Interrupted, it
     says where it stopped; running it again resumes, losing nothing.
     """
-    from continuity.claude_code.ingest import ingest_transcript
-    from continuity.claude_code.transcript import MAX_LINE_BYTES, SKIPPED_OVERSIZE
+    todo, skipped = _transcripts_to_ingest(paths or [Path.home() / ".claude" / "projects"])
+    # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
+    run = _IngestRun(open_store(ctx, create=True), len(todo))
+    try:
+        _with_progress(todo, run.one)
+    except KeyboardInterrupt:
+        typer.echo(
+            f"interrupted while ingesting {_shown(run.current or todo[0])} ({run.done} of "
+            f"{count(len(todo), 'transcript')} done); what was archived is kept: "
+            "run the same command again to resume",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    for f, why in [*skipped, *run.failed]:
+        typer.echo(f"skipped {_shown(f)}: {why}", err=True)
+    typer.echo(run.summary())
+    if run.failed:
+        fail(f"{count(len(run.failed), 'transcript')} could not be ingested (named above)")
 
-    files = _transcripts(paths or [Path.home() / ".claude" / "projects"])
+
+def _transcripts_to_ingest(paths: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The transcripts under ``paths``, and the other files with why each is skipped; exits
+    when there is no transcript to ingest."""
+    files = _transcripts(paths)
     if not files:
         fail("no transcripts (*.jsonl) found")
     try:
@@ -229,85 +253,94 @@ def ingest(
         for f, why in skipped:
             typer.echo(f"skipped {_shown(f)}: {why}", err=True)
         fail(f"no Claude Code transcript among the {len(files)} files; nothing was ingested")
-    # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
-    store = open_store(ctx, create=True)
-    totals = dict.fromkeys(
-        ("messages", "checkpoints", "duplicates", "repeated", "bad", "oversize"), 0
-    )
-    threads: set[str] = set()
-    failed: list[tuple[Path, str]] = []
-    done = 0
+    return todo, skipped
 
-    def one(f: Path) -> None:
-        # A file that cannot be read is skipped and named; trouble with the store stops the run.
-        with errors(f" (in {_shown(f)}; {done} of {len(todo)} transcripts done before it)"):
+
+def _with_progress(todo: list[Path], one: Callable[[Path], None]) -> None:
+    """``one`` on each transcript, with a progress bar on a terminal."""
+    if not sys.stderr.isatty():
+        for f in todo:
+            one(f)
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("ingesting", total=len(todo))
+        for f in todo:
+            one(f)
+            bar.advance(task)
+
+
+class _IngestRun:
+    """What ``continuity ingest`` did so far: the totals of its reports, and the files it could
+    not read."""
+
+    def __init__(self, store: BaseStore, of: int) -> None:
+        self.store = store
+        self.of = of
+        self.done = 0
+        self.current: Path | None = None
+        self.totals = dict.fromkeys(
+            ("messages", "checkpoints", "duplicates", "repeated", "bad", "oversize"), 0
+        )
+        self.threads: set[str] = set()
+        self.failed: list[tuple[Path, str]] = []
+
+    def one(self, f: Path) -> None:
+        """Ingest one transcript. A file that cannot be read is skipped and named; trouble with
+        the store stops the run."""
+        from continuity.claude_code.ingest import ingest_transcript
+        from continuity.claude_code.transcript import SKIPPED_OVERSIZE
+
+        self.current = f
+        with errors(f" (in {_shown(f)}; {self.done} of {self.of} transcripts done before it)"):
             try:
-                r = ingest_transcript(store, f, final=True)
+                r = ingest_transcript(self.store, f, final=True)
             except UnicodeError:
-                failed.append((f, "its name is not UTF-8; rename it to ingest it"))
-                return
+                self.failed.append((f, "its name is not UTF-8; rename it to ingest it"))
+                r = None
             except OSError as exc:
                 if not _same_file(exc.filename, f):
                     raise
-                failed.append((f, f"cannot be read ({exc.strerror or exc})"))
-                return
-        totals["messages"] += r.messages
-        totals["checkpoints"] += r.checkpoints
-        totals["duplicates"] += r.duplicates
-        totals["repeated"] += r.repeated
-        totals["bad"] += sum(r.skipped.get(k, 0) for k in ("<not json>", "<not object>"))
-        totals["oversize"] += r.skipped.get(SKIPPED_OVERSIZE, 0)
-        threads.update(r.threads)
+                self.failed.append((f, f"cannot be read ({exc.strerror or exc})"))
+                r = None
+        if r is not None:
+            totals = self.totals
+            totals["messages"] += r.messages
+            totals["checkpoints"] += r.checkpoints
+            totals["duplicates"] += r.duplicates
+            totals["repeated"] += r.repeated
+            totals["bad"] += sum(r.skipped.get(k, 0) for k in ("<not json>", "<not object>"))
+            totals["oversize"] += r.skipped.get(SKIPPED_OVERSIZE, 0)
+            self.threads.update(r.threads)
+        self.done += 1
 
-    current = todo[0]
-    try:
-        if sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import Progress
+    def summary(self) -> str:
+        from continuity.claude_code.transcript import MAX_LINE_BYTES
 
-            with Progress(console=Console(stderr=True), transient=True) as bar:
-                task = bar.add_task("ingesting", total=len(todo))
-                for current in todo:
-                    one(current)
-                    done += 1
-                    bar.advance(task)
-        else:
-            for current in todo:
-                one(current)
-                done += 1
-    except KeyboardInterrupt:
-        typer.echo(
-            f"interrupted while ingesting {_shown(current)} ({done} of "
-            f"{count(len(todo), 'transcript')} done); what was archived is kept: "
-            "run the same command again to resume",
-            err=True,
+        totals = self.totals
+        return (
+            f"ingested {count(self.of - len(self.failed), 'transcript')} into "
+            f"{count(len(self.threads), 'thread')}: "
+            f"{count(totals['messages'], 'new message')}, "
+            f"{count(totals['checkpoints'], 'compaction')}, "
+            f"{totals['duplicates']} already archived, {totals['bad']} unreadable lines skipped"
+            + (
+                f", {count(totals['oversize'], 'line')} over the {MAX_LINE_BYTES >> 20} MiB "
+                "line cap skipped (not archived)"
+                if totals["oversize"]
+                else ""
+            )
+            # Not "already archived": this run archived the first of them (a line a transcript
+            # holds twice, by its id).
+            + (
+                f", {count(totals['repeated'], 'line')} repeating an earlier line of "
+                "their transcript skipped"
+                if totals["repeated"]
+                else ""
+            )
         )
-        raise typer.Exit(130) from None
-    for f, why in [*skipped, *failed]:
-        typer.echo(f"skipped {_shown(f)}: {why}", err=True)
-    typer.echo(
-        f"ingested {count(len(todo) - len(failed), 'transcript')} into "
-        f"{count(len(threads), 'thread')}: "
-        f"{count(totals['messages'], 'new message')}, "
-        f"{count(totals['checkpoints'], 'compaction')}, "
-        f"{totals['duplicates']} already archived, {totals['bad']} unreadable lines skipped"
-        + (
-            f", {count(totals['oversize'], 'line')} over the {MAX_LINE_BYTES >> 20} MiB "
-            "line cap skipped (not archived)"
-            if totals["oversize"]
-            else ""
-        )
-        # Not "already archived": this run archived the first of them (a line a transcript
-        # holds twice, by its id).
-        + (
-            f", {count(totals['repeated'], 'line')} repeating an earlier line of "
-            "their transcript skipped"
-            if totals["repeated"]
-            else ""
-        )
-    )
-    if failed:
-        fail(f"{count(len(failed), 'transcript')} could not be ingested (named above)")
 
 
 def sessions(

@@ -6,7 +6,8 @@ what coding work needs after a compaction, as short one-line items in sections:
 ``requests``    the user's own words (Claude Code noise removed), trimmed
 ``files``       each file read, searched or changed, once, with its latest action — except that a
                 later read never hides an earlier change (``edited`` stays ``edited``)
-``commands``    each command run with its outcome: ``ok`` or ``error: <first meaningful line>``
+``commands``    each command run with its outcome: ``ok`` or ``error: <the line that says what
+                failed>``
 ``errors``      errors seen, marked ``resolved`` when a later run of the same command succeeds or
                 a later change of the same file goes through
 ``decisions``   assistant sentences that state a decision (``I'll``, ``instead of``…)
@@ -17,7 +18,10 @@ newest occurrence, and a section over its token budget drops its oldest items fi
 newest detail survives. ``open_tasks`` is the exception: it is the current state, so a newer
 todo list replaces the older one. The item formats are what this module parses back out of a
 base summary (to resolve an earlier error, or update a file's action), so they are part of the
-``continuity.extractive/1`` id: change them and the id must change.
+summarizer's id, as is what it extracts: change either and the id must change.
+
+What counts as the user's words, a failure, its error line and a passing run's tally is read
+by :mod:`continuity.context.transcript_rules`, as the Claude Code restore reads it.
 """
 
 from __future__ import annotations
@@ -25,11 +29,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
 from continuity import frames as fr
+from continuity.context.transcript_rules import (
+    COMMAND_TOOLS,
+    PATH_KEYS,
+    command_line,
+    decision_sentences,
+    error_line,
+    is_meta,
+    looks_failed,
+    ok_detail,
+    one_line,
+    open_todos,
+    prompt_text,
+    tool_output,
+    trim,
+)
 from continuity.summary import SummaryContent, SummaryDoc
 from continuity.tokens import estimate_text
 
@@ -63,8 +82,6 @@ _DECISION_CHARS: Final = 200
 _COMMAND_CHARS: Final = 160
 _LINE_CHARS: Final = 160
 _PATH_CHARS: Final = 200
-_SCAN_CHARS: Final = 100_000  # how much of one text or tool output is searched
-_TAIL_CHARS: Final = 2_000
 
 _FILE_ACTIONS: Final[Mapping[str, str]] = {
     "Read": "read",
@@ -76,35 +93,25 @@ _FILE_ACTIONS: Final[Mapping[str, str]] = {
     "Grep": "searched",
 }
 _CHANGES: Final = frozenset({"edited", "wrote"})
-_KNOWN_PATH_KEYS: Final = ("file_path", "notebook_path", "filePath", "path")
-# `path` of an unknown tool may be anything (a URL, a JSON path), so only these count there
-_OTHER_PATH_KEYS: Final = ("file_path", "notebook_path", "filePath")
-_COMMAND_TOOLS: Final = frozenset({"Bash", "bash", "shell"})
-
-_NOISE_BLOCK: Final = re.compile(
-    r"<(system-reminder|command-name|command-message|command-args|local-command-stdout"
-    r"|local-command-stderr)>.*?</\1>",
-    re.S,
-)
-_NOISE_PREFIXES: Final = (
-    "<command-name>",
-    "<command-message>",
-    "<command-args>",
-    "<local-command-stdout>",
-    "<local-command-stderr>",
-    "<system-reminder>",
-    "</system-reminder>",
-    "Caveat:",
-    "[Request interrupted",
-    "This session is being continued from a previous conversation",
-)
-_META_SKIP: Final = ("isMeta", "isCompactSummary")
+_KNOWN_PATH_KEYS: Final = (*PATH_KEYS, "path")  # `path` only of the tools above
 
 # explicit capitals rather than re.I: case-insensitive matching is several times slower
 _DECISION: Final = re.compile(
     r"\b(?:I['’]ll|I will|[Ll]et['’]s|[Dd]ecided|[Gg]oing to|[Ii]nstead of|[Tt]he fix is"
     r"|[Rr]oot cause)\b"
 )
+_DECISION_NEEDLES: Final = (
+    "I'll",
+    "I’ll",
+    "I will",
+    "et's",
+    "et’s",
+    "ecided",
+    "oing to",
+    "nstead of",
+    "he fix is",
+    "oot cause",
+)  # fmt: skip  (every match of _DECISION holds one)
 # "I'll read the file" announces a step, not a decision
 _NARRATION: Final = re.compile(
     r"^(?:(?:now|first|next|then|ok|okay|great|good),?\s+)?"
@@ -113,32 +120,6 @@ _NARRATION: Final = re.compile(
     r"|verify|test|try|find)\b",
     re.I,
 )
-_CODE_FENCE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
-_BULLET: Final = re.compile(r"^\s*(?:[-*+]|\d+[.)]|#+|>)\s+")
-_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+")
-
-_FAILED_SPOT: Final = re.compile(r"(?:FAILED|ERROR)\b")  # at the start of a line
-_ERROR_SPOT: Final = re.compile(r"(?:Error|Exception|error|fatal|panic)(?:\[\w+\])?:")
-_MARKER_SPOT: Final = re.compile(
-    r"Traceback \(most recent call last\)"
-    r"|\b(?:[Ee]xit|EXIT)(?:ed with)? (?:[Cc]ode|[Ss]tatus|CODE|STATUS) -?[1-9]"
-)
-_OK_DETAIL: Final = re.compile(
-    r"\d+ passed(?:,? \d+ [a-z]+)*(?: in [\d.]+m?s)?|All checks passed!|Success: no issues found"
-    r"[^\n]*"
-)
-_PYTEST_E: Final = re.compile(r"^E\s+")
-
-# A pattern is only searched for when one of its needles occurs: ``in`` scans ten times faster
-# than ``re``, and most texts hold none. Every match of a pattern contains one of its needles.
-_DECISION_NEEDLES: Final = (
-    "I'll", "I’ll", "I will", "et's", "et’s", "ecided", "oing to", "nstead of", "he fix is",
-    "oot cause",
-)  # fmt: skip
-_FAILED_NEEDLES: Final = ("FAILED", "ERROR")
-_ERROR_NEEDLES: Final = ("rror", "xception", "fatal", "panic")
-_MARKER_NEEDLES: Final = ("Traceback", "xit", "XIT")
-_OK_NEEDLES: Final = ("passed", "All checks", "Success:")
 
 _UNANSWERED: Final = "unanswered: "
 _RESOLVED: Final = " — resolved"
@@ -161,7 +142,7 @@ class ExtractiveSummarizer:
 
     @property
     def id(self) -> str:
-        return "continuity.extractive/1"
+        return "continuity.extractive/2"
 
     def summarize(
         self, base: SummaryDoc | None, messages: Sequence[fr.MessageAppended]
@@ -178,7 +159,7 @@ class ExtractiveSummarizer:
             scan.add(message)
         sections = _merge(base_sections, scan)
         if base is not None and not base.sections and base.text:
-            sections["earlier"] = [line for line in map(_one_line, base.text.splitlines()) if line]
+            sections["earlier"] = [line for line in map(one_line, base.text.splitlines()) if line]
         kept = {
             name: _within_budget(items, self._budgets.get(name, self._default_budget))
             for name, items in sections.items()
@@ -218,15 +199,12 @@ class _Scan(msgspec.Struct):
         if message.role == "assistant":
             self.last_assistant_at = self.position
         # Claude Code's meta lines and its own compaction summary are not the user's words
-        skip_text = message.role != "user" or (
-            bool(message.meta)
-            and any(message.meta.get(key, "").lower() in ("true", "1") for key in _META_SKIP)
-        )
+        skip_text = message.role != "user" or is_meta(message.meta)
         for block in message.content:
             if isinstance(block, fr.TextBlock):
                 if message.role == "assistant":
                     self.decisions.extend(_decisions(block.text))
-                elif not skip_text and (request := _request(block.text)):
+                elif not skip_text and (request := prompt_text(block.text, _REQUEST_CHARS)):
                     self.requests.append(request)
                     self.last_request, self.last_request_at = request, self.position
             elif isinstance(block, fr.ToolUseBlock):
@@ -236,18 +214,18 @@ class _Scan(msgspec.Struct):
             # thinking and images carry nothing a summary keeps
 
     def _tool_use(self, block: fr.ToolUseBlock) -> None:
-        call = _Call(name=_one_line(block.name).replace(" ", "_") or "tool")
+        call = _Call(name=one_line(block.name).replace(" ", "_") or "tool")
         tool_input = block.input
-        if block.name in _COMMAND_TOOLS:
-            call.command = _command(tool_input.get("command"))
+        if block.name in COMMAND_TOOLS:
+            call.command = command_line(tool_input.get("command"), _COMMAND_CHARS) or None
         elif block.name == "TodoWrite":
-            self.todos = open_todos(tool_input.get("todos"))
+            self.todos = open_todos(tool_input.get("todos"), _LINE_CHARS)
         action = _FILE_ACTIONS.get(block.name)
-        keys = _KNOWN_PATH_KEYS if action is not None else _OTHER_PATH_KEYS
+        keys = _KNOWN_PATH_KEYS if action is not None else PATH_KEYS
         for key in keys:
             value = tool_input.get(key)
             if isinstance(value, str) and value.strip():
-                call.path = _trim(_one_line(value), _PATH_CHARS)
+                call.path = trim(one_line(value), _PATH_CHARS)
                 call.action = action or call.name
                 break
         self.calls.append(call)
@@ -258,126 +236,21 @@ class _Scan(msgspec.Struct):
         if call is None:  # its call was summarized in an earlier batch
             call = _Call(name="tool_result")
             self.calls.append(call)
-        output = block.content if block.artifact_id is None else block.preview
+        output = tool_output(block)
         call.seen = True
-        call.failed = block.is_error or (call.command is not None and _looks_failed(output))
+        call.failed = block.is_error or (call.command is not None and looks_failed(output))
         if call.failed:
-            call.detail = _error_line(output) or "error"
+            call.detail = error_line(output, _LINE_CHARS) or "error"
         elif call.command is not None:
-            call.detail = _ok_detail(output)
-
-
-def _request(text: str) -> str:
-    text = text[:_SCAN_CHARS]
-    if "<" in text:
-        text = _NOISE_BLOCK.sub("\n", text)
-    kept: list[str] = []
-    size = 0
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(_NOISE_PREFIXES):
-            continue
-        kept.append(line)
-        size += len(line) + 1
-        if size > _REQUEST_CHARS:
-            break
-    return _trim(_one_line(" ".join(kept)), _REQUEST_CHARS)
+            call.detail = ok_detail(output, _LINE_CHARS)
 
 
 def _decisions(text: str) -> list[str]:
-    text = text[:_SCAN_CHARS]
-    if not _find(_DECISION, _DECISION_NEEDLES, text):
-        return []
-    if "```" in text:
-        text = _CODE_FENCE.sub("\n", text)
-    found: list[str] = []
-    for line in text.splitlines():
-        line = _BULLET.sub("", line)
-        for sentence in _SENTENCE_END.split(line):
-            sentence = sentence.strip()
-            if _DECISION.search(sentence) and not _NARRATION.match(sentence):
-                found.append(_trim(_one_line(sentence), _DECISION_CHARS))
-    return found
-
-
-def _command(value: Any) -> str | None:
-    if isinstance(value, list):
-        value = " ".join(str(part) for part in value)
-    if not isinstance(value, str) or not value.strip():
-        return None
-    lines = value.strip().splitlines()
-    first = _one_line(lines[0]) + (" …" if len(lines) > 1 else "")
-    return _trim(first, _COMMAND_CHARS)
-
-
-def open_todos(value: Any, limit: int = _LINE_CHARS) -> list[str]:
-    """The todos of a TodoWrite call's ``todos`` that are not completed, as
-    ``[status] content`` lines of at most ``limit`` characters (the restore uses it too)."""
-    if not isinstance(value, list):
-        return []
-    todos: list[str] = []
-    for todo in value:
-        if not isinstance(todo, dict):
-            continue
-        status = todo.get("status")
-        content = todo.get("content")
-        if status == "completed" or not isinstance(content, str) or not content.strip():
-            continue
-        label = status.replace("_", " ") if isinstance(status, str) and status else "pending"
-        todos.append(f"[{_one_line(label)}] {_trim(_one_line(content), limit)}")
-    return todos
-
-
-def _looks_failed(output: str) -> bool:
-    head = output[:_SCAN_CHARS]
-    return bool(
-        _failed_line(head)
-        or _find(_ERROR_SPOT, _ERROR_NEEDLES, head)
-        or _find(_MARKER_SPOT, _MARKER_NEEDLES, head)
-    )
-
-
-def _error_line(output: str) -> str:
-    """The line that says most about a failure: a test failure, else an error message, else
-    the first line that is not a bare marker (``Traceback …``, ``Exit code 1``)."""
-    head = output[:_SCAN_CHARS]
-    if line := _failed_line(head):
-        return _clean_line(line)
-    if match := _find(_ERROR_SPOT, _ERROR_NEEDLES, head):
-        return _clean_line(_line_around(head, match))
-    marker = ""
-    for line in head[:_TAIL_CHARS].splitlines()[:50]:
-        if not line.strip():
-            continue
-        if _MARKER_SPOT.search(line):
-            marker = marker or line
-            continue
-        return _clean_line(line)
-    return _clean_line(marker)
-
-
-def _failed_line(text: str) -> str:
-    """The first line that starts with ``FAILED`` or ``ERROR`` (pytest's verdicts), or ""."""
-    if not any(needle in text for needle in _FAILED_NEEDLES):
-        return ""
-    for match in _FAILED_SPOT.finditer(text):
-        line = _line_around(text, match)
-        if line.lstrip().startswith(match.group(0)):
-            return line
-    return ""
-
-
-def _line_around(text: str, match: re.Match[str]) -> str:
-    # cutting the line out around a match is much faster than a pattern matching the whole line
-    # (``^.*?…`` retries at every character)
-    start = text.rfind("\n", 0, match.start()) + 1
-    end = text.find("\n", match.end())
-    return text[start : end if end >= 0 else len(text)]
-
-
-def _ok_detail(output: str) -> str:
-    match = _find(_OK_DETAIL, _OK_NEEDLES, output[-_TAIL_CHARS:])
-    return _clean_line(match.group(0)) if match else ""
+    return [
+        trim(sentence, _DECISION_CHARS)
+        for sentence in decision_sentences(text, _DECISION, _DECISION_NEEDLES)
+        if not _NARRATION.match(sentence)
+    ]
 
 
 # --- merging with the base ------------------------------------------------------------------
@@ -432,7 +305,7 @@ def _merge(base: Mapping[str, list[str]], scan: _Scan) -> dict[str, list[str]]:
                 _resolve(errors, [error], f"{after} (rerun ok)")
 
     merged: dict[str, list[str]] = {
-        name: [_one_line(item) for item in items]
+        name: [one_line(item) for item in items]
         for name, items in base.items()
         if name not in SECTION_HEADINGS
     }
@@ -522,19 +395,3 @@ def _render(sections: Mapping[str, list[str]]) -> str:
         heading = SECTION_HEADINGS.get(name) or name.replace("_", " ").capitalize()
         parts.append(f"## {heading}\n" + "\n".join(f"- {item}" for item in items))
     return "\n\n".join(parts)
-
-
-def _find(pattern: re.Pattern[str], needles: tuple[str, ...], text: str) -> re.Match[str] | None:
-    return pattern.search(text) if any(needle in text for needle in needles) else None
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _clean_line(line: str) -> str:
-    return _trim(_PYTEST_E.sub("", _one_line(line)).strip("= "), _LINE_CHARS)
-
-
-def _trim(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
