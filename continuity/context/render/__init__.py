@@ -43,17 +43,20 @@ ADR 0019 has the mapping tables and the rules. The modules:
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, TypeAlias
+import importlib
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import msgspec
 
 from continuity.context.bundle import ContextBundle, bundle_bytes
-from continuity.context.layout import ROLE_HINT, Provider
-from continuity.context.render.anthropic import CacheMode, to_anthropic
-from continuity.context.render.openai_chat import to_openai
-from continuity.context.render.openai_responses import to_openai_responses
-from continuity.context.render.text import to_text
-from continuity.context.render.window import CONTINUING, ThinkingMode
+
+if TYPE_CHECKING:
+    from continuity.context.layout import ROLE_HINT, Provider
+    from continuity.context.render.anthropic import CacheMode, to_anthropic
+    from continuity.context.render.openai_chat import to_openai
+    from continuity.context.render.openai_responses import to_openai_responses
+    from continuity.context.render.text import to_text
+    from continuity.context.render.window import CONTINUING, ThinkingMode
 
 __all__ = [
     "CONTINUING",
@@ -75,6 +78,33 @@ FORMATS: Final[tuple[Format, ...]] = ("json", "anthropic", "openai", "openai-res
 
 _json_encoder: Final = msgspec.json.Encoder()
 
+# The names of the shapes' modules, loaded on first use (PEP 562, as the package root does): a
+# restore renders text only and a JSON compile none, and neither pays for the other shapes.
+_HOMES: Final = {
+    "CONTINUING": "continuity.context.render.window",
+    "ROLE_HINT": "continuity.context.layout",
+    "CacheMode": "continuity.context.render.anthropic",
+    "Provider": "continuity.context.layout",
+    "ThinkingMode": "continuity.context.render.window",
+    "to_anthropic": "continuity.context.render.anthropic",
+    "to_openai": "continuity.context.render.openai_chat",
+    "to_openai_responses": "continuity.context.render.openai_responses",
+    "to_text": "continuity.context.render.text",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 def render(bundle: ContextBundle, fmt: Format, **kw: Any) -> str:
     """The bundle rendered as a string: JSON for "json" (the bundle's canonical bytes),
@@ -85,11 +115,19 @@ def render(bundle: ContextBundle, fmt: Format, **kw: Any) -> str:
             raise TypeError(f"format 'json' takes no options (got {', '.join(sorted(kw))})")
         return bundle_bytes(bundle).decode()
     if fmt == "anthropic":
+        from continuity.context.render.anthropic import to_anthropic
+
         return _json_encoder.encode(to_anthropic(bundle, **kw)).decode()
     if fmt == "openai":
+        from continuity.context.render.openai_chat import to_openai
+
         return _json_encoder.encode(to_openai(bundle, **kw)).decode()
     if fmt == "openai-responses":
+        from continuity.context.render.openai_responses import to_openai_responses
+
         return _json_encoder.encode(to_openai_responses(bundle, **kw)).decode()
     if fmt == "text":
+        from continuity.context.render.text import to_text
+
         return to_text(bundle, **kw)
     raise ValueError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
