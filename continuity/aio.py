@@ -53,7 +53,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from concurrent.futures import Executor
-from contextlib import AbstractContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from os import PathLike
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -163,6 +163,11 @@ class AsyncStore:
     ``read``, artifacts' ``get``) on the loop instead; the default is True for
     :class:`~continuity.store.memory.MemoryStore` only, whose reads touch no disk. Writes always
     run in a worker: sealing a batch, hashing a blob, is CPU work that grows with its size.
+
+    How work is run is public, for the entry points here and for the integrations alike:
+    :meth:`run_in_worker` (writes, compile, search), :meth:`run_io` (reads, inline or not),
+    :meth:`run_blocking` (any sync call with its arguments) and :meth:`append_turn` (the order
+    of one thread's appends).
     """
 
     def __init__(
@@ -210,36 +215,44 @@ class AsyncStore:
 
     async def threads(self) -> list[str]:
         """The ids of every thread with at least one frame, sorted."""
-        return await self._io(self.store.threads)
+        return await self.run_io(self.store.threads)
 
     async def existing_thread(self, thread_id: str) -> AsyncThread:
         """Like :meth:`thread`, but :class:`~continuity.ThreadNotFound` when it has no frames."""
-        return AsyncThread(self, await self._io(lambda: self.store.existing_thread(thread_id)))
+        return AsyncThread(self, await self.run_io(lambda: self.store.existing_thread(thread_id)))
+
+    # -- how work is run: the handles, the entry points and the integrations all go through
+    # these, so every call has the same cancellation rules --
 
     async def run_blocking(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` in this store's worker, with the cancellation rules of every
         call here: for any other blocking continuity call (``verify_store``, an ingest, …)."""
-        return await _in_worker(self.executor, functools.partial(fn, *args, **kwargs))
+        return await self.run_in_worker(functools.partial(fn, *args, **kwargs))
 
-    # -- how work is run --
+    async def run_in_worker(self, fn: Callable[[], T], *, must_finish: bool = False) -> T:
+        """``fn()`` in a worker thread: writes, compile, search, a compaction's steps. Cancelled
+        before the worker starts it, it never runs (unless ``must_finish``: clean-up that must
+        happen); cancelled while it runs, it finishes first, and then the cancellation is
+        raised."""
+        return await _in_worker(self.executor, fn, must_finish=must_finish)
 
-    async def _io(self, fn: Callable[[], T]) -> T:
-        """The store's reads: on the loop for an in-memory store, else in a worker."""
+    async def run_io(self, fn: Callable[[], T]) -> T:
+        """``fn()``, a read of the store: on the loop when :attr:`inline_io` (an in-memory
+        store's reads), else in a worker, as :meth:`run_in_worker` runs it."""
         if self.inline_io:
             return fn()
         return await _in_worker(self.executor, fn)
 
-    async def _work(self, fn: Callable[[], T], *, must_finish: bool = False) -> T:
-        """Writes, compile, search, compaction steps: always in a worker."""
-        return await _in_worker(self.executor, fn, must_finish=must_finish)
-
-    def _lane(self, thread_id: str) -> _Lane:
+    def append_turn(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+        """``async with store.append_turn(thread_id):`` waits for the turn of this call among the
+        appends to the thread through this store, first come first served, and holds it for the
+        block: so they commit in the order they were called."""
         loop = asyncio.get_running_loop()  # an asyncio.Lock belongs to one loop
         lanes = self._lanes.setdefault(loop, {})
         lane = lanes.get(thread_id)
         if lane is None:
             lane = lanes[thread_id] = _Lane(lanes, thread_id)
-        return lane
+        return lane.turn()
 
 
 class _Lane:
@@ -273,14 +286,14 @@ class AsyncArtifacts:
     async def put(self, data: bytes) -> str:
         """Store ``data`` (compressed, written atomically; durable when the store is) and return
         its id. Cancelled while it is written, it is written whole or not at all."""
-        return await self._store._work(lambda: self._store.store.artifacts.put(data))
+        return await self._store.run_in_worker(lambda: self._store.store.artifacts.put(data))
 
     async def get(self, aid: str) -> bytes:
         """The bytes of artifact ``aid``, checked against its id."""
-        return await self._store._io(lambda: self._store.store.artifacts.get(aid))
+        return await self._store.run_io(lambda: self._store.store.artifacts.get(aid))
 
     async def exists(self, aid: str) -> bool:
-        return await self._store._io(lambda: self._store.store.artifacts.exists(aid))
+        return await self._store.run_io(lambda: self._store.store.artifacts.exists(aid))
 
 
 class AsyncThread:
@@ -314,20 +327,20 @@ class AsyncThread:
         def write() -> range:
             return thread.append(batch, expected_seq=expected_seq, durable=durable)
 
-        async with self.store._lane(self.id).turn():
-            return await self.store._work(write)
+        async with self.store.append_turn(self.id):
+            return await self.store.run_in_worker(write)
 
     async def head(self) -> Head | None:
         """The last committed frame (its seq and digest), or None when the thread is empty."""
-        return await self.store._io(self.thread.head)
+        return await self.store.run_io(self.thread.head)
 
     async def exists(self) -> bool:
-        return await self.store._io(self.thread.exists)
+        return await self.store.run_io(self.thread.exists)
 
     async def tail(self, n: int, *, types: Iterable[str] | None = None) -> list[fr.Frame]:
         """The last ``n`` frames (of the given types), oldest first."""
         wanted = None if types is None else list(types)
-        return await self.store._io(lambda: self.thread.tail(n, types=wanted))
+        return await self.store.run_io(lambda: self.thread.tail(n, types=wanted))
 
     async def read(
         self,
@@ -344,7 +357,7 @@ class AsyncThread:
         frames = self.thread.read(from_seq=from_seq, to_seq=to_seq, limit=limit, types=wanted)
         try:
             while True:
-                chunk = await self.store._io(functools.partial(_take, frames, _READ_CHUNK))
+                chunk = await self.store.run_io(functools.partial(_take, frames, _READ_CHUNK))
                 for frame in chunk:
                     yield frame
                 if len(chunk) < _READ_CHUNK:
@@ -422,7 +435,7 @@ async def compile_context(
             raise TypeError("a store needs a thread id")
         return compile_sync(sync, thread_id, **options)
 
-    return await store._work(run)
+    return await store.run_in_worker(run)
 
 
 async def search(
@@ -457,7 +470,7 @@ async def search(
             on_damage=told.append if on_damage is not None else None,
         )
 
-    hits = await store._work(run)
+    hits = await store.run_in_worker(run)
     if on_damage is not None:
         for message in told:
             on_damage(message)
@@ -502,7 +515,7 @@ async def search_prefix(
                     "search_prefix(store, thread_id, query, ...)"
                 )
 
-    return await store._work(run)
+    return await store.run_in_worker(run)
 
 
 # --- compaction -------------------------------------------------------------------------------
@@ -539,11 +552,11 @@ async def _summarize(
             chosen = default_summarizer(None)
             return chosen.summarize(plan.base, plan.messages), chosen.id
 
-        return await store._work(default)
+        return await store.run_in_worker(default)
     if inspect.iscoroutinefunction(summarizer.summarize):
         content: object = await summarizer.summarize(plan.base, plan.messages)
     else:
-        content = await store._work(lambda: summarizer.summarize(plan.base, plan.messages))
+        content = await store.run_in_worker(lambda: summarizer.summarize(plan.base, plan.messages))
         if inspect.isawaitable(content):  # a sync-looking callable that returns a coroutine
             content = await content
     if not isinstance(content, SummaryContent):
@@ -580,30 +593,30 @@ async def run_compaction(
             thread.store.job_lock(thread.id, "compaction")
         )
 
-    job, lock = await store._work(prepare)
+    job, lock = await store.run_in_worker(prepare)
     try:
-        await store._work(lock.take)
+        await store.run_in_worker(lock.take)
         try:
-            cuts = await store._work(job.start)
+            cuts = await store.run_in_worker(job.start)
             for i, to_seq in enumerate(cuts):
-                plan = await store._work(functools.partial(job.plan, to_seq))
+                plan = await store.run_in_worker(functools.partial(job.plan, to_seq))
                 content, by = await _summarize(store, summarizer, plan)
-                await store._work(functools.partial(job.commit, plan, content, by))
+                await store.run_in_worker(functools.partial(job.commit, plan, content, by))
                 if progress is not None:
                     progress(i + 1, len(cuts))
         except BaseException as exc:  # a cancellation is logged too, then raised again
             if not job.started:
                 raise
-            await store._work(functools.partial(job.end, exc), must_finish=True)
+            await store.run_in_worker(functools.partial(job.end, exc), must_finish=True)
             if not isinstance(exc, Exception):
                 raise
             return job.result
         if not job.started:
             return job.result
-        return await store._work(job.end, must_finish=True)
+        return await store.run_in_worker(job.end, must_finish=True)
     finally:
         if lock.held:
-            await store._work(lock.give_back, must_finish=True)
+            await store.run_in_worker(lock.give_back, must_finish=True)
 
 
 async def create_checkpoint(
@@ -628,7 +641,7 @@ async def create_checkpoint(
         thread, to_seq = checkpoint_target(sync, where)
         return thread, plan_checkpoint(thread, to_seq, open_source(thread))
 
-    thread, plan = await store._work(plan_step)
+    thread, plan = await store.run_in_worker(plan_step)
     if text is not None:
         content, by = SummaryContent(text=text), produced_by or "manual"
     else:
@@ -640,4 +653,4 @@ async def create_checkpoint(
 
         return commit_checkpoint(thread, plan, content, produced_by=by, cut_rule_id=cut_rule_id)
 
-    return await store._work(commit)
+    return await store.run_in_worker(commit)

@@ -5,7 +5,9 @@
 - :mod:`.compiler` is ``compile_context``: the halving rule, the recent window, the budget,
   recall, and the logged decision;
 - :mod:`.bundle` is the compiled bundle (``context_bundle.v1``);
-- :mod:`.render` turns a bundle into an Anthropic or OpenAI request, or text;
+- :mod:`.convert` turns a provider's messages into frames, and :mod:`.render` (a package, one
+  module per shape) turns a bundle into an Anthropic or OpenAI request, or text; both read the
+  layouts of :mod:`.layout`, the hints a converter leaves so that a shape comes back exactly;
 - :mod:`.compaction` decides where checkpoints fall and records them as a logged job;
 - :mod:`.summarize` is the default, extractive and deterministic summarizer.
 

@@ -32,13 +32,13 @@ from typing import Any, Final, Literal, NoReturn
 import msgspec
 
 from continuity import frames as fr
-from continuity.context.render import (
+from continuity.context.layout import (
     ROLE_HINT,
     Artifacts,
     Provider,
-    _artifact_store,
-    _canonical_layout,
-    _layout_key,
+    artifact_store,
+    canonical_layout,
+    layout_key,
 )
 from continuity.errors import BadFrame
 from continuity.store.artifacts import ArtifactStore
@@ -171,7 +171,7 @@ class _Conv:
             raise ValueError("max_inline_bytes and preview_chars must be >= 0")
         self.fn = fn
         self.provider = provider
-        self.store: ArtifactStore | None = _artifact_store(artifacts)
+        self.store: ArtifactStore | None = artifact_store(artifacts)
         self.redact: Callable[[str], tuple[str, int]] | None = None
         owner = None
         if isinstance(artifacts, Thread):
@@ -373,8 +373,8 @@ def _frames(
         hint = batch[0][3]
         if hint is not None:
             meta[ROLE_HINT] = hint
-        if layout != _canonical_layout(conv.provider, role, blocks):
-            meta[_layout_key(conv.provider)] = json.dumps(
+        if layout != canonical_layout(conv.provider, role, blocks):
+            meta[layout_key(conv.provider)] = json.dumps(
                 layout, ensure_ascii=False, separators=(",", ":")
             )
         frame = fr.message(role, content=blocks, source=source)

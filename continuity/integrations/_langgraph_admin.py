@@ -1,38 +1,39 @@
 """A LangGraph saver's deletes and copies: tombstones appended, never a byte rewritten (ADR
-0023), and ``copy_thread``'s replay of a thread's visible checkpoints into another."""
+0023), and the replay of a thread's visible checkpoint records into another. Each works on the
+store's :class:`~continuity.integrations._langgraph_threads.LangGraphThreads` (the saver's),
+under the lock of the thread it writes."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+import continuity.integrations._langgraph_log as lg
+import continuity.integrations._langgraph_mirror as mirror
 from continuity import frames as fr
 from continuity.context.records import latest_record, record_view, records
-from continuity.integrations import _langgraph_log as lg, _langgraph_mirror as mirror
+from continuity.integrations._langgraph_threads import LangGraphThreads
 from continuity.store.base import BaseStore, Thread
 
-if TYPE_CHECKING:
-    from continuity.integrations.langgraph import ContinuitySaver
-
-__all__ = ["copy_thread", "delete_for_runs", "delete_thread", "prune"]
+__all__ = ["copy_records", "delete_for_runs", "delete_thread", "keep_latest"]
 
 
-def delete_thread(saver: ContinuitySaver, thread_id: str) -> None:
+def delete_thread(threads: LangGraphThreads, thread_id: str) -> None:
     """Hide every checkpoint and write of the thread (a ``langgraph.deleted`` tombstone)
     and retract its mirrored messages, in its continuity thread and its forks."""
     tid = str(thread_id)
-    thread = saver._thread(tid)
+    thread = threads.thread(tid)
     if not thread.exists():
         return
-    with saver._lock(thread.id):
-        saver._ensure(thread, tid)
+    store = threads.store
+    with threads.lock(thread.id):
+        threads.ensure(thread, tid)
         forks = [rec.key for rec in records(thread, lg.FORK)]
         for fork_id in forks:
-            branch = saver.store.thread(fork_id)
-            cleared = _clear_mirror(saver.store, branch)
+            branch = store.thread(fork_id)
+            cleared = _clear_mirror(store, branch)
             if cleared:
                 branch.append(cleared)
-        batch = _clear_mirror(saver.store, thread)
+        batch = _clear_mirror(store, thread)
         batch.append(fr.RecordAppended(kind=lg.DELETED, data={"thread_id": tid}))
         thread.append(batch)
 
@@ -54,14 +55,14 @@ def _clear_mirror(store: BaseStore, thread: Thread) -> list[fr.Frame]:
     return out
 
 
-def delete_for_runs(saver: ContinuitySaver, run_ids: Sequence[str]) -> None:
+def delete_for_runs(threads: LangGraphThreads, run_ids: Sequence[str]) -> None:
     """Hide the checkpoints (and their writes) of these runs, in every thread of the store:
     a ``langgraph.removed`` tombstone each. The mirror keeps what it showed (ADR 0023)."""
     wanted = set(run_ids)
     if not wanted:
         return
-    for _tid, thread in list(saver._langgraph_threads()):
-        with saver._lock(thread.id):
+    for _tid, thread in list(threads.each()):
+        with threads.lock(thread.id):
             with record_view(thread) as view:
                 found = list(lg.newest_checkpoints(lg.Cuts(view), None))
             gone = [
@@ -77,50 +78,44 @@ def delete_for_runs(saver: ContinuitySaver, run_ids: Sequence[str]) -> None:
                 thread.append(gone)
 
 
-def prune(
-    saver: ContinuitySaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
-) -> None:
-    """``"keep_latest"``: hide all but each namespace's latest checkpoint (a
-    ``langgraph.pruned`` record per namespace); ``"delete"``: :meth:`delete_thread`."""
-    if strategy not in ("keep_latest", "delete"):
-        raise ValueError(f"prune strategy must be 'keep_latest' or 'delete', not {strategy!r}")
-    for thread_id in thread_ids:
-        if strategy == "delete":
-            saver.delete_thread(thread_id)
-            continue
-        thread = saver._thread(str(thread_id))
-        if not thread.exists():
-            continue
-        with saver._lock(thread.id):
-            batch: list[fr.Frame] = []
-            with record_view(thread) as view:
-                cuts = lg.Cuts(view)
-                for ns in lg.namespaces(view):
-                    latest = next(lg.newest_checkpoints(cuts, ns), None)
-                    if latest is not None:
-                        data = {"keep": latest.seq, "id": latest.data["id"]}
-                        batch.append(fr.RecordAppended(kind=lg.PRUNED, key=ns, data=data))
-            if batch:
-                thread.append(batch)
-
-
-def copy_thread(saver: ContinuitySaver, source_thread_id: str, target_thread_id: str) -> None:
-    """Copy every visible checkpoint and write of a thread into another, oldest first
-    (values are shared artifacts), and mirror the copy's latest conversation there."""
-    src = saver._thread(str(source_thread_id))
-    if not src.exists():
+def keep_latest(threads: LangGraphThreads, thread_id: str) -> None:
+    """Hide all but each namespace's latest checkpoint of the thread (a ``langgraph.pruned``
+    record per namespace)."""
+    thread = threads.thread(str(thread_id))
+    if not thread.exists():
         return
+    with threads.lock(thread.id):
+        batch: list[fr.Frame] = []
+        with record_view(thread) as view:
+            cuts = lg.Cuts(view)
+            for ns in lg.namespaces(view):
+                latest = next(lg.newest_checkpoints(cuts, ns), None)
+                if latest is not None:
+                    data = {"keep": latest.seq, "id": latest.data["id"]}
+                    batch.append(fr.RecordAppended(kind=lg.PRUNED, key=ns, data=data))
+        if batch:
+            thread.append(batch)
+
+
+def copy_records(threads: LangGraphThreads, source_thread_id: str, target_thread_id: str) -> bool:
+    """Copy every visible checkpoint record and write of a thread into another, oldest first
+    (values are shared artifacts; the copy mirrors nothing yet). False when the source thread
+    does not exist (nothing is done then)."""
+    src = threads.thread(str(source_thread_id))
+    if not src.exists():
+        return False
     tid = str(target_thread_id)
-    dst = saver._thread(tid)
+    dst = threads.thread(tid)
+    store = threads.store
     with record_view(src) as view:
         cuts = lg.Cuts(view)
         found = list(lg.newest_checkpoints(cuts, None))
-    with saver._lock(dst.id):
-        saver._ensure(dst, tid)
+    with threads.lock(dst.id):
+        threads.ensure(dst, tid)
         for rec in reversed(found):
             data = {**rec.data, "mirror": None}
             key = lg.checkpoint_key(data["ns"], data["id"])
-            batch = [lg.record_frame(saver.store, lg.CHECKPOINT, data, key)]
+            batch = [lg.record_frame(store, lg.CHECKPOINT, data, key)]
             batch.append(fr.RecordAppended(kind=lg.LATEST, key=data["ns"], data={"id": data["id"]}))
             if latest_record(dst, lg.NAMESPACE, data["ns"]) is None:
                 batch.append(fr.RecordAppended(kind=lg.NAMESPACE, key=data["ns"]))
@@ -128,14 +123,6 @@ def copy_thread(saver: ContinuitySaver, source_thread_id: str, target_thread_id:
             calls = [
                 w for w in records(src, lg.WRITES, key, at_or_before=view.last_seq) if w.seq > floor
             ]
-            batch.extend(
-                lg.record_frame(saver.store, lg.WRITES, w.data, key) for w in reversed(calls)
-            )
+            batch.extend(lg.record_frame(store, lg.WRITES, w.data, key) for w in reversed(calls))
             dst.append(batch)
-    latest = saver.get_tuple(lg.config_of(tid, "", None))
-    if latest is not None and saver.messages_channel is not None:
-        # mirror the copy's conversation: put its latest root checkpoint once more, with
-        # its own parent (every value is the same artifact again: nothing new is stored)
-        parent = latest.parent_config or lg.config_of(tid, "", None)
-        versions = latest.checkpoint["channel_versions"]
-        saver.put(parent, latest.checkpoint, latest.metadata, dict(versions))
+    return True

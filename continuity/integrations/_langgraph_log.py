@@ -193,9 +193,3 @@ def newest_checkpoints(
 def namespaces(view: RecordView) -> list[str]:
     """Every namespace the thread ever had a checkpoint in."""
     return sorted({rec.key for rec in view.records(NAMESPACE)})
-
-
-def data_of(rec: Record) -> dict[str, Any]:
-    data = rec.data
-    assert isinstance(data, dict)
-    return data

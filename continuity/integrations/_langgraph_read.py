@@ -5,19 +5,17 @@ writes from the ``langgraph.writes`` records the tombstones leave visible)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, PendingWrite, writes_sort_key
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
+import continuity.integrations._langgraph_log as lg
 from continuity.context.records import Record
-from continuity.integrations import _langgraph_log as lg
 from continuity.store.base import BaseStore
 
-if TYPE_CHECKING:
-    from continuity.integrations.langgraph import ContinuitySaver
-
-__all__ = ["candidates", "checkpoint_tuple", "pending_writes"]
+__all__ = ["CheckpointReader", "candidates"]
 
 
 def candidates(
@@ -49,59 +47,68 @@ def candidates(
         yield rec
 
 
-def checkpoint_tuple(
-    saver: ContinuitySaver,
-    cuts: lg.Cuts,
-    tid: str,
-    rec: Record,
-    metadata: Any = None,
-) -> CheckpointTuple:
-    data = rec.data
-    ns, cid = data["ns"], data["id"]
-    checkpoint = saver.serde.loads_typed(lg.from_typed(data["checkpoint"]))
-    values: dict[str, Any] = {}
-    for channel, blob in data["blobs"].items():
-        if len(blob) == 3:
-            raw = saver.store.artifacts.get(blob[2])
-            values[channel] = saver.serde.loads_typed((blob[1], raw))
-    if metadata is None:
-        metadata = saver.serde.loads_typed(lg.from_typed(data["metadata"]))
-    parent = data.get("parent")
-    return CheckpointTuple(
-        config=lg.config_of(tid, ns, cid),
-        checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
-        metadata=metadata,
-        parent_config=lg.config_of(tid, ns, parent) if parent else None,
-        pending_writes=pending_writes(saver, cuts, ns, cid),
-    )
+class CheckpointReader:
+    """Checkpoint records read back as LangGraph's tuples, with the saver's serializer (taken
+    per call: :meth:`~langgraph.checkpoint.base.BaseCheckpointSaver.with_allowlist` gives a
+    saver's clone another one) and the store holding the values."""
 
+    def __init__(self, store: BaseStore, serde: SerializerProtocol) -> None:
+        self.store = store
+        self.serde = serde
 
-def pending_writes(saver: ContinuitySaver, cuts: lg.Cuts, ns: str, cid: str) -> list[PendingWrite]:
-    key = lg.checkpoint_key(ns, cid)
-    floor = cuts.writes_after(key)
-    calls = []
-    for rec in cuts.view.records(lg.WRITES, key):
-        if rec.seq <= floor:
-            break
-        calls.append(rec.data)
-    stored: dict[tuple[str, int], tuple[str, str, list[str], str]] = {}
-    for call in reversed(calls):  # oldest first, as InMemorySaver keeps them
-        task_id, task_path = call["task_id"], call["task_path"]
-        for idx, channel, typed in call["writes"]:
-            inner = (task_id, idx)
-            if idx >= 0 and inner in stored:
-                continue
-            stored[inner] = (task_id, channel, typed, task_path)
-    ordered = sorted(stored, key=lambda k: writes_sort_key(stored[k][3], *k))
-    out: list[PendingWrite] = []
-    for k in ordered:
-        task_id, channel, typed, _ = stored[k]
-        out.append((task_id, channel, saver.serde.loads_typed(_typed(saver.store, typed))))
-    return out
+    def metadata(self, rec: Record) -> Any:
+        """A checkpoint record's metadata."""
+        return self.serde.loads_typed(lg.from_typed(rec.data["metadata"]))
 
+    def checkpoint_tuple(
+        self, cuts: lg.Cuts, tid: str, rec: Record, metadata: Any = None
+    ) -> CheckpointTuple:
+        """The tuple of a visible checkpoint record of LangGraph thread ``tid`` (``metadata``:
+        when the caller has read it already)."""
+        data = rec.data
+        ns, cid = data["ns"], data["id"]
+        checkpoint = self.serde.loads_typed(lg.from_typed(data["checkpoint"]))
+        values: dict[str, Any] = {}
+        for channel, blob in data["blobs"].items():
+            if len(blob) == 3:
+                raw = self.store.artifacts.get(blob[2])
+                values[channel] = self.serde.loads_typed((blob[1], raw))
+        if metadata is None:
+            metadata = self.metadata(rec)
+        parent = data.get("parent")
+        return CheckpointTuple(
+            config=lg.config_of(tid, ns, cid),
+            checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
+            metadata=metadata,
+            parent_config=lg.config_of(tid, ns, parent) if parent else None,
+            pending_writes=self.pending_writes(cuts, ns, cid),
+        )
 
-def _typed(store: BaseStore, value: list[str]) -> tuple[str, bytes]:
-    """A stored value: inline ``[type, base64]`` or ``[type, "", artifact id]``."""
-    if len(value) == 3:
-        return value[0], store.artifacts.get(value[2])
-    return lg.from_typed(value)
+    def pending_writes(self, cuts: lg.Cuts, ns: str, cid: str) -> list[PendingWrite]:
+        key = lg.checkpoint_key(ns, cid)
+        floor = cuts.writes_after(key)
+        calls = []
+        for rec in cuts.view.records(lg.WRITES, key):
+            if rec.seq <= floor:
+                break
+            calls.append(rec.data)
+        stored: dict[tuple[str, int], tuple[str, str, list[str], str]] = {}
+        for call in reversed(calls):  # oldest first, as InMemorySaver keeps them
+            task_id, task_path = call["task_id"], call["task_path"]
+            for idx, channel, typed in call["writes"]:
+                inner = (task_id, idx)
+                if idx >= 0 and inner in stored:
+                    continue
+                stored[inner] = (task_id, channel, typed, task_path)
+        ordered = sorted(stored, key=lambda k: writes_sort_key(stored[k][3], *k))
+        out: list[PendingWrite] = []
+        for k in ordered:
+            task_id, channel, typed, _ = stored[k]
+            out.append((task_id, channel, self.serde.loads_typed(self._typed(typed))))
+        return out
+
+    def _typed(self, value: list[str]) -> tuple[str, bytes]:
+        """A stored value: inline ``[type, base64]`` or ``[type, "", artifact id]``."""
+        if len(value) == 3:
+            return value[0], self.store.artifacts.get(value[2])
+        return lg.from_typed(value)

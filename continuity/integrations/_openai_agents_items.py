@@ -9,11 +9,13 @@ not reproduce: a data URL in a non-canonical base64 wrapping, an empty content l
 holds the item verbatim instead, as one ``ProviderBlock`` of kind ``<the item's type>``: lossless
 by construction, whatever the SDK sends next.
 
-Rendering one stored item is not rendering a request: :func:`~continuity.render.to_openai_responses`
-normalises a window (system text first, tool calls paired with their results, older reasoning
-dropped), which a session's ``get_items(limit)`` must not do — its tail may begin with a tool
-output whose call is older. So :func:`items_of` renders a frame's own units, as they came, with
-the Responses renderer's unit builders and nothing else.
+Rendering one stored item is not rendering a request:
+:func:`~continuity.context.render.to_openai_responses` normalises a window (system text first,
+tool calls paired with their results, older reasoning dropped), which a session's
+``get_items(limit)`` must not do — its tail may begin with a tool output whose call is older.
+So :func:`items_of` renders a frame's own units, as they came, with the Responses renderer's
+unit builders (:class:`~continuity.context.render.openai_responses.ResponsesShape`) and nothing
+else.
 """
 
 from __future__ import annotations
@@ -26,19 +28,18 @@ from typing import Any, Final
 from continuity import frames as fr
 from continuity.context.bundle import MessageItem
 from continuity.context.convert import from_openai_responses
-from continuity.context.render import (
-    ROLE_HINT,
-    _layout_key,
-    _lone_system_unit,
-    _Part,
-    _part,
-    _Raw,
-    _Responses,
-    _Result,
-    _Seg,
-    _Text,
-    _Use,
+from continuity.context.layout import ROLE_HINT, layout_key
+from continuity.context.render.openai_responses import ResponsesShape
+from continuity.context.render.parts import (
+    CallPart,
+    Part,
+    ProviderPart,
+    ResultPart,
+    TextPart,
+    part_of,
 )
+from continuity.context.render.system import lone_system_unit
+from continuity.context.render.window import Segment
 from continuity.errors import BadFrame
 from continuity.store.artifacts import ArtifactStore
 from continuity.store.base import Thread
@@ -141,22 +142,22 @@ def items_of(frame: fr.MessageAppended, store: ArtifactStore | None) -> list[dic
         len(content) == 1
         and isinstance(content[0], fr.ProviderBlock)
         and content[0].provider == PROVIDER
-        and _layout_key(PROVIDER) not in frame.meta
+        and layout_key(PROVIDER) not in frame.meta
         and content[0].kind not in ("input_text", "output_text", "refusal")
     ):
         return [copy.deepcopy(content[0].data)]
     if frame.role == "system":
         role = frame.meta.get(ROLE_HINT, "system")
-        return [_lone_system_unit(item, PROVIDER, role, "input_text")]
-    seg = _Seg(item, PROVIDER)
-    shape = _Responses([seg], store)
-    units: dict[int, list[_Part]] = {}
+        return [lone_system_unit(item, PROVIDER, role, "input_text")]
+    seg = Segment(item, PROVIDER)
+    shape = ResponsesShape([seg], store)
+    units: dict[int, list[Part]] = {}
     for pos, block in enumerate(content):
         # an empty text is part of the item as given (the request renderer drops it)
-        part: _Part | None = (
-            _Text(block.text, 0, pos)
+        part: Part | None = (
+            TextPart(block.text, 0, pos)
             if isinstance(block, fr.TextBlock)
-            else _part(block, PROVIDER, 0, pos)
+            else part_of(block, PROVIDER, 0, pos)
         )
         if part is not None:
             units.setdefault(seg.unit(pos), []).append(part)
@@ -164,11 +165,11 @@ def items_of(frame: fr.MessageAppended, store: ArtifactStore | None) -> list[dic
     for u, env in enumerate(seg.envs):
         parts = units.get(u, [])
         kind = env.get("_k")
-        if kind == "call" and len(parts) == 1 and isinstance(parts[0], _Use):
+        if kind == "call" and len(parts) == 1 and isinstance(parts[0], CallPart):
             out.append(shape.call(parts[0]))
-        elif kind == "out" and len(parts) == 1 and isinstance(parts[0], _Result):
+        elif kind == "out" and len(parts) == 1 and isinstance(parts[0], ResultPart):
             out.append(shape.output(parts[0]))
-        elif kind == "item" and len(parts) == 1 and isinstance(parts[0], _Raw):
+        elif kind == "item" and len(parts) == 1 and isinstance(parts[0], ProviderPart):
             out.append(copy.deepcopy(parts[0].block.data))
         elif kind == "msg" and parts:
             out.append(shape.message(frame.role, parts))

@@ -8,8 +8,10 @@ mirrored as message frames (:mod:`._langgraph_mirror`), so ``continuity compile`
 and ``log`` work on a LangGraph thread as on any other. A branch taken from an older checkpoint
 mirrors into a continuity fork. Nothing is ever rewritten: ``delete_thread``,
 ``delete_for_runs`` and ``prune`` append tombstones that reads honour. ADR 0023. (This module
-is the front door; reads are in :mod:`._langgraph_read`, ``put`` in :mod:`._langgraph_put`,
-deletes and copies in :mod:`._langgraph_admin`.)
+is the front door; the saver hands its work to collaborators that never see it: the store's
+LangGraph threads and their locks (:mod:`._langgraph_threads`), the reads
+(:mod:`._langgraph_read`), ``put`` (:mod:`._langgraph_put`), and deletes and copies
+(:mod:`._langgraph_admin`).)
 
     from continuity import Store
     from continuity.integrations.langgraph import ContinuitySaver
@@ -27,11 +29,9 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final, TypeVar
 
-import blake3
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -41,24 +41,19 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     get_checkpoint_id,
+    get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from continuity import frames as fr
+import continuity.integrations._langgraph_admin as admin
+import continuity.integrations._langgraph_log as lg
 from continuity.aio import AsyncStore
 from continuity.context.records import record_view
-from continuity.errors import BadFrame, InvalidThreadId, SeqConflict
-from continuity.integrations import (
-    _langgraph_admin as admin,
-    _langgraph_log as lg,
-    _langgraph_put as put,
-    _langgraph_read as rd,
-)
-from continuity.store.base import (
-    BaseStore,
-    Thread,
-    validate_thread_id,
-)
+from continuity.errors import SeqConflict
+from continuity.integrations._langgraph_put import CheckpointPut, CheckpointWriter
+from continuity.integrations._langgraph_read import CheckpointReader, candidates
+from continuity.integrations._langgraph_threads import LangGraphThreads, continuity_thread_id
+from continuity.store.base import BaseStore, Thread
 from continuity.store.locate import open_store
 
 __all__ = ["ContinuitySaver"]
@@ -91,9 +86,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         )
         self.messages_channel = messages_channel
         self._aio = AsyncStore(self.store)
-        self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
-        self._ours: set[str] = set()
+        self._threads = LangGraphThreads(self.store)
 
     # --- configs and threads ---------------------------------------------------------------
 
@@ -112,49 +105,16 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     def continuity_thread_id(thread_id: str) -> str:
         """The continuity thread a LangGraph ``thread_id`` maps to: the id itself when it is a
         valid continuity id, else ``lg-`` and a hash of it (the original is in frame 0)."""
-        try:
-            return validate_thread_id(thread_id)
-        except InvalidThreadId:  # too long, or characters a file name cannot hold
-            return "lg-" + blake3.blake3(thread_id.encode()).hexdigest()[:40]
+        return continuity_thread_id(thread_id)
 
-    def _thread(self, thread_id: str) -> Thread:
-        return self.store.thread(self.continuity_thread_id(thread_id))
+    # The reader and the writer are made per call, not kept: the serializer is read when it is
+    # used, as `with_allowlist` gives a clone of the saver (sharing its threads) another one.
 
-    def _lock(self, cid: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(cid, threading.Lock())
+    def _reader(self) -> CheckpointReader:
+        return CheckpointReader(self.store, self.serde)
 
-    def _ensure(self, thread: Thread, thread_id: str) -> None:
-        """Create the thread (frame 0 names the LangGraph thread) or check that it is one."""
-        if thread.id in self._ours:
-            return
-        if thread.head() is None:
-            created = fr.ThreadCreated(thread_id=thread.id, meta={lg.META_THREAD: thread_id})
-            try:
-                thread.append(created)
-            except BadFrame:  # another process created it first: check it below
-                if thread.head() is None:
-                    raise
-        first = next(iter(thread.read(to_seq=0)), None)
-        if not (
-            isinstance(first, fr.ThreadCreated)
-            and first.meta.get(lg.META_THREAD) == thread_id
-            and first.fork_of is None
-        ):
-            raise ValueError(
-                f"continuity thread {thread.id!r} exists and is not LangGraph thread "
-                f"{thread_id!r}'s: use another thread_id or another store"
-            )
-        self._ours.add(thread.id)
-
-    def _langgraph_threads(self) -> Iterator[tuple[str, Thread]]:
-        for cid in self.store.threads():
-            thread = self.store.thread(cid)
-            first = next(iter(thread.read(to_seq=0)), None)
-            if isinstance(first, fr.ThreadCreated) and first.fork_of is None:
-                tid = first.meta.get(lg.META_THREAD)
-                if tid is not None:
-                    yield tid, thread
+    def _writer(self) -> CheckpointWriter:
+        return CheckpointWriter(self.store, self.serde, self.messages_channel)
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -163,7 +123,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         tid = self._thread_of(config)
         configurable = config["configurable"]
         ns = str(configurable.get("checkpoint_ns") or "")
-        thread = self._thread(tid)
+        thread = self._threads.thread(tid)
         if not thread.exists():
             return None
         with record_view(thread) as view:  # one index refresh for every lookup below
@@ -173,7 +133,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
                 rec = lg.find_checkpoint(cuts, ns, str(wanted))
             else:
                 rec = next(lg.newest_checkpoints(cuts, ns), None)
-            return None if rec is None else rd.checkpoint_tuple(self, cuts, tid, rec)
+            return None if rec is None else self._reader().checkpoint_tuple(cuts, tid, rec)
 
     def list(
         self,
@@ -190,22 +150,23 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             return
         if config is not None:
             tid = self._thread_of(config)
-            thread = self._thread(tid)
+            thread = self._threads.thread(tid)
             pairs: Iterator[tuple[str, Thread]] = iter([(tid, thread)] if thread.exists() else [])
             ns: str | None = config["configurable"].get("checkpoint_ns")
             only_id = get_checkpoint_id(config)
         else:
-            pairs, ns, only_id = self._langgraph_threads(), None, None
+            pairs, ns, only_id = self._threads.each(), None, None
         before_id = get_checkpoint_id(before) if before else None
+        reader = self._reader()
         left = limit
         for tid, thread in pairs:
             with record_view(thread) as view:
                 cuts = lg.Cuts(view)
-                for rec in rd.candidates(cuts, ns, only_id, before_id, before):
-                    metadata = self.serde.loads_typed(lg.from_typed(rec.data["metadata"]))
+                for rec in candidates(cuts, ns, only_id, before_id, before):
+                    metadata = reader.metadata(rec)
                     if filter and not all(metadata.get(k) == v for k, v in filter.items()):
                         continue
-                    yield rd.checkpoint_tuple(self, cuts, tid, rec, metadata)
+                    yield reader.checkpoint_tuple(cuts, tid, rec, metadata)
                     if left is not None:
                         left -= 1
                         if left <= 0:
@@ -225,38 +186,26 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         tid = self._thread_of(config)
         configurable = config["configurable"]
         ns = str(configurable.get("checkpoint_ns") or "")
-        parent_id = configurable.get("checkpoint_id")
-        thread = self._thread(tid)
-        with self._lock(thread.id):
-            self._ensure(thread, tid)
+        put = CheckpointPut(
+            thread_id=tid,
+            ns=ns,
+            parent_id=configurable.get("checkpoint_id"),
+            checkpoint=checkpoint,
+            metadata=get_checkpoint_metadata(config, metadata),
+            new_versions=new_versions,
+        )
+        writer = self._writer()
+        thread = self._threads.thread(tid)
+        with self._threads.lock(thread.id):
+            self._threads.ensure(thread, tid)
             for attempt in range(_RETRIES):
                 try:
-                    self._put(
-                        thread, tid, ns, parent_id, config, checkpoint, metadata, new_versions
-                    )
+                    writer.append(thread, put)
                     break
                 except SeqConflict:  # another process appended meanwhile: read again
                     if attempt == _RETRIES - 1:
                         raise
         return lg.config_of(configurable["thread_id"], ns, checkpoint["id"])
-
-    def _put(
-        self,
-        thread: Thread,
-        tid: str,
-        ns: str,
-        parent_id: str | None,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> None:
-        head = thread.head()
-        assert head is not None  # _ensure made the thread
-        with record_view(thread) as view:
-            put.put_checkpoint(
-                self, view, head.seq, tid, ns, parent_id, config, checkpoint, metadata, new_versions
-            )
 
     def put_writes(
         self,
@@ -282,9 +231,9 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
                 else [kind, "", self.store.artifacts.put(raw)]
             )
             stored.append([WRITES_IDX_MAP.get(channel, idx), channel, typed])
-        thread = self._thread(tid)
-        with self._lock(thread.id):
-            self._ensure(thread, tid)
+        thread = self._threads.thread(tid)
+        with self._threads.lock(thread.id):
+            self._threads.ensure(thread, tid)
             data = {"task_id": task_id, "task_path": task_path, "writes": stored}
             thread.append(
                 lg.record_frame(self.store, lg.WRITES, data, lg.checkpoint_key(ns, str(cid)))
@@ -295,29 +244,44 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> None:
         """Hide every checkpoint and write of the thread (a ``langgraph.deleted`` tombstone)
         and retract its mirrored messages, in its continuity thread and its forks."""
-        admin.delete_thread(self, thread_id)
+        admin.delete_thread(self._threads, thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Hide the checkpoints (and their writes) of these runs, in every thread of the store:
         a ``langgraph.removed`` tombstone each. The mirror keeps what it showed (ADR 0023)."""
-        admin.delete_for_runs(self, run_ids)
+        admin.delete_for_runs(self._threads, run_ids)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``"keep_latest"``: hide all but each namespace's latest checkpoint (a
         ``langgraph.pruned`` record per namespace); ``"delete"``: :meth:`delete_thread`."""
-        admin.prune(self, thread_ids, strategy=strategy)
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"prune strategy must be 'keep_latest' or 'delete', not {strategy!r}")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+            else:
+                admin.keep_latest(self._threads, thread_id)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every visible checkpoint and write of a thread into another, oldest first
         (values are shared artifacts), and mirror the copy's latest conversation there."""
-        admin.copy_thread(self, source_thread_id, target_thread_id)
+        tid = str(target_thread_id)
+        if not admin.copy_records(self._threads, str(source_thread_id), tid):
+            return
+        latest = self.get_tuple(lg.config_of(tid, "", None))
+        if latest is not None and self.messages_channel is not None:
+            # mirror the copy's conversation: put its latest root checkpoint once more, with
+            # its own parent (every value is the same artifact again: nothing new is stored)
+            parent = latest.parent_config or lg.config_of(tid, "", None)
+            versions = latest.checkpoint["channel_versions"]
+            self.put(parent, latest.checkpoint, latest.metadata, dict(versions))
 
     # --- helpers for runtimes --------------------------------------------------------------
 
     def mirror_thread_id(self, config: RunnableConfig) -> str | None:
         """The continuity thread holding the conversation of the checkpoint ``config`` names
         (its thread's own, or a fork for a branch), or None when nothing was mirrored for it."""
-        tup_thread = self._thread(self._thread_of(config))
+        tup_thread = self._threads.thread(self._thread_of(config))
         if not tup_thread.exists():
             return None
         ns = str(config["configurable"].get("checkpoint_ns") or "")

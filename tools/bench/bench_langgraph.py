@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.checkpoint.base import empty_checkpoint
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from continuity.integrations.langgraph import ContinuitySaver
@@ -60,7 +61,7 @@ class Filler:
 
     def __init__(self, saver: ContinuitySaver) -> None:
         self.saver = saver
-        self.config: dict[str, Any] = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
+        self.config: RunnableConfig = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
         self.version: str | None = None
         self.ids: list[str] = []
 
@@ -76,10 +77,10 @@ class Filler:
             ],
             "step": i,
         }
-        versions = {"messages": self.version, "step": self.version}
+        versions: ChannelVersions = {"messages": self.version, "step": self.version}
         checkpoint["channel_versions"] = dict(versions)
         metadata: Any = {"source": "loop", "step": i, "parents": {}}
-        self.config = dict(self.saver.put(self.config, checkpoint, metadata, versions))
+        self.config = self.saver.put(self.config, checkpoint, metadata, versions)
         self.ids.append(checkpoint["id"])
 
     def put_writes(self) -> None:

@@ -1,0 +1,79 @@
+"""Which continuity thread holds a LangGraph thread, and one lock per thread for this process's
+writers: what the saver and its deletes and copies share (ADR 0023)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import blake3
+
+from continuity import frames as fr
+from continuity.errors import BadFrame, InvalidThreadId
+from continuity.integrations._langgraph_log import META_THREAD
+from continuity.store.base import BaseStore, Thread, validate_thread_id
+
+__all__ = ["LangGraphThreads", "continuity_thread_id"]
+
+
+def continuity_thread_id(thread_id: str) -> str:
+    """The continuity thread a LangGraph ``thread_id`` maps to: the id itself when it is a
+    valid continuity id, else ``lg-`` and a hash of it (the original is in frame 0)."""
+    try:
+        return validate_thread_id(thread_id)
+    except InvalidThreadId:  # too long, or characters a file name cannot hold
+        return "lg-" + blake3.blake3(thread_id.encode()).hexdigest()[:40]
+
+
+class LangGraphThreads:
+    """The LangGraph threads of a store: each one's continuity thread, made and checked on
+    first use (frame 0 names the LangGraph thread), and a lock per thread, so that a saver's
+    writers in one process take turns on it (other processes meet at the log's own lock)."""
+
+    def __init__(self, store: BaseStore) -> None:
+        self.store = store
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._ours: set[str] = set()
+
+    def thread(self, thread_id: str) -> Thread:
+        """The continuity thread of LangGraph thread ``thread_id`` (it need not exist yet)."""
+        return self.store.thread(continuity_thread_id(thread_id))
+
+    def lock(self, cid: str) -> threading.Lock:
+        """The lock of continuity thread ``cid``, for this process's writers."""
+        with self._guard:
+            return self._locks.setdefault(cid, threading.Lock())
+
+    def ensure(self, thread: Thread, thread_id: str) -> None:
+        """Create the thread (frame 0 names the LangGraph thread) or check that it is one."""
+        if thread.id in self._ours:
+            return
+        if thread.head() is None:
+            created = fr.ThreadCreated(thread_id=thread.id, meta={META_THREAD: thread_id})
+            try:
+                thread.append(created)
+            except BadFrame:  # another process created it first: check it below
+                if thread.head() is None:
+                    raise
+        first = next(iter(thread.read(to_seq=0)), None)
+        if not (
+            isinstance(first, fr.ThreadCreated)
+            and first.meta.get(META_THREAD) == thread_id
+            and first.fork_of is None
+        ):
+            raise ValueError(
+                f"continuity thread {thread.id!r} exists and is not LangGraph thread "
+                f"{thread_id!r}'s: use another thread_id or another store"
+            )
+        self._ours.add(thread.id)
+
+    def each(self) -> Iterator[tuple[str, Thread]]:
+        """Every LangGraph thread of the store, with its continuity thread (forks are not)."""
+        for cid in self.store.threads():
+            thread = self.store.thread(cid)
+            first = next(iter(thread.read(to_seq=0)), None)
+            if isinstance(first, fr.ThreadCreated) and first.fork_of is None:
+                tid = first.meta.get(META_THREAD)
+                if tid is not None:
+                    yield tid, thread
