@@ -26,7 +26,10 @@ never imports this module.
 
 from __future__ import annotations
 
-from continuity.integrations._openai_agents_compiled import CompiledSession
-from continuity.integrations._openai_agents_session import ContinuitySession, StoreLike
+from continuity.integrations._openai_agents_session import (
+    CompiledSession,
+    ContinuitySession,
+    StoreLike,
+)
 
 __all__ = ["CompiledSession", "ContinuitySession", "StoreLike"]
