@@ -739,26 +739,11 @@ class _RangeCheck:
 
 
 def _merge_ranges(thread: Thread, parts: list[_Range | None], end: int) -> _ThreadResult | None:
-    """One thread's result from its ranges, or None when a range was not sound or the ranges
-    do not join (each must start at the seq after the last one's and chain from its digest):
-    then the log is checked in full, line by line."""
-    sound: list[_Range] = []
-    for part in parts:
-        if part is None or part.frames == 0:
-            return None
-        if sound:
-            prev = sound[-1]
-            if part.first_seq != prev.first_seq + prev.frames or part.parent != prev.last_digest:
-                return None
-        elif part.first_seq != 0:
-            return None
-        sound.append(part)
-    log = thread.open_log()
-    if log is None:
+    """One thread's result from its ranges, or None when a range was not sound, the ranges
+    do not join or the log changed since: then the log is checked in full, line by line."""
+    sound = _joined(parts)
+    if sound is None or not _at_rest(thread, end):
         return None
-    with log:
-        if log.size() != end or log.end != end:
-            return None  # it grew, or has a tail past its committed end: the full check
     spawned: dict[str, int] = {}
     refs: list[tuple[str, str]] = []
     last_message_ms = None
@@ -790,6 +775,33 @@ def _merge_ranges(thread: Thread, parts: list[_Range | None], end: int) -> _Thre
     return _ThreadResult(
         thread.id, [], frames, _job_notes(thread.id, spawned), refs, row, cache_report.problems
     )
+
+
+def _joined(parts: list[_Range | None]) -> list[_Range] | None:
+    """The ranges, when each is sound and they join up from seq 0 (each starts at the seq
+    after the last one's and chains from its digest); None otherwise."""
+    sound: list[_Range] = []
+    for part in parts:
+        if part is None or part.frames == 0:
+            return None
+        if sound:
+            prev = sound[-1]
+            if part.first_seq != prev.first_seq + prev.frames or part.parent != prev.last_digest:
+                return None
+        elif part.first_seq != 0:
+            return None
+        sound.append(part)
+    return sound
+
+
+def _at_rest(thread: Thread, end: int) -> bool:
+    """Whether the log still ends at ``end``, committed (it did not grow, and has no tail past
+    its committed end): what its ranges were cut from."""
+    log = thread.open_log()
+    if log is None:
+        return False
+    with log:
+        return log.size() == end and log.end == end
 
 
 def _ranges(thread: Thread, jobs: int) -> list[tuple[int, int]] | None:

@@ -3,8 +3,10 @@
 Per thread: ``messages`` (ordinal → seq, tokens, role, message id), ``checkpoints``, ``marks``
 (records and retractions) and a watermark row in ``derived_threads`` (the last seq covered,
 the message count and the default anchor there). They are written in the append's own
-transaction, from the lines being stored, by :func:`continuity.store.derived.derive_lines` —
-the derivation the file caches use — so they are never behind the frames that code wrote.
+transaction, from the lines being stored, by :func:`continuity.store.derived.derive_lines`
+(which sorts frames into entries with the file caches' own
+:func:`~continuity.store.derived.sort_entries`), so they are never behind the frames that code
+wrote.
 Rows behind the log (frames written by older code; rows deleted) are derived again from the
 ``frames`` table under the thread's head-row lock, the next time anyone appends or reads.
 
