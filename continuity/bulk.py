@@ -19,13 +19,15 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from continuity.errors import ContinuityError
 from continuity.store.base import BaseStore
 
 if TYPE_CHECKING:
+    from continuity.caches.catalog import CatalogRow
     from continuity.caches.thread_index import RefreshResult
+    from continuity.retrieval.store_index import ThreadDocs
 
 __all__ = [
     "Rebuilt",
@@ -221,79 +223,130 @@ def rebuild_store(
     same bytes either way: the workers also read each thread's catalog row and store-wide
     search documents, and this process only merges them (taking none whose log has moved
     since). ``on_progress(threads done, threads, frames done)``."""
-    import msgspec
-
-    from continuity.caches.catalog import CatalogRow, rebuild_catalog
-    from continuity.caches.thread_index import rebuild_all
-    from continuity.retrieval.index import rebuild_search
-    from continuity.retrieval.store_index import (
-        ThreadDocs,
-        has_store_search,
-        rebuild_store_search,
-    )
+    from continuity.caches.catalog import rebuild_catalog
+    from continuity.retrieval.store_index import rebuild_store_search
 
     n_jobs = available_jobs(jobs)
-    chosen = None if thread_ids is None else [store.thread(t) for t in thread_ids]
-    rows: dict[str, CatalogRow] = {}
-    parts: dict[str, ThreadDocs] = {}
     if n_jobs <= 1 or store.cache_dir is None:
-        results: dict[str, RefreshResult] = {}
-        every = [store.thread(t) for t in store.threads()] if chosen is None else chosen
-        frames = 0
-        for thread in every:
-            one = rebuild_all(store, [thread])
-            results.update(one)
-            frames += sum(r.frames_applied for r in one.values())
-            if on_progress is not None:
-                on_progress(len(results), len(every), frames)
-        if chosen is None:
-            _drop_vanished(store, set(results))
-        searched = rebuild_search(store, chosen)
+        done = _rebuild_here(store, thread_ids, on_progress)
     else:
-        ids = list(store.threads()) if thread_ids is None else list(thread_ids)
-        search_root = store.cache_dir / "search"
-        have_search = (
-            {p.name for p in search_root.iterdir() if p.is_dir()} if search_root.is_dir() else set()
-        )
-        wanted = frozenset(have_search & set(ids))
-        stamps = store.log_stamps(0)
-        sizes = log_sizes(store, ids)
-        # the store-wide caches' per-thread parts are read by the workers too (ADR 0030)
-        with_rows, with_docs = stamps is not None, stamps is not None and has_store_search(store)
-        tasks = [
-            _Batch(batch, wanted & frozenset(batch), with_rows, with_docs)
-            for batch in batches(sizes, ids, n_jobs)
-        ]
-        found: list[tuple[list[RefreshResult], bytes, bytes] | None] = [None] * len(tasks)
-        done_threads = frames = 0
-        for i, part in run_tasks(store, _rebuild_batch, tasks, n_jobs, "rebuild-index"):
-            found[i] = part
-            done_threads += len(part[0])
-            frames += sum(r.frames_applied for r in part[0])
-            if on_progress is not None:
-                on_progress(done_threads, len(ids), frames)
-        results = {}
-        row_decoder = msgspec.msgpack.Decoder(list[CatalogRow | None])
-        docs_decoder = msgspec.msgpack.Decoder(list[ThreadDocs | None])
-        for task, got in zip(tasks, found, strict=True):
-            assert got is not None  # every task came back, or run_tasks raised
-            done, row_bytes, doc_bytes = got
-            results.update(zip(task.ids, done, strict=True))
-            if with_rows:
-                got_rows = zip(task.ids, row_decoder.decode(row_bytes), strict=True)
-                rows.update((t, r) for t, r in got_rows if r is not None)
-            if with_docs:
-                got_docs = zip(task.ids, docs_decoder.decode(doc_bytes), strict=True)
-                parts.update((t, d) for t, d in got_docs if d is not None)
-        if thread_ids is None:
-            _drop_vanished(store, set(results))
-            for name in sorted(have_search - set(ids)):
-                shutil.rmtree(search_root / name, ignore_errors=True)
-        searched = len(wanted)
+        done = _rebuild_in_workers(store, thread_ids, n_jobs, on_progress)
     # the one index of every thread's documents (ADR 0029), when a search made it
-    rebuild_store_search(store, if_present=True, parts=parts)
-    rebuild_catalog(store, None if thread_ids is None else set(thread_ids), rows)
-    return Rebuilt(results, searched)
+    rebuild_store_search(store, if_present=True, parts=done.documents)
+    rebuild_catalog(store, None if thread_ids is None else set(thread_ids), done.rows)
+    return Rebuilt(done.threads, done.search_indexes)
+
+
+class _ThreadsRebuilt(NamedTuple):
+    """The threads' caches rebuilt, and what the store-wide caches take from the workers."""
+
+    threads: dict[str, RefreshResult]
+    search_indexes: int
+    rows: dict[str, CatalogRow]
+    """Catalog rows the workers read (none: the catalog reads them itself)."""
+    documents: dict[str, ThreadDocs]
+    """Store-wide search documents the workers read (none: that index reads them itself)."""
+
+
+def _rebuild_here(
+    store: BaseStore,
+    thread_ids: Sequence[str] | None,
+    on_progress: Callable[[int, int, int], None] | None,
+) -> _ThreadsRebuilt:
+    """Rebuild the threads' caches in this process, one thread after another."""
+    from continuity.caches.thread_index import rebuild_all
+    from continuity.retrieval.index import rebuild_search
+
+    chosen = None if thread_ids is None else [store.thread(t) for t in thread_ids]
+    results: dict[str, RefreshResult] = {}
+    every = [store.thread(t) for t in store.threads()] if chosen is None else chosen
+    frames = 0
+    for thread in every:
+        one = rebuild_all(store, [thread])
+        results.update(one)
+        frames += sum(r.frames_applied for r in one.values())
+        if on_progress is not None:
+            on_progress(len(results), len(every), frames)
+    if chosen is None:
+        _drop_vanished(store, set(results))
+    return _ThreadsRebuilt(results, rebuild_search(store, chosen), {}, {})
+
+
+def _rebuild_in_workers(
+    store: BaseStore,
+    thread_ids: Sequence[str] | None,
+    jobs: int,
+    on_progress: Callable[[int, int, int], None] | None,
+) -> _ThreadsRebuilt:
+    """Rebuild the threads' caches in worker processes, batches of threads by log size, each
+    worker also reading what the store-wide caches need of its threads (ADR 0030)."""
+    from continuity.retrieval.store_index import has_store_search
+
+    assert store.cache_dir is not None
+    ids = list(store.threads()) if thread_ids is None else list(thread_ids)
+    search_root = store.cache_dir / "search"
+    have_search = (
+        {p.name for p in search_root.iterdir() if p.is_dir()} if search_root.is_dir() else set()
+    )
+    wanted = frozenset(have_search & set(ids))
+    # the store-wide caches' per-thread parts are read by the workers too (ADR 0030)
+    with_rows = store.log_stamps(0) is not None
+    with_docs = with_rows and has_store_search(store)
+    tasks = [
+        _Batch(batch, wanted & frozenset(batch), with_rows, with_docs)
+        for batch in batches(log_sizes(store, ids), ids, jobs)
+    ]
+    found = _run_batches(store, tasks, jobs, len(ids), on_progress)
+    done = _merged(tasks, found, len(wanted))
+    if thread_ids is None:
+        _drop_vanished(store, set(done.threads))
+        for name in sorted(have_search - set(ids)):
+            shutil.rmtree(search_root / name, ignore_errors=True)
+    return done
+
+
+_BatchResult = tuple[list["RefreshResult"], bytes, bytes]
+
+
+def _run_batches(
+    store: BaseStore,
+    tasks: list[_Batch],
+    jobs: int,
+    threads: int,
+    on_progress: Callable[[int, int, int], None] | None,
+) -> list[_BatchResult]:
+    """Each batch's result, in the order of ``tasks``."""
+    found: list[_BatchResult | None] = [None] * len(tasks)
+    done_threads = frames = 0
+    for i, part in run_tasks(store, _rebuild_batch, tasks, jobs, "rebuild-index"):
+        found[i] = part
+        done_threads += len(part[0])
+        frames += sum(r.frames_applied for r in part[0])
+        if on_progress is not None:
+            on_progress(done_threads, threads, frames)
+    assert all(got is not None for got in found)  # every task came back, or run_tasks raised
+    return cast(list[_BatchResult], found)
+
+
+def _merged(tasks: list[_Batch], found: list[_BatchResult], searched: int) -> _ThreadsRebuilt:
+    """The batches' results as one: each thread's, with the catalog rows and documents read."""
+    import msgspec
+
+    from continuity.caches.catalog import CatalogRow
+    from continuity.retrieval.store_index import ThreadDocs
+
+    done = _ThreadsRebuilt({}, searched, {}, {})
+    row_decoder = msgspec.msgpack.Decoder(list[CatalogRow | None])
+    docs_decoder = msgspec.msgpack.Decoder(list[ThreadDocs | None])
+    for task, (results, row_bytes, doc_bytes) in zip(tasks, found, strict=True):
+        done.threads.update(zip(task.ids, results, strict=True))
+        if task.rows:
+            got_rows = zip(task.ids, row_decoder.decode(row_bytes), strict=True)
+            done.rows.update((t, r) for t, r in got_rows if r is not None)
+        if task.documents:
+            got_docs = zip(task.ids, docs_decoder.decode(doc_bytes), strict=True)
+            done.documents.update((t, d) for t, d in got_docs if d is not None)
+    return done
 
 
 def _drop_vanished(store: BaseStore, kept: set[str]) -> None:

@@ -19,6 +19,7 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Final, NamedTuple, cast
 
 import blake3
@@ -33,10 +34,11 @@ from continuity.caches.catalog import (
     row_of,
     wants_last_message,
 )
-from continuity.caches.thread_index import DAMAGE, IndexRun, ThreadIndex, _Delta
+from continuity.caches.thread_index import DAMAGE, IndexDelta, IndexRun, ThreadIndex
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
 from continuity.redaction import redaction_count
 from continuity.store.base import BaseStore, LogReader, Recovery, Thread, split_lines
+from continuity.store.derived import sort_frames
 
 __all__ = ["Problem", "Repair", "VerifyReport", "first_problem", "repair_thread", "verify_store"]
 
@@ -182,7 +184,7 @@ class _LogCheck:
         """Check one line (``env``: its envelope, ``decoded``: its frame or why it does not
         decode); ``next_seq`` is the seq the following line carries (None if none or
         unparsable), which tells a line whose own seq was changed from a line that is
-        missing."""
+        missing. One problem a line, naming everything wrong with it."""
         self.frames += 1
         sealed = fr.unseal(line)
         if sealed is None or env is None:
@@ -190,9 +192,19 @@ class _LogCheck:
             self.expect += 1
             self.unsealed_guess = None
             return
-        seq = env.seq
-        body, digest = sealed
-        issues: list[str] = []  # one problem per line, naming everything wrong with it
+        seq, issues = self._placed(env.seq, next_seq)
+        issues += self._chained(seq, *sealed)
+        if isinstance(decoded, str):
+            issues.append(decoded)
+        else:
+            issues += self._take(seq, decoded)
+        if issues:
+            self.problem(seq, offset, "; ".join(issues))
+
+    def _placed(self, seq: int, next_seq: int | None) -> tuple[int, list[str]]:
+        """Where a line carrying ``seq`` belongs (its seq, or the expected one when only its seq
+        was changed), and what is wrong with its place; the seq expected next moves past it."""
+        issues = []
         if seq != self.expect and next_seq == self.expect + 1:
             issues.append(f"carries seq {seq} where {self.expect} belongs (its seq was changed)")
             seq = self.expect
@@ -205,6 +217,13 @@ class _LogCheck:
             issues.append(
                 f"seq {seq} again, where {self.expect} belongs (a duplicated or moved line)"
             )
+        self.expect = max(self.expect, seq + 1)
+        return seq, issues
+
+    def _chained(self, seq: int, body: bytes, digest: bytes) -> list[str]:
+        """Whether frame ``seq``'s body and stored digest chain from its parent's; its digest is
+        kept for the lines after it."""
+        issues = []
         parent = fr.GENESIS_DIGEST if seq == 0 else self.digests.get(seq - 1)
         computed = fr.chain(parent, body) if parent is not None else None
         guess = self.unsealed_guess
@@ -216,35 +235,34 @@ class _LogCheck:
             ):
                 issues.append("digest does not chain (the frame's bytes were changed)")
             # else: the line before kept its body and lost its digest; it is named already
-        self.expect = max(self.expect, seq + 1)
         self.digests[seq] = digest
         if len(self.digests) > _RECENT:
             self.digests.popitem(last=False)
-        if isinstance(decoded, str):
-            issues.append(decoded)
-        else:
-            frame = decoded
-            if self.first is None:
-                self.first = frame
-            self.last = frame
-            if isinstance(frame, fr.MessageAppended):
-                self.messages += 1
-                self.last_message_ms = frame.ts_ms
-            elif isinstance(frame, fr.CompactionCheckpointCreated):
-                self.cut_rules.append(frame.cut_rule_id)
-            self.redactions += redaction_count(frame)
-            if seq == 0 and not (
-                isinstance(frame, fr.ThreadCreated) and frame.thread_id in ("", self.thread.id)
-            ):
-                issues.append("seq 0 is not this thread's thread_created")
-            for aid in fr.artifact_refs(frame):
-                self.refs.setdefault(aid, f"thread {self.thread.id} seq {seq}")
-            if isinstance(frame, fr.JobSpawned):
-                self.spawned[frame.job_id] = seq
-            elif isinstance(frame, fr.JobEnded):
-                self.spawned.pop(frame.job_id, None)
-        if issues:
-            self.problem(seq, offset, "; ".join(issues))
+        return issues
+
+    def _take(self, seq: int, frame: fr.Frame) -> list[str]:
+        """What the catalog row, the artifact check and the job notes need of a decoded frame;
+        what is wrong with it (seq 0 must be this thread's ``thread_created``)."""
+        if self.first is None:
+            self.first = frame
+        self.last = frame
+        if isinstance(frame, fr.MessageAppended):
+            self.messages += 1
+            self.last_message_ms = frame.ts_ms
+        elif isinstance(frame, fr.CompactionCheckpointCreated):
+            self.cut_rules.append(frame.cut_rule_id)
+        elif isinstance(frame, fr.JobSpawned):
+            self.spawned[frame.job_id] = seq
+        elif isinstance(frame, fr.JobEnded):
+            self.spawned.pop(frame.job_id, None)
+        self.redactions += redaction_count(frame)
+        for aid in fr.artifact_refs(frame):
+            self.refs.setdefault(aid, f"thread {self.thread.id} seq {seq}")
+        if seq == 0 and not (
+            isinstance(frame, fr.ThreadCreated) and frame.thread_id in ("", self.thread.id)
+        ):
+            return ["seq 0 is not this thread's thread_created"]
+        return []
 
 
 def _check_tail(check: _LogCheck, tail: bytes, at: int) -> None:
@@ -348,7 +366,7 @@ def _verify_derived(thread: Thread, report: VerifyReport) -> None:
 def _verify_caches(
     thread: Thread,
     report: VerifyReport,
-    fresh: _Delta | None = None,
+    fresh: IndexDelta | None = None,
     *,
     index: bool = True,
     search: bool = True,
@@ -554,130 +572,178 @@ class _Range(NamedTuple):
 
 
 _OPEN: Final = b',"digest":"'
+_FEW: Final = 64
 
 
 def _check_range(thread: Thread, start: int, end: int) -> _Range | None:
     """Check the lines in ``[start, end)`` (line boundaries) of a log for the sound case only:
     every line sealed, decoding, in seq order and chaining from the stored digest of the line
     before ``start``. At the first line that is not, give up (None): the whole log is then
-    checked line by line, which names every problem. One decode and one hash a line."""
+    checked line by line, which names every problem."""
     log = thread.open_log()
     if log is None:
         return None
-    suffix = fr.SEAL_SUFFIX_LEN
-    hex_at = len(_OPEN)
-    hexlify = binascii.hexlify
-    hasher = blake3.blake3
-    decode = fr.decode_frame
-    tid = thread.id
     with log:
-        if start == 0:
-            parent, seq = fr.GENESIS_DIGEST, 0
-        else:
-            stored = fr.stored_digest(log.pread(suffix, start - 1 - suffix))
-            if stored is None:
+        check = _RangeCheck.starting(thread.id, log, start)
+        if check is None:
+            return None
+        for pos, lines in _range_chunks(log, start, end):
+            if lines is None or not check.take(pos, lines):
                 return None
-            parent, seq = stored, -1
-        first_parent = parent
-        first_seq = seq
-        frames = messages = redactions = 0
-        first: fr.Frame | None = None
-        last: fr.Frame | None = None
-        last_message_ms: int | None = None
-        cut_rules: list[str] = []
-        refs: list[tuple[str, str]] = []
-        jobs: list[tuple[bool, str, int]] = []
-        index = IndexRun()
-        add = index.add
-        pos = start
-        while pos < end:
-            chunk = log.pread(min(_CHUNK * 4, end - pos), pos)
-            cut = chunk.rfind(b"\n") + 1
-            if cut == 0:  # a line longer than the chunk
-                cut = log.line_end(pos, end) - pos
-                chunk = log.pread(cut, pos)
-                if not chunk.endswith(b"\n"):
-                    return None
-            lines = chunk[: cut - 1].split(b"\n")
-            line_at = pos
-            pos += cut
-            for line in lines:
-                at = len(line) - suffix
-                if at <= 0 or line[at : at + hex_at] != _OPEN or not line.endswith(b'"}'):
-                    return None
-                try:
-                    frame = decode(line)
-                except msgspec.DecodeError:
-                    return None
-                if seq < 0:
-                    seq = first_seq = frame.seq
-                if frame.seq != seq or seq < 0:
-                    return None
-                digest = hasher(parent + line[:at] + b"}").digest()
-                if hexlify(digest) != line[at + hex_at : -2]:
-                    return None
-                parent = digest
-                if first is None:
-                    first = frame
-                if seq == 0 and not (
-                    isinstance(frame, fr.ThreadCreated) and frame.thread_id in ("", tid)
-                ):
-                    return None
-                if isinstance(frame, fr.MessageAppended):
-                    messages += 1
-                    last_message_ms = frame.ts_ms
-                elif isinstance(frame, fr.CompactionCheckpointCreated):
-                    cut_rules.append(frame.cut_rule_id)
-                elif isinstance(frame, fr.JobSpawned):
-                    jobs.append((True, frame.job_id, seq))
-                elif isinstance(frame, fr.JobEnded):
-                    jobs.append((False, frame.job_id, seq))
-                for aid in fr.artifact_refs(frame):
-                    refs.append((aid, f"thread {tid} seq {seq}"))
-                redactions += redaction_count(frame)
-                add(line_at, frame)
-                line_at += len(line) + 1
-                last = frame
-                seq += 1
-                frames += 1
-    return _Range(
-        first_seq,
-        first_parent,
-        parent,
-        frames,
-        first,
-        last,
-        last_message_ms,
-        messages,
-        cut_rules,
-        redactions,
-        refs,
-        jobs,
-        index,
-    )
+    return check.result()
+
+
+def _range_chunks(log: LogReader, start: int, end: int) -> Iterator[tuple[int, list[bytes] | None]]:
+    """(offset, lines without their newlines) of ``[start, end)``, a few MB at a time (a
+    longer line alone); None for lines that do not end, and nothing after them."""
+    pos = start
+    while pos < end:
+        chunk = log.pread(min(_CHUNK * 4, end - pos), pos)
+        cut = chunk.rfind(b"\n") + 1
+        if cut == 0:  # a line longer than the chunk
+            cut = log.line_end(pos, end) - pos
+            chunk = log.pread(cut, pos)
+            if not chunk.endswith(b"\n"):
+                yield pos, None
+                return
+        yield pos, chunk[: cut - 1].split(b"\n")
+        pos += cut
+
+
+@dataclass(slots=True)
+class _RangeCheck:
+    """The state of :func:`_check_range`, a chunk of lines at a time: each chunk's lines
+    checked (:meth:`_sound_frames`), what the thread's catalog row, artifacts and jobs need of
+    its frames (:meth:`_gather`), and their index entries."""
+
+    thread_id: str
+    parent: bytes
+    """The digest the next line chains from."""
+    seq: int
+    """The seq the next line carries (-1: whatever the range's first line carries)."""
+    first_parent: bytes = b""
+    first_seq: int = -1
+    frames: int = 0
+    first: fr.Frame | None = None
+    last: fr.Frame | None = None
+    last_message_ms: int | None = None
+    messages: int = 0
+    cut_rules: list[str] = field(default_factory=list)
+    redactions: int = 0
+    refs: list[tuple[str, str]] = field(default_factory=list)
+    jobs: list[tuple[bool, str, int]] = field(default_factory=list)
+    index: IndexRun = field(default_factory=IndexRun)
+
+    def __post_init__(self) -> None:
+        self.first_parent, self.first_seq = self.parent, self.seq
+
+    @classmethod
+    def starting(cls, thread_id: str, log: LogReader, start: int) -> _RangeCheck | None:
+        """The check of a range from ``start``: chained from the digest stored at the end of the
+        line before it (None: there is none to read)."""
+        if start == 0:
+            return cls(thread_id, fr.GENESIS_DIGEST, 0)
+        suffix = fr.SEAL_SUFFIX_LEN
+        stored = fr.stored_digest(log.pread(suffix, start - 1 - suffix))
+        return None if stored is None else cls(thread_id, stored, -1)
+
+    def take(self, pos: int, lines: list[bytes]) -> bool:
+        """Check and take in the lines of a chunk that starts at byte ``pos``; False when one is
+        not sound. A few lines at a time: their frames are still in the CPU's caches when they
+        are gathered and indexed."""
+        starts = list(accumulate(map((1).__add__, map(len, lines[:-1])), initial=pos))
+        for i in range(0, len(lines), _FEW):
+            frames = self._sound_frames(lines[i : i + _FEW])
+            if frames is None:
+                return False
+            self._gather(frames)
+            self.index.add(starts[i : i + _FEW], sort_frames(frames), self.seq - 1)
+        return True
+
+    def _sound_frames(self, lines: list[bytes]) -> list[fr.Frame] | None:
+        """The lines' frames, each line checked to be sealed, decoding, the next seq and chained
+        from the one before: one decode and one hash a line. None at the first that is not."""
+        suffix = fr.SEAL_SUFFIX_LEN
+        hex_at = len(_OPEN)
+        hexlify = binascii.hexlify
+        hasher = blake3.blake3
+        decode = fr.decode_frame
+        parent, seq = self.parent, self.seq
+        frames: list[fr.Frame] = []
+        for line in lines:
+            at = len(line) - suffix
+            if at <= 0 or line[at : at + hex_at] != _OPEN or not line.endswith(b'"}'):
+                return None
+            try:
+                frame = decode(line)
+            except msgspec.DecodeError:
+                return None
+            if seq < 0:
+                seq = self.first_seq = frame.seq
+            if frame.seq != seq or seq < 0:
+                return None
+            digest = hasher(parent + line[:at] + b"}").digest()
+            if hexlify(digest) != line[at + hex_at : -2]:
+                return None
+            if seq == 0 and not (
+                isinstance(frame, fr.ThreadCreated) and frame.thread_id in ("", self.thread_id)
+            ):
+                return None
+            frames.append(frame)
+            parent = digest
+            seq += 1
+        self.parent, self.seq = parent, seq
+        return frames
+
+    def _gather(self, frames: list[fr.Frame]) -> None:
+        """What the catalog row, the artifact check and the job notes need of sound frames."""
+        where = f"thread {self.thread_id} seq"
+        messages = redactions = 0
+        for frame in frames:
+            if isinstance(frame, fr.MessageAppended):
+                messages += 1
+                self.last_message_ms = frame.ts_ms
+            elif isinstance(frame, fr.CompactionCheckpointCreated):
+                self.cut_rules.append(frame.cut_rule_id)
+            elif isinstance(frame, fr.JobSpawned):
+                self.jobs.append((True, frame.job_id, frame.seq))
+            elif isinstance(frame, fr.JobEnded):
+                self.jobs.append((False, frame.job_id, frame.seq))
+            for aid in fr.artifact_refs(frame):
+                self.refs.append((aid, f"{where} {frame.seq}"))
+            redactions += redaction_count(frame)
+        if frames:
+            if self.first is None:
+                self.first = frames[0]
+            self.last = frames[-1]
+        self.frames += len(frames)
+        self.messages += messages
+        self.redactions += redactions
+
+    def result(self) -> _Range:
+        return _Range(
+            self.first_seq,
+            self.first_parent,
+            self.parent,
+            self.frames,
+            self.first,
+            self.last,
+            self.last_message_ms,
+            self.messages,
+            self.cut_rules,
+            self.redactions,
+            self.refs,
+            self.jobs,
+            self.index,
+        )
 
 
 def _merge_ranges(thread: Thread, parts: list[_Range | None], end: int) -> _ThreadResult | None:
-    """One thread's result from its ranges, or None when a range was not sound or the ranges
-    do not join (each must start at the seq after the last one's and chain from its digest):
-    then the log is checked in full, line by line."""
-    sound: list[_Range] = []
-    for part in parts:
-        if part is None or part.frames == 0:
-            return None
-        if sound:
-            prev = sound[-1]
-            if part.first_seq != prev.first_seq + prev.frames or part.parent != prev.last_digest:
-                return None
-        elif part.first_seq != 0:
-            return None
-        sound.append(part)
-    log = thread.open_log()
-    if log is None:
+    """One thread's result from its ranges, or None when a range was not sound, the ranges
+    do not join or the log changed since: then the log is checked in full, line by line."""
+    sound = _joined(parts)
+    if sound is None or not _at_rest(thread, end):
         return None
-    with log:
-        if log.size() != end or log.end != end:
-            return None  # it grew, or has a tail past its committed end: the full check
     spawned: dict[str, int] = {}
     refs: list[tuple[str, str]] = []
     last_message_ms = None
@@ -709,6 +775,33 @@ def _merge_ranges(thread: Thread, parts: list[_Range | None], end: int) -> _Thre
     return _ThreadResult(
         thread.id, [], frames, _job_notes(thread.id, spawned), refs, row, cache_report.problems
     )
+
+
+def _joined(parts: list[_Range | None]) -> list[_Range] | None:
+    """The ranges, when each is sound and they join up from seq 0 (each starts at the seq
+    after the last one's and chains from its digest); None otherwise."""
+    sound: list[_Range] = []
+    for part in parts:
+        if part is None or part.frames == 0:
+            return None
+        if sound:
+            prev = sound[-1]
+            if part.first_seq != prev.first_seq + prev.frames or part.parent != prev.last_digest:
+                return None
+        elif part.first_seq != 0:
+            return None
+        sound.append(part)
+    return sound
+
+
+def _at_rest(thread: Thread, end: int) -> bool:
+    """Whether the log still ends at ``end``, committed (it did not grow, and has no tail past
+    its committed end): what its ranges were cut from."""
+    log = thread.open_log()
+    if log is None:
+        return False
+    with log:
+        return log.size() == end and log.end == end
 
 
 def _ranges(thread: Thread, jobs: int) -> list[tuple[int, int]] | None:
@@ -761,10 +854,29 @@ def _verify_in_workers(
 ) -> list[Problem] | None:
     """The threads checked by worker processes, merged into ``report`` in thread order; the
     store-wide search index's problems (checked by a worker too, for the whole store)."""
+    tasks, split = _plan_tasks(store, chosen, jobs, whole_store)
+    progress = _Progress(len(chosen), on_progress)
+    found = _Found.of(tasks, _run_verify_tasks(store, tasks, jobs, progress))
+    for thread in chosen:
+        result = found.threads.get(thread.id)
+        if result is None:  # a long log: its ranges, or the full check when one was not sound
+            result = found.long_log(thread, split[thread.id][-1][1])
+            progress.threads_done(1)
+        if result.row is not None:
+            rows[thread.id] = result.row
+        _replay(report, result, refs)
+    return found.store_search
+
+
+def _plan_tasks(
+    store: BaseStore, chosen: Sequence[Thread], jobs: int, whole_store: bool
+) -> tuple[list[Task], dict[str, list[tuple[int, int]]]]:
+    """The tasks, long logs first (their ranges and search indexes spread over the workers),
+    then batches of the other threads; and the byte ranges each long log is cut into."""
     tasks: list[Task] = []
     split: dict[str, list[tuple[int, int]]] = {}
     sizes = log_sizes(store, [t.id for t in chosen])
-    for thread in chosen:  # the long logs first: their ranges and caches spread over the workers
+    for thread in chosen:
         ranges = _ranges(thread, jobs) if sizes[thread.id] >= _SPLIT else None
         if ranges is not None:
             split[thread.id] = ranges
@@ -775,48 +887,73 @@ def _verify_in_workers(
         tasks += [("range", (tid,), a, b) for a, b in ranges]
     small = [t.id for t in chosen if t.id not in split]
     tasks += [("threads", batch, 0, 0) for batch in batches(sizes, small, jobs)]
+    return tasks, split
+
+
+class _Progress:
+    """Threads and frames checked so far, told to ``on_progress`` as they grow."""
+
+    def __init__(self, threads: int, on_progress: Callable[[int, int, int], None] | None):
+        self.total = threads
+        self.on_progress = on_progress
+        self.threads = self.frames = 0
+
+    def threads_done(self, threads: int, frames: int = 0) -> None:
+        self.threads += threads
+        self.frames += frames
+        if self.on_progress is not None:
+            self.on_progress(self.threads, self.total, self.frames)
+
+
+def _run_verify_tasks(
+    store: BaseStore, tasks: list[Task], jobs: int, progress: _Progress
+) -> list[object]:
+    """Each task's result, in the order of ``tasks``."""
     results: list[object] = [None] * len(tasks)
-    done_threads = done_frames = 0
     for i, result in run_tasks(store, _run_task, tasks, jobs, "verify"):
         results[i] = result
         kind = tasks[i][0]
         if kind == "threads":
             found = cast(list[_ThreadResult], result)
-            done_threads += len(found)
-            done_frames += sum(r.frames for r in found)
+            progress.threads_done(len(found), sum(r.frames for r in found))
         elif kind == "range" and result is not None:
-            done_frames += cast(_Range, result).frames
-        if on_progress is not None:
-            on_progress(done_threads, len(chosen), done_frames)
-    by_thread: dict[str, _ThreadResult] = {}
-    cache_found: dict[str, list[Problem]] = {}
-    parts: dict[str, list[_Range | None]] = {tid: [] for tid in split}
-    search_found: list[Problem] | None = None
-    for task, result in zip(tasks, results, strict=True):
-        kind, ids = task[0], task[1]
-        if kind == "threads":
-            for r in cast(list[_ThreadResult], result):
-                by_thread[r.thread_id] = r
-        elif kind == "range":
-            parts[ids[0]].append(cast("_Range | None", result))
-        elif kind == "search":
-            cache_found[ids[0]] = cast(list[Problem], result)
+            progress.threads_done(0, cast(_Range, result).frames)
         else:
-            search_found = cast(list[Problem], result)
-    for thread in chosen:
-        result = by_thread.get(thread.id)
-        if result is None:  # a long log: its ranges, or the full check when one was not sound
-            end = split[thread.id][-1][1]
-            merged = _merge_ranges(thread, parts[thread.id], end)
-            result = merged if merged is not None else _check_thread(thread, search=False)
-            result.cache_problems += cache_found[thread.id]
-            if on_progress is not None:
-                done_threads += 1
-                on_progress(done_threads, len(chosen), done_frames)
-        if result.row is not None:
-            rows[thread.id] = result.row
-        _replay(report, result, refs)
-    return search_found
+            progress.threads_done(0)
+    return results
+
+
+@dataclass(slots=True)
+class _Found:
+    """The workers' results, by what they are of."""
+
+    threads: dict[str, _ThreadResult] = field(default_factory=dict)
+    ranges: dict[str, list[_Range | None]] = field(default_factory=dict)
+    """Of each long log, in order."""
+    search: dict[str, list[Problem]] = field(default_factory=dict)
+    """Of each long log's search index."""
+    store_search: list[Problem] | None = None
+
+    @classmethod
+    def of(cls, tasks: list[Task], results: list[object]) -> _Found:
+        found = cls()
+        for (kind, ids, _start, _end), result in zip(tasks, results, strict=True):
+            if kind == "threads":
+                found.threads.update((r.thread_id, r) for r in cast(list[_ThreadResult], result))
+            elif kind == "range":
+                found.ranges.setdefault(ids[0], []).append(cast("_Range | None", result))
+            elif kind == "search":
+                found.search[ids[0]] = cast(list[Problem], result)
+            else:
+                found.store_search = cast(list[Problem], result)
+        return found
+
+    def long_log(self, thread: Thread, end: int) -> _ThreadResult:
+        """A long log's result: its ranges merged, or its full check when one was not sound."""
+        merged = _merge_ranges(thread, self.ranges[thread.id], end)
+        result = merged if merged is not None else _check_thread(thread, search=False)
+        result.cache_problems += self.search[thread.id]
+        return result
 
 
 def _verify_artifacts(

@@ -20,7 +20,7 @@ from continuity.errors import (
     StoreNotFound,
     StoreUnavailable,
 )
-from continuity.store._pg_schema import SCHEMA_VERSION
+from continuity.store.postgres.schema import SCHEMA_VERSION
 from continuity.testing import msg, stored_lines, verify_chain
 
 

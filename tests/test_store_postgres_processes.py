@@ -20,7 +20,7 @@ from pg_support import PgStores, schema_for
 
 from continuity import frames as fr
 from continuity.errors import JobInFlight
-from continuity.store._pg_schema import SCHEMA_VERSION
+from continuity.store.postgres.schema import SCHEMA_VERSION
 from continuity.testing import msg, stored_lines, verify_chain
 
 WORKER = r"""

@@ -23,7 +23,6 @@ from continuity.migrate import migrate_store
 from continuity.retrieval.index import rebuild_search
 from continuity.retrieval.search import search, search_prefix
 from continuity.retrieval.state import forget
-from continuity.store import _pg_search
 from continuity.store.jsonl import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +169,6 @@ def _run(pg: Any, code: str) -> Any:
     script = (
         "import json, sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from continuity.store import _pg_search\n"
         "from continuity.store.postgres import PostgresStore\n"
         f"store = PostgresStore({pg.location!r}, schema={pg.schema!r}, durable=False)\n" + code
     )
@@ -189,7 +187,7 @@ def test_a_fresh_process_reads_no_frame_of_a_current_index(stores: tuple[Store, 
         "from continuity.retrieval.search import search\n"
         "hits = search(store, 'error timeout', k=5)\n"
         "found = [[h.thread_id, h.seq, h.score] for h in hits]\n"
-        "print(json.dumps([_pg_search.backend_of(store).frames_read, found]))\n",
+        "print(json.dumps([store.search_backend().frames_read, found]))\n",
     )
     assert found[0] == 0
     assert found[1] == [[h.thread_id, h.seq, h.score] for h in search(js, "error timeout", k=5)]
@@ -213,12 +211,12 @@ def test_appends_by_other_processes_are_caught_up(
             f"migrate_store(Store({str(js.root)!r}), store, threads=[{tid!r}])\n"
             "print(json.dumps(0))\n",
         )
-        before = _pg_search.backend_of(pg).frames_read
+        before = pg.search_backend().frames_read
         for query in QUERIES[:5]:
             assert search(pg, query, k=6) == search(js, query, k=6)
             assert search(pg, query, k=4, thread=tid) == search(js, query, k=4, thread=tid)
         # only the new frames were read to catch up
-        assert _pg_search.backend_of(pg).frames_read - before == new
+        assert pg.search_backend().frames_read - before == new
 
 
 def test_dropped_tables_are_rebuilt_lazily(stores: tuple[Store, Any], pg_url: str) -> None:

@@ -50,12 +50,11 @@ from continuity.store.base import BaseStore, LogReader, Thread
 from continuity.store.derived import (
     ROLE_CODES,
     CheckpointEntry,
+    Entries,
     MarkEntry,
-    checkpoint_of,
     clip_u32,
-    mark_of,
-    probe_one,
-    probes,
+    probe_lines,
+    sort_probes,
 )
 from continuity.summary import CUMULATIVE_V1 as CUMULATIVE
 
@@ -64,6 +63,7 @@ __all__ = [
     "MESSAGE_RECORD",
     "CheckpointEntry",
     "CheckpointSelection",
+    "IndexDelta",
     "IndexRun",
     "MarkEntry",
     "MessageRecord",
@@ -180,8 +180,9 @@ class RefreshResult(msgspec.Struct, frozen=True):
     frames_applied: int
 
 
-class _Delta(msgspec.Struct):
-    """Index entries for a run of the log."""
+class IndexDelta(msgspec.Struct):
+    """The index entries of a run of the log, as the bytes each cache file gets (a run from
+    the start of the log: the files' whole contents)."""
 
     offsets: bytes
     messages: bytes
@@ -214,93 +215,50 @@ def _index_run(
     end: int,
     first_seq: int,
     progress: Progress | None = None,
-) -> _Delta:
-    """Parse the committed lines in ``[start, end)`` (which begin with seq ``first_seq``)."""
-    offsets = array("Q")
-    messages: list[bytes] = []
-    checkpoints: list[bytes] = []
-    marks: list[bytes] = []
-    cumulative: list[tuple[int, int, int]] = []
-    other: list[int] = []
-    cp_bytes = 0
-    n_frames = n_messages = 0
-    seq = first_seq
+) -> IndexDelta:
+    """Index the committed lines in ``[start, end)`` (which begin with seq ``first_seq``): the
+    probes of each chunk, sorted into entries by :func:`~continuity.store.derived.sort_probes`."""
+    run = IndexRun(first_seq)
     last_line = b""
+    for pos, lines in _line_chunks(log, start, end):
+        starts = list(accumulate(map((1).__add__, map(len, lines)), initial=pos))
+        found = probe_lines(thread_id, lines, run.last_seq + 1, starts)
+        run.add(starts[:-1], sort_probes(found), run.last_seq + len(found))
+        last_line = lines[-1]
+        if progress is not None:
+            progress(starts[-1] - start, end - start)
+    digest = ""
+    if run.frames:
+        sealed = fr.unseal(last_line)
+        if sealed is None:
+            raise CorruptFrame(thread_id, run.last_seq, end - len(last_line) - 1, "no digest")
+        digest = sealed[1].hex()
+    return run.delta(digest, end)
+
+
+def _line_chunks(log: LogReader, start: int, end: int) -> Iterator[tuple[int, list[bytes]]]:
+    """(offset, lines without their newlines) of the committed lines in ``[start, end)``, about
+    :data:`_CHUNK` bytes at a time (a longer line alone)."""
     pos = start
-    total = end - start
-    pack = MESSAGE_RECORD.pack
-    role = ROLE_CODES.get
     while pos < end:
         chunk = log.pread(min(_CHUNK, end - pos), pos)
         cut = chunk.rfind(b"\n") + 1
         if cut == 0:  # a single line longer than the chunk
             cut = log.line_end(pos, end) - pos
             chunk = log.pread(cut, pos)
-        chunk = chunk[:cut]
-        lines = chunk[:-1].split(b"\n")
-        try:
-            found = probes(lines)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            _raise_first_bad(thread_id, chunk, pos, seq)
-        starts = list(accumulate(map((1).__add__, map(len, lines)), initial=pos))
-        seqs = [p.seq for p in found]
-        if seqs != list(range(seq, seq + len(found))):
-            bad = next(i for i, q in enumerate(seqs) if q != seq + i)
-            raise CorruptFrame(
-                thread_id, seq + bad, starts[bad], f"seq {seqs[bad]} where {seq + bad} belongs"
-            )
-        offsets.extend(starts[:-1])
-        for p in found:
-            if p.type == "message_appended":
-                messages.append(pack(p.seq, clip_u32(p.tokens), role(p.role, 0)))
-                n_messages += 1
-            elif p.type == "compaction_checkpoint_created":
-                entry = _encoder.encode(checkpoint_of(p))
-                if p.summary_kind == CUMULATIVE:
-                    cumulative.append((p.to_seq, p.seq, cp_bytes))
-                else:
-                    other.append(cp_bytes)
-                checkpoints.append(entry + b"\n")
-                cp_bytes += len(entry) + 1
-            elif (mark := mark_of(p)) is not None:
-                marks.append(_encoder.encode(mark) + b"\n")
-        n_frames += len(found)
-        seq += len(found)
-        last_line = lines[-1]
+        yield pos, chunk[: cut - 1].split(b"\n")
         pos += cut
-        if progress is not None:
-            progress(pos - start, total)
-    digest = ""
-    if n_frames:
-        sealed = fr.unseal(last_line)
-        if sealed is None:
-            raise CorruptFrame(thread_id, seq - 1, end - len(last_line) - 1, "no digest")
-        digest = sealed[1].hex()
-    return _Delta(
-        offsets=offsets.tobytes() if _LITTLE else _swapped(offsets),
-        messages=b"".join(messages),
-        checkpoints=b"".join(checkpoints),
-        marks=b"".join(marks),
-        mark_count=len(marks),
-        frames=n_frames,
-        message_count=n_messages,
-        checkpoint_count=len(checkpoints),
-        last_seq=seq - 1,
-        digest=digest,
-        end=end,
-        cumulative=cumulative,
-        other=other,
-    )
 
 
 _LITTLE: Final = array("H", [1]).tobytes() == b"\x01\x00"
 
 
 class IndexRun:
-    """The index entries of a run of a log built from its decoded frames, for a caller that
-    decodes every frame anyway (``verify``, ADR 0030): the same entries :func:`_index_run`
-    makes from its probes (the probe's fields are the frames' fields of the same names).
-    Runs of consecutive byte ranges are joined with :meth:`joined`."""
+    """The index entries of a run of a log, added a chunk of frames at a time, each chunk as
+    :func:`~continuity.store.derived.sort_entries` sorted it: from the probes of the lines
+    (:func:`_index_run`) or from frames decoded whole, by a caller that decodes every frame
+    anyway (``verify``, ADR 0030). Runs of consecutive byte ranges are joined with
+    :meth:`joined`."""
 
     __slots__ = (
         "_checkpoints",
@@ -310,12 +268,14 @@ class IndexRun:
         "_messages",
         "_offsets",
         "_other",
+        "checkpoints",
         "frames",
         "last_seq",
+        "marks",
         "messages",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, first_seq: int = 0) -> None:
         self._offsets = array("Q")
         self._messages: list[bytes] = []
         self._checkpoints: list[bytes] = []
@@ -323,50 +283,39 @@ class IndexRun:
         self._cumulative: list[tuple[int, int, int]] = []
         self._other: list[int] = []
         self._cp_bytes = 0
-        self.frames = self.messages = 0
-        self.last_seq = -1
+        self.frames = self.messages = self.checkpoints = self.marks = 0
+        self.last_seq = first_seq - 1
 
-    def add(self, offset: int, frame: fr.Frame) -> None:
-        """The frame whose line starts at ``offset`` (frames in seq order)."""
-        self._offsets.append(offset)
-        self.frames += 1
-        self.last_seq = frame.seq
-        if isinstance(frame, fr.MessageAppended):
-            self._messages.append(
-                MESSAGE_RECORD.pack(
-                    frame.seq, clip_u32(frame.tokens), ROLE_CODES.get(frame.role, 0)
-                )
-            )
-            self.messages += 1
-        elif isinstance(frame, fr.CompactionCheckpointCreated):
-            entry = _encoder.encode(
-                CheckpointEntry(
-                    frame.seq,
-                    frame.to_seq,
-                    frame.checkpoint_id,
-                    frame.cut_rule_id,
-                    frame.summary_kind,
-                    frame.summary_artifact_id,
-                )
-            )
-            if frame.summary_kind == CUMULATIVE:
-                self._cumulative.append((frame.to_seq, frame.seq, self._cp_bytes))
+    def add(self, starts: Sequence[int], entries: Entries, last_seq: int) -> None:
+        """The next frames: the byte offsets where their lines start, their entries, and the
+        seq of the last of them."""
+        self._offsets.extend(starts)
+        self.frames += len(starts)
+        self.last_seq = last_seq
+        pack, role = MESSAGE_RECORD.pack, ROLE_CODES.get
+        self._messages.append(
+            b"".join([pack(m.seq, clip_u32(m.tokens), role(m.role, 0)) for m in entries.messages])
+        )
+        self.messages += len(entries.messages)
+        for entry in entries.checkpoints:
+            line = _encoder.encode(entry) + b"\n"
+            if entry.summary_kind == CUMULATIVE:
+                self._cumulative.append((entry.to_seq, entry.seq, self._cp_bytes))
             else:
                 self._other.append(self._cp_bytes)
-            self._checkpoints.append(entry + b"\n")
-            self._cp_bytes += len(entry) + 1
-        elif isinstance(frame, fr.RecordAppended):
-            self._marks.append(
-                _encoder.encode(MarkEntry(frame.seq, "record", frame.kind, frame.key)) + b"\n"
-            )
-        elif isinstance(frame, fr.MessagesRetracted):
-            spans = [(sp.from_seq, sp.to_seq) for sp in frame.spans]
-            self._marks.append(
-                _encoder.encode(MarkEntry(frame.seq, "retraction", spans=spans)) + b"\n"
-            )
+            self._checkpoints.append(line)
+            self._cp_bytes += len(line)
+        self.checkpoints += len(entries.checkpoints)
+        self._marks.append(b"".join([_encoder.encode(m) + b"\n" for m in entries.marks]))
+        self.marks += len(entries.marks)
+
+    def delta(self, digest: str, end: int) -> IndexDelta:
+        """The delta of this run, which ends at byte ``end`` with a frame whose digest is
+        ``digest`` (hex)."""
+        return IndexRun.joined([self], digest, end)
 
     @staticmethod
-    def joined(runs: Sequence[IndexRun], digest: str, end: int) -> _Delta:
+    def joined(runs: Sequence[IndexRun], digest: str, end: int) -> IndexDelta:
         """The delta of consecutive runs from the start of the log to ``end``, whose last frame
         has ``digest`` (hex)."""
         offsets = array("Q")
@@ -378,15 +327,15 @@ class IndexRun:
             cumulative += [(t, s, o + base) for t, s, o in run._cumulative]
             other += [o + base for o in run._other]
             base += run._cp_bytes
-        return _Delta(
+        return IndexDelta(
             offsets=offsets.tobytes() if _LITTLE else _swapped(offsets),
-            messages=b"".join(b for r in runs for b in r._messages),
-            checkpoints=b"".join(b for r in runs for b in r._checkpoints),
-            marks=b"".join(b for r in runs for b in r._marks),
-            mark_count=sum(len(r._marks) for r in runs),
+            messages=b"".join([b for r in runs for b in r._messages]),
+            checkpoints=b"".join([b for r in runs for b in r._checkpoints]),
+            marks=b"".join([b for r in runs for b in r._marks]),
+            mark_count=sum(r.marks for r in runs),
             frames=sum(r.frames for r in runs),
             message_count=sum(r.messages for r in runs),
-            checkpoint_count=sum(len(r._checkpoints) for r in runs),
+            checkpoint_count=sum(r.checkpoints for r in runs),
             last_seq=runs[-1].last_seq if runs else -1,
             digest=digest if runs and runs[-1].frames else "",
             end=end,
@@ -405,18 +354,6 @@ def _swapped(values: array[int]) -> bytes:
     copy = array("Q", values)
     copy.byteswap()
     return copy.tobytes()
-
-
-def _raise_first_bad(thread_id: str, chunk: bytes, base: int, seq: int) -> None:
-    pos = 0
-    for line in chunk.split(b"\n")[:-1]:
-        try:
-            probe_one(line)
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            raise CorruptFrame(thread_id, seq, base + pos, f"does not decode: {exc}") from None
-        pos += len(line) + 1
-        seq += 1
-    raise CorruptFrame(thread_id, seq, base, "a chunk of the log does not decode")
 
 
 def _last_line(path: Path, size: int) -> bytes:
@@ -552,7 +489,7 @@ class ThreadIndex:
         shutil.rmtree(self.dir, ignore_errors=True)  # a small log: the lock goes too
         return RefreshResult("rebuilt", 0)
 
-    def problems(self, fresh: _Delta | None = None) -> list[str]:
+    def problems(self, fresh: IndexDelta | None = None) -> list[str]:
         """What is wrong with the caches on disk (empty when they are sound or absent).
 
         Caches behind the log are sound (the next refresh catches them up); caches that disagree
@@ -568,7 +505,7 @@ class ThreadIndex:
                 found = self._problems()
         return found
 
-    def _problems(self, fresh: _Delta | None = None) -> list[str]:
+    def _problems(self, fresh: IndexDelta | None = None) -> list[str]:
         manifest = self.manifest()
         if manifest is None:
             return [] if not (self._path(_MANIFEST)).exists() else ["manifest does not decode"]
@@ -904,14 +841,14 @@ class ThreadIndex:
             return False
         return True
 
-    def _index_line(self, log: LogReader, m: Manifest, seq: int) -> _Delta:
+    def _index_line(self, log: LogReader, m: Manifest, seq: int) -> IndexDelta:
         """The index entries of the single log line of frame ``seq`` (as ``m`` locates it)."""
         at = self._offset_in(m, seq)
         if at is None or at >= m.log_end:
             raise IndexError(seq)
         return _index_run(self.thread.id, log, at, log.line_end(at, m.log_end), seq)
 
-    def _manifest_for(self, delta: _Delta, base: Manifest | None) -> Manifest:
+    def _manifest_for(self, delta: IndexDelta, base: Manifest | None) -> Manifest:
         def mark(prev: Watermark | None, entries: int, size: int) -> Watermark:
             e0, b0 = (prev.entries, prev.bytes) if prev else (0, 0)
             return Watermark(delta.last_seq, delta.digest, e0 + entries, b0 + size)
@@ -939,7 +876,7 @@ class ThreadIndex:
         )
 
     @staticmethod
-    def _file_contents(delta: _Delta) -> dict[str, bytes]:
+    def _file_contents(delta: IndexDelta) -> dict[str, bytes]:
         """What each data file holds for a fresh index of ``delta`` (a run from the start)."""
         return {
             _OFFSETS: delta.offsets,
@@ -950,12 +887,12 @@ class ThreadIndex:
             _MARKS: delta.marks,
         }
 
-    def _write_fresh(self, delta: _Delta) -> None:
+    def _write_fresh(self, delta: IndexDelta) -> None:
         self._snap = None
         self._write_fresh_files(delta)
         self._snap = self._manifest_for(delta, None)
 
-    def _write_fresh_files(self, delta: _Delta) -> None:
+    def _write_fresh_files(self, delta: IndexDelta) -> None:
         # Without a manifest nothing is trusted: a crash between the files below cannot pair
         # the old manifest with some new files and some old ones.
         (self._path(_MANIFEST)).unlink(missing_ok=True)
@@ -963,7 +900,7 @@ class ThreadIndex:
             _write_cache(self._path(name), data)
         _write_cache(self._path(_MANIFEST), _encoder.encode(self._manifest_for(delta, None)))
 
-    def _append(self, base: Manifest, delta: _Delta) -> None:
+    def _append(self, base: Manifest, delta: IndexDelta) -> None:
         appends = {
             _OFFSETS: delta.offsets,
             _MESSAGES: delta.messages,

@@ -6,7 +6,12 @@
   ``job_lock``);
 - :mod:`.jsonl` is the embedded default: one JSONL file per thread (:class:`~.jsonl.Store`);
 - :mod:`.memory` is the in-memory reference model (:class:`~.memory.MemoryStore`);
-- :mod:`.artifacts` holds immutable, content-addressed blobs, on disk or in memory.
+- :mod:`.postgres` is the same log on a PostgreSQL server, a package of its own
+  (:class:`~.postgres.PostgresStore`; psycopg is imported only when one is opened);
+- :mod:`.artifacts` holds immutable, content-addressed blobs, on disk or in memory;
+- :mod:`.derived` is what a thread's derived data holds and how frames are sorted into it (part
+  of the interface: the caches and PostgreSQL's derived tables use the same sorting);
+- :mod:`.locate` opens the store a location names (a folder or a ``postgresql://`` URL).
 
 The contract suites every backend must pass are in :mod:`continuity.testing`. Nothing is
 imported here; the public names are also at the package root (``from continuity import Store``).

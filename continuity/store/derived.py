@@ -1,11 +1,13 @@
-"""What a thread's derived data holds, and how a run of stored lines gives it (ADR 0003, 0025).
+"""What a thread's derived data holds, and how frames are sorted into it (ADR 0003, 0025).
 
 Every backend that keeps derived data keeps the same projections of its log: message ordinals
 (seq, token estimate, role, message id), one :class:`CheckpointEntry` per checkpoint frame,
 one :class:`MarkEntry` per record or retraction, and the default anchor (the last frame that
-can change a selection). :func:`derive_lines` computes them from stored lines — the one
-derivation the file caches (:mod:`continuity.caches.thread_index`) and a server's derived
-tables (:mod:`continuity.store.postgres`) both use, so they cannot drift apart.
+can change a selection). :func:`sort_entries` is the one function that sorts frames into those
+entries, whether they come as probes of stored lines (:func:`probe_lines`, :func:`sort_probes`:
+the file caches of :mod:`continuity.caches.thread_index`, and :func:`derive_lines` for a
+server's derived tables, :mod:`continuity.store.postgres.derived`) or decoded whole
+(:func:`sort_frames`: ``verify``, which decodes every frame anyway): so they cannot drift apart.
 
 :class:`DerivedIndex` is what a backend that keeps them as queryable rows offers readers
 (:meth:`continuity.store.base.Thread.derived`): the context layer reads a thread through it in
@@ -15,7 +17,7 @@ O(k) without knowing the backend. This module is part of the store interface (AD
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, NamedTuple, Protocol
+from typing import Final, NamedTuple, NoReturn, Protocol, cast
 
 import msgspec
 
@@ -26,17 +28,23 @@ __all__ = [
     "NOT_ANCHORS",
     "ROLE_CODES",
     "CheckpointEntry",
+    "CheckpointFields",
     "Derived",
     "DerivedIndex",
     "DerivedState",
+    "Entries",
+    "FrameFields",
     "MarkEntry",
     "MessageRow",
     "Probe",
-    "checkpoint_of",
     "clip_u32",
     "derive_lines",
+    "frame_type",
     "mark_of",
-    "probes",
+    "probe_lines",
+    "sort_entries",
+    "sort_frames",
+    "sort_probes",
 ]
 
 ROLE_CODES: Final = {"user": 1, "assistant": 2, "system": 3}
@@ -54,6 +62,43 @@ NOT_ANCHORS: Final = frozenset(
 """Frames that cannot change a selection: the default anchor passes over them."""
 
 
+class CheckpointFields(Protocol):
+    """The fields of a ``compaction_checkpoint_created`` frame an entry keeps, by the names the
+    frame gives them (the frame decoded whole and its :class:`Probe` both have them)."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def to_seq(self) -> int: ...
+    @property
+    def checkpoint_id(self) -> str: ...
+    @property
+    def cut_rule_id(self) -> str: ...
+    @property
+    def summary_kind(self) -> str: ...
+    @property
+    def summary_artifact_id(self) -> str: ...
+
+
+class FrameFields(CheckpointFields, Protocol):
+    """The fields of a frame derived entries are made of, by the names the frames give them: a
+    :class:`Probe` has every one, a frame decoded whole those of its type — the only ones read
+    for it (:func:`sort_entries` goes by the frame's type)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def message_id(self) -> str | None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def spans(self) -> Sequence[fr.SeqSpan]: ...
+
+
 class CheckpointEntry(msgspec.Struct, frozen=True):
     """The projection of a ``compaction_checkpoint_created`` frame kept in the index."""
 
@@ -65,8 +110,8 @@ class CheckpointEntry(msgspec.Struct, frozen=True):
     summary_artifact_id: str
 
     @classmethod
-    def of(cls, frame: fr.CompactionCheckpointCreated) -> CheckpointEntry:
-        """The entry of a checkpoint frame (which must carry its seq)."""
+    def of(cls, frame: CheckpointFields) -> CheckpointEntry:
+        """The entry of a checkpoint frame or its probe (which must carry its seq)."""
         return cls(
             frame.seq,
             frame.to_seq,
@@ -90,12 +135,30 @@ class MarkEntry(msgspec.Struct, frozen=True, omit_defaults=True):
     @classmethod
     def of(cls, frame: fr.Frame) -> MarkEntry | None:
         """The entry of a frame (which must carry its seq); None for frames without one."""
-        if isinstance(frame, fr.RecordAppended):
-            return cls(frame.seq, "record", frame.kind, frame.key)
-        if isinstance(frame, fr.MessagesRetracted):
-            spans = [(s.from_seq, s.to_seq) for s in frame.spans]
-            return cls(frame.seq, "retraction", spans=spans)
-        return None
+        return mark_of(frame_type(frame), cast("FrameFields", frame))
+
+
+def mark_of(type_: str, frame: FrameFields) -> MarkEntry | None:
+    """The entry of a frame of type ``type_`` (a record or a retraction; None for the others)."""
+    if type_ == "record_appended":
+        return MarkEntry(frame.seq, "record", frame.kind, frame.key)
+    if type_ == "messages_retracted":
+        return MarkEntry(
+            frame.seq, "retraction", spans=[(s.from_seq, s.to_seq) for s in frame.spans]
+        )
+    return None
+
+
+_TYPE_OF: Final[dict[type, str]] = {}
+
+
+def frame_type(frame: fr.Frame) -> str:
+    """A frame's type, as its line names it (``"message_appended"``…)."""
+    cls = type(frame)
+    found = _TYPE_OF.get(cls)
+    if found is None:
+        found = _TYPE_OF[cls] = str(cls.__struct_config__.tag)
+    return found
 
 
 class Probe(msgspec.Struct):
@@ -121,14 +184,39 @@ _probes: Final = msgspec.json.Decoder(list[Probe])
 _probe_one: Final = msgspec.json.Decoder(Probe)
 
 
-def probes(lines: Sequence[bytes]) -> list[Probe]:
-    """The probes of stored lines (each without its newline); ``msgspec.DecodeError`` or
-    ``UnicodeDecodeError`` when one does not decode."""
-    return _probes.decode(b"[" + b",".join(lines) + b"]")
+def probe_lines(
+    thread_id: str, lines: Sequence[bytes], first_seq: int, starts: Sequence[int] | None = None
+) -> list[Probe]:
+    """The probes of stored ``lines`` (each without its newline) holding the frames from
+    ``first_seq`` on. :class:`CorruptFrame` names the first line that does not decode or carries
+    another seq, at its byte offset ``starts[i]`` (-1 without ``starts``)."""
+    try:
+        found = _probes.decode(b"[" + b",".join(lines) + b"]")
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        _raise_first_undecodable(thread_id, lines, first_seq, starts)
+    seqs = [p.seq for p in found]
+    if seqs != list(range(first_seq, first_seq + len(found))):
+        bad = next(i for i, seq in enumerate(seqs) if seq != first_seq + i)
+        raise CorruptFrame(
+            thread_id,
+            first_seq + bad,
+            -1 if starts is None else starts[bad],
+            f"seq {seqs[bad]} where {first_seq + bad} belongs",
+        )
+    return found
 
 
-def probe_one(line: bytes) -> Probe:
-    return _probe_one.decode(line)
+def _raise_first_undecodable(
+    thread_id: str, lines: Sequence[bytes], first_seq: int, starts: Sequence[int] | None
+) -> NoReturn:
+    for i, line in enumerate(lines):
+        try:
+            _probe_one.decode(line)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            at = -1 if starts is None else starts[i]
+            raise CorruptFrame(thread_id, first_seq + i, at, f"does not decode: {exc}") from None
+    at = -1 if starts is None else starts[0]
+    raise CorruptFrame(thread_id, first_seq, at, "a chunk of the log does not decode")
 
 
 def clip_u32(n: int) -> int:
@@ -136,20 +224,47 @@ def clip_u32(n: int) -> int:
     return n if 0 <= n <= U32_MAX else min(max(n, 0), U32_MAX)
 
 
-def checkpoint_of(p: Probe) -> CheckpointEntry:
-    """The entry of a ``compaction_checkpoint_created`` probe."""
-    return CheckpointEntry(
-        p.seq, p.to_seq, p.checkpoint_id, p.cut_rule_id, p.summary_kind, p.summary_artifact_id
-    )
+class Entries(NamedTuple):
+    """A run of frames sorted into the entries derived data keeps (:func:`sort_entries`)."""
+
+    messages: list[FrameFields]
+    """The message frames: a backend keeps each one's seq, token estimate (:func:`clip_u32`),
+    role (:data:`ROLE_CODES`) and, where it can be asked for, message id."""
+    checkpoints: list[CheckpointEntry]
+    marks: list[MarkEntry]
+    anchor_seq: int | None
+    """The last frame of the run that can change a selection (None: none does)."""
 
 
-def mark_of(p: Probe) -> MarkEntry | None:
-    """The entry of a ``record_appended`` or ``messages_retracted`` probe; None otherwise."""
-    if p.type == "record_appended":
-        return MarkEntry(p.seq, "record", p.kind, p.key)
-    if p.type == "messages_retracted":
-        return MarkEntry(p.seq, "retraction", spans=[(s.from_seq, s.to_seq) for s in p.spans])
-    return None
+def sort_entries(types: Sequence[str], frames: Sequence[FrameFields]) -> Entries:
+    """Sort a run of frames (``types[i]`` is the type of ``frames[i]``) into derived entries:
+    the messages, a :class:`CheckpointEntry` for each checkpoint, a :class:`MarkEntry` for each
+    record or retraction, and the default anchor. The one place where derived data tells frame
+    types apart, whatever the frames come as (:func:`sort_probes`, :func:`sort_frames`)."""
+    messages: list[FrameFields] = []
+    checkpoints: list[CheckpointEntry] = []
+    marks: list[MarkEntry] = []
+    anchor: int | None = None
+    for type_, frame in zip(types, frames, strict=True):
+        if type_ not in NOT_ANCHORS:
+            anchor = frame.seq
+        if type_ == "message_appended":
+            messages.append(frame)
+        elif type_ == "compaction_checkpoint_created":
+            checkpoints.append(CheckpointEntry.of(frame))
+        elif (mark := mark_of(type_, frame)) is not None:
+            marks.append(mark)
+    return Entries(messages, checkpoints, marks, anchor)
+
+
+def sort_probes(found: Sequence[Probe]) -> Entries:
+    """:func:`sort_entries` of the probes of stored lines."""
+    return sort_entries([p.type for p in found], found)
+
+
+def sort_frames(frames: Sequence[fr.Frame]) -> Entries:
+    """:func:`sort_entries` of frames decoded whole (each has the fields its type is read for)."""
+    return sort_entries([frame_type(f) for f in frames], cast("Sequence[FrameFields]", frames))
 
 
 class MessageRow(NamedTuple):
@@ -162,7 +277,7 @@ class MessageRow(NamedTuple):
 
 
 class Derived(NamedTuple):
-    """The derived entries of a run of frames."""
+    """The derived entries of a run of frames, with its messages as rows."""
 
     messages: list[MessageRow]
     checkpoints: list[CheckpointEntry]
@@ -175,45 +290,16 @@ def derive_lines(
     thread_id: str, lines: Sequence[bytes], first_seq: int, first_ordinal: int
 ) -> Derived:
     """The derived entries of stored ``lines`` (sealed, without newlines) holding the frames
-    from ``first_seq`` on; message ordinals start at ``first_ordinal``. :class:`CorruptFrame`
-    when a line does not decode or carries another seq."""
-    try:
-        found = probes(lines)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        for i, line in enumerate(lines):
-            try:
-                probe_one(line)
-            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-                raise CorruptFrame(
-                    thread_id, first_seq + i, -1, f"does not decode: {exc}"
-                ) from None
-        raise
-    messages: list[MessageRow] = []
-    checkpoints: list[CheckpointEntry] = []
-    marks: list[MarkEntry] = []
-    anchor: int | None = None
-    ordinal = first_ordinal
+    from ``first_seq`` on, with message rows numbered from ``first_ordinal`` (what a backend
+    that keeps them as rows stores). :class:`CorruptFrame` when a line does not decode or
+    carries another seq."""
+    entries = sort_probes(probe_lines(thread_id, lines, first_seq))
     role = ROLE_CODES.get
-    for i, p in enumerate(found):
-        if p.seq != first_seq + i:
-            raise CorruptFrame(
-                thread_id, first_seq + i, -1, f"seq {p.seq} where {first_seq + i} belongs"
-            )
-        t = p.type
-        if t not in NOT_ANCHORS:
-            anchor = p.seq
-        if t == "message_appended":
-            messages.append(
-                MessageRow(ordinal, p.seq, clip_u32(p.tokens), role(p.role, 0), p.message_id)
-            )
-            ordinal += 1
-        elif t == "compaction_checkpoint_created":
-            checkpoints.append(checkpoint_of(p))
-        else:
-            mark = mark_of(p)
-            if mark is not None:
-                marks.append(mark)
-    return Derived(messages, checkpoints, marks, anchor)
+    rows = [
+        MessageRow(ordinal, m.seq, clip_u32(m.tokens), role(m.role, 0), m.message_id)
+        for ordinal, m in enumerate(entries.messages, first_ordinal)
+    ]
+    return Derived(rows, entries.checkpoints, entries.marks, entries.anchor_seq)
 
 
 # --- what a backend with derived rows offers readers ---------------------------------------

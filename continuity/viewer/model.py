@@ -33,7 +33,7 @@ from continuity.context.bundle import (
 from continuity.context.compiler import DEFAULT_LIMITS, compile_context
 from continuity.context.render import render, to_text
 from continuity.context.sources import ThreadSource, open_source
-from continuity.errors import ContinuityError, CorruptCache
+from continuity.errors import CorruptCache
 from continuity.retrieval.ranking import Hit
 from continuity.retrieval.search import search
 from continuity.stats import ThreadInfo, list_threads, thread_info
@@ -825,9 +825,3 @@ def verify_thread(store: BaseStore, thread_id: str) -> Integrity:
         list(report.notes),
         torn,
     )
-
-
-def readable_error(exc: BaseException) -> str:
-    if isinstance(exc, ContinuityError | LookupError | ValueError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"

@@ -23,13 +23,13 @@ A catch-up runs in one transaction under an advisory lock per thread; readers ne
 it (they read the rows of the last commit). A query reads the watermark (one row), the records
 it does not hold yet and the postings of its terms: never the frames.
 
-This module imports psycopg through the store's :class:`~continuity.store._pg_db.Database`.
+This module imports psycopg (and numpy): the store imports it when a search first asks for its
+index (:meth:`~continuity.store.postgres.PostgresStore.search_backend`).
 """
 
 from __future__ import annotations
 
 import struct
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -38,7 +38,6 @@ import psycopg
 
 from continuity import frames as fr
 from continuity.errors import CorruptFrame
-from continuity.store._pg_schema import advisory_key
 from continuity.store.base import (
     BaseStore,
     DocumentsOf,
@@ -46,19 +45,12 @@ from continuity.store.base import (
     SearchWatermark,
     Thread,
 )
+from continuity.store.postgres.schema import advisory_key
 
 if TYPE_CHECKING:
-    from continuity.store._pg_db import Connection, Database
-    from continuity.store.postgres import PostgresStore
+    from continuity.store.postgres.db import Connection, Database
 
-__all__ = [
-    "SEARCH_TABLES",
-    "SEARCH_VERSION",
-    "PostgresSearch",
-    "backend_of",
-    "layout",
-    "rebuild_search",
-]
+__all__ = ["SEARCH_TABLES", "SEARCH_VERSION", "PostgresSearch", "layout"]
 
 SEARCH_VERSION: Final = 2  # 2: stemmed terms (ADR 0032)
 SEARCH_TABLES: Final = ("search_threads", "search_docs", "search_postings")
@@ -186,12 +178,14 @@ class _Sql:
 
 class PostgresSearch:
     """The search index of one :class:`~continuity.store.postgres.PostgresStore`: a
-    :class:`~continuity.store.base.SearchBackend` (get it with :func:`backend_of`)."""
+    :class:`~continuity.store.base.SearchBackend` (get it with the store's
+    :meth:`~continuity.store.postgres.PostgresStore.search_backend`: one object per store in a
+    process). ``db`` is the store's database, ``store`` gives handles on its threads."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, db: Database, store: BaseStore) -> None:
         self._store = store
-        self._db: Database = store._db
-        self.schema = self._db.schema
+        self._db = db
+        self.schema = db.schema
         self._sql = _Sql(self.schema)
         self._ready = False
         self.frames_read = 0
@@ -438,22 +432,3 @@ class PostgresSearch:
                     copy.write_row(
                         [key, term, first, n, doc_bytes[4 * a : 4 * b], tf_bytes[2 * a : 2 * b]]
                     )
-
-
-_BACKENDS: Final[weakref.WeakKeyDictionary[BaseStore, PostgresSearch]] = weakref.WeakKeyDictionary()
-
-
-def backend_of(store: PostgresStore) -> PostgresSearch:
-    """The search index of ``store`` (one object per store in a process)."""
-    found = _BACKENDS.get(store)
-    if found is None:
-        found = _BACKENDS[store] = PostgresSearch(store)
-    return found
-
-
-def rebuild_search(
-    store: PostgresStore, threads: Sequence[Thread] | None, documents: DocumentsOf
-) -> int:
-    """Drop the search tables (or ``threads``' rows) and index again from ``frames`` what was
-    indexed; how many threads that was."""
-    return backend_of(store).rebuild_search(threads, documents)

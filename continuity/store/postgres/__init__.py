@@ -9,8 +9,21 @@ inserts the lines and moves the head. So seqs stay contiguous across connections
 hosts, a batch is seen whole or not at all, and a connection lost mid-batch leaves nothing.
 Reads check every line against the chain as they give it out, like the JSONL store's.
 
-The schema is created and upgraded by continuity (:mod:`._pg_schema`). psycopg is imported when
-a store is opened, not with this module: :func:`is_postgres_url` costs nothing.
+The package, one module a concern; :class:`PostgresStore` makes the collaborators and hands
+them to what uses them (nothing here reaches back into the store):
+
+- this module: :class:`PostgresStore` (opens the database, owns the statements of its schema)
+  and :class:`PostgresThread` (appends and checked reads of the ``threads`` and ``frames``
+  tables), and :func:`is_postgres_url`;
+- :mod:`.schema`: the tables, their versions and the migrations that bring a database to them;
+- :mod:`.db`: the connection pool, transactions, and psycopg's failures as typed errors;
+- :mod:`.derived`: the derived tables (messages, checkpoints, marks) written with each append,
+  and their reader (:class:`~.derived.PostgresDerived`);
+- :mod:`.search`: the search index in tables (:class:`~.search.PostgresSearch`, ADR 0026);
+- :mod:`.artifacts`: the ``artifacts`` table (:class:`~.artifacts.PostgresArtifactStore`).
+
+psycopg is imported when a store is opened (by :mod:`.db`, :mod:`.schema` and :mod:`.search`),
+not with this module: :func:`is_postgres_url` costs nothing.
 """
 
 from __future__ import annotations
@@ -23,14 +36,6 @@ from typing import TYPE_CHECKING, Final
 from continuity import frames as fr
 from continuity.errors import CorruptFrame, JobInFlight
 from continuity.paths import is_store_url
-from continuity.store._pg_artifacts import PostgresArtifactStore
-from continuity.store._pg_derived import (
-    DerivedSql,
-    PostgresDerived,
-    catch_up,
-    watermark_of,
-    write_derived,
-)
 from continuity.store.base import (
     BaseStore,
     Head,
@@ -40,10 +45,18 @@ from continuity.store.base import (
     now_ms,
     seal_batch,
 )
+from continuity.store.postgres.artifacts import PostgresArtifactStore
+from continuity.store.postgres.derived import (
+    DerivedSql,
+    PostgresDerived,
+    catch_up,
+    watermark_of,
+    write_derived,
+)
 
 if TYPE_CHECKING:
-    from continuity.store._pg_db import Connection
-    from continuity.store._pg_search import PostgresSearch
+    from continuity.store.postgres.db import Connection, Database
+    from continuity.store.postgres.search import PostgresSearch
 
 __all__ = ["PostgresArtifactStore", "PostgresStore", "PostgresThread", "is_postgres_url"]
 
@@ -91,11 +104,23 @@ def _parent_digest(thread_id: str, seq: int, line_end: bytes | None) -> bytes:
 
 
 class PostgresThread(Thread):
-    """A thread stored as rows of the ``frames`` table."""
+    """A thread stored as rows of the ``frames`` table. Made by :meth:`PostgresStore.thread`,
+    which hands it the store's database and statements."""
 
-    def __init__(self, store: PostgresStore, thread_id: str) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        thread_id: str,
+        *,
+        db: Database,
+        sql: _LogSql,
+        derived_sql: DerivedSql,
+    ) -> None:
         super().__init__(thread_id)
         self._store = store
+        self._db = db
+        self._sql = sql
+        self._derived_sql = derived_sql
 
     @property
     def store(self) -> PostgresStore:
@@ -146,10 +171,9 @@ class PostgresThread(Thread):
         """One transaction: lock the head row (made for a new thread), ``seal(head, now)``
         the lines to store after it, copy them in, move the head, commit. Anything raised
         rolls it all back, the new thread's row too."""
-        store = self._store
-        sql = store._sql
-        sync = store.durable if durable is None else durable
-        with store._db.transaction(durable=sync) as conn:
+        sql = self._sql
+        sync = self._store.durable if durable is None else durable
+        with self._db.transaction(durable=sync) as conn:
             row = conn.execute(sql.lock_head, [self.id]).fetchone()
             now = clock()  # once per append, under the lock, as the other backends do
             if row is None:  # a new thread: its row, locked until this batch commits or not
@@ -163,8 +187,8 @@ class PostgresThread(Thread):
             self._insert(conn, key, first, stored)
             mark = watermark_of(row)
             if mark is None or mark.seq != head_seq:  # rows behind (older code wrote frames)
-                mark = catch_up(conn, store._derived_sql, self.id, key, mark, head_seq)[0]
-            mark = write_derived(conn, store._derived_sql, self.id, key, mark, stored, first)
+                mark = catch_up(conn, self._derived_sql, self.id, key, mark, head_seq)[0]
+            mark = write_derived(conn, self._derived_sql, self.id, key, mark, stored, first)
             conn.execute(
                 sql.move_head,
                 [
@@ -185,7 +209,7 @@ class PostgresThread(Thread):
         import psycopg
 
         try:
-            with conn.cursor().copy(self._store._sql.copy_frames) as copy:
+            with conn.cursor().copy(self._sql.copy_frames) as copy:
                 copy.set_types(_COPY_TYPES)
                 for i, line in enumerate(lines):
                     copy.write_row((key, first + i, line))
@@ -199,11 +223,11 @@ class PostgresThread(Thread):
 
     def derived(self) -> PostgresDerived:
         """The thread's derived rows (ADR 0025): what compile and records read in O(k)."""
-        return PostgresDerived(self)
+        return PostgresDerived(self, self._db, self._derived_sql)
 
     def head(self) -> Head | None:
-        with self._store._db.connection() as conn:
-            row = conn.execute(self._store._sql.head, [self.id]).fetchone()
+        with self._db.connection() as conn:
+            row = conn.execute(self._sql.head, [self.id]).fetchone()
         if row is None or row[0] < 0:
             return None
         return Head(row[0], bytes(row[1]).hex())
@@ -214,7 +238,7 @@ class PostgresThread(Thread):
         lo = max(0, from_seq)
         if to_seq is not None and to_seq < lo:
             return
-        sql, db = self._store._sql, self._store._db
+        sql, db = self._sql, self._db
         hi = lo + _FIRST_CHUNK - 1 if to_seq is None else min(to_seq, lo + _FIRST_CHUNK - 1)
         with db.connection() as conn:
             rows = conn.execute(
@@ -253,23 +277,21 @@ class PostgresThread(Thread):
 
     def log_bytes(self) -> int:
         # Kept with the head (the lines' bytes), plus a newline each: no rows are read.
-        with self._store._db.connection() as conn:
-            row = conn.execute(self._store._sql.log_bytes, [self.id]).fetchone()
+        with self._db.connection() as conn:
+            row = conn.execute(self._sql.log_bytes, [self.id]).fetchone()
         return 0 if row is None else int(row[0])
 
     def lines_holding(self, needle: bytes) -> Iterator[tuple[int, bytes]]:
         # The server looks through the rows; only those that hold the bytes come back.
-        with self._store._db.connection() as conn:
-            rows = conn.execute(
-                self._store._sql.lines_holding, [self.id, needle], binary=True
-            ).fetchall()
+        with self._db.connection() as conn:
+            rows = conn.execute(self._sql.lines_holding, [self.id, needle], binary=True).fetchall()
         for seq, line in rows:
             yield seq, bytes(line)
 
     def stored_lines(self) -> Iterator[tuple[int, bytes]]:
         # Every row as it is, in seq order, unchecked: `verify` checks each line itself and names
         # every bad one (a read that checks would stop at the first). Keyset chunks by seq.
-        sql, db = self._store._sql, self._store._db
+        sql, db = self._sql, self._db
         after, step = -1, _FIRST_CHUNK
         while True:
             with db.connection() as conn:
@@ -286,7 +308,7 @@ class PostgresThread(Thread):
     def read_lines_backwards(self) -> Iterator[tuple[int, bytes]]:
         # Chunk by chunk from the head down, each chunk with the end of the line below it, so
         # every frame is checked against its parent before it is given out.
-        sql, db = self._store._sql, self._store._db
+        sql, db = self._sql, self._db
         step = _FIRST_CHUNK // 2
         with db.connection() as conn:
             rows = conn.execute(
@@ -323,8 +345,9 @@ class PostgresThread(Thread):
                 ).fetchall()
 
 
-class _Sql:
-    """The statements of one store schema (its name validated, so put in unquoted)."""
+class _LogSql:
+    """The statements of the ``threads`` and ``frames`` tables of one store schema (its name
+    validated, so put in unquoted)."""
 
     def __init__(self, s: str) -> None:
         # The head row, locked, with the derived rows' watermark (ADR 0025: they are written
@@ -415,7 +438,7 @@ class PostgresStore(BaseStore):
         clock: Callable[[], int] | None = None,
         redactor: Callable[[fr.Frame], fr.Frame] | None = None,
     ) -> None:
-        from continuity.store._pg_db import Database  # psycopg: only when a store is opened
+        from continuity.store.postgres.db import Database  # psycopg: only when a store is opened
 
         self.clock = clock or now_ms
         self.redactor = redactor
@@ -430,8 +453,9 @@ class PostgresStore(BaseStore):
             now_ms=now_ms(),
         )
         self.schema = self._db.schema
-        self._sql = _Sql(self.schema)
+        self._sql = _LogSql(self.schema)
         self._derived_sql = DerivedSql(self.schema)
+        self._search: PostgresSearch | None = None
         self.artifacts = PostgresArtifactStore(self._db, durable=durable)
 
     @property
@@ -443,9 +467,11 @@ class PostgresStore(BaseStore):
     def search_backend(self) -> PostgresSearch:
         """The search index kept in this store's tables (ADR 0026): search and recall read it
         instead of scanning the log."""
-        from continuity.store._pg_search import backend_of
+        if self._search is None:  # numpy and the search tables: only once a search asks
+            from continuity.store.postgres.search import PostgresSearch
 
-        return backend_of(self)
+            self._search = PostgresSearch(self._db, self)
+        return self._search
 
     @property
     def local_dir(self) -> Path:
@@ -459,7 +485,9 @@ class PostgresStore(BaseStore):
         return f"PostgresStore({self._db.location!r}, schema={self.schema!r})"
 
     def thread(self, thread_id: str) -> PostgresThread:
-        return PostgresThread(self, thread_id)
+        return PostgresThread(
+            self, thread_id, db=self._db, sql=self._sql, derived_sql=self._derived_sql
+        )
 
     def threads(self) -> list[str]:
         with self._db.connection() as conn:
@@ -474,7 +502,7 @@ class PostgresStore(BaseStore):
 
     @contextmanager
     def _job_advisory_lock(self, thread_id: str, job: str) -> Iterator[None]:
-        from continuity.store._pg_schema import advisory_key
+        from continuity.store.postgres.schema import advisory_key
 
         with ExitStack() as held:
             held.enter_context(super().job_lock(thread_id, job))

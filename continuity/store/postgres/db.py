@@ -19,7 +19,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from continuity.errors import StoreNotFound, StoreUnavailable
-from continuity.store._pg_schema import check_schema_name, ensure_schema
+from continuity.store.postgres.schema import check_schema_name, ensure_schema
 
 __all__ = ["Database", "describe_url"]
 

@@ -15,7 +15,7 @@ from continuity.store.artifacts import CompressedArtifactStore, is_artifact_id
 from continuity.store.base import now_ms
 
 if TYPE_CHECKING:
-    from continuity.store._pg_db import Database
+    from continuity.store.postgres.db import Database
 
 __all__ = ["PostgresArtifactStore"]
 

@@ -3,12 +3,14 @@
 Per thread: ``messages`` (ordinal → seq, tokens, role, message id), ``checkpoints``, ``marks``
 (records and retractions) and a watermark row in ``derived_threads`` (the last seq covered,
 the message count and the default anchor there). They are written in the append's own
-transaction, from the lines being stored, by :func:`continuity.store.derived.derive_lines` —
-the derivation the file caches use — so they are never behind the frames that code wrote.
+transaction, from the lines being stored, by :func:`continuity.store.derived.derive_lines`
+(which sorts frames into entries with the file caches' own
+:func:`~continuity.store.derived.sort_entries`), so they are never behind the frames that code
+wrote.
 Rows behind the log (frames written by older code; rows deleted) are derived again from the
 ``frames`` table under the thread's head-row lock, the next time anyone appends or reads.
 
-This module imports psycopg: only the PostgreSQL backend imports it.
+Nothing here imports psycopg: the connections are the store's, handed in.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from continuity.store.derived import (
 from continuity.summary import CUMULATIVE_V1
 
 if TYPE_CHECKING:
-    from continuity.store._pg_db import Connection
-    from continuity.store.postgres import PostgresStore, PostgresThread
+    from continuity.store.base import Thread
+    from continuity.store.postgres.db import Connection, Database
 
 __all__ = ["DerivedSql", "PostgresDerived", "Watermark", "catch_up", "write_derived"]
 
@@ -234,18 +236,20 @@ def catch_up(
 
 
 class PostgresDerived:
-    """A thread's derived rows (:class:`continuity.store.derived.DerivedIndex`)."""
+    """A thread's derived rows (:class:`continuity.store.derived.DerivedIndex`), read through
+    ``db`` with the statements of its store's schema (``sql``); ``thread`` gives the frames a
+    check compares them with."""
 
-    def __init__(self, thread: PostgresThread) -> None:
+    def __init__(self, thread: Thread, db: Database, sql: DerivedSql) -> None:
         self.thread = thread
-        self._store: PostgresStore = thread.store
-        self._sql = thread.store._derived_sql
+        self._db = db
+        self._sql = sql
         self._key = -1
 
     def _rows(
         self, statement: str, params: Sequence[Any] | Mapping[str, Any]
     ) -> list[tuple[Any, ...]]:
-        with self._store._db.connection() as conn:
+        with self._db.connection() as conn:
             return conn.execute(statement, params).fetchall()
 
     def state(self) -> DerivedState:
@@ -261,7 +265,7 @@ class PostgresDerived:
         return DerivedState(mark.seq, mark.messages, mark.anchor_seq)
 
     def _catch_up(self, *, rebuild: bool = False) -> Watermark:
-        with self._store._db.transaction(durable=False) as conn:
+        with self._db.transaction(durable=False) as conn:
             row = conn.execute(self._sql.lock_state, [self.thread.id]).fetchone()
             if row is None:
                 return EMPTY
@@ -352,7 +356,7 @@ class PostgresDerived:
         """The thread's rows in every derived table, in key order (for tests and checks)."""
         key = self._need_key()
         out: dict[str, list[tuple[Any, ...]]] = {}
-        with self._store._db.connection() as conn:
+        with self._db.connection() as conn:
             for table, statement in self._sql.dump.items():
                 out[table] = [tuple(r) for r in conn.execute(statement, [key]).fetchall()]
         return out
