@@ -155,7 +155,7 @@ def test_layers_above_the_store_know_only_its_interface(module: str) -> None:
             assert target in STORE_INTERFACE, f"{module} imports the backend {target}"
 
 
-@pytest.mark.parametrize("for_types", [False], ids=["run time"])
+@pytest.mark.parametrize("for_types", [False, True], ids=["run time", "with types"])
 def test_there_is_no_import_cycle(for_types: bool) -> None:
     """Not at run time, and not through imports for type checking either: a cycle of those is
     a class spread over several files (its methods in one module, its helpers in another that
@@ -203,3 +203,61 @@ def test_the_rules_are_checked_on_real_imports() -> None:
     assert "continuity.store.locate" in edges["continuity.claude_code.hooks"]  # in a def
     assert "continuity.store.jsonl" in edges["continuity.store.locate"]
     assert edges["continuity"] == set()  # the root names everything only under TYPE_CHECKING
+
+
+# --- private names stay in their module -------------------------------------------------------
+
+
+@functools.cache
+def _private_definitions() -> dict[str, set[str]]:
+    """Per module, the private names it defines: functions, classes, module and class
+    variables, and attributes set on ``self`` or ``cls``."""
+    out: dict[str, set[str]] = {}
+    for module, path in _modules().items():
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.alias):
+                names.add(node.asname or node.name.split(".")[0])
+        out[module] = {n for n in names if n.startswith("_") and not n.startswith("__")}
+    return out
+
+
+def _private_uses(module: str) -> list[str]:
+    """The private names of other modules that ``module`` imports or reaches as an attribute
+    (``saver._lock``) without defining them itself."""
+    path = _modules()[module]
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    mine = _private_definitions()[module]
+    elsewhere = set().union(*(v for m, v in _private_definitions().items() if m != module))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and f"{base}.{alias.name}" not in _modules():  # a module is fine
+                    found.append(f"line {node.lineno}: imports {alias.name} from {base}")
+        elif isinstance(node, ast.Attribute):
+            name = node.attr
+            if not name.startswith("_") or name.startswith("__") or name in mine:
+                continue
+            if name in elsewhere:
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(m for m in _modules() if m != "continuity"))
+def test_no_module_reaches_another_modules_private_names(module: str) -> None:
+    """Internal modules (``_name.py``) may have public names; a private name (``_x``) is its
+    module's own: no other module imports it or reaches it on an object."""
+    assert _private_uses(module) == []
