@@ -50,8 +50,28 @@ What is here, by what it is for (each name's docstring says more):
 Entry points take a thread handle, or a store and a thread id: ``compile_context(thread)`` and
 ``compile_context(store, "agent-1")`` are the same. The names are imported on first use
 (PEP 562), so ``import continuity`` costs nothing: ``continuity hook …`` starts through it.
-Backends and their contract suites are in :mod:`continuity.store` and :mod:`continuity.testing`;
-the Claude Code adapter is :mod:`continuity.claude_code`.
+
+Where things are, bottom layer first (ADRs 0012 and 0035; ``tests/project/test_layers.py``
+keeps the arrows pointing down):
+
+- the ground, alone because every layer and the hook path import them and they import nothing
+  above: :mod:`~continuity.errors` (every error), :mod:`~continuity.frames` (the schema and
+  the chained line codec), :mod:`~continuity.summary` (the summary artifact and the
+  summarizer protocols), :mod:`~continuity.tokens` (estimates), :mod:`~continuity.paths` (the
+  default store), :mod:`~continuity._fs` (atomic writes), :mod:`~continuity.redaction` (a
+  store's redactor, applied before a frame is sealed);
+- :mod:`continuity.store` — the truth: the interface, JSONL, memory, PostgreSQL, artifacts;
+- :mod:`continuity.caches` — derived data: the thread index, marks, the live projection, the
+  catalog;
+- :mod:`continuity.retrieval` — everything search (its index and ranking below the context
+  layer, for compile's recall; store-wide search, vectors and fusion above it);
+- :mod:`continuity.context` — what the model sees: compile, render, convert, compaction;
+- :mod:`continuity.maintenance` — work on a whole store: verify, rebuild-index, stats, migrate;
+- :mod:`continuity.claude_code` — the Claude Code adapter; :mod:`continuity.testing` — the
+  contract suites any backend runs; :mod:`continuity.viewer` — ``continuity serve``;
+- the faces: :mod:`continuity.cli`, :mod:`continuity.__main__` (the hook and search fast
+  paths) and :mod:`~continuity.aio`, alone as the one async face of the whole library;
+- :mod:`continuity.integrations` — LangGraph and the Agents SDK (optional extras).
 """
 
 from __future__ import annotations
@@ -168,7 +188,7 @@ if TYPE_CHECKING:
         ToolUseBlock as ToolUseBlock,
         message as message,
     )
-    from continuity.migrate import (
+    from continuity.maintenance.migrate import (
         MigrationReport as MigrationReport,
         ThreadCopy as ThreadCopy,
         migrate_store as migrate_store,

@@ -32,12 +32,12 @@ from continuity.context.compaction import (
 )
 from continuity.context.compiler import compile_context
 from continuity.errors import InvalidCutRule, JobInFlight, StoreNotFound, ThreadNotFound
+from continuity.maintenance.verify import verify_store
 from continuity.retrieval.search import search, search_prefix
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from continuity.summary import SummaryContent, SummaryDoc
-from continuity.verify import verify_store
 
 T = TypeVar("T")
 SLOW: float = 0.05

@@ -10,6 +10,7 @@ from compile_support import text
 from continuity import frames as fr
 from continuity.context.compiler import compile_context
 from continuity.errors import ArtifactCorrupt
+from continuity.maintenance.verify import verify_store
 from continuity.store.artifacts import (
     DELTA_MAGIC,
     MAX_DELTA_DEPTH,
@@ -19,7 +20,6 @@ from continuity.store.artifacts import (
 )
 from continuity.store.jsonl import Store
 from continuity.testing import FixedClock
-from continuity.verify import verify_store
 
 
 def _doc(i: int) -> bytes:

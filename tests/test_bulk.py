@@ -13,17 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from continuity import bulk as bulk_module, frames as fr, verify as verify_module
-from continuity.bulk import rebuild_store
+from continuity import frames as fr
 from continuity.caches import catalog as catalog_module, thread_index
 from continuity.caches.catalog import CATALOG_FILE, catalog_view
 from continuity.caches.thread_index import ThreadIndex
 from continuity.cli.store_commands import bulk_progress
 from continuity.errors import ContinuityError
+from continuity.maintenance import bulk as bulk_module, verify as verify_module
+from continuity.maintenance.bulk import rebuild_store
+from continuity.maintenance.verify import VerifyReport, verify_store
 from continuity.retrieval import store_index as store_search_module
 from continuity.retrieval.store_index import open_store_search
 from continuity.store.jsonl import Store
-from continuity.verify import VerifyReport, verify_store
 
 CLI = [sys.executable, "-m", "continuity"]
 

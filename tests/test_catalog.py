@@ -22,11 +22,11 @@ from continuity import frames as fr
 from continuity.caches.catalog import CATALOG_FILE, catalog_view
 from continuity.claude_code.sessions import SessionInfo, list_sessions
 from continuity.cli.app import app
-from continuity.stats import ThreadInfo, list_threads, store_stats
+from continuity.maintenance.stats import ThreadInfo, list_threads, store_stats
+from continuity.maintenance.verify import verify_store
 from continuity.store.base import BaseStore, Thread
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
-from continuity.verify import verify_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -321,7 +321,7 @@ def test_a_log_with_no_committed_frame_is_no_thread(tmp_store: Store) -> None:
 _LOOPER = """
 import sys
 from continuity import frames as fr
-from continuity.stats import list_threads
+from continuity.maintenance.stats import list_threads
 from continuity.store.jsonl import Store
 store = Store(sys.argv[1], durable=False)
 i = 0

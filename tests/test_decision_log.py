@@ -11,11 +11,11 @@ from compile_support import text
 from continuity import frames as fr
 from continuity.context.compiler import compile_context
 from continuity.errors import BadFrame
+from continuity.maintenance.verify import verify_store
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from continuity.testing import FixedClock
-from continuity.verify import verify_store
 
 
 @pytest.fixture(params=["jsonl", "memory"])

@@ -14,8 +14,8 @@ from continuity.claude_code.demo import print_report, run_demo
 from continuity.claude_code.ingest import ingest_transcript
 from continuity.claude_code.transcript import read_records
 from continuity.cli.app import app
+from continuity.maintenance.verify import verify_store
 from continuity.store.jsonl import Store
-from continuity.verify import verify_store
 
 
 @pytest.fixture(autouse=True)

@@ -26,9 +26,9 @@ from continuity.caches import thread_index
 from continuity.caches.thread_index import ThreadIndex, keeps_none, rebuild_all
 from continuity.context.compiler import compile_context
 from continuity.context.sources import IndexedSource, LiveSource, open_source
+from continuity.maintenance.verify import verify_store
 from continuity.retrieval.search import search, search_prefix
 from continuity.store.jsonl import Store
-from continuity.verify import verify_store
 
 SMALL = 4096
 """The threshold in these tests: a few messages cross it."""

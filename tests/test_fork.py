@@ -30,12 +30,12 @@ from continuity.errors import (
     SeqConflict,
     ThreadNotFound,
 )
+from continuity.maintenance.verify import verify_store
 from continuity.redaction import Redactor
 from continuity.store.base import BaseStore, Head, Thread
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from continuity.testing import FixedClock
-from continuity.verify import verify_store
 from tests.compile_support import call, result, text
 
 SRC = "src"

@@ -187,7 +187,7 @@ def test_get_next_version_increases(saver: ContinuitySaver) -> None:
 
 def test_records_are_in_the_chained_log_and_verify(saver: ContinuitySaver) -> None:
     from continuity import frames as fr
-    from continuity.verify import verify_store
+    from continuity.maintenance.verify import verify_store
 
     _fill(saver, "t-1", 3)
     frames = saver.store.thread("t-1").read(types=["record_appended"])

@@ -18,7 +18,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from continuity import MemoryStore, Store, live_messages
 from continuity.integrations.langgraph import ContinuitySaver
-from continuity.verify import verify_store
+from continuity.maintenance.verify import verify_store
 
 
 @pytest.fixture(params=["jsonl", "memory"])

@@ -23,10 +23,10 @@ import pytest
 from continuity import frames as fr
 from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import ContinuityError, CorruptFrame
+from continuity.maintenance.verify import first_problem, repair_thread, verify_store
 from continuity.retrieval.search import search
 from continuity.store.base import Head
 from continuity.store.jsonl import Store
-from continuity.verify import first_problem, repair_thread, verify_store
 
 CLI = [sys.executable, "-m", "continuity"]
 
@@ -221,7 +221,7 @@ def test_a_thread_cut_to_nothing_is_an_error_for_store_wide_reads(tmp_store: Sto
     """Cut inside its first batch, a thread has no committed frame and is no thread any more:
     a store-wide read that left it out would be silently wrong, since its caches say it had
     frames. Without caches that had seen it (a first batch still being written), it is fine."""
-    from continuity.stats import list_threads, store_stats
+    from continuity.maintenance.stats import list_threads, store_stats
 
     _thread(tmp_store, 10, batch=10)
     tmp_store.thread("other").append(fr.message("user", "still here"))
@@ -431,7 +431,7 @@ def test_a_full_disk_leaves_nothing_half_written(tmp_path: Path) -> None:
         f"""
         import os
         import continuity as c
-        from continuity.verify import verify_store
+        from continuity.maintenance.verify import verify_store
         store = c.Store({str(mount / "s")!r}, create=True)
         t = store.thread("t")
         acked = 0

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 from continuity import frames as fr
 from continuity.cli.app import app
 from continuity.errors import BadFrame, MigrationConflict
-from continuity.migrate import migrate_store
+from continuity.maintenance.migrate import migrate_store
+from continuity.maintenance.verify import verify_store
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
-from continuity.verify import verify_store
 
 
 def _fill(store: BaseStore, thread_id: str, batches: int, *, start: int = 0) -> None:
@@ -79,7 +79,7 @@ def test_a_destination_with_another_history_is_refused_untouched(tmp_path: Path)
 
 
 def test_a_copy_cut_short_goes_on_from_whole_batches(tmp_path: Path) -> None:
-    import continuity.migrate as migrate_module
+    import continuity.maintenance.migrate as migrate_module
 
     src = MemoryStore()
     _fill(src, "a", 40)  # 81 frames in batches of 2 (and frame 0)

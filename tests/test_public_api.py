@@ -65,7 +65,7 @@ _RUNTIME_MODULES = {
     "continuity.store.jsonl": {"STORE_FORMAT", "JsonlThread"},
     "continuity.store.postgres": {"PostgresArtifactStore", "PostgresThread", "is_postgres_url"},
     "continuity.store.locate": set(),
-    "continuity.migrate": set(),
+    "continuity.maintenance.migrate": set(),
     "continuity.store.memory": {"MemoryThread"},
     "continuity.context.compiler": {
         "COMPILER_ID",
@@ -270,7 +270,7 @@ def test_the_library_never_imports_the_integrations_runtimes() -> None:
         "import json, sys; import continuity, continuity.integrations\n"
         "import continuity.context.convert, continuity.context.render, continuity.aio\n"
         "import continuity.context.compiler, continuity.context.records\n"
-        "import continuity.cli.app, continuity.migrate, continuity.store.locate\n"
+        "import continuity.cli.app, continuity.maintenance.migrate, continuity.store.locate\n"
         "import continuity.store.postgres  # psycopg only once a server store is opened\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'langgraph', "
         "'langchain_core', 'agents', 'openai', 'anthropic', 'pydantic', 'psycopg', "

@@ -435,7 +435,7 @@ def test_stats_count_redactions_per_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int | None
 ) -> None:
     import continuity.caches.catalog as catalog_module
-    import continuity.stats as stats_module
+    import continuity.maintenance.stats as stats_module
 
     if chunk is not None:  # lines cut across the reads of the log
         monkeypatch.setattr(catalog_module, "_CHUNK", chunk)

@@ -19,10 +19,10 @@ from continuity.claude_code.ingest import ARTIFACT_THRESHOLD, ingest_transcript
 from continuity.context.compaction import StrideMessages, run_compaction
 from continuity.context.compiler import compile_context
 from continuity.errors import InvalidSettings
+from continuity.maintenance.stats import store_stats
 from continuity.redaction import Redactor
 from continuity.retrieval.ranking import query_terms
 from continuity.retrieval.search import search
-from continuity.stats import store_stats
 from continuity.store.jsonl import Store
 from continuity.summary import decode_summary
 from continuity.testing import FixedClock

@@ -23,11 +23,11 @@ from continuity.context.retract import (
     retracted_spans,
 )
 from continuity.errors import BadFrame, ContextTooSmall, MessageNotFound
+from continuity.maintenance.verify import verify_store
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from continuity.testing import FixedClock
-from continuity.verify import verify_store
 
 T = "t"
 

@@ -34,10 +34,10 @@ from msgspec.structs import replace
 from continuity import frames as fr
 from continuity.caches.thread_index import CheckpointEntry, ThreadIndex, rebuild_all
 from continuity.errors import BadFrame, SeqConflict
+from continuity.maintenance.verify import verify_store
 from continuity.store.base import seal_batch
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
-from continuity.verify import verify_store
 
 pytestmark = pytest.mark.slow
 

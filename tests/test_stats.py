@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from continuity import frames as fr
-from continuity.stats import StoreStats, store_stats
+from continuity.maintenance.stats import StoreStats, store_stats
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore

@@ -108,7 +108,7 @@ def test_sealed_lines_are_stored_as_they_are(pg_stores: PgStores, tmp_path: Path
 
 
 def test_migrate_there_and_back_keeps_every_byte(pg_stores: PgStores, tmp_path: Path) -> None:
-    from continuity.migrate import migrate_store
+    from continuity.maintenance.migrate import migrate_store
 
     jsonl = Store(tmp_path / "jsonl", create=True, durable=False, clock=FixedClock())
     _batches(jsonl)
@@ -144,7 +144,7 @@ def test_reads_in_chunks_agree_with_the_reference(pg_stores: PgStores, tmp_path:
 
 def test_verify_reads_a_postgres_store(pg_stores: PgStores, tmp_path: Path) -> None:
     from continuity.context.compaction import create_checkpoint
-    from continuity.verify import verify_store
+    from continuity.maintenance.verify import verify_store
 
     pg = pg_stores.open(tmp_path, clock=FixedClock())
     _batches(pg)

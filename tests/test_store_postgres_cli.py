@@ -274,8 +274,8 @@ def test_verify_names_every_bad_row_of_a_server_store(db_url: str, home: Path) -
 def test_stats_on_a_server_store_agree_with_the_folder_it_came_from(
     db_url: str, home: Path, tmp_path: Path
 ) -> None:
+    from continuity.maintenance.stats import store_stats
     from continuity.redaction import Redactor
-    from continuity.stats import store_stats
 
     src = Store(tmp_path / "laptop", create=True, redactor=Redactor())
     src.thread("a").append(fr.message("user", "my key is sk-ant-api03-" + "x" * 90))

@@ -27,11 +27,11 @@ from continuity.context.fork import fork
 from continuity.context.records import latest_record, record, records
 from continuity.context.sources import DerivedSource, open_source
 from continuity.errors import ContextTooSmall, CorruptFrame
+from continuity.maintenance.verify import verify_store
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from continuity.testing import FixedClock, msg
-from continuity.verify import verify_store
 
 _TABLES = ("derived_threads", "messages", "checkpoints", "marks")
 _ids = itertools.count()

@@ -19,7 +19,7 @@ from conftest import FixedClock
 
 from continuity import frames as fr
 from continuity.context.compiler import compile_context
-from continuity.migrate import migrate_store
+from continuity.maintenance.migrate import migrate_store
 from continuity.retrieval.index import rebuild_search
 from continuity.retrieval.search import search, search_prefix
 from continuity.retrieval.state import forget
@@ -206,7 +206,7 @@ def test_appends_by_other_processes_are_caught_up(
         # another process copies the new frames to the server (an append there)
         _run(
             pg,
-            "from continuity.migrate import migrate_store\n"
+            "from continuity.maintenance.migrate import migrate_store\n"
             "from continuity.store.jsonl import Store\n"
             f"migrate_store(Store({str(js.root)!r}), store, threads=[{tid!r}])\n"
             "print(json.dumps(0))\n",

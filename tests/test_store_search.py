@@ -18,11 +18,11 @@ from conftest import FixedClock
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from continuity import frames as fr
+from continuity.maintenance.verify import verify_store
 from continuity.retrieval import store_index as ss
 from continuity.retrieval.ranking import query_terms
 from continuity.retrieval.search import _per_thread, search
 from continuity.store.jsonl import Store
-from continuity.verify import verify_store
 
 WORDS = ["deploy", "cache", "error", "retry", "cursor", "alembic", "watermark", "src/app.py"]
 PROJECTS = ["/p/one", "/p/two"]

@@ -9,9 +9,9 @@ import pytest
 
 from continuity import frames as fr
 from continuity.caches.thread_index import ThreadIndex
+from continuity.maintenance.verify import verify_store
 from continuity.store.base import Head, seal_batch
 from continuity.store.jsonl import Store
-from continuity.verify import verify_store
 
 
 def _checkpoint(seq: int, aid: str) -> fr.CompactionCheckpointCreated:

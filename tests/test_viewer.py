@@ -25,7 +25,7 @@ from continuity import frames as fr
 from continuity.context.bundle import decode_bundle
 from continuity.context.compiler import compile_context
 from continuity.context.sources import halving, open_source
-from continuity.stats import list_threads
+from continuity.maintenance.stats import list_threads
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.testing import FixedClock

@@ -200,7 +200,7 @@ def verify(
 ) -> None:
     """Check every frame of every log, every artifact and cache; report every problem (thread,
     seq, byte offset, what is wrong) and exit 1 if there is any."""
-    from continuity.verify import verify_store
+    from continuity.maintenance.verify import verify_store
 
     store = open_store(ctx)
     with errors():
@@ -237,7 +237,7 @@ def repair(
 ) -> None:
     """Move a damaged log's tail, from its first bad frame on, into quarantine (kept, never
     deleted); the sound frames before it stay as they are and the thread goes on after them."""
-    from continuity.verify import repair_thread
+    from continuity.maintenance.verify import repair_thread
 
     store = open_store(ctx)
     with errors():
@@ -274,7 +274,7 @@ def rebuild_index(
     jobs: Annotated[int | None, _JOBS] = None,
 ) -> None:
     """Delete and rebuild the caches from the logs (the result is byte-identical)."""
-    from continuity.bulk import rebuild_store
+    from continuity.maintenance.bulk import rebuild_store
 
     store = open_store(ctx)
     with errors():
@@ -293,7 +293,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Counts and sizes: threads, frames, messages, checkpoints, artifacts, caches."""
-    from continuity.stats import store_stats
+    from continuity.maintenance.stats import store_stats
 
     store = open_store(ctx)
     with errors():
@@ -320,7 +320,7 @@ def threads(
     ] = False,
 ) -> None:
     """Every thread: its frames, last activity and kind, the most recently active last."""
-    from continuity.stats import list_threads
+    from continuity.maintenance.stats import list_threads
 
     store = open_store(ctx)
     with errors():
@@ -372,7 +372,7 @@ def migrate(
     """Copy every thread and artifact of one store into another (a folder and a PostgreSQL
     URL, either way), byte for byte; each line is checked against the chain on its way in.
     Run it again to copy what was added since: what is there is checked and kept."""
-    from continuity.migrate import migrate_store as copy_store
+    from continuity.maintenance.migrate import migrate_store as copy_store
     from continuity.paths import describe_store, resolve_store_location
     from continuity.store.locate import open_store as open_location
 

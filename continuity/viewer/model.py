@@ -34,13 +34,13 @@ from continuity.context.compiler import DEFAULT_LIMITS, compile_context
 from continuity.context.render import render, to_text
 from continuity.context.sources import ThreadSource, open_source
 from continuity.errors import CorruptCache
+from continuity.maintenance.stats import ThreadInfo, list_threads, thread_info
+from continuity.maintenance.verify import verify_store
 from continuity.retrieval.ranking import Hit
 from continuity.retrieval.search import search
-from continuity.stats import ThreadInfo, list_threads, thread_info
 from continuity.store.base import BaseStore, Thread
 from continuity.store.derived import CheckpointEntry
 from continuity.summary import decode_summary
-from continuity.verify import verify_store
 
 __all__ = [
     "PAGE_SIZE",

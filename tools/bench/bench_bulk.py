@@ -12,7 +12,8 @@ round), after one untimed run; ``rebuild-index`` starts from the caches the prev
 ``rebuild-index, searched`` rebuilds the small threads' stores again after one search made
 the store-wide search index, which it rebuilds too. Rates are frames/s over the store's
 frames. ``before`` is ``--baseline`` (a git revision; default: the parent of the commit that
-added ``continuity/bulk.py``) extracted with ``git archive``, which has no ``--jobs``. Target
+added ``continuity/maintenance/bulk.py``, then ``continuity/bulk.py``) extracted with
+``git archive``, which has no ``--jobs``. Target
 (issue 16): the 1M-frame thread verifies at >= 200k frames/s with the default jobs.
 """
 
@@ -45,7 +46,7 @@ DEFAULT_SIZES: Final = (1_000, 10_000)
 DEFAULT_FRAMES: Final = 1_000_000
 TARGET_FRAMES_S: Final = 200_000.0
 ROOT: Final = Path(__file__).resolve().parents[2]
-BULK_PATH: Final = "continuity/bulk.py"
+BULK_PATH: Final = "continuity/maintenance/bulk.py"
 COMMANDS: Final = ("verify", "rebuild-index", "rebuild-index, searched")
 """The last rebuilds a store where a search made the store-wide search index (ADR 0029), which
 ``rebuild-index`` then rebuilds too (stores of small threads only; made by one untimed
@@ -84,8 +85,8 @@ def run(
     baseline: str | None = "",
     seed: int = 0,
 ) -> Report:
-    """``baseline``: a git revision, "" for the tree before ``continuity/bulk.py``, None for
-    none."""
+    """``baseline``: a git revision, "" for the tree before ``continuity/maintenance/bulk.py``
+    (``continuity/bulk.py`` then), None for none."""
     started = time.perf_counter()
     if baseline == "":
         commit = added_by(BULK_PATH)

@@ -6,9 +6,9 @@ with the JSONL store's figures from the same run; and ``migrate``'s frames/s int
 
 Each size is the cached generated thread (``cached_thread``: a cumulative checkpoint about every
 200 messages, so compile selects three summaries by the halving rule), loaded into a database of
-its own on the server with :func:`continuity.migrate.migrate_store` (timed: frames/s; it copies
-the lines as they are through ``append_sealed``, which writes the derived rows in the same
-transactions). Then, interleaved round by round:
+its own on the server with :func:`continuity.maintenance.migrate.migrate_store` (timed:
+frames/s; it copies the lines as they are through ``append_sealed``, which writes the derived
+rows in the same transactions). Then, interleaved round by round:
 
 * in-process ``compile_context(log=False)`` with ``recent_messages=16, keep_tool_outputs=3``
   on each backend (the store opened once; PostgreSQL reads the derived tables, JSONL its
@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from continuity import frames as fr
 from continuity.context.compiler import compile_context
-from continuity.migrate import migrate_store
+from continuity.maintenance.migrate import migrate_store
 from continuity.store.jsonl import Store
 from tools.bench._common import (
     BENCH_THREAD,

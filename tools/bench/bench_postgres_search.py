@@ -7,8 +7,8 @@
 The cached generated thread (``tools/bench/_common.cached_thread``) is copied into a throwaway
 ``pgserver`` (or ``$CONTINUITY_BENCH_PG_URL``: a scratch database, since the command line names
 the default schema ``continuity``, which the benchmark drops and makes) with
-:func:`continuity.migrate.migrate_store`. Rows, medians over the runs, wall time and peak RSS of
-each process:
+:func:`continuity.maintenance.migrate.migrate_store`. Rows, medians over the runs, wall time
+and peak RSS of each process:
 
 - *cold*: the first search after loading, which builds the index (PostgreSQL: the search tables
   dropped first; JSONL: a copy of the store without ``cache/search``);
@@ -68,7 +68,7 @@ def _rows(name: str, samples: list[tuple[float, float]], baseline: str = "") -> 
 
 
 def run(frames: int, runs: int, cold_runs: int, scan_runs: int) -> Report:
-    from continuity.migrate import migrate_store
+    from continuity.maintenance.migrate import migrate_store
     from continuity.store.postgres import PostgresStore
     from tools.bench.bench_postgres import _server, _sql
 

@@ -118,9 +118,10 @@ def check_tree(tree: Path, cwd: Path) -> None:
 
 
 def added_by(path: str) -> str | None:
-    """The commit that added ``path`` to the repository (None when git cannot say)."""
+    """The commit that added ``path`` to the repository, following renames (a module moved
+    into a package is still the one it added); None when git cannot say."""
     done = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "--format=%H", "--diff-filter=A", "--", path],
+        ["git", "-C", str(ROOT), "log", "--follow", "--format=%H", "--diff-filter=A", "--", path],
         capture_output=True,
         text=True,
         check=False,

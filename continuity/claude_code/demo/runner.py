@@ -187,8 +187,8 @@ def _result(store: BaseStore, transcript: Path, thread_id: str, runs: list[HookR
     archive.artifacts = [
         (aid, what, len(store.artifacts.get(aid))) for aid, what, _ in archive.artifacts
     ]
+    from continuity.maintenance.verify import verify_store
     from continuity.summary import decode_summary
-    from continuity.verify import verify_store
 
     summary = decode_summary(store.artifacts.get(checkpoint.summary_artifact_id)).text
     report = verify_store(store, [store.thread(thread_id)])

@@ -26,7 +26,6 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity.bulk import available_jobs, batches, log_sizes, run_tasks, worker_store
 from continuity.caches.catalog import (
     CatalogRow,
     Facts,
@@ -36,6 +35,7 @@ from continuity.caches.catalog import (
 )
 from continuity.caches.thread_index import DAMAGE, IndexDelta, IndexRun, ThreadIndex
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
+from continuity.maintenance.bulk import available_jobs, batches, log_sizes, run_tasks, worker_store
 from continuity.redaction import redaction_count
 from continuity.store.base import BaseStore, LogReader, Recovery, Thread, split_lines
 from continuity.store.derived import sort_frames
