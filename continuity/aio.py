@@ -53,7 +53,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from concurrent.futures import Executor
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from os import PathLike
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -252,12 +252,16 @@ class AsyncStore:
         lane = lanes.get(thread_id)
         if lane is None:
             lane = lanes[thread_id] = _Lane(lanes, thread_id)
-        return lane.turn()
+        return lane
 
 
 class _Lane:
     """The appends to one thread waiting their turn, first come first served (asyncio.Lock
-    wakes its waiters in order). Dropped when nobody uses it, so idle threads cost nothing."""
+    wakes its waiters in order). Dropped when nobody uses it, so idle threads cost nothing.
+
+    A context manager of its own rather than an async generator: a task that a runtime leaves
+    pending when it closes its loop (the Agents SDK's ``run_sync`` does) would leave a generator
+    to be finalized on a closed loop."""
 
     def __init__(self, lanes: dict[str, _Lane], thread_id: str) -> None:
         self._lanes = lanes
@@ -265,16 +269,22 @@ class _Lane:
         self._lock = asyncio.Lock()
         self._users = 0
 
-    @asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
+    async def __aenter__(self) -> None:
         self._users += 1
         try:
-            async with self._lock:
-                yield
-        finally:
-            self._users -= 1
-            if self._users == 0 and self._lanes.get(self._thread_id) is self:
-                del self._lanes[self._thread_id]
+            await self._lock.acquire()
+        except BaseException:
+            self._leave()
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._lock.release()
+        self._leave()
+
+    def _leave(self) -> None:
+        self._users -= 1
+        if self._users == 0 and self._lanes.get(self._thread_id) is self:
+            del self._lanes[self._thread_id]
 
 
 class AsyncArtifacts:

@@ -1,19 +1,33 @@
-"""Shared fixtures: stores on a temporary folder, a fixed clock, and the ``../shared`` fixtures.
+"""The suite's shared fixtures, its markers, and ``--fast``.
 
-Kept generic on purpose so every test module can lean on it:
+The tests are laid out by subsystem, a folder a part of the library: ``store/``, ``postgres/``,
+``caches/``, ``retrieval/``, ``context/``, ``claude_code/``, ``cli/``, ``integrations/``,
+``viewer/`` and ``project/`` (the project's own rules), with helpers in ``support/``.
+
+**Markers**, by cost and by what a test needs (``pyproject.toml`` registers them):
+
+* ``slow`` — a test that takes 0.15 s or more on a quiet machine (child processes, crashes,
+  whole fixture sessions, many Hypothesis examples; still run in CI, with bounded examples);
+* ``postgres`` — needs a PostgreSQL server: given to every test that uses ``pg_url``;
+* ``browser`` — drives headless Chromium (``viewer/test_browser.py``);
+* ``integrations`` — imports LangGraph or the Agents SDK: every test in ``integrations/``.
+
+``pytest --fast`` runs what needs none of those and is not slow, and does not even import the
+``integrations/`` modules (their SDKs take seconds to import): the quick check while working.
+The terminal summary names any test not marked ``slow`` that took over 5 s.
+
+**Fixtures** (kept generic so every test module can lean on them):
 
 * ``clock`` — a :class:`~continuity.testing.FixedClock` (a store's ``clock``): the same
   millisecond every call until a test moves it, so two stores given the same frames write
-  byte-identical logs. It comes from :mod:`continuity.testing`, where the backend contract
-  suites live.
+  byte-identical logs.
 * ``tmp_store`` — a JSONL :class:`~continuity.store.jsonl.Store` in ``tmp_path`` (``create=True``,
-  ``durable=False``: tests do not need fsync) using ``clock``.
+  ``durable=False``: tests do not need fsync) using ``clock``; ``open_store`` opens it again.
 * ``memory_store`` — a :class:`~continuity.store.memory.MemoryStore` using ``clock``.
 * ``shared_fixtures`` — the ``../shared/fixtures`` folder, or a skip with a clear reason when
-  it is absent (the project must still test outside this setup); ``requires_shared_fixtures``
-  is the same as a marker for whole tests or classes.
+  it is absent (``tests/support/fixtures.py`` has ``shared_fixture`` for one file of it).
 * ``pg_url`` (session) and ``pg_stores`` — a PostgreSQL server and stores on it, each in a
-  schema of its own (``tests/pg_support.py``); skipped, saying why, when there is no server.
+  schema of its own (``tests/support/pg.py``); skipped, saying why, when there is no server.
 """
 
 from __future__ import annotations
@@ -22,8 +36,8 @@ import importlib
 import os
 
 # The suite's tiny threads test the cache machinery: there, every thread keeps its caches (in
-# child processes too). tests/test_footprint.py tests the default, where small threads keep none
-# (ADR 0031), and that both give the same answers.
+# child processes too). tests/caches/test_footprint.py tests the default, where small threads
+# keep none (ADR 0031), and that both give the same answers.
 os.environ.setdefault("CONTINUITY_SMALL_LOG_BYTES", "0")
 
 import sys
@@ -37,38 +51,73 @@ import pytest
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from continuity.testing import FixedClock
+from tests.support.fixtures import NO_FIXTURES_REASON, SHARED_FIXTURES
 
 if TYPE_CHECKING:
-    from pg_support import PgStores
+    from _pytest.terminal import TerminalReporter
 
-SHARED_FIXTURES = (Path(__file__).parent.parent / ".." / "shared" / "fixtures").resolve()
-"""``../shared/fixtures`` relative to the project root (see ``../shared/README.md``)."""
+    from tests.support.pg import PgStores
 
-_NO_FIXTURES_REASON = (
-    f"shared test fixtures not found at {SHARED_FIXTURES} "
-    "(they live in ../shared/fixtures next to the project; absent outside the dev setup)"
-)
-
-requires_shared_fixtures = pytest.mark.skipif(
-    not SHARED_FIXTURES.is_dir(), reason=_NO_FIXTURES_REASON
-)
+HERE = Path(__file__).resolve().parent
+INTEGRATIONS = HERE / "integrations"
+NEEDS = ("slow", "postgres", "browser", "integrations")
+"""What ``--fast`` leaves out."""
+SLOW_NOTE_SECONDS = 5.0
 
 
-def shared_fixture(*parts: str) -> Path:
-    """The path of one file or folder under ``../shared/fixtures``; skips the test if absent."""
-    path = SHARED_FIXTURES.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(
-            _NO_FIXTURES_REASON if not SHARED_FIXTURES.is_dir() else f"fixture {path} not found"
-        )
-    return path
+# --- markers and --fast ------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="only the tests that are not slow and need no PostgreSQL, browser or agent SDK; "
+        "the integrations/ modules are not even imported",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if config.getoption("--fast") and collection_path.is_relative_to(INTEGRATIONS):
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "pg_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+        if item.path.is_relative_to(INTEGRATIONS):
+            item.add_marker(pytest.mark.integrations)
+    if config.getoption("--fast"):
+        kept = [i for i in items if not any(i.get_closest_marker(m) for m in NEEDS)]
+        config.hook.pytest_deselected(items=[i for i in items if i not in set(kept)])
+        items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+    """Name the tests that took over 5 s without the ``slow`` marker (to mark them)."""
+    unmarked = [
+        (report.duration, report.nodeid)
+        for report in terminalreporter.getreports("passed")
+        if report.when == "call"
+        and report.duration > SLOW_NOTE_SECONDS
+        and "slow" not in report.keywords
+    ]
+    if unmarked:
+        terminalreporter.write_sep("-", f"over {SLOW_NOTE_SECONDS:.0f} s and not marked slow")
+        for duration, nodeid in sorted(unmarked, reverse=True):
+            terminalreporter.write_line(f"{duration:7.1f} s  {nodeid}")
+
+
+# --- fixtures ----------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
 def quality() -> ModuleType:
     """``tools/search_quality.py`` as a module (``tools`` is a folder of the checkout, not an
     installed package)."""
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(HERE.parent)
     if root not in sys.path:
         sys.path.insert(0, root)
     return importlib.import_module("tools.search_quality")
@@ -112,18 +161,18 @@ def open_store(store_path: Path, clock: FixedClock) -> Callable[..., Store]:
 def shared_fixtures() -> Path:
     """``../shared/fixtures``, or skip the test with a clear reason when it is absent."""
     if not SHARED_FIXTURES.is_dir():
-        pytest.skip(_NO_FIXTURES_REASON)
+        pytest.skip(NO_FIXTURES_REASON)
     return SHARED_FIXTURES
 
 
-# --- PostgreSQL (tests/pg_support.py) -------------------------------------------------------
+# --- PostgreSQL (tests/support/pg.py) -------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
 def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A PostgreSQL server's URL for the session: ``$CONTINUITY_TEST_PG_URL``, or a throwaway
     server started by ``pgserver``; the tests that use it skip, saying why, without either."""
-    from pg_support import serve
+    from tests.support.pg import serve
 
     with serve(tmp_path_factory.mktemp("pg")) as url:
         yield url
@@ -132,7 +181,7 @@ def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def pg_stores(pg_url: str) -> Iterator[PgStores]:
     """Opens PostgreSQL stores for one test (each in a schema of its own) and closes them."""
-    from pg_support import PgStores
+    from tests.support.pg import PgStores
 
     stores = PgStores(pg_url)
     try:

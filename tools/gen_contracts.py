@@ -4,9 +4,9 @@
     python tools/gen_contracts.py --check  exit 1 and list the files that differ from the code
 
 To add a generated contract, append a :class:`Contract` to ``CONTRACTS``:
-``tests/test_contracts.py`` then checks the committed file against the code as well. Output is
-stable (JSON with sorted keys, two-space indent, ASCII only and a trailing newline), so a diff
-shows only real schema changes.
+``tests/project/test_contracts.py`` then checks the committed file against the code as well.
+Output is stable (JSON with sorted keys, two-space indent, ASCII only and a trailing newline),
+so a diff shows only real schema changes.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ characters appear, a prompt when its first 40 characters appear (the whole promp
 An empty set has no coverage (``null``/``—``). Reported for the restore alone, Claude's summary
 alone (the ``isCompactSummary`` line after the cut), and both together, with the restore's length
 against ``restore_max_chars``. It reports; it does not judge: the exit status is 0 whatever the
-figures (tests/test_restore_quality.py checks the structure and the budget).
+figures (tests/claude_code/test_restore_quality.py checks the structure and the budget).
 """
 
 from __future__ import annotations

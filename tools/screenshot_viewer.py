@@ -1,5 +1,5 @@
 """The README's screenshots of ``continuity serve``: the viewer's test store
-(``tests/viewer_support.py``) built in a temporary folder, served, and photographed by headless
+(``tests/support/viewer.py``) built in a temporary folder, served, and photographed by headless
 Chromium (Debian's ``chromium`` and ``chromedriver``, through Selenium) at 1280×1000:
 
 * ``docs/viewer-decision.png``: what the model saw at the latest decision;
@@ -11,7 +11,7 @@ Run from the repository: ``.venv/bin/python tools/screenshot_viewer.py [--out do
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -27,14 +27,11 @@ WIDTH, HEIGHT = 1280, 1000
 
 
 def _viewer_support() -> ModuleType:
-    """``tests/viewer_support.py``, imported by its path (the tests are not a package)."""
-    path = ROOT / "tests" / "viewer_support.py"
-    spec = importlib.util.spec_from_file_location("viewer_support", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    """``tests/support/viewer.py``: the store the viewer's tests show (``tests`` is a package
+    of the checkout, not an installed one)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module("tests.support.viewer")
 
 
 @contextmanager

@@ -28,7 +28,7 @@ Before measuring it checks every label: each answer message must exist and conta
 seq, and a paraphrase query must not copy a distinctive word of its answer (a word of the
 answer found in at most :data:`DISTINCTIVE_DF` messages of the whole store). A broken label is
 reported, never silently dropped. It reports; it does not judge: the exit status is 0 whatever
-the figures (tests/test_search_quality.py sets the floor of version 1). Without the fixtures it
+the figures (tests/retrieval/test_quality.py sets the floor of version 1). Without the fixtures it
 says so and exits 0.
 """
 

@@ -9,7 +9,12 @@
   module per shape) turns a bundle into an Anthropic or OpenAI request, or text; both read the
   layouts of :mod:`.layout`, the hints a converter leaves so that a shape comes back exactly;
 - :mod:`.compaction` decides where checkpoints fall and records them as a logged job;
-- :mod:`.summarize` is the default, extractive and deterministic summarizer.
+- :mod:`.summarize` is the default, extractive and deterministic summarizer;
+- :mod:`.transcript_rules` reads a coding session's text — the user's own words, a command's
+  line, whether an output failed and its error line — for the summarizer and the Claude Code
+  restore alike;
+- :mod:`.records`, :mod:`.retract` and :mod:`.fork`: a runtime's records, undo without deleting,
+  and a thread started from another at seq N.
 
 Nothing is imported here; the public names are at the package root
 (``from continuity import compile_context``).

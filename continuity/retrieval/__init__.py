@@ -2,7 +2,7 @@
 
 The package is ``retrieval``, not ``search``: a submodule ``continuity.search`` would replace
 the :func:`continuity.search` function on the package root the moment anything imported it
-(ADR 0012). It is split in two by the context layer (``tests/test_layers.py``):
+(ADR 0012). It is split in two by the context layer (``tests/project/test_layers.py``):
 
 **Below** :mod:`continuity.context` — what compile's recall needs to rank one thread's prefix:
 

@@ -16,7 +16,7 @@ extension). This module uses only the standard library. Changing any rule change
 are already on disk: do it only together with a rebuild of every search index.
 
 It is checked word for word against Snowball's own C implementation (PyStemmer's
-``Stemmer.Stemmer('english').stemWord``, PyStemmer 3.1) by ``tests/test_stem.py``: the
+``Stemmer.Stemmer('english').stemWord``, PyStemmer 3.1) by ``tests/retrieval/test_stem.py``: the
 ~12,000 distinct words of the ``../shared`` claude-code fixtures, a hand-written list that
 reaches every rule, and Hypothesis' random words; and, once, by hand, every string of 1 to 5
 letters a-z (12.4 million), every 6-letter string over ``aeiouylsntdgcbr'`` and every

@@ -367,6 +367,7 @@ class Launcher:
         return seconds, maxrss_kib / 1024
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
         self.proc.wait()
+        self.proc.stdout.close()

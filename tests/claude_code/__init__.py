@@ -1,0 +1,1 @@
+"""The Claude Code adapter: transcripts, ingest, hooks, restore, install, the demo."""

@@ -1,0 +1,1 @@
+"""The command line, command by command, and its misuse."""

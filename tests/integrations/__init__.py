@@ -1,0 +1,3 @@
+"""Agent runtimes' storage interfaces, with the real LangGraph and Agents SDK (marked
+``integrations``).
+"""

@@ -1,0 +1,388 @@
+"""``ContinuitySession``: the OpenAI Agents SDK's ``Session`` protocol on a continuity thread,
+driven by the real ``Runner`` with a scripted model and a real function tool (no network, no
+mock of the SDK). ADR 0024."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, ModelSettings, Runner, SQLiteSession, handoff
+from agents.memory import Session
+from agents.memory.session_settings import SessionSettings
+from agents.retry import ModelRetrySettings, retry_policies
+from hypothesis import HealthCheck, given, settings
+from openai import APIConnectionError
+from typer.testing import CliRunner
+
+from continuity import BadFrame, MemoryStore, Store, frames as fr
+from continuity.aio import AsyncStore
+from continuity.cli.app import app
+from continuity.context.retract import live_messages
+from continuity.integrations.openai_agents import ContinuitySession
+from tests.context.test_provider_roundtrip import responses_conversations
+from tests.support.agents_sdk import (
+    ScriptedModel,
+    add,
+    call,
+    lookup_order,
+    reply,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def cli(root: Path, *args: str) -> str:
+    res = CliRunner().invoke(app, ["--store", str(root), *args])
+    assert res.exit_code == 0, res.stderr
+    return res.stdout
+
+
+def sdk_items() -> list[dict[str, Any]]:
+    """Every item kind one tool-using turn of the SDK stores, in the SDK's own dict shapes."""
+
+    async def go() -> list[dict[str, Any]]:
+        model = ScriptedModel([call("add", '{"a": 1, "b": 2}', think="add them"), reply("3")])
+        sqlite = SQLiteSession("ref")
+        await Runner.run(Agent(name="a", model=model, tools=[add]), "1+2?", session=sqlite)
+        return await sqlite.get_items()  # type: ignore[return-value]
+
+    items: list[dict[str, Any]] = run(go())
+    return items
+
+
+# --- the protocol -----------------------------------------------------------------------------
+
+
+def test_it_is_an_sdk_session() -> None:
+    session = ContinuitySession("s", MemoryStore())
+    assert isinstance(session, Session)
+    assert session.session_settings == SessionSettings()
+
+
+def test_every_item_the_sdk_stores_comes_back_exactly_and_in_order(tmp_path: Path) -> None:
+    items = sdk_items()
+    assert [i.get("type", "message") for i in items] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    session = ContinuitySession("s", tmp_path / "store")
+    run(session.add_items(items))
+    assert run(session.get_items()) == items
+    for n in range(1, 7):  # limit counts items, and reads the newest ones
+        assert run(session.get_items(n)) == items[-n:]
+    assert run(session.get_items(0)) == []
+    assert run(session.get_items(-1)) == items  # SQLite's LIMIT -1: all
+    thread = Store(tmp_path / "store").thread("s")
+    assert [m.role for m in live_messages(thread)] == [
+        "user",
+        "assistant",
+        "assistant",
+        "user",
+        "assistant",
+    ]  # one frame per item, on the side of the conversation it belongs to
+    call_frame = live_messages(thread)[2]
+    assert isinstance(call_frame.content[0], fr.ToolUseBlock)  # typed: compile pairs it
+    assert call_frame.content[0].input == {"a": 1, "b": 2}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(responses_conversations())
+def test_any_responses_conversation_round_trips_item_for_item(items: list[dict[str, Any]]) -> None:
+    session = ContinuitySession("s", MemoryStore())
+    run(session.add_items(items[:1]))
+    run(session.add_items(items[1:]))
+    assert run(session.get_items()) == items
+    assert run(session.get_items(3)) == items[-3:]
+
+
+def test_shapes_the_converters_do_not_reproduce_are_kept_verbatim() -> None:
+    odd = [
+        {"role": "assistant", "content": [{"type": "output_text", "text": "x", "annotations": []}]},
+        {"role": "user", "content": []},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": ""}]},
+        {"type": "item_reference", "id": "msg_9"},
+        {"type": "function_call_output", "call_id": "c", "output": "y" * 100_000},
+    ]
+    session = ContinuitySession("s", MemoryStore())
+    run(session.add_items(odd))
+    assert run(session.get_items()) == odd
+    assert run(session.pop_item()) == odd[-1]
+
+
+def test_session_settings_limit_is_the_default_limit() -> None:
+    session = ContinuitySession("s", MemoryStore(), session_settings={"limit": 2})
+    items = [{"role": "user", "content": str(i)} for i in range(5)]
+    run(session.add_items(items))
+    assert run(session.get_items()) == items[-2:]
+    assert run(session.get_items(4)) == items[-4:]
+
+
+def test_a_fresh_session_is_empty() -> None:
+    session = ContinuitySession("nothing-yet", MemoryStore())
+    assert run(session.get_items()) == []
+    assert run(session.get_items(3)) == []
+    assert run(session.pop_item()) is None
+    run(session.clear_session())
+    assert not session.store.store.thread("nothing-yet").exists()
+
+
+def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
+    session = ContinuitySession("s", tmp_path / "store")
+    run(session.add_items([{"role": "user", "content": "hi"}]))
+    log = tmp_path / "store" / "threads" / "s.jsonl"
+    before = log.read_bytes()
+    good = {"role": "user", "content": "fine"}
+    with pytest.raises(BadFrame, match=r"add_items: items\[1\]: expected a Responses input item"):
+        run(session.add_items([good, "not an item"]))  # type: ignore[list-item]
+    with pytest.raises(BadFrame, match=r"items\[0\]\.role: expected 'user'"):
+        run(session.add_items([{"type": "message", "role": "robot", "content": "x"}]))
+    with pytest.raises(BadFrame, match=r"items\[1\]\.call_id: missing"):
+        run(session.add_items([good, {"type": "function_call", "name": "f", "arguments": "{}"}]))
+    with pytest.raises(BadFrame, match=r"items\[0\]: not a JSON object"):
+        run(session.add_items([{"role": "user", "content": object()}]))
+    assert log.read_bytes() == before
+    assert run(session.get_items()) == [{"role": "user", "content": "hi"}]
+
+
+def test_added_items_are_copied_not_referenced() -> None:
+    session = ContinuitySession("s", MemoryStore())
+    item = {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    run(session.add_items([item]))
+    item["content"][0]["text"] = "changed"  # type: ignore[index]
+    got = run(session.get_items())
+    assert got[0]["content"][0]["text"] == "hi"
+    got[0]["content"][0]["text"] = "mine"
+    assert run(session.get_items())[0]["content"][0]["text"] == "hi"
+
+
+# --- retractions ------------------------------------------------------------------------------
+
+
+def test_pop_and_clear_are_retractions_the_log_keeps(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    session = ContinuitySession("s", root)
+    items = sdk_items()
+    run(session.add_items(items))
+    assert run(session.pop_item()) == items[-1]
+    assert run(session.pop_item()) == items[-2]
+    assert run(session.get_items()) == items[:-2]
+    log = cli(root, "log", "s")
+    assert "retracted seq 5: pop_item" in log and "retracted seq 4: pop_item" in log
+    assert log.count("[retracted]") == 2
+    run(session.clear_session())
+    assert run(session.get_items()) == []
+    assert run(session.pop_item()) is None
+    log = cli(root, "log", "s")
+    assert "clear_session" in log and log.count("[retracted]") == 5
+    frames = list(Store(root).thread("s").read())
+    assert sum(isinstance(f, fr.MessageAppended) for f in frames) == 5  # nothing deleted
+    run(session.add_items([{"role": "user", "content": "again"}]))
+    assert run(session.get_items()) == [{"role": "user", "content": "again"}]
+
+
+def test_concurrent_pops_take_distinct_items() -> None:
+    session = ContinuitySession("s", MemoryStore())
+    items = [{"role": "user", "content": str(i)} for i in range(6)]
+    run(session.add_items(items))
+
+    async def pops() -> list[Any]:
+        return list(await asyncio.gather(*(session.pop_item() for _ in range(4))))
+
+    popped = run(pops())
+    assert sorted(p["content"] for p in popped) == ["2", "3", "4", "5"]
+    assert run(session.get_items()) == items[:2]
+
+
+def test_pops_through_two_session_objects_take_distinct_items(tmp_path: Path) -> None:
+    """Two session objects (two workers, two locks, as two processes would be) on one thread:
+    the retraction commits only on the head each pop read, so no item is popped twice."""
+    root = tmp_path / "store"
+    one = ContinuitySession("s", AsyncStore(Store(root, create=True)))
+    two = ContinuitySession("s", AsyncStore(Store(root)))
+    items = [{"role": "user", "content": str(i)} for i in range(40)]
+    run(one.add_items(items))
+
+    async def pops() -> list[Any]:
+        return list(await asyncio.gather(*(s.pop_item() for _ in range(30) for s in (one, two))))
+
+    popped = [p["content"] for p in run(pops()) if p is not None]
+    assert sorted(popped, key=int) == [str(i) for i in range(40)]
+    assert run(one.get_items()) == run(two.get_items()) == []
+
+
+def test_items_rendered_once_come_back_fresh_and_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """get_items keeps each message's rendered items between calls: a second read gives equal,
+    unshared items, also past the cache's size bound."""
+    items = sdk_items() * 3
+    session = ContinuitySession("s", MemoryStore())
+    run(session.add_items(items))
+    first = run(session.get_items())
+    assert first == items and session._rendered
+    first[0]["content"] = "mine"
+    again = run(session.get_items())
+    assert again == items and again[0] is not first[0]
+    import continuity.integrations._openai_agents_session as impl
+
+    monkeypatch.setattr(impl, "RENDERED_CACHE_BYTES", 200)
+    small = ContinuitySession("s", session.store)
+    assert run(small.get_items()) == items == run(small.get_items())
+    assert small._rendered_bytes <= 200
+    assert run(small.get_items(3)) == items[-3:]
+
+
+def test_the_sdk_rewind_pops_exactly_its_items() -> None:
+    """The runner's own rewind helper (used when a retried request must not duplicate what it
+    persisted) reads the tail with a limit, compares, and pops one item at a time."""
+    from agents.run_internal.session_persistence import rewind_session_items
+
+    session = ContinuitySession("s", MemoryStore())
+    kept = sdk_items()
+    retried = [{"role": "user", "content": "try this"}, {"role": "user", "content": "and this"}]
+    run(session.add_items(kept + retried))
+    run(rewind_session_items(session, retried))  # type: ignore[arg-type]
+    assert run(session.get_items()) == kept
+
+
+# --- the runner ---------------------------------------------------------------------------------
+
+
+def _conversation(session: Session) -> ScriptedModel:
+    model = ScriptedModel(
+        [
+            call("lookup_order", '{"order_id": "A7"}', think="look it up", n=1),
+            reply("Order A7 ships Tuesday.", n=2),
+            call("add", '{"a": 2, "b": 3}', n=3),
+            reply("2 + 3 = 5.", n=4),
+        ]
+    )
+    agent = Agent(name="support", instructions="Be brief.", model=model, tools=[lookup_order, add])
+    first = run(Runner.run(agent, "Where is order A7?", session=session))
+    assert first.final_output == "Order A7 ships Tuesday."
+    second = run(Runner.run(agent, "And what is 2+3?", session=session))
+    assert second.final_output == "2 + 3 = 5."
+    return model
+
+
+def test_a_conversation_is_kept_the_same_as_the_sdks_own_session(tmp_path: Path) -> None:
+    ours = ContinuitySession("chat", tmp_path / "store")
+    theirs = SQLiteSession("chat")
+    model = _conversation(ours)
+    _conversation(theirs)
+    assert run(ours.get_items()) == run(theirs.get_items())
+    # the second run's model saw the whole first run, from the session
+    second_input = model.inputs[2]
+    assert second_input[0] == {"content": "Where is order A7?", "role": "user"}
+    assert second_input[-1] == {"content": "And what is 2+3?", "role": "user"}
+    assert len(run(ours.get_items())) == 9  # 5 items for the tool turn, 4 for the next
+
+
+@pytest.mark.slow
+def test_a_conversation_reloads_in_a_new_process_without_caches(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    session = ContinuitySession("chat", root)
+    _conversation(session)
+    expected = run(session.get_items())
+    shutil.rmtree(root / "cache", ignore_errors=True)
+    script = textwrap.dedent(
+        f"""
+        import asyncio, json, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from agents import Agent, Runner
+        from tests.support.agents_sdk import ScriptedModel, add, reply
+        from continuity.integrations.openai_agents import ContinuitySession
+
+        async def main():
+            session = ContinuitySession("chat", {str(root)!r})
+            before = await session.get_items()
+            model = ScriptedModel([reply("You asked about A7 and 2+3.")])
+            agent = Agent(name="support", model=model, tools=[add])
+            result = await Runner.run(agent, "What did I ask?", session=session)
+            print(json.dumps({{"before": before, "seen": model.inputs[0],
+                              "after": await session.get_items(),
+                              "answer": result.final_output}}))
+
+        asyncio.run(main())
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["before"] == expected
+    assert got["seen"] == [*expected, {"content": "What did I ask?", "role": "user"}]
+    assert got["after"][: len(expected)] == expected and len(got["after"]) == len(expected) + 2
+    assert got["answer"] == "You asked about A7 and 2+3."
+    # and this process reads what the other one wrote
+    assert run(ContinuitySession("chat", Store(root)).get_items()) == got["after"]
+    cli(root, "verify")
+
+
+def test_a_retried_model_call_leaves_no_duplicates() -> None:
+    session = ContinuitySession("retry", MemoryStore())
+    flaky = APIConnectionError(request=__import__("httpx").Request("POST", "https://x"))
+    model = ScriptedModel([flaky, call("add", '{"a": 1, "b": 1}'), reply("2")])
+    retry = ModelRetrySettings(
+        max_retries=2,
+        backoff={"initial_delay": 0, "max_delay": 0, "jitter": False},
+        policy=retry_policies.network_error(),
+    )
+    agent = Agent(name="a", model=model, tools=[add], model_settings=ModelSettings(retry=retry))
+    result = run(Runner.run(agent, "1+1?", session=session))
+    assert result.final_output == "2"
+    assert len(model.inputs) == 3  # the failed call, its retry, the turn after the tool
+    assert model.inputs[0] == model.inputs[1]  # the retry sent the same request
+    items = run(session.get_items())
+    assert [i.get("type", "message") for i in items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    fingerprints = [json.dumps(i, sort_keys=True) for i in items]
+    assert len(set(fingerprints)) == len(fingerprints)
+
+
+def test_one_session_shared_by_two_agents_and_a_handoff() -> None:
+    store = MemoryStore()
+    session = ContinuitySession("shared", store)
+    billing_model = ScriptedModel([reply("Refund issued for A7.")])
+    billing = Agent(name="billing", model=billing_model)
+    triage_model = ScriptedModel(
+        [
+            call("transfer_to_billing", "{}"),
+            call("lookup_order", '{"order_id": "A7"}'),
+            reply("A7 ships Tuesday."),
+        ]
+    )
+    triage = Agent(
+        name="triage", model=triage_model, tools=[lookup_order], handoffs=[handoff(billing)]
+    )
+    first = run(Runner.run(triage, "Refund order A7", session=session))
+    assert first.final_output == "Refund issued for A7." and first.last_agent.name == "billing"
+    # a second agent, a second run, the same session: it sees the whole conversation
+    second = run(Runner.run(triage, "And when does it ship?", session=session))
+    assert second.final_output == "A7 ships Tuesday."
+    items = run(session.get_items())
+    kinds = [i.get("type", "message") for i in items]
+    assert kinds.count("function_call") == 2 and kinds.count("function_call_output") == 2
+    assert triage_model.inputs[1][: len(items) - 4] == items[: len(items) - 4]
+    # another session object on the same store sees the same items
+    assert run(ContinuitySession("shared", AsyncStore(store)).get_items()) == items

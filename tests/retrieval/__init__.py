@@ -1,0 +1,3 @@
+"""Search: terms and stems, the per-thread and store-wide indexes, ranking, vectors and fusion,
+leads, quality.
+"""

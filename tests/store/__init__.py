@@ -1,0 +1,3 @@
+"""The truth: stores and threads, frames, artifacts, locking and crashes, redaction, the async
+face.
+"""

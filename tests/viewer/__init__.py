@@ -1,0 +1,1 @@
+"""``continuity serve``: HTTP tests, and a real headless browser (marked ``browser``)."""
