@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Final
 
-__all__ = ["atomic_write", "fsync_dir", "private_dirs"]
+__all__ = ["atomic_write", "fsync_dir", "private_dirs", "remove_dead_temps"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -74,3 +75,39 @@ def atomic_write(
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+_TEMP: Final = re.compile(r"\..+\.(\d+)-[0-9a-f]{8}\.tmp")
+"""The name :func:`atomic_write` gives its temporary file: ``.<name>.<pid>-<8 hex>.tmp``."""
+
+
+def remove_dead_temps(folder: Path) -> int:
+    """Remove the temporary files of :func:`atomic_write` in ``folder`` whose writer is dead
+    (killed between its write and its rename); a live writer's file is left alone. Called by a
+    rebuild of the folder's files, which must leave nothing behind that a rebuild would not
+    write. Returns how many went."""
+    removed = 0
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        match = _TEMP.fullmatch(name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(folder / name)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive
+    return True

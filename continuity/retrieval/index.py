@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from continuity import frames as fr
-from continuity._fs import atomic_write, private_dirs
+from continuity._fs import atomic_write, private_dirs, remove_dead_temps
 from continuity.caches.thread_index import (
     ThreadIndex,
     caches_writable,
@@ -280,6 +280,7 @@ class ThreadSearchIndex:
         for p in self.dir.glob("*"):
             if p.name != ".lock":
                 p.unlink()
+        remove_dead_temps(self.dir)  # a writer killed between a write and its rename
 
     def _add(
         self, m: SearchManifest, docs: Iterable[Doc], log_end: int, last_seq: int, digest: str

@@ -760,3 +760,30 @@ def test_readers_wait_for_a_rewrite_under_way(tmp_store: Store) -> None:
     assert len(selection) == sum(e.summary_kind == "cumulative_v1" for e in want[0]) > 0
     assert len(records) == len(want[2]) > 0
 
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_rebuild_removes_what_a_killed_writer_left_and_keeps_a_live_writers(
+    tmp_store: Store,
+) -> None:
+    """A writer killed between its temporary file and the rename leaves ``.<name>.<pid>-….tmp``
+    behind: the next rebuild removes it (a rebuild leaves only what it writes), but not the
+    temporary file of a writer still running."""
+    thread = tmp_store.thread("t")
+    thread.append([fr.message("user", f"m{i}") for i in range(5)])
+    index = ThreadIndex(thread)
+    index.refresh()
+    dead = index.dir / f".manifest.v1.json.{_dead_pid()}-0badc0de.tmp"
+    live = index.dir / f".manifest.v1.json.{os.getpid()}-0badc0de.tmp"
+    dead.write_bytes(b"")
+    live.write_bytes(b"")
+    before = {p.name: p.read_bytes() for p in index.dir.iterdir() if not p.name.endswith(".tmp")}
+    rebuild_all(tmp_store)
+    assert not dead.exists()
+    assert live.exists()
+    after = {p.name: p.read_bytes() for p in index.dir.iterdir() if not p.name.endswith(".tmp")}
+    assert after == before
