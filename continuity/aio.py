@@ -51,7 +51,7 @@ import functools
 import inspect
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from os import PathLike
@@ -359,7 +359,7 @@ class AsyncThread:
         to_seq: int | None = None,
         limit: int | None = None,
         types: Iterable[str] | None = None,
-    ) -> AsyncIterator[fr.Frame]:
+    ) -> AsyncGenerator[fr.Frame, None]:
         """Frames with ``from_seq <= seq <= to_seq`` (of the given types), oldest first, read a
         chunk at a time in a worker: ``async for frame in thread.read(...)``. Close it early with
         ``contextlib.aclosing`` to release the log at once."""

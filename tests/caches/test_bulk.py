@@ -223,8 +223,8 @@ def test_parts_read_before_an_append_are_not_taken(tmp_path: Path) -> None:
     assert manifest is not None
     ends = {e.thread_id: e.log_end for e in manifest.threads}
     assert ends["t1"] == store.thread("t1").log_bytes() and "t9" in ends
-    rows = {r.thread_id: r for r in catalog_view(store).rows}
-    assert rows["t1"].log_bytes == ends["t1"] and "t9" in rows
+    listed = {r.thread_id: r for r in catalog_view(store).rows}
+    assert listed["t1"].log_bytes == ends["t1"] and "t9" in listed
 
 
 def _run(store: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

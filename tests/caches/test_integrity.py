@@ -25,8 +25,10 @@ from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import ContinuityError, CorruptFrame
 from continuity.maintenance.verify import first_problem, repair_thread, verify_store
 from continuity.retrieval.search import search
+from continuity.store.artifacts import FileArtifactStore
 from continuity.store.base import Head
 from continuity.store.jsonl import Store
+from tests.support.narrow import narrow
 
 CLI = [sys.executable, "-m", "continuity"]
 
@@ -263,7 +265,7 @@ def test_verify_names_a_damaged_summary_artifact(tmp_store: Store) -> None:
             to_seq=1,
         )
     )
-    tmp_store.artifacts.path(aid).write_bytes(b"\x00garbage")  # type: ignore[attr-defined]
+    narrow(FileArtifactStore, tmp_store.artifacts).path(aid).write_bytes(b"\x00garbage")
     (problem,) = verify_store(tmp_store).problems
     assert problem.where == f"artifact {aid}" and "referenced by thread t seq 2" in problem.message
 
@@ -323,7 +325,8 @@ def test_repair_cuts_whole_batches(tmp_store: Store) -> None:
     _edit(t.path, b"alice 8 dollars", b"alice 0 dollars")  # seq 8, in the batch 7..9
     done = repair_thread(t)
     assert done is not None and (done.offset, done.frames_kept) == (offsets[7], 7)
-    assert t.head() == Head(6, t.head().digest)  # type: ignore[union-attr]
+    head = t.head()
+    assert head is not None and head == Head(6, head.digest)
     assert verify_store(tmp_store).ok
     assert [f.seq for f in t.read()] == list(range(7))
 
@@ -603,7 +606,8 @@ def test_search_names_a_damaged_summary_artifact(tmp_path: Path) -> None:
     summary_hit = next(h for h in hits if h.kind == "summary")
     (checkpoint,) = store.thread("t").read(from_seq=summary_hit.seq, to_seq=summary_hit.seq)
     assert isinstance(checkpoint, fr.CompactionCheckpointCreated)
-    store.artifacts.path(checkpoint.summary_artifact_id).write_bytes(b"\x00damaged")  # type: ignore[attr-defined]
+    summary_path = narrow(FileArtifactStore, store.artifacts).path(checkpoint.summary_artifact_id)
+    summary_path.write_bytes(b"\x00damaged")
     with pytest.raises(ContinuityError):
         search(store, "widget deploy step", k=50)
     told: list[str] = []

@@ -21,6 +21,7 @@ from continuity.caches.thread_index import MESSAGE_RECORD, CheckpointEntry, Thre
 from continuity.errors import CorruptFrame
 from continuity.store.base import seal_batch
 from continuity.store.jsonl import Store
+from tests.support.narrow import narrow
 
 ROLE_CODES = {"user": 1, "assistant": 2, "system": 3}  # the documented record format
 DATA_FILES = (
@@ -152,8 +153,8 @@ def _assert_lookups(store: Store, tid: str) -> None:
     for anchor in {0, len(frames) // 2, len(frames)}:
         for max_to_seq in range(-1, len(frames) + 1):
             eligible = [e for e in cumulative if e.to_seq <= max_to_seq and e.seq <= anchor]
-            want = max(eligible, key=lambda e: (e.to_seq, e.seq), default=None)
-            assert selection.latest(max_to_seq, anchor) == want
+            best = max(eligible, key=lambda e: (e.to_seq, e.seq), default=None)
+            assert selection.latest(max_to_seq, anchor) == best
     for k in (0, 1, 3, len(messages), len(messages) + 2):
         assert index.last_messages(k) == (messages[-k:] if k else [])
     if frames:
@@ -402,7 +403,7 @@ def test_a_wrong_offset_in_the_index_does_not_change_what_read_returns(tmp_store
 
 def test_problems_of_caches_without_a_log(tmp_store: Store) -> None:
     index = _refreshed(tmp_store)
-    index.thread.path.unlink()
+    tmp_store.thread("t").path.unlink()
     assert index.problems() == ["caches exist for a thread with no log"]
     assert index.refresh().mode == "current"
     assert index.problems() == []
@@ -441,8 +442,9 @@ def test_a_torn_tail_is_not_indexed(tmp_store: Store, kind: str) -> None:
     shutil.rmtree(tmp_store.cache_dir)
     assert index.refresh().mode == "rebuilt"
     assert _files(tmp_store, "t") == good
-    assert index.manifest() is not None
-    assert index.manifest().log_end == committed  # type: ignore[union-attr]
+    manifest = index.manifest()
+    assert manifest is not None
+    assert manifest.log_end == committed
     # The next append quarantines the tail; the caches catch up past it.
     _append(tmp_store, "t", 3)
     assert [(r.offset, r.length) for r in tmp_store.recoveries] == [(committed, len(torn))]
@@ -537,7 +539,8 @@ def test_offsets_around_lines_longer_than_the_read_chunk(tmp_store: Store) -> No
     assert index.refresh().mode == "caught_up"
     _assert_lookups(tmp_store, "big")
     last = index.last_messages(1)[0]
-    assert last.message_id == "h3" and len(last.content[0].text) == len(huge) + 1  # type: ignore[union-attr]
+    assert last.message_id == "h3"
+    assert len(narrow(fr.TextBlock, last.content[0]).text) == len(huge) + 1
     assert _files(tmp_store, "big") == _rebuilt_files(tmp_store, "big")
 
 

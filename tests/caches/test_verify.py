@@ -10,8 +10,10 @@ import pytest
 from continuity import frames as fr
 from continuity.caches.thread_index import ThreadIndex
 from continuity.maintenance.verify import verify_store
+from continuity.store.artifacts import FileArtifactStore
 from continuity.store.base import Head, seal_batch
 from continuity.store.jsonl import Store
+from tests.support.narrow import narrow
 
 
 def _checkpoint(seq: int, aid: str) -> fr.CompactionCheckpointCreated:
@@ -175,7 +177,7 @@ def test_a_missing_artifact_is_a_problem(tmp_store: Store) -> None:
 
 def test_a_missing_tool_output_artifact_is_a_problem(tmp_store: Store) -> None:
     _summary, output = _populate(tmp_store)
-    tmp_store.artifacts.path(output).unlink()  # type: ignore[attr-defined]
+    narrow(FileArtifactStore, tmp_store.artifacts).path(output).unlink()
     report = verify_store(tmp_store)
     assert [p.where for p in report.problems] == [f"artifact {output}"]
     assert "referenced by thread t seq 4" in report.problems[0].message
@@ -186,12 +188,12 @@ def test_a_missing_tool_output_artifact_is_a_problem(tmp_store: Store) -> None:
 def test_a_corrupted_artifact_is_a_problem(tmp_store: Store, damage: str, referenced: bool) -> None:
     summary, _output = _populate(tmp_store)
     aid = summary if referenced else tmp_store.artifacts.put(b"loose")
-    path = tmp_store.artifacts.path(aid)  # type: ignore[attr-defined]
+    path = narrow(FileArtifactStore, tmp_store.artifacts).path(aid)
     if damage == "garbage":
         path.write_bytes(b"\x00not zstd at all")
     else:  # a valid zstd frame of other bytes: decompresses, but does not hash to its id
         other = tmp_store.artifacts.put(b"something else")
-        shutil.copyfile(tmp_store.artifacts.path(other), path)  # type: ignore[attr-defined]
+        shutil.copyfile(narrow(FileArtifactStore, tmp_store.artifacts).path(other), path)
     report = verify_store(tmp_store)
     assert [p.where for p in report.problems] == [f"artifact {aid}"]
 
@@ -201,7 +203,7 @@ def test_only_the_named_threads_are_verified(tmp_store: Store) -> None:
     _populate(tmp_store, "b", 3)
     _rewrite_line(tmp_store, "b", 2, b'"text":"hi 2"', b'"text":"xx 2"')
     loose = tmp_store.artifacts.put(b"loose")
-    tmp_store.artifacts.path(loose).write_bytes(b"junk")  # type: ignore[attr-defined]
+    narrow(FileArtifactStore, tmp_store.artifacts).path(loose).write_bytes(b"junk")
     report = verify_store(tmp_store, [tmp_store.thread("a")])
     assert report.ok
     assert (report.threads, report.frames) == (1, 13)

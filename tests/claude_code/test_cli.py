@@ -290,7 +290,7 @@ def test_ingest_of_a_folder_goes_past_a_file_name_that_is_not_utf8(
     folder.mkdir()
     shutil.copy(spotter / "short.jsonl", folder / "short.jsonl")
     odd = os.path.join(os.fsencode(folder), b"caf\xe9.jsonl")
-    shutil.copy(spotter / "tool_heavy.jsonl", odd)
+    shutil.copy(os.fsencode(spotter / "tool_heavy.jsonl"), odd)
     result = run(store, "ingest", str(folder))
     assert result.exit_code == 1
     assert "Traceback" not in result.output

@@ -27,6 +27,7 @@ from continuity.claude_code.hooks import main, run_hook
 from continuity.claude_code.ingest import ingest_transcript, session_thread_id
 from continuity.store.jsonl import Store
 from tests.support.fixtures import shared_fixture
+from tests.support.narrow import narrow
 
 SESSION = "11111111-2222-4333-8444-555555555555"
 CWD = "/work/demo"
@@ -894,7 +895,11 @@ def test_a_line_over_the_cap_is_skipped_with_one_note_and_the_hook_succeeds(
     assert "not archived" in captured.err
     (logged,) = read_errors(hook_env)
     assert "hook user-prompt-submit" in logged and "a line over 4096 bytes" in logged
-    texts = [b.text for m in messages(Store(hook_env), transcript.thread_id) for b in m.content]
+    texts = [
+        narrow(fr.TextBlock, b).text
+        for m in messages(Store(hook_env), transcript.thread_id)
+        for b in m.content
+    ]
     assert texts == ["before the paste", "after the paste"]
     # The cursor moved past it: the next hook neither meets it again nor says it again.
     transcript.prompt("and one more")
@@ -976,5 +981,9 @@ def test_a_hook_process_skips_a_line_over_64_mib(tmp_path: Path, transcript: Tra
     err = proc.stderr.decode()
     assert err.count("\n") == 1 and "a line over 64 MiB skipped, not archived" in err
     assert len(read_errors(store)) == 1
-    texts = [b.text for m in messages(Store(store), transcript.thread_id) for b in m.content]
+    texts = [
+        narrow(fr.TextBlock, b).text
+        for m in messages(Store(store), transcript.thread_id)
+        for b in m.content
+    ]
     assert texts == ["before the paste", "after the paste"]

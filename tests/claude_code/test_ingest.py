@@ -29,11 +29,13 @@ from continuity.claude_code.ingest import (
     ingest_transcript,
     session_thread_id,
 )
+from continuity.context.bundle import SummaryItem
 from continuity.context.compiler import compile_context
 from continuity.store.jsonl import Store
 from continuity.summary import decode_summary
 from continuity.testing import FixedClock
 from tests.support.fixtures import SHARED_FIXTURES, shared_fixture
+from tests.support.narrow import narrow
 
 CC = "claude-code"
 SPOTTER_A = "spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
@@ -400,15 +402,15 @@ def test_compaction_becomes_a_claude_checkpoint_that_compile_selects(
     result = compile_context(store, tid)
     assert result.decision.checkpoint is not None
     assert result.decision.checkpoint.checkpoint_id == cp.checkpoint_id
-    assert result.bundle.items[0].text == claude_text  # type: ignore[union-attr]
+    assert narrow(SummaryItem, result.bundle.items[0]).text == claude_text
     assert result.decision.window_from_seq is not None
     # after the checkpoint, or (a turn in flight when Claude compacted) the latest user turn
     # and the exchange that the summary covers, kept raw (ADR 0018)
     window = result.bundle.messages
     after = [m for m in window if m.seq > cp.to_seq]
     assert after, "the messages after the compaction are in the window"
-    before = [m for m in window if m.seq <= cp.to_seq]
-    assert len(before) <= 2 and all(m.seq < after[0].seq for m in before)
+    kept = [m for m in window if m.seq <= cp.to_seq]
+    assert len(kept) <= 2 and all(m.seq < after[0].seq for m in kept)
 
 
 # --- idempotency ----------------------------------------------------------------------------

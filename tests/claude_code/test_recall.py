@@ -323,7 +323,7 @@ def test_a_prompt_with_nothing_to_search_prints_nothing(
 ) -> None:
     store, _, payload = spotter
     configure(store, recall_on_prompt=True)
-    out = run_hook(store, "user-prompt-submit", payload(prompt))  # type: ignore[arg-type]
+    out = run_hook(store, "user-prompt-submit", payload(prompt))
     assert (out.exit_code, out.stdout, out.stderr) == (0, "", "")
     assert store.thread(session_thread_id(SPOTTER)).exists()
 

@@ -412,6 +412,7 @@ def test_summary_lines() -> None:
     last = json.loads(raw_lines(path)[-1])
     assert last["type"] == "summary"
     rec = read_records(path).records[-1]
+    assert isinstance(rec, LegacySummary)
     assert rec == LegacySummary(rec.offset, last["summary"], last["leafUuid"])
 
 
@@ -460,7 +461,7 @@ def test_sidechain_and_agent_fields(tmp_path: Path) -> None:
         "agent-sessions/subagent/0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f/subagents/"
         "agent-a0ad4f44468bdf20d.jsonl"
     )
-    agent_ids = {r.where.agent_id for r in read_records(agent).records if _sidechain(r)}
+    agent_ids = {_offset_where(r).agent_id for r in read_records(agent).records if _sidechain(r)}
     assert agent_ids == {"a0ad4f44468bdf20d"}
 
 
@@ -569,7 +570,7 @@ def test_memory_stays_bounded_by_a_chunk_when_a_long_line_is_unfinished_or_over_
         finally:
             tracemalloc.stop()
         assert peak < 4 * chunk, (name, peak)
-        assert result.records and result.records[0].where.uuid == "u1"  # type: ignore[union-attr]
+        assert result.records and _offset_where(result.records[0]).uuid == "u1"
 
 
 def test_a_caller_that_knows_where_the_unfinished_line_is_spares_the_scan(

@@ -50,8 +50,8 @@ def run(store: Path) -> Run:
     """``continuity --store <store> ARGS`` with ``input`` on stdin."""
     runner = CliRunner()
 
-    def _run(*args: str, input: str | bytes | None = None, **kwargs: object) -> Result:
-        return runner.invoke(app, ["--store", str(store), *args], input=input, **kwargs)
+    def _run(*args: str, input: str | bytes | None = None) -> Result:
+        return runner.invoke(app, ["--store", str(store), *args], input=input)
 
     return _run
 

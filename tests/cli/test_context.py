@@ -24,6 +24,7 @@ from continuity.cli.app import app
 from continuity.context.bundle import ContextBundle, MessageItem, ToolStubBlock, decode_bundle
 from continuity.store.jsonl import Store
 from continuity.summary import decode_summary
+from tests.support.narrow import narrow
 
 Run = Callable[..., Result]
 
@@ -504,8 +505,8 @@ def test_compact_by_stride(run: Run, demo: Path) -> None:
     new = frames_of(demo)[before:]
     assert isinstance(new[0], fr.JobSpawned) and isinstance(new[-1], fr.JobEnded)
     spawned, ended = new[0], new[-1]
-    checkpoints = new[1:-1]
-    assert all(isinstance(c, fr.CompactionCheckpointCreated) for c in checkpoints)
+    assert all(isinstance(c, fr.CompactionCheckpointCreated) for c in new[1:-1])
+    checkpoints = [narrow(fr.CompactionCheckpointCreated, c) for c in new[1:-1]]
     # messages 3, 6, 9 are at seqs 3, 6, 9; seq 6 is a call answered by seq 7, so that cut moves
     assert [c.to_seq for c in checkpoints] == [3, 7, 9]
     assert not {c.to_seq for c in checkpoints} & TOOL_CALL_SEQS

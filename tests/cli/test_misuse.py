@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 
@@ -337,12 +338,18 @@ def test_threads_reads_two_frames_a_thread_whatever_its_length(
     read: list[int] = []
     forward, backward = JsonlThread.read_lines, JsonlThread.read_lines_backwards
 
-    def counted_forward(self: JsonlThread, **kwargs: int | None):  # type: ignore[no-untyped-def]
-        for item in forward(self, **kwargs):  # type: ignore[arg-type]
+    def counted_forward(
+        self: JsonlThread,
+        *,
+        from_seq: int = 0,
+        to_seq: int | None = None,
+        start_offset: int | None = None,
+    ) -> Iterator[tuple[int, bytes]]:
+        for item in forward(self, from_seq=from_seq, to_seq=to_seq, start_offset=start_offset):
             read.append(item[0])
             yield item
 
-    def counted_backward(self: JsonlThread):  # type: ignore[no-untyped-def]
+    def counted_backward(self: JsonlThread) -> Iterator[tuple[int, bytes]]:
         for item in backward(self):
             read.append(item[0])
             yield item

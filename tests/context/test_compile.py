@@ -43,6 +43,7 @@ from tests.support.compile import (
     scripts,
     text,
 )
+from tests.support.narrow import head_seq
 
 
 @pytest.fixture(params=["jsonl", "memory"])
@@ -577,7 +578,7 @@ def test_invalid_limits_raise(store: BaseStore, limits: fr.Limits) -> None:
     _messages(store, 3)
     with pytest.raises(InvalidLimits):
         compile_context(store, THREAD, limits=limits)
-    assert store.thread(THREAD).head().seq == 3  # type: ignore[union-attr]
+    assert head_seq(store.thread(THREAD)) == 3
 
 
 # --- logging --------------------------------------------------------------------------------
@@ -695,7 +696,7 @@ def test_compile_takes_a_thread_handle_or_a_store_and_an_id(store: BaseStore) ->
     assert via_thread.bundle_id == direct.bundle_id
     assert [m.seq for m in via_thread.bundle.messages] == [17, 18, 19, 20]
     logged = compile_context(thread, limits=limits)
-    assert logged.logged and thread.head().seq == logged.decision.seq  # type: ignore[union-attr]
+    assert logged.logged and head_seq(thread) == logged.decision.seq
     with pytest.raises(ThreadNotFound):
         compile_context(store.thread("nobody"))
     with pytest.raises(TypeError):

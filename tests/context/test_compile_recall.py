@@ -487,12 +487,22 @@ def test_recall_agrees_across_paths_and_keeps_its_bounds(
         by_seq = {f.seq: f for f in memory.thread(THREAD).read()}
 
         def compile_all(at: int | None) -> list[CompileResult]:
-            kw = {"anchor": at, "limits": limits, "log": False, "recall": recall}
+            def compile_on(store: BaseStore, *, use_caches: bool = True) -> CompileResult:
+                return compile_context(
+                    store,
+                    THREAD,
+                    anchor=at,
+                    limits=limits,
+                    log=False,
+                    recall=recall,
+                    use_caches=use_caches,
+                )
+
             return all_or_too_small(
                 [
-                    lambda: compile_context(jsonl, THREAD, **kw),  # type: ignore[arg-type]
-                    lambda: compile_context(jsonl, THREAD, use_caches=False, **kw),  # type: ignore[arg-type]
-                    lambda: compile_context(memory, THREAD, **kw),  # type: ignore[arg-type]
+                    lambda: compile_on(jsonl),
+                    lambda: compile_on(jsonl, use_caches=False),
+                    lambda: compile_on(memory),
                 ]
             )
 

@@ -136,8 +136,10 @@ def store(request: pytest.FixtureRequest, tmp_store: Store, memory_store: Memory
     return tmp_store if request.param == "jsonl" else memory_store
 
 
-def _compile(store: BaseStore, **kw: object) -> tuple[str, list[int], fr.ContextSelectionDecided]:
-    res = compile_context(store, THREAD, log=False, **kw)  # type: ignore[arg-type]
+def _compile(
+    store: BaseStore, *, anchor: int | None = None, limits: fr.Limits | None = None
+) -> tuple[str, list[int], fr.ContextSelectionDecided]:
+    res = compile_context(store, THREAD, log=False, anchor=anchor, limits=limits)
     tos = [s.to_seq for s in res.bundle.summaries]
     assert [r.to_seq for r in res.decision.checkpoints] == tos
     return res.bundle.strategy, tos, res.decision

@@ -22,6 +22,7 @@ from continuity.errors import BadFrame
 from continuity.redaction import Redactor
 from continuity.store.artifacts import MemoryArtifactStore
 from continuity.store.memory import MemoryStore
+from tests.support.narrow import narrow
 
 PNG = b"\x89PNG\r\n\x1a\nfake"
 PNG64 = base64.b64encode(PNG).decode()
@@ -37,7 +38,7 @@ def _layout(frame: fr.MessageAppended, provider: str) -> list[Any] | None:
 
 def test_anthropic_request_body_every_block_kind() -> None:
     store = MemoryStore()
-    body = {
+    body: dict[str, Any] = {
         "model": "claude-x",  # members other than system and messages are not messages
         "max_tokens": 10,
         "system": "Be brief.",
@@ -685,7 +686,8 @@ def test_large_outputs_go_to_artifacts_with_a_preview() -> None:
         )
     )
     (stored,) = thread.read(types=["message_appended"])
-    assert isinstance(stored, fr.MessageAppended) and stored.content[0].artifact_id is not None  # type: ignore[union-attr]
+    assert isinstance(stored, fr.MessageAppended)
+    assert narrow(fr.ToolResultBlock, stored.content[0]).artifact_id is not None
     with pytest.raises(ValueError):
         from_anthropic([], max_inline_bytes=-1)
     with pytest.raises(TypeError, match="artifacts must be an artifact store, a store or a thread"):

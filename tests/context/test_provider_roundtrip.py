@@ -704,7 +704,7 @@ def test_anthropic_shapes_that_come_back_in_another_form() -> None:
 
 
 def test_reused_ids_come_back_renamed_for_every_provider() -> None:
-    messages = []
+    messages: list[dict[str, Any]] = []
     chat: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     items: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     messages.append({"role": "user", "content": "go"})

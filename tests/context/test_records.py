@@ -17,6 +17,7 @@ from continuity.store.base import MAX_RECORD_DATA, BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from continuity.testing import FixedClock
+from tests.support.narrow import narrow
 
 
 @pytest.fixture(params=["jsonl", "memory"])
@@ -39,9 +40,9 @@ def test_the_latest_record_by_kind_and_key_at_or_before_a_seq(store: BaseStore) 
         seq=s3, ts_ms=got.ts_ms if got else 0, kind="rt.state", key="a", data={"step": 3}
     )
     assert latest_record(t, "rt.state", "b") is not None
-    assert latest_record(t, "rt.state").data == {"step": 3}  # any key  # type: ignore[union-attr]
-    assert latest_record(t, "rt.state", "a", at_or_before=s3 - 1).seq == s1  # type: ignore[union-attr]
-    assert latest_record(t, "rt.state", at_or_before=s2).seq == s2  # type: ignore[union-attr]
+    assert narrow(Record, latest_record(t, "rt.state")).data == {"step": 3}  # any key
+    assert narrow(Record, latest_record(t, "rt.state", "a", at_or_before=s3 - 1)).seq == s1
+    assert narrow(Record, latest_record(t, "rt.state", at_or_before=s2)).seq == s2
     assert latest_record(t, "rt.state", at_or_before=s1 - 1) is None
     assert latest_record(t, "rt.missing") is None
     assert [r.seq for r in records(t, "rt.state")] == [s3, s2, s1]
@@ -59,7 +60,7 @@ def test_large_state_goes_to_an_artifact_and_comes_back_whole(store: BaseStore) 
     assert isinstance(frame, fr.RecordAppended)
     assert frame.data is None and frame.artifact_id is not None and frame.size > MAX_RECORD_DATA
     assert fr.artifact_refs(frame) == [frame.artifact_id]
-    assert latest_record(t, "rt.state", "k").data == big  # type: ignore[union-attr]
+    assert narrow(Record, latest_record(t, "rt.state", "k")).data == big
 
 
 def test_records_are_checked_when_appended(store: BaseStore) -> None:
@@ -90,16 +91,16 @@ def test_the_index_survives_deleted_and_rebuilt_caches(tmp_path: Path) -> None:
     store = Store(tmp_path / "s", create=True, durable=False, clock=FixedClock())
     t = store.thread("t")
     seqs = [record(t, "rt.state", i, key=str(i % 3)) for i in range(20)]
-    assert latest_record(t, "rt.state", "1").seq == seqs[19]  # type: ignore[union-attr]
-    shutil.rmtree(store.cache_dir)  # type: ignore[arg-type]
-    assert latest_record(t, "rt.state", "1").seq == seqs[19]  # type: ignore[union-attr]
+    assert narrow(Record, latest_record(t, "rt.state", "1")).seq == seqs[19]
+    shutil.rmtree(store.cache_dir)
+    assert narrow(Record, latest_record(t, "rt.state", "1")).seq == seqs[19]
     seqs.append(record(t, "rt.state", 20, key="2"))
-    assert latest_record(t, "rt.state", "2").seq == seqs[20]  # type: ignore[union-attr]
+    assert narrow(Record, latest_record(t, "rt.state", "2")).seq == seqs[20]
     index = ThreadIndex(t)
     index.rebuild()
     assert index.problems() == []
     fresh = Store(store.root, durable=False)  # another process, in effect
-    assert latest_record(fresh.thread("t"), "rt.state", "2").data == 20  # type: ignore[union-attr]
+    assert narrow(Record, latest_record(fresh.thread("t"), "rt.state", "2")).data == 20
     marks = (index.dir / "marks.v1.jsonl").read_bytes()
     assert marks.count(b"\n") == 21 and b'"kind":"rt.state"' in marks
 
@@ -118,11 +119,11 @@ def test_lookups_agree_with_a_scan_of_the_log(
 ) -> None:
     memory = MemoryStore(clock=FixedClock())
     t = memory.thread("t")
-    for i, (op, key) in enumerate(ops):
+    for i, (op, op_key) in enumerate(ops):
         if op == "msg":
             t.append(fr.message("user", f"m{i}"))
         else:
-            record(t, "rt.k", i, key=key)
+            record(t, "rt.k", i, key=op_key)
     frames = list(t.read())
     head = frames[-1].seq
     at = data.draw(st.none() | st.integers(0, head))

@@ -11,12 +11,20 @@ import pytest
 
 from continuity import frames as fr
 from continuity.caches.thread_index import ThreadIndex
-from continuity.context.records import RecordView, latest_record, record, record_view, records
+from continuity.context.records import (
+    Record,
+    RecordView,
+    latest_record,
+    record,
+    record_view,
+    records,
+)
 from continuity.errors import CorruptCache, CorruptFrame
 from continuity.store.base import MAX_RECORD_DATA, BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from continuity.testing import FixedClock
+from tests.support.narrow import narrow
 
 
 @pytest.fixture(params=["jsonl", "memory"])
@@ -59,13 +67,13 @@ def test_a_view_is_a_snapshot_and_a_new_view_sees_what_came_after(store: BaseSto
     assert view.latest("rt.state", "1") is not None  # the view has read a frame
     new = record(t, "rt.state", {"i": "new"}, key="1")
     assert new > seqs[-1]
-    assert view.latest("rt.state", "1").seq == seqs[28]  # type: ignore[union-attr]
+    assert narrow(Record, view.latest("rt.state", "1")).seq == seqs[28]
     assert [r.seq for r in view.records("rt.state", limit=1)] == [seqs[-1]]
     assert view.latest("rt.state", at_or_before=new) is not None
-    assert view.latest("rt.state", at_or_before=new).seq == seqs[-1]  # type: ignore[union-attr]
+    assert narrow(Record, view.latest("rt.state", at_or_before=new)).seq == seqs[-1]
     view.close()
     with RecordView(t) as fresh:
-        assert fresh.latest("rt.state", "1").data == {"i": "new"}  # type: ignore[union-attr]
+        assert narrow(Record, fresh.latest("rt.state", "1")).data == {"i": "new"}
         assert fresh.last_seq == new
 
 
@@ -74,7 +82,7 @@ def test_a_new_view_sees_a_record_another_store_object_appended(tmp_path: Path) 
     seqs = _fill(store)
     t = store.thread("t")
     with record_view(t) as view:
-        assert view.latest("rt.state", "2").seq == seqs[29]  # type: ignore[union-attr]
+        assert narrow(Record, view.latest("rt.state", "2")).seq == seqs[29]
     other = Store(store.root, durable=False).thread("t")
     for n in range(3):  # each new view sees the other object's latest, never an older one
         seq = record(other, "rt.state", {"other": n}, key="2")
@@ -145,9 +153,9 @@ def test_a_view_whose_caches_are_deleted_under_it_reads_on(tmp_path: Path) -> No
     seqs = _fill(store)
     t = store.thread("t")
     with record_view(t) as view:
-        assert view.latest("rt.state", "1").seq == seqs[28]  # type: ignore[union-attr]
+        assert narrow(Record, view.latest("rt.state", "1")).seq == seqs[28]
         shutil.rmtree(ThreadIndex(t).dir)
-        assert view.latest("rt.state", "0").seq == seqs[27]  # type: ignore[union-attr]
+        assert narrow(Record, view.latest("rt.state", "0")).seq == seqs[27]
         assert view.read(seqs[3]).data == {"i": 3}
     with record_view(t) as view:
-        assert view.latest("rt.state", "2").seq == seqs[29]  # type: ignore[union-attr]
+        assert narrow(Record, view.latest("rt.state", "2")).seq == seqs[29]

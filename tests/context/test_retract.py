@@ -28,6 +28,7 @@ from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from continuity.testing import FixedClock
 from tests.support.compile import call, checkpoint, put_summary, result, text
+from tests.support.narrow import head_seq
 
 T = "t"
 
@@ -44,8 +45,10 @@ def _chat(store: BaseStore, n: int) -> None:
     store.thread(T).append([text(roles[i % 2], f"turn {i} text", f"m{i}") for i in range(n)])
 
 
-def _window_ids(store: BaseStore, **kw: object) -> list[str]:
-    res = compile_context(store, T, log=False, **kw)  # type: ignore[arg-type]
+def _window_ids(
+    store: BaseStore, *, anchor: int | None = None, limits: fr.Limits | None = None
+) -> list[str]:
+    res = compile_context(store, T, log=False, anchor=anchor, limits=limits)
     return [m.message_id for m in res.bundle.messages]
 
 
@@ -84,7 +87,7 @@ def test_retract_refuses_what_is_not_a_live_message(store: BaseStore) -> None:
     assert retract(t, seqs=[2]) is None  # retracted already: nothing appended
     with pytest.raises(MessageNotFound):
         retract(t, message_ids=["m1"])  # m1 (seq 2) is no longer live
-    assert t.head() is not None and head is not None and t.head().seq == head.seq + 1  # type: ignore[union-attr]
+    assert head is not None and head_seq(t) == head.seq + 1
     with pytest.raises(BadFrame, match="must lie within"):
         t.append(fr.MessagesRetracted(spans=[fr.SeqSpan(from_seq=3, to_seq=9)]))
     with pytest.raises(BadFrame, match="retracts nothing"):
@@ -108,7 +111,8 @@ def test_pop_and_clear(store: BaseStore) -> None:
     t = store.thread(T)
     popped = pop_message(t, reason="pop_item")
     assert popped is not None and popped.message_id == "m3"
-    assert pop_message(t).message_id == "m2"  # type: ignore[union-attr]
+    popped = pop_message(t)
+    assert popped is not None and popped.message_id == "m2"
     assert [m.message_id for m in live_messages(t)] == ["m0", "m1"]
     assert [m.message_id for m in live_messages(t, limit=1)] == ["m1"]
     assert [m.message_id for m in live_messages(t, newest_first=True)] == ["m1", "m0"]

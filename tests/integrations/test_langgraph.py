@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from langgraph.checkpoint.conformance.test_utils import (
@@ -64,15 +65,15 @@ def test_conformance_suite_passes_every_capability(kind: str, tmp_path: Path) ->
 
 def _fill(saver: ContinuitySaver, thread_id: str, n: int) -> list[str]:
     ids: list[str] = []
-    parent: dict[str, Any] | None = None
+    parent: RunnableConfig | None = None
     for i in range(n):
         config = generate_config(thread_id)
         if parent is not None:
             config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
         cp = generate_checkpoint(channel_values={"step": i, "same": "x"})
         cp["channel_versions"] = {"step": i + 1, "same": 1}
-        new = {"step": i + 1, "same": 1} if i == 0 else {"step": i + 1}
-        parent = dict(saver.put(config, cp, generate_metadata(step=i), new))
+        new: ChannelVersions = {"step": i + 1, "same": 1} if i == 0 else {"step": i + 1}
+        parent = saver.put(config, cp, generate_metadata(step=i), new)
         saver.put_writes(parent, [("ch", f"w{i}")], f"task-{i}")
         ids.append(cp["id"])
     return ids

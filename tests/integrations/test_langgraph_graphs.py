@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -19,10 +20,11 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
 from typer.testing import CliRunner
 
-from continuity import MemoryStore, Store, compile_context, live_messages, search
+from continuity import MemoryStore, Store, compile_context, frames as fr, live_messages, search
 from continuity.cli.app import app
 from continuity.context.fork import fork_point
 from continuity.integrations.langgraph import ContinuitySaver
+from tests.support.narrow import narrow
 
 
 @tool
@@ -59,7 +61,7 @@ def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Continuity
         yield ContinuitySaver(MemoryStore())
 
 
-def config(thread_id: str = "t1") -> dict[str, Any]:
+def config(thread_id: str = "t1") -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
@@ -172,7 +174,7 @@ def test_time_travel_replays_from_an_old_checkpoint_into_a_fork(saver: Continuit
     assert texts(saver, "t1") == original
     assert [t for _, t in texts(saver, branch)] == [t for _, t in original]
     # both branches' checkpoints, as LangGraph's own InMemorySaver lists them
-    reference = tool_graph(InMemorySaver())  # type: ignore[arg-type]
+    reference = tool_graph(InMemorySaver())
     reference.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
     ref_before = next(s for s in reference.get_state_history(config()) if s.next == ("tools",))
     reference.invoke(None, ref_before.config)
@@ -204,7 +206,7 @@ def test_update_state_on_an_old_checkpoint_forks(saver: ContinuitySaver) -> None
     assert [t for _, t in texts(saver, branch)][-1] == "The sum is 8."
     assert texts(saver, "t1")[-1][1] == "The sum is 5."  # the first branch is untouched
     first = next(saver.store.thread(branch).read(to_seq=0))
-    assert first.meta["langgraph.thread_id"] == "t1"  # type: ignore[union-attr]
+    assert narrow(fr.ThreadCreated, first).meta["langgraph.thread_id"] == "t1"
     # the branch goes on in its fork, without another fork
     graph.invoke({"messages": [HumanMessage("And 1 + 1?", id="h3")]}, config())
     assert texts(saver, branch)[-1][1] == "The sum is 2."
@@ -237,7 +239,7 @@ def test_remove_message_retracts_and_replace_by_id_replaces(saver: ContinuitySav
     state = graph.get_state(config())
     assert [m.id for m in state.values["messages"]] == ["h1", "h2", "a-h2"]
     log = [f for f in saver.store.thread("t1").read(types=["messages_retracted"])]
-    assert [f.message_ids for f in log] == [["a-h1"], ["a-h2"]]  # type: ignore[attr-defined]
+    assert [narrow(fr.MessagesRetracted, f).message_ids for f in log] == [["a-h1"], ["a-h2"]]
     result = compile_context(saver.store, "t1", log=False)
     assert [m.message_id for m in result.bundle.messages] == ["h1", "h2", "a-h2"]
 

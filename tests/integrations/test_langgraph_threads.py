@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.base import empty_checkpoint
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from continuity import MemoryStore, Store, live_messages
@@ -47,9 +48,9 @@ def _chain(
                 HumanMessage(f"q{seed}.{j}", id=f"m{seed}.{j}") for j in range(i + 1)
             ]
         checkpoint["channel_values"] = values
-        versions = dict.fromkeys(values, version)
+        versions: ChannelVersions = dict.fromkeys(values, version)
         checkpoint["channel_versions"] = dict(versions)
-        config = saver.put(config, checkpoint, {"step": i}, versions)  # type: ignore[typeddict-item]
+        config = saver.put(config, checkpoint, {"step": i}, versions)
         saver.put_writes(config, [("step", i)], f"task-{seed}-{i}")
         got = saver.get_tuple(config)
         assert got is not None and got.checkpoint["id"] == checkpoint["id"]
@@ -86,23 +87,25 @@ def test_concurrent_writes_to_one_checkpoint_are_all_kept(saver: ContinuitySaver
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda n: saver.put_writes(config, [("c", n)], f"task-{n}"), range(40)))
     got = saver.get_tuple(config)
-    assert got is not None
+    assert got is not None and got.pending_writes is not None
     tasks = {task for task, channel, _ in got.pending_writes if channel == "c"}
     assert tasks == {f"task-{n}" for n in range(40)}
 
 
-def test_the_async_methods_leave_the_loop_free(saver: ContinuitySaver) -> None:
+def test_the_async_methods_leave_the_loop_free(
+    saver: ContinuitySaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _chain(saver, "t", 3, 0)
     config: Any = {"configurable": {"thread_id": "t"}}
     real = saver.get_tuple
     loop_threads: set[int] = set()
 
-    def slow(cfg: Any) -> Any:
+    def slow(cfg: RunnableConfig) -> CheckpointTuple | None:
         loop_threads.add(threading.get_ident())
         time.sleep(0.3)  # a slow disk: the loop must go on meanwhile
         return real(cfg)
 
-    saver.get_tuple = slow  # type: ignore[method-assign]
+    monkeypatch.setattr(saver, "get_tuple", slow)
 
     async def main() -> tuple[int, Any]:
         ticks = 0

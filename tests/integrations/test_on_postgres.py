@@ -16,7 +16,7 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from continuity import aio, frames as fr
 from continuity.integrations.langgraph import ContinuitySaver
 from continuity.integrations.openai_agents import ContinuitySession
-from tests.support.agents_sdk import ScriptedModel, reply
+from tests.support.agents_sdk import ScriptedModel, as_json, reply
 from tests.support.pg import PgStores
 
 
@@ -52,7 +52,7 @@ def test_an_agents_session_on_postgresql_gives_back_what_was_added(
     items = asyncio.run(session.get_items())
     assert [i.get("role") for i in items] == ["user", "assistant"]
     popped = asyncio.run(session.pop_item())
-    assert popped is not None and popped["content"][0]["text"] == "hello there"
+    assert popped is not None and as_json(popped)["content"][0]["text"] == "hello there"
     assert len(asyncio.run(session.get_items())) == 1
     assert len(list(store.thread("s1").read())) == 4  # created, two items, the retraction
 

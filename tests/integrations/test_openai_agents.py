@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("agents")
 
 from agents import Agent, ModelSettings, Runner, SQLiteSession, handoff
+from agents.items import TResponseInputItem
 from agents.memory import Session
 from agents.memory.session_settings import SessionSettings
 from agents.retry import ModelRetrySettings, retry_policies
@@ -34,6 +35,8 @@ from tests.context.test_provider_roundtrip import responses_conversations
 from tests.support.agents_sdk import (
     ScriptedModel,
     add,
+    as_items,
+    as_json,
     call,
     lookup_order,
     reply,
@@ -59,7 +62,7 @@ def sdk_items() -> list[dict[str, Any]]:
         model = ScriptedModel([call("add", '{"a": 1, "b": 2}', think="add them"), reply("3")])
         sqlite = SQLiteSession("ref")
         await Runner.run(Agent(name="a", model=model, tools=[add]), "1+2?", session=sqlite)
-        return await sqlite.get_items()  # type: ignore[return-value]
+        return [as_json(i) for i in await sqlite.get_items()]
 
     items: list[dict[str, Any]] = run(go())
     return items
@@ -84,7 +87,7 @@ def test_every_item_the_sdk_stores_comes_back_exactly_and_in_order(tmp_path: Pat
         "message",
     ]
     session = ContinuitySession("s", tmp_path / "store")
-    run(session.add_items(items))
+    run(session.add_items(as_items(items)))
     assert run(session.get_items()) == items
     for n in range(1, 7):  # limit counts items, and reads the newest ones
         assert run(session.get_items(n)) == items[-n:]
@@ -107,14 +110,14 @@ def test_every_item_the_sdk_stores_comes_back_exactly_and_in_order(tmp_path: Pat
 @given(responses_conversations())
 def test_any_responses_conversation_round_trips_item_for_item(items: list[dict[str, Any]]) -> None:
     session = ContinuitySession("s", MemoryStore())
-    run(session.add_items(items[:1]))
-    run(session.add_items(items[1:]))
+    run(session.add_items(as_items(items[:1])))
+    run(session.add_items(as_items(items[1:])))
     assert run(session.get_items()) == items
     assert run(session.get_items(3)) == items[-3:]
 
 
 def test_shapes_the_converters_do_not_reproduce_are_kept_verbatim() -> None:
-    odd = [
+    odd: list[dict[str, Any]] = [
         {"role": "assistant", "content": [{"type": "output_text", "text": "x", "annotations": []}]},
         {"role": "user", "content": []},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": ""}]},
@@ -122,14 +125,14 @@ def test_shapes_the_converters_do_not_reproduce_are_kept_verbatim() -> None:
         {"type": "function_call_output", "call_id": "c", "output": "y" * 100_000},
     ]
     session = ContinuitySession("s", MemoryStore())
-    run(session.add_items(odd))
+    run(session.add_items(as_items(odd)))
     assert run(session.get_items()) == odd
     assert run(session.pop_item()) == odd[-1]
 
 
 def test_session_settings_limit_is_the_default_limit() -> None:
     session = ContinuitySession("s", MemoryStore(), session_settings={"limit": 2})
-    items = [{"role": "user", "content": str(i)} for i in range(5)]
+    items: list[TResponseInputItem] = [{"role": "user", "content": str(i)} for i in range(5)]
     run(session.add_items(items))
     assert run(session.get_items()) == items[-2:]
     assert run(session.get_items(4)) == items[-4:]
@@ -151,22 +154,23 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
     before = log.read_bytes()
     good = {"role": "user", "content": "fine"}
     with pytest.raises(BadFrame, match=r"add_items: items\[1\]: expected a Responses input item"):
-        run(session.add_items([good, "not an item"]))  # type: ignore[list-item]
+        run(session.add_items(as_items([good, "not an item"])))  # type: ignore[list-item]
     with pytest.raises(BadFrame, match=r"items\[0\]\.role: expected 'user'"):
-        run(session.add_items([{"type": "message", "role": "robot", "content": "x"}]))
+        run(session.add_items(as_items([{"type": "message", "role": "robot", "content": "x"}])))
     with pytest.raises(BadFrame, match=r"items\[1\]\.call_id: missing"):
-        run(session.add_items([good, {"type": "function_call", "name": "f", "arguments": "{}"}]))
+        bad_call = {"type": "function_call", "name": "f", "arguments": "{}"}
+        run(session.add_items(as_items([good, bad_call])))
     with pytest.raises(BadFrame, match=r"items\[0\]: not a JSON object"):
-        run(session.add_items([{"role": "user", "content": object()}]))
+        run(session.add_items(as_items([{"role": "user", "content": object()}])))
     assert log.read_bytes() == before
     assert run(session.get_items()) == [{"role": "user", "content": "hi"}]
 
 
 def test_added_items_are_copied_not_referenced() -> None:
     session = ContinuitySession("s", MemoryStore())
-    item = {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}
-    run(session.add_items([item]))
-    item["content"][0]["text"] = "changed"  # type: ignore[index]
+    item: dict[str, Any] = {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    run(session.add_items(as_items([item])))
+    item["content"][0]["text"] = "changed"
     got = run(session.get_items())
     assert got[0]["content"][0]["text"] == "hi"
     got[0]["content"][0]["text"] = "mine"
@@ -180,7 +184,7 @@ def test_pop_and_clear_are_retractions_the_log_keeps(tmp_path: Path) -> None:
     root = tmp_path / "store"
     session = ContinuitySession("s", root)
     items = sdk_items()
-    run(session.add_items(items))
+    run(session.add_items(as_items(items)))
     assert run(session.pop_item()) == items[-1]
     assert run(session.pop_item()) == items[-2]
     assert run(session.get_items()) == items[:-2]
@@ -200,7 +204,7 @@ def test_pop_and_clear_are_retractions_the_log_keeps(tmp_path: Path) -> None:
 
 def test_concurrent_pops_take_distinct_items() -> None:
     session = ContinuitySession("s", MemoryStore())
-    items = [{"role": "user", "content": str(i)} for i in range(6)]
+    items: list[TResponseInputItem] = [{"role": "user", "content": str(i)} for i in range(6)]
     run(session.add_items(items))
 
     async def pops() -> list[Any]:
@@ -217,7 +221,7 @@ def test_pops_through_two_session_objects_take_distinct_items(tmp_path: Path) ->
     root = tmp_path / "store"
     one = ContinuitySession("s", AsyncStore(Store(root, create=True)))
     two = ContinuitySession("s", AsyncStore(Store(root)))
-    items = [{"role": "user", "content": str(i)} for i in range(40)]
+    items: list[TResponseInputItem] = [{"role": "user", "content": str(i)} for i in range(40)]
     run(one.add_items(items))
 
     async def pops() -> list[Any]:
@@ -233,7 +237,7 @@ def test_items_rendered_once_come_back_fresh_and_the_same(monkeypatch: pytest.Mo
     unshared items, also past the cache's size bound."""
     items = sdk_items() * 3
     session = ContinuitySession("s", MemoryStore())
-    run(session.add_items(items))
+    run(session.add_items(as_items(items)))
     first = run(session.get_items())
     assert first == items and session._rendered
     first[0]["content"] = "mine"
@@ -255,9 +259,12 @@ def test_the_sdk_rewind_pops_exactly_its_items() -> None:
 
     session = ContinuitySession("s", MemoryStore())
     kept = sdk_items()
-    retried = [{"role": "user", "content": "try this"}, {"role": "user", "content": "and this"}]
-    run(session.add_items(kept + retried))
-    run(rewind_session_items(session, retried))  # type: ignore[arg-type]
+    retried: list[TResponseInputItem] = [
+        {"role": "user", "content": "try this"},
+        {"role": "user", "content": "and this"},
+    ]
+    run(session.add_items(as_items(kept) + retried))
+    run(rewind_session_items(session, retried))
     assert run(session.get_items()) == kept
 
 

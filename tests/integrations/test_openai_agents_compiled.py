@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("agents")
 
 from agents import Agent, ModelSettings, Runner
+from agents.items import TResponseInputItem
 from agents.retry import ModelRetrySettings, retry_policies
 from agents.run_internal.session_persistence import rewind_session_items
 from openai import APIConnectionError
@@ -166,7 +167,7 @@ def test_a_limit_reads_the_raw_tail_and_pop_takes_the_newest_item_under_summarie
     session = CompiledSession(
         "p", store, limits=SMALL, compaction=StrideMessages(4), summarizer=LineSummarizer()
     )
-    items = [{"role": "user", "content": f"note {i}"} for i in range(12)]
+    items: list[TResponseInputItem] = [{"role": "user", "content": f"note {i}"} for i in range(12)]
     run(session.add_items(items))
     assert [c.to_seq for c in checkpoints(store, "p")] == [4, 8, 12]  # the newest too
     assert run(session.get_items(3)) == items[-3:]
@@ -188,9 +189,12 @@ def test_the_sdk_rewind_works_when_older_history_is_summarized() -> None:
     )
     _long_run(session, 4)
     before = run(ContinuitySession("w", store).get_items())
-    retried = [{"role": "user", "content": "a retried input"}, {"content": "x", "role": "user"}]
+    retried: list[TResponseInputItem] = [
+        {"role": "user", "content": "a retried input"},
+        {"content": "x", "role": "user"},
+    ]
     run(session.add_items(retried))
-    run(rewind_session_items(session, retried))  # type: ignore[arg-type]
+    run(rewind_session_items(session, retried))
     assert run(ContinuitySession("w", store).get_items()) == before
 
 

@@ -23,6 +23,7 @@ from continuity.cli.app import app
 from continuity.store.jsonl import Store
 from continuity.store.postgres import PostgresStore
 from tests.claude_code.test_hooks import SESSION, Transcript, work
+from tests.support.narrow import narrow
 
 HELLO = '{"type": "message_appended", "role": "user", "content": [{"type": "text", "text": "hi"}]}'
 DOWN = "postgresql://nobody:hunter2@127.0.0.1:9/nowhere?connect_timeout=2"
@@ -216,7 +217,7 @@ def test_hooks_archive_to_the_server_and_lose_nothing_while_it_is_down(
         texts = [
             b.text
             for f in store.thread(t.thread_id).read(types=["message_appended"])
-            for b in f.content
+            for b in narrow(fr.MessageAppended, f).content
             if isinstance(b, fr.TextBlock)
         ]
     assert any("handle empty files" in x for x in texts)

@@ -39,6 +39,7 @@ from tests.support.compile import (
     scripts,
     text,
 )
+from tests.support.narrow import head_seq
 from tests.support.pg import PgStores
 
 _TABLES = ("derived_threads", "messages", "checkpoints", "marks")
@@ -152,8 +153,8 @@ def _mixed(store: BaseStore, tid: str, n: int) -> None:
     for i in range(n):
         t.append([msg(2 * i), msg(2 * i + 1)])
         if i % 7 == 3:
-            aid = put_summary(store, t.head().seq, f"summary {i}", thread_id=tid)  # type: ignore[union-attr]
-            t.append(checkpoint(f"c{i}", t.head().seq, aid))  # type: ignore[union-attr]
+            aid = put_summary(store, head_seq(t), f"summary {i}", thread_id=tid)
+            t.append(checkpoint(f"c{i}", head_seq(t), aid))
         if i % 5 == 2:
             record(t, "test.state", {"i": i}, key=str(i % 3))
         if i % 11 == 6:
@@ -168,7 +169,7 @@ def test_rows_are_written_with_the_frames_and_rebuild_to_the_same(
     _mixed(pg, "b", 10)
     rows = {tid: _dump(pg, tid) for tid in ("a", "b")}
     assert rows["a"]["derived_threads"] == [
-        (pg.thread("a").head().seq, 80, rows["a"]["derived_threads"][0][2])
+        (head_seq(pg.thread("a")), 80, rows["a"]["derived_threads"][0][2])
     ]
     assert len(rows["a"]["checkpoints"]) == 6 and len(rows["a"]["marks"]) == 12
     results = rebuild_all(pg)
@@ -184,7 +185,7 @@ def test_rows_are_written_with_the_frames_and_rebuild_to_the_same(
     s = pg.schema
     left = f"SELECT count(*) FROM {s}.derived_threads d JOIN {s}.threads t USING (thread_key) "
     assert pg_stores.sql(left + "WHERE thread_id = 'b'") == [(0,)]  # untouched until read
-    assert open_source(pg.thread("b")).head_seq() == pg.thread("b").head().seq  # type: ignore[union-attr]
+    assert open_source(pg.thread("b")).head_seq() == head_seq(pg.thread("b"))
     assert _dump(pg, "b") == rows["b"]
 
 
@@ -207,7 +208,7 @@ def test_rows_behind_the_log_are_caught_up_from_the_frames(
         f"WHERE thread_key = {key}"
     )
     source = open_source(pg.thread("t"))
-    assert source.head_seq() == pg.thread("t").head().seq  # type: ignore[union-attr]
+    assert source.head_seq() == head_seq(pg.thread("t"))
     assert _dump(pg, "t") == rows
 
 
@@ -254,7 +255,7 @@ def test_concurrent_appenders_in_several_processes_keep_the_rows_exact(
     t = pg.thread("t")
     assert t.derived().problems() == []
     rows = _dump(pg, "t")
-    assert rows["derived_threads"][0][:2] == (t.head().seq, 1 + 4 * 50)  # type: ignore[union-attr]
+    assert rows["derived_threads"][0][:2] == (head_seq(t), 1 + 4 * 50)
     assert len(rows["marks"]) == 4 * 5
     rebuild_all(pg, [t])
     assert _dump(pg, "t") == rows
@@ -290,7 +291,7 @@ def _long_thread(pg: Any, n_turns: int) -> None:
             batch = []
     if batch:
         t.append(batch)
-    head = t.head().seq
+    head = head_seq(t)
     aid = put_summary(pg, head - 40, "everything so far", thread_id="long")
     t.append(checkpoint("c1", head - 40, aid))
     record(t, "test.state", {"v": 1}, key="x")
@@ -306,7 +307,7 @@ def test_a_fresh_process_compiles_without_reading_the_old_frames(
     _long_thread(pg, 2000)
     before = compile_context(pg, "long", log=False).bundle_bytes()
     s = pg.schema
-    head = pg.thread("long").head().seq
+    head = head_seq(pg.thread("long"))
     pg_stores.sql(
         f"UPDATE {s}.frames SET line = '\\x00'::bytea WHERE seq BETWEEN 1 AND {head - 400}"
     )

@@ -21,6 +21,7 @@ from continuity.errors import (
 )
 from continuity.store.postgres.schema import SCHEMA_VERSION
 from continuity.testing import msg, stored_lines, verify_chain
+from tests.support.narrow import narrow
 from tests.support.pg import PgStores, schema_for
 
 
@@ -57,7 +58,7 @@ def _assert_whole_batches(thread: Any, head_seq: int) -> None:
     verify_chain(lines)
     head = thread.head()
     assert head is not None and head.seq == head_seq
-    assert not fr.envelope(lines[-1]).more  # type: ignore[union-attr]
+    assert not narrow(fr.Envelope, fr.envelope(lines[-1])).more
 
 
 @pytest.mark.parametrize("when", ["before the rows", "after the rows, before the commit"])

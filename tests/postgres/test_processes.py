@@ -21,6 +21,7 @@ from continuity import frames as fr
 from continuity.errors import JobInFlight
 from continuity.store.postgres.schema import SCHEMA_VERSION
 from continuity.testing import msg, stored_lines, verify_chain
+from tests.support.narrow import head_seq
 from tests.support.pg import PgStores, schema_for
 from tests.support.processes import reap
 
@@ -134,7 +135,7 @@ def test_threads_of_one_process_share_a_store(pg_stores: PgStores, tmp_path: Pat
     assert not errors, errors
     shared = store.thread("shared")
     verify_chain(stored_lines(shared))
-    assert shared.head().seq == 8 * 7 * 4
+    assert head_seq(shared) == 8 * 7 * 4
 
 
 INIT = r"""

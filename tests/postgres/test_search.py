@@ -24,6 +24,7 @@ from continuity.retrieval.search import search, search_prefix
 from continuity.retrieval.state import forget
 from continuity.store.jsonl import Store
 from continuity.testing import FixedClock
+from tests.support.narrow import head_seq
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -84,7 +85,7 @@ def _frames(rng: random.Random, n: int) -> list[fr.Frame]:
             )
             out.append(fr.MessageAppended(role="assistant", content=[tool]))
         else:
-            out.append(fr.message(["user", "assistant"][i % 2], _text(rng)))
+            out.append(fr.message("user" if i % 2 == 0 else "assistant", _text(rng)))
     return out
 
 
@@ -205,7 +206,7 @@ def test_appends_by_other_processes_are_caught_up(
     for round_ in range(4):
         head = js.thread(tid).head()
         js.thread(tid).append(_frames(rng, 90 + 170 * round_))
-        new = js.thread(tid).head().seq - (head.seq if head is not None else -1)  # type: ignore[union-attr]
+        new = head_seq(js.thread(tid)) - (head.seq if head is not None else -1)
         # another process copies the new frames to the server (an append there)
         _run(
             pg,

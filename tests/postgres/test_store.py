@@ -22,6 +22,7 @@ from continuity.testing import (
     stored_lines,
     verify_chain,
 )
+from tests.support.narrow import head_seq
 from tests.support.pg import PgStores
 
 
@@ -149,7 +150,7 @@ def test_verify_reads_a_postgres_store(pg_stores: PgStores, tmp_path: Path) -> N
     pg = pg_stores.open(tmp_path, clock=FixedClock())
     _batches(pg)
     t = pg.thread("c")
-    create_checkpoint(t, t.head().seq, text="a summary")
+    create_checkpoint(t, head_seq(t), text="a summary")
     report = verify_store(pg)
     # The reference batches name an artifact they never store: the one problem, as on JSONL.
     assert [(p.where, p.message) for p in report.problems] == [

@@ -98,7 +98,7 @@ def _tag(cls: type[msgspec.Struct]) -> str:
 
 
 def _frame_classes() -> dict[str, type[msgspec.Struct]]:
-    found = {_tag(c): c for c in fr.FrameBase.__subclasses__()}
+    found: dict[str, type[msgspec.Struct]] = {_tag(c): c for c in fr.FrameBase.__subclasses__()}
     assert sorted(found) == sorted(fr.frame_types()), "every FrameBase subclass is a frame type"
     return found
 

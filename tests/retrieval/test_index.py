@@ -204,7 +204,7 @@ def test_a_catch_up_reads_the_log_a_chunk_at_a_time(
     tmp_store.thread("t").append([fr.message("user", f"word{i} common") for i in range(200)])
     monkeypatch.setattr(si, "_CHUNK", 10)
     made = [0]
-    real_doc_of, real_write = si.doc_of, si._write
+    real_doc_of, real_write = documents.doc_of, si._write
 
     def counting_doc_of(frame: fr.Frame, summary: str | None = None) -> Doc | None:
         doc = real_doc_of(frame, summary)

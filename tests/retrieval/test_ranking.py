@@ -78,7 +78,7 @@ def _reference(docs: dict[str, list[Doc]], query: str, k: int) -> list[tuple[str
         key=lambda t: (-idf[t], t),
     )
     idf = {t: w * (SURFACE_WEIGHT if t.startswith("=") else 1.0) for t, w in idf.items()}
-    scored = []
+    ranked: list[tuple[float, str, int]] = []
     for tid, d in everything:
         score = 0.0
         for t in order:
@@ -86,9 +86,9 @@ def _reference(docs: dict[str, list[Doc]], query: str, k: int) -> list[tuple[str
                 tf = float(min(d.tf[t], 65535))
                 score += idf[t] * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * d.length / avgdl))
         if score > 0.0:
-            scored.append((-score, tid, d.seq))
-    scored.sort()
-    return [(tid, seq, round(-neg, 6)) for neg, tid, seq in scored[:k]]
+            ranked.append((-score, tid, d.seq))
+    ranked.sort()
+    return [(tid, seq, round(-neg, 6)) for neg, tid, seq in ranked[:k]]
 
 
 _ALL_DOCS: dict[int, dict[str, list[Doc]]] = {}

@@ -7,12 +7,13 @@ from __future__ import annotations
 import random
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import count
 from pathlib import Path
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -816,7 +817,7 @@ class _FavourSeq12:
 
     id = "test/favour"
 
-    def embed(self, texts: list[str]) -> np.ndarray:  # type: ignore[type-arg]
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         out = np.zeros((len(texts), 2), dtype=np.float32)
         out[0] = [1.0, 0.0]
         for i, t in enumerate(texts[1:], start=1):

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -188,7 +188,7 @@ def test_a_store_without_caches_gives_the_same_answers(store: Store, model: Stat
         ("render a page", {"project": "/p/alpha"}),
         ("failing tests", {"thread": "b"}),
     ):
-        assert semantic_search(memory, query, model, k=5, **options) == semantic_search(  # type: ignore[arg-type]
+        assert semantic_search(memory, query, model, k=5, **options) == semantic_search(
             store, query, model, k=5, **options
         )
 
@@ -276,12 +276,12 @@ def _grown(path: Path) -> None:
     ],
 )
 def test_a_damaged_cache_is_rebuilt_never_trusted(
-    store: Store, model: StaticEmbedder, name: str, damage: object
+    store: Store, model: StaticEmbedder, name: str, damage: Callable[[Path], object]
 ) -> None:
     want = semantic_search(store, "storage sql", model, k=10)
     files = cache_files(store)
     (folder,) = {Path(n).parts[0] for n in files}
-    damage(store.cache_dir / FOLDER / folder / name)  # type: ignore[operator]
+    damage(store.cache_dir / FOLDER / folder / name)
     assert semantic_search(store, "storage sql", model, k=10) == want
     assert cache_files(store) == files
 

@@ -7,10 +7,12 @@ one without, after catch-ups, merges, rebuilds, damaged files and a replaced log
 
 from __future__ import annotations
 
+import mmap
 import os
 import random
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +23,7 @@ from continuity.retrieval.ranking import MAX_RANKED_TERMS, query_terms, rank_pre
 from continuity.retrieval.search import search, search_prefix
 from continuity.store.base import BaseStore, Thread
 from continuity.store.jsonl import Store
-from continuity.store.memory import MemoryStore
+from continuity.store.memory import MemoryStore, MemoryThread
 from tests.retrieval.test_index import VOCAB, _frames
 
 QUERIES = ["retry backoff", "deploy timeout w3", "src/cache.py", "w17 alembic", VOCAB[5]]
@@ -38,8 +40,10 @@ def small(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     ss.forget()
 
 
-def _hits(thread: Thread, query: str, max_seq: int, **kw: bool) -> list[tuple[int, float]]:
-    hits = rank_prefix(thread, query_terms(query), max_seq=max_seq, k=7, **kw)
+def _hits(
+    thread: Thread, query: str, max_seq: int, *, use_caches: bool = True
+) -> list[tuple[int, float]]:
+    hits = rank_prefix(thread, query_terms(query), max_seq=max_seq, k=7, use_caches=use_caches)
     return [(h.seq, h.score) for h in hits]
 
 
@@ -84,8 +88,12 @@ def test_a_held_state_reads_only_what_a_newer_index_adds(
     thread.append([fr.message("user", f"w{i} common words") for i in range(30)])
     assert _hits(thread, "w3", 10**9)
     opened: list[str] = []
-    real = ss.read_map
-    monkeypatch.setattr(ss, "read_map", lambda path: opened.append(path.name) or real(path))
+
+    def read_map(path: Path) -> bytes | mmap.mmap:
+        opened.append(path.name)
+        return segments.read_map(path)
+
+    monkeypatch.setattr(ss, "read_map", read_map)
     assert _hits(thread, "w5", 10**9)
     assert opened == []  # nothing new: nothing read
     thread.append([fr.message("user", f"w{i} common words") for i in range(30, 36)])
@@ -108,9 +116,12 @@ def test_recall_leaves_an_index_that_reaches_its_prefix_alone(
     thread.append([fr.message("user", f"w{i} alembic") for i in range(40, 400)])
     refreshed: list[int] = []
     real = ThreadSearchIndex.refresh
-    monkeypatch.setattr(
-        ThreadSearchIndex, "refresh", lambda self: refreshed.append(1) or real(self)
-    )
+
+    def refresh(self: ThreadSearchIndex) -> int:
+        refreshed.append(1)
+        return real(self)
+
+    monkeypatch.setattr(ThreadSearchIndex, "refresh", refresh)
     assert _hits(thread, "alembic w7", 20) == truth
     assert refreshed == []
     assert _hits(thread, "alembic w300", 350) == _hits(
@@ -151,8 +162,12 @@ def test_a_rebuild_in_this_process_drops_the_held_state(
     truth = _hits(thread, "w7", 10**9)
     ThreadSearchIndex(thread).rebuild()
     opened: list[str] = []
-    real = ss.read_map
-    monkeypatch.setattr(ss, "read_map", lambda path: opened.append(path.name) or real(path))
+
+    def read_map(path: Path) -> bytes | mmap.mmap:
+        opened.append(path.name)
+        return segments.read_map(path)
+
+    monkeypatch.setattr(ss, "read_map", read_map)
     assert _hits(thread, "w7", 10**9) == truth
     assert opened  # read again
 
@@ -181,8 +196,15 @@ def test_a_store_without_caches_reads_only_the_frames_appended_since(
     reads: list[int] = []
     real = type(thread).read_lines
 
-    def counting(self: Thread, **kw: int | None) -> Iterator[tuple[int, bytes]]:
-        for seq, line in real(self, **kw):
+    def counting(
+        self: MemoryThread,
+        *,
+        from_seq: int = 0,
+        to_seq: int | None = None,
+        start_offset: int | None = None,
+    ) -> Iterator[tuple[int, bytes]]:
+        lines = real(self, from_seq=from_seq, to_seq=to_seq, start_offset=start_offset)
+        for seq, line in lines:
             reads.append(seq)
             yield seq, line
 

@@ -14,7 +14,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +38,7 @@ from continuity.store.memory import MemoryStore
 from continuity.summary import SummaryContent, SummaryDoc
 from continuity.testing import FixedClock
 from tests.support.compile import RecordingSummarizer
+from tests.support.narrow import narrow
 
 T = TypeVar("T")
 SLOW: float = 0.05
@@ -93,7 +94,7 @@ def run(main: Callable[[], Awaitable[T]], *, slow: float = SLOW) -> tuple[T, lis
     return result, handler.seen
 
 
-def run_quiet(main: Callable[[], Awaitable[T]]) -> T:
+def run_quiet(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """``main()`` in debug mode, for tests about results rather than blocking."""
     return asyncio.run(main(), debug=True)
 
@@ -163,6 +164,14 @@ def verified(store: BaseStore) -> None:
     assert not report.notes, report.notes
 
 
+def _texts(store: BaseStore, thread_id: str) -> list[str]:
+    """The text of each message of a thread (one text block each), oldest first."""
+    return [
+        narrow(fr.TextBlock, narrow(fr.MessageAppended, f).content[0]).text
+        for f in store.thread(thread_id).read(types=["message_appended"])
+    ]
+
+
 # --- never blocking the loop --------------------------------------------------------------------
 
 
@@ -190,7 +199,9 @@ async def _workload(store: aio.AsyncStore, batch: list[fr.MessageAppended]) -> d
     hits = await aio.search(store, "invoice total", k=5)
     prefix = await aio.search_prefix(thread, "fixed total", max_seq=400, k=3)
     job = await aio.run_compaction(thread, StrideMessages(500), summarizer=SleepySummarizer())
-    extractive = await aio.create_checkpoint(thread, (await thread.head()).seq)  # type: ignore[union-attr]
+    head = await thread.head()
+    assert head is not None
+    extractive = await aio.create_checkpoint(thread, head.seq)
     frames = [f async for f in thread.read()]
     stop.set()
     await beating
@@ -216,7 +227,7 @@ def test_real_work_on_a_durable_jsonl_store_never_blocks_the_loop(tmp_path: Path
         nonlocal folder
         folder = next(folders)
         store = await aio.AsyncStore.open(folder, create=True)  # durable: fsync per append
-        assert store.store.durable  # type: ignore[attr-defined]
+        assert isinstance(store.store, Store) and store.store.durable
         return await _workload(store, batch)
 
     # A face that blocks is slow on every run of this fixed work (the control below shows by
@@ -350,7 +361,8 @@ def test_thread_handle_reads(tmp_path: Path) -> None:
         assert await store.threads() == []
         seqs = await thread.append([m for i in range(150) for m in turn(i)])
         assert seqs == range(1, 601)
-        assert await thread.exists() and (await thread.head()).seq == 600  # type: ignore[union-attr]
+        head = await thread.head()
+        assert await thread.exists() and head is not None and head.seq == 600
         assert await store.threads() == ["t"]
         everything = [f async for f in thread.read()]
         assert [f.seq for f in everything] == list(range(601))  # more than two chunks
@@ -449,7 +461,7 @@ def test_concurrent_appends_get_contiguous_seqs_in_call_order(backend: str, tmp_
     seqs = run_quiet(main)
     assert seqs[:40] == [range(i, i + 1) for i in range(2, 42)]
     assert sorted(r[0] for r in seqs) == list(range(2, 2 + 40 + 90))
-    texts = [f.content[0].text for f in sync.thread("t").read(types=["message_appended"])]
+    texts = _texts(sync, "t")
     assert texts[1:41] == [f"g{i}" for i in range(40)]
     verified(sync)
 
@@ -470,7 +482,7 @@ def test_appends_to_many_threads_run_side_by_side(tmp_path: Path) -> None:
 
     run_quiet(main)
     for n in range(5):
-        texts = [f.content[0].text for f in sync.thread(f"t{n}").read(types=["message_appended"])]
+        texts = _texts(sync, f"t{n}")
         assert texts == [f"{n}/{i}" for i in range(10)]
     verified(sync)
 
@@ -562,11 +574,12 @@ def test_an_append_cancelled_before_its_worker_starts_writes_nothing(tmp_path: P
                 await task
             gate.set()
             await busy
-            assert (await thread.head()).seq == 1  # type: ignore[union-attr]
+            head = await thread.head()
+            assert head is not None and head.seq == 1
             assert await thread.append(fr.message("user", "after")) == range(2, 3)
 
     run_quiet(main)
-    texts = [f.content[0].text for f in sync.thread("t").read(types=["message_appended"])]
+    texts = _texts(sync, "t")
     assert texts == ["before", "after"]
     verified(sync)
 
@@ -590,7 +603,7 @@ def test_an_append_cancelled_while_waiting_its_turn_writes_nothing(tmp_path: Pat
         assert await third == range(2, 3)
 
     run_quiet(main)
-    texts = [f.content[0].text for f in sync.thread("t").read(types=["message_appended"])]
+    texts = _texts(sync, "t")
     assert texts == ["one", "three"]
     verified(sync)
 

@@ -20,6 +20,7 @@ from continuity.store.artifacts import (
 from continuity.store.jsonl import Store
 from continuity.testing import FixedClock
 from tests.support.compile import text
+from tests.support.narrow import narrow
 
 
 def _doc(i: int) -> bytes:
@@ -85,7 +86,8 @@ def test_successive_compiles_store_deltas_and_verify_stays_clean(tmp_path: Path)
         t.append(text(roles[i % 2], f"message {i} " + "word " * 300, f"m{i}"))
         compile_context(t)
     decisions = [f for f in t.read() if isinstance(f, fr.ContextSelectionDecided)]
-    blobs = [store.artifacts.path(d.bundle_artifact_id).read_bytes() for d in decisions]  # type: ignore[attr-defined]
+    files = narrow(FileArtifactStore, store.artifacts)
+    blobs = [files.path(d.bundle_artifact_id).read_bytes() for d in decisions]
     assert sum(b.startswith(DELTA_MAGIC) for b in blobs) >= 20
     for d in decisions:
         store.artifacts.get(d.bundle_artifact_id)  # every one reads back, verified

@@ -16,6 +16,7 @@ import pytest
 
 from continuity import frames as fr
 from continuity.store.jsonl import JsonlThread, Store
+from tests.support.narrow import narrow
 
 pytestmark = pytest.mark.slow
 
@@ -175,6 +176,7 @@ def test_four_processes_append_to_one_thread(tmp_path: Path) -> None:
     switches = sum(
         1
         for a, b in itertools.pairwise(frames[1:])
-        if a.message_id[:3] != b.message_id[:3]  # type: ignore[union-attr]
+        if narrow(fr.MessageAppended, a).message_id[:3]
+        != narrow(fr.MessageAppended, b).message_id[:3]
     )
     print(f"{switches} times the writer changed between consecutive frames")

@@ -102,7 +102,9 @@ def test_frame_types_lists_every_tag_in_schema_order() -> None:
 @pytest.mark.parametrize("frame", _one_of_each(), ids=lambda f: type(f).__name__)
 def test_every_frame_round_trips_through_the_codec(frame: fr.Frame) -> None:
     body = fr.encode_body(msgspec.structs.replace(frame, seq=5, ts_ms=123))
-    assert body.startswith(b'{"type":"' + frame.__struct_config__.tag.encode() + b'"')
+    tag = frame.__struct_config__.tag
+    assert isinstance(tag, str)
+    assert body.startswith(b'{"type":"' + tag.encode() + b'"')
     digest = fr.chain(fr.GENESIS_DIGEST, body)
     line = fr.seal(body, digest)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
@@ -387,24 +389,25 @@ def test_message_refuses_wrong_arguments_at_once(kwargs: dict[str, Any], says: s
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: fr.TextBlock(text=["a"]), "TextBlock.text must be str, not list"),
-        (lambda: fr.ThinkingBlock(text="t", signature=5), "ThinkingBlock.signature must be"),
+        # each passes a wrong type on purpose: the check at run time is what is tested
+        (lambda: fr.TextBlock(text=["a"]), "TextBlock.text must be str, not list"),  # type: ignore[arg-type]
+        (lambda: fr.ThinkingBlock(text="t", signature=5), "ThinkingBlock.signature must be"),  # type: ignore[arg-type]
         (
-            lambda: fr.ToolUseBlock(id="t", name="Bash", input="ls"),
+            lambda: fr.ToolUseBlock(id="t", name="Bash", input="ls"),  # type: ignore[arg-type]
             "ToolUseBlock.input must be dict",
         ),
-        (lambda: fr.ToolUseBlock(id=1, name="Bash"), "ToolUseBlock.id must be str, not int"),
+        (lambda: fr.ToolUseBlock(id=1, name="Bash"), "ToolUseBlock.id must be str, not int"),  # type: ignore[arg-type]
         (
-            lambda: fr.ToolResultBlock(tool_use_id="t", content=[{"type": "text", "text": "x"}]),
+            lambda: fr.ToolResultBlock(tool_use_id="t", content=[{"type": "text", "text": "x"}]),  # type: ignore[arg-type]
             "ToolResultBlock.content must be str, not list (a list of blocks goes in `parts`",
         ),
         (
-            lambda: fr.ToolResultBlock(tool_use_id="t", parts=[{"type": "text", "text": "x"}]),
+            lambda: fr.ToolResultBlock(tool_use_id="t", parts=[{"type": "text", "text": "x"}]),  # type: ignore[list-item]
             "ToolResultBlock.parts[0] must be TextBlock or ImageBlock, not dict (a provider dict",
         ),
-        (lambda: fr.ToolResultBlock(tool_use_id="t", is_error=1), "is_error must be bool"),
+        (lambda: fr.ToolResultBlock(tool_use_id="t", is_error=1), "is_error must be bool"),  # type: ignore[arg-type]
         (lambda: fr.ImageBlock(media_type="image/png", size=True), "ImageBlock.size must be int"),
-        (lambda: fr.ProviderBlock(provider="x", kind="y", data=[]), "ProviderBlock.data must be"),
+        (lambda: fr.ProviderBlock(provider="x", kind="y", data=[]), "ProviderBlock.data must be"),  # type: ignore[arg-type]
     ],
 )
 def test_block_constructors_check_their_fields_at_once(make: Any, message: str) -> None:

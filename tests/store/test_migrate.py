@@ -5,6 +5,7 @@ line by line, resumable and idempotent, and refuses a destination that holds ano
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,9 @@ from continuity.errors import BadFrame, MigrationConflict
 from continuity.maintenance.migrate import migrate_store
 from continuity.maintenance.verify import verify_store
 from continuity.store.base import BaseStore
-from continuity.store.jsonl import Store
+from continuity.store.jsonl import JsonlThread, Store
 from continuity.store.memory import MemoryStore
+from tests.support.narrow import narrow
 
 
 def _fill(store: BaseStore, thread_id: str, batches: int, *, start: int = 0) -> None:
@@ -84,29 +86,26 @@ def test_a_copy_cut_short_goes_on_from_whole_batches(tmp_path: Path) -> None:
     src = MemoryStore()
     _fill(src, "a", 40)  # 81 frames in batches of 2 (and frame 0)
     dst = Store(tmp_path / "dst", create=True)
-    original = migrate_module._CHUNK_LINES
-    migrate_module._CHUNK_LINES = 10
     calls = 0
-    real = dst.thread("a").append_sealed
+    real = type(dst.thread("a")).append_sealed
 
-    def failing(self: object, lines: list[bytes], *, durable: bool | None = None) -> range:
+    def failing(self: JsonlThread, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
         nonlocal calls
         calls += 1
         if calls == 4:
             raise OSError("the disk went away")
-        return real.__func__(self, lines, durable=durable)  # type: ignore[attr-defined]
+        return real(self, lines, durable=durable)
 
-    try:
+    with pytest.MonkeyPatch.context() as chunks:
+        chunks.setattr(migrate_module, "_CHUNK_LINES", 10)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(type(dst.thread("a")), "append_sealed", failing)
             with pytest.raises(OSError):
                 migrate_store(src, dst)
         partial = dst.thread("a").head()
         assert partial is not None and 0 < partial.seq < 80
-        assert fr.envelope(_lines(dst, "a")[-1]).more is False  # type: ignore[union-attr]
+        assert narrow(fr.Envelope, fr.envelope(_lines(dst, "a")[-1])).more is False
         migrate_store(src, dst)
-    finally:
-        migrate_module._CHUNK_LINES = original
     assert _lines(dst, "a") == _lines(src, "a")
 
 

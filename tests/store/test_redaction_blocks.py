@@ -326,7 +326,7 @@ def test_openai_responses_reasoning_keeps_its_encrypted_content(tmp_path: Path) 
 
 
 def test_a_record_is_stored_redacted_and_its_payloads_kept(tmp_path: Path) -> None:
-    state = {
+    state: dict[str, Any] = {
         "messages": [
             {
                 "type": "ai",

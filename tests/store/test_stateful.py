@@ -239,13 +239,14 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(tid=threads, how=st.sampled_from(["empty", "created_inside", "more", "digest", "seq"]))
     def append_invalid(self, tid: str, how: str) -> None:
         msg = fr.message("user", "x", message_id=self._next_id("m"))
-        batch: list[fr.Frame] = {
+        batches: dict[str, list[fr.Frame]] = {
             "empty": [],
             "created_inside": [msg, fr.ThreadCreated()],
             "more": [replace(fr.message("user", "x", message_id="mm"), more=True)],
             "digest": [replace(fr.message("user", "x", message_id="md"), digest="00")],
             "seq": [msg, replace(fr.message("user", "y", message_id="ms"), seq=10**6)],
-        }[how]
+        }
+        batch = batches[how]
         _, exc = self._both(tid, batch, None)
         assert isinstance(exc, SeqConflict if how == "seq" else BadFrame)
         self._after_append_attempt(tid, how != "empty")

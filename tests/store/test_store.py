@@ -577,7 +577,9 @@ class TestJsonlCorruption:
         bad_body = body[0].replace(b'"role":"user"', b'"role":"robot"')
         lines[3] = fr.seal(bad_body, fr.chain(prev[1], bad_body))[:-1]
         # re-chain the rest so only the decoding fails
-        digest = fr.unseal(lines[3])[1]  # type: ignore[index]
+        unsealed = fr.unseal(lines[3])
+        assert unsealed is not None
+        digest = unsealed[1]
         for i in range(4, len(lines)):
             b = fr.unseal(lines[i])
             assert b is not None

@@ -78,7 +78,7 @@ def test_store_wide_search_makes_one_handle_per_thread(
 def test_entry_points_refuse_other_argument_shapes(store: BaseStore) -> None:
     build_conversation(store)
     thread = store.thread("c")
-    calls = [
+    calls: list[Callable[[], object]] = [
         lambda: create_checkpoint(store, 5),  # type: ignore[call-overload]
         lambda: create_checkpoint(thread, "c", 5),  # type: ignore[call-overload]
         lambda: run_compaction(store, StrideMessages(3)),  # type: ignore[call-overload]

@@ -6,7 +6,7 @@ and records every input it was given."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from agents import function_tool, set_tracing_disabled
 from agents.items import ModelResponse, TResponseInputItem, TResponseOutputItem
@@ -21,6 +21,19 @@ from openai.types.responses import (
 from openai.types.responses.response_reasoning_item import Summary
 
 set_tracing_disabled(True)  # no exporter, no network
+
+
+def as_items(raw: list[dict[str, Any]]) -> list[TResponseInputItem]:
+    """The same list, typed as a session's items. The tests write items as the JSON the SDK
+    stores; the SDK types them as a union of some thirty TypedDicts, which a dict literal matches
+    ambiguously (a message) or, for the odd shapes a session must keep verbatim, not at all."""
+    return cast("list[TResponseInputItem]", raw)
+
+
+def as_json(item: TResponseInputItem) -> dict[str, Any]:
+    """The same item, typed as the JSON object it is, for a test to look into."""
+    return cast("dict[str, Any]", item)
+
 
 Turn = list[TResponseOutputItem] | BaseException | Callable[[Any], list[TResponseOutputItem]]
 

@@ -16,10 +16,14 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import blake3
 import pytest
+
+if TYPE_CHECKING:
+    from continuity.store.base import BaseStore
+    from continuity.store.postgres import PostgresStore
 
 PG_URL_ENV: Final = "CONTINUITY_TEST_PG_URL"
 
@@ -66,11 +70,11 @@ class PgStores:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.opened: list[Any] = []
+        self.opened: list[BaseStore] = []
         self.schemas: set[str] = set()
         self.connections: list[Any] = []
 
-    def open(self, path: Path | str, **options: Any) -> Any:
+    def open(self, path: Path | str, **options: Any) -> PostgresStore:
         """A :class:`PostgresStore` for ``path`` (created on first use; ``durable=False``
         unless told otherwise)."""
         from continuity.store.postgres import PostgresStore
