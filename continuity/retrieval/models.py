@@ -144,6 +144,7 @@ def _download(url: str, path: Path, timeout: float) -> None:
                     raise ModelError(f"{url}: larger than {_MAX_BYTES} bytes, not fetched")
                 out.write(chunk)
     except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the response, and the response its connection
         what = "not found" if exc.code == 404 else exc.reason
         raise ModelError(f"{url}: {what} (HTTP {exc.code})") from None
     except (urllib.error.URLError, TimeoutError, OSError) as exc:

@@ -256,8 +256,9 @@ def test_without_the_token_the_viewer_refuses(site: Site) -> None:
     for path in ("/", f"/t/{site.vs.main}", "/api/threads", "/?token=wrong"):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(site.base + path, timeout=10)
-        assert refused.value.code == 403, path
-        assert b"token" in refused.value.read()
+        with refused.value as answer:  # an HTTPError holds the response and its socket
+            assert answer.code == 403, path
+            assert b"token" in answer.read()
 
 
 # --- a thread --------------------------------------------------------------------------------
