@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import BinaryIO
 
 __all__ = ["atomic_write", "fsync_dir", "private_dirs", "remove_dead_temps"]
 
@@ -77,10 +76,6 @@ def atomic_write(
         fsync_dir(path.parent)
 
 
-_TEMP: Final = re.compile(r"\..+\.(\d+)-[0-9a-f]{8}\.tmp")
-"""The name :func:`atomic_write` gives its temporary file: ``.<name>.<pid>-<8 hex>.tmp``."""
-
-
 def remove_dead_temps(folder: Path) -> int:
     """Remove the temporary files of :func:`atomic_write` in ``folder`` whose writer is dead
     (killed between its write and its rename); a live writer's file is left alone. Called by a
@@ -92,13 +87,25 @@ def remove_dead_temps(folder: Path) -> int:
     except FileNotFoundError:
         return 0
     for name in names:
-        match = _TEMP.fullmatch(name)
-        if match is None or _alive(int(match.group(1))):
+        pid = _temp_writer(name)
+        if pid is None or _alive(pid):
             continue
         with contextlib.suppress(FileNotFoundError):
             os.unlink(folder / name)
             removed += 1
     return removed
+
+
+def _temp_writer(name: str) -> int | None:
+    """The pid in the name :func:`atomic_write` gives its temporary file
+    (``.<name>.<pid>-<8 hex>.tmp``); None for any other name."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return None
+    pid, dash, tag = name[1:-4].rpartition(".")[2].partition("-")
+    hexdigits = "0123456789abcdef"
+    if not (dash and pid.isdigit() and len(tag) == 8 and all(c in hexdigits for c in tag)):
+        return None
+    return int(pid)
 
 
 def _alive(pid: int) -> bool:

@@ -8,15 +8,17 @@ BM25 hits with the nearest documents by cosine (:func:`.vectors.nearest`), as hi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from continuity.retrieval.documents import KIND_NAMES, ROLE_NAMES
-from continuity.retrieval.embedders import Embedder
 from continuity.retrieval.ranking import Hit
 from continuity.retrieval.vectors import nearest
 from continuity.store.base import BaseStore
+
+if TYPE_CHECKING:
+    from continuity.retrieval.embedders import Embedder  # a protocol: annotations only
 
 __all__ = ["RRF_C", "Key", "fuse", "fused_hits", "fused_search"]
 

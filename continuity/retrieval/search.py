@@ -12,7 +12,7 @@ hashed features, and a real model can be plugged in by the caller (nothing is do
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Final, overload
+from typing import TYPE_CHECKING, Final, overload
 
 import msgspec
 
@@ -22,7 +22,6 @@ from continuity.caches.marks import is_in
 from continuity.caches.thread_index import DAMAGE as _DAMAGE, ThreadIndex, check_no_lost_threads
 from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, InvalidQuery
 from continuity.retrieval.documents import Doc, doc_of, documents_of_lines, summary_text, text_of
-from continuity.retrieval.embedders import Embedder
 from continuity.retrieval.index import ThreadSearchIndex
 from continuity.retrieval.leads import candidates, lead
 from continuity.retrieval.ranking import (
@@ -42,6 +41,9 @@ from continuity.retrieval.store_index import (
 )
 from continuity.retrieval.terms import SURFACE, token_spans, words_of
 from continuity.store.base import BaseStore, Thread, resolve_thread
+
+if TYPE_CHECKING:
+    from continuity.retrieval.embedders import Embedder  # a protocol: annotations only
 
 __all__ = ["Hit", "search", "search_prefix"]
 

@@ -41,7 +41,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import blake3
 import msgspec
@@ -53,9 +53,11 @@ from continuity._fs import atomic_write, private_dirs
 from continuity.caches.thread_index import caches_writable
 from continuity.errors import ModelError
 from continuity.retrieval.documents import DOC_TYPES, doc_of, summary_text, text_of
-from continuity.retrieval.embedders import Embedder
 from continuity.retrieval.index import log_holds
 from continuity.store.base import BaseStore, LogStamp, Thread
+
+if TYPE_CHECKING:
+    from continuity.retrieval.embedders import Embedder  # a protocol: annotations only
 
 __all__ = [
     "FOLDER",

@@ -174,3 +174,22 @@ def test_a_plain_search_process_never_imports_typer_and_errors_still_read_the_sa
 
     usage = _cli("--store", str(store_dir), "search", "alembic", "--k", "0")
     assert usage.returncode == 2 and "TYPER=True" in usage.stderr
+
+
+@pytest.mark.slow
+def test_a_plain_search_process_never_imports_the_embedders(store_dir: Path) -> None:
+    """No model is named: the embedders (a model2vec reader: json, unicodedata, a tokenizer)
+    stay out of the process; search names the Embedder protocol for type checkers only."""
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write('%s\\n' % sorted(m for m in sys.modules\n"
+        "    if m in ('continuity.retrieval.embedders', 'json', 'unicodedata'))))\n"
+        "from continuity.__main__ import main\n"
+        f"sys.argv = ['continuity', '--store', {str(store_dir)!r}, 'search', 'alembic']\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "[]\n"
