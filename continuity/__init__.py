@@ -235,14 +235,9 @@ def _homes() -> dict[str, str]:
     """Each public name's home module, read from the imports under ``TYPE_CHECKING`` above:
     the one list of the public API. Read once, when the first public name is asked for."""
     if not _HOMES:
-        import re
+        from continuity._lazy import type_checking_homes
 
-        with open(__file__, encoding="utf-8") as f:
-            source = f.read()
-        block = source[source.index("\nif TYPE_CHECKING:\n") : source.index("\n__version__")]
-        for home, names in re.findall(r"from (continuity[\w.]*) import ([^\n(]+|\([^)]*\))", block):
-            for name in re.findall(r"(\w+) as \1\b", names):
-                _HOMES[name] = home
+        _HOMES.update(type_checking_homes(__file__))
     return _HOMES
 
 

@@ -15,6 +15,7 @@ import pytest
 
 import continuity
 from continuity import errors
+from continuity._lazy import type_checking_homes
 
 # What a runtime reaches through a module rather than the package root: lower-level names
 # (codecs, schemas, constants, backend-author tools). Every name in one of these modules'
@@ -130,10 +131,14 @@ def test_every_listed_name_resolves_to_its_home_module() -> None:
     assert dir(continuity) == sorted(continuity.__all__)
 
 
-def test_the_names_type_checkers_see_are_the_names_it_serves() -> None:
+@pytest.mark.parametrize("module_name", ["continuity", "continuity.context.render"])
+def test_the_names_type_checkers_see_are_the_names_it_serves(module_name: str) -> None:
     """The one list is the imports under ``TYPE_CHECKING``: what the package serves at run
-    time is read from them, and is exactly what a type checker sees re-exported."""
-    tree = ast.parse(Path(continuity.__file__).read_text())
+    time is read from them (``continuity._lazy``), and is exactly what a type checker sees
+    re-exported."""
+    module = importlib.import_module(module_name)
+    assert module.__file__ is not None
+    tree = ast.parse(Path(module.__file__).read_text())
     block = next(
         n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
     )
@@ -143,7 +148,9 @@ def test_the_names_type_checkers_see_are_the_names_it_serves() -> None:
         for alias in node.names:
             assert alias.asname == alias.name, f"{alias.name} is not re-exported ``as`` itself"
             seen[alias.name] = node.module
-    assert seen == continuity._homes()
+    assert seen == type_checking_homes(module.__file__)
+    for name, home in seen.items():
+        assert getattr(module, name) is getattr(importlib.import_module(home), name), name
 
 
 def test_star_import_gives_every_name() -> None:

@@ -48,52 +48,40 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import msgspec
 
+from continuity._lazy import type_checking_homes
 from continuity.context.bundle import ContextBundle, bundle_bytes
 
+# The shapes' modules are loaded on first use (PEP 562, as the package root does): a restore
+# renders text only and a JSON compile none, and neither pays for the other shapes. These
+# imports are the one list of what is served so (continuity._lazy).
 if TYPE_CHECKING:
-    from continuity.context.layout import ROLE_HINT, Provider
-    from continuity.context.render.anthropic import CacheMode, to_anthropic
-    from continuity.context.render.openai_chat import to_openai
-    from continuity.context.render.openai_responses import to_openai_responses
-    from continuity.context.render.text import to_text
-    from continuity.context.render.window import CONTINUING, ThinkingMode
-
-__all__ = [
-    "CONTINUING",
-    "FORMATS",
-    "ROLE_HINT",
-    "CacheMode",
-    "Format",
-    "Provider",
-    "ThinkingMode",
-    "render",
-    "to_anthropic",
-    "to_openai",
-    "to_openai_responses",
-    "to_text",
-]
+    from continuity.context.layout import ROLE_HINT as ROLE_HINT, Provider as Provider
+    from continuity.context.render.anthropic import (
+        CacheMode as CacheMode,
+        to_anthropic as to_anthropic,
+    )
+    from continuity.context.render.openai_chat import to_openai as to_openai
+    from continuity.context.render.openai_responses import (
+        to_openai_responses as to_openai_responses,
+    )
+    from continuity.context.render.text import to_text as to_text
+    from continuity.context.render.window import (
+        CONTINUING as CONTINUING,
+        ThinkingMode as ThinkingMode,
+    )
 
 Format: TypeAlias = Literal["json", "anthropic", "openai", "openai-responses", "text"]
 FORMATS: Final[tuple[Format, ...]] = ("json", "anthropic", "openai", "openai-responses", "text")
 
 _json_encoder: Final = msgspec.json.Encoder()
-
-# The names of the shapes' modules, loaded on first use (PEP 562, as the package root does): a
-# restore renders text only and a JSON compile none, and neither pays for the other shapes.
-_HOMES: Final = {
-    "CONTINUING": "continuity.context.render.window",
-    "ROLE_HINT": "continuity.context.layout",
-    "CacheMode": "continuity.context.render.anthropic",
-    "Provider": "continuity.context.layout",
-    "ThinkingMode": "continuity.context.render.window",
-    "to_anthropic": "continuity.context.render.anthropic",
-    "to_openai": "continuity.context.render.openai_chat",
-    "to_openai_responses": "continuity.context.render.openai_responses",
-    "to_text": "continuity.context.render.text",
-}
+_HOMES: dict[str, str] = {}
 
 
 def __getattr__(name: str) -> Any:
+    if not _HOMES:
+        _HOMES.update(type_checking_homes(__file__))
+    if name == "__all__":
+        return sorted([*_HOMES, "FORMATS", "Format", "render"])
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -103,7 +91,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__getattr__("__all__")})
 
 
 def render(bundle: ContextBundle, fmt: Format, **kw: Any) -> str:
