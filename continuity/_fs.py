@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "fsync_dir", "private_dirs", "remove_dead_temps"]
+__all__ = ["atomic_write", "fsync_dir", "private_dirs", "remove_temps"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -76,11 +76,15 @@ def atomic_write(
         fsync_dir(path.parent)
 
 
-def remove_dead_temps(folder: Path) -> int:
-    """Remove the temporary files of :func:`atomic_write` in ``folder`` whose writer is dead
-    (killed between its write and its rename); a live writer's file is left alone. Called by a
-    rebuild of the folder's files, which must leave nothing behind that a rebuild would not
-    write. Returns how many went."""
+def remove_temps(folder: Path, *, holding_lock: bool) -> int:
+    """Remove what writers killed between :func:`atomic_write`'s write and its rename left in
+    ``folder`` (its temporary files), and return how many went. A rebuild calls it: it must
+    leave nothing behind that a rebuild does not write.
+
+    ``holding_lock``: the caller holds the lock every writer of the folder takes while it
+    writes, so every temporary file there is a dead writer's (a writer killed while holding
+    the lock no longer holds it). Without it, only the files whose writer's pid is gone are
+    removed: a live writer may be between its write and its rename."""
     removed = 0
     try:
         names = os.listdir(folder)
@@ -88,7 +92,7 @@ def remove_dead_temps(folder: Path) -> int:
         return 0
     for name in names:
         pid = _temp_writer(name)
-        if pid is None or _alive(pid):
+        if pid is None or (not holding_lock and _alive(pid)):
             continue
         with contextlib.suppress(FileNotFoundError):
             os.unlink(folder / name)

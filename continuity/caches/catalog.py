@@ -40,7 +40,7 @@ from typing import Final, NamedTuple
 import msgspec
 
 from continuity import frames as fr
-from continuity._fs import atomic_write, remove_dead_temps
+from continuity._fs import atomic_write, remove_temps
 from continuity.caches.thread_index import ThreadIndex, caches_writable, check_no_lost_threads
 from continuity.errors import ContinuityError, CorruptFrame
 from continuity.redaction import META_KEY, redaction_count
@@ -506,7 +506,8 @@ def rebuild_catalog(
         return None
     if thread_ids is None:
         path.unlink(missing_ok=True)
-        remove_dead_temps(path.parent)  # a writer killed between a write and its rename
+        # readers rewrite the catalog without a lock: only a dead writer's file goes
+        remove_temps(path.parent, holding_lock=False)
     else:
         rows = _load(path)
         if rows is not None:

@@ -44,7 +44,7 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity._fs import atomic_write, private_dirs, remove_dead_temps
+from continuity._fs import atomic_write, private_dirs, remove_temps
 from continuity.errors import CachesReadOnly, CorruptCache, CorruptFrame
 from continuity.store.base import BaseStore, LogReader, Thread
 from continuity.store.derived import (
@@ -896,7 +896,7 @@ class ThreadIndex:
         # Without a manifest nothing is trusted: a crash between the files below cannot pair
         # the old manifest with some new files and some old ones.
         (self._path(_MANIFEST)).unlink(missing_ok=True)
-        remove_dead_temps(self.dir)  # a writer killed between a write and its rename
+        remove_temps(self.dir, holding_lock=True)  # every writer here holds self._lock()
         for name, data in self._file_contents(delta).items():
             _write_cache(self._path(name), data)
         _write_cache(self._path(_MANIFEST), _encoder.encode(self._manifest_for(delta, None)))

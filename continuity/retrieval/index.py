@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from continuity import frames as fr
-from continuity._fs import atomic_write, private_dirs, remove_dead_temps
+from continuity._fs import atomic_write, private_dirs, remove_temps
 from continuity.caches.thread_index import (
     ThreadIndex,
     caches_writable,
@@ -216,6 +216,9 @@ class ThreadSearchIndex:
                 for f in index.read(m.last_seq + 1, frames - 1)
                 if (d := doc_of(f, self._summary(f))) is not None
             )
+            # Under the lock every writer of the folder takes: a temporary file here is one a
+            # writer killed between its write and its rename left behind.
+            remove_temps(self.dir, holding_lock=True)
             return self._add(m, docs, log.log_end, log.offsets.last_seq, log.offsets.digest)
         finally:
             os.close(fd)
@@ -280,7 +283,6 @@ class ThreadSearchIndex:
         for p in self.dir.glob("*"):
             if p.name != ".lock":
                 p.unlink()
-        remove_dead_temps(self.dir)  # a writer killed between a write and its rename
 
     def _add(
         self, m: SearchManifest, docs: Iterable[Doc], log_end: int, last_seq: int, digest: str

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from continuity import frames as fr
+from continuity._fs import remove_temps
 from continuity.caches.thread_index import MESSAGE_RECORD, CheckpointEntry, ThreadIndex, rebuild_all
 from continuity.errors import CorruptFrame
 from continuity.store.base import seal_batch
@@ -770,23 +771,33 @@ def _dead_pid() -> int:
     return child.pid
 
 
-def test_a_rebuild_removes_what_a_killed_writer_left_and_keeps_a_live_writers(
-    tmp_store: Store,
-) -> None:
+def test_a_rebuild_removes_what_a_killed_writer_left(tmp_store: Store) -> None:
     """A writer killed between its temporary file and the rename leaves ``.<name>.<pid>-….tmp``
-    behind: the next rebuild removes it (a rebuild leaves only what it writes), but not the
-    temporary file of a writer still running."""
+    behind. The next fresh write of the caches, under the lock every writer of the folder
+    holds, removes it whatever its pid says (a worker killed with its parent may not be reaped
+    yet): a rebuild leaves only what it writes."""
     thread = tmp_store.thread("t")
     thread.append([fr.message("user", f"m{i}") for i in range(5)])
     index = ThreadIndex(thread)
     index.refresh()
     dead = index.dir / f".manifest.v1.json.{_dead_pid()}-0badc0de.tmp"
-    live = index.dir / f".manifest.v1.json.{os.getpid()}-0badc0de.tmp"
+    unreaped = index.dir / f".offsets.v1.bin.{os.getpid()}-0badc0de.tmp"
     dead.write_bytes(b"")
-    live.write_bytes(b"")
+    unreaped.write_bytes(b"")
     before = {p.name: p.read_bytes() for p in index.dir.iterdir() if not p.name.endswith(".tmp")}
     rebuild_all(tmp_store)
-    assert not dead.exists()
-    assert live.exists()
-    after = {p.name: p.read_bytes() for p in index.dir.iterdir() if not p.name.endswith(".tmp")}
+    assert not dead.exists() and not unreaped.exists()
+    after = {p.name: p.read_bytes() for p in index.dir.iterdir()}
     assert after == before
+
+
+def test_without_the_lock_only_a_dead_writers_temporary_file_goes(tmp_path: Path) -> None:
+    dead = tmp_path / f".catalog.v1.json.{_dead_pid()}-0badc0de.tmp"
+    live = tmp_path / f".catalog.v1.json.{os.getpid()}-0badc0de.tmp"
+    other = tmp_path / ".catalog.v1.json.tmp"  # not a name atomic_write gives
+    for p in (dead, live, other):
+        p.write_bytes(b"")
+    assert remove_temps(tmp_path, holding_lock=False) == 1
+    assert not dead.exists() and live.exists() and other.exists()
+    assert remove_temps(tmp_path, holding_lock=True) == 1
+    assert not live.exists() and other.exists()

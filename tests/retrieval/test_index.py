@@ -5,6 +5,7 @@ index of an older version being rebuilt. Small ``BLOCK``/``FANOUT``/``MAX_SEGMEN
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections.abc import Callable, Iterator
@@ -323,3 +324,19 @@ def test_an_index_of_the_previous_version_is_rebuilt(
     rebuilt = _files(index)
     index.rebuild()
     assert _files(index) == rebuilt
+
+
+def test_a_catch_up_removes_what_a_killed_writer_left(tmp_store: Store) -> None:
+    """A writer killed between a segment's or manifest's temporary file and its rename leaves
+    it behind, under a manifest that is still sound: the next catch-up, under the lock every
+    writer of the folder holds, removes it."""
+    thread = tmp_store.thread("t")
+    thread.append([fr.message("user", f"alembic migration {i}") for i in range(5)])
+    index = ThreadSearchIndex(thread)
+    index.refresh()
+    left = index.dir / f".manifest.json.{os.getpid()}-0badc0de.tmp"
+    left.write_bytes(b"{")
+    thread.append(fr.message("user", "one more"))
+    assert index.refresh() == 1
+    assert not left.exists()
+    assert sorted(h.seq for h in search(tmp_store, "alembic", thread="t")) == [1, 2, 3, 4, 5]
