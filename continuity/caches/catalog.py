@@ -37,12 +37,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final, NamedTuple
 
+import blake3
 import msgspec
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, remove_temps
 from continuity.caches.thread_index import ThreadIndex, caches_writable, check_no_lost_threads
-from continuity.errors import ContinuityError, CorruptFrame
+from continuity.errors import ContinuityError, CorruptFrame, note_rebuilt
 from continuity.redaction import META_KEY, redaction_count
 from continuity.store.base import BaseStore, LogReader, LogStamp, Thread
 
@@ -63,7 +64,8 @@ __all__ = [
 ]
 
 CATALOG_FILE: Final = "catalog.v1.json"
-_VERSION: Final = 1
+_VERSION: Final = 2
+"""2: each row carries a checksum (version 1 files, without, are read as absent and rebuilt)."""
 _TAIL: Final = 67
 """A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
 _CHUNK: Final = 1 << 20
@@ -104,11 +106,21 @@ class CatalogRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 class _CatalogFile(msgspec.Struct, frozen=True):
     version: int
-    threads: list[CatalogRow]
+    threads: list[msgspec.Raw]
+    """Each row's JSON, as written."""
+    checks: list[str]
+    """Each row's checksum (:func:`_check`): a row whose bytes do not match it is not served."""
 
 
 _decoder: Final = msgspec.json.Decoder(_CatalogFile)
+_row_decoder: Final = msgspec.json.Decoder(CatalogRow)
 _encoder: Final = msgspec.json.Encoder()
+
+
+def _check(raw: bytes) -> str:
+    """A row's checksum: 64 bits of the blake3 of its JSON (damage, not an adversary, is what
+    it catches: a forger able to write the file could as well write a log)."""
+    return blake3.blake3(raw).hexdigest(8)
 
 
 class CatalogView(NamedTuple):
@@ -349,9 +361,30 @@ def _path(store: BaseStore) -> Path | None:
     return None if store.cache_dir is None else store.cache_dir / CATALOG_FILE
 
 
+class _Loaded(NamedTuple):
+    rows: dict[str, CatalogRow]
+    """The rows whose checksums hold, by thread id."""
+    damaged: list[tuple[str | None, int]]
+    """The others: their thread ids (when still readable) and places in the file."""
+
+
 def _load(path: Path) -> dict[str, CatalogRow] | None:
-    """The rows on disk by thread id; None when there is no catalog or it does not decode (a
-    damaged catalog is read as empty: every row is read again and the file rewritten)."""
+    """The sound rows on disk by thread id; None when there is no catalog or it does not decode
+    (a damaged catalog is read as empty: every row is read again and the file rewritten). A row
+    whose checksum fails is left out (read again from its log), with a note on stderr."""
+    loaded = _load_checked(path)
+    if loaded is None:
+        return None
+    if loaded.damaged:
+        names = [_row_name(tid, i) for tid, i in loaded.damaged[:3]]
+        note_rebuilt(
+            f"the store catalog ({path})",
+            f"{len(loaded.damaged)} damaged row(s) ({', '.join(names)})",
+        )
+    return loaded.rows
+
+
+def _load_checked(path: Path) -> _Loaded | None:
     try:
         data = path.read_bytes()
     except OSError:  # none, or not a file (the folder it is in gone, a folder in its place)
@@ -359,10 +392,62 @@ def _load(path: Path) -> dict[str, CatalogRow] | None:
     try:
         found = _decoder.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError):
+        if data:
+            note_rebuilt(f"the store catalog ({path})", "the file does not decode")
         return None
     if found.version != _VERSION:
         return None
-    return {r.thread_id: r for r in found.threads}
+    if len(found.checks) != len(found.threads):
+        note_rebuilt(f"the store catalog ({path})", "its rows and checksums do not pair up")
+        return None
+    rows: dict[str, CatalogRow] = {}
+    damaged: list[tuple[str | None, int]] = []
+    for i, (raw, check) in enumerate(zip(found.threads, found.checks, strict=True)):
+        row = _sound_row(bytes(raw), check)
+        if row is None:
+            damaged.append((_id_of(bytes(raw)), i))
+        else:
+            rows[row.thread_id] = row
+    return _Loaded(rows, damaged)
+
+
+def _sound_row(raw: bytes, check: str) -> CatalogRow | None:
+    if _check(raw) != check:
+        return None
+    try:
+        return _row_decoder.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+def _row_name(tid: str | None, i: int) -> str:
+    return f"row {i}" if tid is None else f"thread {tid!r}"
+
+
+def _id_of(raw: bytes) -> str | None:
+    """A damaged row's thread id, when it still decodes to one."""
+    try:
+        return _row_decoder.decode(raw).thread_id
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+def _cut_short(thread: Thread, row: CatalogRow, size: int) -> CorruptFrame:
+    """The problem of a log now ``size`` bytes long that ``row`` saw at ``row.log_bytes``."""
+    try:
+        head = thread.head()
+        first_missing = 0 if head is None else head.seq + 1
+    except ContinuityError:
+        first_missing = 0
+    return CorruptFrame(
+        thread.id,
+        first_missing,
+        size,
+        f"the log ends here, but the store catalog recorded {row.frames} frames "
+        f"({row.log_bytes} bytes, up to seq {row.frames - 1}): committed frames are missing "
+        "from the log. If that is expected, `continuity rebuild-index` accepts the log as it "
+        "is now",
+    )
 
 
 def _current(row: CatalogRow | None, stamp: LogStamp) -> bool:
@@ -374,7 +459,9 @@ def _current(row: CatalogRow | None, stamp: LogStamp) -> bool:
 
 
 def _encode(rows: list[CatalogRow]) -> bytes:
-    return _encoder.encode(_CatalogFile(_VERSION, rows)) + b"\n"
+    raws = [_encoder.encode(r) for r in rows]
+    checks = [_check(r) for r in raws]
+    return _encoder.encode(_CatalogFile(_VERSION, [msgspec.Raw(r) for r in raws], checks)) + b"\n"
 
 
 def _write(store: BaseStore, path: Path, rows: list[CatalogRow]) -> None:
@@ -427,6 +514,12 @@ def catalog_view(store: BaseStore, *, fresh: Mapping[str, CatalogRow] | None = N
         row = known.get(stamp.thread_id)
         if row is not None and _current(row, stamp):
             rows.append(row)
+            kept.append(row)
+            continue
+        if row is not None and stamp.size < row.log_bytes:
+            # Logs only grow: committed frames were cut from its end. The row is kept, so the
+            # loss is reported until the log is repaired or rebuild-index accepts it as it is.
+            problems[row.thread_id] = _cut_short(store.thread(row.thread_id), row, stamp.size)
             kept.append(row)
             continue
         read = None if fresh is None else fresh.get(stamp.thread_id)
@@ -517,6 +610,18 @@ def rebuild_catalog(
     return 0 if loaded is None else len(loaded)
 
 
+def _written_by_another_version(path: Path) -> bool:
+    try:
+        version = msgspec.json.decode(path.read_bytes(), type=_Version).version
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError):
+        return False
+    return version != _VERSION
+
+
+class _Version(msgspec.Struct):
+    version: int
+
+
 def catalog_problems(
     store: BaseStore,
     thread_ids: set[str] | None = None,
@@ -536,15 +641,24 @@ def catalog_problems(
     stamps = store.log_stamps(_TAIL)
     if stamps is None:
         return []
-    rows = _load(path)
-    if rows is None:
+    loaded = _load_checked(path)
+    if loaded is None:
+        if _written_by_another_version(path):
+            return []  # not damage: the next listing writes it in this version's format
         return [(None, f"{CATALOG_FILE} does not decode (the next listing rebuilds it)")]
-    found: list[tuple[str | None, str]] = []
+    found: list[tuple[str | None, str]] = [
+        (tid, f"row {i} does not match its checksum (the next listing reads it again)")
+        for tid, i in loaded.damaged
+        if thread_ids is None or tid is None or tid in thread_ids
+    ]
     by_id = {s.thread_id: s for s in stamps}
-    for tid, row in sorted(rows.items()):
+    for tid, row in sorted(loaded.rows.items()):
         if thread_ids is not None and tid not in thread_ids:
             continue
         stamp = by_id.get(tid)
+        if stamp is not None and stamp.size < row.log_bytes:
+            found.append((tid, str(_cut_short(store.thread(tid), row, stamp.size))))
+            continue
         if stamp is None or not _current(row, stamp):
             continue
         known = None if fresh is None else fresh.get(tid)

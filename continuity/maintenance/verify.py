@@ -30,6 +30,7 @@ from continuity.caches.catalog import (
     CatalogRow,
     Facts,
     catalog_problems,
+    rebuild_catalog,
     row_of,
     wants_last_message,
 )
@@ -1052,6 +1053,7 @@ def repair_thread(thread: Thread, *, dry_run: bool = False) -> Repair | None:
     if dry_run:
         return Repair(problem, offset, kept, size - offset, None)
     recovery = thread.quarantine_tail(offset, f"repair: {problem.message}")
+    rebuild_catalog(thread.store, {thread.id})  # the log is shorter now, on purpose
     if ThreadIndex.available(thread):
         ThreadIndex(thread).rebuild()
         ThreadSearchIndex(thread).rebuild()

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import blake3
 import msgspec
 import pytest
 from typer.testing import CliRunner
@@ -264,7 +265,7 @@ def test_a_damaged_catalog_is_read_again(tmp_store: Store, damage: str) -> None:
     elif damage == "empty":
         path.write_bytes(b"")
     elif damage == "other version":
-        path.write_bytes(good.replace(b'"version":1', b'"version":99'))
+        path.write_bytes(good.replace(b"\"version\":2", b"\"version\":99"))
     elif damage == "not json rows":
         path.write_bytes(b'{"version":1,"threads":[{"thread_id":5}]}')
     else:
@@ -273,7 +274,7 @@ def test_a_damaged_catalog_is_read_again(tmp_store: Store, damage: str) -> None:
     _more(tmp_store, "cc-s1", 9)  # and a thread that changed meanwhile
     _check(tmp_store)
     if damage != "a folder":
-        assert msgspec.json.decode(path.read_bytes())["version"] == 1  # written again
+        assert msgspec.json.decode(path.read_bytes())["version"] == 2  # written again
 
 
 def test_a_row_with_a_wrong_stamp_is_never_served(tmp_store: Store) -> None:
@@ -404,6 +405,15 @@ def test_verify_reports_a_damaged_catalog(tmp_store: Store) -> None:
     assert [(p.where, p.thread_id) for p in report.problems] == [
         ("catalog row of thread cc-s2", "cc-s2")
     ]
+    assert "does not match its checksum" in report.problems[0].message
+    # a row whose checksum was made to match (not damage: a forger) is still read against its log
+    at = [r["thread_id"] for r in doc["threads"]].index("cc-s2")
+    doc["checks"][at] = blake3.blake3(msgspec.json.encode(doc["threads"][at])).hexdigest(8)
+    path.write_bytes(msgspec.json.encode(doc))
+    report = verify_store(tmp_store)
+    assert [(p.where, p.thread_id) for p in report.problems] == [
+        ("catalog row of thread cc-s2", "cc-s2")
+    ]
     assert "messages 8 (the log says 7)" in report.problems[0].message
     # only the threads asked about
     assert verify_store(tmp_store, [tmp_store.thread("cc-s1")]).ok
@@ -483,3 +493,76 @@ def test_previous_session_reads_current_rows_and_never_writes(tmp_store: Store) 
         got = previous_session(tmp_store, project, exclude=exclude)
         assert got == _expected_previous(tmp_store, project, exclude)
     assert _catalog(tmp_store).read_bytes() == kept
+
+
+# --- a catalog that cannot lie (issue 26) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("frames", 96), ("messages", 0), ("checkpoints", 0), ("project", "elsewhere"), ("title", "x")],
+)
+def test_an_edited_row_is_never_served(tmp_store: Store, field: str, value: object) -> None:
+    """A row edited into other valid JSON (what a flipped digit does) fails its checksum: the
+    listings are read from the log again, and say on stderr that the row was damaged."""
+    _fill(tmp_store)
+    _check(tmp_store)
+    path = _catalog(tmp_store)
+    doc = msgspec.json.decode(path.read_bytes())
+    for row in doc["threads"]:
+        row[field] = value  # each row, whether it had the field or not
+    path.write_bytes(msgspec.json.encode(doc))
+    out = subprocess.run(
+        [sys.executable, "-m", "continuity", "--store", str(tmp_store.root), "stats"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "the store catalog" in out.stderr and "damaged row" in out.stderr
+    assert "rebuilt from the log" in out.stderr
+    _check(tmp_store)
+    assert verify_store(tmp_store).ok  # and the file was written again, whole
+
+
+@pytest.mark.slow
+def test_a_small_log_cut_short_is_reported_until_accepted(tmp_store: Store) -> None:
+    """A thread under the size that keeps per-thread caches has only the catalog to remember
+    how far its log went: a log cut by its last line is a named problem for verify and for the
+    listings (never a quietly shorter thread), until rebuild-index accepts the log as it is."""
+    _fill(tmp_store)
+    _check(tmp_store)
+    log = tmp_store.thread("cc-s2").path
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:-1]))
+    report = verify_store(tmp_store)
+    assert [(p.where, p.thread_id) for p in report.problems] == [
+        ("catalog row of thread cc-s2", "cc-s2")
+    ]
+    assert "committed frames are missing from the log" in report.problems[0].message
+    view = catalog_view(tmp_store)
+    assert set(view.problems) == {"cc-s2"}
+    assert "the store catalog recorded" in str(view.problems["cc-s2"])
+    assert "cc-s2" not in {r.thread_id for r in view.rows}
+    assert catalog_view(tmp_store).problems.keys() == {"cc-s2"}  # kept until accepted
+    runner = CliRunner()
+    result = runner.invoke(app, ["--store", str(tmp_store.root), "verify"])
+    assert result.exit_code == 1 and "cc-s2" in result.output
+    result = runner.invoke(app, ["--store", str(tmp_store.root), "rebuild-index"])
+    assert result.exit_code == 0, result.output
+    assert verify_store(tmp_store).ok
+    _check(tmp_store)
+
+
+def test_repair_drops_the_row_of_the_tail_it_moves(tmp_store: Store) -> None:
+    """repair shortens a log on purpose: the catalog forgets how far it went."""
+    from continuity.maintenance.verify import repair_thread
+
+    _fill(tmp_store)
+    _check(tmp_store)
+    log = tmp_store.thread("cc-s2").path
+    data = bytearray(log.read_bytes())
+    data[-10] ^= 0x01  # a flipped digit of the last frame's digest
+    log.write_bytes(bytes(data))
+    assert repair_thread(tmp_store.thread("cc-s2")) is not None
+    assert verify_store(tmp_store).ok
+    _check(tmp_store)
