@@ -265,7 +265,7 @@ def test_a_damaged_catalog_is_read_again(tmp_store: Store, damage: str) -> None:
     elif damage == "empty":
         path.write_bytes(b"")
     elif damage == "other version":
-        path.write_bytes(good.replace(b"\"version\":2", b"\"version\":99"))
+        path.write_bytes(good.replace(b'"version":2', b'"version":99'))
     elif damage == "not json rows":
         path.write_bytes(b'{"version":1,"threads":[{"thread_id":5}]}')
     else:
