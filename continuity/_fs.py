@@ -9,7 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "fsync_dir", "private_dirs", "remove_temps"]
+__all__ = [
+    "atomic_write",
+    "fsync_dir",
+    "private_dirs",
+    "read_checked",
+    "remove_temps",
+    "write_checked",
+]
 
 
 def fsync_dir(path: Path) -> None:
@@ -74,6 +81,31 @@ def atomic_write(
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def _trailer(data: bytes) -> bytes:
+    import blake3  # a core dependency, already loaded wherever a cache is written
+
+    return b"\n#b3:" + blake3.blake3(data).hexdigest(8).encode() + b"\n"
+
+
+def write_checked(path: Path, data: bytes) -> None:
+    """Replace a small cache file (a cursor, a state) atomically with ``data`` followed by a
+    line holding its checksum, so a damaged file is told from a sound one by
+    :func:`read_checked`. Not fsynced: a cache is rebuilt, not recovered."""
+    atomic_write(path, data + _trailer(data), durable=False)
+
+
+def read_checked(path: Path) -> bytes | None:
+    """The data :func:`write_checked` wrote to ``path``; None when the file is damaged (its
+    checksum does not match, or it has none: a file another version wrote). Raises
+    ``OSError`` (``FileNotFoundError``…) when it cannot be read."""
+    raw = path.read_bytes()
+    cut = raw.rfind(b"\n#b3:")
+    if cut < 0:
+        return None
+    data = raw[:cut]
+    return data if raw[cut:] == _trailer(data) else None
 
 
 def remove_temps(folder: Path, *, holding_lock: bool) -> int:

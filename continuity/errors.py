@@ -241,15 +241,15 @@ class DemoError(ContinuityError):
 _NOTED: set[str] = set()
 
 
-def note_rebuilt(where: str, what: str) -> None:
+def note_rebuilt(where: str, what: str, done: str = "rebuilt from the log") -> None:
     """Say once per process, on stderr, that a damaged cache was not served but read again from
-    the log: ``continuity: <where>: <what>; rebuilt from the log``.
+    the log: ``continuity: <where>: <what>; rebuilt from the log`` (or what ``done`` says).
 
     Through the ``continuity`` logger (imported only here, when damage is found): a program that
     configures logging receives it as a warning; one that does not gets it on stderr, which is
     what the CLI and the hooks show. The answer is right either way; the note says a cache file
     was damaged, which ``continuity verify`` explains and ``rebuild-index`` clears."""
-    text = f"continuity: {where}: {what}; rebuilt from the log"
+    text = f"continuity: {where}: {what}; {done}"
     if text in _NOTED:
         return
     _NOTED.add(text)

@@ -45,7 +45,16 @@ import msgspec
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, private_dirs, remove_temps
-from continuity.errors import CachesReadOnly, CorruptCache, CorruptFrame
+from continuity.caches.blocksums import (
+    BLOCK,
+    SUM,
+    CheckedFile,
+    block_sums,
+    file_check,
+    sums_path,
+    tail_of,
+)
+from continuity.errors import CachesReadOnly, CorruptCache, CorruptFrame, note_rebuilt
 from continuity.store.base import BaseStore, LogReader, Thread
 from continuity.store.derived import (
     ROLE_CODES,
@@ -82,7 +91,9 @@ MESSAGE_RECORD: Final = struct.Struct("<QIB3x")
 """One ``messages.v1.bin`` record: seq, token estimate, role code, 3 zero bytes."""
 _SEL_RECORD: Final = struct.Struct("<QQQ")
 _U64: Final = struct.Struct("<Q")
-_MANIFEST_VERSION: Final = 3
+_MANIFEST_VERSION: Final = 4
+"""4: each data file has block checksums (``<name>.b3``, :mod:`.blocksums`) and the manifest
+a checksum of itself; caches of an older version are rebuilt."""
 ROLE_NAMES: Final = {v: k for k, v in ROLE_CODES.items()}
 
 _OFFSETS: Final = "offsets.v1.u64"
@@ -93,6 +104,8 @@ _OTHER: Final = "checkpoints.v1.other"
 _MARKS: Final = "marks.v1.jsonl"
 _MANIFEST: Final = "manifest.v1.json"
 _DATA_FILES: Final = (_OFFSETS, _MESSAGES, _CHECKPOINTS, _SELECTION, _OTHER, _MARKS)
+_SUMS: Final = {name: sums_path(Path(name)).name for name in _DATA_FILES}
+"""The block checksums of each data file (:mod:`.blocksums`)."""
 _CHUNK: Final = 2 << 20
 
 _T = TypeVar("_T")
@@ -145,6 +158,8 @@ class Watermark(msgspec.Struct, frozen=True):
     digest: str
     entries: int
     bytes: int
+    check: str = ""
+    """:func:`~.blocksums.file_check` of the file's first ``bytes`` bytes."""
 
 
 class Manifest(msgspec.Struct, frozen=True):
@@ -157,6 +172,24 @@ class Manifest(msgspec.Struct, frozen=True):
     selection: Watermark
     other: Watermark
     marks: Watermark
+    check: str = ""
+    """A digest of the manifest itself (with ``check`` empty): a damaged one is not trusted."""
+
+
+class _Versioned(msgspec.Struct):
+    """What any version's manifest holds (a file that does not is damaged, not older)."""
+
+    version: int
+    thread_id: str
+    log_end: int
+
+
+def _manifest_check(m: Manifest) -> str:
+    return blake3.blake3(_encoder.encode(m)).hexdigest(16)
+
+
+def _sealed(m: Manifest) -> bool:
+    return m.check == _manifest_check(msgspec.structs.replace(m, check=""))
 
 
 class MessageRecord(NamedTuple):
@@ -347,7 +380,8 @@ class IndexRun:
 @functools.lru_cache(maxsize=4096)
 def _paths(folder: Path) -> dict[str, Path]:
     """The path of each file of a thread's cache folder (joined once per folder and process)."""
-    return {name: folder / name for name in (*_DATA_FILES, _MANIFEST, ".lock")}
+    names = (*_DATA_FILES, *(_SUMS[n] for n in _DATA_FILES), _MANIFEST, ".lock")
+    return {name: folder / name for name in names}
 
 
 def _swapped(values: array[int]) -> bytes:
@@ -383,6 +417,7 @@ class ThreadIndex:
         self.dir = cache_dir / "threads" / thread.id
         self._snap: Manifest | None = None
         """The manifest this handle last refreshed to (or found current)."""
+        self._files: dict[tuple[str, int, str], CheckedFile] = {}
 
     @staticmethod
     def available(thread: Thread) -> bool:
@@ -422,10 +457,27 @@ class ThreadIndex:
         return _paths(self.dir)[name]
 
     def manifest(self) -> Manifest | None:
+        """The committed manifest; None when there is none, or it does not decode or does not
+        match its own checksum (damaged: the next refresh rebuilds)."""
         try:
-            return _manifest_decoder.decode(self._path(_MANIFEST).read_bytes())
+            m = _manifest_decoder.decode(self._path(_MANIFEST).read_bytes())
         except (FileNotFoundError, msgspec.DecodeError, UnicodeDecodeError):
             return None
+        return m if _sealed(m) else None
+
+    def _checked(self, m: Manifest, name: str) -> CheckedFile:
+        """The data file ``name`` as ``m`` committed it, its blocks checked as they are read
+        (``ValueError`` when its sums or last block are not what ``m`` recorded). Kept per
+        handle and watermark: a file is opened once, each block hashed once."""
+        mark = self._watermark(m, name)
+        key = (name, mark.bytes, mark.check)
+        found = self._files.get(key)
+        if found is None:
+            found = CheckedFile.open(self._path(name), mark.bytes, mark.check)
+            if len(self._files) >= 32:
+                self._files.clear()
+            self._files[key] = found
+        return found
 
     def refresh(self, progress: Progress | None = None) -> RefreshResult:
         """Bring the caches up to the log's committed end: catch up, or rebuild if they diverge.
@@ -456,6 +508,7 @@ class ThreadIndex:
                     raise CorruptFrame(self.thread.id, shortfall[0], end, shortfall[1])
                 start = self._trusted_end(manifest, log, end)
                 if start is None:
+                    self._note_untrusted(manifest)
                     delta = _index_run(self.thread.id, log, 0, end, 0, progress)
                     self._write_fresh(delta)
                     return RefreshResult("rebuilt", delta.frames)
@@ -466,9 +519,40 @@ class ThreadIndex:
                 delta = _index_run(
                     self.thread.id, log, start_offset, end, manifest.offsets.last_seq + 1, progress
                 )
-                self._append(manifest, delta)
-                self._snap = self._manifest_for(delta, manifest)
+                self._snap = self._append(manifest, delta)
                 return RefreshResult("caught_up", delta.frames)
+
+    def _note_untrusted(self, m: Manifest | None) -> None:
+        """Say on stderr why caches that were there are rebuilt: damage, not a first build, a
+        small log that grew, or caches of another version."""
+        if m is None:
+            if self._path(_MANIFEST).exists() and self._raw_version() in (_MANIFEST_VERSION, None):
+                what = f"{_MANIFEST} is damaged"
+            else:
+                return
+        elif m.version != _MANIFEST_VERSION:
+            return
+        else:
+            what = "; ".join(self._file_problems(m)) or "they do not match the log"
+        note_rebuilt(f"the caches of thread {self.thread.id!r}", what)
+
+    def _raw_version(self) -> int | None:
+        """The version the manifest file says it has, if it says one (a damaged one may not)."""
+        try:
+            return msgspec.json.decode(self._path(_MANIFEST).read_bytes(), type=_Versioned).version
+        except (OSError, msgspec.DecodeError, UnicodeDecodeError):
+            return None
+
+    def _file_problems(self, m: Manifest) -> list[str]:
+        """What is wrong with each data file as ``m`` committed it (its size, its sums, its last
+        block): what a read of it would refuse."""
+        found = []
+        for name in _DATA_FILES:
+            try:
+                self._checked(m, name)
+            except (ValueError, OSError) as exc:
+                found.append(str(exc))
+        return found
 
     def rebuild(self, progress: Progress | None = None) -> RefreshResult:
         """Drop the caches and index the whole log again (a small log: drop them, folder and
@@ -506,9 +590,14 @@ class ThreadIndex:
         return found
 
     def _problems(self, fresh: IndexDelta | None = None) -> list[str]:
+        self._files.clear()  # read every file again: verify trusts nothing a handle saw
         manifest = self.manifest()
         if manifest is None:
-            return [] if not (self._path(_MANIFEST)).exists() else ["manifest does not decode"]
+            if not (self._path(_MANIFEST)).exists():
+                return []
+            if self._raw_version() not in (_MANIFEST_VERSION, None):
+                return []  # another version's caches: the next refresh rebuilds them
+            return [f"{_MANIFEST} does not decode or does not match its checksum"]
         log = self.thread.open_log()
         if log is None:
             return ["caches exist for a thread with no log"]
@@ -516,6 +605,9 @@ class ThreadIndex:
             shortfall = self._shortfall(manifest, log.end)
             if shortfall is not None:
                 return [f"seq {shortfall[0]}, byte offset {log.end}: {shortfall[1]}"]
+            damaged = self._file_problems(manifest)
+            if damaged:
+                return damaged
             if self._trusted_end(manifest, log, log.end) is None:
                 return ["watermark does not match the log (a refresh will rebuild)"]
             if fresh is not None and fresh.end == manifest.log_end:
@@ -523,18 +615,23 @@ class ThreadIndex:
             else:
                 delta = _index_run(self.thread.id, log, 0, manifest.log_end, 0)
         found = []
-        if manifest != self._manifest_for(delta, None):
+        contents = self._file_contents(delta)
+        if manifest != self._manifest_for(delta, None, self._fresh_checks(contents)):
             found.append(f"{_MANIFEST} differs from the log")
-        for name, want in self._file_contents(delta).items():
+        for name, want in contents.items():
             mark = self._watermark(manifest, name)
             try:
                 with open(self._path(name), "rb") as f:
                     have = f.read(mark.bytes)
+                with open(self._path(_SUMS[name]), "rb") as f:
+                    sums = f.read(mark.bytes // BLOCK * SUM)
             except FileNotFoundError:
-                found.append(f"{name} is missing")
+                found.append(f"{name} or its sums are missing")
                 continue
             if have != want:
                 found.append(f"{name} differs from the log")
+            elif sums != block_sums(want):
+                found.append(f"{_SUMS[name]} differs from {name}")
         return found
 
     # -- lookups (O(1) or O(k) reads; call refresh() first for current answers) --
@@ -562,9 +659,16 @@ class ThreadIndex:
         return self._offset_in(self.manifest(), seq)
 
     def _offset_in(self, m: Manifest | None, seq: int) -> int | None:
+        """Where frame ``seq`` starts, as ``m`` indexed it; None when not indexed, or when the
+        offsets' block is damaged (said on stderr): the log is then read from its start, which
+        gives the same frames (an offset is only a hint the log checks)."""
         if m is None or not 0 <= seq < m.offsets.entries:
             return None
-        raw = self._pread(_OFFSETS, 8, seq * 8)
+        try:
+            raw = self._checked(m, _OFFSETS).pread(8, seq * 8)
+        except (ValueError, OSError) as exc:
+            note_rebuilt(f"the caches of thread {self.thread.id!r}", f"{exc}", "read from the log")
+            return None
         return int.from_bytes(raw, "little") if len(raw) == 8 else None
 
     def messages(self, start: int, stop: int) -> list[MessageRecord]:
@@ -575,8 +679,9 @@ class ThreadIndex:
             lo, hi = max(0, start), min(stop, n)
             if hi <= lo:
                 return []
+            assert m is not None
             size = MESSAGE_RECORD.size
-            raw = self._pread(_MESSAGES, (hi - lo) * size, lo * size)
+            raw = self._checked(m, _MESSAGES).pread((hi - lo) * size, lo * size)
             return [MessageRecord(*r) for r in MESSAGE_RECORD.iter_unpack(raw)]
 
         return self._consistent(read)
@@ -585,8 +690,11 @@ class ThreadIndex:
         """Every indexed message record, memory-mapped (pages are read only when touched)."""
 
         def read(m: Manifest | None) -> MessageRecords:
-            n = 0 if m is None else m.messages.entries
-            return MessageRecords(_map(self._path(_MESSAGES), n * MESSAGE_RECORD.size), n)
+            if m is None:
+                return MessageRecords(b"", 0)
+            n = m.messages.entries
+            checked = self._checked(m, _MESSAGES)
+            return MessageRecords(_map(self._path(_MESSAGES), n * MESSAGE_RECORD.size), n, checked)
 
         return self._consistent(read)
 
@@ -596,7 +704,7 @@ class ThreadIndex:
         def read(m: Manifest | None) -> list[CheckpointEntry]:
             if m is None or not m.checkpoints.bytes:
                 return []
-            raw = self._pread(_CHECKPOINTS, m.checkpoints.bytes, 0)
+            raw = self._checked(m, _CHECKPOINTS).pread(m.checkpoints.bytes, 0)
             return _checkpoints_decoder.decode(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
 
         return self._consistent(read)
@@ -605,15 +713,19 @@ class ThreadIndex:
         """The cumulative checkpoints by (to_seq, seq), for the compile rule's bisections."""
 
         def read(m: Manifest | None) -> CheckpointSelection:
-            n = 0 if m is None else m.selection.entries
-            size = 0 if m is None else m.checkpoints.bytes
+            if m is None:
+                return CheckpointSelection(b"", 0, self._path(_CHECKPOINTS), thread=self.thread)
+            n = m.selection.entries
+            data = _map(self._path(_SELECTION), n * _SEL_RECORD.size)
+            self._checked(m, _SELECTION).check_span(data, 0, n * _SEL_RECORD.size)
             return CheckpointSelection(
-                _map(self._path(_SELECTION), n * _SEL_RECORD.size),
+                data,
                 n,
                 self._path(_CHECKPOINTS),
                 thread=self.thread,
-                entries_size=size,
+                entries_size=m.checkpoints.bytes,
                 offsets=self,
+                entries_checked=self._checked(m, _CHECKPOINTS),
             )
 
         return self._consistent(read)
@@ -624,8 +736,13 @@ class ThreadIndex:
         def read(m: Manifest | None) -> list[CheckpointEntry]:
             if m is None or not m.other.entries:
                 return []
-            raw = self._pread(_OTHER, m.other.bytes, 0)
-            return [_entry_at(self._path(_CHECKPOINTS), off) for (off,) in _U64.iter_unpack(raw)]
+            raw = self._checked(m, _OTHER).pread(m.other.bytes, 0)
+            entries = self._checked(m, _CHECKPOINTS)
+            path = self._path(_CHECKPOINTS)
+            return [
+                _entry_at(path, off, m.checkpoints.bytes, entries)
+                for (off,) in _U64.iter_unpack(raw)
+            ]
 
         return self._consistent(read)
 
@@ -637,8 +754,9 @@ class ThreadIndex:
         def read(m: Manifest | None) -> tuple[list[MarkEntry], int]:
             if m is None or m.marks.bytes <= start_bytes:
                 return [], 0 if m is None else m.marks.bytes
-            raw = self._pread(_MARKS, m.marks.bytes - start_bytes, start_bytes)
-            if start_bytes and self._pread(_MARKS, 1, start_bytes - 1) != b"\n":
+            marks = self._checked(m, _MARKS)
+            raw = marks.pread(m.marks.bytes - start_bytes, start_bytes)
+            if start_bytes and marks.pread(1, start_bytes - 1) != b"\n":
                 raise ValueError(f"{_MARKS}: byte {start_bytes} does not start a line")
             entries = _marks_decoder.decode(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
             return entries, m.marks.bytes
@@ -664,7 +782,12 @@ class ThreadIndex:
             m = self.manifest()
             if m is None:
                 break
-            value = read(m)
+            try:
+                value = read(m)
+            except DAMAGE:
+                if self.manifest() == m:
+                    raise  # the files of a committed version do not hold what it recorded
+                continue  # a rewrite replaced them under this read: read the new version
             if self.manifest() == m:
                 return value
         if not self.dir.is_dir():
@@ -790,6 +913,8 @@ class ThreadIndex:
             path = self._path(name)
             if not path.exists() or path.stat().st_size < mark.bytes:
                 return None
+        if self._file_problems(m):
+            return None
         if m.offsets.entries == 0:
             empty = m.log_end == 0 and m.messages.entries == m.checkpoints.entries == 0
             empty = empty and m.marks.entries == 0
@@ -848,32 +973,47 @@ class ThreadIndex:
             raise IndexError(seq)
         return _index_run(self.thread.id, log, at, log.line_end(at, m.log_end), seq)
 
-    def _manifest_for(self, delta: IndexDelta, base: Manifest | None) -> Manifest:
-        def mark(prev: Watermark | None, entries: int, size: int) -> Watermark:
-            e0, b0 = (prev.entries, prev.bytes) if prev else (0, 0)
-            return Watermark(delta.last_seq, delta.digest, e0 + entries, b0 + size)
+    def _manifest_for(
+        self, delta: IndexDelta, base: Manifest | None, checks: dict[str, str]
+    ) -> Manifest:
+        """The manifest that commits ``delta`` on top of ``base`` (None: a fresh index), each
+        file's ``checks`` recorded, and its own checksum."""
 
-        return Manifest(
+        def mark(name: str, prev: Watermark | None, entries: int, size: int) -> Watermark:
+            e0, b0 = (prev.entries, prev.bytes) if prev else (0, 0)
+            return Watermark(delta.last_seq, delta.digest, e0 + entries, b0 + size, checks[name])
+
+        m = Manifest(
             version=_MANIFEST_VERSION,
             thread_id=self.thread.id,
             log_end=delta.end,
-            offsets=mark(base.offsets if base else None, delta.frames, len(delta.offsets)),
+            offsets=mark(
+                _OFFSETS, base.offsets if base else None, delta.frames, len(delta.offsets)
+            ),
             messages=mark(
-                base.messages if base else None, delta.message_count, len(delta.messages)
+                _MESSAGES, base.messages if base else None, delta.message_count, len(delta.messages)
             ),
             checkpoints=mark(
-                base.checkpoints if base else None, delta.checkpoint_count, len(delta.checkpoints)
+                _CHECKPOINTS,
+                base.checkpoints if base else None,
+                delta.checkpoint_count,
+                len(delta.checkpoints),
             ),
             selection=mark(
+                _SELECTION,
                 base.selection if base else None,
                 len(delta.cumulative),
                 _SEL_RECORD.size * len(delta.cumulative),
             ),
             other=mark(
-                base.other if base else None, len(delta.other), _U64.size * len(delta.other)
+                _OTHER,
+                base.other if base else None,
+                len(delta.other),
+                _U64.size * len(delta.other),
             ),
-            marks=mark(base.marks if base else None, delta.mark_count, len(delta.marks)),
+            marks=mark(_MARKS, base.marks if base else None, delta.mark_count, len(delta.marks)),
         )
+        return msgspec.structs.replace(m, check=_manifest_check(m))
 
     @staticmethod
     def _file_contents(delta: IndexDelta) -> dict[str, bytes]:
@@ -887,21 +1027,35 @@ class ThreadIndex:
             _MARKS: delta.marks,
         }
 
+    @staticmethod
+    def _fresh_checks(contents: dict[str, bytes]) -> dict[str, str]:
+        return {
+            name: file_check(block_sums(data), tail_of(data, len(data)))
+            for name, data in contents.items()
+        }
+
     def _write_fresh(self, delta: IndexDelta) -> None:
         self._snap = None
-        self._write_fresh_files(delta)
-        self._snap = self._manifest_for(delta, None)
+        self._files.clear()
+        self._snap = self._write_fresh_files(delta)
 
-    def _write_fresh_files(self, delta: IndexDelta) -> None:
+    def _write_fresh_files(self, delta: IndexDelta) -> Manifest:
         # Without a manifest nothing is trusted: a crash between the files below cannot pair
         # the old manifest with some new files and some old ones.
         (self._path(_MANIFEST)).unlink(missing_ok=True)
         remove_temps(self.dir, holding_lock=True)  # every writer here holds self._lock()
-        for name, data in self._file_contents(delta).items():
+        contents = self._file_contents(delta)
+        for name, data in contents.items():
             _write_cache(self._path(name), data)
-        _write_cache(self._path(_MANIFEST), _encoder.encode(self._manifest_for(delta, None)))
+            _write_cache(self._path(_SUMS[name]), block_sums(data))
+        m = self._manifest_for(delta, None, self._fresh_checks(contents))
+        _write_cache(self._path(_MANIFEST), _encoder.encode(m))
+        return m
 
-    def _append(self, base: Manifest, delta: IndexDelta) -> None:
+    def _append(self, base: Manifest, delta: IndexDelta) -> Manifest:
+        """Append ``delta`` to the files ``base`` committed (their sums too) and commit the new
+        manifest, which is returned. The files' last blocks were found whole by
+        :meth:`_trusted_end` (so their sums never take in damage)."""
         appends = {
             _OFFSETS: delta.offsets,
             _MESSAGES: delta.messages,
@@ -912,33 +1066,54 @@ class ThreadIndex:
         selection = delta.selection_bytes(base.checkpoints.bytes)
         merged: bytes | None = None
         if selection and base.selection.entries:
-            last = self._pread(
-                _SELECTION, _SEL_RECORD.size, base.selection.bytes - _SEL_RECORD.size
-            )
+            sel = self._checked(base, _SELECTION)
+            last = sel.pread(_SEL_RECORD.size, base.selection.bytes - _SEL_RECORD.size)
             if _SEL_RECORD.unpack(selection[: _SEL_RECORD.size])[:2] < _SEL_RECORD.unpack(last)[:2]:
                 # An older to_seq than the newest indexed: the sorted file is rewritten whole.
-                old = self._pread(_SELECTION, base.selection.bytes, 0)
+                old = sel.pread(base.selection.bytes, 0)
                 recs = sorted([*_SEL_RECORD.iter_unpack(old), *_SEL_RECORD.iter_unpack(selection)])
                 merged = b"".join(_SEL_RECORD.pack(*r) for r in recs)
+        checks: dict[str, str] = {}
         if merged is None:
             appends[_SELECTION] = selection
         else:
             (self._path(_MANIFEST)).unlink()  # the rewrite is only trusted once committed below
             _write_cache(self._path(_SELECTION), merged)
+            _write_cache(self._path(_SUMS[_SELECTION]), block_sums(merged))
+            checks[_SELECTION] = file_check(block_sums(merged), tail_of(merged, len(merged)))
         for name, data in appends.items():
-            mark = self._watermark(base, name)
-            path = self._path(name)
-            if not data and os.stat(path).st_size == mark.bytes:
-                continue  # nothing to add, and nothing past the watermark to drop
-            with open(path, "r+b") as f:
-                f.truncate(mark.bytes)  # drop what a crashed writer left past the watermark
-                f.seek(mark.bytes)
-                f.write(data)
-        _write_cache(self._path(_MANIFEST), _encoder.encode(self._manifest_for(delta, base)))
+            checks[name] = self._append_file(name, self._watermark(base, name), data)
+        m = self._manifest_for(delta, base, checks)
+        _write_cache(self._path(_MANIFEST), _encoder.encode(m))
+        return m
+
+    def _append_file(self, name: str, mark: Watermark, data: bytes) -> str:
+        """Append ``data`` to data file ``name`` past its watermark, and the sums of the blocks
+        it completes past the committed ones; returns the file's new check."""
+        path, sums = self._path(name), self._path(_SUMS[name])
+        full = mark.bytes // BLOCK
+        if not data and os.stat(path).st_size == mark.bytes:
+            if os.stat(sums).st_size != full * SUM:
+                os.truncate(sums, full * SUM)
+            return mark.check  # nothing to add, and nothing past the watermark to drop
+        tail = self._pread(name, mark.bytes - full * BLOCK, full * BLOCK)
+        grown = tail + data
+        added = block_sums(grown)
+        with open(path, "r+b") as f:
+            f.truncate(mark.bytes)  # drop what a crashed writer left past the watermark
+            f.seek(mark.bytes)
+            f.write(data)
+        with open(sums, "r+b") as f:
+            f.truncate(full * SUM)
+            f.seek(full * SUM)
+            f.write(added)
+        kept = self._pread(_SUMS[name], full * SUM, 0)
+        return file_check(kept + added, tail_of(grown, mark.bytes + len(data)))
 
     def _remove(self) -> None:
         self._snap = None
-        for name in (_MANIFEST, *_DATA_FILES):
+        self._files.clear()
+        for name in (_MANIFEST, *_DATA_FILES, *_SUMS.values()):
             (self._path(name)).unlink(missing_ok=True)
 
 
@@ -1047,9 +1222,12 @@ def _map(path: Path, size: int) -> bytes | mmap.mmap:
         os.close(fd)
 
 
-def _entry_at(path: Path, offset: int, size: int | None = None) -> CheckpointEntry:
+def _entry_at(
+    path: Path, offset: int, size: int | None = None, checked: CheckedFile | None = None
+) -> CheckpointEntry:
     """The entry whose line starts at ``offset``; with ``size``, it must lie within that many
-    bytes and start a line (else ValueError), as a check of an index that may be damaged."""
+    bytes and start a line (else ValueError), as a check of an index that may be damaged; with
+    ``checked``, the blocks under the line must match their checksums."""
     with open(path, "rb") as f:
         if size is not None:
             if not 0 <= offset < size:
@@ -1059,28 +1237,40 @@ def _entry_at(path: Path, offset: int, size: int | None = None) -> CheckpointEnt
                 if f.read(1) != b"\n":
                     raise ValueError(f"checkpoint entry offset {offset} is not a line start")
         f.seek(offset)
-        return _checkpoint_decoder.decode(f.readline())
+        line = f.readline()
+    if checked is not None:
+        line = checked.pread(len(line), offset)
+    return _checkpoint_decoder.decode(line)
 
 
 class MessageRecords:
     """The message index as a read-only sequence of :class:`MessageRecord`, without copying."""
 
-    def __init__(self, data: bytes | mmap.mmap, n: int) -> None:
+    def __init__(self, data: bytes | mmap.mmap, n: int, checked: CheckedFile | None = None) -> None:
         self._data = data
         self._n = n
+        self._checked = checked
+        """The file's block checksums: each block a lookup touches is checked (once)."""
 
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, i: int) -> MessageRecord:
+    def _at(self, i: int) -> int:
         if not 0 <= i < self._n:
             raise IndexError(i)
-        return MessageRecord(*MESSAGE_RECORD.unpack_from(self._data, i * MESSAGE_RECORD.size))
+        at = i * MESSAGE_RECORD.size
+        if self._checked is not None:
+            try:
+                self._checked.check_span(self._data, at, at + MESSAGE_RECORD.size)
+            except ValueError as exc:
+                raise CorruptCache("", str(exc)) from None
+        return at
+
+    def __getitem__(self, i: int) -> MessageRecord:
+        return MessageRecord(*MESSAGE_RECORD.unpack_from(self._data, self._at(i)))
 
     def seq(self, i: int) -> int:
-        if not 0 <= i < self._n:
-            raise IndexError(i)
-        return int(_U64.unpack_from(self._data, i * MESSAGE_RECORD.size)[0])
+        return int(_U64.unpack_from(self._data, self._at(i))[0])
 
     def count_upto(self, seq: int) -> int:
         """How many messages have a seq ≤ ``seq`` (a bisection). Each record the bisection
@@ -1103,6 +1293,13 @@ class MessageRecords:
     def tokens(self, start: int, stop: int) -> list[int]:
         start, stop = max(0, start), min(stop, self._n)
         size = MESSAGE_RECORD.size
+        if stop <= start:
+            return []
+        if self._checked is not None:
+            try:
+                self._checked.check_span(self._data, start * size, stop * size)
+            except ValueError as exc:
+                raise CorruptCache("", str(exc)) from None
         return [r[1] for r in MESSAGE_RECORD.iter_unpack(self._data[start * size : stop * size])]
 
 
@@ -1141,10 +1338,12 @@ class CheckpointSelection:
         thread: Thread | None = None,
         entries_size: int | None = None,
         offsets: ThreadIndex | None = None,
+        entries_checked: CheckedFile | None = None,
     ) -> None:
         self._data = data
         self._n = n
         self._entries = entries
+        self._entries_checked = entries_checked
         self._thread = thread
         self._entries_size = entries_size
         self._offsets = offsets
@@ -1189,7 +1388,7 @@ class CheckpointSelection:
             # The record after the answer bounds it: a to_seq raised by damage (order kept)
             # would hide the right checkpoint behind an older one. Check it against its entry.
             to_seq, seq, offset = _SEL_RECORD.unpack_from(self._data, (i + 1) * _SEL_RECORD.size)
-            after = _entry_at(self._entries, offset, self._entries_size)
+            after = _entry_at(self._entries, offset, self._entries_size, self._entries_checked)
             if (after.to_seq, after.seq) != (to_seq, seq):
                 raise CorruptCache(self._thread.id, f"checkpoint record {i + 1} ≠ its entry")
         while i >= 0:
@@ -1200,7 +1399,7 @@ class CheckpointSelection:
                     continue
                 entry = _entry_at(self._entries, offset)
             else:  # every record looked at, skipped or not, must be its entry's
-                entry = _entry_at(self._entries, offset, self._entries_size)
+                entry = _entry_at(self._entries, offset, self._entries_size, self._entries_checked)
                 if (entry.to_seq, entry.seq) != (to_seq, seq):
                     raise CorruptCache(self._thread.id, f"checkpoint record {i + 1} ≠ its entry")
                 if seq > anchor_seq:

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
-from continuity._fs import atomic_write
+from continuity._fs import read_checked, write_checked
 from continuity.paths import StoreLocation, default_store_location, is_store_url, local_dir_of
 from continuity.store.base import BaseStore, Thread
 
@@ -108,8 +108,14 @@ def _load_state(store: BaseStore, thread_id: str) -> SessionState:
     if path is None:
         return SessionState()
     try:
-        return msgspec.json.decode(path.read_bytes(), type=SessionState)
-    except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
+        data = read_checked(path)
+    except FileNotFoundError:
+        return SessionState()
+    if data is None:  # damaged, or written by an older version: start from a fresh state
+        return SessionState()
+    try:
+        return msgspec.json.decode(data, type=SessionState)
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return SessionState()
 
 
@@ -118,7 +124,7 @@ def _save_state(store: BaseStore, thread_id: str, state: SessionState) -> None:
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, msgspec.json.encode(state), durable=False)  # a cache
+    write_checked(path, msgspec.json.encode(state))  # a cache
 
 
 def _context_json(event: str, text: str) -> str:

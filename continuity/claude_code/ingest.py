@@ -34,7 +34,7 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity._fs import atomic_write, private_dirs
+from continuity._fs import private_dirs, read_checked, write_checked
 from continuity.claude_code.transcript import (
     AssistantPart,
     CompactBoundary,
@@ -45,6 +45,7 @@ from continuity.claude_code.transcript import (
     UserLine,
     read_records,
 )
+from continuity.errors import note_rebuilt
 from continuity.redaction import CONFIG_FILE, META_KEY, Redactor, load_redactor
 from continuity.store.base import BaseStore, Thread
 
@@ -305,17 +306,27 @@ _cursor_decoder: Final = msgspec.json.Decoder(Cursor)
 
 
 def _load_cursor(file: Path | None) -> Cursor | None:
+    """The cursor in ``file``; None when there is none or it is damaged (it fails its checksum:
+    an offset moved by damage would skip lines, so the transcript is read again from its start,
+    which the source keys make idempotent)."""
     if file is None:
         return None
     try:
-        return _cursor_decoder.decode(file.read_bytes())
-    except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
+        data = read_checked(file)
+    except FileNotFoundError:
+        return None
+    if data is None:
+        note_rebuilt(f"the ingest cursor {file}", "it is damaged", "the transcript is read again")
+        return None
+    try:
+        return _cursor_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return None
 
 
 def _save_cursor(file: Path | None, cursor: Cursor) -> None:
     if file is not None:
-        atomic_write(file, msgspec.json.encode(cursor), durable=False)  # a cache
+        write_checked(file, msgspec.json.encode(cursor))  # a cache
 
 
 def _user_keys(line: UserLine) -> list[str]:

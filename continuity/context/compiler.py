@@ -59,6 +59,7 @@ from continuity.errors import (
     CorruptCache,
     InvalidLimits,
     InvalidQuery,
+    note_rebuilt,
 )
 from continuity.store.artifacts import artifact_id
 from continuity.store.base import BaseStore, Thread, resolve_thread
@@ -1111,7 +1112,7 @@ def compile_context(
     thread = resolve_thread(target, thread_id)
     try:
         return _compile(thread, anchor, limits, log, use_caches, tokenizer, recall)
-    except CorruptCache:
+    except CorruptCache as exc:
         # The caches are derived: rebuild them from the log and select again (a store this
         # process cannot write is read from the log instead). The log itself is never guessed.
         from continuity.caches.thread_index import ThreadIndex, caches_writable
@@ -1119,7 +1120,9 @@ def compile_context(
 
         cache_dir = thread.store.cache_dir
         if cache_dir is None or not caches_writable(cache_dir):
+            note_rebuilt(f"the caches of thread {thread.id!r}", exc.reason, "read from the log")
             return _compile(thread, anchor, limits, log, False, tokenizer, recall)
+        note_rebuilt(f"the caches of thread {thread.id!r}", exc.reason)
         ThreadIndex(thread).rebuild()
         ThreadSearchIndex(thread).rebuild()
         return _compile(thread, anchor, limits, log, use_caches, tokenizer, recall)

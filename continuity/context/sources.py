@@ -16,7 +16,7 @@ from continuity import frames as fr
 from continuity.caches.live import LiveIndex, marks_of
 from continuity.caches.marks import DerivedMarks, Marks
 from continuity.caches.thread_index import ThreadIndex, caches_writable, keeps_none
-from continuity.errors import CorruptCache
+from continuity.errors import CorruptCache, note_rebuilt
 from continuity.store.base import Thread
 from continuity.store.derived import NOT_ANCHORS, CheckpointEntry, DerivedIndex, MarkEntry
 from continuity.summary import CUMULATIVE_V1
@@ -419,13 +419,16 @@ def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
     if ThreadIndex.available(thread):
         try:
             return IndexedSource(thread)
-        except CorruptCache:
+        except CorruptCache as exc:
             # The caches are derived: rebuilt from the log, they are read again (the log itself
             # is never guessed); where this process cannot write them, the log is scanned.
             # Every reader that opens a source gets this, not only compile.
             cache_dir = thread.store.cache_dir
+            where = f"the caches of thread {thread.id!r}"
             if cache_dir is None or not caches_writable(cache_dir):
+                note_rebuilt(where, exc.reason, "read from the log")
                 return ScanSource(thread)
+            note_rebuilt(where, exc.reason)
             ThreadIndex(thread).rebuild()
             return IndexedSource(thread)
     if thread.store.cache_dir is None:

@@ -268,7 +268,7 @@ def test_a_cache_that_differs_from_the_log_is_a_problem(tmp_store: Store) -> Non
     path.write_bytes(bytes(data))
     report = verify_store(tmp_store)
     assert [(p.where, p.message) for p in report.problems] == [
-        ("cache of thread t", "offsets.v1.u64 differs from the log")
+        ("cache of thread t", "offsets.v1.u64 does not match its checksum (its last block or sums)")
     ]
 
 
