@@ -26,6 +26,7 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
+from continuity._fs import read_checked
 from continuity.caches.catalog import (
     CatalogRow,
     Facts,
@@ -425,6 +426,44 @@ def _verify_store_search(store: BaseStore, report: VerifyReport) -> None:
         report.add(Problem("store-wide search index", problem, None))
 
 
+CHECKED_FOLDERS: Final = ("claude-code",)
+"""Folders of ``cache/`` whose ``*.json`` files are written with a checksum (ingest cursors,
+hook session state: :func:`continuity._fs.write_checked`)."""
+
+
+def _verify_checked_files(store: BaseStore, report: VerifyReport) -> None:
+    """Every small checksummed cache file (cursors, hook state) that fails its checksum: the
+    next ingest would read its transcript again (nothing is lost; the damage is named)."""
+    cache = store.cache_dir
+    if cache is None:
+        return
+    for folder in CHECKED_FOLDERS:
+        for path in sorted((cache / folder).rglob("*.json")):
+            try:
+                raw = path.read_bytes()
+                sound = read_checked(path) is not None
+            except OSError as exc:
+                report.add(Problem(f"cache file {path.relative_to(cache)}", f"unreadable: {exc}"))
+                continue
+            if sound or (b"\n#b3:" not in raw and _is_json(raw)):
+                continue  # sound, or written by an older version without a checksum
+            report.add(
+                Problem(
+                    f"cache file {path.relative_to(cache)}",
+                    "does not match its checksum (damaged; the next ingest reads its "
+                    "transcript again)",
+                )
+            )
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return False
+    return True
+
+
 def verify_store(
     store: BaseStore,
     threads: Sequence[Thread] | None = None,
@@ -472,6 +511,8 @@ def verify_store(
                 report.add(problem)
         elif threads is None:
             _verify_store_search(store, report)
+        if threads is None:
+            _verify_checked_files(store, report)
         _verify_artifacts(store, report, refs, everything=threads is None)
     except _LimitReached:
         pass

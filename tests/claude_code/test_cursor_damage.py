@@ -67,3 +67,23 @@ def test_a_damaged_cursor_costs_a_re_read_never_a_lost_line(
     assert sorted(_texts(store)) == sorted(f"prompt number {n}" for n in range(1, 9))
     if damage in ("offset moved", "flipped byte"):
         assert any("ingest cursor" in r.getMessage() for r in caplog.records)
+
+
+def test_verify_names_a_damaged_cursor(tmp_path: Path) -> None:
+    from continuity.maintenance.verify import verify_store
+
+    store = Store(tmp_path / "store", create=True)
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_text("".join(_line(n) + "\n" for n in range(1, 4)))
+    ingest_transcript(store, transcript, final=False)
+    assert verify_store(store).ok
+    assert store.cache_dir is not None
+    (cursor,) = (store.cache_dir / "claude-code" / "cursors").glob("*.json")
+    raw = cursor.read_bytes()
+    cursor.write_bytes(raw[:5] + bytes([raw[5] ^ 0x02]) + raw[6:])
+    report = verify_store(store)
+    assert [p.where for p in report.problems] == [f"cache file claude-code/cursors/{cursor.name}"]
+    cursor.write_bytes(b"")
+    assert not verify_store(store).ok
+    cursor.write_bytes(raw.split(b"\n#b3:")[0])  # an older version's cursor: no checksum yet
+    assert verify_store(store).ok
