@@ -14,11 +14,11 @@ from __future__ import annotations
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from http.cookies import SimpleCookie
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import quote_from_bytes, unquote_to_bytes, urlencode
 
 import anyio
 import jinja2
@@ -109,16 +109,12 @@ class _Guard:
             await self._refuse(send, 405, "the viewer is read-only", allow=b"GET, HEAD")
             return
         if self.token is not None:
-            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-            given = query.get("token")
-            if given is not None and hmac.compare_digest(given, self.token):
-                rest = urlencode([(k, v) for k, v in query.items() if k != "token"])
-                where = scope["path"] + (f"?{rest}" if rest else "")
-                await self._send_on(send, where)
+            raw_query = scope.get("query_string", b"")
+            given = _token_in(raw_query)
+            if given is not None and hmac.compare_digest(given, self.token.encode()):
+                await self._send_on(send, _same_origin(scope, raw_query))
                 return
-            cookie = SimpleCookie(headers.get("cookie", ""))
-            held = cookie[COOKIE].value if COOKIE in cookie else ""
-            if not hmac.compare_digest(held, self.token):
+            if not hmac.compare_digest(_cookie(headers.get("cookie", "")), self.token.encode()):
                 await self._refuse(
                     send,
                     403,
@@ -149,7 +145,7 @@ class _Guard:
         assert self.token is not None
         cookie = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
         headers = [
-            (b"location", where.encode("latin-1")),
+            (b"location", where.encode("ascii")),
             (b"set-cookie", cookie.encode("latin-1")),
             (b"cache-control", b"no-store"),
             (b"content-length", b"0"),
@@ -157,6 +153,61 @@ class _Guard:
         ]
         await send({"type": "http.response.start", "status": 303, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
+
+
+_PATH_CHARS: Final = "/%!$&'()*+,;=:@-._~"
+"""What a path keeps unescaped in a Location: RFC 3986's path characters (and ``%``, so what
+was escaped stays so). Anything else — a backslash, a space, CR, LF, NUL, a byte past ASCII —
+is percent-escaped: the header stays ASCII, and no browser reads ``/\\host`` as another host."""
+_QUERY_CHARS: Final = _PATH_CHARS + "?"
+
+
+def _parts(raw_query: bytes) -> Iterator[tuple[bytes, bytes, bytes]]:
+    """(name, value, the part as sent) of each ``name=value`` of a query string, unescaped as
+    bytes (so no escape can fail to decode)."""
+    for part in raw_query.split(b"&"):
+        if part:
+            name, _, value = part.partition(b"=")
+            yield (
+                unquote_to_bytes(name.replace(b"+", b" ")),
+                unquote_to_bytes(value.replace(b"+", b" ")),
+                part,
+            )
+
+
+def _token_in(raw_query: bytes) -> bytes | None:
+    """The last ``token=`` of the query, as bytes (compared as bytes: any text may be sent)."""
+    found = None
+    for name, value, _part in _parts(raw_query):
+        if name == b"token" and value:
+            found = value
+    return found
+
+
+def _cookie(header: str) -> bytes:
+    """The viewer's cookie among those of a Cookie header (empty when there is none, or the
+    header cannot be parsed)."""
+    try:
+        jar = SimpleCookie(header)
+    except CookieError:
+        return b""
+    return jar[COOKIE].value.encode("utf-8", "replace") if COOKIE in jar else b""
+
+
+def _same_origin(scope: Scope, raw_query: bytes) -> str:
+    """The address of this request without its token, as a path on this origin: one ``/`` in
+    front (never ``//host``, which a browser reads as another host), every character outside a
+    path's escaped, and the rest of the query as it was sent. A request target that is not a
+    path (``http://host/…``) goes to ``/``."""
+    raw = scope.get("raw_path") or scope["path"].encode("utf-8", "replace")
+    path = quote_from_bytes(raw, safe=_PATH_CHARS) if raw.startswith(b"/") else "/"
+    path = "/" + path.lstrip("/")
+    rest = [
+        quote_from_bytes(part, safe=_QUERY_CHARS)
+        for name, _value, part in _parts(raw_query)
+        if name != b"token"
+    ]
+    return path + ("?" + "&".join(rest) if rest else "")
 
 
 # --- templates -------------------------------------------------------------------------------
