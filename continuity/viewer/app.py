@@ -11,6 +11,7 @@ header naming the address it serves, so a page elsewhere cannot read it through 
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import json
 import time
@@ -18,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote_from_bytes, unquote_to_bytes, urlencode
+from urllib.parse import quote, quote_from_bytes, unquote_to_bytes, urlencode
 
 import anyio
 import jinja2
@@ -47,11 +48,13 @@ from continuity.errors import (
     ThreadNotFound,
 )
 from continuity.paths import describe_store
+from continuity.retrieval.ranking import Hit, query_terms
 from continuity.store.artifacts import is_artifact_id
 from continuity.store.base import BaseStore
 from continuity.viewer import model
+from continuity.viewer.jobs import Busy, Job, Jobs
 
-__all__ = ["COOKIE", "create_app"]
+__all__ = ["COOKIE", "REFRESH_SECONDS", "WAIT_SECONDS", "create_app"]
 
 _HERE: Final = Path(__file__).parent
 COOKIE: Final = "continuity_viewer"
@@ -82,6 +85,11 @@ _NOT_FOUND: Final = (
 _BAD_REQUEST: Final = (InvalidThreadId, InvalidQuery, InvalidLimits, ValueError)
 _DAMAGED: Final = (CorruptFrame, ArtifactCorrupt, CorruptCache)
 _COMPILE_FIELDS: Final = ("at", "recent", "budget", "refs", "recall")
+WAIT_SECONDS: Final = 1.0
+"""How long a request waits for its long job (verify, search) to end before it answers with
+the job's progress (and the page asks again by itself)."""
+REFRESH_SECONDS: Final = 1
+"""How often a page showing a job's progress asks again."""
 
 
 # --- safety: the token, the host, the headers ----------------------------------------------
@@ -279,15 +287,43 @@ class _Json(Response):
 
 
 class Viewer:
-    def __init__(self, store: BaseStore, *, poll_seconds: float) -> None:
+    def __init__(
+        self, store: BaseStore, *, poll_seconds: float, jobs: Jobs, wait_seconds: float
+    ) -> None:
         self.store = store
         self.env = _environment()
         self.poll_seconds = poll_seconds
+        self.jobs = jobs
+        self.wait_seconds = wait_seconds
 
     def page(self, template: str, code: int = 200, **context: Any) -> HTMLResponse:
         shown = describe_store(self.store.location) if self.store.location else "(in memory)"
-        html = self.env.get_template(template).render(store=shown, **context)
+        given = {"job": None, "poll": "", "every": REFRESH_SECONDS, **context}
+        html = self.env.get_template(template).render(store=shown, **given)
         return HTMLResponse(html, code, headers={"cache-control": "no-store"})
+
+    # -- long work: a job, joined by every request for the same work --
+
+    def _job(
+        self, request: Request, key: tuple[str, ...], what: str, work: Callable[[Job], Any]
+    ) -> Job:
+        """The job doing ``work``: the one ``?job=`` names, the one under way, or a new one;
+        waited for :attr:`wait_seconds` (most work ends in that time)."""
+        try:
+            job = self.jobs.submit(key, what, work, job_id=request.query_params.get("job"))
+        except Busy as exc:
+            raise HTTPException(503, str(exc)) from None
+        job.wait(self.wait_seconds)
+        return job
+
+    def _pending(self, request: Request, job: Job, template: str, **context: Any) -> Response:
+        """202: the job's progress, and where to ask again (this address, naming the job)."""
+        asked = {k: v for k, v in request.query_params.items() if k != "job"}
+        poll = _url(quote("/" + request.url.path.lstrip("/")), **asked, job=job.id)
+        status = self.jobs.status(job)
+        if request.url.path.startswith("/api/"):
+            return _Json({**dataclasses.asdict(status), "poll": poll}, 202)
+        return self.page(template, 202, job=status, poll=poll, **context)
 
     # -- errors --
 
@@ -329,22 +365,30 @@ class Viewer:
     def search(self, request: Request) -> Response:
         q = request.query_params
         query = q.get("q", "").strip()
-        hits = (
-            model.search_hits(
-                self.store, query, thread=q.get("thread", ""), project=q.get("project", "")
+        thread, project = q.get("thread", "").strip(), q.get("project", "").strip()
+        form: dict[str, Any] = {"q": query, "thread": thread, "project": project}
+        hits: list[Hit] = []
+        if query:
+            query_terms(query)  # a query with nothing to search is refused now, not in a job
+            if thread:
+                self.store.existing_thread(thread)
+            where = (
+                f" in thread {thread}" if thread else f" in project {project}" if project else ""
             )
-            if query
-            else []
-        )
+            job = self._job(
+                request,
+                ("search", query, thread, project),
+                f"searching for {query[:80]!r}{where}",
+                lambda j: model.search_hits(
+                    self.store, query, thread=thread, project=project, tell=j.tell
+                ),
+            )
+            if not job.finished.is_set():
+                return self._pending(request, job, "search.html", hits=[], **form)
+            hits = job.outcome()
         if request.url.path.startswith("/api/"):
             return _Json(hits)
-        return self.page(
-            "search.html",
-            hits=hits,
-            q=query,
-            thread=q.get("thread", ""),
-            project=q.get("project", ""),
-        )
+        return self.page("search.html", hits=hits, **form)
 
     def thread(self, request: Request) -> Response:
         tid = request.path_params["thread_id"]
@@ -434,13 +478,30 @@ class Viewer:
 
     def verify(self, request: Request) -> Response:
         tid = request.path_params["thread_id"]
-        found = model.verify_thread(self.store, tid)
+        self.store.existing_thread(tid)  # an unknown thread is refused now, not in a job
+        job = self._job(
+            request,
+            ("verify", tid),
+            f"verifying thread {tid}",
+            lambda j: model.verify_thread(self.store, tid, tell=j.tell),
+        )
+        if not job.finished.is_set():
+            return self._pending(request, job, "verify.html", tid=tid)
+        found = job.outcome()
         if request.url.path.startswith("/api/"):
             return _Json(found)
         return self.page("verify.html", tid=tid, v=found)
 
     def integrity(self, request: Request) -> Response:
-        found = model.verify_all(self.store)
+        job = self._job(
+            request,
+            ("integrity",),
+            "verifying every thread of the store",
+            lambda j: model.verify_all(self.store, tell=j.tell),
+        )
+        if not job.finished.is_set():
+            return self._pending(request, job, "integrity.html")
+        found = job.outcome()
         if request.url.path.startswith("/api/"):
             return _Json(found)
         return self.page("integrity.html", r=found)
@@ -603,11 +664,15 @@ def create_app(
     token: str | None,
     hosts: Iterable[str] | None = None,
     poll_seconds: float = 0.5,
+    workers: int = 2,
+    wait_seconds: float = WAIT_SECONDS,
 ) -> ASGIApp:
     """The viewer of ``store``. ``token``: what every request must carry (None: nothing);
     ``hosts``: the Host header values it answers (``127.0.0.1:8765`` …; None: any);
-    ``poll_seconds``: how often a live page looks for new frames."""
-    viewer = Viewer(store, poll_seconds=poll_seconds)
+    ``poll_seconds``: how often a live page looks for new frames; ``workers``: how many long
+    jobs (verify, a search that builds an index) run at a time; ``wait_seconds``: how long a
+    request waits for its job before it answers with the job's progress instead."""
+    viewer = Viewer(store, poll_seconds=poll_seconds, jobs=Jobs(workers), wait_seconds=wait_seconds)
     app = Starlette(routes=_routes(viewer))
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -6,7 +6,9 @@ can put it."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
+import os
 import re
 import select
 import socket
@@ -291,3 +293,17 @@ def raw_get(
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     return Answer(int(status.group(1)), headers, body)
+
+
+@contextmanager
+def holding_caches(cache_dir: Path, thread_id: str) -> Iterator[None]:
+    """Hold the lock under which ``thread_id``'s caches are brought up to date (as another
+    process catching them up would): a reader that must catch them up waits until it ends."""
+    folder = cache_dir / "threads" / thread_id
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
