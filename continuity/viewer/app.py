@@ -318,8 +318,9 @@ class Viewer:
 
     def _pending(self, request: Request, job: Job, template: str, **context: Any) -> Response:
         """202: the job's progress, and where to ask again (this address, naming the job)."""
-        asked = {k: v for k, v in request.query_params.items() if k != "job"}
-        poll = _url(quote("/" + request.url.path.lstrip("/")), **asked, job=job.id)
+        asked = [(k, v) for k, v in request.query_params.multi_items() if k != "job"]
+        path = quote("/" + request.url.path.lstrip("/"))
+        poll = f"{path}?{urlencode([*asked, ('job', job.id)])}"
         status = self.jobs.status(job)
         if request.url.path.startswith("/api/"):
             return _Json({**dataclasses.asdict(status), "poll": poll}, 202)

@@ -78,12 +78,12 @@ def test_a_first_search_is_a_job_that_shows_progress_and_is_joined(store: Store)
     search = "/api/search?q=index&thread=long"
     assert store.cache_dir is not None
     with holding_caches(store.cache_dir, "long"):
-        first = c.get(search)
+        first = c.get(search + "&path=%2F&path=x")  # other parameters are kept, as given
         assert first.status_code == 202
         job = first.json()
         assert job["state"] in ("queued", "running")
         assert job["what"] == "searching for 'index' in thread long"
-        assert job["poll"] == f"/api/search?q=index&thread=long&job={job['job']}"
+        assert job["poll"] == f"/api/search?q=index&thread=long&path=%2F&path=x&job={job['job']}"
         again = c.get(search)  # a second request for the same work joins it
         assert again.status_code == 202
         assert again.json()["job"] == job["job"]
