@@ -853,13 +853,14 @@ def verify_all(store: BaseStore, *, limit: int = 500, tell: Tell | None = None) 
 
 def verify_thread(store: BaseStore, thread_id: str, *, tell: Tell | None = None) -> Integrity:
     """``continuity verify`` of one thread (its log, caches and the artifacts it names);
-    ``tell`` hears the frames to check (and, at the end, checked)."""
+    ``tell`` hears how many frames there are to check, and (at the end) that they were."""
     told = tell or _silent
     thread = store.existing_thread(thread_id)
     head = thread.head()
     frames = 0 if head is None else head.seq + 1
-    phase = "checking the log's chain, its caches and the artifacts it names"
-    told(phase, 0, frames, "frames")
+    phase = f"checking {frames:,} frames: the log's chain, its caches and the artifacts it names"
+    # verify_store tells of a thread once it is checked: until then the page shows time only
+    told(phase)
     report = verify_store(
         store,
         [thread],
