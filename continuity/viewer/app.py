@@ -11,14 +11,15 @@ header naming the address it serves, so a page elsewhere cannot read it through 
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from http.cookies import SimpleCookie
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import quote, quote_from_bytes, unquote_to_bytes, urlencode
 
 import anyio
 import jinja2
@@ -47,11 +48,13 @@ from continuity.errors import (
     ThreadNotFound,
 )
 from continuity.paths import describe_store
+from continuity.retrieval.ranking import Hit, query_terms
 from continuity.store.artifacts import is_artifact_id
 from continuity.store.base import BaseStore
 from continuity.viewer import model
+from continuity.viewer.jobs import Busy, Job, Jobs
 
-__all__ = ["COOKIE", "create_app"]
+__all__ = ["COOKIE", "REFRESH_SECONDS", "WAIT_SECONDS", "create_app"]
 
 _HERE: Final = Path(__file__).parent
 COOKIE: Final = "continuity_viewer"
@@ -82,6 +85,11 @@ _NOT_FOUND: Final = (
 _BAD_REQUEST: Final = (InvalidThreadId, InvalidQuery, InvalidLimits, ValueError)
 _DAMAGED: Final = (CorruptFrame, ArtifactCorrupt, CorruptCache)
 _COMPILE_FIELDS: Final = ("at", "recent", "budget", "refs", "recall")
+WAIT_SECONDS: Final = 1.0
+"""How long a request waits for its long job (verify, search) to end before it answers with
+the job's progress (and the page asks again by itself)."""
+REFRESH_SECONDS: Final = 1
+"""How often a page showing a job's progress asks again."""
 
 
 # --- safety: the token, the host, the headers ----------------------------------------------
@@ -109,16 +117,12 @@ class _Guard:
             await self._refuse(send, 405, "the viewer is read-only", allow=b"GET, HEAD")
             return
         if self.token is not None:
-            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-            given = query.get("token")
-            if given is not None and hmac.compare_digest(given, self.token):
-                rest = urlencode([(k, v) for k, v in query.items() if k != "token"])
-                where = scope["path"] + (f"?{rest}" if rest else "")
-                await self._send_on(send, where)
+            raw_query = scope.get("query_string", b"")
+            given = _token_in(raw_query)
+            if given is not None and hmac.compare_digest(given, self.token.encode()):
+                await self._send_on(send, _same_origin(scope, raw_query))
                 return
-            cookie = SimpleCookie(headers.get("cookie", ""))
-            held = cookie[COOKIE].value if COOKIE in cookie else ""
-            if not hmac.compare_digest(held, self.token):
+            if not hmac.compare_digest(_cookie(headers.get("cookie", "")), self.token.encode()):
                 await self._refuse(
                     send,
                     403,
@@ -149,7 +153,7 @@ class _Guard:
         assert self.token is not None
         cookie = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
         headers = [
-            (b"location", where.encode("latin-1")),
+            (b"location", where.encode("ascii")),
             (b"set-cookie", cookie.encode("latin-1")),
             (b"cache-control", b"no-store"),
             (b"content-length", b"0"),
@@ -157,6 +161,61 @@ class _Guard:
         ]
         await send({"type": "http.response.start", "status": 303, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
+
+
+_PATH_CHARS: Final = "/%!$&'()*+,;=:@-._~"
+"""What a path keeps unescaped in a Location: RFC 3986's path characters (and ``%``, so what
+was escaped stays so). Anything else — a backslash, a space, CR, LF, NUL, a byte past ASCII —
+is percent-escaped: the header stays ASCII, and no browser reads ``/\\host`` as another host."""
+_QUERY_CHARS: Final = _PATH_CHARS + "?"
+
+
+def _parts(raw_query: bytes) -> Iterator[tuple[bytes, bytes, bytes]]:
+    """(name, value, the part as sent) of each ``name=value`` of a query string, unescaped as
+    bytes (so no escape can fail to decode)."""
+    for part in raw_query.split(b"&"):
+        if part:
+            name, _, value = part.partition(b"=")
+            yield (
+                unquote_to_bytes(name.replace(b"+", b" ")),
+                unquote_to_bytes(value.replace(b"+", b" ")),
+                part,
+            )
+
+
+def _token_in(raw_query: bytes) -> bytes | None:
+    """The last ``token=`` of the query, as bytes (compared as bytes: any text may be sent)."""
+    found = None
+    for name, value, _part in _parts(raw_query):
+        if name == b"token" and value:
+            found = value
+    return found
+
+
+def _cookie(header: str) -> bytes:
+    """The viewer's cookie among those of a Cookie header (empty when there is none, or the
+    header cannot be parsed)."""
+    try:
+        jar = SimpleCookie(header)
+    except CookieError:
+        return b""
+    return jar[COOKIE].value.encode("utf-8", "replace") if COOKIE in jar else b""
+
+
+def _same_origin(scope: Scope, raw_query: bytes) -> str:
+    """The address of this request without its token, as a path on this origin: one ``/`` in
+    front (never ``//host``, which a browser reads as another host), every character outside a
+    path's escaped, and the rest of the query as it was sent. A request target that is not a
+    path (``http://host/…``) goes to ``/``."""
+    raw = scope.get("raw_path") or scope["path"].encode("utf-8", "replace")
+    path = quote_from_bytes(raw, safe=_PATH_CHARS) if raw.startswith(b"/") else "/"
+    path = "/" + path.lstrip("/")
+    rest = [
+        quote_from_bytes(part, safe=_QUERY_CHARS)
+        for name, _value, part in _parts(raw_query)
+        if name != b"token"
+    ]
+    return path + ("?" + "&".join(rest) if rest else "")
 
 
 # --- templates -------------------------------------------------------------------------------
@@ -228,15 +287,44 @@ class _Json(Response):
 
 
 class Viewer:
-    def __init__(self, store: BaseStore, *, poll_seconds: float) -> None:
+    def __init__(
+        self, store: BaseStore, *, poll_seconds: float, jobs: Jobs, wait_seconds: float
+    ) -> None:
         self.store = store
         self.env = _environment()
         self.poll_seconds = poll_seconds
+        self.jobs = jobs
+        self.wait_seconds = wait_seconds
 
     def page(self, template: str, code: int = 200, **context: Any) -> HTMLResponse:
         shown = describe_store(self.store.location) if self.store.location else "(in memory)"
-        html = self.env.get_template(template).render(store=shown, **context)
+        given = {"job": None, "poll": "", "every": REFRESH_SECONDS, **context}
+        html = self.env.get_template(template).render(store=shown, **given)
         return HTMLResponse(html, code, headers={"cache-control": "no-store"})
+
+    # -- long work: a job, joined by every request for the same work --
+
+    def _job(
+        self, request: Request, key: tuple[str, ...], what: str, work: Callable[[Job], Any]
+    ) -> Job:
+        """The job doing ``work``: the one ``?job=`` names, the one under way, or a new one;
+        waited for :attr:`wait_seconds` (most work ends in that time)."""
+        try:
+            job = self.jobs.submit(key, what, work, job_id=request.query_params.get("job"))
+        except Busy as exc:
+            raise HTTPException(503, str(exc)) from None
+        job.wait(self.wait_seconds)
+        return job
+
+    def _pending(self, request: Request, job: Job, template: str, **context: Any) -> Response:
+        """202: the job's progress, and where to ask again (this address, naming the job)."""
+        asked = [(k, v) for k, v in request.query_params.multi_items() if k != "job"]
+        path = quote("/" + request.url.path.lstrip("/"))
+        poll = f"{path}?{urlencode([*asked, ('job', job.id)])}"
+        status = self.jobs.status(job)
+        if request.url.path.startswith("/api/"):
+            return _Json({**dataclasses.asdict(status), "poll": poll}, 202)
+        return self.page(template, 202, job=status, poll=poll, **context)
 
     # -- errors --
 
@@ -278,22 +366,30 @@ class Viewer:
     def search(self, request: Request) -> Response:
         q = request.query_params
         query = q.get("q", "").strip()
-        hits = (
-            model.search_hits(
-                self.store, query, thread=q.get("thread", ""), project=q.get("project", "")
+        thread, project = q.get("thread", "").strip(), q.get("project", "").strip()
+        form: dict[str, Any] = {"q": query, "thread": thread, "project": project}
+        hits: list[Hit] = []
+        if query:
+            query_terms(query)  # a query with nothing to search is refused now, not in a job
+            if thread:
+                self.store.existing_thread(thread)
+            where = (
+                f" in thread {thread}" if thread else f" in project {project}" if project else ""
             )
-            if query
-            else []
-        )
+            job = self._job(
+                request,
+                ("search", query, thread, project),
+                f"searching for {query[:80]!r}{where}",
+                lambda j: model.search_hits(
+                    self.store, query, thread=thread, project=project, tell=j.tell
+                ),
+            )
+            if not job.finished.is_set():
+                return self._pending(request, job, "search.html", hits=[], **form)
+            hits = job.outcome()
         if request.url.path.startswith("/api/"):
             return _Json(hits)
-        return self.page(
-            "search.html",
-            hits=hits,
-            q=query,
-            thread=q.get("thread", ""),
-            project=q.get("project", ""),
-        )
+        return self.page("search.html", hits=hits, **form)
 
     def thread(self, request: Request) -> Response:
         tid = request.path_params["thread_id"]
@@ -383,13 +479,30 @@ class Viewer:
 
     def verify(self, request: Request) -> Response:
         tid = request.path_params["thread_id"]
-        found = model.verify_thread(self.store, tid)
+        self.store.existing_thread(tid)  # an unknown thread is refused now, not in a job
+        job = self._job(
+            request,
+            ("verify", tid),
+            f"verifying thread {tid}",
+            lambda j: model.verify_thread(self.store, tid, tell=j.tell),
+        )
+        if not job.finished.is_set():
+            return self._pending(request, job, "verify.html", tid=tid)
+        found = job.outcome()
         if request.url.path.startswith("/api/"):
             return _Json(found)
         return self.page("verify.html", tid=tid, v=found)
 
     def integrity(self, request: Request) -> Response:
-        found = model.verify_all(self.store)
+        job = self._job(
+            request,
+            ("integrity",),
+            "verifying every thread of the store",
+            lambda j: model.verify_all(self.store, tell=j.tell),
+        )
+        if not job.finished.is_set():
+            return self._pending(request, job, "integrity.html")
+        found = job.outcome()
         if request.url.path.startswith("/api/"):
             return _Json(found)
         return self.page("integrity.html", r=found)
@@ -552,11 +665,15 @@ def create_app(
     token: str | None,
     hosts: Iterable[str] | None = None,
     poll_seconds: float = 0.5,
+    workers: int = 2,
+    wait_seconds: float = WAIT_SECONDS,
 ) -> ASGIApp:
     """The viewer of ``store``. ``token``: what every request must carry (None: nothing);
     ``hosts``: the Host header values it answers (``127.0.0.1:8765`` …; None: any);
-    ``poll_seconds``: how often a live page looks for new frames."""
-    viewer = Viewer(store, poll_seconds=poll_seconds)
+    ``poll_seconds``: how often a live page looks for new frames; ``workers``: how many long
+    jobs (verify, a search that builds an index) run at a time; ``wait_seconds``: how long a
+    request waits for its job before it answers with the job's progress instead."""
+    viewer = Viewer(store, poll_seconds=poll_seconds, jobs=Jobs(workers), wait_seconds=wait_seconds)
     app = Starlette(routes=_routes(viewer))
 
     async def not_found(request: Request, exc: Exception) -> Response:

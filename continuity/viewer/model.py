@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -52,6 +52,7 @@ __all__ = [
     "Hierarchy",
     "ItemView",
     "Page",
+    "Tell",
     "ThreadRow",
     "artifact_bytes",
     "block_full",
@@ -732,10 +733,44 @@ def hierarchy(store: BaseStore, thread_id: str, *, decision_seq: int | None = No
 # --- search and integrity --------------------------------------------------------------------
 
 
+class Tell(Protocol):
+    """How long work says how it goes: (phase, done, total, unit); total 0 when the phase has
+    no count. Called from the thread doing the work."""
+
+    def __call__(self, phase: str, done: int = 0, total: int = 0, unit: str = "") -> None: ...
+
+
 def search_hits(
-    store: BaseStore, query: str, *, thread: str | None = None, project: str | None = None
+    store: BaseStore,
+    query: str,
+    *,
+    thread: str | None = None,
+    project: str | None = None,
+    tell: Tell | None = None,
 ) -> list[Hit]:
-    return search(store, query, thread=thread or None, project=project or None, k=30)
+    """The best 30 hits for ``query``. The first search of a long thread (or of the store)
+    builds an index: ``tell`` hears how that goes (phase, done, total, unit)."""
+    told = tell or _silent
+    if thread:
+        handle = store.existing_thread(thread)
+        if ThreadIndex.available(handle):
+            phase = "reading the thread's log into its offset index"
+            told(phase)
+            ThreadIndex(handle).refresh(lambda done, total: told(phase, done, total, "bytes"))
+        told("bringing the thread's search index up to date (its first search indexes it all)")
+    else:
+        told("bringing the search index up to date")
+
+    def caught_up(done: int, total: int) -> None:
+        told("bringing the store-wide search index up to date", done, total, "threads")
+
+    return search(
+        store, query, thread=thread or None, project=project or None, k=30, progress=caught_up
+    )
+
+
+def _silent(phase: str, done: int = 0, total: int = 0, unit: str = "") -> None:
+    """A :data:`Tell` that tells no one."""
 
 
 def highlight(text: str, terms: Sequence[str]) -> list[tuple[str, bool]]:
@@ -778,9 +813,17 @@ class StoreIntegrity:
     truncated: bool
 
 
-def verify_all(store: BaseStore, *, limit: int = 500) -> StoreIntegrity:
-    """``continuity verify`` of the whole store (it reads every log), as one row a thread."""
-    report = verify_store(store, limit=limit)
+def verify_all(store: BaseStore, *, limit: int = 500, tell: Tell | None = None) -> StoreIntegrity:
+    """``continuity verify`` of the whole store (it reads every log), as one row a thread;
+    ``tell`` hears the threads checked."""
+    told = tell or _silent
+    phase = "checking every log, its caches and the artifacts they name"
+    told(phase)
+    report = verify_store(
+        store,
+        limit=limit,
+        on_progress=lambda done, total, _frames: told(phase, done, total, "threads"),
+    )
     by_thread: dict[str, list[str]] = {}
     loose: list[str] = []
     for p in report.problems:
@@ -808,10 +851,22 @@ def verify_all(store: BaseStore, *, limit: int = 500) -> StoreIntegrity:
     return StoreIntegrity(rows, loose, report.truncated)
 
 
-def verify_thread(store: BaseStore, thread_id: str) -> Integrity:
-    """``continuity verify`` of one thread (its log, caches and the artifacts it names)."""
+def verify_thread(store: BaseStore, thread_id: str, *, tell: Tell | None = None) -> Integrity:
+    """``continuity verify`` of one thread (its log, caches and the artifacts it names);
+    ``tell`` hears how many frames there are to check, and (at the end) that they were."""
+    told = tell or _silent
     thread = store.existing_thread(thread_id)
-    report = verify_store(store, [thread], limit=50)
+    head = thread.head()
+    frames = 0 if head is None else head.seq + 1
+    phase = f"checking {frames:,} frames: the log's chain, its caches and the artifacts it names"
+    # verify_store tells of a thread once it is checked: until then the page shows time only
+    told(phase)
+    report = verify_store(
+        store,
+        [thread],
+        limit=50,
+        on_progress=lambda _done, _threads, checked: told(phase, checked, frames, "frames"),
+    )
     torn = [
         f"{rec.length} bytes from offset {rec.offset} ({rec.reason})"
         for rec in report.quarantined

@@ -5,9 +5,13 @@ can put it."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import itertools
+import os
 import re
 import select
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -233,3 +237,73 @@ def served(
                 stream.close()
         if not isinstance(err, int):
             err.close()
+
+
+# --- raw requests: any bytes in the request target ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: dict[str, str]
+    """Lower-cased names; a repeated header keeps its last value."""
+    body: bytes
+
+
+class Dropped(AssertionError):
+    """The server closed the connection without an answer."""
+
+
+def raw_get(
+    host: str,
+    port: int,
+    target: bytes,
+    *,
+    cookie: bytes | None = None,
+    head_only: bool = False,
+    timeout: float = 60,
+) -> Answer:
+    """``GET target`` sent byte for byte (no client library to escape or refuse it), answered
+    whole (``Connection: close``). ``head_only``: send the request line and no end of the head
+    (for a head too long to send whole: the server answers before it ends). Raises
+    :class:`Dropped` when the connection closes without a status line."""
+    request = b"GET " + target + b" HTTP/1.1\r\n"
+    if not head_only:
+        request += f"Host: {host}:{port}\r\nConnection: close\r\n".encode()
+        if cookie is not None:
+            request += b"Cookie: " + cookie + b"\r\n"
+        request += b"\r\n"
+    data = b""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        # the server may answer (and close) before the request was all sent
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(request)
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = re.match(r"HTTP/1\.[01] (\d{3}) ", lines[0])
+    if status is None:
+        raise Dropped(
+            f"no answer to GET {target[:120]!r}: the connection was closed ({data[:80]!r})"
+        )
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return Answer(int(status.group(1)), headers, body)
+
+
+@contextmanager
+def holding_caches(cache_dir: Path, thread_id: str) -> Iterator[None]:
+    """Hold the lock under which ``thread_id``'s caches are brought up to date (as another
+    process catching them up would): a reader that must catch them up waits until it ends."""
+    folder = cache_dir / "threads" / thread_id
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -35,6 +35,7 @@ from tests.support.viewer import (
     HOSTILE,
     ViewerStore,
     build_viewer_store,
+    holding_caches,
     served,
 )
 
@@ -476,8 +477,8 @@ def test_search_highlights_and_links_to_the_frame(page: Page, site: Site) -> Non
     box.send_keys("quoting")
     box.submit()
     page.wait(lambda d: "/search?q=quoting" in d.current_url, "the search page")
-    hits = page.all("#hits > li.hit")
-    assert hits
+    # the hits, or (a search that outlasts the server's wait) its progress and then the hits
+    hits = page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#hits > li.hit"), "the hits")
     marks = page.all("#hits mark")
     assert marks and {m.text.lower() for m in marks} == {"quoting"}
     links = [h.find_element(By.CSS_SELECTOR, "a.where") for h in hits]
@@ -499,6 +500,35 @@ def test_search_highlights_and_links_to_the_frame(page: Page, site: Site) -> Non
     )
     # scrolled to it (the address's #f… puts it at the top, give or take a fraction of a pixel)
     assert top > -1 and bottom < page.js("return window.innerHeight") + 1
+    assert page.console_errors() == []
+
+
+@pytest.mark.slow
+def test_a_search_that_waits_shows_progress_and_then_its_hits(page: Page, site: Site) -> None:
+    """While the thread's caches are held (as another process catching them up would hold
+    them), its search cannot end: the page shows the job's progress and asks again by itself
+    (no script: a meta refresh the page's policy allows) until the hits are the page."""
+    vs = site.vs
+    cache_dir = site.store_dir / "cache"
+    with holding_caches(cache_dir, vs.main):
+        page.open(f"/search?q=quoting&thread={vs.main}")
+        job = page.one("#job")
+        assert job.get_attribute("data-state") in ("queued", "running")
+        assert f"searching for 'quoting' in thread {vs.main}" in job.text
+        assert page.all("#hits") == []
+        page.shot("progress")
+        asked = page.wait(lambda d: "job=" in d.current_url, "the page asking again")
+        assert asked
+        assert page.all("#job")  # still under way: the caches are held
+    hits = page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#hits > li.hit"), "the hits")
+    assert all(
+        f"/t/{vs.main}?seq="
+        in (h.find_element(By.CSS_SELECTOR, "a.where").get_attribute("href") or "")
+        for h in hits
+    )
+    assert page.all("#job") == []
+    assert page.js("return document.querySelector('meta[http-equiv=refresh]')") is None
+    page.shot("hits")
     assert page.console_errors() == []
 
 

@@ -33,6 +33,10 @@ from continuity.viewer.app import COOKIE, create_app
 from tests.support.viewer import HOSTILE, ViewerStore, build_viewer_store, served
 
 TOKEN = "s3cret-token"
+SETTLE = 60.0
+"""How long a request here waits for its job (verify, search) before it answers with progress:
+a bound on a hang, so these tests always get the result (tests/viewer/test_jobs.py takes the
+other path)."""
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +58,7 @@ def vs(built: tuple[Path, ViewerStore]) -> ViewerStore:
 
 @pytest.fixture
 def client(store: Store) -> Iterator[TestClient]:
-    with TestClient(create_app(store, token=None)) as c:
+    with TestClient(create_app(store, token=None, wait_seconds=SETTLE)) as c:
         yield c
 
 
@@ -72,7 +76,7 @@ def _log_state(root: Path) -> dict[str, int]:
 
 
 def test_without_the_token_every_route_is_refused(store: Store, vs: ViewerStore) -> None:
-    c = TestClient(create_app(store, token=TOKEN))
+    c = TestClient(create_app(store, token=TOKEN, wait_seconds=SETTLE))
     for path in ("/", f"/t/{vs.main}", "/api/threads", "/static/viewer.css", "/search?q=x"):
         r = c.get(path)
         assert r.status_code == 403, path
@@ -84,7 +88,7 @@ def test_without_the_token_every_route_is_refused(store: Store, vs: ViewerStore)
 
 
 def test_the_token_url_sets_a_cookie_and_drops_the_token(store: Store, vs: ViewerStore) -> None:
-    c = TestClient(create_app(store, token=TOKEN))
+    c = TestClient(create_app(store, token=TOKEN, wait_seconds=SETTLE))
     r = c.get(f"/t/{vs.main}?start=0&token={TOKEN}", follow_redirects=False)
     assert r.status_code == 303
     assert r.headers["location"] == f"/t/{vs.main}?start=0"
@@ -98,7 +102,7 @@ def test_the_token_url_sets_a_cookie_and_drops_the_token(store: Store, vs: Viewe
 
 
 def test_only_reads_are_served(store: Store, vs: ViewerStore) -> None:
-    c = TestClient(create_app(store, token=None))
+    c = TestClient(create_app(store, token=None, wait_seconds=SETTLE))
     for method in ("POST", "PUT", "DELETE", "PATCH"):
         r = c.request(method, f"/t/{vs.main}")
         assert r.status_code == 405, method
@@ -107,7 +111,7 @@ def test_only_reads_are_served(store: Store, vs: ViewerStore) -> None:
 
 
 def test_a_foreign_host_is_refused(store: Store) -> None:
-    c = TestClient(create_app(store, token=None, hosts=["127.0.0.1:8765"]))
+    c = TestClient(create_app(store, token=None, hosts=["127.0.0.1:8765"], wait_seconds=SETTLE))
     assert c.get("/", headers={"host": "evil.example:8765"}).status_code == 421
     assert c.get("/", headers={"host": "127.0.0.1:8765"}).status_code == 200
 
@@ -302,7 +306,9 @@ def test_a_damaged_log_is_an_error_page_not_a_crash(tmp_path: Path) -> None:
     at = data.index(b'"m12"')
     data[at] = ord("{")  # the line is no longer JSON
     path.write_bytes(bytes(data))
-    c = TestClient(create_app(Store(tmp_path / "s", durable=False), token=None))
+    c = TestClient(
+        create_app(Store(tmp_path / "s", durable=False), token=None, wait_seconds=SETTLE)
+    )
     verify = c.get("/t/t/verify")
     assert verify.status_code == 200
     assert "problem" in verify.text
@@ -383,7 +389,7 @@ def test_an_output_elided_since_the_previous_decision_is_changed(tmp_path: Path)
     compile_context(t, limits=limits)
     exchange(2)
     second = compile_context(t, limits=limits)
-    c = TestClient(create_app(store, token=None))
+    c = TestClient(create_app(store, token=None, wait_seconds=SETTLE))
     got = c.get(f"/api/t/t/d/{second.decision.seq}").json()
     statuses = {i["seq"]: i["status"] for i in got["items"]}
     assert statuses[first_output] == "changed"  # whole then, a stub now
@@ -403,7 +409,7 @@ def test_a_repeated_decision_opens_the_decision_it_repeats(tmp_path: Path) -> No
     again = compile_context(t)
     assert again.record_seq is not None
     assert again.record_seq != first.decision.seq
-    c = TestClient(create_app(store, token=None))
+    c = TestClient(create_app(store, token=None, wait_seconds=SETTLE))
     got = c.get(f"/api/t/t/d/{again.record_seq}").json()
     assert got["decision"]["seq"] == first.decision.seq
     listed = c.get("/t/t/decisions").text
@@ -514,7 +520,7 @@ def test_the_integrity_page_verifies_every_thread(tmp_path: Path) -> None:
         t = store.thread(tid)
         for i in range(5):
             t.append(fr.MessageAppended(role="user", content=[fr.TextBlock(text=f"{tid} {i}")]))
-    c = TestClient(create_app(store, token=None))
+    c = TestClient(create_app(store, token=None, wait_seconds=SETTLE))
     sound = c.get("/api/integrity").json()
     assert [(t["thread_id"], t["ok"]) for t in sound["threads"]] == [("bad", True), ("good", True)]
     assert "ok: 2 threads" in c.get("/integrity").text
@@ -544,7 +550,9 @@ def test_a_torn_tail_set_aside_shows_on_the_threads_page(tmp_path: Path) -> None
     with open(tmp_path / "s" / "threads" / "t.jsonl", "ab") as f:
         f.write(b'{"type":"message_appended","seq":1,"torn')
     t.append(fr.MessageAppended(role="user", content=[fr.TextBlock(text="two")]))  # recovers
-    c = TestClient(create_app(Store(tmp_path / "s", durable=False), token=None))
+    c = TestClient(
+        create_app(Store(tmp_path / "s", durable=False), token=None, wait_seconds=SETTLE)
+    )
     assert "1 torn tail set aside" in c.get("/").text
     assert "torn last line" in c.get("/t/t/verify").text
 
@@ -566,7 +574,7 @@ def test_a_page_of_a_long_thread_reads_that_page_only(tmp_path: Path) -> None:
     ]
     for _ in range(20):
         t.append(batch)
-    c = TestClient(create_app(store, token=None))
+    c = TestClient(create_app(store, token=None, wait_seconds=SETTLE))
     assert c.get("/t/long").status_code == 200  # builds the caches and the catalog
     path = tmp_path / "s" / "threads" / "long.jsonl"
     lines = path.read_bytes().split(b"\n")
@@ -580,7 +588,9 @@ def test_a_page_of_a_long_thread_reads_that_page_only(tmp_path: Path) -> None:
     stat = path.stat()
     path.write_bytes(b"\n".join(damaged))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    c = TestClient(create_app(Store(tmp_path / "s", durable=False), token=None))
+    c = TestClient(
+        create_app(Store(tmp_path / "s", durable=False), token=None, wait_seconds=SETTLE)
+    )
     r = c.get("/t/long")
     assert r.status_code == 200, r.text
     assert _seqs(r.text) == list(range(20_001 - model.PAGE_SIZE, 20_001))
@@ -678,8 +688,8 @@ def test_the_viewer_shows_a_store_without_caches(
     vs = build_viewer_store(other)
     build_viewer_store(reference)
     c, ref = (
-        TestClient(create_app(other, token=None)),
-        TestClient(create_app(reference, token=None)),
+        TestClient(create_app(other, token=None, wait_seconds=SETTLE)),
+        TestClient(create_app(reference, token=None, wait_seconds=SETTLE)),
     )
 
     def facts(client: TestClient, path: str) -> object:
@@ -741,7 +751,7 @@ def test_the_threads_list_comes_in_pages(tmp_path: Path) -> None:
         store.thread(f"t{i:04d}").append(
             fr.MessageAppended(role="user", content=[fr.TextBlock(text=f"thread {i}")])
         )
-    c = TestClient(create_app(store, token=None))
+    c = TestClient(create_app(store, token=None, wait_seconds=SETTLE))
     first = c.get("/").text
     rows = re.findall(r'data-thread="([^"]+)"', first)
     assert len(rows) == model.THREADS_PER_PAGE
