@@ -45,6 +45,8 @@ from continuity.store.derived import sort_frames
 __all__ = ["Problem", "Repair", "VerifyReport", "first_problem", "repair_thread", "verify_store"]
 
 _CHUNK: Final = 1 << 20
+_TICK: Final = 1 << 15
+"""Frames between two progress calls within one log."""
 _RECENT: Final = 1024  # digests kept by seq, to check a line against wherever its parent is
 
 
@@ -295,9 +297,15 @@ Row = tuple[CatalogRow, bool]
 """A catalog row read from a whole log, and whether the log was at rest (ADR 0028)."""
 
 
-def _verify_log(thread: Thread, report: VerifyReport, refs: dict[str, str]) -> Row | None:
+def _verify_log(
+    thread: Thread,
+    report: VerifyReport,
+    refs: dict[str, str],
+    tick: Callable[[int], None] | None = None,
+) -> Row | None:
     """Check every line of a thread's log; the thread's catalog row, read in the same pass,
-    when the log is sound (None otherwise: the catalog check reads it again)."""
+    when the log is sound (None otherwise: the catalog check reads it again). ``tick`` is told
+    the report's frames checked so far every :data:`_TICK` frames (a long log's progress)."""
     check = _LogCheck(thread, report, refs)
     log = thread.open_log()
     size = committed = -1
@@ -311,6 +319,8 @@ def _verify_log(thread: Thread, report: VerifyReport, refs: dict[str, str]) -> R
             with log:
                 for offset, line, env, next_seq, frame in _with_next_seq(_lines(log)):
                     check.line(offset, line, env, next_seq, frame)
+                    if tick is not None and not check.frames % _TICK:
+                        tick(report.frames + check.frames)
                 size, committed = log.size(), log.end
                 if size > committed:
                     _check_tail(check, log.pread(size - committed, committed), committed)
@@ -464,6 +474,15 @@ def _is_json(raw: bytes) -> bool:
     return True
 
 
+def _ticker(
+    on_progress: Callable[[int, int, int], None] | None, done: int, threads: int
+) -> Callable[[int], None] | None:
+    """Progress within a thread: (threads done before it, threads, frames checked so far)."""
+    if on_progress is None:
+        return None
+    return lambda frames: on_progress(done, threads, frames)
+
+
 def verify_store(
     store: BaseStore,
     threads: Sequence[Thread] | None = None,
@@ -499,7 +518,8 @@ def verify_store(
             for done, thread in enumerate(chosen, start=1):
                 if progress is not None:
                     progress(thread.id)
-                row = _verify_log(thread, report, refs)
+                tick = _ticker(on_progress, done - 1, len(chosen))
+                row = _verify_log(thread, report, refs, tick)
                 if row is not None:
                     rows[thread.id] = row
                 _verify_caches(thread, report)

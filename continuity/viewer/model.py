@@ -859,7 +859,7 @@ def verify_thread(store: BaseStore, thread_id: str, *, tell: Tell | None = None)
     head = thread.head()
     frames = 0 if head is None else head.seq + 1
     phase = f"checking {frames:,} frames: the log's chain, its caches and the artifacts it names"
-    # verify_store tells of a thread once it is checked: until then the page shows time only
+    # verify_store tells how many frames are checked as it goes (every 32,768 in a long log)
     told(phase)
     report = verify_store(
         store,

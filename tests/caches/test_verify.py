@@ -307,3 +307,20 @@ def test_verify_repairs_nothing(tmp_store: Store) -> None:
     verify_store(tmp_store)
     after = sorted((p, p.read_bytes()) for p in tmp_store.root.rglob("*") if p.is_file())
     assert after == before
+
+
+def test_a_long_log_reports_progress_as_it_is_checked(
+    tmp_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within one thread, progress comes every so many frames, not only when it is done (the
+    viewer's verify of a long thread shows a bar that moves)."""
+    from continuity.maintenance import verify as verifying
+
+    monkeypatch.setattr(verifying, "_TICK", 10)
+    _populate(tmp_store, n=45)
+    seen: list[tuple[int, int, int]] = []
+    report = verify_store(tmp_store, [tmp_store.thread("t")], on_progress=lambda *a: seen.append(a))
+    assert report.ok
+    within = [s for s in seen if s[0] == 0]
+    assert [s[2] for s in within] == list(range(10, report.frames + 1, 10))
+    assert seen[-1] == (1, 1, report.frames)
