@@ -97,15 +97,20 @@ def write_checked(path: Path, data: bytes) -> None:
 
 
 def read_checked(path: Path) -> bytes | None:
-    """The data :func:`write_checked` wrote to ``path``; None when the file is damaged (its
-    checksum does not match, or it has none: a file another version wrote). Raises
-    ``OSError`` (``FileNotFoundError``…) when it cannot be read."""
+    """The data :func:`write_checked` wrote to ``path``; None for a file without a checksum (an
+    older version wrote it: read it as absent); ``ValueError`` when the file is damaged (its
+    checksum does not match, or it is empty or cut). Raises ``OSError``
+    (``FileNotFoundError``…) when it cannot be read."""
     raw = path.read_bytes()
     cut = raw.rfind(b"\n#b3:")
     if cut < 0:
+        if not raw.strip() or not raw.rstrip().endswith(b"}"):
+            raise ValueError(f"{path.name} is empty or cut short")
         return None
     data = raw[:cut]
-    return data if raw[cut:] == _trailer(data) else None
+    if raw[cut:] != _trailer(data):
+        raise ValueError(f"{path.name} does not match its checksum")
+    return data
 
 
 def remove_temps(folder: Path, *, holding_lock: bool) -> int:

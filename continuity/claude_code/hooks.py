@@ -109,10 +109,10 @@ def _load_state(store: BaseStore, thread_id: str) -> SessionState:
         return SessionState()
     try:
         data = read_checked(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):  # none, or damaged: start from a fresh state
         return SessionState()
-    if data is None:  # damaged, or written by an older version: start from a fresh state
-        return SessionState()
+    if data is None:  # an older version's: it decodes as it is
+        data = path.read_bytes()
     try:
         return msgspec.json.decode(data, type=SessionState)
     except (msgspec.DecodeError, msgspec.ValidationError):

@@ -315,9 +315,11 @@ def _load_cursor(file: Path | None) -> Cursor | None:
         data = read_checked(file)
     except FileNotFoundError:
         return None
-    if data is None:
-        note_rebuilt(f"the ingest cursor {file}", "it is damaged", "the transcript is read again")
+    except ValueError as exc:
+        note_rebuilt(f"the ingest cursor {file}", str(exc), "the transcript is read again")
         return None
+    if data is None:
+        return None  # an older version's cursor: read again once, then written with a checksum
     try:
         return _cursor_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
