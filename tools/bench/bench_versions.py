@@ -19,9 +19,9 @@ is checked to import its own code). The commands, each a fresh process:
 * ``continuity hook session-start`` with source ``compact`` after a new turn, a pre-compact
   (untimed) and Claude's compaction: the restore;
 * ``continuity compile --dry-run`` and ``continuity search`` on a ``--frames`` generated thread
-  (its caches and search index built first, untimed; each tree searches its own copy of the
-  store, its index built by that tree in the warm-up round, so two versions with different
-  index formats do not rebuild each other's);
+  (its caches and search index built first, untimed; each tree compiles and searches its own
+  copy of the store, its caches and index built by that tree in the warm-up round, so two
+  versions with different cache formats do not rebuild each other's);
 * ``python -c pass``, the interpreter's own start.
 
 The ``after`` rows give ``after / before`` as their ratio; below 1 is faster. Bytecode is
@@ -43,7 +43,6 @@ from typing import Final
 
 from continuity.caches.thread_index import ThreadIndex
 from continuity.claude_code.ingest import ingest_transcript
-from continuity.retrieval.index import ThreadSearchIndex
 from continuity.store.jsonl import Store
 from tools.bench._common import (
     BENCH_THREAD,
@@ -149,32 +148,29 @@ class _Commands:
     def __init__(
         self,
         trees: dict[str, Path],
-        store: Store | None,
-        session: Session | None,
-        search_stores: dict[str, Store] | None = None,
+        stores: dict[str, Store],
+        sessions: dict[str, Session],
     ):
         self.trees = trees
-        self.store = store
-        self.session = session
-        # Each tree searches its own copy of the store: two versions whose search indexes
-        # differ would otherwise rebuild each other's index on every alternate run.
-        self.search_stores = search_stores or {}
+        # Each tree has its own copy of the store and of the session: two versions whose cache
+        # or index formats differ would otherwise rebuild each other's on every alternate run.
+        self.stores = stores
+        self.sessions = sessions
         self.cli = continuity_command()
 
     def all(self, frames: int, mb: int) -> dict[str, Callable[[str], float]]:
         found: dict[str, Callable[[str], float]] = {}
-        if self.session is not None:
+        if self.sessions:
             found[f"hook user-prompt-submit, one new turn, {mb} MB"] = self.prompt
             found[f"hook session-start (compact) after a compaction, {mb} MB"] = self.restore
-        if self.store is not None:
+        if self.stores:
             size = short_size(frames)
             found[f"continuity compile --dry-run @{size}"] = self.compile
             found[f"continuity search (command) @{size}"] = self.search
         return found
 
     def prompt(self, variant: str) -> float:
-        s = self.session
-        assert s is not None
+        s = self.sessions[variant]
         prompt = s.add_turn()
         env = tree_env(self.trees[variant], s.store)
         payload = s.payload("user-prompt-submit", prompt=prompt)
@@ -184,8 +180,7 @@ class _Commands:
         return seconds
 
     def restore(self, variant: str) -> float:
-        s = self.session
-        assert s is not None
+        s = self.sessions[variant]
         env = tree_env(self.trees[variant], s.store)
         s.add_turn()
         pre = s.payload("pre-compact", trigger="auto", custom_instructions=None)
@@ -197,9 +192,8 @@ class _Commands:
             raise RuntimeError(f"session-start restored nothing: {out[:200]!r}")
         return seconds
 
-    def _store_cli(self, variant: str, *args: str, store: Store | None = None) -> float:
-        store = store or self.store
-        assert store is not None
+    def _store_cli(self, variant: str, *args: str) -> float:
+        store = self.stores[variant]
         argv = [*self.cli, "--store", str(store.root), *args]
         seconds, _ = run_process(argv, tree_env(self.trees[variant]), stderr_ok=True)  # its report
         return seconds
@@ -209,9 +203,7 @@ class _Commands:
         return self._store_cli(variant, *args, "--dry-run")
 
     def search(self, variant: str) -> float:
-        return self._store_cli(
-            variant, "search", SEARCH_QUERY, store=self.search_stores.get(variant)
-        )
+        return self._store_cli(variant, "search", SEARCH_QUERY)
 
 
 def run(
@@ -237,21 +229,20 @@ def run(
             check_tree(tree, work)
         cached = cached_thread(frames, seed)
         ThreadIndex(Store(cached, durable=False).thread(BENCH_THREAD)).refresh()
-        log(f"bench_versions: copying the {short_size(frames)} store, building its search index")
-        store = copy_store(cached, work / "store", search_index=False)
-        ThreadSearchIndex(store.thread(BENCH_THREAD)).refresh()
-        # one copy a tree for search, its index built by that tree in the warm-up round
-        search_stores = {
-            v: copy_store(cached, work / f"store-search-{v}", search_index=False) for v in trees
-        }
-        session = None
+        log(f"bench_versions: copying the {short_size(frames)} store, one copy a tree")
+        # each tree's caches and search index are made by that tree in the warm-up round
+        stores = {v: copy_store(cached, work / f"store-{v}", search_index=False) for v in trees}
+        sessions: dict[str, Session] = {}
         if FIXTURES.is_dir():
-            session = Session(cached_transcript(transcript_mb), work / "session", seed)
             log(f"bench_versions: first ingest of the {transcript_mb} MB transcript (untimed)")
-            ingest_transcript(Store(session.store, create=True), session.path, final=True)
+            for v in trees:  # the same seed: both sessions get the same turns
+                sessions[v] = Session(cached_transcript(transcript_mb), work / f"session-{v}", seed)
+                ingest_transcript(
+                    Store(sessions[v].store, create=True), sessions[v].path, final=True
+                )
         else:
             report.notes.append(f"no fixtures at {FIXTURES}: the hooks were not measured")
-        commands = _Commands(trees, store, session, search_stores).all(frames, transcript_mb)
+        commands = _Commands(trees, stores, sessions).all(frames, transcript_mb)
         plain = [sys.executable, "-c", "pass"]
         samples: dict[tuple[str, str], list[float]] = {
             (name, v): [] for name in commands for v in VARIANTS
