@@ -118,6 +118,7 @@ __all__ = [
     "main",
     "prepare_store",
     "run",
+    "run_counts",
 ]
 
 THREAD: Final = "main"
@@ -251,6 +252,15 @@ _CLOCK_MS: Final = 1_767_000_000_000
 # --- the prepared store ---------------------------------------------------------------------
 
 
+def env(store: Path) -> dict[str, str]:
+    """The environment of every ``continuity`` this family runs: a user's (``child_env``), with
+    the library's own threshold for a small thread's caches (the tests set it to 0, where every
+    thread keeps caches; here ``tiny`` must keep none, as a user's small thread)."""
+    out = child_env(store)
+    out.pop("CONTINUITY_SMALL_LOG_BYTES", None)
+    return out
+
+
 @dataclass(slots=True)
 class Prepared:
     root: Path
@@ -355,7 +365,7 @@ def prepare_store(root: Path, frames: int, rng: random.Random) -> Prepared:
         ["compile", THREAD, "--dry-run"],
         ["log", THREAD],
     ):
-        p = cli(root, *args)
+        p = cli(root, *args, env=env(root))
         if not p.ok:
             raise SystemExit(f"corruption: preparing the store: {p.describe()}")
     counts = {
@@ -727,7 +737,7 @@ def viewer_reads(store: Path, work: Path, paths: list[str]) -> list[Read]:
     work.mkdir(parents=True, exist_ok=True)
     p = run_process(
         [sys.executable, "-c", _VIEWER, str(store), str(work), json.dumps(paths)],
-        env=child_env(store),
+        env=env(store),
         timeout=300,
     )
     if p.code != 0:
@@ -777,7 +787,7 @@ class Baselines:
             return derived
         slot = self._slot()
         shutil.copytree(self.master, slot)
-        p = cli(slot, *args)
+        p = cli(slot, *args, env=env(slot))
         got = Read(p.code, comparable(name, p, slot), normalize(p.stderr, slot))
         shutil.rmtree(slot, ignore_errors=True)
         if not p.ok:
@@ -810,7 +820,7 @@ class Baselines:
             del self.known[tuple(args)]
         slot = self.work / "baseline-check"
         shutil.copytree(self.master, slot)
-        p = cli(slot, *args)
+        p = cli(slot, *args, env=env(slot))
         real = (p.code, comparable("log --from-seq", p, slot))
         shutil.rmtree(slot, ignore_errors=True)
         if real != (derived.code, derived.out):
@@ -879,7 +889,7 @@ def _trial(t: Trial, kind: str, seed: int, slot: Path) -> None:
             continue
         shutil.rmtree(run_dir, ignore_errors=True)
         shutil.copytree(damaged, run_dir)
-        p = cli(run_dir, *args)
+        p = cli(run_dir, *args, env=env(run_dir))
         read = Read(p.code, comparable(name, p, run_dir), normalize(p.stderr, run_dir), p.traceback)
         cmd = "`" + p.command().split(" ", 1)[1] + "`" if " " in p.command() else p.command()
         with t.lock:
@@ -981,7 +991,7 @@ def _count(
         )
 
 
-def run(
+def run_counts(
     *,
     flips: int = 500,
     others: int = 100,
@@ -994,7 +1004,8 @@ def run(
     seed: int | None = None,
     keep: bool = False,
     examples_per_kind: int = 3,
-) -> FamilyResult:
+) -> tuple[FamilyResult, dict[str, KindCounts]]:
+    """:func:`run`, and its counts by kind (what the bounded test asserts, kind by kind)."""
     started = time.perf_counter()
     seed, rng = start("corruption", seed)
     result = FamilyResult(
@@ -1066,7 +1077,37 @@ def run(
     )
     result.examples = examples.lines()
     result.seconds = time.perf_counter() - started
-    return result
+    return result, counts
+
+
+def run(
+    *,
+    flips: int = 500,
+    others: int = 100,
+    cache_trials: int = 10,
+    kinds: tuple[str, ...] = KINDS,
+    reads: tuple[str, ...] = READS,
+    relevant: bool = False,
+    frames: int = 2_000,
+    jobs: int = 2,
+    seed: int | None = None,
+    keep: bool = False,
+    examples_per_kind: int = 3,
+) -> FamilyResult:
+    """Damage copies of a prepared store; verify and read each (see the module's docstring)."""
+    return run_counts(
+        flips=flips,
+        others=others,
+        cache_trials=cache_trials,
+        kinds=kinds,
+        reads=reads,
+        relevant=relevant,
+        frames=frames,
+        jobs=jobs,
+        seed=seed,
+        keep=keep,
+        examples_per_kind=examples_per_kind,
+    )[0]
 
 
 def _report(result: FamilyResult, counts: dict[str, KindCounts], reads: tuple[str, ...]) -> None:
