@@ -12,10 +12,17 @@ import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.fixtures import shared_fixture
+
+if TYPE_CHECKING:
+    from tools.faults._common import FamilyResult
+    from tools.faults.corruption import KindCounts
+
+    Damaged = tuple[FamilyResult, dict[str, KindCounts]]
 
 pytestmark = pytest.mark.slow
 
@@ -102,7 +109,7 @@ _UNDETECTED_TODAY = {
 
 
 @pytest.fixture(scope="module")
-def damaged_caches() -> tuple[object, dict[str, object]]:
+def damaged_caches() -> Damaged:
     corruption = _family("corruption")
     result, counts = corruption.run_counts(
         kinds=corruption.CACHE_KINDS + corruption.SMALL_KINDS,
@@ -126,11 +133,8 @@ def _kinds(failing: dict[str, str]) -> list[object]:
     ]
 
 
-def _examples(result: object, kind: str) -> str:
+def _examples(result: FamilyResult, kind: str) -> str:
     """The failing examples of ``kind`` in ``result``'s report."""
-    from tools.faults._common import FamilyResult
-
-    assert isinstance(result, FamilyResult)
     out, mine = [], False
     for line in result.examples:
         if not line.startswith(" "):
@@ -141,14 +145,9 @@ def _examples(result: object, kind: str) -> str:
 
 
 @pytest.mark.parametrize("kind", _kinds(_UNDETECTED_TODAY))
-def test_verify_names_each_kind_of_cache_damage(
-    damaged_caches: tuple[object, dict[str, object]], kind: str
-) -> None:
-    from tools.faults.corruption import KindCounts
-
+def test_verify_names_each_kind_of_cache_damage(damaged_caches: Damaged, kind: str) -> None:
     result, counts = damaged_caches
     c = counts[kind]
-    assert isinstance(c, KindCounts)
     assert c.absent == 0, f"the prepared store has no file for {kind}"
     assert c.trials == 1
     assert c.tracebacks == 0, _examples(result, kind)
@@ -157,13 +156,10 @@ def test_verify_names_each_kind_of_cache_damage(
 
 @pytest.mark.parametrize("kind", _kinds(_SILENT_TODAY))
 def test_reads_after_each_kind_of_cache_damage_are_never_silently_wrong(
-    damaged_caches: tuple[object, dict[str, object]], kind: str
+    damaged_caches: Damaged, kind: str
 ) -> None:
-    from tools.faults.corruption import KindCounts
-
     result, counts = damaged_caches
     c = counts[kind]
-    assert isinstance(c, KindCounts)
     assert c.absent == 0, f"the prepared store has no file for {kind}"
     assert c.reads > 0
     assert not c.read_tracebacks, _examples(result, kind)
@@ -171,13 +167,8 @@ def test_reads_after_each_kind_of_cache_damage_are_never_silently_wrong(
     assert c.needless == 0, _examples(result, kind)
 
 
-def test_every_cache_file_is_damaged_by_some_kind(
-    damaged_caches: tuple[object, dict[str, object]],
-) -> None:
-    from tools.faults._common import FamilyResult
-
+def test_every_cache_file_is_damaged_by_some_kind(damaged_caches: Damaged) -> None:
     result, _ = damaged_caches
-    assert isinstance(result, FamilyResult)
     coverage = [c for c in result.checks if c.name.startswith("every cache file")]
     assert len(coverage) == 2
     assert all(c.ok for c in coverage), [c.detail for c in coverage if not c.ok]

@@ -4,14 +4,15 @@
                                       [--kinds K,K,...] [--reads R,R,...] [--frames 2000]
                                       [--jobs 2] [--scale F] [--seed S] [--json] [--keep]
 
-A store is prepared once: thread ``main`` (a Claude Code session of a project) of about
+A store is prepared once: thread ``main`` (of a project, from Claude Code) of about
 ``--frames`` frames whose messages each carry distinctive words (a marker such as ``mk0412q`` and
 a few rare words), tool calls and results, records and a retraction, checkpoints made by the
 library's compaction (their summaries are artifacts) and one of another summary kind, a logged
 compile (its bundle is an artifact), more messages after the last checkpoint; a small thread
-``side``; and ``tiny``, a session of another project of 6 frames appended one at a time (under
-64 KiB, so it keeps no per-thread caches). Its caches are then built the way a user's are, by
-reads (``stats``, ``search``, ``search --thread main``, ``compile --dry-run``, ``log``).
+``side``; and ``cc-tiny``, a Claude Code session (what ``sessions`` lists) of another project,
+of 6 frames appended one at a time (under 64 KiB, so it keeps no per-thread caches). Its caches
+are then built the way a user's are, by reads (``stats``, ``search``, ``search --thread main``,
+``compile --dry-run``, ``log``).
 
 Each trial damages a fresh copy of it in one way (``--flips`` trials of ``log-flip``,
 ``--others`` of every other log and artifact kind and of ``small-log-cut``, ``--cache-trials`` of
@@ -22,7 +23,7 @@ every cache kind):
   the whole log: a crash cannot make a log shorter than its caches say);
 * ``log-delete``, ``log-duplicate``, ``log-swap``: a line deleted; a line copied right after
   itself or to the end; two lines swapped (adjacent ones half the time);
-* ``small-log-cut``: ``tiny``'s log cut by its last line or lines, at a line boundary (``head
+* ``small-log-cut``: ``cc-tiny``'s log cut by its last line or lines, at a line boundary (``head
   -n5 t.jsonl > x; cat x > t.jsonl``): a log that is whole, only shorter than the catalog and
   the search index recorded;
 * ``artifact-flip``, ``artifact-truncate``: one byte of an artifact file, or the file cut;
@@ -34,13 +35,16 @@ every cache kind):
   ``search-docs``, ``search-tail``, ``search-segment`` (``cache/search/main/``) and the
   store-wide one ``store-manifest``, ``store-docs``, ``store-tail``, ``store-segment``
   (``cache/search-store/``);
-* ``<file>-edit`` for the catalog and the three manifests: a value changed to another valid
-  one, the file still valid JSON (random flips mostly break the JSON; an edit is what lies): a
-  catalog row's ``frames``, ``messages``, ``checkpoints`` or ``project`` (``"frames":6,`` to
-  ``"frames":96,``), in turn; a manifest's number or digest.
+* ``catalog-edit-frames``, ``-messages``, ``-checkpoints``, ``-project`` and
+  ``<manifest>-edit-number``, ``-digest`` (the three manifests): one value changed to another
+  valid one, the file still valid JSON (random flips mostly break the JSON; an edit is what
+  lies): a catalog row's count (``"frames":6,`` to ``"frames":96,``) or project; a manifest's
+  number (a 9 put before it) or one hex digit of a digest.
 
 ``--kinds`` also takes groups: ``cache-flip``, ``cache-truncate``, ``cache-empty``,
-``cache-edit`` (that damage to every cache file kind), ``cache``, ``log``, ``artifact``.
+``cache-edit`` (that damage to every kind of cache file), a kind of file (``catalog``: every
+damage to it), ``cache``, ``log``, ``artifact``. ``--reads relevant`` reads each cache kind only
+with the reads that serve its file (:data:`RELEVANT`; the bounded test's form).
 
 Then each command runs on its own fresh copy of the damaged store: ``verify``, and the reads
 ``log T --from-seq K`` (T: the damaged thread, ``main`` but for ``small-log-cut`` and a catalog
@@ -122,7 +126,7 @@ __all__ = [
 ]
 
 THREAD: Final = "main"
-SMALL: Final = "tiny"
+SMALL: Final = "cc-tiny"
 """A thread under 64 KiB: it keeps no per-thread caches (ADR 0031)."""
 SMALL_FRAMES: Final = 6
 LOG_KINDS: Final = ("log-flip", "log-truncate", "log-delete", "log-duplicate", "log-swap")
@@ -255,7 +259,7 @@ _CLOCK_MS: Final = 1_767_000_000_000
 def env(store: Path) -> dict[str, str]:
     """The environment of every ``continuity`` this family runs: a user's (``child_env``), with
     the library's own threshold for a small thread's caches (the tests set it to 0, where every
-    thread keeps caches; here ``tiny`` must keep none, as a user's small thread)."""
+    thread keeps caches; here ``cc-tiny`` must keep none, as a user's small thread)."""
     out = child_env(store)
     out.pop("CONTINUITY_SMALL_LOG_BYTES", None)
     return out
@@ -270,7 +274,7 @@ class Prepared:
     lines: int
     """The frames of ``main``."""
     small_words: dict[int, str] = field(default_factory=dict)
-    """The same for ``tiny``."""
+    """The same for ``cc-tiny``."""
     frames: dict[str, int] = field(default_factory=dict)
     """Every thread's frames."""
 
@@ -399,7 +403,7 @@ def _other_checkpoint(store: Store, thread: Thread) -> None:
 
 
 def _small_thread(store: Store, rng: random.Random) -> dict[int, str]:
-    """``tiny``: a session of another project, its frames appended one at a time."""
+    """``cc-tiny``: a session of another project, its frames appended one at a time."""
     from continuity import ThreadCreated, message
 
     tiny = store.thread(SMALL)
@@ -497,7 +501,7 @@ def _damage_log(store: Path, kind: str, rng: random.Random) -> Damage:
 
 
 def _cut_small(store: Path, rng: random.Random) -> Damage:
-    """``tiny``'s log cut by its last line (half the time) or lines, at a line boundary."""
+    """``cc-tiny``'s log cut by its last line (half the time) or lines, at a line boundary."""
     path = store / "threads" / f"{SMALL}.jsonl"
     rows = path.read_bytes().split(b"\n")[:-1]
     keep = len(rows) - 1 if rng.random() < 0.5 else rng.randrange(2, len(rows))
@@ -1236,7 +1240,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = family_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--flips", type=int, default=500, help="log-flip trials")
     parser.add_argument(
-        "--others", type=int, default=100, help="trials of every other log and artifact kind"
+        "--others",
+        type=int,
+        default=100,
+        help="trials of every other log kind, of small-log-cut and of the artifact kinds",
     )
     parser.add_argument(
         "--cache-trials", type=int, default=10, help="trials of every cache kind (default 10)"
