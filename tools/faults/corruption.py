@@ -284,16 +284,15 @@ def prepare_store(root: Path, frames: int, rng: random.Random) -> Prepared:
     from continuity import (
         Limits,
         Store,
-        StrideMessages,
         ThreadCreated,
         ToolResultBlock,
         ToolUseBlock,
         compile_context,
+        create_checkpoint,
         frames as fr,
         message,
         record,
         retract,
-        run_compaction,
     )
 
     ms = [_CLOCK_MS]
@@ -340,18 +339,29 @@ def prepare_store(root: Path, frames: int, rng: random.Random) -> Prepared:
         while (thread.head() or _NoHead).next_seq < target * share:
             turn()
 
+    made = [0]
+
+    def checkpoints(n: int) -> None:
+        # By create_checkpoint, not a compaction job: a job's frames carry random ids, which
+        # would make two stores of the same seed differ (and a damaged byte's meaning with them).
+        fresh = [s for s in sorted(words) if s > made[-1]]
+        step = max(1, len(fresh) // (2 * n))
+        for k in range(n, 0, -1):
+            made.append(fresh[-1 - k * step])
+            create_checkpoint(thread, made[-1])
+
     target = max(frames, 200)
     turns_until(0.3)
     record(thread, "faults.state", {"step": 1}, key="plan")
     turns_until(0.45)
-    run_compaction(thread, StrideMessages(150))
+    checkpoints(2)
     compile_context(thread, limits=Limits(recent_messages=12))
     record(thread, "faults.state", {"step": 2}, key="plan")
     retract(thread, seqs=[max(words)], reason="a wrong turn")
     turns_until(0.7)
     _other_checkpoint(store, thread)
     turns_until(0.9)
-    run_compaction(thread, StrideMessages(150))
+    checkpoints(2)
     compile_context(thread, limits=Limits(recent_messages=12))
     turns_until(1.0)
     side = store.thread("side")
