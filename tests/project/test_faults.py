@@ -12,10 +12,17 @@ import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.fixtures import shared_fixture
+
+if TYPE_CHECKING:
+    from tools.faults._common import FamilyResult
+    from tools.faults.corruption import KindCounts
+
+    Damaged = tuple[FamilyResult, dict[str, KindCounts]]
 
 pytestmark = pytest.mark.slow
 
@@ -65,8 +72,106 @@ def test_kills_during_ingest_of_a_real_transcript() -> None:
 
 def test_corruption_is_detected_and_never_read_silently() -> None:
     corruption = _family("corruption")
-    result = corruption.run(flips=20, others=5, frames=1_000)  # 60 damaged stores
+    result = corruption.run(  # 50 damaged logs and artifacts; caches below, kind by kind
+        flips=20,
+        others=5,
+        kinds=corruption.LOG_KINDS + corruption.ARTIFACT_KINDS,
+        reads=("log --from-seq", "log", "compile --dry-run", "search", "stats"),
+        frames=1_000,
+    )
     _assert_invariants(result)
+
+
+# --- damaged caches, kind by kind (issue 26) ------------------------------------------------
+#
+# One damaged store per kind of damage to each kind of cache file (and a small thread's log
+# cut by its last lines), verified and read by the reads that serve that file; the seed is
+# fixed, so each kind's damage is the same every run. The kinds that fail today are marked
+# xfail(strict): when a fix lands its kinds XPASS, and their marks come off.
+
+CACHE_SEED = 26
+
+_SILENT_TODAY = {
+    "catalog-edit-frames": "the catalog serves a row whose counts were edited (no checksum)",
+    "catalog-edit-messages": "the catalog serves a row whose counts were edited (no checksum)",
+    "catalog-edit-checkpoints": "the catalog serves a row whose counts were edited (no checksum)",
+    "catalog-edit-project": "the catalog serves a row whose project was edited (no checksum)",
+    "small-log-cut": "a small thread cut by whole lines reads as a shorter thread, unnoticed",
+}
+"""Kinds after which a read prints a wrong answer with exit 0 and nothing said, today."""
+_UNDETECTED_TODAY = {
+    "store-manifest-flip": "verify does not check the store-wide search manifest's values",
+    "store-manifest-edit-number": "verify does not check the store-wide search manifest's counts",
+    "store-manifest-edit-digest": "verify does not check the store-wide search manifest's digests",
+    "small-log-cut": "verify does not compare a log with what the catalog and index recorded",
+}
+"""Kinds that verify says ok to, today."""
+
+
+@pytest.fixture(scope="module")
+def damaged_caches() -> Damaged:
+    corruption = _family("corruption")
+    result, counts = corruption.run_counts(
+        kinds=corruption.CACHE_KINDS + corruption.SMALL_KINDS,
+        others=1,
+        cache_trials=1,
+        relevant=True,
+        frames=600,
+        seed=CACHE_SEED,
+    )
+    print(result.render())
+    return result, counts
+
+
+def _kinds(failing: dict[str, str]) -> list[object]:
+    corruption = _family("corruption")
+    return [
+        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=failing[k]))
+        if k in failing
+        else k
+        for k in corruption.CACHE_KINDS + corruption.SMALL_KINDS
+    ]
+
+
+def _examples(result: FamilyResult, kind: str) -> str:
+    """The failing examples of ``kind`` in ``result``'s report."""
+    out, mine = [], False
+    for line in result.examples:
+        if not line.startswith(" "):
+            mine = line.startswith(f"{kind}: ")
+        if mine:
+            out.append(line)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("kind", _kinds(_UNDETECTED_TODAY))
+def test_verify_names_each_kind_of_cache_damage(damaged_caches: Damaged, kind: str) -> None:
+    result, counts = damaged_caches
+    c = counts[kind]
+    assert c.absent == 0, f"the prepared store has no file for {kind}"
+    assert c.trials == 1
+    assert c.tracebacks == 0, _examples(result, kind)
+    assert c.detected == c.trials, _examples(result, kind)
+
+
+@pytest.mark.parametrize("kind", _kinds(_SILENT_TODAY))
+def test_reads_after_each_kind_of_cache_damage_are_never_silently_wrong(
+    damaged_caches: Damaged, kind: str
+) -> None:
+    result, counts = damaged_caches
+    c = counts[kind]
+    assert c.absent == 0, f"the prepared store has no file for {kind}"
+    assert c.reads > 0
+    assert not c.read_tracebacks, _examples(result, kind)
+    assert c.silent_total == 0, _examples(result, kind)
+    assert c.needless == 0, _examples(result, kind)
+
+
+def test_every_cache_file_is_damaged_by_some_kind(damaged_caches: Damaged) -> None:
+    result, _ = damaged_caches
+    coverage = [c for c in result.checks if c.name.startswith("every cache file")]
+    assert len(coverage) == 2
+    assert all(c.ok for c in coverage), [c.detail for c in coverage if not c.ok]
 
 
 def test_hostile_hook_input_never_breaks_claude_code() -> None:

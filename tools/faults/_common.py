@@ -181,7 +181,15 @@ def first_difference(have: bytes, want: bytes, width: int = 160) -> str:
     a, b = have.split(b"\n"), want.split(b"\n")
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
-            return f"line {i + 1} is {x[:width]!r}, expected {y[:width]!r}"
+            # A long line (a JSON answer) is shown from a little before where the two part.
+            at = next((j for j, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), None)
+            at = min(len(x), len(y)) if at is None else at
+            start = max(0, at - width // 4) if at >= width // 2 else 0
+            where = f" (from byte {start})" if start else ""
+            return (
+                f"line {i + 1}{where} is {x[start : start + width]!r}, "
+                f"expected {y[start : start + width]!r}"
+            )
     if len(a) == len(b):
         return "no difference"
     longer = "more" if len(a) > len(b) else "fewer"

@@ -37,7 +37,12 @@ def _kills(scale: float, seed: int | None, jobs: int, keep: bool) -> FamilyResul
 
 def _corruption(scale: float, seed: int | None, jobs: int, keep: bool) -> FamilyResult:
     return corruption.run(
-        flips=scaled(500, scale), others=scaled(100, scale), jobs=jobs, seed=seed, keep=keep
+        flips=scaled(500, scale),
+        others=scaled(100, scale),
+        cache_trials=scaled(10, scale),
+        jobs=jobs,
+        seed=seed,
+        keep=keep,
     )
 
 
