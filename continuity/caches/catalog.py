@@ -53,7 +53,9 @@ __all__ = [
     "CatalogView",
     "Facts",
     "catalog_problems",
+    "catalog_row",
     "catalog_view",
+    "check_length",
     "current_rows",
     "fresh_row",
     "read_row",
@@ -448,6 +450,81 @@ def _cut_short(thread: Thread, row: CatalogRow, size: int) -> CorruptFrame:
         "from the log. If that is expected, `continuity rebuild-index` accepts the log as it "
         "is now",
     )
+
+
+class _Id(msgspec.Struct):
+    thread_id: str
+
+
+_id_decoder: Final = msgspec.json.Decoder(_Id)
+_ROWS: dict[Path, tuple[tuple[int, int, int], _CatalogFile | None]] = {}
+"""The catalog file as last read by this process, by its (inode, size, mtime): its rows still
+raw, so one row is found by bisection without decoding the others."""
+
+
+def catalog_row(store: BaseStore, thread_id: str) -> CatalogRow | None:
+    """The catalog's row of ``thread_id`` as the file holds it (None: no catalog, no row, or a
+    row that fails its checksum), whether or not it is current: what the catalog last knew of
+    the thread. Finds it by bisection over the raw rows (sorted by thread id)."""
+    path = _path(store)
+    if path is None:
+        return None
+    found = _raw_file(path)
+    if found is None or found.version != _VERSION or len(found.checks) != len(found.threads):
+        return None
+    rows = found.threads
+    lo, hi = 0, len(rows)
+    try:
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _id_decoder.decode(rows[mid]).thread_id < thread_id:
+                lo = mid + 1
+            else:
+                hi = mid
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None  # a damaged row on the way: the listings will read it again
+    if lo == len(rows):
+        return None
+    row = _sound_row(bytes(rows[lo]), found.checks[lo])
+    return row if row is not None and row.thread_id == thread_id else None
+
+
+def _raw_file(path: Path) -> _CatalogFile | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    known = _ROWS.get(path)
+    if known is not None and known[0] == key:
+        return known[1]
+    try:
+        found: _CatalogFile | None = _decoder.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError):
+        found = None
+    _ROWS.clear()  # one store per process, as a rule
+    _ROWS[path] = (key, found)
+    return found
+
+
+def check_length(thread: Thread) -> None:
+    """Raise :class:`CorruptFrame` when the log of ``thread`` is shorter than its caches or its
+    catalog row recorded: committed frames were cut from its end. A small thread keeps no
+    caches (ADR 0031), so its row is the only record of how far its log went. Reads a manifest,
+    a catalog row and the log's size; writes nothing."""
+    if thread.store.cache_dir is None:
+        return
+    ThreadIndex(thread).check_length()
+    row = catalog_row(thread.store, thread.id)
+    if row is None:
+        return
+    log = thread.open_log()
+    size = 0
+    if log is not None:
+        with log:
+            size = log.size()
+    if size < row.log_bytes:
+        raise _cut_short(thread, row, size)
 
 
 def _current(row: CatalogRow | None, stamp: LogStamp) -> bool:

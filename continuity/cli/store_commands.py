@@ -149,6 +149,7 @@ def log(
     elif isinstance(sys.stdout, io.TextIOWrapper):
         # A frame's text may not fit the terminal's encoding: escape it rather than crash.
         sys.stdout.reconfigure(errors="backslashreplace")
+    from continuity.caches.catalog import check_length
     from continuity.caches.marks import is_in
     from continuity.caches.thread_index import ThreadIndex
     from continuity.context.retract import retracted_spans
@@ -156,12 +157,11 @@ def log(
     with errors():
         handle = store.existing_thread(thread)
         start: int | None = None
+        # The caches and the catalog remember how far the log went: a log cut short since is
+        # an error here, not a shorter answer.
+        check_length(handle)
         if ThreadIndex.available(handle):
-            # The caches remember how far the log went: a log cut short since is an error here,
-            # not a shorter answer. And the offset index seeks straight to the first frame.
-            index = ThreadIndex(handle)
-            index.check_length()
-            start = index.offset(from_seq)
+            start = ThreadIndex(handle).offset(from_seq)  # straight to the first frame
         gone = [] if as_json else retracted_spans(handle)
         for seq, line in handle.read_lines(from_seq=from_seq, to_seq=to_seq, start_offset=start):
             if as_json and wanted is None:

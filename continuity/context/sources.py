@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
 from continuity import frames as fr
+from continuity.caches.catalog import check_length
 from continuity.caches.live import LiveIndex, marks_of
 from continuity.caches.marks import DerivedMarks, Marks
 from continuity.caches.thread_index import ThreadIndex, caches_writable, keeps_none
@@ -417,6 +418,8 @@ def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
     if not use_caches:
         return ScanSource(thread)
     if ThreadIndex.available(thread):
+        if ThreadIndex(thread).manifest() is None:
+            check_length(thread)  # caches about to be made: the catalog knew how far it went
         try:
             return IndexedSource(thread)
         except CorruptCache as exc:
@@ -437,5 +440,8 @@ def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
             return DerivedSource(thread, derived)
         return LiveSource(thread)
     if keeps_none(thread):
+        # A small thread keeps no caches: its catalog row says how far its log went (a log cut
+        # short since is an error, as it is for a thread with caches: never a shorter answer).
+        check_length(thread)
         return LiveSource(thread)
     return ScanSource(thread)

@@ -547,6 +547,12 @@ def test_a_small_log_cut_short_is_reported_until_accepted(tmp_store: Store) -> N
     runner = CliRunner()
     result = runner.invoke(app, ["--store", str(tmp_store.root), "verify"])
     assert result.exit_code == 1 and "cc-s2" in result.output
+    for read in (["log", "cc-s2"], ["compile", "cc-s2", "--dry-run"]):  # never a shorter answer
+        result = runner.invoke(app, ["--store", str(tmp_store.root), *read])
+        assert result.exit_code == 1, (read, result.output)
+        assert "the store catalog recorded" in result.output
+    result = runner.invoke(app, ["--store", str(tmp_store.root), "log", "cc-s1"])
+    assert result.exit_code == 0, result.output  # the other threads read as ever
     result = runner.invoke(app, ["--store", str(tmp_store.root), "rebuild-index"])
     assert result.exit_code == 0, result.output
     assert verify_store(tmp_store).ok

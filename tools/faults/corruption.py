@@ -143,6 +143,7 @@ CACHE_FILES: Final = {
     "checkpoints-other": f"{_THREAD_CACHE}/checkpoints.v1.other",
     "marks": f"{_THREAD_CACHE}/marks.v1.jsonl",
     "thread-manifest": f"{_THREAD_CACHE}/manifest.v1.json",
+    "sums": f"{_THREAD_CACHE}/*.b3",
     "search-manifest": f"{_THREAD_SEARCH}/manifest.json",
     "search-docs": f"{_THREAD_SEARCH}/docs.bin",
     "search-tail": f"{_THREAD_SEARCH}/tail.jsonl",
@@ -208,6 +209,7 @@ RELEVANT: Final = {
             "checkpoints-other",
             "marks",
             "thread-manifest",
+            "sums",
         )
     },
     **{f: ("search --thread",) for f in CACHE_FILES if f.startswith("search-")},
