@@ -325,6 +325,14 @@ def threads(
     store = open_store(ctx)
     with errors():
         rows = list_threads(store)
+    broken = [r.thread_id for r in rows if r.problem]
+    if broken:  # listed with their problem below; said on stderr too, for a script to see
+        shown = ", ".join(broken[:5]) + (", …" if len(broken) > 5 else "")
+        typer.echo(
+            f"warning: {count(len(broken), 'thread')} cannot be read: a log damaged or cut "
+            f"short ({shown}); `continuity verify` names the problem",
+            err=True,
+        )
     # One write for all the lines: thousands of threads, each echoed alone, cost more than
     # reading them from the catalog.
     if as_json:

@@ -326,6 +326,7 @@ def test_threads_names_a_thread_it_cannot_read_and_lists_the_rest(store: Path) -
     rows = {line.split()[0]: line for line in result.stdout.splitlines()}
     assert set(rows) == {"demo", "cc-4d5611e5-241a"}
     assert "unreadable: corrupt frame" in rows["demo"]
+    assert "warning: 1 thread cannot be read" in result.stderr and "(demo)" in result.stderr
 
 
 def test_threads_reads_two_frames_a_thread_whatever_its_length(

@@ -966,7 +966,17 @@ def noted(read: Read, base: Read, d: Damage) -> bool:
         text = line.decode(errors="replace")
         if line not in before and any(w in text or w in text.lower() for w in words):
             return True
-    return False
+    return _problem_in_band(read, base, words)
+
+
+def _problem_in_band(read: Read, base: Read, words: tuple[str, ...]) -> bool:
+    """A JSON answer of the viewer's API that reports the damage itself: a ``"problem"`` the
+    undamaged answer has not, which names it (the thread list's row of an unreadable thread)."""
+    if read.out.count(b'"problem":"') <= base.out.count(b'"problem":"'):
+        return False
+    text = read.out.decode(errors="replace")
+    problems = [part.split('"', 1)[0] for part in text.split('"problem":"')[1:]]
+    return any(w in p or w in p.lower() for p in problems for w in words)
 
 
 def _count(
