@@ -6,13 +6,21 @@ reaches the log, and so never a summary, an index or a bundle either (they are a
 the log). The Claude Code ingest applies one by default, to tool outputs before they become
 artifacts too.
 
-What is matched (:data:`BUILTIN_RULES`, in the order they are tried): private key blocks, the
-API keys of Anthropic, OpenAI, Google, GitHub, GitLab, Slack, Stripe, Hugging Face, npm and PyPI
-(each recognised by its documented prefix and shape), AWS access key ids and secret keys, JWTs,
-bearer and basic credentials in headers, passwords in URLs and ``curl -u``, and assignments
-whose key names a secret (``API_KEY=…``, ``"password": "…"``; only the value goes). A match is
-replaced by ``[REDACTED:<rule id>]``: the rest of the text, an assignment's key included, stays
-as it was. Redacting again changes nothing.
+What is matched (:data:`BUILTIN_RULES`, in the order they are tried): private key blocks (PEM,
+base64-encoded, PuTTY), the tokens of some eighty providers, each recognised by its documented
+prefix and shape with or without a key name in front (Anthropic, OpenAI, Google, GitHub,
+GitLab, Slack, Stripe, Hugging Face, npm, PyPI, SendGrid ``SG.``, Databricks ``dapi``, Mailgun
+``key-``, DigitalOcean ``dop_v1_``, Shopify ``shpat_``, Square ``sq0csp-``, Vault ``hvs.``,
+Terraform ``….atlasv1.…``, age ``AGE-SECRET-KEY-1``, Postman ``PMAK-`` and the others of
+:data:`_PROVIDER_RULES`), AWS access key ids and secret keys, JWTs; secrets known by what is
+around them (:data:`_CONTEXT_RULES`: a Twilio auth token after its account SID, a registry's
+``"auth"``, a kubeconfig's ``client-key-data``, Azure account keys and SAS signatures,
+``mysql -p…``, ``sshpass -p``, ``redis-cli -a``, ``docker login -p``, ``--password``/``--token``
+flags, ``.netrc``, Discord and Teams webhooks, ``Authorization: token|Bot|SSWS …``); bearer and
+basic credentials and API-key headers, passwords in URLs and ``curl -u``, and assignments whose
+key names a secret (``API_KEY=…``, ``PGPASSWORD=…``, ``"password": "…"``; only the value goes).
+A match is replaced by ``[REDACTED:<rule id>]``: the rest of the text, an assignment's key
+included, stays as it was. Redacting again changes nothing.
 
 Where: every text a model or a user reads (message text, thinking, tool inputs (every string
 inside, recursively), tool results, their previews and their text parts, a thread's title,
@@ -81,6 +89,16 @@ CONFIG_FILE: Final = "redaction.json"
 _RULE_ID_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
+TOKEN_MIN_CHARS: Final = 16
+"""The shortest token a ``token`` rule matches (an Alibaba key id: ``LTAI`` and 12 more)."""
+
+
+def long_words(text: str) -> str:
+    """The words of ``text`` (split at whitespace) of :data:`TOKEN_MIN_CHARS` characters or
+    more, joined by spaces: where a token rule's keyword can be, when it matches."""
+    return " ".join([w for w in text.split() if len(w) >= TOKEN_MIN_CHARS])
+
+
 class RedactionRule:
     """One kind of secret.
 
@@ -92,6 +110,11 @@ class RedactionRule:
     ``text.lower()``, which is several times faster than ignoring case, and gives the same
     matches. ``boundary`` holds the characters that must not touch a match on either side (a
     key is a whole token), and ``accept``, when given, may turn a secret down (a placeholder).
+    ``token`` says that where a match holds a keyword, the keyword is in a run of
+    :data:`TOKEN_MIN_CHARS` or more characters without whitespace (a provider's token, or an
+    account id glued to one), so its keywords are looked for in the text's long words alone
+    (:func:`long_words`): most of a text is short words, and a hundred rules' keywords are
+    looked for in what is left, not in all of it.
     """
 
     __slots__ = (
@@ -105,6 +128,7 @@ class RedactionRule:
         "keywords",
         "lowered",
         "pattern",
+        "token",
     )
 
     def __init__(
@@ -117,6 +141,7 @@ class RedactionRule:
         lowered: bool = False,
         boundary: str = "",
         accept: Callable[[str], bool] | None = None,
+        token: bool = False,
     ) -> None:
         if not (0 < len(id) <= 64 and id[0].isalnum() and set(id) <= _RULE_ID_CHARS):
             raise ValueError(
@@ -129,6 +154,7 @@ class RedactionRule:
         self.keywords = tuple(k.lower() if self.fold else k for k in keywords)
         self.boundary = frozenset(boundary)
         self.accept = accept
+        self.token = token
         self._compiled: re.Pattern[str] | None = None
         self._folded: re.Pattern[str] | None = None
         self._group: int | str = 0
@@ -466,7 +492,7 @@ def _user_and_password(value: str) -> bool:
 def _token(id: str, pattern: str, *keywords: str, boundary: str = _TOKEN) -> RedactionRule:
     """A provider's token: a documented prefix and shape, a whole token (no token character
     touches it), searched only in a text that holds one of ``keywords``."""
-    return RedactionRule(id, pattern, keywords=keywords, boundary=boundary)
+    return RedactionRule(id, pattern, keywords=keywords, boundary=boundary, token=True)
 
 
 _B64: Final = "[A-Za-z0-9+/]"
@@ -586,6 +612,7 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
         r"""(?:AC|SK)[0-9a-fA-F]{32}["']?[ \t]*,[ \t]*["']?"""
         r"(?P<secret>[A-Za-z0-9]{32})(?![A-Za-z0-9])",
         keywords=("AC", "SK"),
+        token=True,  # its keyword starts a run of 34 or more characters
     ),
     RedactionRule(
         "registry-auth",  # ~/.docker/config.json "auth": "<base64 user:password>"; .npmrc _auth=
@@ -602,6 +629,7 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
         "azure-storage-key",  # connection strings: AccountKey=…; SharedAccessKey=…; a SAS sig=
         r"(?:AccountKey=|SharedAccessKey=|[?&]sig=)(?P<secret>[A-Za-z0-9+/%]{40,}(?:==|%3D%3D|=|%3D)?)",
         keywords=("AccountKey=", "SharedAccessKey=", "sig="),
+        token=True,  # its keyword starts a run of 34 or more characters
     ),
     RedactionRule(
         "cli-password",  # mysql -p<password>, sshpass -p, redis-cli -a, docker login -p
@@ -665,6 +693,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"sk-ant-(?:[a-z]{2,10}\d{2}-)?[A-Za-z0-9_-]{32,}",
         keywords=("sk-ant-",),
         boundary=_TOKEN,
+        token=True,
     ),
     RedactionRule(
         "openai-api-key",  # sk-proj-…, sk-svcacct-…, sk-admin-…, legacy sk-<48>, T3BlbkFJ inside
@@ -672,6 +701,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"|[A-Za-z0-9_-]{0,80}T3BlbkFJ[A-Za-z0-9_-]{16,}|[A-Za-z0-9]{32,})",
         keywords=("sk-",),
         boundary=_TOKEN,
+        token=True,
     ),
     RedactionRule(
         "aws-access-key-id",  # long-term (AKIA), temporary (ASIA) and other key ids
@@ -690,6 +720,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}",
         keywords=("gh", "github_pat_"),
         boundary=_WORD,
+        token=True,
     ),
     RedactionRule(
         "gitlab-token",  # personal (glpat-), deploy, runner, trigger, CI job, feed, … tokens
@@ -704,6 +735,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"|xapp-\d-[A-Za-z0-9]+-\d+-[A-Za-z0-9]{20,}",
         keywords=("xox", "xapp-"),
         boundary=_TOKEN,
+        token=True,
     ),
     RedactionRule(
         "slack-webhook",
@@ -715,20 +747,27 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"[sr]k_(?:live|test)_[A-Za-z0-9]{20,247}|whsec_[A-Za-z0-9+/=]{24,}",
         keywords=("k_live_", "k_test_", "whsec_"),
         boundary=_WORD,
+        token=True,
     ),
-    RedactionRule("google-api-key", r"AIza[A-Za-z0-9_-]{35}", keywords=("AIza",), boundary=_TOKEN),
+    RedactionRule(
+        "google-api-key", r"AIza[A-Za-z0-9_-]{35}", keywords=("AIza",), boundary=_TOKEN, token=True
+    ),
     RedactionRule(
         "huggingface-token",  # user (hf_) and organisation (api_org_) tokens
         r"hf_[A-Za-z0-9]{34,40}|api_org_[A-Za-z0-9]{34}",
         keywords=("hf_", "api_org_"),
         boundary=_WORD,
+        token=True,
     ),
-    RedactionRule("npm-token", r"npm_[A-Za-z0-9]{36}", keywords=("npm_",), boundary=_WORD),
+    RedactionRule(
+        "npm-token", r"npm_[A-Za-z0-9]{36}", keywords=("npm_",), boundary=_WORD, token=True
+    ),
     RedactionRule(
         "pypi-token",
         r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
         keywords=("pypi-AgEIcHlwaS5vcmc",),
         boundary=_TOKEN,
+        token=True,
     ),
     *_PROVIDER_RULES,
     RedactionRule(
@@ -736,6 +775,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"eyJ[A-Za-z0-9_-]{8,1024}\.eyJ[A-Za-z0-9_-]{8,16384}\.[A-Za-z0-9_-]{8,}",
         keywords=("eyJ",),
         boundary=_TOKEN,
+        token=True,
     ),
     RedactionRule(
         "bearer-token",  # Authorization: Bearer <token> (a token holds a digit; a word does not)
@@ -1013,12 +1053,18 @@ class Redactor:
         if not text:
             return text, 0
         lowered: str | None = None
+        words: str | None = None
         total = 0
         for rule in rules:
             if rule.fold and lowered is None:
                 lowered = text.lower()
             if rule.keywords:  # a text without any keyword is not searched (the hot path)
-                hay = (lowered or text) if rule.fold else text
+                if rule.token:  # its keyword can only be in a long word
+                    if words is None:
+                        words = long_words(text)
+                    hay = words
+                else:
+                    hay = (lowered or text) if rule.fold else text
                 for keyword in rule.keywords:
                     if keyword in hay:
                         break
@@ -1027,7 +1073,7 @@ class Redactor:
             text, n = rule.apply(text, lowered)
             if n:
                 total += n
-                lowered = None
+                lowered = words = None
         return text, total
 
     def redact_bytes(self, data: bytes) -> tuple[bytes, int]:
@@ -1101,12 +1147,18 @@ class Redactor:
         joined (or may match one string and not the joined text)."""
         joined = "\n".join(strings)
         lowered: str | None = None
+        words: str | None = None
         chosen: list[RedactionRule] = []
         for rule in self.rules:
             if rule.fold and lowered is None:
                 lowered = joined.lower()
             if rule.keywords:
-                hay = (lowered or joined) if rule.fold else joined
+                if rule.token:
+                    if words is None:
+                        words = long_words(joined)
+                    hay = words
+                else:
+                    hay = (lowered or joined) if rule.fold else joined
                 if any(keyword in hay for keyword in rule.keywords):
                     chosen.append(rule)
             elif rule.id not in self._joinable:

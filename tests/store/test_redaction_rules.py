@@ -6,12 +6,20 @@ adversarial line."""
 
 from __future__ import annotations
 
+import importlib
+import re
 from typing import Any
 
 import msgspec
 import pytest
 
-from continuity.redaction import BUILTIN_RULES, MARKER_PREFIX, Redactor
+from continuity.redaction import (
+    BUILTIN_RULES,
+    MARKER_PREFIX,
+    TOKEN_MIN_CHARS,
+    Redactor,
+    long_words,
+)
 from tests.support.fixtures import SHARED_FIXTURES
 from tools.redaction_corpus import BARE, BENIGN, IN_CONTEXT, NEAR_MISSES, SAMPLES, Sample, fake
 
@@ -189,3 +197,17 @@ def test_the_agent_sessions_hold_nothing_the_rules_take_for_a_secret() -> None:
                     found.append(f"{path.name}: {out[:200]!r}")
     assert seen > 1_000_000
     assert found == []
+
+
+def test_a_token_rule_matches_only_runs_long_enough_to_be_gated_by_long_words() -> None:
+    """A rule flagged ``token`` has its keywords looked for in the long words of a text alone
+    (:func:`continuity.redaction.long_words`): its shortest match must be such a word."""
+    parser: Any = importlib.import_module("re._parser")  # the shortest match, as re sees it
+
+    glued = {"twilio-auth-token", "azure-storage-key"}  # keyword in a run, match goes on
+    tokens = [r for r in BUILTIN_RULES if r.token and r.id not in glued]
+    assert len(tokens) >= 80
+    for rule in tokens:
+        assert parser.parse(rule.pattern).getwidth()[0] >= TOKEN_MIN_CHARS, rule.id
+        assert not re.search(r"\\s|\[\^|\.\*|\\S", rule.pattern), rule.id  # no whitespace
+    assert long_words("a sk-ant-key\tLTAI0123456789ab\nshort") == "LTAI0123456789ab"
