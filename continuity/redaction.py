@@ -6,13 +6,21 @@ reaches the log, and so never a summary, an index or a bundle either (they are a
 the log). The Claude Code ingest applies one by default, to tool outputs before they become
 artifacts too.
 
-What is matched (:data:`BUILTIN_RULES`, in the order they are tried): private key blocks, the
-API keys of Anthropic, OpenAI, Google, GitHub, GitLab, Slack, Stripe, Hugging Face, npm and PyPI
-(each recognised by its documented prefix and shape), AWS access key ids and secret keys, JWTs,
-bearer and basic credentials in headers, passwords in URLs and ``curl -u``, and assignments
-whose key names a secret (``API_KEY=…``, ``"password": "…"``; only the value goes). A match is
-replaced by ``[REDACTED:<rule id>]``: the rest of the text, an assignment's key included, stays
-as it was. Redacting again changes nothing.
+What is matched (:data:`BUILTIN_RULES`, in the order they are tried): private key blocks (PEM,
+base64-encoded, PuTTY), the tokens of some eighty providers, each recognised by its documented
+prefix and shape with or without a key name in front (Anthropic, OpenAI, Google, GitHub,
+GitLab, Slack, Stripe, Hugging Face, npm, PyPI, SendGrid ``SG.``, Databricks ``dapi``, Mailgun
+``key-``, DigitalOcean ``dop_v1_``, Shopify ``shpat_``, Square ``sq0csp-``, Vault ``hvs.``,
+Terraform ``….atlasv1.…``, age ``AGE-SECRET-KEY-1``, Postman ``PMAK-`` and the others of
+:data:`_PROVIDER_RULES`), AWS access key ids and secret keys, JWTs; secrets known by what is
+around them (:data:`_CONTEXT_RULES`: a Twilio auth token after its account SID, a registry's
+``"auth"``, a kubeconfig's ``client-key-data``, Azure account keys and SAS signatures,
+``mysql -p…``, ``sshpass -p``, ``redis-cli -a``, ``docker login -p``, ``--password``/``--token``
+flags, ``.netrc``, Discord and Teams webhooks, ``Authorization: token|Bot|SSWS …``); bearer and
+basic credentials and API-key headers, passwords in URLs and ``curl -u``, and assignments whose
+key names a secret (``API_KEY=…``, ``PGPASSWORD=…``, ``"password": "…"``; only the value goes).
+A match is replaced by ``[REDACTED:<rule id>]``: the rest of the text, an assignment's key
+included, stays as it was. Redacting again changes nothing.
 
 Where: every text a model or a user reads (message text, thinking, tool inputs (every string
 inside, recursively), tool results, their previews and their text parts, a thread's title,
@@ -49,6 +57,7 @@ through :meth:`Redactor.redact_bytes` first.
 
 from __future__ import annotations
 
+import binascii
 import functools
 import json
 import os
@@ -80,6 +89,16 @@ CONFIG_FILE: Final = "redaction.json"
 _RULE_ID_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
+TOKEN_MIN_CHARS: Final = 16
+"""The shortest token a ``token`` rule matches (an Alibaba key id: ``LTAI`` and 12 more)."""
+
+
+def long_words(text: str) -> str:
+    """The words of ``text`` (split at whitespace) of :data:`TOKEN_MIN_CHARS` characters or
+    more, joined by spaces: where a token rule's keyword can be, when it matches."""
+    return " ".join([w for w in text.split() if len(w) >= TOKEN_MIN_CHARS])
+
+
 class RedactionRule:
     """One kind of secret.
 
@@ -91,6 +110,11 @@ class RedactionRule:
     ``text.lower()``, which is several times faster than ignoring case, and gives the same
     matches. ``boundary`` holds the characters that must not touch a match on either side (a
     key is a whole token), and ``accept``, when given, may turn a secret down (a placeholder).
+    ``token`` says that where a match holds a keyword, the keyword is in a run of
+    :data:`TOKEN_MIN_CHARS` or more characters without whitespace (a provider's token, or an
+    account id glued to one), so its keywords are looked for in the text's long words alone
+    (:func:`long_words`): most of a text is short words, and a hundred rules' keywords are
+    looked for in what is left, not in all of it.
     """
 
     __slots__ = (
@@ -104,6 +128,7 @@ class RedactionRule:
         "keywords",
         "lowered",
         "pattern",
+        "token",
     )
 
     def __init__(
@@ -116,6 +141,7 @@ class RedactionRule:
         lowered: bool = False,
         boundary: str = "",
         accept: Callable[[str], bool] | None = None,
+        token: bool = False,
     ) -> None:
         if not (0 < len(id) <= 64 and id[0].isalnum() and set(id) <= _RULE_ID_CHARS):
             raise ValueError(
@@ -128,6 +154,7 @@ class RedactionRule:
         self.keywords = tuple(k.lower() if self.fold else k for k in keywords)
         self.boundary = frozenset(boundary)
         self.accept = accept
+        self.token = token
         self._compiled: re.Pattern[str] | None = None
         self._folded: re.Pattern[str] | None = None
         self._group: int | str = 0
@@ -181,6 +208,8 @@ class RedactionRule:
         parts: list[str] = []
         pos = n = 0
         for m in regex.finditer(hay):
+            if m.end() <= pos:  # inside the secret just replaced
+                continue
             span = self.secret_span(text, m)
             if span is None or span[0] < pos:
                 continue
@@ -260,6 +289,9 @@ _PLACEHOLDERS: Final = frozenset(
     ]
 )
 _MIN_VALUE_CHARS: Final = 8
+_WORDS_JOINED: Final = r"[a-z]+(?:-[a-z]+)+|[A-Z]+(?:_[A-Z]+)+"
+"""``proxy-handled``, ``REDACTED_API_KEY``: words joined, no digit: a value a program names
+(a mode, a placeholder, a constant), not a key."""
 
 
 _NOT_A_SECRET: Final = 0
@@ -280,14 +312,17 @@ def _key_strength(key: str) -> int:
     if low[-1] == "base" and len(low) > 1:  # SECRET_KEY_BASE
         low.pop()
     last = low[-1]
-    if last in _SECRET_WORDS:
-        return _STRONG
+    if last in _SECRET_WORDS or (len(low) == 1 and last.endswith(_COMPOUND_ENDINGS)):
+        return _STRONG  # DB_PASSWORD, authToken; PGPASSWORD, MYSQLPASSWORD as one word
     if len(low) > 1 and last in ("key", "pass"):
         if low[-2] in _KEY_QUALIFIERS:
             return _STRONG
         if re.fullmatch(_ENV_NAME, key):
             return _WEAK
     return _NOT_A_SECRET
+
+
+_COMPOUND_ENDINGS: Final = ("password", "passwd", "passphrase", "secret", "token", "apikey")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -312,7 +347,8 @@ def _looks_random(value: str) -> bool:
 
 def _plausible_value(value: str) -> bool:
     """Not a placeholder, a reference or a path: long enough, and not ``${VAR}``, ``<key>``,
-    ``****``, ``os.environ``, ``~/.ssh/id_rsa`` or a URL (its password has its own rule)."""
+    ``****``, ``os.environ``, ``~/.ssh/id_rsa``, ``proxy-handled``, ``REDACTED_API_KEY`` or a
+    URL (its password has its own rule)."""
     if len(value) < _MIN_VALUE_CHARS or value.startswith(MARKER_PREFIX):
         return False
     if any(c.isspace() for c in value):  # a sentence ("must be 8 characters"), not a key
@@ -322,12 +358,28 @@ def _plausible_value(value: str) -> bool:
     low = value.lower()
     if low in _PLACEHOLDERS or low.startswith("your") or len(set(low)) == 1:
         return False
-    return not re.fullmatch(_DOTTED, value)
+    if re.fullmatch(_WORDS_JOINED, value):  # a setting's word or a constant's name
+        return False
+    return not _is_reference(value)
+
+
+def _is_reference(value: str) -> bool:
+    """``settings.GITHUB_TOKEN``, ``os.environ.key``: dotted names, where a dotted token is
+    not one (``hvs.CAESIJ…``, ``<14>.atlasv1.<60>``: a part of 16 characters or more with a
+    digit in it is key material, not a name)."""
+    if not re.fullmatch(_DOTTED, value):
+        return False
+    return not any(len(part) >= 16 and _has_digit(part) for part in value.split("."))
 
 
 _VALUE: Final = (
-    r"""[ \t]*(?:"(?P<dq>(?:[^"\\\n]|\\.)*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"'`,;&|(){}\[\]<>]+))"""
+    r"""[ \t]*(?:"(?P<dq>(?:[^"\\\n]|\\.)*)"|'(?P<sq>[^'\n]*)'"""
+    r"""|(?P<bare>[^\s"'`,;&|(){}\[\]<>]{1,1024}))"""
 )
+_MAX_BARE_VALUE: Final = 1024
+"""An unquoted value stops here (a search that reads each value to its end would take time in
+the square of a line made of ``key=key=key=…``)."""
+_BARE_CHAR: Final = r"""[^\s"'`,;&|(){}\[\]<>]"""
 _LINE_REST: Final = r"[ \t]*(?:#.*)?(?:\r?\n|$)"
 _KEY_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _LINE_LEAD: Final = r"[ \t]*(?:-[ \t]+|export[ \t]+)?[\"']?"
@@ -383,6 +435,8 @@ class _AssignmentRule(RedactionRule):
         after = v.end()
         if after < len(text) and text[after] in "([":  # a call or a subscript: code
             return None
+        if len(bare) == _MAX_BARE_VALUE and re.compile(_BARE_CHAR).match(text, after):
+            return None  # a run of a kilobyte and more without a separator: data, not a value
         if not _plausible_value(bare):
             return None
         env_name = strength == _STRONG and bool(re.fullmatch(_ENV_NAME, key))
@@ -419,6 +473,212 @@ def _plausible_password(value: str) -> bool:
     return value[0] not in "$%{<*" and len(set(value)) > 1
 
 
+def _plausible_flag_value(value: str) -> bool:
+    """A password or token given on a command line: not a reference or a mask, and with a
+    digit in it (``--password prompt`` and ``--token-file`` are not secrets)."""
+    return _plausible_password(value) and _has_digit(value) and "://" not in value
+
+
+def _user_and_password(value: str) -> bool:
+    """Base64 of ``user:password`` (a registry's ``auth``), not of anything else."""
+    try:
+        decoded = binascii.a2b_base64(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError):
+        return False
+    user, sep, password = decoded.partition(b":")
+    return bool(sep and user and password) and all(32 <= b < 127 for b in decoded)
+
+
+def _token(id: str, pattern: str, *keywords: str, boundary: str = _TOKEN) -> RedactionRule:
+    """A provider's token: a documented prefix and shape, a whole token (no token character
+    touches it), searched only in a text that holds one of ``keywords``."""
+    return RedactionRule(id, pattern, keywords=keywords, boundary=boundary, token=True)
+
+
+_B64: Final = "[A-Za-z0-9+/]"
+_HEX: Final = "[a-f0-9]"
+_URLSAFE: Final = "[A-Za-z0-9_-]"
+_UUID: Final = f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
+
+_PROVIDER_RULES: Final[tuple[RedactionRule, ...]] = (
+    # AI providers
+    _token("groq-api-key", r"gsk_[A-Za-z0-9]{48,56}", "gsk_"),
+    _token("xai-api-key", r"xai-[A-Za-z0-9]{70,90}", "xai-"),
+    _token("perplexity-api-key", r"pplx-[A-Za-z0-9]{40,56}", "pplx-"),
+    _token("replicate-token", r"r8_[A-Za-z0-9]{37}", "r8_"),
+    _token("openrouter-api-key", rf"sk-or-v1-{_HEX}{{64}}", "sk-or-"),
+    _token("langfuse-secret-key", rf"sk-lf-{_UUID}", "sk-lf-"),
+    _token("langsmith-api-key", rf"lsv2_(?:pt|sk)_{_HEX}{{32}}_{_HEX}{{10}}", "lsv2_"),
+    _token("cerebras-api-key", r"csk-[a-z0-9]{40,56}", "csk-"),
+    _token("pinecone-api-key", r"pcsk_[A-Za-z0-9]{4,8}_[A-Za-z0-9]{50,80}", "pcsk_"),
+    _token("aws-bedrock-api-key", rf"ABSK{_B64}{{60,}}={{0,2}}", "ABSK"),
+    # clouds and hosting
+    _token("digitalocean-token", rf"do[opr]_v1_{_HEX}{{64}}", "_v1_"),
+    _token("alibaba-access-key-id", r"LTAI[A-Za-z0-9]{12,20}", "LTAI", boundary=_ALNUM),
+    _token("azure-ad-client-secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}", "Q~"),
+    _token("google-oauth-client-secret", rf"GOCSPX-{_URLSAFE}{{28}}", "GOCSPX-"),
+    _token("google-oauth-token", rf"ya29\.{_URLSAFE}{{30,}}", "ya29."),
+    _token("cloudflare-origin-ca-key", rf"v1\.0-{_HEX}{{24}}-{_HEX}{{146}}", "v1.0-"),
+    _token("heroku-api-key", rf"HRKU-(?:AA)?{_URLSAFE}{{58,}}", "HRKU-"),
+    _token(
+        "fly-token",
+        rf"fm[12][ar]?_{_B64}{{80,}}={{0,3}}|fo1_{_URLSAFE}{{43}}",
+        "fm1",
+        "fm2",
+        "fo1_",
+    ),
+    _token("render-api-key", r"rnd_[A-Za-z0-9]{32}", "rnd_"),
+    _token(
+        "supabase-token", rf"sbp_{_HEX}{{40}}|sb_secret_{_URLSAFE}{{31,}}", "sbp_", "sb_secret_"
+    ),
+    _token("planetscale-token", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}", "pscale_"),
+    _token("databricks-token", rf"dapi{_HEX}{{32}}(?:-\d)?", "dapi"),
+    _token("terraform-cloud-token", r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}", "atlasv1"),
+    _token("vault-token", rf"hv[sbr]\.{_URLSAFE}{{24,}}", "hvs.", "hvb.", "hvr."),
+    _token("doppler-token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}", "dp."),
+    _token("pulumi-token", rf"pul-{_HEX}{{40}}", "pul-"),
+    _token("scalingo-token", rf"tk-us-{_URLSAFE}{{48}}", "tk-us-"),
+    _token("tailscale-key", r"tskey-[a-z]+-[A-Za-z0-9]{8,}-[A-Za-z0-9]{20,}", "tskey-"),
+    _token("infracost-api-key", r"ico-[A-Za-z0-9]{32}", "ico-"),
+    # developer tools, registries, CI
+    _token("docker-hub-token", rf"dckr_(?:pat|oat)_{_URLSAFE}{{27,}}", "dckr_"),
+    _token("jfrog-token", r"AKCp[A-Za-z0-9]{69}|cmVmdGtu[A-Za-z0-9]{56}", "AKCp", "cmVmdGtu"),
+    _token("rubygems-token", rf"rubygems_{_HEX}{{48}}", "rubygems_"),
+    _token("clojars-token", r"CLOJARS_[a-z0-9]{60}", "CLOJARS_"),
+    _token("nuget-api-key", r"oy2[a-z0-9]{43}", "oy2"),
+    _token("atlassian-api-token", r"AT(?:AT|CT)T3[A-Za-z0-9_=-]{100,}", "TT3"),
+    _token("buildkite-token", rf"bkua_{_HEX}{{40}}", "bkua_"),
+    _token("circleci-token", rf"CCIP(?:AT|RJ)_[A-Za-z0-9]{{20,}}_{_HEX}{{40}}", "CCIP"),
+    _token("sonarqube-token", rf"sq[pua]_{_HEX}{{40}}", "sqp_", "squ_", "sqa_"),
+    _token("sourcegraph-token", rf"sgp_(?:{_HEX}{{16}}_)?{_HEX}{{40}}", "sgp_"),
+    _token("linear-api-key", r"lin_(?:api|oauth)_[A-Za-z0-9]{40}", "lin_"),
+    _token("figma-token", rf"figd_{_URLSAFE}{{40}}", "figd_"),
+    _token("postman-api-key", r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}", "PMAK-"),
+    _token("readme-api-key", r"rdme_[a-z0-9]{70}", "rdme_"),
+    _token("sentry-token", r"sntry[su]_[A-Za-z0-9+/=_]{40,}", "sntry"),
+    _token("frameio-token", rf"fio-u-{_URLSAFE}{{64}}", "fio-u-"),
+    _token("typeform-token", r"tfp_[A-Za-z0-9_.=-]{59}", "tfp_"),
+    _token("prefect-api-key", r"pnu_[A-Za-z0-9]{36}", "pnu_"),
+    _token("octopus-api-key", r"API-[A-Z0-9]{26}", "API-"),
+    _token("harness-token", rf"pat\.{_URLSAFE}{{22}}\.{_HEX}{{24}}\.[A-Za-z0-9]{{20}}", "pat."),
+    _token("airtable-token", rf"pat[A-Za-z0-9]{{14}}\.{_HEX}{{64}}", "pat"),
+    _token(
+        "age-secret-key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", "AGE-SECRET"
+    ),
+    _token("1password-token", rf"ops_eyJ{_B64}{{250,}}={{0,3}}", "ops_eyJ"),
+    _token("notion-token", r"ntn_\d{11}[A-Za-z0-9]{35}|secret_[A-Za-z0-9]{43}", "ntn_", "secret_"),
+    # messaging, mail, commerce, payments, analytics
+    _token("sendgrid-api-key", rf"SG\.{_URLSAFE}{{22}}\.{_URLSAFE}{{43}}", "SG."),
+    _token("mailgun-api-key", rf"(?:pub)?key-{_HEX}{{32}}", "key-"),
+    _token("mailchimp-api-key", rf"{_HEX}{{32}}-us\d{{1,2}}", "-us"),
+    _token("brevo-api-key", rf"x(?:keysib|smtpsib)-{_HEX}{{64}}-[A-Za-z0-9]{{16}}", "sib-"),
+    _token("twilio-api-key", r"SK[0-9a-fA-F]{32}", "SK"),
+    _token("telegram-bot-token", rf"\d{{8,10}}:AA{_URLSAFE}{{33}}", ":AA"),
+    _token("shopify-token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", "shp"),
+    _token(
+        "square-token", rf"sq0(?:csp|atp)-{_URLSAFE}{{22,60}}|EAAA{_URLSAFE}{{60}}", "sq0", "EAAA"
+    ),
+    _token("facebook-access-token", r"EAA[A-Za-z0-9]{90,}", "EAA"),
+    _token("flutterwave-key", r"FLWSECK(?:_TEST)?-?[a-hA-H0-9]{12,32}(?:-X)?", "FLWSECK"),
+    _token("duffel-token", r"duffel_(?:test|live)_[A-Za-z0-9_=-]{43}", "duffel_"),
+    _token("shippo-token", rf"shippo_(?:live|test)_{_HEX}{{40}}", "shippo_"),
+    _token("easypost-token", r"EZ[AT]K[A-Za-z0-9]{54}", "EZAK", "EZTK"),
+    _token("salesforce-token", r"00D[A-Za-z0-9]{12,15}![A-Za-z0-9._]{80,}", "00D"),
+    _token("new-relic-key", r"NR(?:AK|JS|II|AA|RA)-[A-Za-z0-9]{19,32}", "NR"),
+    _token("dynatrace-token", r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}", "dt0c01."),
+    _token(
+        "grafana-token",
+        rf"glc_{_B64}{{32,400}}={{0,2}}|glsa_[A-Za-z0-9]{{32}}_{_HEX}{{8}}",
+        "glc_",
+        "glsa_",
+    ),
+    _token("dropbox-token", rf"sl\.(?:[A-Za-z]\.)?{_URLSAFE}{{130,}}", "sl."),
+    _token("mapbox-secret-token", rf"sk\.eyJ{_URLSAFE}{{50,4096}}\.{_URLSAFE}{{20,}}", "sk.eyJ"),
+    _token("yandex-api-key", rf"AQVN{_URLSAFE}{{35,38}}", "AQVN"),
+    _token("twitter-bearer-token", r"A{21}[A-Za-z0-9]{10,80}%3D[A-Za-z0-9]{30,}", "A" * 20),
+    _token(
+        "encoded-private-key",  # base64 of "-----BEGIN … PRIVATE KEY" (kubeconfig, a Secret)
+        rf"LS0tLS1CRUdJTi{_B64}{{0,32}}?(?:UFJJVkFURSBLRV|QUklWQVRFIEtFW|SSVZBVEUgS0VZ){_B64}*={{0,2}}",
+        "LS0tLS1CRUdJTi",
+        boundary="",
+    ),
+)
+"""Tokens a provider gives a shape of its own: a documented prefix (``SG.``, ``dop_v1_``,
+``shpat_``, ``PMAK-``, ``AGE-SECRET-KEY-1``), a length and an alphabet."""
+
+_CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
+    RedactionRule(
+        "twilio-auth-token",  # Client('AC…', '<auth token>'); an API key's secret after SK…
+        r"""(?:AC|SK)[0-9a-fA-F]{32}["']?[ \t]*,[ \t]*["']?"""
+        r"(?P<secret>[A-Za-z0-9]{32})(?![A-Za-z0-9])",
+        keywords=("AC", "SK"),
+        token=True,  # its keyword starts a run of 34 or more characters
+    ),
+    RedactionRule(
+        "registry-auth",  # ~/.docker/config.json "auth": "<base64 user:password>"; .npmrc _auth=
+        r"""(?:"auth"[ \t]*:[ \t]*"|_auth[ \t]*=[ \t]*["']?)(?P<secret>[A-Za-z0-9+/]{8,}={0,2})""",
+        keywords=('"auth"', "_auth"),
+        accept=_user_and_password,
+    ),
+    RedactionRule(
+        "kubeconfig-client-key",  # client-key-data: <base64 of a private key>
+        r"""client-key-data["']?[ \t]*:[ \t]*["']?(?P<secret>[A-Za-z0-9+/]{16,}={0,2})""",
+        keywords=("client-key-data",),
+    ),
+    RedactionRule(
+        "azure-storage-key",  # connection strings: AccountKey=…; SharedAccessKey=…; a SAS sig=
+        r"(?:AccountKey=|SharedAccessKey=|[?&]sig=)(?P<secret>[A-Za-z0-9+/%]{40,}(?:==|%3D%3D|=|%3D)?)",
+        keywords=("AccountKey=", "SharedAccessKey=", "sig="),
+        token=True,  # its keyword starts a run of 34 or more characters
+    ),
+    RedactionRule(
+        "cli-password",  # mysql -p<password>, sshpass -p, redis-cli -a, docker login -p
+        r"(?:(?:mysql|mysqldump|mysqladmin|mariadb)[ \t][^\n|;&]{0,1024}?[ \t](?:-p|--password=)"
+        r"|sshpass[ \t](?:[^\n|;&]{0,1024}?[ \t])?-p[ \t]*"
+        r"|redis-cli[ \t](?:[^\n|;&]{0,1024}?[ \t])?-a[ \t]+"
+        r"|(?:docker|podman|buildah|helm[ \t]+registry)[ \t]+login[ \t][^\n|;&]{0,1024}?[ \t]"
+        r"(?:-p[ \t]+|--password[ \t=]))"
+        r"""["']?(?P<secret>[^\s"']+)""",
+        keywords=("mysql", "mariadb", "sshpass", "redis-cli", "login"),
+        accept=_plausible_password,
+    ),
+    RedactionRule(
+        "cli-secret-flag",  # --password hunter2, --token=…, --api-key …, --client-secret …
+        r"--(?:password|passwd|token|api-key|apikey|api-token|access-token|auth-token|secret"
+        r"""|client-secret|secret-key)(?:=|[ \t]+)["']?(?P<secret>[^\s"']{6,})""",
+        keywords=("--pass", "-token", "--api", "-secret"),
+        lowered=True,
+        accept=_plausible_flag_value,
+    ),
+    RedactionRule(
+        "netrc-password",  # machine host login user password secret (one line or several)
+        r"machine[ \t]+\S+\s+login[ \t]+\S+\s+password[ \t]+(?P<secret>\S+)",
+        keywords=("machine",),
+        accept=_plausible_password,
+    ),
+    RedactionRule(
+        "putty-private-key",  # the private lines of a .ppk file
+        r"Private-Lines: \d+(?P<secret>(?:\r?\n[A-Za-z0-9+/=]{4,}(?![^\r\n]))+)",
+        keywords=("Private-Lines:",),
+    ),
+    RedactionRule(
+        "webhook-url",  # Discord and Microsoft Teams webhooks: the path is the credential
+        r"(?:discord(?:app)?\.com/api/webhooks/\d+/|\.webhook\.office\.com/webhookb2/)"
+        r"""(?P<secret>[^\s"'<>)]{30,})""",
+        keywords=("/api/webhooks/", "webhookb2/"),
+    ),
+    RedactionRule(
+        "authorization-token",  # Authorization: token …, Bot …, SSWS …, sso-key …
+        r"""authorization["']?[ \t]*[:=][ \t]*["']?(?:token|bot|ssws|sso-key|apikey|api-key|key)"""
+        r"[ \t]+(?P<secret>[a-z0-9._~+/:=-]{16,})",
+        keywords=("authorization",),
+        lowered=True,
+        accept=_has_digit,
+    ),
+)
+"""Secrets known by what is around them: a command's flag, a config file's key, a header."""
+
+
 BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
     RedactionRule(
         "private-key",
@@ -433,6 +693,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"sk-ant-(?:[a-z]{2,10}\d{2}-)?[A-Za-z0-9_-]{32,}",
         keywords=("sk-ant-",),
         boundary=_TOKEN,
+        token=True,
     ),
     RedactionRule(
         "openai-api-key",  # sk-proj-…, sk-svcacct-…, sk-admin-…, legacy sk-<48>, T3BlbkFJ inside
@@ -440,6 +701,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"|[A-Za-z0-9_-]{0,80}T3BlbkFJ[A-Za-z0-9_-]{16,}|[A-Za-z0-9]{32,})",
         keywords=("sk-",),
         boundary=_TOKEN,
+        token=True,
     ),
     RedactionRule(
         "aws-access-key-id",  # long-term (AKIA), temporary (ASIA) and other key ids
@@ -458,6 +720,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}",
         keywords=("gh", "github_pat_"),
         boundary=_WORD,
+        token=True,
     ),
     RedactionRule(
         "gitlab-token",  # personal (glpat-), deploy, runner, trigger, CI job, feed, … tokens
@@ -472,6 +735,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"|xapp-\d-[A-Za-z0-9]+-\d+-[A-Za-z0-9]{20,}",
         keywords=("xox", "xapp-"),
         boundary=_TOKEN,
+        token=True,
     ),
     RedactionRule(
         "slack-webhook",
@@ -483,21 +747,35 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"[sr]k_(?:live|test)_[A-Za-z0-9]{20,247}|whsec_[A-Za-z0-9+/=]{24,}",
         keywords=("k_live_", "k_test_", "whsec_"),
         boundary=_WORD,
+        token=True,
     ),
-    RedactionRule("google-api-key", r"AIza[A-Za-z0-9_-]{35}", keywords=("AIza",), boundary=_TOKEN),
-    RedactionRule("huggingface-token", r"hf_[A-Za-z0-9]{34,40}", keywords=("hf_",), boundary=_WORD),
-    RedactionRule("npm-token", r"npm_[A-Za-z0-9]{36}", keywords=("npm_",), boundary=_WORD),
+    RedactionRule(
+        "google-api-key", r"AIza[A-Za-z0-9_-]{35}", keywords=("AIza",), boundary=_TOKEN, token=True
+    ),
+    RedactionRule(
+        "huggingface-token",  # user (hf_) and organisation (api_org_) tokens
+        r"hf_[A-Za-z0-9]{34,40}|api_org_[A-Za-z0-9]{34}",
+        keywords=("hf_", "api_org_"),
+        boundary=_WORD,
+        token=True,
+    ),
+    RedactionRule(
+        "npm-token", r"npm_[A-Za-z0-9]{36}", keywords=("npm_",), boundary=_WORD, token=True
+    ),
     RedactionRule(
         "pypi-token",
         r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
         keywords=("pypi-AgEIcHlwaS5vcmc",),
         boundary=_TOKEN,
+        token=True,
     ),
+    *_PROVIDER_RULES,
     RedactionRule(
         "jwt",  # header.payload.signature, both JSON objects base64url-encoded ("eyJ" is `{"`)
-        r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        r"eyJ[A-Za-z0-9_-]{8,1024}\.eyJ[A-Za-z0-9_-]{8,16384}\.[A-Za-z0-9_-]{8,}",
         keywords=("eyJ",),
         boundary=_TOKEN,
+        token=True,
     ),
     RedactionRule(
         "bearer-token",  # Authorization: Bearer <token> (a token holds a digit; a word does not)
@@ -515,9 +793,11 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
     ),
     RedactionRule(
         "api-key-header",
-        r"""(?:x-api-key|api-key|x-auth-token|private-token|x-goog-api-key)["']?[ \t]*:[ \t]*"""
+        r"(?:api-key|x-auth-token|x-auth-key|private-token|access-token|api-token"
+        r"|vault-token|server-token|figma-token|application-key|subscription-key"
+        r"""|functions-key|honeycomb-team|apikey)["']?[ \t]*:[ \t]*"""
         r"""["']?(?P<secret>[a-z0-9._~+/=-]{16,})""",
-        keywords=("api-key", "auth-token", "private-token"),
+        keywords=("-key", "-token", "apikey", "-team"),
         lowered=True,
         accept=_has_digit,
     ),
@@ -529,10 +809,12 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
     ),
     RedactionRule(
         "curl-user",  # curl -u user:password
-        r"""curl[ \t](?:[^\n|;&]*?[ \t])?(?:-u|--user)[ =]?["']?[^\s:"']+:(?P<secret>[^\s"']+)""",
+        r"""curl[ \t](?:[^\n|;&]{0,1024}?[ \t])?(?:-u|--user)[ =]?["']?[^\s:"']+:"""
+        r"""(?P<secret>[^\s"']+)""",
         keywords=("curl",),
         accept=_plausible_password,
     ),
+    *_CONTEXT_RULES,
     _AssignmentRule(),
 )
 """Every built-in rule, in the order they are tried (the most specific first, so a key with a
@@ -771,12 +1053,18 @@ class Redactor:
         if not text:
             return text, 0
         lowered: str | None = None
+        words: str | None = None
         total = 0
         for rule in rules:
             if rule.fold and lowered is None:
                 lowered = text.lower()
             if rule.keywords:  # a text without any keyword is not searched (the hot path)
-                hay = (lowered or text) if rule.fold else text
+                if rule.token:  # its keyword can only be in a long word
+                    if words is None:
+                        words = long_words(text)
+                    hay = words
+                else:
+                    hay = (lowered or text) if rule.fold else text
                 for keyword in rule.keywords:
                     if keyword in hay:
                         break
@@ -785,7 +1073,7 @@ class Redactor:
             text, n = rule.apply(text, lowered)
             if n:
                 total += n
-                lowered = None
+                lowered = words = None
         return text, total
 
     def redact_bytes(self, data: bytes) -> tuple[bytes, int]:
@@ -859,12 +1147,18 @@ class Redactor:
         joined (or may match one string and not the joined text)."""
         joined = "\n".join(strings)
         lowered: str | None = None
+        words: str | None = None
         chosen: list[RedactionRule] = []
         for rule in self.rules:
             if rule.fold and lowered is None:
                 lowered = joined.lower()
             if rule.keywords:
-                hay = (lowered or joined) if rule.fold else joined
+                if rule.token:
+                    if words is None:
+                        words = long_words(joined)
+                    hay = words
+                else:
+                    hay = (lowered or joined) if rule.fold else joined
                 if any(keyword in hay for keyword in rule.keywords):
                     chosen.append(rule)
             elif rule.id not in self._joinable:
