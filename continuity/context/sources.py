@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
 from continuity import frames as fr
-from continuity.caches.catalog import check_length
 from continuity.caches.live import LiveIndex, marks_of
 from continuity.caches.marks import DerivedMarks, Marks
 from continuity.caches.thread_index import ThreadIndex, caches_writable, keeps_none
@@ -410,6 +409,14 @@ class DerivedSource:
         return self._derived.seq_of_message_id(message_id, self._head)
 
 
+def _check_length(thread: Thread) -> None:
+    # imported here: the catalog (and the redaction rules it counts with) is not what a compile
+    # of a thread with caches needs to load
+    from continuity.caches.catalog import check_length
+
+    check_length(thread)
+
+
 def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
     """The indexed source when the thread's store keeps caches (and ``use_caches``); for a
     store that keeps its derived data as rows (a server), those rows; for a store with neither,
@@ -419,7 +426,7 @@ def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
         return ScanSource(thread)
     if ThreadIndex.available(thread):
         if ThreadIndex(thread).manifest() is None:
-            check_length(thread)  # caches about to be made: the catalog knew how far it went
+            _check_length(thread)  # caches about to be made: the catalog knew how far it went
         try:
             return IndexedSource(thread)
         except CorruptCache as exc:
@@ -442,6 +449,6 @@ def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
     if keeps_none(thread):
         # A small thread keeps no caches: its catalog row says how far its log went (a log cut
         # short since is an error, as it is for a thread with caches: never a shorter answer).
-        check_length(thread)
+        _check_length(thread)
         return LiveSource(thread)
     return ScanSource(thread)
