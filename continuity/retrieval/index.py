@@ -512,7 +512,8 @@ def watermark_problem(thread: Thread, last_seq: int, log_end: int, digest: str) 
             size = log.size()
     try:
         head = thread.head()
-        held = f"{head.seq + 1 if head is not None else 0} frames"
+        n = head.seq + 1 if head is not None else 0
+        held = f"{n} frame{'' if n == 1 else 's'}"
     except ContinuityError:
         held = f"{size} bytes"
     if size < log_end:
