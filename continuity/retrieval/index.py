@@ -13,7 +13,19 @@ of the log, so a rebuild gives the same bytes:
                     (ADR 0011), so an update rewrites at most 65,536 documents
 ``tail.jsonl``      the documents not yet in a segment (fewer than 256), one line each; it only
                     grows between seals (each manifest names the bytes it covers)
-``manifest.json``   the watermark (last seq, its digest, log offset) and the segment list
+``manifest.json``   the watermark (last seq, its digest, log offset), the segment list, the
+                    checksums of the other files and, last, its own (:func:`.segments.sealed_json`)
+
+**Whole or not at all.** Every file says whether it is whole: the manifest carries the CRC-32 of
+``docs.bin``'s committed records (extended, not recomputed, as they grow), of the tail's committed
+bytes and of each segment, and its own. A reader checks what it reads (``docs.bin`` and the tail
+always, a segment whenever it reads it whole) and a file that fails is never served: the index is
+built again from the log, with a note on stderr. A rebuild writes ``docs.bin`` under a temporary
+name and renames it whole, segments and the tail are written whole (temporary file, rename), and
+the manifest goes last: it is the commit point. A catch-up appends to ``docs.bin`` and the tail
+past the extent the live manifest names (cut back to it first), so a killed writer leaves every
+byte that manifest names as it was. ``verify`` checks the checksums and the structure (counts,
+seqs in order and within the log, the watermark against the log's frame): it never tokenizes.
 
 A catch-up (or a rebuild) reads the new frames ``_CHUNK`` documents at a time, sealing and
 merging segments as they fill, so its memory does not grow with the thread; only its final
@@ -27,11 +39,10 @@ import fcntl
 import os
 import shutil
 import struct
-import tempfile
-from collections.abc import Iterable, Sequence
-from itertools import islice
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, islice
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 import msgspec
 import numpy as np
@@ -45,7 +56,7 @@ from continuity.caches.thread_index import (
     keeps_none,
     log_is_small,
 )
-from continuity.errors import CachesReadOnly
+from continuity.errors import CachesReadOnly, ContinuityError
 from continuity.retrieval import segments as seg_format
 from continuity.retrieval.documents import Doc, doc_of, documents_of_lines, summary_text
 from continuity.retrieval.segments import (
@@ -53,8 +64,13 @@ from continuity.retrieval.segments import (
     Segment,
     SegmentRef,
     build_segment,
+    crc,
+    json_sound,
     merge_segments,
+    note_rebuilt,
+    open_segment,
     read_map,
+    sealed_json,
 )
 from continuity.store.base import BaseStore, Thread
 
@@ -66,9 +82,12 @@ __all__ = [
     "SearchManifest",
     "ThreadSearchIndex",
     "cleared",
+    "empty_files",
+    "load_manifest",
     "log_holds",
     "read_manifest",
     "rebuild_search",
+    "watermark_problem",
 ]
 
 _DOC: Final = struct.Struct("<QIBB2x")
@@ -78,8 +97,8 @@ DOC_RECORD: Final = np.dtype(
 """A ``docs.bin`` record as numpy reads it (the layout of ``_DOC``)."""
 _CHUNK: Final = 16_384
 """Documents tokenized, written and sealed at a time by a catch-up."""
-VERSION: Final = 4  # 2: Unicode-aware tokens; 3: segments of at most MAX_SEGMENT documents;
-# 4: ASCII words by their Snowball English stem (ADR 0032)
+VERSION: Final = 5  # 2: Unicode-aware tokens; 3: segments of at most MAX_SEGMENT documents;
+# 4: ASCII words by their Snowball English stem (ADR 0032); 5: checksums of every file
 # (Tool results given as parts and provider blocks are indexed at version 3: they came with the
 # schema that added them, so no log an older build indexed holds one, and no document changed.)
 
@@ -97,6 +116,12 @@ class SearchManifest(msgspec.Struct, frozen=True):
     """The sum of every document's length in ``docs.bin`` (BM25's average length comes from
     it): a search checks it, so a damaged length cannot shift every score unseen. -1 in an
     index written before it was kept."""
+    docs_crc: int = 0
+    """The CRC-32 of ``docs.bin``'s first ``docs`` records."""
+    tail_crc: int = 0
+    """The CRC-32 of ``tail.jsonl``'s first ``tail_bytes`` bytes."""
+    check: str = ""
+    """The CRC-32 of the manifest's bytes before this field (:func:`.segments.sealed_json`)."""
 
 
 _manifest_decoder: Final = msgspec.json.Decoder(SearchManifest)
@@ -105,16 +130,31 @@ _encoder: Final = msgspec.json.Encoder()
 
 
 def read_manifest(folder: Path) -> SearchManifest | None:
-    """The manifest of the index in ``folder`` (None when it is missing or does not decode)."""
+    """The manifest of the index in ``folder`` (None when it is missing or damaged; one of
+    another version is returned unchecked: its version alone sends it to a rebuild)."""
+    return load_manifest(folder)[0]
+
+
+def load_manifest(folder: Path) -> tuple[SearchManifest | None, str | None]:
+    """(the manifest of the index in ``folder``, what is wrong with it): (None, None) when
+    there is none, (None, a problem) when it is damaged."""
     try:
-        return _manifest_decoder.decode((folder / "manifest.json").read_bytes())
-    except (
-        FileNotFoundError,
-        msgspec.DecodeError,
-        UnicodeDecodeError,
-        msgspec.ValidationError,
-    ):
-        return None
+        raw = (folder / "manifest.json").read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"manifest.json cannot be read: {exc}"
+    try:
+        m = _manifest_decoder.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError, msgspec.ValidationError):
+        return None, "manifest.json does not decode" if raw else "manifest.json is empty"
+    if m.version == VERSION and not json_sound(raw):
+        return None, "manifest.json does not match its checksum"
+    return m, None
+
+
+def _empty(thread_id: str) -> SearchManifest:
+    return SearchManifest(VERSION, thread_id, 0, -1, "", 0, 0, [], 0)
 
 
 class ThreadSearchIndex:
@@ -137,44 +177,28 @@ class ThreadSearchIndex:
         return read_manifest(self.dir)
 
     def problems(self) -> list[str]:
-        """What is wrong with this index on disk (empty when it is sound, absent or behind the
-        log): its manifest and files are compared, byte for byte, with a fresh build of the same
-        log prefix made in a scratch folder (outside the store, which may be read-only)."""
-        m = self.manifest()
-        if m is None:
-            return (
-                ["manifest.json does not decode"] if (self.dir / "manifest.json").exists() else []
-            )
-        if m.version != VERSION or m.thread_id != self.thread_id or m.last_seq < 0:
-            return []  # another version's index, or an empty one: the next search rebuilds it
-        line = next(self.thread.read_lines(from_seq=m.last_seq, to_seq=m.last_seq), None)
-        if line is None:
-            return [f"indexes up to seq {m.last_seq}, which the log does not hold"]
-        sealed = fr.unseal(line[1])
-        if sealed is None or sealed[1].hex() != m.digest:
-            return [f"its watermark digest is not the log's at seq {m.last_seq}"]
-        found: list[str] = []
-        with tempfile.TemporaryDirectory(prefix="continuity-verify-") as scratch:
-            fresh = ThreadSearchIndex(self.thread, self.frames)
-            fresh.dir = Path(scratch)
-            empty = SearchManifest(VERSION, self.thread_id, 0, -1, "", 0, 0, [])
-            docs = (
-                d
-                for f in self.frames.read(0, m.last_seq)
-                if (d := doc_of(f, fresh._summary(f))) is not None
-            )
-            fresh._add(empty, docs, m.log_end, m.last_seq, m.digest)
-            want = fresh.manifest()
-            if want != m:
-                found.append("manifest.json differs from a fresh index of the log")
-            names = ["docs.bin", "tail.jsonl", *(ref.name for ref in m.segments)]
-            for name in dict.fromkeys(names):
-                mine, theirs = self.dir / name, fresh.dir / name
-                have = mine.read_bytes() if mine.exists() else None
-                should = theirs.read_bytes() if theirs.exists() else None
-                if have != should:
-                    found.append(f"{name} differs from a fresh index of the log")
-        return found
+        """What is wrong with this index on disk (empty when it is sound, absent, of another
+        version, which the next search rebuilds, or behind the log). Its checksums and structure,
+        never its terms (a 1M-frame index is checked in the time it takes to read it once): the
+        manifest's own check, the watermark against the log (a log that ends before it, or whose
+        frame there is another, is named), each file as long as the manifest says and matching
+        its checksum, the documents' seqs ascending and within the watermark, their lengths
+        summing to the manifest's, the segments following one another, the tail being the end of
+        ``docs.bin``, and no empty file."""
+        m, damage = load_manifest(self.dir)
+        found = [] if damage is None else [damage]
+        found += empty_files(self.dir)
+        if m is None or m.version != VERSION:
+            return found
+        if m.thread_id != self.thread_id:
+            return [*found, f"manifest.json names thread {m.thread_id!r}"]
+        if m.last_seq >= 0:
+            behind = watermark_problem(self.thread, m.last_seq, m.log_end, m.digest)
+            if behind is not None:
+                found.append(behind)
+        elif m.docs or m.segments or m.tail_bytes:
+            found.append("manifest.json names documents but no frame of the log")
+        return found + _file_problems(self.dir, m)
 
     # -- building --
 
@@ -199,16 +223,20 @@ class ThreadSearchIndex:
         fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            m = None if rebuild else self.manifest()
+            m = None if rebuild else self._manifest_to_extend()
             # One read of the offsets' watermark: another process may catch the offset index up
             # while this one works, and the frames indexed must be exactly the ones it names.
             log = index.manifest()
             frames = 0 if log is None else log.offsets.entries
-            if m is not None and not self._trusted(index, m):
-                m = None
+            if m is not None:
+                why = self._distrust(index, m)
+                if why:
+                    note_rebuilt(f"the search index of thread {self.thread_id}", why)
+                if why is not None:
+                    m = None
             if m is None:
                 self._clear()
-                m = SearchManifest(VERSION, self.thread_id, 0, -1, "", 0, 0, [])
+                m = _empty(self.thread_id)
             if log is None or m.last_seq + 1 >= frames:
                 return 0
             docs = (
@@ -223,66 +251,81 @@ class ThreadSearchIndex:
         finally:
             os.close(fd)
 
-    def _trusted(self, index: ThreadIndex, m: SearchManifest) -> bool:
+    def _manifest_to_extend(self) -> SearchManifest | None:
+        """The manifest a catch-up extends; a damaged one is said on stderr (and rebuilt)."""
+        m, damage = load_manifest(self.dir)
+        if damage is not None:
+            note_rebuilt(f"the search index of thread {self.thread_id}", damage)
+        return m
+
+    def _distrust(self, index: ThreadIndex, m: SearchManifest) -> str | None:
+        """Why ``m`` cannot be extended: "" for another version's index (rebuilt unsaid), a
+        problem for an index that is not the log's or not whole; None when it can."""
         if m.version != VERSION or m.thread_id != self.thread_id:
-            return False
+            return ""
         if m.last_seq < 0:
-            return True
+            return None
         at = index.offset(m.last_seq)
-        if at is None:
-            return False
-        line = next(
-            index.thread.read_lines(from_seq=m.last_seq, to_seq=m.last_seq, start_offset=at), None
+        line = (
+            None
+            if at is None
+            else next(
+                index.thread.read_lines(from_seq=m.last_seq, to_seq=m.last_seq, start_offset=at),
+                None,
+            )
         )
         sealed = fr.unseal(line[1]) if line is not None else None
         if sealed is None or sealed[1].hex() != m.digest:
-            return False
-        return self._files_match(m)
+            return watermark_problem(self.thread, m.last_seq, m.log_end, m.digest) or (
+                f"its watermark (seq {m.last_seq}) is not the log's frame there"
+            )
+        return self._files_problem(m)
 
-    def _files_match(self, m: SearchManifest) -> bool:
-        """Whether the files hold what ``m`` names. A writer that died after rewriting
-        ``tail.jsonl`` but before its manifest leaves a tail the old manifest cannot read: its
-        first document is then not the one at the tail's ordinal in ``docs.bin``."""
+    def _files_problem(self, m: SearchManifest) -> str | None:
+        """What makes the files not hold what ``m`` names, as far as a catch-up can see in a few
+        short reads: each file's length, and the tail (read whole: it is short) against its
+        checksum and the end of ``docs.bin``. A writer that died after rewriting ``tail.jsonl``
+        for a seal but before its manifest leaves a tail the old manifest's checksum refuses."""
         n_tail = m.docs - sum(s.n_docs for s in m.segments)
         if n_tail < 0 or (n_tail == 0) != (m.tail_bytes == 0):
-            return False
+            return "the manifest's segments and tail do not add up to its documents"
         try:
-            if (self.dir / "docs.bin").stat().st_size < m.docs * _DOC.size:
-                return False
+            if m.docs and (self.dir / "docs.bin").stat().st_size < m.docs * _DOC.size:
+                return "docs.bin is shorter than its manifest says"
             for ref in m.segments:
                 if (self.dir / ref.name).stat().st_size < seg_format.HEADER_BYTES:
-                    return False
+                    return f"{ref.name} is cut short"
             if not n_tail:
-                return True
-            with open(self.dir / "tail.jsonl", "rb") as f:
-                raw = f.read(m.tail_bytes)
+                return None
+            tail = _read_tail(self.dir / "tail.jsonl", m)
             with open(self.dir / "docs.bin", "rb") as f:
                 f.seek((m.docs - n_tail) * _DOC.size)
                 first_seq: int = _DOC.unpack(f.read(_DOC.size))[0]
                 f.seek((m.docs - 1) * _DOC.size)
                 last_seq: int = _DOC.unpack(f.read(_DOC.size))[0]
-            if len(raw) != m.tail_bytes or raw.count(b"\n") != n_tail or raw[-1:] != b"\n":
-                return False
-            first = DOC_DECODER.decode(raw[: raw.index(b"\n")])
-            last = DOC_DECODER.decode(raw[raw.rfind(b"\n", 0, len(raw) - 1) + 1 : -1])
         except (
             OSError,
+            ValueError,
             struct.error,
             msgspec.DecodeError,
             UnicodeDecodeError,
             msgspec.ValidationError,
-        ):
-            return False
-        return first.seq == first_seq and last.seq == last_seq
+        ) as exc:
+            return str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        if len(tail) != n_tail or (tail[0].seq, tail[-1].seq) != (first_seq, last_seq):
+            return "tail.jsonl is not the end of docs.bin"
+        return None
 
     def _summary(self, frame: fr.Frame) -> str | None:
         return summary_text(self.thread.store, frame)
 
     def _clear(self) -> None:
         _CLEARED[self.dir] = _CLEARED.get(self.dir, 0) + 1
+        # The manifest first: without it nothing else is read, so no file goes while named.
+        (self.dir / "manifest.json").unlink(missing_ok=True)
         for p in self.dir.glob("*"):
             if p.name != ".lock":
-                p.unlink()
+                p.unlink(missing_ok=True)
 
     def _add(
         self, m: SearchManifest, docs: Iterable[Doc], log_end: int, last_seq: int, digest: str
@@ -292,73 +335,49 @@ class ThreadSearchIndex:
         many there are.
 
         Until the new manifest replaces ``m``, every byte ``m`` names stays as it was:
-        ``docs.bin`` is cut back to ``m``'s length and only grows; new segments have names ``m``
-        does not use, and ``m``'s are deleted only after the new manifest is written. Without a
-        seal, ``tail.jsonl`` is cut back to ``m``'s length and only grows too; a seal replaces
-        it, after which ``m`` cannot read it (``_files_match``) and the index would be rebuilt.
+        ``docs.bin`` is cut back to ``m``'s length and only grows (or, when ``m`` has none, is
+        written under a temporary name and renamed whole); new segments have names ``m`` does
+        not use and are written whole, and ``m``'s are deleted only after the new manifest is
+        written. Without a seal, ``tail.jsonl`` is cut back to ``m``'s length and only grows
+        too; a seal replaces it whole, after which ``m``'s checksum refuses it and the index
+        would be rebuilt.
         """
-        kept = {s.name for s in m.segments}
-        segments = list(m.segments)
-        sealed_before = sealed = sum(s.n_docs for s in segments)
-        tail = self._tail(m)
-        n_old_tail = len(tail)
-        n_docs = m.docs
-        total = 0 if not m.docs else m.total_length  # -1: an older index, left unchecked
-        fd = os.open(self.dir / "docs.bin", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "ab") as f:
-            f.truncate(m.docs * _DOC.size)
-            new = iter(docs)
-            while chunk := list(islice(new, _CHUNK)):
-                if total >= 0:
-                    total += sum(min(d.length, 2**32 - 1) for d in chunk)
-                f.write(
-                    b"".join(
-                        _DOC.pack(d.seq, min(d.length, 2**32 - 1), d.kind, d.role) for d in chunk
-                    )
-                )
-                n_docs += len(chunk)
-                tail.extend(chunk)
-                start = 0
-                while len(tail) - start >= seg_format.BLOCK:
-                    ref = SegmentRef(sealed, seg_format.BLOCK)
-                    _write(
-                        self.dir / ref.name, build_segment(tail[start : start + seg_format.BLOCK])
-                    )
-                    segments.append(ref)
-                    sealed += seg_format.BLOCK
-                    start += seg_format.BLOCK
-                    segments = self._merge(segments, kept)
-                del tail[:start]
-        if sealed == sealed_before:
-            lines = b"".join(_encoder.encode(d) + b"\n" for d in tail[n_old_tail:])
-            fd = os.open(self.dir / "tail.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "ab") as f:
-                f.truncate(m.tail_bytes)
-                f.write(lines)
-            tail_bytes = m.tail_bytes + len(lines)
-        else:
-            whole = b"".join(_encoder.encode(d) + b"\n" for d in tail)
-            _write(self.dir / "tail.jsonl", whole)
-            tail_bytes = len(whole)
+        run = _Run(self, m)
+        new = iter(docs)
+        first = next(new, None)
+        if first is not None:
+            found = chain([first], new)
+            if m.docs:
+                fd = os.open(self.dir / "docs.bin", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                with os.fdopen(fd, "ab") as f:
+                    f.truncate(m.docs * _DOC.size)
+                    run.take(found, f)
+            else:
+                atomic_write(self.dir / "docs.bin", lambda f: run.take(found, f), durable=False)
+        tail_bytes, tail_crc = run.write_tail()
         manifest = SearchManifest(
             VERSION,
             self.thread_id,
             log_end,
             last_seq,
             digest,
-            n_docs,
+            run.n_docs,
             tail_bytes,
-            segments,
-            total,
+            run.segments,
+            run.total,
+            run.docs_crc,
+            tail_crc,
         )
-        _write(self.dir / "manifest.json", _encoder.encode(manifest))
+        _write(self.dir / "manifest.json", sealed_json(_encoder.encode(manifest)))
         # Only now, so that a writer dying before its manifest leaves every file the old
         # manifest names in place.
-        live = {s.name for s in segments}
+        live = {s.name for s in run.segments}
         for p in self.dir.glob("seg-*.bin"):
             if p.name not in live:
                 p.unlink()
-        return n_docs - m.docs
+        if not tail_bytes:
+            (self.dir / "tail.jsonl").unlink(missing_ok=True)
+        return run.n_docs - m.docs
 
     def _merge(self, segments: list[SegmentRef], kept: set[str]) -> list[SegmentRef]:
         """Merge the last 16 segments into one while they have one size, start at a multiple
@@ -367,8 +386,8 @@ class ThreadSearchIndex:
         while seg_format.merge_due(segments):
             group = segments[-seg_format.FANOUT :]
             size = group[0].n_docs
-            merged = merge_segments([self._segment(s) for s in group])
-            ref = SegmentRef(group[0].first_doc, size * seg_format.FANOUT)
+            merged = merge_segments([self._segment(s, whole=True) for s in group])
+            ref = SegmentRef(group[0].first_doc, size * seg_format.FANOUT, crc(merged))
             _write(self.dir / ref.name, merged)
             segments = [*segments[: -seg_format.FANOUT], ref]
             for s in group:
@@ -377,16 +396,10 @@ class ThreadSearchIndex:
         return segments
 
     def _tail(self, m: SearchManifest) -> list[Doc]:
-        if not m.tail_bytes:
-            return []
-        with open(self.dir / "tail.jsonl", "rb") as f:
-            raw = f.read(m.tail_bytes)
-        if len(raw) != m.tail_bytes:
-            raise ValueError("tail.jsonl is shorter than its manifest says")
-        return [DOC_DECODER.decode(line) for line in raw.splitlines()]
+        return _read_tail(self.dir / "tail.jsonl", m)
 
-    def _segment(self, ref: SegmentRef) -> Segment:
-        return Segment(read_map(self.dir / ref.name), ref.first_doc)
+    def _segment(self, ref: SegmentRef, *, whole: bool = False) -> Segment:
+        return open_segment(self.dir / ref.name, ref, whole=whole)
 
     # -- reading --
 
@@ -467,6 +480,107 @@ class ThreadSearchIndex:
         return log_holds(self.thread, end, digest, exact=True)
 
 
+def empty_files(folder: Path) -> list[str]:
+    """The empty files of an index folder (its lock and temporary files aside): no writer
+    leaves one (each file is written whole, or grown past a committed extent)."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if name == ".lock" or (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        try:
+            if os.stat(folder / name).st_size == 0:
+                found.append(f"{name} is empty")
+        except OSError:
+            continue
+    return found
+
+
+def watermark_problem(thread: Thread, last_seq: int, log_end: int, digest: str) -> str | None:
+    """None when the log's line that ends at byte ``log_end`` carries ``digest`` (an index's
+    watermark at seq ``last_seq``); else what is wrong, named: the log ends before it (frames
+    the index recorded are gone from the log), or the log's frame there is another one."""
+    if log_holds(thread, log_end, digest, exact=False):
+        return None
+    log = thread.open_log()
+    size = 0
+    if log is not None:
+        with log:
+            size = log.size()
+    try:
+        head = thread.head()
+        n = head.seq + 1 if head is not None else 0
+        held = f"{n} frame{'' if n == 1 else 's'}"
+    except ContinuityError:
+        held = f"{size} bytes"
+    if size < log_end:
+        return (
+            f"recorded {last_seq + 1} frames ({log_end} bytes) of the log, which holds {held}: "
+            "the log is shorter than what the search index recorded"
+        )
+    return (
+        f"its watermark (seq {last_seq}) is not the log's frame there: the log was replaced "
+        "or rewritten after it was indexed"
+    )
+
+
+def _file_problems(folder: Path, m: SearchManifest) -> list[str]:
+    """``docs.bin``, the segments and the tail against what ``m`` says of them."""
+    raw = b""
+    if m.docs:
+        try:
+            with open(folder / "docs.bin", "rb") as f:
+                raw = f.read(m.docs * _DOC.size)
+        except OSError as exc:
+            return [f"docs.bin cannot be read: {exc}"]
+    if len(raw) < m.docs * _DOC.size:
+        return ["docs.bin is shorter than its manifest says"]
+    if crc(raw) != m.docs_crc:
+        return ["docs.bin does not match its checksum"]
+    records = np.frombuffer(raw, DOC_RECORD)
+    seqs = records["seq"]
+    found = []
+    if len(seqs) and (not bool(np.all(seqs[1:] > seqs[:-1])) or int(seqs[-1]) > m.last_seq):
+        found.append("docs.bin holds seqs out of order or past its watermark")
+    if int(records["len"].sum(dtype=np.uint64)) != m.total_length:
+        found.append("docs.bin's lengths do not sum to what its manifest says")
+    first = 0
+    for ref in m.segments:
+        if ref.first_doc != first:
+            found.append(f"{ref.name} does not follow the segment before it")
+        first = ref.first_doc + ref.n_docs
+        try:
+            open_segment(folder / ref.name, ref, whole=True)
+        except (OSError, ValueError, struct.error) as exc:
+            found.append(str(exc) if isinstance(exc, ValueError) else f"{ref.name}: {exc}")
+    n_tail = m.docs - first
+    if n_tail < 0 or (n_tail == 0) != (m.tail_bytes == 0):
+        return [*found, "the manifest's segments and tail do not add up to its documents"]
+    try:
+        tail = _read_tail(folder / "tail.jsonl", m)
+    except (OSError, ValueError, msgspec.DecodeError) as exc:
+        return [*found, str(exc)]
+    if [d.seq for d in tail] != seqs[first:].tolist():
+        found.append("tail.jsonl is not the end of docs.bin")
+    return found
+
+
+def _read_tail(path: Path, m: SearchManifest) -> list[Doc]:
+    """The tail's documents, as far as ``m`` names them, checked against ``m``'s checksum."""
+    if not m.tail_bytes:
+        return []
+    with open(path, "rb") as f:
+        raw = f.read(m.tail_bytes)
+    if len(raw) != m.tail_bytes:
+        raise ValueError("tail.jsonl is shorter than its manifest says")
+    if crc(raw) != m.tail_crc:
+        raise ValueError("tail.jsonl does not match its checksum")
+    return [DOC_DECODER.decode(line) for line in raw.splitlines()]
+
+
 def log_holds(thread: Thread, end: int, digest: str, *, exact: bool) -> bool:
     """Whether the line of ``thread``'s log that ends at byte ``end`` carries ``digest`` (the
     chain digest of every frame up to it: the log's first ``end`` bytes are the ones indexed),
@@ -498,6 +612,66 @@ def _write(path: Path, data: bytes) -> None:
     atomic_write(path, data, durable=False)  # no fsync: a cache is rebuilt, not recovered
 
 
+class _Run:
+    """One ``_add``: the documents taken so far, the segments sealed and merged, ``docs.bin``'s
+    running checksum and length sum, and the documents not sealed yet."""
+
+    def __init__(self, index: ThreadSearchIndex, m: SearchManifest) -> None:
+        self.index = index
+        self.m = m
+        self.kept = {s.name for s in m.segments}
+        self.segments = list(m.segments)
+        self.sealed_before = self.sealed = sum(s.n_docs for s in self.segments)
+        self.tail = index._tail(m)
+        self.n_old_tail = len(self.tail)
+        self.n_docs = m.docs
+        self.total = 0 if not m.docs else m.total_length
+        self.docs_crc = 0 if not m.docs else m.docs_crc
+
+    def take(self, docs: Iterator[Doc], f: BinaryIO) -> None:
+        """Write ``docs``' records to ``f`` (``docs.bin``, open at its committed end), sealing
+        and merging segments as the tail fills."""
+        block = seg_format.BLOCK  # read here: tests make it small
+        folder = self.index.dir
+        while chunk := list(islice(docs, _CHUNK)):
+            self.total += sum(min(d.length, 2**32 - 1) for d in chunk)
+            records = b"".join(
+                _DOC.pack(d.seq, min(d.length, 2**32 - 1), d.kind, d.role) for d in chunk
+            )
+            f.write(records)
+            self.docs_crc = crc(records, self.docs_crc)
+            self.n_docs += len(chunk)
+            tail = self.tail
+            tail.extend(chunk)
+            start = 0
+            while len(tail) - start >= block:
+                data = build_segment(tail[start : start + block])
+                ref = SegmentRef(self.sealed, block, crc(data))
+                _write(folder / ref.name, data)
+                self.segments.append(ref)
+                self.sealed += block
+                start += block
+                self.segments = self.index._merge(self.segments, self.kept)
+            del tail[:start]
+
+    def write_tail(self) -> tuple[int, int]:
+        """Write the documents not sealed (appended to the old tail, or the whole tail after a
+        seal); return the tail's bytes and checksum."""
+        m, path = self.m, self.index.dir / "tail.jsonl"
+        if self.sealed == self.sealed_before and m.tail_bytes:
+            lines = b"".join(_encoder.encode(d) + b"\n" for d in self.tail[self.n_old_tail :])
+            if lines:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND, 0o600)
+                with os.fdopen(fd, "ab") as f:
+                    f.truncate(m.tail_bytes)
+                    f.write(lines)
+            return m.tail_bytes + len(lines), crc(lines, m.tail_crc)
+        whole = b"".join(_encoder.encode(d) + b"\n" for d in self.tail)
+        if whole:
+            _write(path, whole)
+        return len(whole), crc(whole)
+
+
 class IndexView:
     """A consistent read of one thread's index: docs, segments and tail of one manifest."""
 
@@ -505,23 +679,21 @@ class IndexView:
         self.thread_id = index.thread_id
         self.manifest = m
         raw = read_map(index.dir / "docs.bin") if m.docs else b""
+        if len(raw) < m.docs * _DOC.size:
+            raise ValueError("docs.bin is shorter than its manifest says")
+        if m.docs and crc(memoryview(raw)[: m.docs * _DOC.size]) != m.docs_crc:
+            raise ValueError("docs.bin does not match its checksum")
         self.docs = np.frombuffer(raw, dtype=DOC_RECORD, count=m.docs) if m.docs else None
-        if self.docs is not None and m.total_length >= 0:
+        if self.docs is not None:
             held = int(self.docs["len"].sum(dtype=np.uint64))
             if held != m.total_length:
                 raise ValueError(
                     f"docs.bin lengths sum to {held}, the manifest says {m.total_length}"
                 )
-        self.segments: list[Segment | DocsSegment] = []
-        for ref in m.segments:
-            segment = index._segment(ref)
-            if segment.n_docs != ref.n_docs:
-                raise ValueError(f"{ref.name} holds {segment.n_docs} documents")
-            self.segments.append(segment)
+        self.segments: list[Segment | DocsSegment] = [index._segment(ref) for ref in m.segments]
         tail = index._tail(m)
         if tail:
-            # The tail must be the documents docs.bin ends with: a writer that died between a
-            # seal's tail.jsonl and its manifest leaves another tail under the old manifest.
+            # The tail must be the documents docs.bin ends with.
             assert self.docs is not None
             if [d.seq for d in tail] != self.docs["seq"][m.docs - len(tail) :].tolist():
                 raise ValueError("tail.jsonl is not the end of docs.bin")

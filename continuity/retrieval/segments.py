@@ -13,6 +13,11 @@ postings' starts (u64 each), the vocabulary (UTF-8, sorted by code point, padded
 postings' local document ids (u32) and weighted counts (u16), padding, then every term's check
 (CRC-32 and Adler-32 of its bytes) ascending with its number of postings: a damaged vocabulary
 cannot silently hide a term or lend it another term's postings (``contracts/caches.md``).
+
+Whole-file checks (the manifests that name the files keep them): :func:`crc` (CRC-32, which a
+file grown by appends extends from the last value without reading it again), a segment's in
+its :class:`SegmentRef` (checked whenever a segment is read whole: read into memory, merged,
+verified), and a manifest's own in its last field (:func:`sealed_json`, :func:`json_sound`).
 """
 
 from __future__ import annotations
@@ -41,9 +46,14 @@ __all__ = [
     "Segment",
     "SegmentRef",
     "build_segment",
+    "crc",
+    "json_sound",
     "merge_due",
     "merge_segments",
+    "note_rebuilt",
+    "open_segment",
     "read_map",
+    "sealed_json",
 ]
 
 BLOCK: Final = 256
@@ -270,6 +280,8 @@ def merge_segments(segments: list[Segment]) -> bytes:
 class SegmentRef(msgspec.Struct, frozen=True, array_like=True):
     first_doc: int
     n_docs: int
+    crc: int = 0
+    """The CRC-32 of the segment file's bytes (0 in a segment held in memory only)."""
 
     @property
     def name(self) -> str:
@@ -288,6 +300,61 @@ def merge_due(segments: Sequence[SegmentRef]) -> bool:
         and all(s.n_docs == size for s in group)
         and group[0].first_doc % (size * FANOUT) == 0
     )
+
+
+def crc(data: bytes | bytearray | memoryview | mmap.mmap, start: int = 0) -> int:
+    """The CRC-32 of ``data``, continuing ``start`` (the CRC of the bytes before it): a file that
+    grows by appends is checked by extending its last CRC with the new bytes alone."""
+    return zlib.crc32(data, start)
+
+
+_CHECK_FIELD: Final = b',"check":"'
+
+
+def sealed_json(encoded: bytes) -> bytes:
+    """A manifest's JSON, whose last field ``check`` was encoded empty, with that field set to
+    the CRC-32 (8 hex digits) of every byte before it."""
+    empty = _CHECK_FIELD + b'"}'
+    if not encoded.endswith(empty):
+        raise ValueError("a manifest's last field must be an empty check")
+    body = encoded[: -len(empty)]
+    return body + _CHECK_FIELD + b"%08x" % zlib.crc32(body) + b'"}'
+
+
+def json_sound(raw: bytes) -> bool:
+    """Whether ``raw`` (a manifest :func:`sealed_json` wrote) ends with the check of the bytes
+    before it: a flipped or cut byte anywhere in it is seen before any field is believed."""
+    at = raw.rfind(_CHECK_FIELD)
+    return at >= 0 and raw[at:] == _CHECK_FIELD + b"%08x" % zlib.crc32(raw[:at]) + b'"}'
+
+
+_NOTED: Final[set[str]] = set()
+
+
+def note_rebuilt(where: str, what: str) -> None:
+    """Say once per process, on stderr (through the ``continuity`` logger: a program that
+    configures logging gets a warning), that a search cache was not served but built again from
+    the log: ``continuity: <where>: <what>; rebuilt from the log``."""
+    text = f"continuity: {where}: {what}; rebuilt from the log"
+    if text not in _NOTED:
+        _NOTED.add(text)
+        import logging
+
+        logging.getLogger("continuity").warning("%s", text)
+
+
+def open_segment(path: Path, ref: SegmentRef, *, whole: bool = False) -> Segment:
+    """The segment ``ref`` names, read from ``path``. ValueError when it is not the one named:
+    its document count or (for a segment read into memory, or with ``whole``) its CRC-32. A
+    large segment is memory-mapped and, without ``whole``, not read through: its term checks
+    guard each lookup (hashing every segment for every process would read the whole index)."""
+    data = read_map(path)
+    if (whole or not isinstance(data, mmap.mmap)) and zlib.crc32(data) != ref.crc:
+        raise ValueError(f"{path.name} does not match its checksum")
+    segment = Segment(data, ref.first_doc)
+    if segment.n_docs != ref.n_docs:
+        raise ValueError(f"{path.name} holds {segment.n_docs} documents, not {ref.n_docs}")
+    return segment
 
 
 def read_map(path: Path) -> bytes | mmap.mmap:

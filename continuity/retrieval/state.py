@@ -60,9 +60,11 @@ from continuity.retrieval.segments import (
     Segment,
     SegmentRef,
     build_segment,
+    crc,
     merge_due,
     merge_segments,
-    read_map,
+    note_rebuilt,
+    open_segment,
 )
 from continuity.store.base import BaseStore, SearchBackend, Thread
 
@@ -373,6 +375,8 @@ class _FromIndex(_Projection):
     def _reset(self) -> None:
         super()._reset()
         self.manifest: SearchManifest | None = None
+        self.docs_crc = 0
+        """The checksum of the ``docs.bin`` records the state holds."""
         self.stats: dict[str, _Stat | None] = {}
         """Each file read for the state as it was then: what it came from."""
         self.epoch = cleared(self.folder)
@@ -451,29 +455,8 @@ class _FromIndex(_Projection):
 
     def _read(self, m: SearchManifest, old: SearchManifest | None) -> None:
         folder = self.folder
-        held = self.seqs.n
-        stats: dict[str, _Stat | None] = {}
-        # docs.bin: the records the state lacks (all of them after a reset)
-        stats["docs.bin"] = _stat(folder / "docs.bin")
-        if m.docs > held:
-            with open(folder / "docs.bin", "rb") as f:
-                raw = os.pread(
-                    f.fileno(), (m.docs - held) * DOC_RECORD.itemsize, held * DOC_RECORD.itemsize
-                )
-            if len(raw) != (m.docs - held) * DOC_RECORD.itemsize:
-                raise ValueError("docs.bin is shorter than its manifest says")
-            records = np.frombuffer(raw, DOC_RECORD)
-            seqs = records["seq"]
-            before = self.seqs.view()[-1:]
-            ordered = np.concatenate((before, seqs))
-            if not bool(np.all(ordered[1:] > ordered[:-1])) or int(seqs[-1]) > m.last_seq:
-                raise ValueError("docs.bin has seqs out of order or past its watermark")
-            self._columns(seqs, records["len"], records["kind"], records["role"])
-        if m.total_length >= 0 and int(self.cum.view()[-1]) != m.total_length:
-            raise ValueError(
-                f"docs.bin lengths sum to {int(self.cum.view()[-1])}, "
-                f"the manifest says {m.total_length}"
-            )
+        stats: dict[str, _Stat | None] = {"docs.bin": _stat(folder / "docs.bin")}
+        docs_crc = self._read_docs(m)
         # segments: those the state holds are kept, the others opened
         have = {r.name: s for r, s in zip(self.refs, self.segments, strict=True)}
         refs: list[SegmentRef] = []
@@ -486,9 +469,7 @@ class _FromIndex(_Projection):
             if seg is None:
                 path = folder / ref.name
                 stats[ref.name] = _stat(path)
-                seg = Segment(read_map(path), ref.first_doc)
-                if seg.n_docs != ref.n_docs:
-                    raise ValueError(f"{ref.name} holds {seg.n_docs} documents")
+                seg = open_segment(path, ref)
             else:
                 stats[ref.name] = self.stats[ref.name]
             refs.append(ref)
@@ -501,21 +482,60 @@ class _FromIndex(_Projection):
         stats["tail.jsonl"] = _stat(folder / "tail.jsonl") if m.tail_bytes else None
         same_tail = old is not None and first == self.n_sealed and m.tail_bytes >= old.tail_bytes
         start = old.tail_bytes if same_tail and old is not None else 0
+        tail_crc = old.tail_crc if same_tail and old is not None else 0
         tail = self.tail if same_tail else _Tail(first)
         if m.tail_bytes > start:
             with open(folder / "tail.jsonl", "rb") as f:
                 raw = os.pread(f.fileno(), m.tail_bytes - start, start)
             if len(raw) != m.tail_bytes - start or not raw.endswith(b"\n"):
                 raise ValueError("tail.jsonl is shorter than its manifest says")
+            if crc(raw, tail_crc) != m.tail_crc:
+                raise ValueError("tail.jsonl does not match its checksum")
             new = [DOC_DECODER.decode(line) for line in raw.splitlines()]
             want = self.seqs.view()[first + len(tail.docs) :]
             if [d.seq for d in new] != want.tolist():
                 raise ValueError("tail.jsonl is not the end of docs.bin")
             tail.add(new)
+        elif m.tail_bytes and tail_crc != m.tail_crc:
+            raise ValueError("tail.jsonl does not match its checksum")
         if len(tail.docs) != n_tail:
             raise ValueError("tail.jsonl does not hold the manifest's tail")
         self.refs, self.segments, self.tail = refs, segments, tail
         self.stats = stats
+        self.docs_crc = docs_crc
+
+    def _read_docs(self, m: SearchManifest) -> int:
+        """Take the ``docs.bin`` records the state lacks (all of them after a reset), checked;
+        return the checksum of every record it then holds."""
+        held = self.seqs.n
+        docs_crc = self.docs_crc if held else 0
+        if m.docs > held:
+            with open(self.folder / "docs.bin", "rb") as f:
+                raw = os.pread(
+                    f.fileno(), (m.docs - held) * DOC_RECORD.itemsize, held * DOC_RECORD.itemsize
+                )
+            if len(raw) != (m.docs - held) * DOC_RECORD.itemsize:
+                raise ValueError("docs.bin is shorter than its manifest says")
+            # The checksum of what the state holds, extended by the records read: only the new
+            # records are read, and every record the state holds was checked once.
+            docs_crc = crc(raw, docs_crc)
+            if docs_crc != m.docs_crc:
+                raise ValueError("docs.bin does not match its checksum")
+            records = np.frombuffer(raw, DOC_RECORD)
+            seqs = records["seq"]
+            before = self.seqs.view()[-1:]
+            ordered = np.concatenate((before, seqs))
+            if not bool(np.all(ordered[1:] > ordered[:-1])) or int(seqs[-1]) > m.last_seq:
+                raise ValueError("docs.bin has seqs out of order or past its watermark")
+            self._columns(seqs, records["len"], records["kind"], records["role"])
+        if docs_crc != m.docs_crc:
+            raise ValueError("docs.bin does not match its checksum")
+        if int(self.cum.view()[-1]) != m.total_length:
+            raise ValueError(
+                f"docs.bin lengths sum to {int(self.cum.view()[-1])}, "
+                f"the manifest says {m.total_length}"
+            )
+        return docs_crc
 
 
 _FROM_INDEX: Final[OrderedDict[Path, _FromIndex]] = OrderedDict()
@@ -559,8 +579,9 @@ def _indexed_state(
         index.refresh()
         try:
             state = held.load(thread)
-        except (*DAMAGE, msgspec.DecodeError):
+        except (*DAMAGE, msgspec.DecodeError) as exc:
             # A file the catch-up trusted is damaged: build the index again from the log.
+            note_rebuilt(f"the search index of thread {thread.id}", str(exc))
             index.rebuild()
             try:
                 state = held.load(thread)

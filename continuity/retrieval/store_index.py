@@ -35,12 +35,18 @@ depend on the order: BM25's statistics are sums, every document's score is summe
 in one order, and ties are broken by (thread id, seq), so the hits equal those of ranking every
 thread's own index together (the reference the tests compare with).
 
-**Damage.** A manifest that does not decode, files that do not match it (sizes, document
-counts, length sums, the tail against ``docs.bin``, per-thread counts, seqs in order per
-thread) or a hit whose indexed document is not the one its frame makes rebuild the index from
-the logs. A writer killed at any point leaves the last manifest and every file it names intact
-(``docs.bin`` and a tail are cut back to the manifest's extent before they grow; new segments
-get new names; old files go after the new manifest).
+**Damage.** Every file says whether it is whole: the manifest carries the CRC-32 of
+``docs.bin``'s committed records (extended as they grow), of the tail and of each segment, and
+its own (:func:`.segments.sealed_json`). A manifest that does not decode or match its check,
+files that do not match it (checksums, sizes, document counts, length sums, the tail against
+``docs.bin``, per-thread counts, seqs in order per thread) or a hit whose indexed document is
+not the one its frame makes rebuild the index from the logs, with a note on stderr. A writer
+killed at any point leaves the last manifest and every file it names intact (``docs.bin`` is
+written under a temporary name when the index starts empty, else cut back to the manifest's
+extent before it grows; segments and a new tail are written whole under new names; old files go
+after the new manifest, which is the commit point). ``verify`` checks the checksums and the
+structure, and each thread's watermark against its log (a log shorter than what the index
+recorded is named): it never tokenizes.
 """
 
 from __future__ import annotations
@@ -49,33 +55,36 @@ import fcntl
 import os
 import shutil
 import struct
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from itertools import chain, islice
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from continuity import frames as fr
-from continuity._fs import atomic_write, private_dirs
+from continuity._fs import atomic_write, private_dirs, remove_temps
 from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable
 from continuity.errors import ContinuityError
 from continuity.retrieval.documents import Doc, doc_of_line
-from continuity.retrieval.index import log_holds
+from continuity.retrieval.index import empty_files, log_holds, watermark_problem
 from continuity.retrieval.ranking import Corpus, Part
 from continuity.retrieval.segments import (
     BLOCK,
     FANOUT,
     DocsSegment,
-    Segment,
     SegmentRef,
     build_segment,
+    crc,
+    json_sound,
     merge_due,
     merge_segments,
+    note_rebuilt,
+    open_segment,
     read_map,
+    sealed_json,
 )
 from continuity.store.base import BaseStore, LogStamp, Thread
 
@@ -93,7 +102,8 @@ __all__ = [
 ]
 
 FOLDER: Final = "search-store"
-_VERSION: Final = 2  # 2: stemmed terms (search index version 4, ADR 0032)
+_WHERE: Final = "the store-wide search index"
+_VERSION: Final = 3  # 2: stemmed terms (search index version 4, ADR 0032); 3: checksums
 _TAIL: Final = 67
 """A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
 _CHUNK: Final = 16_384
@@ -142,6 +152,12 @@ class StoreManifest(msgspec.Struct, frozen=True):
     total_length: int
     tail_bytes: int
     segments: list[SegmentRef]
+    docs_crc: int = 0
+    """The CRC-32 of ``docs.bin``'s first ``docs`` records."""
+    tail_crc: int = 0
+    """The CRC-32 of the tail's first ``tail_bytes`` bytes."""
+    check: str = ""
+    """The CRC-32 of the manifest's bytes before this field (:func:`.segments.sealed_json`)."""
 
     @property
     def sealed(self) -> int:
@@ -179,11 +195,31 @@ def _folder(store: BaseStore) -> Path | None:
 
 
 def _read_manifest(folder: Path) -> StoreManifest | None:
+    return _load_manifest(folder)[0]
+
+
+def _load_manifest(folder: Path) -> tuple[StoreManifest | None, str | None]:
+    """(this version's manifest in ``folder``, what is wrong with it): (None, None) when there
+    is none or it is another version's (rebuilt unsaid), (None, a problem) when it is damaged."""
     try:
-        m = _manifest_decoder.decode((folder / "manifest.json").read_bytes())
-    except (OSError, msgspec.DecodeError, UnicodeDecodeError, msgspec.ValidationError):
-        return None
-    return m if m.version == _VERSION else None
+        raw = (folder / "manifest.json").read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"manifest.json cannot be read: {exc}"
+    try:
+        m = _manifest_decoder.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError, msgspec.ValidationError):
+        return None, "manifest.json does not decode" if raw else "manifest.json is empty"
+    if m.version != _VERSION:
+        return None, None
+    if not json_sound(raw):
+        return None, "manifest.json does not match its checksum"
+    return m, None
+
+
+def _encode_manifest(m: StoreManifest) -> bytes:
+    return sealed_json(_encoder.encode(m))
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -218,12 +254,16 @@ class _Masked:
 class StoreSearchView:
     """One consistent read of the store-wide index (one manifest, its files), checked."""
 
-    def __init__(self, folder: Path, m: StoreManifest) -> None:
+    def __init__(self, folder: Path, m: StoreManifest, *, whole: bool = False) -> None:
+        """``whole``: every segment read through against its checksum (``verify``), not only
+        those read into memory."""
         self.manifest = m
         self.names = [e.thread_id for e in m.threads]
         raw = read_map(folder / "docs.bin") if m.docs else b""
         if len(raw) < m.docs * _DOC.size:
             raise ValueError("docs.bin is shorter than its manifest says")
+        if m.docs and crc(memoryview(raw)[: m.docs * _DOC.size]) != m.docs_crc:
+            raise ValueError("docs.bin does not match its checksum")
         docs = np.frombuffer(raw, dtype=STORE_DOC, count=m.docs)
         self.seqs: npt.NDArray[np.uint64] = docs["seq"]
         self.lengths: npt.NDArray[np.uint32] = docs["len"]
@@ -260,9 +300,9 @@ class StoreSearchView:
         self.parts: list[Part] = []
         first = 0
         for ref in m.segments:
-            segment = Segment(read_map(folder / ref.name), ref.first_doc)
-            if segment.n_docs != ref.n_docs or ref.first_doc != first:
-                raise ValueError(f"{ref.name} is not the segment its manifest names")
+            if ref.first_doc != first:
+                raise ValueError(f"{ref.name} does not follow the segment before it")
+            segment = open_segment(folder / ref.name, ref, whole=whole)
             self.parts.append(segment)
             first += ref.n_docs
         tail = _read_tail(folder, m)
@@ -321,7 +361,9 @@ def _read_tail(folder: Path, m: StoreManifest) -> list[Doc]:
     with open(folder / m.tail_name, "rb") as f:
         raw = f.read(m.tail_bytes)
     if len(raw) != m.tail_bytes:
-        raise ValueError("the tail is shorter than its manifest says")
+        raise ValueError(f"{m.tail_name} is shorter than its manifest says")
+    if crc(raw) != m.tail_crc:
+        raise ValueError(f"{m.tail_name} does not match its checksum")
     return [_doc_decoder.decode(line) for line in raw.splitlines()]
 
 
@@ -365,13 +407,16 @@ def open_store_search(
     if not caches_writable(store.cache_dir or folder):
         return None
     with _lock(folder, fcntl.LOCK_EX):
-        m = _read_manifest(folder)
+        m, damage = _load_manifest(folder)
+        if damage is not None:
+            note_rebuilt(_WHERE, damage)
         try:
             if m is not None:
                 StoreSearchView(folder, m)  # damage found here rebuilds, never extends
             m = _catch_up(store, folder, m, stamps, progress, handle)
             return StoreSearchView(folder, m)
-        except DAMAGE:
+        except DAMAGE as exc:
+            note_rebuilt(_WHERE, str(exc))
             m = _catch_up(store, folder, None, stamps, progress, handle)
             return StoreSearchView(folder, m)
 
@@ -478,6 +523,8 @@ class _lock:
 
 
 def _clear(folder: Path) -> None:
+    # The manifest first: without it nothing else is read, so no file goes while named.
+    (folder / "manifest.json").unlink(missing_ok=True)
     for p in folder.iterdir():
         if p.name != ".lock":
             if p.is_dir():
@@ -504,6 +551,8 @@ def _catch_up(
     already, taken for a thread not yet indexed whose log still ends where they reach."""
     run = _CatchUp(make or store.thread, stamps, parts, progress)
     if m is not None and not run.still_holds(m):
+        if run.why:
+            note_rebuilt(_WHERE, run.why)
         m = None  # build again
     if m is None:
         _clear(folder)
@@ -511,7 +560,7 @@ def _catch_up(
     todo = run.behind(m)
     if not todo:
         if not (folder / "manifest.json").exists():
-            _write(folder / "manifest.json", _encoder.encode(m))
+            _write(folder / "manifest.json", _encode_manifest(m))
         return m
     found = run.documents(m, todo)
     first = next(found, None)
@@ -549,6 +598,8 @@ class _CatchUp:
         self.handles: dict[str, Thread] = {}
         self.entries: list[ThreadEntry] = []
         self.changed = False
+        self.why = ""
+        """Why the index no longer holds (``still_holds``), when it is news."""
 
     def handle(self, tid: str) -> Thread:
         """One handle per thread."""
@@ -571,6 +622,8 @@ class _CatchUp:
                 # Then build again; else they say what went missing.
                 if ThreadIndex.available(thread):
                     ThreadIndex(thread).check_length()
+                problem = watermark_problem(thread, e.last_seq, e.log_end, e.digest)
+                self.why = f"thread {e.thread_id}: {problem}" if problem else ""
                 return False
         return True
 
@@ -649,65 +702,94 @@ def _add(
     """Append ``docs`` ((thread ordinal, document) pairs) to the index of ``m`` and commit them
     with a manifest naming ``entries`` (filled in while ``docs`` is consumed); as the
     per-thread index's ``_add``: every byte ``m`` names stays as it was until the new manifest
-    replaces it."""
+    replaces it, and every file is written whole (``docs.bin`` grows past ``m``'s extent, or is
+    renamed whole into place when ``m`` has none)."""
     private_dirs(folder)
-    kept = {s.name for s in m.segments}
-    segments = list(m.segments)
-    sealed_before = sealed = m.sealed
-    tail = _read_tail(folder, m)
-    tail_threads: list[int] = []
-    n_old_tail = len(tail)
-    n_docs, total = m.docs, m.total_length
-    fd = os.open(folder / "docs.bin", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "ab") as f:
-        f.truncate(m.docs * _DOC.size)
-        while chunk := list(islice(docs, _CHUNK)):
-            total += sum(min(d.length, 2**32 - 1) for _, d in chunk)
-            f.write(
-                b"".join(
-                    _DOC.pack(d.seq, min(d.length, 2**32 - 1), t, d.kind, d.role) for t, d in chunk
-                )
-            )
-            n_docs += len(chunk)
-            tail.extend(d for _, d in chunk)
-            tail_threads.extend(t for t, _ in chunk)
-            start = 0
-            while len(tail) - start >= BLOCK:
-                ref = SegmentRef(sealed, BLOCK)
-                _write(folder / ref.name, build_segment(tail[start : start + BLOCK]))
-                segments.append(ref)
-                sealed += BLOCK
-                start += BLOCK
-                segments = _merge(folder, segments, kept)
-            del tail[:start]
-    new_tail = f"tail-{sealed:010d}.jsonl"
-    if sealed == sealed_before:
-        lines = b"".join(_encoder.encode(d) + b"\n" for d in tail[n_old_tail:])
-        fd = os.open(folder / new_tail, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "ab") as f:
-            f.truncate(m.tail_bytes)
-            f.write(lines)
-        tail_bytes = m.tail_bytes + len(lines)
-    else:
-        whole = b"".join(_encoder.encode(d) + b"\n" for d in tail)
-        if whole:
-            _write(folder / new_tail, whole)
-        tail_bytes = len(whole)
-    manifest = StoreManifest(_VERSION, entries, n_docs, total, tail_bytes, segments)
-    _write(folder / "manifest.json", _encoder.encode(manifest))
-    live = {s.name for s in segments} | {new_tail}
+    remove_temps(folder, holding_lock=True)  # the exclusive lock: a killed writer's
+    run = _Run(folder, m)
+    first = next(docs, None)
+    if first is not None:
+        found = chain([first], docs)
+        if m.docs:
+            fd = os.open(folder / "docs.bin", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "ab") as f:
+                f.truncate(m.docs * _DOC.size)
+                run.take(found, f)
+        else:
+            atomic_write(folder / "docs.bin", lambda f: run.take(found, f), durable=False)
+    new_tail, tail_bytes, tail_crc = run.write_tail()
+    manifest = StoreManifest(
+        _VERSION, entries, run.n_docs, run.total, tail_bytes, run.segments, run.docs_crc, tail_crc
+    )
+    _write(folder / "manifest.json", _encode_manifest(manifest))
+    live = {s.name for s in run.segments} | {new_tail}
     for p in folder.iterdir():
         if p.name.startswith(("seg-", "tail-")) and p.name not in live:
             p.unlink(missing_ok=True)
     return manifest
 
 
+class _Run:
+    """One ``_add``: documents taken, segments sealed and merged, ``docs.bin``'s running
+    checksum and length sum, and the documents not sealed yet."""
+
+    def __init__(self, folder: Path, m: StoreManifest) -> None:
+        self.folder = folder
+        self.m = m
+        self.kept = {s.name for s in m.segments}
+        self.segments = list(m.segments)
+        self.sealed_before = self.sealed = m.sealed
+        self.tail = _read_tail(folder, m)
+        self.n_old_tail = len(self.tail)
+        self.n_docs, self.total = m.docs, m.total_length
+        self.docs_crc = m.docs_crc if m.docs else 0
+
+    def take(self, docs: Iterator[tuple[int, Doc]], f: BinaryIO) -> None:
+        while chunk := list(islice(docs, _CHUNK)):
+            self.total += sum(min(d.length, 2**32 - 1) for _, d in chunk)
+            records = b"".join(
+                _DOC.pack(d.seq, min(d.length, 2**32 - 1), t, d.kind, d.role) for t, d in chunk
+            )
+            f.write(records)
+            self.docs_crc = crc(records, self.docs_crc)
+            self.n_docs += len(chunk)
+            tail = self.tail
+            tail.extend(d for _, d in chunk)
+            start = 0
+            while len(tail) - start >= BLOCK:
+                data = build_segment(tail[start : start + BLOCK])
+                ref = SegmentRef(self.sealed, BLOCK, crc(data))
+                _write(self.folder / ref.name, data)
+                self.segments.append(ref)
+                self.sealed += BLOCK
+                start += BLOCK
+                self.segments = _merge(self.folder, self.segments, self.kept)
+            del tail[:start]
+
+    def write_tail(self) -> tuple[str, int, int]:
+        """Write the documents not sealed; (the tail's name, its bytes, its checksum)."""
+        m = self.m
+        new_tail = f"tail-{self.sealed:010d}.jsonl"
+        if self.sealed == self.sealed_before and m.tail_bytes:
+            lines = b"".join(_encoder.encode(d) + b"\n" for d in self.tail[self.n_old_tail :])
+            if lines:
+                fd = os.open(self.folder / new_tail, os.O_WRONLY | os.O_APPEND, 0o600)
+                with os.fdopen(fd, "ab") as f:
+                    f.truncate(m.tail_bytes)
+                    f.write(lines)
+            return new_tail, m.tail_bytes + len(lines), crc(lines, m.tail_crc)
+        whole = b"".join(_encoder.encode(d) + b"\n" for d in self.tail)
+        if whole:
+            _write(self.folder / new_tail, whole)
+        return new_tail, len(whole), crc(whole)
+
+
 def _merge(folder: Path, segments: list[SegmentRef], kept: set[str]) -> list[SegmentRef]:
     while merge_due(segments):
         group = segments[-FANOUT:]
         size = group[0].n_docs
-        merged = merge_segments([Segment(read_map(folder / s.name), s.first_doc) for s in group])
-        ref = SegmentRef(group[0].first_doc, size * FANOUT)
+        merged = merge_segments([open_segment(folder / s.name, s, whole=True) for s in group])
+        ref = SegmentRef(group[0].first_doc, size * FANOUT, crc(merged))
         _write(folder / ref.name, merged)
         segments = [*segments[:-FANOUT], ref]
         for s in group:
@@ -720,10 +802,12 @@ def _merge(folder: Path, segments: list[SegmentRef], kept: set[str]) -> list[Seg
 
 
 def store_search_problems(store: BaseStore) -> list[str]:
-    """What is wrong with the store-wide index on disk (empty when it is sound, absent, or no
-    longer the logs' prefix: then the next search rebuilds it). The index is made again in a
-    scratch folder from the logs, up to each thread's watermark, the documents in the order
-    the index took them, and every file compared byte for byte."""
+    """What is wrong with the store-wide index on disk (empty when it is sound, absent, of
+    another version, or behind the logs: then the next search catches it up). Its checksums and
+    structure, never its terms: the manifest's own check, each thread's watermark against its
+    log (a log shorter than what the index recorded, or another log, is named), every file
+    against its checksum (each segment read whole), the documents' counts, length sums and
+    seqs (in order per thread, within each watermark), and no empty file."""
     folder = _folder(store)
     if folder is None or not (folder / "manifest.json").exists():
         return []
@@ -735,106 +819,17 @@ def store_search_problems(store: BaseStore) -> list[str]:
 
 
 def _problems(store: BaseStore, folder: Path) -> list[str]:
-    m = _read_manifest(folder)
+    m, damage = _load_manifest(folder)
+    found = [] if damage is None else [damage]
+    found += empty_files(folder)
     if m is None:
-        return ["manifest.json does not decode (the next search rebuilds the index)"]
+        return found
     for e in m.threads:
-        if not log_holds(store.thread(e.thread_id), e.log_end, e.digest, exact=False):
-            return []  # a log cut or replaced: the next search rebuilds the index
-    owners = _owners(folder, m)
-    if isinstance(owners, str):
-        return [owners]
-    with tempfile.TemporaryDirectory(prefix="continuity-verify-") as scratch:
-        fresh = Path(scratch)
-        try:
-            found = _index_again(store, fresh, m, owners)
-        except ValueError as exc:
-            return [str(exc)]
-        return found + _files_differ(folder, fresh, m)
-
-
-def _owners(folder: Path, m: StoreManifest) -> list[int] | str:
-    """Each document's thread ordinal, as ``docs.bin`` has them; a problem when it cannot."""
+        problem = watermark_problem(store.thread(e.thread_id), e.last_seq, e.log_end, e.digest)
+        if problem is not None:
+            found.append(f"thread {e.thread_id}: {problem}")
     try:
-        raw = (folder / "docs.bin").read_bytes()[: m.docs * _DOC.size] if m.docs else b""
-    except OSError as exc:
-        return f"docs.bin cannot be read: {exc}"
-    runs = np.frombuffer(raw, dtype=STORE_DOC)["thread"]
-    if len(runs) != m.docs or (m.docs and int(runs.max()) >= len(m.threads)):
-        return "docs.bin does not hold the documents its manifest counts"
-    owners: list[int] = runs.tolist()
-    return owners
-
-
-def _index_again(store: BaseStore, fresh: Path, m: StoreManifest, owners: list[int]) -> list[str]:
-    """Index the logs again into ``fresh``, up to each thread's watermark in ``m``, taking the
-    documents in the order ``owners`` says the index took them; what differs from ``m``.
-    ValueError when ``owners`` holds more documents of a thread than its log makes."""
-    streams = [_thread_docs(store, e) for e in m.threads]
-    entries = [_fresh_entry(store, e) for e in m.threads]
-
-    def documents() -> Iterator[tuple[int, Doc]]:
-        for t in owners:
-            d = next(streams[t], None)
-            if d is None:
-                raise ValueError(
-                    f"docs.bin holds more documents of thread {m.threads[t].thread_id} "
-                    "than its log makes"
-                )
-            yield t, d
-
-    want = _add(fresh, _EMPTY, documents(), entries)
-    found = [
-        f"thread {e.thread_id}: the log makes documents it does not hold"
-        for e, stream in zip(m.threads, streams, strict=True)
-        if next(stream, None) is not None
-    ]
-    if want != msgspec.structs.replace(m, threads=entries):
-        found.append("manifest.json differs from a fresh index of the logs")
+        StoreSearchView(folder, m, whole=True)
+    except DAMAGE as exc:
+        found.append(str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}")
     return found
-
-
-def _files_differ(folder: Path, fresh: Path, m: StoreManifest) -> list[str]:
-    """The files of the index in ``folder`` whose bytes (as far as ``m`` names them) are not
-    the fresh index's."""
-    found = []
-    for name in dict.fromkeys(["docs.bin", m.tail_name, *(ref.name for ref in m.segments)]):
-        mine, theirs = folder / name, fresh / name
-        have = mine.read_bytes() if mine.exists() else b""
-        should = theirs.read_bytes() if theirs.exists() else b""
-        if name == "docs.bin":
-            have = have[: m.docs * _DOC.size]
-        elif name == m.tail_name:
-            have = have[: m.tail_bytes]
-        if have != should:
-            found.append(f"{name} differs from a fresh index of the logs")
-    return found
-
-
-def _thread_docs(store: BaseStore, e: ThreadEntry) -> Iterator[Doc]:
-    thread = store.thread(e.thread_id)
-    for seq, line in thread.read_lines(to_seq=e.last_seq):
-        d = doc_of_line(thread, seq, line)
-        if d is not None:
-            yield d
-
-
-def _fresh_entry(store: BaseStore, e: ThreadEntry) -> ThreadEntry:
-    """``e`` as the log makes it up to its watermark: project, documents and their lengths
-    counted again, the watermark's seq checked to carry its digest."""
-    thread = store.thread(e.thread_id)
-    docs = list(_thread_docs(store, e))
-    first = next(thread.read_lines(to_seq=0), None)
-    project = _project(thread.decode(0, first[1])) if first is not None else None
-    last = next(thread.read_lines(from_seq=e.last_seq, to_seq=e.last_seq), None)
-    sealed = fr.unseal(last[1]) if last is not None else None
-    digest = sealed[1].hex() if sealed is not None else ""
-    return ThreadEntry(
-        e.thread_id,
-        project,
-        e.log_end,
-        e.last_seq,
-        digest,
-        len(docs),
-        sum(min(d.length, 2**32 - 1) for d in docs),
-    )

@@ -255,7 +255,7 @@ def test_a_writer_that_dies_after_growing_the_tail_leaves_the_old_index_in_use(
     monkeypatch.undo()
     assert (index.dir / "tail.jsonl").stat().st_size > old.tail_bytes  # grown, not committed
     assert index.manifest() == old
-    assert index._files_match(old)
+    assert index._files_problem(old) is None
     view = index.view()
     assert view is not None and view.seqs().tolist() == list(range(1, 301))
     assert index.refresh() == 10  # caught up from the old watermark, not rebuilt
@@ -285,7 +285,7 @@ def test_a_writer_that_dies_in_the_middle_of_a_long_catch_up_leaves_the_old_inde
         index.refresh()
     monkeypatch.setattr(si, "_write", real)
     assert index.manifest() == old
-    assert index._files_match(old)
+    assert index._files_problem(old) is None
     view = index.view()
     assert view is not None and view.seqs().tolist() == list(range(1, 31))
     assert index.refresh() == 200  # from the old watermark

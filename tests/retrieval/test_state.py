@@ -7,7 +7,6 @@ one without, after catch-ups, merges, rebuilds, damaged files and a replaced log
 
 from __future__ import annotations
 
-import mmap
 import os
 import random
 import struct
@@ -21,6 +20,7 @@ from continuity.retrieval import segments, state as ss
 from continuity.retrieval.index import ThreadSearchIndex
 from continuity.retrieval.ranking import MAX_RANKED_TERMS, query_terms, rank_prefix, ranked_terms
 from continuity.retrieval.search import search, search_prefix
+from continuity.retrieval.segments import Segment
 from continuity.store.base import BaseStore, Thread
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore, MemoryThread
@@ -89,11 +89,11 @@ def test_a_held_state_reads_only_what_a_newer_index_adds(
     assert _hits(thread, "w3", 10**9)
     opened: list[str] = []
 
-    def read_map(path: Path) -> bytes | mmap.mmap:
+    def open_segment(path: Path, ref: segments.SegmentRef, *, whole: bool = False) -> Segment:
         opened.append(path.name)
-        return segments.read_map(path)
+        return segments.open_segment(path, ref, whole=whole)
 
-    monkeypatch.setattr(ss, "read_map", read_map)
+    monkeypatch.setattr(ss, "open_segment", open_segment)
     assert _hits(thread, "w5", 10**9)
     assert opened == []  # nothing new: nothing read
     thread.append([fr.message("user", f"w{i} common words") for i in range(30, 36)])
@@ -163,11 +163,11 @@ def test_a_rebuild_in_this_process_drops_the_held_state(
     ThreadSearchIndex(thread).rebuild()
     opened: list[str] = []
 
-    def read_map(path: Path) -> bytes | mmap.mmap:
+    def open_segment(path: Path, ref: segments.SegmentRef, *, whole: bool = False) -> Segment:
         opened.append(path.name)
-        return segments.read_map(path)
+        return segments.open_segment(path, ref, whole=whole)
 
-    monkeypatch.setattr(ss, "read_map", read_map)
+    monkeypatch.setattr(ss, "open_segment", open_segment)
     assert _hits(thread, "w7", 10**9) == truth
     assert opened  # read again
 

@@ -230,7 +230,7 @@ def test_verify_names_a_damaged_index(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     problems = verify_store(store).problems
     assert [p.where for p in problems] == ["store-wide search index"]
-    assert "docs.bin differs" in problems[0].message
+    assert "docs.bin does not match its checksum" in problems[0].message
 
 
 @pytest.mark.slow
