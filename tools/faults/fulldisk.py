@@ -182,7 +182,7 @@ class Disk:
         if self.mode == "tmpfs":
             return f"tmpfs of {TMPFS_MB} MB mounted at {self.root} (a real ENOSPC)"
         return (
-            "RLIMIT_FSIZE on the appending process (simulated: writes past the limit fail "
+            "RLIMIT_FSIZE on the writing processes (simulated: writes past the limit fail "
             "with EFBIG, 'File too large'; SIGXFSZ ignored)"
         )
 
