@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -12,11 +13,21 @@ from typing import BinaryIO
 __all__ = [
     "atomic_write",
     "fsync_dir",
+    "no_room",
     "private_dirs",
     "read_checked",
     "remove_temps",
     "write_checked",
 ]
+
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def no_room(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write refused for want of room: a full file system (``ENOSPC``), a
+    quota (``EDQUOT``) or a file size limit (``EFBIG``, as ``RLIMIT_FSIZE`` makes one). Not a
+    fault of what was written: the same write succeeds once there is room again."""
+    return isinstance(exc, OSError) and exc.errno in _NO_ROOM
 
 
 def fsync_dir(path: Path) -> None:

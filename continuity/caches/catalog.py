@@ -147,9 +147,8 @@ class CatalogView(NamedTuple):
 def thread_counts(thread: Thread) -> tuple[int, int, list[str]]:
     """(frames, messages, the checkpoints' cut rules): from the caches, brought up to date, or
     by reading the log when the store keeps none."""
-    if ThreadIndex.available(thread):
-        index = ThreadIndex(thread)
-        index.refresh()
+    index = ThreadIndex.current(thread)
+    if index is not None:
         cut_rules = [c.cut_rule_id for c in index.checkpoints()]
         return index.frame_count(), index.message_count(), cut_rules
     derived = thread.derived()

@@ -33,9 +33,11 @@ import mmap
 import os
 import shutil
 import struct
+import time
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import accumulate
 from pathlib import Path
 from typing import Final, Literal, NamedTuple, TypeVar
@@ -44,7 +46,7 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity._fs import atomic_write, private_dirs, remove_temps
+from continuity._fs import atomic_write, no_room, private_dirs, remove_temps
 from continuity.caches.blocksums import (
     BLOCK,
     SUM,
@@ -85,6 +87,7 @@ __all__ = [
     "keeps_none",
     "log_is_small",
     "rebuild_all",
+    "writing_caches",
 ]
 
 MESSAGE_RECORD: Final = struct.Struct("<QIB3x")
@@ -483,18 +486,41 @@ class ThreadIndex:
         """Bring the caches up to the log's committed end: catch up, or rebuild if they diverge.
 
         In a store this process cannot write, current caches are used as they are, and caches
-        that are not raise :class:`CachesReadOnly` (:meth:`available` says so beforehand)."""
-        if not caches_writable(self.cache_dir):
-            state = self._current_read_only()
-            if state:
-                self._snap = self.manifest()
-                return RefreshResult("current", 0)
-            if state is None:
-                self.check_length()
-            raise CachesReadOnly(
-                f"the caches of thread {self.thread.id!r} are out of date and cannot be written "
-                f"({self.cache_dir} cannot be written)"
-            )
+        that are not raise :class:`CachesReadOnly` (:meth:`available` says so beforehand; a
+        refresh that finds the disk full learns it here: see :meth:`current`)."""
+        if caches_writable(self.cache_dir):
+            try:
+                with writing_caches(self.cache_dir):
+                    return self._catch_up(progress)
+            except CachesReadOnly:
+                pass  # no room to write them: read as in a read-only store, from now on
+        state = self._current_read_only()
+        if state:
+            self._snap = self.manifest()
+            return RefreshResult("current", 0)
+        if state is None:
+            self.check_length()
+        raise CachesReadOnly(
+            f"the caches of thread {self.thread.id!r} are out of date and cannot be written "
+            f"({self.cache_dir} cannot be written{_why_unwritable(self.cache_dir)})"
+        )
+
+    @staticmethod
+    def current(thread: Thread) -> ThreadIndex | None:
+        """The thread's caches brought up to its log's end, when readers should go through
+        them (:meth:`available`); None when they compute what they need from the log instead:
+        also when the refresh found no room to write them (a full disk, a quota), which makes
+        this process read the store as a read-only one from then on (:func:`writing_caches`)."""
+        if not ThreadIndex.available(thread):
+            return None
+        index = ThreadIndex(thread)
+        try:
+            index.refresh()
+        except CachesReadOnly:
+            return None
+        return index
+
+    def _catch_up(self, progress: Progress | None) -> RefreshResult:
         with self._lock():
             log = self.thread.open_log()
             if log is None:
@@ -1129,11 +1155,22 @@ DAMAGE: Final = (
 """What reading a damaged cache file raises (a bad offset seeks to EINVAL: an OSError)."""
 
 _WRITABLE: Final[dict[Path, bool]] = {}
+_NO_ROOM: Final[dict[Path, tuple[float, str]]] = {}
+"""Cache folders a write found no room in: when (``time.monotonic()``), and the reason."""
+NO_ROOM_RETRY_SECONDS: Final = 30.0
+"""How long a process reads a store whose disk was full as a read-only one before it tries to
+write its caches again (a CLI command ends long before; a viewer catches up after that)."""
 
 
 def caches_writable(cache_dir: Path) -> bool:
     """Whether this process can write the caches in ``cache_dir`` (asked once per process):
-    not on a read-only mount or in a folder it lacks permission for."""
+    not on a read-only mount or in a folder it lacks permission for, nor, for a while, on a
+    disk where a write found no room (:func:`writing_caches`)."""
+    full = _NO_ROOM.get(cache_dir)
+    if full is not None:
+        if time.monotonic() - full[0] < NO_ROOM_RETRY_SECONDS:
+            return False
+        _NO_ROOM.pop(cache_dir, None)
     known = _WRITABLE.get(cache_dir)
     if known is None:
         folder = cache_dir
@@ -1141,6 +1178,30 @@ def caches_writable(cache_dir: Path) -> bool:
             folder = folder.parent  # a deleted cache folder is made again where it was
         known = _WRITABLE[cache_dir] = os.access(folder, os.W_OK)
     return known
+
+
+@contextmanager
+def writing_caches(cache_dir: Path) -> Iterator[None]:
+    """Around the writes that bring caches in ``cache_dir`` up to date. One that finds no room
+    (a full disk, a quota, a file size limit: :func:`continuity._fs.no_room`) raises
+    :class:`CachesReadOnly` saying so, and teaches this process that the folder cannot be
+    written: :func:`caches_writable` says False from then on, so every reader takes the path
+    of a read-only store, computing what it needs in memory (and a refresh uses caches that
+    are current already). What the failed write left is never trusted: an atomic write left
+    nothing; an append left bytes past a watermark, which the next one drops."""
+    try:
+        yield
+    except OSError as exc:
+        if not no_room(exc):
+            raise
+        reason = exc.strerror or str(exc)
+        _NO_ROOM[cache_dir] = (time.monotonic(), reason)
+        raise CachesReadOnly(f"the caches in {cache_dir} cannot be written: {reason}") from None
+
+
+def _why_unwritable(cache_dir: Path) -> str:
+    full = _NO_ROOM.get(cache_dir)
+    return "" if full is None else f": {full[1]}"
 
 
 class _FileLock:

@@ -327,10 +327,10 @@ def threads(
         rows = list_threads(store)
     broken = [r.thread_id for r in rows if r.problem]
     if broken:  # listed with their problem below; said on stderr too, for a script to see
-        shown = ", ".join(broken[:5]) + (", …" if len(broken) > 5 else "")
+        names = ", ".join(broken[:5]) + (", …" if len(broken) > 5 else "")
         typer.echo(
             f"warning: {count(len(broken), 'thread')} cannot be read: a log damaged or cut "
-            f"short ({shown}); `continuity verify` names the problem",
+            f"short ({names}); `continuity verify` names the problem",
             err=True,
         )
     # One write for all the lines: thousands of threads, each echoed alone, cost more than

@@ -115,10 +115,7 @@ class RecordView:
         self.thread = thread
         self._log: LogReader | None = None
         self._closed = False
-        self._index: ThreadIndex | None = None
-        if ThreadIndex.available(thread):
-            self._index = ThreadIndex(thread)
-            self._index.refresh()
+        self._index: ThreadIndex | None = ThreadIndex.current(thread)
         self._marks = marks_of(thread)
         self.last_seq = self._marks.last_seq
         """The seq of the last record or retraction the view sees (-1: none)."""

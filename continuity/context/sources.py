@@ -16,7 +16,7 @@ from continuity import frames as fr
 from continuity.caches.live import LiveIndex, marks_of
 from continuity.caches.marks import DerivedMarks, Marks
 from continuity.caches.thread_index import ThreadIndex, caches_writable, keeps_none
-from continuity.errors import CorruptCache, note_rebuilt
+from continuity.errors import CachesReadOnly, CorruptCache, note_rebuilt
 from continuity.store.base import Thread
 from continuity.store.derived import NOT_ANCHORS, CheckpointEntry, DerivedIndex, MarkEntry
 from continuity.summary import CUMULATIVE_V1
@@ -429,6 +429,8 @@ def open_source(thread: Thread, *, use_caches: bool = True) -> ThreadSource:
             _check_length(thread)  # caches about to be made: the catalog knew how far it went
         try:
             return IndexedSource(thread)
+        except CachesReadOnly:
+            return ScanSource(thread)  # no room to bring the caches up to date: as read-only
         except CorruptCache as exc:
             # The caches are derived: rebuilt from the log, they are read again (the log itself
             # is never guessed); where this process cannot write them, the log is scanned.

@@ -106,12 +106,18 @@ def run_tasks(
 
     _STORE = store
     context = multiprocessing.get_context("fork")
-    pool = ProcessPoolExecutor(
-        max_workers=min(jobs, len(tasks)),
-        mp_context=context,
-        initializer=_worker_started,
-        initargs=(os.getpid(),),
-    )
+    try:
+        pool = ProcessPoolExecutor(
+            max_workers=min(jobs, len(tasks)),
+            mp_context=context,
+            initializer=_worker_started,
+            initargs=(os.getpid(),),
+        )
+    except OSError:
+        # No workers to be had: the pool's semaphores need a file (in /dev/shm) that a full
+        # disk, a file size limit or a missing /dev/shm refuses. Workers only make it faster.
+        yield from run_tasks(store, fn, tasks, 1, what)
+        return
     futures: list[Future[Any]] = []
     try:
         futures = [pool.submit(_call, fn, task) for task in tasks]

@@ -55,6 +55,7 @@ from continuity.caches.thread_index import (
     caches_writable,
     keeps_none,
     log_is_small,
+    writing_caches,
 )
 from continuity.errors import CachesReadOnly, ContinuityError
 from continuity.retrieval import segments as seg_format
@@ -203,12 +204,15 @@ class ThreadSearchIndex:
     # -- building --
 
     def refresh(self) -> int:
-        """Index what is new (rebuild if the watermark no longer matches); return docs added."""
-        return self._refresh(rebuild=False)
+        """Index what is new (rebuild if the watermark no longer matches); return docs added.
+        :class:`CachesReadOnly` when there is no room to write it (a full disk)."""
+        with writing_caches(self.cache_dir):
+            return self._refresh(rebuild=False)
 
     def rebuild(self) -> int:
         """Drop the index and build it again from the log; return the docs indexed."""
-        return self._refresh(rebuild=True)
+        with writing_caches(self.cache_dir):
+            return self._refresh(rebuild=True)
 
     def _refresh(self, *, rebuild: bool) -> int:
         index = self.frames

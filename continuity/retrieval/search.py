@@ -107,8 +107,8 @@ def _with_snippets(
     for h in hits:
         thread = threads[h.thread_id]
         if h.thread_id not in gone:
-            if use_caches and ThreadIndex.available(thread):
-                ThreadIndex(thread).refresh()
+            if use_caches:
+                ThreadIndex.current(thread)  # up to date, or read from the log (a full disk)
             gone[h.thread_id] = marks_of(thread, use_caches=use_caches).retracted()
         read = readers.get(h.thread_id)
         if read is None:

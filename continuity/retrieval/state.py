@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable, keeps_none
-from continuity.errors import CorruptCache
+from continuity.errors import CachesReadOnly, CorruptCache
 from continuity.retrieval import segments as seg_format
 from continuity.retrieval.documents import Doc, doc_of_line, documents_of_lines
 from continuity.retrieval.index import (
@@ -576,7 +576,10 @@ def _indexed_state(
                 return None
             return state if state is not None and held.answers(thread, max_seq) else None
         index = ThreadSearchIndex(thread, frames)
-        index.refresh()
+        try:
+            index.refresh()
+        except CachesReadOnly:
+            return None  # no room to write it (a full disk): the log is read, as when read-only
         try:
             state = held.load(thread)
         except (*DAMAGE, msgspec.DecodeError) as exc:

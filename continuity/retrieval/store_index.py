@@ -65,9 +65,9 @@ import numpy as np
 import numpy.typing as npt
 
 from continuity import frames as fr
-from continuity._fs import atomic_write, private_dirs, remove_temps
-from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable
-from continuity.errors import ContinuityError
+from continuity._fs import atomic_write, no_room, private_dirs, remove_temps
+from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable, writing_caches
+from continuity.errors import CachesReadOnly, ContinuityError
 from continuity.retrieval.documents import Doc, doc_of_line
 from continuity.retrieval.index import empty_files, log_holds, watermark_problem
 from continuity.retrieval.ranking import Corpus, Part
@@ -406,19 +406,24 @@ def open_store_search(
         return view
     if not caches_writable(store.cache_dir or folder):
         return None
-    with _lock(folder, fcntl.LOCK_EX):
-        m, damage = _load_manifest(folder)
-        if damage is not None:
-            note_rebuilt(_WHERE, damage)
-        try:
-            if m is not None:
-                StoreSearchView(folder, m)  # damage found here rebuilds, never extends
-            m = _catch_up(store, folder, m, stamps, progress, handle)
-            return StoreSearchView(folder, m)
-        except DAMAGE as exc:
-            note_rebuilt(_WHERE, str(exc))
-            m = _catch_up(store, folder, None, stamps, progress, handle)
-            return StoreSearchView(folder, m)
+    try:
+        with writing_caches(store.cache_dir or folder), _lock(folder, fcntl.LOCK_EX):
+            m, damage = _load_manifest(folder)
+            if damage is not None:
+                note_rebuilt(_WHERE, damage)
+            try:
+                if m is not None:
+                    StoreSearchView(folder, m)  # damage found here rebuilds, never extends
+                m = _catch_up(store, folder, m, stamps, progress, handle)
+                return StoreSearchView(folder, m)
+            except DAMAGE as exc:
+                if no_room(exc):
+                    raise  # not damage: the disk is full
+                note_rebuilt(_WHERE, str(exc))
+                m = _catch_up(store, folder, None, stamps, progress, handle)
+                return StoreSearchView(folder, m)
+    except CachesReadOnly:
+        return None  # no room to write it (a full disk): each thread's own index, or its log
 
 
 def rebuild_store_search(

@@ -1,7 +1,8 @@
 """Full disk: an append that does not fit fails clearly, says truthfully what it left behind,
-and leaves every earlier frame and the chain intact.
+and leaves every earlier frame and the chain intact; reads are served as on a roomy disk.
 
-    python -m tools.faults.fulldisk [--trials 30] [--mode auto|tmpfs|userns|fsize]
+    python -m tools.faults.fulldisk [--trials 30] [--read-trials 10]
+                                    [--mode auto|tmpfs|userns|fsize]
                                     [--scale F] [--seed S] [--json] [--keep]
 
 How the disk is made full (``--mode``, printed with the results):
@@ -15,11 +16,21 @@ How the disk is made full (``--mode``, printed with the results):
 * ``fsize``: a simulation when no tmpfs can be mounted: the append runs with ``RLIMIT_FSIZE`` set
   to the log's size plus the random few bytes (and SIGXFSZ ignored), so its write fails part
   way with ``EFBIG`` ("File too large") as it would with ``ENOSPC``. Only the appending process
-  is limited, and only files growing past that size are affected.
+  is limited, and only files growing past that size are affected. The reads and writes of
+  step 0 below run with the limit set to the few bytes alone, so a cache file that would grow
+  past it cannot be written.
 
 ``auto`` (the default) takes the first of these that works. Each trial, on a fresh store of 200
 frames in thread ``t`` (caches built by reads):
 
+0. (the first ``--read-trials`` trials) the logs of ``t`` and of a second thread ``u`` are
+   appended to after their caches were built, so a read must write caches to be current; the
+   disk is made full (no room, less than a page, or a few pages), and every read command
+   (``log``, ``log --json``, ``compile --dry-run``, ``search`` of the store and of ``t``,
+   ``stats``, ``threads``, ``sessions``, ``verify``) must exit 0 with the output it gives on a
+   copy of the store on a roomy disk, as a read-only store does: caches that cannot be
+   written are computed in memory. Then writes that do not fit (``rebuild-index``,
+   ``compact``) fail with one clear line, or succeed, and leave no temporary file;
 1. ``append t`` of a batch of 4-12 frames of 20-60 kB that does not fit must fail: exit non-zero,
    no traceback, a message saying the disk is full (``No space left``, ``File too large``…);
 2. truthfully: if it says nothing was written, the log is exactly what it was; if the log holds
@@ -29,7 +40,10 @@ frames in thread ``t`` (caches built by reads):
    the earlier frames and ``verify`` exits 0;
 4. a small append, still full: it succeeds (and is then readable) or fails as clearly;
 5. space freed: ``verify`` exits 0, an append succeeds, and the log is the earlier frames, the
-   small append if it succeeded and the new one, on one chain of whole batches.
+   small append if it succeeded and the new one, on one chain of whole batches;
+6. (the read trials) reads then catch the caches up: ``stats``, ``search``, ``log --json`` and
+   ``compile --dry-run`` give the output of a copy of the store with no caches at all, every
+   thread's frame caches end at its log's end, and ``verify`` exits 0.
 """
 
 from __future__ import annotations
@@ -59,6 +73,7 @@ from tools.faults._common import (
     cli,
     family_parser,
     finish,
+    first_difference,
     log,
     scaled,
     scan_log,
@@ -71,6 +86,30 @@ __all__ = ["MODES", "main", "run"]
 
 MODES: Final = ("auto", "tmpfs", "userns", "fsize")
 THREAD: Final = "t"
+OTHER: Final = "u"
+"""A second thread, also behind its caches, so store-wide reads have more than one."""
+WORD: Final = "ahead"
+"""What the reads search for: a word of the frames appended after the caches were built."""
+READS: Final = (
+    ("log", THREAD),
+    ("log", THREAD, "--json"),
+    ("compile", THREAD, "--dry-run"),
+    ("search", WORD),
+    ("search", WORD, "--thread", THREAD),
+    ("stats",),
+    ("threads",),
+    ("sessions",),
+    ("verify",),
+)
+CATCH_UP: Final = (
+    ("stats",),
+    ("search", WORD),
+    ("log", THREAD, "--json"),
+    ("compile", THREAD, "--dry-run"),
+)
+"""The reads run once space is freed: between them, they write every kind of cache."""
+WRITES: Final = (("rebuild-index",), ("compact", THREAD, "--stride", "20"))
+"""Writes, besides appends, run on the full disk: each fails clearly or succeeds."""
 TMPFS_MB: Final = 8
 PAGE: Final = 4096
 NO_SPACE: Final = re.compile(
@@ -143,14 +182,15 @@ class Disk:
         if self.mode == "tmpfs":
             return f"tmpfs of {TMPFS_MB} MB mounted at {self.root} (a real ENOSPC)"
         return (
-            "RLIMIT_FSIZE on the appending process (simulated: writes past the limit fail "
+            "RLIMIT_FSIZE on the writing processes (simulated: writes past the limit fail "
             "with EFBIG, 'File too large'; SIGXFSZ ignored)"
         )
 
-    def fill(self, free: int, log_path: Path) -> int:
-        """Leave about ``free`` bytes; return what is actually free for the log to grow."""
+    def fill(self, free: int, log_path: Path | None) -> int:
+        """Leave about ``free`` bytes; return what is actually free for the log to grow (for
+        any file, without ``log_path``: with ``fsize``, the limit is then ``free`` alone)."""
         if self.mode == "fsize":
-            self.limit = log_path.stat().st_size + free
+            self.limit = (0 if log_path is None else log_path.stat().st_size) + free
             return free
         filler = self.root / "filler"
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -208,6 +248,17 @@ class Counts:
     left_bytes: int = 0
     """Trials whose failed append left bytes in the log."""
     free: list[int] = field(default_factory=list)
+    read_trials: int = 0
+    reads_served: int = 0
+    """Read trials in which every read command gave its roomy-disk output while full."""
+    read_commands: int = 0
+    read_commands_ok: int = 0
+    read_free: list[int] = field(default_factory=list)
+    writes_clear: int = 0
+    """Read trials whose writes on the full disk failed clearly (or succeeded) and left no
+    temporary file."""
+    writes_failed: int = 0
+    caught_up: int = 0
 
 
 def _lines(n: int, size: tuple[int, int], rng: random.Random, tag: str) -> bytes:
@@ -223,18 +274,37 @@ def _lines(n: int, size: tuple[int, int], rng: random.Random, tag: str) -> bytes
     )
 
 
-def _trial(disk: Disk, t: int, rng: random.Random, c: Counts, examples: Examples) -> None:
+def _trial(
+    disk: Disk, t: int, rng: random.Random, c: Counts, examples: Examples, *, reads: bool
+) -> None:
     store = disk.root / f"store-{t}"
     path = store / "threads" / f"{THREAD}.jsonl"
     _prepare(store, rng)
+    roomy = disk.root.parent / f"roomy-{t}"
+    want: dict[tuple[str, ...], bytes] = {}
+    if reads:
+        _ahead(store, rng)
+        want = _roomy_reads(store, roomy, READS)
+        shown = want[("log", THREAD, "--json")]
+    else:
+        shown = cli(store, "log", THREAD, "--json").stdout
     before = path.read_bytes()
-    shown = cli(store, "log", THREAD, "--json").stdout
+    trial = _Trial(disk, store, path, before, f"trial {t}", c, examples)
+    if reads:
+        read_free = 0 if t == 0 else _room_for_reads(disk, rng)
+        c.read_trials += 1
+        c.read_free.append(disk.fill(read_free, None))
+        trial.what = f"trial {t}: reads with {read_free:,} bytes free"
+        trial.reads_while_full(want, rng)
+        trial.writes_while_full()
+        # what the writes that fit left (a compaction's first frames) is the log from here on
+        trial.before = path.read_bytes()
+        shown = _roomy_reads(store, roomy, (("log", THREAD, "--json"),))[("log", THREAD, "--json")]
     batch = _lines(rng.randrange(4, 13), (20_000, 60_000), rng, "big")
     free = disk.fill(_room_to_leave(disk, rng, len(batch)), path)
     c.trials += 1
     c.free.append(free)
-    what = f"trial {t}: {len(batch):,}-byte batch, {free:,} bytes free"
-    trial = _Trial(disk, store, path, before, what, c, examples)
+    trial.what = f"trial {t}: {len(batch):,}-byte batch, {free:,} bytes free"
     # 1. the append that does not fit
     p = cli(store, "append", THREAD, stdin=batch, preexec=disk.preexec())
     trial.failed_clearly(p)
@@ -242,7 +312,10 @@ def _trial(disk: Disk, t: int, rng: random.Random, c: Counts, examples: Examples
     trial.intact_while_full(after, shown)  # 3.
     small = trial.small_append(rng)  # 4.
     trial.after_freeing(rng, small)  # 5.
+    if reads:
+        trial.caught_up(roomy)  # 6.
     shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(roomy, ignore_errors=True)
     if trial.bad:
         log(f"fulldisk: {trial.what}: failed {', '.join(trial.bad)}")
 
@@ -257,6 +330,54 @@ def _prepare(store: Path, rng: random.Random) -> None:
             raise SystemExit(f"fulldisk: preparing the store: {p.describe()}")
     for args in (["stats"], ["search", "before3"], ["log", THREAD]):
         cli(store, *args)
+
+
+def _ahead(store: Path, rng: random.Random) -> None:
+    """Frames appended to ``t`` and ``u`` after their caches were built (no read after them):
+    a read must write caches to be current."""
+    for thread, n in ((THREAD, rng.randrange(5, 60)), (OTHER, rng.randrange(1, 20))):
+        p = cli(store, "append", thread, stdin=_lines(n, (20, 400), rng, WORD))
+        if not p.ok:
+            raise SystemExit(f"fulldisk: appending ahead of the caches: {p.describe()}")
+
+
+def _roomy_reads(
+    store: Path, roomy: Path, reads: tuple[tuple[str, ...], ...]
+) -> dict[tuple[str, ...], bytes]:
+    """What each read prints on a copy of ``store`` on a roomy disk (normalised:
+    :func:`_normal`), made now (the copy is left for :meth:`_Trial.caught_up`)."""
+    shutil.rmtree(roomy, ignore_errors=True)
+    shutil.copytree(store, roomy, symlinks=True)
+    out = {}
+    for args in reads:
+        p = cli(roomy, *args)
+        if not p.ok:
+            raise SystemExit(f"fulldisk: {' '.join(args)} on a roomy disk: {p.describe()}")
+        out[args] = _normal(p.stdout, roomy)
+    return out
+
+
+def _normal(out: bytes, store: Path) -> bytes:
+    """A read's output without what differs between two copies of a store: its path, and the
+    size of its caches (``stats``)."""
+    lines = out.replace(str(store).encode(), b"<store>").split(b"\n")
+    return b"\n".join(line for line in lines if not line.startswith(b"cache bytes"))
+
+
+def _room_for_reads(disk: Disk, rng: random.Random) -> int:
+    """Room left for the reads: none (every write fails: always so in the first trial), less
+    than a page, or a few pages (some cache files are written, others are not: the reads see
+    caches of mixed ages)."""
+    pick = rng.random()
+    if pick < 0.4:
+        return 0
+    free = rng.randrange(1, PAGE) if pick < 0.6 else rng.randrange(PAGE, 8 * PAGE)
+    return free - free % PAGE if disk.mode != "fsize" else free
+
+
+def _temporary_files(store: Path) -> list[str]:
+    """Temporary files of an atomic write (``.<name>.<pid>-<hex>.tmp``) left in ``store``."""
+    return sorted(str(p.relative_to(store)) for p in store.rglob(".*.tmp"))
 
 
 def _room_to_leave(disk: Disk, rng: random.Random, batch_size: int) -> int:
@@ -288,6 +409,80 @@ class _Trial:
     c: Counts
     examples: Examples
     bad: list[str] = field(default_factory=list)
+
+    def reads_while_full(self, want: dict[tuple[str, ...], bytes], rng: random.Random) -> None:
+        """Every read command, on the full disk, gives what it gives on a roomy one (in a
+        random order: where some room is left, the first read may catch some caches up)."""
+        served = True
+        for args, expected in rng.sample(list(want.items()), len(want)):
+            p = cli(self.store, *args, preexec=self.disk.preexec())
+            self.c.read_commands += 1
+            got = _normal(p.stdout, self.store)
+            if p.ok and got == expected:
+                self.c.read_commands_ok += 1
+                continue
+            served = False
+            problem = p.describe(300) if not p.ok else first_difference(got, expected)
+            self.examples.add(f"`{' '.join(args)}` on the full disk", f"{self.what}: {problem}")
+        self.c.reads_served += served
+        if not served:
+            self.bad.append("every read served while full")
+
+    def writes_while_full(self) -> None:
+        """Writes other than appends, on the full disk: each fails with one clear line, or
+        succeeds; none leaves a temporary file."""
+        clear = True
+        for args in WRITES:
+            p = cli(self.store, *args, preexec=self.disk.preexec())
+            if p.ok:
+                continue
+            self.c.writes_failed += 1
+            lines = p.stderr.strip().splitlines()
+            if p.traceback or p.timed_out or not NO_SPACE.search(p.stderr) or len(lines) != 1:
+                clear = False
+                self.examples.add(
+                    f"`{' '.join(args)}` on the full disk", f"{self.what}: {p.describe(300)}"
+                )
+        left = _temporary_files(self.store)
+        if left:
+            clear = False
+            self.examples.add(
+                "temporary files left by writes on the full disk", f"{self.what}: {left[:5]}"
+            )
+        self.c.writes_clear += clear
+        if not clear:
+            self.bad.append("writes while full")
+
+    def caught_up(self, roomy: Path) -> None:
+        """Space freed, reads catch the caches up: each gives the output of a copy of the store
+        without caches, every frame cache ends at its log's end, and ``verify`` exits 0."""
+        shutil.rmtree(roomy, ignore_errors=True)
+        shutil.copytree(self.store, roomy, symlinks=True, ignore=shutil.ignore_patterns("cache"))
+        problems = []
+        for args in CATCH_UP:
+            p, fresh = cli(self.store, *args), cli(roomy, *args)
+            got, expected = _normal(p.stdout, self.store), _normal(fresh.stdout, roomy)
+            if not (p.ok and fresh.ok and got == expected):
+                detail = first_difference(got, expected) if p.ok else p.describe(300)
+                problems.append(f"`{' '.join(args)}`: {detail}")
+        for log_path in sorted((self.store / "threads").glob("*.jsonl")):
+            manifest = self.store / "cache" / "threads" / log_path.stem / "manifest.v1.json"
+            if not manifest.exists():
+                continue  # a small log keeps no caches
+            end = json.loads(manifest.read_bytes()).get("log_end")
+            if end != log_path.stat().st_size:
+                problems.append(
+                    f"the caches of {log_path.stem} end at byte {end}, "
+                    f"the log at {log_path.stat().st_size}"
+                )
+        v = cli(self.store, "verify")
+        if not v.ok:
+            problems.append(f"verify: {v.describe(200)} {v.stdout[-200:]!r}")
+        if problems:
+            self.bad.append("caught up")
+            self.examples.add("reads once space is freed", f"{self.what}: {problems[0]}")
+        else:
+            self.c.caught_up += 1
 
     def failed_clearly(self, p: Proc) -> None:
         if p.code != 0 and not p.traceback and NO_SPACE.search(p.stderr):
@@ -410,24 +605,30 @@ class _Trial:
 
 
 def run(
-    *, trials: int = 30, mode: str = "auto", seed: int | None = None, keep: bool = False
+    *,
+    trials: int = 30,
+    read_trials: int = 10,
+    mode: str = "auto",
+    seed: int | None = None,
+    keep: bool = False,
 ) -> FamilyResult:
     started = time.perf_counter()
     seed, rng = start("fulldisk", seed)
     with scratch("fulldisk", keep) as work:
         chosen = resolve_mode(mode, work / "probe")
         if chosen == "userns":
-            result = _in_namespace(work, trials, seed)
+            result = _in_namespace(work, trials, read_trials, seed)
             result.seconds = time.perf_counter() - started
             return result
-        result = FamilyResult("fulldisk", {"trials": trials, "mode": chosen, "seed": seed})
+        params = {"trials": trials, "read_trials": read_trials, "mode": chosen, "seed": seed}
+        result = FamilyResult("fulldisk", params)
         examples = Examples()
         c = Counts()
         disk = Disk(chosen, work)
         try:
             log(f"fulldisk: {trials} trials; {disk.describe()}")
             for t in range(trials):
-                _trial(disk, t, rng, c, examples)
+                _trial(disk, t, rng, c, examples, reads=t < read_trials)
         finally:
             disk.close()
     result.notes.append(f"the full disk: {disk.describe()}")
@@ -437,7 +638,7 @@ def run(
     return result
 
 
-def _in_namespace(work: Path, trials: int, seed: int) -> FamilyResult:
+def _in_namespace(work: Path, trials: int, read_trials: int, seed: int) -> FamilyResult:
     """Run the family again inside ``unshare -r -m`` (where a tmpfs can be mounted) and take
     its result back."""
     out = work / "result.json"
@@ -446,7 +647,8 @@ def _in_namespace(work: Path, trials: int, seed: int) -> FamilyResult:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT)]))
     argv = [
         "unshare", "-r", "-m", sys.executable, "-m", "tools.faults.fulldisk",
-        "--mode", "tmpfs", "--trials", str(trials), "--seed", str(seed),
+        "--mode", "tmpfs", "--trials", str(trials), "--read-trials", str(read_trials),
+        "--seed", str(seed),
         "--result-file", str(out),
     ]  # fmt: skip
     log("fulldisk: running inside a user namespace (unshare -r -m) to mount a tmpfs")
@@ -482,6 +684,32 @@ def _report(result: FamilyResult, c: Counts) -> None:
             ],
         )
     )
+    r = c.read_trials
+    result.tables.append(
+        Table(
+            "reads and other writes on the full disk (disk filled after appends the caches miss)",
+            ["what", "count"],
+            [
+                ["read trials", r],
+                [
+                    "free bytes (min..max)",
+                    f"{min(c.read_free, default=0):,}..{max(c.read_free, default=0):,}",
+                ],
+                ["read commands run while full", c.read_commands],
+                ["  of which exit 0 with the roomy disk's output", c.read_commands_ok],
+                ["trials whose every read was served", c.reads_served],
+                ["writes that did not fit (rebuild-index, compact)", c.writes_failed],
+                ["trials whose writes failed clearly, no temporary file left", c.writes_clear],
+                ["space freed: reads caught the caches up, verify ok", c.caught_up],
+            ],
+        )
+    )
+    for name, got, of in (
+        ("every read is served while full, as on a roomy disk", c.reads_served, r),
+        ("other writes fail with one clear line, leaving no temporary file", c.writes_clear, r),
+        ("space freed: reads catch the caches up", c.caught_up, r),
+    ):
+        result.check(name, got == of, f"{got} of {of}")
     for name, got in (
         ("the append fails clearly, saying the disk is full", c.failed_clearly),
         ("it says truthfully what was written and quarantined", c.truthful),
@@ -496,11 +724,18 @@ def _report(result: FamilyResult, c: Counts) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = family_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument(
+        "--read-trials", type=int, default=10, help="trials that also run every read command"
+    )
     parser.add_argument("--mode", choices=MODES, default="auto", help="how to fill the disk")
     parser.add_argument("--result-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     result = run(
-        trials=scaled(args.trials, args.scale), mode=args.mode, seed=args.seed, keep=args.keep
+        trials=scaled(args.trials, args.scale),
+        read_trials=scaled(args.read_trials, args.scale),
+        mode=args.mode,
+        seed=args.seed,
+        keep=args.keep,
     )
     if args.result_file is not None:
         args.result_file.write_text(json.dumps(result.to_json()))
