@@ -870,6 +870,12 @@ def search_state(
         state = _indexed_state(thread, folder, max_seq, frames)
         if state is not None or caches_writable(cache_dir):
             return state
+    elif cache_dir is not None:
+        # a small thread keeps no caches: its catalog row says how far its log went (imported
+        # here: a compile of a thread with caches does not load the catalog)
+        from continuity.caches.catalog import check_length
+
+        check_length(thread)
     else:
         backend = thread.store.search_backend()
         if backend is not None:
