@@ -1080,6 +1080,7 @@ def repair_thread(thread: Thread, *, dry_run: bool = False) -> Repair | None:
     no bad frame. Frames after the bad one go too: they chain through it, so nothing can vouch
     for them any more (their bytes stay in the quarantine record)."""
     from continuity.retrieval.index import ThreadSearchIndex
+    from continuity.retrieval.store_index import drop_store_search
 
     found = _first_problem(thread)
     if found is None:
@@ -1102,4 +1103,7 @@ def repair_thread(thread: Thread, *, dry_run: bool = False) -> Repair | None:
     if ThreadIndex.available(thread):
         ThreadIndex(thread).rebuild()
         ThreadSearchIndex(thread).rebuild()
+    # The store-wide search index recorded frames the log no longer holds: the next search
+    # builds it again (verify would name it as ahead of the log until then).
+    drop_store_search(thread.store)
     return Repair(problem, offset, kept, recovery.length, recovery)

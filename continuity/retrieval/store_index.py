@@ -94,6 +94,7 @@ __all__ = [
     "StoreSearchView",
     "ThreadDocs",
     "ThreadEntry",
+    "drop_store_search",
     "has_store_search",
     "open_store_search",
     "rebuild_store_search",

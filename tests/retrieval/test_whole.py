@@ -19,7 +19,7 @@ import pytest
 
 from continuity import frames as fr
 from continuity.caches import thread_index
-from continuity.maintenance.verify import verify_store
+from continuity.maintenance.verify import repair_thread, verify_store
 from continuity.retrieval import segments, store_index as ss
 from continuity.retrieval.index import ThreadSearchIndex
 from continuity.retrieval.search import search
@@ -184,3 +184,17 @@ def test_a_killed_rebuild_or_catch_up_leaves_no_half_made_file(tmp_path: Path) -
         fresh = Store(tmp_path / f"fresh{round_}", create=True, durable=False)
         shutil.copytree(store.root / "threads", fresh.root / "threads", dirs_exist_ok=True)
         assert _answers(store) == _answers(fresh), (seed, round_, command)
+
+
+def test_repair_leaves_no_store_wide_index_ahead_of_the_log(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s", create=True, durable=False, clock=FixedClock())
+    for i in range(6):
+        store.thread("t").append(fr.message("user", f"m{i} okapi"))
+    assert len(search(store, "okapi")) == 6
+    log = store.root / "threads" / "t.jsonl"
+    data = log.read_bytes()
+    at = data.rfind(b"okapi")
+    log.write_bytes(data[:at] + b"X" + data[at + 1 :])
+    assert repair_thread(store.thread("t")) is not None
+    assert verify_store(store).ok
+    assert len(search(store, "okapi")) == 5

@@ -44,7 +44,9 @@ def run(frames: int = 1_000_000, repeat: int = 3, seed: int = 0) -> Report:
             indexed, plain = work / "indexed", work / "plain"
             shutil.copytree(source, indexed)
             log(f"building the search index of {short_size(frames)} frames")
-            launcher.run([*cli, "--store", str(indexed), "search", "x", "--thread", BENCH_THREAD])
+            launcher.run(
+                [*cli, "--store", str(indexed), "search", "deploy", "--thread", BENCH_THREAD]
+            )
             shutil.copytree(indexed, plain, ignore=_no_search)
             times: dict[Path, list[float]] = {indexed: [], plain: []}
             for round_ in range(repeat + 1):
