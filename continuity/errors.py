@@ -256,3 +256,9 @@ def note_rebuilt(where: str, what: str, done: str = "rebuilt from the log") -> N
     import logging
 
     logging.getLogger("continuity").warning("%s", text)
+
+
+def forget_notes() -> None:
+    """Forget which notes :func:`note_rebuilt` gave, so each is said again (a long-running
+    program that wants to hear of new damage; tests)."""
+    _NOTED.clear()

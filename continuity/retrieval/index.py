@@ -57,7 +57,7 @@ from continuity.caches.thread_index import (
     log_is_small,
     writing_caches,
 )
-from continuity.errors import CachesReadOnly, ContinuityError
+from continuity.errors import CachesReadOnly, ContinuityError, note_rebuilt
 from continuity.retrieval import segments as seg_format
 from continuity.retrieval.documents import Doc, doc_of, documents_of_lines, summary_text
 from continuity.retrieval.segments import (
@@ -68,7 +68,6 @@ from continuity.retrieval.segments import (
     crc,
     json_sound,
     merge_segments,
-    note_rebuilt,
     open_segment,
     read_map,
     sealed_json,

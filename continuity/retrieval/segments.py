@@ -50,7 +50,6 @@ __all__ = [
     "json_sound",
     "merge_due",
     "merge_segments",
-    "note_rebuilt",
     "open_segment",
     "read_map",
     "sealed_json",
@@ -326,21 +325,6 @@ def json_sound(raw: bytes) -> bool:
     before it: a flipped or cut byte anywhere in it is seen before any field is believed."""
     at = raw.rfind(_CHECK_FIELD)
     return at >= 0 and raw[at:] == _CHECK_FIELD + b"%08x" % zlib.crc32(raw[:at]) + b'"}'
-
-
-_NOTED: Final[set[str]] = set()
-
-
-def note_rebuilt(where: str, what: str) -> None:
-    """Say once per process, on stderr (through the ``continuity`` logger: a program that
-    configures logging gets a warning), that a search cache was not served but built again from
-    the log: ``continuity: <where>: <what>; rebuilt from the log``."""
-    text = f"continuity: {where}: {what}; rebuilt from the log"
-    if text not in _NOTED:
-        _NOTED.add(text)
-        import logging
-
-        logging.getLogger("continuity").warning("%s", text)
 
 
 def open_segment(path: Path, ref: SegmentRef, *, whole: bool = False) -> Segment:

@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable, keeps_none
-from continuity.errors import CachesReadOnly, CorruptCache
+from continuity.errors import CachesReadOnly, CorruptCache, note_rebuilt
 from continuity.retrieval import segments as seg_format
 from continuity.retrieval.documents import Doc, doc_of_line, documents_of_lines
 from continuity.retrieval.index import (
@@ -63,7 +63,6 @@ from continuity.retrieval.segments import (
     crc,
     merge_due,
     merge_segments,
-    note_rebuilt,
     open_segment,
 )
 from continuity.store.base import BaseStore, SearchBackend, Thread

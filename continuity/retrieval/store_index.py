@@ -67,7 +67,7 @@ import numpy.typing as npt
 from continuity import frames as fr
 from continuity._fs import atomic_write, no_room, private_dirs, remove_temps
 from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable, writing_caches
-from continuity.errors import CachesReadOnly, ContinuityError
+from continuity.errors import CachesReadOnly, ContinuityError, note_rebuilt
 from continuity.retrieval.documents import Doc, doc_of_line
 from continuity.retrieval.index import empty_files, log_holds, watermark_problem
 from continuity.retrieval.ranking import Corpus, Part
@@ -81,7 +81,6 @@ from continuity.retrieval.segments import (
     json_sound,
     merge_due,
     merge_segments,
-    note_rebuilt,
     open_segment,
     read_map,
     sealed_json,

@@ -19,8 +19,9 @@ import pytest
 
 from continuity import frames as fr
 from continuity.caches import thread_index
+from continuity.errors import forget_notes
 from continuity.maintenance.verify import repair_thread, verify_store
-from continuity.retrieval import segments, store_index as ss
+from continuity.retrieval import store_index as ss
 from continuity.retrieval.index import ThreadSearchIndex
 from continuity.retrieval.search import search
 from continuity.store.jsonl import Store
@@ -89,7 +90,7 @@ def test_verify_names_every_damaged_search_file_and_search_serves_none(
             path.write_bytes(good)
         # a search reading the damaged file rebuilds from the log and says so
         path.write_bytes(_damaged(good, rng)[0])
-        segments._NOTED.clear()  # said once per process: this test asks every time
+        forget_notes()  # said once per process: this test asks every time
         caplog.clear()
         assert _answers(store) == truth, path.name
         assert "; rebuilt from the log" in caplog.text, path.name
@@ -137,7 +138,7 @@ def test_a_log_cut_behind_the_store_wide_index_is_named(
         "of the log, which holds 5 frames: the log is shorter than what the search index recorded"
     )
     assert not (store.cache_dir / "threads" / "t").exists()
-    segments._NOTED.clear()
+    forget_notes()
     assert search(store, "okapi") == []
     assert "shorter than what the search index recorded; rebuilt from the log" in caplog.text
     assert not [p for p in verify_store(store).problems if p.where == "store-wide search index"]

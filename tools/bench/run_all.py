@@ -31,6 +31,7 @@ from tools.bench import (
     bench_search_fixtures,
     bench_serve,
     bench_store_search,
+    bench_verify_search,
 )
 from tools.bench._common import Report, emit, log
 
@@ -80,6 +81,8 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
             baseline=None,
             seed=seed,
         ),
+        # verify with and without a thread's search index (issue 26: within 2x)
+        bench_verify_search.run(frames=1_000_000 // scale, repeat=1 if quick else 3, seed=seed),
         bench_recall.run(sizes=tuple(n // scale for n in bench_recall.DEFAULT_SIZES), seed=seed),
         bench_agent_loop.run(turns=bench_agent_loop.DEFAULT_TURNS // scale, seed=seed),
         bench_langgraph.run(
