@@ -25,7 +25,16 @@ from typing import Final
 
 import blake3
 
-__all__ = ["BLOCK", "SUM", "CheckedFile", "block_sums", "file_check", "sums_path", "tail_of"]
+__all__ = [
+    "BLOCK",
+    "SUM",
+    "CheckedFile",
+    "block_sums",
+    "file_check",
+    "pread_file",
+    "sums_path",
+    "tail_of",
+]
 
 BLOCK: Final = 4096
 SUM: Final = 8
@@ -70,8 +79,8 @@ class CheckedFile:
         """The file as committed with ``check`` at ``size`` bytes; ``ValueError`` when its sums
         or its partial last block do not hash to ``check`` (a missing file is empty)."""
         full = size // BLOCK
-        sums = _pread(sums_path(path), full * SUM, 0)
-        tail = _pread(path, size - full * BLOCK, full * BLOCK)
+        sums = pread_file(sums_path(path), full * SUM, 0)
+        tail = pread_file(path, size - full * BLOCK, full * BLOCK)
         if len(sums) != full * SUM or len(tail) != size - full * BLOCK:
             raise ValueError(f"{path.name} is shorter than its manifest records ({size} bytes)")
         if file_check(sums, tail) != check:
@@ -108,14 +117,15 @@ class CheckedFile:
             return b""
         start = at - at % BLOCK
         stop = min(self.size, -(-(at + n) // BLOCK) * BLOCK)
-        raw = _pread(self.path, stop - start, start)
+        raw = pread_file(self.path, stop - start, start)
         if len(raw) != stop - start:
             raise ValueError(f"{self.path.name} is shorter than its manifest records")
         self.check(raw, start)
         return raw[at - start : at - start + n]
 
 
-def _pread(path: Path, n: int, at: int) -> bytes:
+def pread_file(path: Path, n: int, at: int) -> bytes:
+    """Up to ``n`` bytes of ``path`` at ``at`` (``b""`` for a missing file or nothing asked)."""
     if n <= 0:
         return b""
     try:

@@ -53,6 +53,7 @@ from continuity.caches.blocksums import (
     CheckedFile,
     block_sums,
     file_check,
+    pread_file,
     sums_path,
     tail_of,
 )
@@ -846,14 +847,7 @@ class ThreadIndex:
         return _FileLock(self._path(".lock"))
 
     def _pread(self, name: str, n: int, at: int) -> bytes:
-        try:
-            fd = os.open(self._path(name), os.O_RDONLY)
-        except FileNotFoundError:
-            return b""
-        try:
-            return os.pread(fd, n, at)
-        finally:
-            os.close(fd)
+        return pread_file(self._path(name), n, at)
 
     @staticmethod
     def _watermark(m: Manifest, name: str) -> Watermark:

@@ -66,7 +66,7 @@ from continuity.retrieval.segments import (
     SegmentRef,
     build_segment,
     crc,
-    json_sound,
+    load_sealed,
     merge_segments,
     open_segment,
     read_map,
@@ -138,19 +138,7 @@ def read_manifest(folder: Path) -> SearchManifest | None:
 def load_manifest(folder: Path) -> tuple[SearchManifest | None, str | None]:
     """(the manifest of the index in ``folder``, what is wrong with it): (None, None) when
     there is none, (None, a problem) when it is damaged."""
-    try:
-        raw = (folder / "manifest.json").read_bytes()
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
-        return None, f"manifest.json cannot be read: {exc}"
-    try:
-        m = _manifest_decoder.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError, msgspec.ValidationError):
-        return None, "manifest.json does not decode" if raw else "manifest.json is empty"
-    if m.version == VERSION and not json_sound(raw):
-        return None, "manifest.json does not match its checksum"
-    return m, None
+    return load_sealed(folder / "manifest.json", _manifest_decoder, VERSION)
 
 
 def _empty(thread_id: str) -> SearchManifest:

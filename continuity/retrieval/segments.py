@@ -29,7 +29,7 @@ import sys
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 import numpy as np
@@ -48,6 +48,7 @@ __all__ = [
     "build_segment",
     "crc",
     "json_sound",
+    "load_sealed",
     "merge_due",
     "merge_segments",
     "open_segment",
@@ -318,6 +319,32 @@ def sealed_json(encoded: bytes) -> bytes:
         raise ValueError("a manifest's last field must be an empty check")
     body = encoded[: -len(empty)]
     return body + _CHECK_FIELD + b"%08x" % zlib.crc32(body) + b'"}'
+
+
+_M = TypeVar("_M", bound=msgspec.Struct)
+
+
+def load_sealed(
+    path: Path, decoder: msgspec.json.Decoder[_M], version: int
+) -> tuple[_M | None, str | None]:
+    """(the manifest at ``path``, what is wrong with it), as both search indexes read theirs:
+    (None, None) when there is none, (None, a problem) when it cannot be read, does not decode
+    or (of this ``version``) does not match its checksum. One of another version is returned
+    unchecked: its version alone sends it to a rebuild."""
+    name = path.name
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{name} cannot be read: {exc}"
+    try:
+        m = decoder.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError, msgspec.ValidationError):
+        return None, f"{name} does not decode" if raw else f"{name} is empty"
+    if getattr(m, "version", None) == version and not json_sound(raw):
+        return None, f"{name} does not match its checksum"
+    return m, None
 
 
 def json_sound(raw: bytes) -> bool:

@@ -78,7 +78,7 @@ from continuity.retrieval.segments import (
     SegmentRef,
     build_segment,
     crc,
-    json_sound,
+    load_sealed,
     merge_due,
     merge_segments,
     open_segment,
@@ -201,21 +201,8 @@ def _read_manifest(folder: Path) -> StoreManifest | None:
 def _load_manifest(folder: Path) -> tuple[StoreManifest | None, str | None]:
     """(this version's manifest in ``folder``, what is wrong with it): (None, None) when there
     is none or it is another version's (rebuilt unsaid), (None, a problem) when it is damaged."""
-    try:
-        raw = (folder / "manifest.json").read_bytes()
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
-        return None, f"manifest.json cannot be read: {exc}"
-    try:
-        m = _manifest_decoder.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError, msgspec.ValidationError):
-        return None, "manifest.json does not decode" if raw else "manifest.json is empty"
-    if m.version != _VERSION:
-        return None, None
-    if not json_sound(raw):
-        return None, "manifest.json does not match its checksum"
-    return m, None
+    m, problem = load_sealed(folder / "manifest.json", _manifest_decoder, _VERSION)
+    return (None, None) if m is not None and m.version != _VERSION else (m, problem)
 
 
 def _encode_manifest(m: StoreManifest) -> bytes:
