@@ -106,6 +106,7 @@ from tools.faults._common import (
     scratch,
     start,
     traceback_in,
+    without_sizes,
 )
 
 if TYPE_CHECKING:
@@ -196,6 +197,10 @@ CLI_READS: Final = (
 VIEWER_READS: Final = ("api/threads", "api/t", "t", "api/search")
 """The viewer's ``/api/threads``, ``/api/t/<thread>``, ``/t/<thread>``, ``/api/search?q=``."""
 READS: Final = CLI_READS + VIEWER_READS
+LISTINGS: Final = ("threads", "sessions", "api/threads")
+"""Store-wide listings: a thread whose log is damaged is listed with its problem (and, by the
+CLI, named on stderr) among the others, which stay readable: for log damage, such a listing is
+counted as noted, where any other read must fail or print the undamaged output."""
 _PER_THREAD: Final = ("log --from-seq", "compile --dry-run")
 RELEVANT: Final = {
     "catalog": ("stats", "threads", "sessions", "api/threads", "api/t"),
@@ -764,7 +769,7 @@ def viewer_reads(store: Path, work: Path, paths: list[str]) -> list[Read]:
         crashed = traceback_in(err.encode("latin-1")) or (
             status == 500 and b"internal error" in raw
         )
-        out.append(Read(status, raw, err.encode("latin-1"), crashed))
+        out.append(Read(status, without_sizes(raw), err.encode("latin-1"), crashed))
     return out
 
 
@@ -1006,7 +1011,7 @@ def _count(
                 f"{d.kind}: {name} fails over a rebuildable cache",
                 f"{where}: {cmd} gave {read.code}: {said}",
             )
-    elif d.kind not in LOG_KINDS and noted(read, base, d):
+    elif (d.kind not in LOG_KINDS or name in LISTINGS) and noted(read, base, d):
         c.noted += 1
     else:
         c.silent[name] = c.silent.get(name, 0) + 1
