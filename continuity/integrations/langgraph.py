@@ -256,6 +256,11 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         ``langgraph.pruned`` record per namespace); ``"delete"``: :meth:`delete_thread`."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"prune strategy must be 'keep_latest' or 'delete', not {strategy!r}")
+        if isinstance(thread_ids, (str, bytes)):
+            # one id given as a string would be pruned letter by letter: threads "a", "b", "c"
+            raise TypeError(
+                f"prune takes a sequence of thread ids, not one string: prune([{thread_ids!r}])"
+            )
         for thread_id in thread_ids:
             if strategy == "delete":
                 self.delete_thread(thread_id)

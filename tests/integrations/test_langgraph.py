@@ -161,6 +161,21 @@ def test_prune_with_an_unknown_strategy_is_a_clear_error(saver: ContinuitySaver)
         saver.prune(["t"], strategy="oldest")
 
 
+def test_prune_given_one_string_is_a_clear_error_not_a_prune_of_its_letters(
+    saver: ContinuitySaver,
+) -> None:
+    for tid in ("a", "b", "c", "abc"):
+        saver.put(generate_config(tid), generate_checkpoint(), generate_metadata(), {})
+        saver.put(generate_config(tid), generate_checkpoint(), generate_metadata(), {})
+    with pytest.raises(TypeError, match="sequence of thread ids"):
+        saver.prune("abc")  # type: ignore[arg-type]
+    for tid in ("a", "b", "c", "abc"):  # nothing was pruned
+        assert len(list(saver.list(generate_config(tid)))) == 2
+    saver.prune(["abc"])
+    assert len(list(saver.list(generate_config("abc")))) == 1
+    assert len(list(saver.list(generate_config("a")))) == 2
+
+
 def test_a_thread_that_is_not_a_langgraph_thread_is_refused(saver: ContinuitySaver) -> None:
     from continuity import message
 
