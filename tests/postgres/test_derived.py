@@ -83,10 +83,13 @@ def test_compile_gives_the_same_bytes_on_postgres_jsonl_and_memory(
     pg_stores: PgStores, tmp_path: Path, script: Script, limits: fr.Limits, data: st.DataObject
 ) -> None:
     # Closed after each example: 40 examples of up to 4 pooled connections each would exhaust
-    # the server's connection slots before the test ends (it failed so now and then).
-    pg = pg_stores.open(tmp_path / "pg", clock=FixedClock())
+    # the server's connection slots before the test ends (it failed so now and then). A store
+    # of its own for each example: a summary this example leaves missing may have been put by
+    # an earlier one (same text, same id), and then only PostgreSQL would find it.
+    n = next(_ids)
+    pg = pg_stores.open(tmp_path / f"pg{n}", clock=FixedClock())
     with pg:
-        tid = f"t{next(_ids)}"
+        tid = f"t{n}"
         n_records = data.draw(st.integers(0, 4), label="records")
         cut = data.draw(st.integers(1, len(script.frames)), label="frames before the records")
         with tempfile.TemporaryDirectory() as tmp:
