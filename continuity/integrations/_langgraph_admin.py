@@ -5,12 +5,13 @@ under the lock of the thread it writes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import continuity.integrations._langgraph_log as lg
 import continuity.integrations._langgraph_mirror as mirror
 from continuity import frames as fr
-from continuity.context.records import latest_record, record_view, records
+from continuity.context.records import Record, latest_record, record_view, records
 from continuity.integrations._langgraph_threads import LangGraphThreads
 from continuity.store.base import BaseStore, Thread
 
@@ -28,6 +29,7 @@ def delete_thread(threads: LangGraphThreads, thread_id: str) -> None:
     with threads.lock(thread.id):
         threads.ensure(thread, tid)
         forks = [rec.key for rec in records(thread, lg.FORK)]
+        forks += [rec.key for rec in records(thread, lg.SUBGRAPH)]
         for fork_id in forks:
             branch = store.thread(fork_id)
             cleared = _clear_mirror(store, branch)
@@ -39,10 +41,13 @@ def delete_thread(threads: LangGraphThreads, thread_id: str) -> None:
 
 
 def _clear_mirror(store: BaseStore, thread: Thread) -> list[fr.Frame]:
-    current = latest_record(thread, lg.MIRROR)
-    if current is None or current.data["messages"] == 0:
+    if not thread.exists():
         return []
-    entries = mirror.load_map(store, current.data["map"])
+    with record_view(thread) as view:
+        current = view.latest(lg.MIRROR)
+        if current is None or current.data["messages"] == 0:
+            return []
+        entries = list(mirror.map_at(store, view, current).entries.values())
     seqs = [s for e in entries for s in e.seqs]
     spans = [fr.SeqSpan(from_seq=s, to_seq=s) for s in sorted(seqs)]
     out: list[fr.Frame] = []
@@ -78,9 +83,14 @@ def delete_for_runs(threads: LangGraphThreads, run_ids: Sequence[str]) -> None:
                 thread.append(gone)
 
 
-def keep_latest(threads: LangGraphThreads, thread_id: str) -> None:
+def keep_latest(
+    threads: LangGraphThreads, thread_id: str, metadata: Callable[[Record], Any]
+) -> None:
     """Hide all but each namespace's latest checkpoint of the thread (a ``langgraph.pruned``
-    record per namespace)."""
+    record per namespace), and the ancestors its delta channels are read back from: those of
+    its ``counters_since_delta_snapshot`` (``metadata`` reads a record's), up to the nearest
+    ancestor holding a stored value (a snapshot) of each. So the state after a prune is the
+    state before it."""
     thread = threads.thread(str(thread_id))
     if not thread.exists():
         return
@@ -91,10 +101,33 @@ def keep_latest(threads: LangGraphThreads, thread_id: str) -> None:
             for ns in lg.namespaces(view):
                 latest = next(lg.newest_checkpoints(cuts, ns), None)
                 if latest is not None:
-                    data = {"keep": latest.seq, "id": latest.data["id"]}
+                    chain = _delta_chain(cuts, latest, metadata(latest))
+                    data = {"keep": latest.seq, "id": latest.data["id"], "chain": chain}
                     batch.append(fr.RecordAppended(kind=lg.PRUNED, key=ns, data=data))
         if batch:
             thread.append(batch)
+
+
+def _delta_chain(cuts: lg.Cuts, latest: Record, metadata: Any) -> list[str]:
+    """The ids of the ancestors of ``latest``, parent first, that its delta channels still
+    read: up to the nearest one holding a stored value of each."""
+    counters = (metadata or {}).get("counters_since_delta_snapshot") or {}
+    wanted = {ch for ch in counters if not _holds(latest, ch)}
+    chain: list[str] = []
+    if not wanted:
+        return chain
+    for rec in lg.ancestors(cuts, latest):
+        chain.append(rec.data["id"])
+        wanted = {ch for ch in wanted if not _holds(rec, ch)}
+        if not wanted:
+            break
+    return chain
+
+
+def _holds(rec: Record, channel: str) -> bool:
+    """Whether a checkpoint record stores a value of ``channel`` (a delta channel's seed)."""
+    blob = rec.data["blobs"].get(channel)
+    return blob is not None and len(blob) == 3
 
 
 def copy_records(threads: LangGraphThreads, source_thread_id: str, target_thread_id: str) -> bool:

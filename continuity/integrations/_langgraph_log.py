@@ -38,13 +38,18 @@ __all__ = [
     "FORK",
     "LATEST",
     "META_BRANCH",
+    "META_NS",
+    "META_SUBGRAPH",
     "META_THREAD",
     "MIRROR",
     "NAMESPACE",
     "PRUNED",
     "REMOVED",
+    "SUBGRAPH",
     "WRITES",
     "Cuts",
+    "CyclicHistory",
+    "ancestors",
     "checkpoint_key",
     "config_of",
     "empty_mirror",
@@ -65,10 +70,16 @@ PRUNED: Final = "langgraph.pruned"
 REMOVED: Final = "langgraph.removed"
 MIRROR: Final = "langgraph.mirror"
 FORK: Final = "langgraph.fork"
+SUBGRAPH: Final = "langgraph.subgraph"
 META_THREAD: Final = "langgraph.thread_id"
 """The key, in frame 0's ``meta``, of the LangGraph thread a continuity thread holds."""
 META_BRANCH: Final = "langgraph.branch_checkpoint_id"
-"""The key, in a mirror fork's frame 0, of the checkpoint its branch starts at."""
+"""The key, in a mirror fork's frame 0, of the checkpoint its branch starts at (a fork made
+before issue 27) or ends at (a branch left behind)."""
+META_SUBGRAPH: Final = "langgraph.subgraph_of"
+"""The key, in a subgraph mirror's frame 0, of the LangGraph thread it belongs to."""
+META_NS: Final = "langgraph.checkpoint_ns"
+"""The key, in a subgraph mirror's frame 0, of the subgraph's node path."""
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -119,15 +130,26 @@ class Cuts:
         self.view = view
         deleted = view.latest(DELETED)
         self.deleted = -1 if deleted is None else deleted.seq
-        self._pruned: dict[str, int] = {}
+        self._pruned: dict[str, tuple[int, list[str]]] = {}
         self._removed: dict[str, int] = {}
 
-    def pruned_before(self, ns: str) -> int:
-        """Checkpoint records of ``ns`` below this seq are pruned."""
+    def _prune(self, ns: str) -> tuple[int, list[str]]:
         if ns not in self._pruned:
             rec = self.view.latest(PRUNED, ns)
-            self._pruned[ns] = -1 if rec is None or rec.seq <= self.deleted else rec.data["keep"]
+            if rec is None or rec.seq <= self.deleted:
+                self._pruned[ns] = (-1, [])
+            else:
+                self._pruned[ns] = (rec.data["keep"], list(rec.data.get("chain", ())))
         return self._pruned[ns]
+
+    def pruned_before(self, ns: str) -> int:
+        """Checkpoint records of ``ns`` below this seq are pruned (but :meth:`kept_chain`)."""
+        return self._prune(ns)[0]
+
+    def kept_chain(self, ns: str) -> list[str]:
+        """The ids, newest first, of the ancestors a prune of ``ns`` kept below its keep point:
+        what the kept checkpoint's delta channels are read back from."""
+        return self._prune(ns)[1]
 
     def removed_at(self, key: str) -> int:
         """The seq of the last ``removed`` tombstone of ``key`` (-1: none)."""
@@ -140,7 +162,8 @@ class Cuts:
         if rec.seq <= self.deleted:
             return False
         data = rec.data
-        if rec.seq < self.pruned_before(data["ns"]):
+        keep, chain = self._prune(data["ns"])
+        if rec.seq < keep and data["id"] not in chain:
             return False
         return rec.seq > self.removed_at(checkpoint_key(data["ns"], data["id"]))
 
@@ -178,7 +201,7 @@ def newest_checkpoints(
     floor = max(cuts.deleted, cuts.pruned_before(ns) - 1)
     for pointer in view.records(LATEST, ns, at_or_before=at_or_before):
         if pointer.seq <= floor:
-            return
+            break
         cid = pointer.data["id"]
         if cid in seen:
             continue
@@ -188,8 +211,41 @@ def newest_checkpoints(
         # again later is passed over here (the later put is listed at its own place)
         if found is not None and found.seq == pointer.seq - 1 and cuts.visible(found):
             yield found
+    for cid in cuts.kept_chain(ns):  # below the prune's keep point: the ancestors it kept
+        found = find_checkpoint(cuts, ns, cid)
+        if found is None or cid in seen or (before_seq is not None and found.seq >= before_seq):
+            continue
+        seen.add(cid)
+        yield found
 
 
 def namespaces(view: RecordView) -> list[str]:
     """Every namespace the thread ever had a checkpoint in."""
     return sorted({rec.key for rec in view.records(NAMESPACE)})
+
+
+class CyclicHistory(ValueError):
+    """A checkpoint's parent chain comes back to a checkpoint it passed (a hand-made ``put``
+    naming a descendant as its parent): read as it is, it would never end."""
+
+
+def ancestors(cuts: Cuts, rec: Record) -> Iterator[Record]:
+    """The visible ancestors of a checkpoint record, parent first, along ``parent`` (in its
+    namespace), until one is missing; :class:`CyclicHistory` when the chain loops."""
+    ns = rec.data["ns"]
+    first = rec.data["id"]
+    passed = {first}
+    parent = rec.data.get("parent")
+    while parent:
+        if parent in passed:
+            raise CyclicHistory(
+                f"the parent chain of checkpoint {first!r} (namespace {ns!r}) loops back to "
+                f"checkpoint {parent!r}, which it passed {len(passed)} checkpoints before: a "
+                "put named a descendant as its parent"
+            )
+        passed.add(parent)
+        found = find_checkpoint(cuts, ns, parent)
+        if found is None:
+            return
+        yield found
+        parent = found.data.get("parent")

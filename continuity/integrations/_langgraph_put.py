@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import blake3
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
@@ -14,11 +15,11 @@ import continuity.integrations._langgraph_log as lg
 import continuity.integrations._langgraph_mirror as mirror
 from continuity import frames as fr
 from continuity.context.fork import fork
-from continuity.context.records import Record, RecordView, latest_record, record_view
-from continuity.errors import InvalidThreadId
+from continuity.context.records import Record, RecordView, record_view
+from continuity.errors import BadFrame, InvalidThreadId
 from continuity.store.base import BaseStore, Thread, validate_thread_id
 
-__all__ = ["CheckpointPut", "CheckpointWriter", "branch_id"]
+__all__ = ["CheckpointPut", "CheckpointWriter", "branch_id", "node_path"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +43,17 @@ class CheckpointWriter:
     no mirror)."""
 
     def __init__(
-        self, store: BaseStore, serde: SerializerProtocol, messages_channel: str | None
+        self,
+        store: BaseStore,
+        serde: SerializerProtocol,
+        messages_channel: str | None,
+        mirrors: dict[str, mirror.LiveMirror] | None = None,
     ) -> None:
         self.store = store
         self.serde = serde
         self.messages_channel = messages_channel
+        self.mirrors: dict[str, mirror.LiveMirror] = {} if mirrors is None else mirrors
+        """What each mirror thread shows, kept between puts (the saver's threads own it)."""
 
     def append(self, thread: Thread, put: CheckpointPut) -> None:
         """Append the checkpoint's batch after the thread's head as it is now (its parent and
@@ -55,11 +62,17 @@ class CheckpointWriter:
         head = thread.head()
         assert head is not None  # the saver made the thread
         with record_view(thread) as view:
-            thread.append(self._batch(view, head.seq + 1, put), expected_seq=head.seq + 1)
+            batch, after = self._batch(view, head.seq + 1, put)
+            thread.append(batch, expected_seq=head.seq + 1)
+        if after is not None:
+            self.mirrors[thread.id] = after
 
-    def _batch(self, view: RecordView, next_seq: int, put: CheckpointPut) -> list[fr.Frame]:
+    def _batch(
+        self, view: RecordView, next_seq: int, put: CheckpointPut
+    ) -> tuple[list[fr.Frame], mirror.LiveMirror | None]:
         """The frames of one checkpoint, for ``view.thread`` at ``next_seq``: the mirrored
-        messages, the checkpoint record, its namespace's pointers, a fork record."""
+        messages, the checkpoint record, its namespace's pointers, a fork record; and what the
+        thread's mirror shows after them (None: unchanged)."""
         cuts = lg.Cuts(view)
         ns, checkpoint = put.ns, put.checkpoint
         parent = lg.find_checkpoint(cuts, ns, put.parent_id) if put.parent_id else None
@@ -67,10 +80,14 @@ class CheckpointWriter:
         rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         state = parent.data.get("mirror") if parent is not None else None
         batch: list[fr.Frame] = []
-        fork_record: fr.Frame | None = None
-        messages = self._messages(put)
-        if messages is not None:
-            state, batch, fork_record = self._mirror(view, put, state, messages, next_seq)
+        extra: list[fr.Frame] = []
+        after = None
+        if self.messages_channel is None:
+            state = None
+        elif ns == "":
+            state, batch, after = self._mirror(view, put, state, next_seq)
+        else:
+            state, extra = self._mirror_subgraph(view.thread, view, put, state)
         record_data = {
             "ns": ns,
             "id": checkpoint["id"],
@@ -86,14 +103,13 @@ class CheckpointWriter:
         batch.append(fr.RecordAppended(kind=lg.LATEST, key=ns, data={"id": checkpoint["id"]}))
         if view.latest(lg.NAMESPACE, ns) is None:
             batch.append(fr.RecordAppended(kind=lg.NAMESPACE, key=ns))
-        if fork_record is not None:
-            batch.append(fork_record)
-        return batch
+        return batch + extra, after
 
-    def _messages(self, put: CheckpointPut) -> list[Any] | None:
-        """The messages a root checkpoint mirrors, when its messages channel changed."""
+    def _messages(self, put: CheckpointPut, *, changed_only: bool) -> list[Any] | None:
+        """The messages a checkpoint mirrors (None: none), only when its messages channel
+        changed if ``changed_only``."""
         name = self.messages_channel
-        if put.ns != "" or name is None or name not in put.new_versions:
+        if name is None or (changed_only and name not in put.new_versions):
             return None
         messages = put.checkpoint["channel_values"].get(name, [])
         return messages if mirror.is_messages(messages) else None
@@ -135,69 +151,115 @@ class CheckpointWriter:
         view: RecordView,
         put: CheckpointPut,
         state: dict[str, Any] | None,
-        messages: list[Any],
         next_seq: int,
-    ) -> tuple[dict[str, Any] | None, list[fr.Frame], fr.Frame | None]:
-        """Mirror a root checkpoint's messages. Returns its mirror state, the frames for the
-        thread's batch (when the mirror is this thread) and a ``langgraph.fork`` record (when
-        the change went to a new fork)."""
+    ) -> tuple[dict[str, Any] | None, list[fr.Frame], mirror.LiveMirror | None]:
+        """Mirror a root checkpoint's messages into its thread. Returns its mirror state, the
+        frames for the thread's batch (the change, an archive's fork record) and what the
+        thread shows after them (kept in this process once the batch is in)."""
         store, thread, checkpoint_id = self.store, view.thread, put.checkpoint["id"]
-        base = state if state is not None else _empty_base(view)
-        change = mirror.plan(store, mirror.load_map(store, base["map"]), messages)
-        if change.empty:
+        current = view.latest(lg.MIRROR)
+        position = None if current is None else current.seq
+        if state is not None and state["thread"] == thread.id and state["seq"] == position:
+            messages = self._messages(put, changed_only=True)  # the same branch
+        else:  # another branch (or a state from before): what this checkpoint holds
+            messages = self._messages(put, changed_only=False)
+        if messages is None:
             return state, [], None
-        target = store.thread(base["thread"])
-        latest = (
-            view.latest(lg.MIRROR) if target.id == thread.id else latest_record(target, lg.MIRROR)
-        )
-        if latest is not None and _mirrors(latest, checkpoint_id):  # put before: a retry
-            return _state(target.id, latest.seq, latest.data["map"]), [], None
-        position = latest.seq if latest is not None else 0
-        if target.id == thread.id and position == base["seq"]:
-            frames, aid = change.frames(store, next_seq, checkpoint_id)
-            return _state(thread.id, next_seq + len(frames) - 1, aid), frames, None
-        fork_record = None
-        if position != base["seq"]:
-            branch = store.thread(branch_id(thread.id, checkpoint_id))
-            fork_record = fr.RecordAppended(
-                kind=lg.FORK,
-                key=branch.id,
-                data={"from": target.id, "at_seq": base["seq"], "checkpoint_id": checkpoint_id},
-            )
-            done = latest_record(branch, lg.MIRROR) if branch.exists() else None
-            if done is not None and _mirrors(done, checkpoint_id):  # mirrored, not yet stored
-                return _state(branch.id, done.seq, done.data["map"]), [], fork_record
-            meta = {lg.META_THREAD: put.thread_id, lg.META_BRANCH: checkpoint_id}
-            target = fork(target, branch.id, at_seq=base["seq"], meta=meta)
-        head = target.head()
-        assert head is not None
-        frames, aid = change.frames(store, head.seq + 1, checkpoint_id)
-        seqs = target.append(frames, expected_seq=head.seq + 1)
-        return _state(target.id, seqs[-1], aid), [], fork_record
+        if current is not None and _mirrors(current, checkpoint_id):  # put before: a retry
+            return _state(thread.id, current.seq), [], None
+        live = self._live(view, current)
+        change = mirror.plan(store, live, messages)
+        if change.empty:
+            return (None if position is None else _state(thread.id, position)), [], None
+        batch: list[fr.Frame] = []
+        reason = _REMOVED
+        if state is None or state["thread"] != thread.id or state["seq"] != position:
+            reason = _BRANCH
+            if change.retract and current is not None:
+                batch.append(self._archive(thread, put, current))
+        frames, after = change.frames(store, next_seq, checkpoint_id, reason)
+        # the fork record goes after the change (the archive is taken at the position before)
+        assert after.position is not None
+        return _state(thread.id, after.position), frames + batch, after
+
+    def _archive(self, thread: Thread, put: CheckpointPut, current: Record) -> fr.Frame:
+        """Keep the branch the thread is leaving as a fork taken at its position (its
+        conversation stays readable there: ``compile``, ``search``), and say so in a
+        ``langgraph.fork`` record."""
+        head = str(current.data.get("checkpoint_id") or current.seq)
+        store_fork = branch_id(thread.id, head)
+        meta = {lg.META_THREAD: put.thread_id, lg.META_BRANCH: head}
+        fork(thread, store_fork, at_seq=current.seq, meta=meta)
+        data = {"from": thread.id, "at_seq": current.seq, "checkpoint_id": head, "archive": True}
+        return fr.RecordAppended(kind=lg.FORK, key=store_fork, data=data)
+
+    def _live(self, view: RecordView, current: Record | None) -> mirror.LiveMirror:
+        """What the mirror thread of ``view`` shows now: from this process's memory when it
+        is current, else read back from its records."""
+        known = self.mirrors.get(view.thread.id)
+        position = None if current is None else current.seq
+        if known is not None and known.position == position:
+            return known
+        return mirror.map_at(self.store, view, current)
+
+    def _mirror_subgraph(
+        self, thread: Thread, view: RecordView, put: CheckpointPut, state: dict[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, list[fr.Frame]]:
+        """Mirror a subgraph checkpoint's messages into the subgraph's own thread (one per
+        node path of the namespace, task ids left out), appended there at once; returns its
+        state and, the first time, a ``langgraph.subgraph`` record for this thread's batch."""
+        messages = self._messages(put, changed_only=True)
+        if messages is None:
+            return state, []
+        path = node_path(put.ns)
+        target = self.store.thread(branch_id(thread.id, path, sep="~"))
+        extra: list[fr.Frame] = []
+        if view.latest(lg.SUBGRAPH, target.id) is None:
+            extra.append(fr.RecordAppended(kind=lg.SUBGRAPH, key=target.id, data={"ns": path}))
+        if target.head() is None:
+            meta = {lg.META_SUBGRAPH: put.thread_id, lg.META_NS: path}
+            with contextlib.suppress(BadFrame):  # another writer made it first
+                target.append(fr.ThreadCreated(thread_id=target.id, meta=meta))
+        with record_view(target) as tview:
+            current = tview.latest(lg.MIRROR)
+            if current is not None and _mirrors(current, put.checkpoint["id"]):
+                return _state(target.id, current.seq), extra
+            change = mirror.plan(self.store, self._live(tview, current), messages, put.ns)
+            if change.empty:
+                return (None if current is None else _state(target.id, current.seq)), extra
+            head = target.head()
+            assert head is not None
+            frames, after = change.frames(self.store, head.seq + 1, put.checkpoint["id"], _REMOVED)
+            target.append(frames, expected_seq=head.seq + 1)
+        self.mirrors[target.id] = after
+        assert after.position is not None
+        return _state(target.id, after.position), extra
 
 
-def _empty_base(view: RecordView) -> dict[str, Any]:
-    """Where a checkpoint with no mirror state (no parent, or one nothing was mirrored for)
-    starts: an empty conversation, here when this thread's mirror is empty now, else in a
-    fork of its start."""
-    current = view.latest(lg.MIRROR)
-    emptied = current is not None and current.data["messages"] == 0
-    seq = current.seq if current is not None and emptied else 0
-    return {"thread": view.thread.id, "seq": seq, "map": None}
+_REMOVED: Final = "langgraph: RemoveMessage or replaced by id"
+_BRANCH: Final = "langgraph: another branch (time travel, or a change of an older checkpoint)"
 
 
-def branch_id(base: str, checkpoint_id: str) -> str:
-    """The continuity fork a branch starting at ``checkpoint_id`` mirrors into."""
+def node_path(ns: str) -> str:
+    """A subgraph namespace without its task ids: ``parent|child`` for
+    ``parent:<task id>|child:<task id>``, the same for every run of that subgraph."""
+    return "|".join(part.split(":", 1)[0] for part in ns.split("|"))
+
+
+def branch_id(base: str, name: str, *, sep: str = "@") -> str:
+    """A thread beside ``base``: ``<base>@<checkpoint id>`` (a branch kept as a fork) or
+    ``<base>~<node path>`` (a subgraph's mirror), ``lg-`` and a hash when that is no valid id."""
     try:
-        return validate_thread_id(f"{base}@{checkpoint_id}")
+        return validate_thread_id(f"{base}{sep}{name}")
     except InvalidThreadId:
-        return "lg-" + blake3.blake3(f"{base}\n{checkpoint_id}".encode()).hexdigest()[:40]
+        salt = "" if sep == "@" else sep  # "@": as the forks made before subgraphs were
+        return "lg-" + blake3.blake3(f"{base}\n{salt}{name}".encode()).hexdigest()[:40]
 
 
-def _state(thread_id: str, seq: int, map_id: str) -> dict[str, Any]:
-    """A checkpoint's mirror position: the thread, the seq of its ``langgraph.mirror``
-    record, and the artifact holding the map of what is mirrored."""
-    return {"thread": thread_id, "seq": seq, "map": map_id}
+def _state(thread_id: str, seq: int) -> dict[str, Any]:
+    """A checkpoint's mirror position: the thread and the seq of its ``langgraph.mirror``
+    record."""
+    return {"thread": thread_id, "seq": seq}
 
 
 def _mirrors(rec: Record, checkpoint_id: str) -> bool:

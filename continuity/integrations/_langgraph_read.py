@@ -4,11 +4,17 @@ writes from the ``langgraph.writes`` records the tombstones leave visible)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence, Set
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, PendingWrite, writes_sort_key
+from langgraph.checkpoint.base import (
+    Checkpoint,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+    writes_sort_key,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 import continuity.integrations._langgraph_log as lg
@@ -84,7 +90,39 @@ class CheckpointReader:
             pending_writes=self.pending_writes(cuts, ns, cid),
         )
 
-    def pending_writes(self, cuts: lg.Cuts, ns: str, cid: str) -> list[PendingWrite]:
+    def delta_history(
+        self, cuts: lg.Cuts, rec: Record, channels: Sequence[str]
+    ) -> dict[str, DeltaChannelHistory]:
+        """What ``get_delta_channel_history`` answers for the checkpoint record ``rec``: per
+        channel the writes of its ancestors, oldest first, back to the nearest ancestor that
+        stores a value of the channel (the ``seed``). Only those channels' values are read."""
+        collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
+        seeds: dict[str, Any] = {}
+        remaining = set(channels)
+        ns = rec.data["ns"]
+        for anc in lg.ancestors(cuts, rec):
+            if not remaining:
+                break
+            for write in reversed(self.pending_writes(cuts, ns, anc.data["id"], remaining)):
+                collected[write[1]].append(write)
+            for ch in list(remaining):
+                blob = anc.data["blobs"].get(ch)
+                if blob is not None and len(blob) == 3:
+                    seeds[ch] = self.serde.loads_typed((blob[1], self.store.artifacts.get(blob[2])))
+                    remaining.discard(ch)
+        out: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            entry: DeltaChannelHistory = {"writes": collected[ch][::-1]}
+            if ch in seeds:
+                entry["seed"] = seeds[ch]
+            out[ch] = entry
+        return out
+
+    def pending_writes(
+        self, cuts: lg.Cuts, ns: str, cid: str, channels: Set[str] | None = None
+    ) -> list[PendingWrite]:
+        """The pending writes of a checkpoint in ``writes_sort_key`` order (only those to
+        ``channels`` when given: the others' values are not read)."""
         key = lg.checkpoint_key(ns, cid)
         floor = cuts.writes_after(key)
         calls = []
@@ -104,6 +142,8 @@ class CheckpointReader:
         out: list[PendingWrite] = []
         for k in ordered:
             task_id, channel, typed, _ = stored[k]
+            if channels is not None and channel not in channels:
+                continue
             out.append((task_id, channel, self.serde.loads_typed(self._typed(typed))))
         return out
 

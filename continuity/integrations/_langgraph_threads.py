@@ -11,6 +11,7 @@ import blake3
 from continuity import frames as fr
 from continuity.errors import BadFrame, InvalidThreadId
 from continuity.integrations._langgraph_log import META_THREAD
+from continuity.integrations._langgraph_mirror import LiveMirror
 from continuity.store.base import BaseStore, Thread, validate_thread_id
 
 __all__ = ["LangGraphThreads", "continuity_thread_id"]
@@ -35,9 +36,19 @@ class LangGraphThreads:
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._ours: set[str] = set()
+        self.closed = False
+        """Set when the saver is closed: every call is refused from then on."""
+        self.mirrors: dict[str, LiveMirror] = {}
+        """What each mirror thread shows as of its position, kept between puts (a write
+        holds its thread's lock while it reads and updates its entry)."""
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("this ContinuitySaver is closed: open a new one on the store")
 
     def thread(self, thread_id: str) -> Thread:
         """The continuity thread of LangGraph thread ``thread_id`` (it need not exist yet)."""
+        self.check_open()
         return self.store.thread(continuity_thread_id(thread_id))
 
     def lock(self, cid: str) -> threading.Lock:
@@ -70,6 +81,7 @@ class LangGraphThreads:
 
     def each(self) -> Iterator[tuple[str, Thread]]:
         """Every LangGraph thread of the store, with its continuity thread (forks are not)."""
+        self.check_open()
         for cid in self.store.threads():
             thread = self.store.thread(cid)
             first = next(iter(thread.read(to_seq=0)), None)

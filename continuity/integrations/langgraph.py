@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Final, TypeVar
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, Final, Self, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -40,6 +40,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
@@ -55,8 +56,11 @@ from continuity.integrations._langgraph_read import CheckpointReader, candidates
 from continuity.integrations._langgraph_threads import LangGraphThreads, continuity_thread_id
 from continuity.store.base import BaseStore, Thread
 from continuity.store.locate import open_store
+from continuity.store.memory import MemoryStore
 
-__all__ = ["ContinuitySaver"]
+__all__ = ["ContinuitySaver", "CyclicHistory"]
+
+CyclicHistory = lg.CyclicHistory
 
 _RETRIES: Final = 8
 _CHUNK: Final = 64
@@ -79,14 +83,69 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         *,
         messages_channel: str | None = "messages",
         serde: SerializerProtocol | None = None,
+        **options: Any,
     ) -> None:
         super().__init__(serde=serde)
-        self.store: BaseStore = (
-            store if isinstance(store, BaseStore) else open_store(store, create=True)
-        )
+        self._owns_store = not isinstance(store, BaseStore)
+        if isinstance(store, BaseStore):
+            if options:
+                raise TypeError(f"store options {sorted(options)} need a location, not a store")
+            self.store: BaseStore = store
+        elif str(store) == ":memory:":  # as SqliteSaver.from_conn_string(":memory:")
+            self.store = MemoryStore()
+        else:
+            self.store = open_store(store, create=True, **options)
         self.messages_channel = messages_channel
         self._aio = AsyncStore(self.store)
         self._threads = LangGraphThreads(self.store)
+        self._cipher: tuple[SerializerProtocol, bool] | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    @classmethod
+    def from_conn_string(cls, conn_string: str | os.PathLike[str], **kwargs: Any) -> Self:
+        """A saver on the store at a location (a JSONL store's folder, created when missing; a
+        ``postgresql://`` URL; ``":memory:"`` for a store in memory), to use as LangGraph's
+        savers are: ``with ContinuitySaver.from_conn_string(url) as saver:`` (or ``async
+        with``) closes the store when the block ends. ``kwargs``: ``messages_channel``,
+        ``serde``, and the store's options (``durable``; for PostgreSQL ``schema``,
+        ``pool_size``, …)."""
+        return cls(conn_string, **kwargs)
+
+    def setup(self) -> None:
+        """Make sure the store is there and answers (created when the saver opened it from a
+        location; a PostgreSQL schema then too). Idempotent; what ``SqliteSaver`` and
+        ``PostgresSaver`` users call before a graph runs."""
+        self._threads.check_open()
+        self.store.threads()
+
+    async def asetup(self) -> None:
+        await self._aio.run_blocking(self.setup)
+
+    def close(self) -> None:
+        """Close the store when the saver opened it (from a location: a PostgreSQL pool is
+        closed here); a store handed in is its owner's to close. The saver (and its clones)
+        refuses calls afterwards. Closing twice is fine."""
+        if self._threads.closed:
+            return
+        self._threads.closed = True
+        if self._owns_store:
+            self.store.close()
+
+    async def aclose(self) -> None:
+        await self._aio.run_blocking(self.close)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     # --- configs and threads ---------------------------------------------------------------
 
@@ -114,7 +173,20 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         return CheckpointReader(self.store, self.serde)
 
     def _writer(self) -> CheckpointWriter:
-        return CheckpointWriter(self.store, self.serde, self.messages_channel)
+        channel = None if self.encrypts() else self.messages_channel
+        return CheckpointWriter(self.store, self.serde, channel, self._threads.mirrors)
+
+    def encrypts(self) -> bool:
+        """Whether the serializer hides what it serializes (an ``EncryptedSerializer``, or any
+        whose bytes do not hold a plain string given to it). Then nothing is mirrored: the
+        conversation stays in the encrypted checkpoints only, and the log holds no plaintext
+        of it (ADR, issue 27)."""
+        serde = self.serde
+        if self._cipher is None or self._cipher[0] is not serde:
+            probe = "continuity: is this serializer a cipher?"
+            _kind, raw = serde.dumps_typed(probe)
+            self._cipher = (serde, probe.encode() not in raw)
+        return self._cipher[1]
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -144,8 +216,10 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of one thread (``config``) or of all (None), of one
-        namespace when the config names one, matching every ``filter`` key of their metadata,
-        put before the checkpoint ``before`` names, at most ``limit`` of them."""
+        namespace when the config names one, matching every ``filter`` key of their metadata
+        (a dotted key ``"a.b"`` reads ``metadata["a"]["b"]`` as SqliteSaver's does, unless the
+        metadata has the key ``"a.b"`` itself; a missing one is None), put before the
+        checkpoint ``before`` names, at most ``limit`` of them."""
         if limit is not None and limit <= 0:
             return
         if config is not None:
@@ -164,7 +238,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
                 cuts = lg.Cuts(view)
                 for rec in candidates(cuts, ns, only_id, before_id, before):
                     metadata = reader.metadata(rec)
-                    if filter and not all(metadata.get(k) == v for k, v in filter.items()):
+                    if filter and not all(_meta(metadata, k) == v for k, v in filter.items()):
                         continue
                     yield reader.checkpoint_tuple(cuts, tid, rec, metadata)
                     if left is not None:
@@ -253,7 +327,9 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``"keep_latest"``: hide all but each namespace's latest checkpoint (a
-        ``langgraph.pruned`` record per namespace); ``"delete"``: :meth:`delete_thread`."""
+        ``langgraph.pruned`` record per namespace) and the ancestors its ``DeltaChannel``
+        values are read back from (up to their latest snapshot), so the graph's state is what
+        it was; ``"delete"``: :meth:`delete_thread`."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"prune strategy must be 'keep_latest' or 'delete', not {strategy!r}")
         if isinstance(thread_ids, (str, bytes)):
@@ -265,7 +341,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             if strategy == "delete":
                 self.delete_thread(thread_id)
             else:
-                admin.keep_latest(self._threads, thread_id)
+                admin.keep_latest(self._threads, thread_id, self._reader().metadata)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every visible checkpoint and write of a thread into another, oldest first
@@ -284,8 +360,10 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     # --- helpers for runtimes --------------------------------------------------------------
 
     def mirror_thread_id(self, config: RunnableConfig) -> str | None:
-        """The continuity thread holding the conversation of the checkpoint ``config`` names
-        (its thread's own, or a fork for a branch), or None when nothing was mirrored for it."""
+        """The continuity thread holding the conversation of the checkpoint ``config`` names:
+        its thread's own when it is on the branch put last, the fork that keeps its branch
+        when another one was taken since, a subgraph's thread for a subgraph's namespace; None
+        when nothing was mirrored for it."""
         tup_thread = self._threads.thread(self._thread_of(config))
         if not tup_thread.exists():
             return None
@@ -298,8 +376,52 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
                 if wanted
                 else next(lg.newest_checkpoints(cuts, ns), None)
             )
-        state = rec.data.get("mirror") if rec is not None else None
-        return None if state is None else str(state["thread"])
+            state = rec.data.get("mirror") if rec is not None else None
+            if state is None:
+                return None
+            if state["thread"] != tup_thread.id:  # a subgraph's thread, or an older fork
+                return str(state["thread"])
+            # the thread shows the branch put last; a branch left behind was kept as a fork
+            # taken where it was left: the first such fork after this checkpoint's position
+            kept = [
+                (r.data["at_seq"], r.key)
+                for r in view.records(lg.FORK)
+                if r.data.get("archive") and r.data["at_seq"] >= state["seq"]
+            ]
+            return min(kept)[1] if kept else tup_thread.id
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Per channel, the writes of the checkpoint's ancestors (oldest first) back to the
+        nearest one holding a value of it (its ``seed``), as the base class walks them, in one
+        view of the thread and reading only those channels' values. A parent chain that loops
+        (a hand-made put) is :class:`CyclicHistory`, never an endless walk."""
+        if not channels:
+            return {}
+        tid = self._thread_of(config)
+        ns = str(config["configurable"].get("checkpoint_ns") or "")
+        thread = self._threads.thread(tid)
+        if not thread.exists():
+            return {ch: {"writes": []} for ch in channels}
+        with record_view(thread) as view:
+            cuts = lg.Cuts(view)
+            wanted = get_checkpoint_id(config)
+            rec = (
+                lg.find_checkpoint(cuts, ns, str(wanted))
+                if wanted
+                else next(lg.newest_checkpoints(cuts, ns), None)
+            )
+            if rec is None:
+                return {ch: {"writes": []} for ch in channels}
+            return self._reader().delta_history(cuts, rec, channels)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await self._aio.run_blocking(
+            lambda: self.get_delta_channel_history(config=config, channels=channels)
+        )
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions as InMemorySaver makes them: a zero-padded counter and a random suffix."""
@@ -356,6 +478,21 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self._aio.run_blocking(self.prune, thread_ids, strategy=strategy)
+
+
+def _meta(metadata: Any, key: str) -> Any:
+    """A filter key's value in checkpoint metadata: the key itself, else a dotted path into
+    nested mappings (None when it leads nowhere)."""
+    if not isinstance(metadata, Mapping):
+        return None
+    if key in metadata or "." not in key:
+        return metadata.get(key)
+    value: Any = metadata
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
 
 
 def _take(items: Iterator[T], n: int) -> list[T]:

@@ -154,25 +154,32 @@ def test_interrupt_and_resume_async(saver: ContinuitySaver) -> None:
 # --- time travel and forks ---------------------------------------------------------------------
 
 
-def test_time_travel_replays_from_an_old_checkpoint_into_a_fork(saver: ContinuitySaver) -> None:
+def test_time_travel_shows_the_new_branch_and_keeps_the_old_one_in_a_fork(
+    saver: ContinuitySaver,
+) -> None:
     graph = tool_graph(saver)
     graph.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
     history = list(graph.get_state_history(config()))
     assert [s.metadata["step"] for s in history] == [3, 2, 1, 0, -1]  # newest first
     before_tool = next(s for s in history if s.next == ("tools",))
     original = texts(saver, "t1")
+    first_latest = history[0].config
+    assert saver.mirror_thread_id(first_latest) == "t1"
     # replay: run again from the checkpoint before the tool ran
     replayed = graph.invoke(None, before_tool.config)
     assert replayed["messages"][-1].content == "The sum is 5."
     latest = graph.get_state(config())
     assert latest.parent_config is not None
-    # the new branch mirrors into a continuity fork of t1; t1 keeps the first branch
-    branch = saver.mirror_thread_id(latest.config)
-    assert branch is not None and branch != "t1"
-    point = fork_point(saver.store, branch)
+    # t1 shows the branch put last (the tool ran again: a new tool message id); the branch
+    # it left is kept, whole, in a continuity fork of t1 taken where it was left
+    assert saver.mirror_thread_id(latest.config) == "t1"
+    assert [i for i, _ in texts(saver, "t1")] == [m.id for m in latest.values["messages"]]
+    kept = saver.mirror_thread_id(first_latest)
+    assert kept is not None and kept.startswith("t1@")
+    point = fork_point(saver.store, kept)
     assert point is not None and point.thread_id == "t1"
-    assert texts(saver, "t1") == original
-    assert [t for _, t in texts(saver, branch)] == [t for _, t in original]
+    assert texts(saver, kept) == original
+    assert [t for _, t in texts(saver, "t1")] == [t for _, t in original]
     # both branches' checkpoints, as LangGraph's own InMemorySaver lists them
     reference = tool_graph(InMemorySaver())
     reference.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
@@ -189,9 +196,12 @@ def test_time_travel_replays_from_an_old_checkpoint_into_a_fork(saver: Continuit
     assert got == expected
 
 
-def test_update_state_on_an_old_checkpoint_forks(saver: ContinuitySaver) -> None:
+def test_update_state_on_an_old_checkpoint_switches_the_thread_to_the_new_branch(
+    saver: ContinuitySaver,
+) -> None:
     graph = tool_graph(saver)
     graph.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
+    first_latest = graph.get_state(config()).config
     first_turn = next(
         s for s in graph.get_state_history(config()) if s.metadata["step"] == 0
     )  # the question, before the model answered
@@ -200,17 +210,49 @@ def test_update_state_on_an_old_checkpoint_forks(saver: ContinuitySaver) -> None
     )  # replace-by-id on a branch: the question is asked differently
     out = graph.invoke(None, forked)
     assert out["messages"][-1].content == "The sum is 8."
-    branch = saver.mirror_thread_id(graph.get_state(config()).config)
-    assert branch is not None and branch.startswith("t1@")
-    assert texts(saver, branch)[0][1] == "What is 4 + 4?"
-    assert [t for _, t in texts(saver, branch)][-1] == "The sum is 8."
-    assert texts(saver, "t1")[-1][1] == "The sum is 5."  # the first branch is untouched
-    first = next(saver.store.thread(branch).read(to_seq=0))
+    # the thread is the new branch (what `continuity compile t1` shows)
+    assert saver.mirror_thread_id(graph.get_state(config()).config) == "t1"
+    assert texts(saver, "t1")[0][1] == "What is 4 + 4?"
+    assert [t for _, t in texts(saver, "t1")][-1] == "The sum is 8."
+    result = compile_context(saver.store, "t1", log=False)
+    assert "The sum is 8." in str(result.bundle.messages[-1].content)
+    assert "The sum is 5." not in str([m.content for m in result.bundle.messages])
+    # the first branch is kept whole in a fork
+    kept = saver.mirror_thread_id(first_latest)
+    assert kept is not None and kept.startswith("t1@")
+    assert texts(saver, kept)[0][1] == "What is 2 + 3?"
+    assert texts(saver, kept)[-1][1] == "The sum is 5."
+    first = next(saver.store.thread(kept).read(to_seq=0))
     assert narrow(fr.ThreadCreated, first).meta["langgraph.thread_id"] == "t1"
-    # the branch goes on in its fork, without another fork
+    # the branch goes on in t1, without another fork
     graph.invoke({"messages": [HumanMessage("And 1 + 1?", id="h3")]}, config())
-    assert texts(saver, branch)[-1][1] == "The sum is 2."
+    assert texts(saver, "t1")[-1][1] == "The sum is 2."
     assert len(saver.store.threads()) == 2
+
+
+def test_compile_of_the_thread_after_time_travel_shows_the_latest_branch(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    saver = ContinuitySaver(root)
+    graph = tool_graph(saver)
+    graph.invoke({"messages": [HumanMessage("What is 2 + 3?", id="h1")]}, config())
+    first_turn = next(s for s in graph.get_state_history(config()) if s.metadata["step"] == 0)
+    again = graph.update_state(first_turn.config, {"messages": [HumanMessage("7 + 7?", id="h1")]})
+    graph.invoke(None, again)
+    # and back to the first branch: the thread follows, the second is kept too
+    first_answer = next(
+        s
+        for s in graph.get_state_history(config())
+        if s.values["messages"][-1].content == "The sum is 5."
+    )
+    graph.update_state(first_answer.config, {"messages": [HumanMessage("Thanks", id="h2")]})
+    runner = CliRunner()
+    out = runner.invoke(app, ["--store", str(root), "compile", "t1", "--format", "text"])
+    assert out.exit_code == 0, out.output
+    assert "The sum is 5." in out.output and "Thanks" in out.output
+    assert "The sum is 14." not in out.output
+    kept = [t for t in saver.store.threads() if t != "t1"]
+    assert len(kept) == 2
+    assert any(texts(saver, t)[-1][1] == "The sum is 14." for t in kept)
 
 
 # --- RemoveMessage, replace-by-id, delete ------------------------------------------------------
@@ -302,14 +344,15 @@ def test_no_mirror_when_disabled(tmp_path: Path) -> None:
 def test_putting_a_checkpoint_again_mirrors_it_once(saver: ContinuitySaver) -> None:
     graph = echo_graph(saver)
     graph.invoke({"messages": [HumanMessage("one", id="h1")]}, config())
-    answered = graph.get_state(config()).config
     old = next(s for s in graph.get_state_history(config()) if s.metadata["step"] == 0)
     branch = graph.update_state(old.config, {"messages": [HumanMessage("uno", id="h1")]})
-    fork_id = saver.mirror_thread_id(branch)
-    assert fork_id is not None and fork_id != "t1"
+    assert saver.mirror_thread_id(branch) == "t1"
+    assert texts(saver, "t1") == [("h1", "uno")]
+    kept = [t for t in saver.store.threads() if t != "t1"]
+    assert len(kept) == 1 and texts(saver, kept[0]) == [("h1", "one"), ("a-h1", "You said: one")]
     # LangGraph puts the same checkpoint again (a retry after a crash or a conflict)
-    for target in (branch, graph.get_state(config()).config, answered):
-        found = saver.get_tuple(target)
+    for _ in range(2):
+        found = saver.get_tuple(branch)
         assert found is not None and found.parent_config is not None
         saver.put(
             found.parent_config,
@@ -317,6 +360,5 @@ def test_putting_a_checkpoint_again_mirrors_it_once(saver: ContinuitySaver) -> N
             found.metadata,
             found.checkpoint["channel_versions"],
         )
-    assert texts(saver, fork_id) == [("h1", "uno")]
-    assert texts(saver, "t1") == [("h1", "one"), ("a-h1", "You said: one")]
-    assert sorted(saver.store.threads()) == ["t1", fork_id]
+    assert texts(saver, "t1") == [("h1", "uno")]
+    assert sorted(saver.store.threads()) == sorted(["t1", kept[0]])
