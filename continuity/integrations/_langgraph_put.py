@@ -212,7 +212,7 @@ class CheckpointWriter:
         if messages is None:
             return state, []
         path = node_path(put.ns)
-        target = self.store.thread(branch_id(thread.id, path, sep="~"))
+        target = self.store.thread(branch_id(thread.id, path.replace("|", "+"), sep="+"))
         extra: list[fr.Frame] = []
         if view.latest(lg.SUBGRAPH, target.id) is None:
             extra.append(fr.RecordAppended(kind=lg.SUBGRAPH, key=target.id, data={"ns": path}))
@@ -248,7 +248,8 @@ def node_path(ns: str) -> str:
 
 def branch_id(base: str, name: str, *, sep: str = "@") -> str:
     """A thread beside ``base``: ``<base>@<checkpoint id>`` (a branch kept as a fork) or
-    ``<base>~<node path>`` (a subgraph's mirror), ``lg-`` and a hash when that is no valid id."""
+    ``<base>+<node path>`` (a subgraph's mirror, ``+`` between nested nodes); ``lg-`` and a
+    hash when that is no valid id."""
     try:
         return validate_thread_id(f"{base}{sep}{name}")
     except InvalidThreadId:

@@ -362,3 +362,55 @@ def test_putting_a_checkpoint_again_mirrors_it_once(saver: ContinuitySaver) -> N
         )
     assert texts(saver, "t1") == [("h1", "uno")]
     assert sorted(saver.store.threads()) == sorted(["t1", kept[0]])
+
+
+# --- subgraphs ---------------------------------------------------------------------------------
+
+
+def nested_graph(saver: ContinuitySaver) -> Any:
+    def research(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        question = state["messages"][-1]
+        return {"messages": [AIMessage(f"notes on {question.content}", id=f"n-{question.id}")]}
+
+    inner = StateGraph(MessagesState)
+    inner.add_node("research", research)
+    inner.add_edge(START, "research")
+    inner_graph = inner.compile()
+
+    def answer(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        return {"messages": [AIMessage("done", id=f"a-{len(state['messages'])}")]}
+
+    outer = StateGraph(MessagesState)
+    outer.add_node("inner", inner_graph)
+    outer.add_node("answer", answer)
+    outer.add_edge(START, "inner")
+    outer.add_edge("inner", "answer")
+    return outer.compile(checkpointer=saver)
+
+
+def test_subgraph_messages_are_mirrored_in_a_thread_of_the_subgraph(
+    saver: ContinuitySaver,
+) -> None:
+    graph = nested_graph(saver)
+    graph.invoke({"messages": [HumanMessage("tides", id="h1")]}, config())
+    sub = "t1+inner"
+    assert sub in saver.store.threads()
+    assert [i for i, _ in texts(saver, sub)] == ["h1", "n-h1"]
+    frames = [f for f in saver.store.thread(sub).read() if isinstance(f, fr.MessageAppended)]
+    assert {f.meta["langgraph.checkpoint_ns"].split(":")[0] for f in frames} == {"inner"}
+    first = narrow(fr.ThreadCreated, next(saver.store.thread(sub).read(to_seq=0)))
+    assert first.meta["langgraph.subgraph_of"] == "t1"
+    # the root conversation is the root's; a second run uses the same subgraph thread
+    assert [i for i, _ in texts(saver, "t1")] == ["h1", "n-h1", "a-2"]
+    graph.invoke({"messages": [HumanMessage("moons", id="h2")]}, config())
+    assert texts(saver, sub)[-1] == ("n-h2", "notes on moons")
+    assert sorted(saver.store.threads()) == ["t1", sub]
+    sub_ns = next(
+        t.config["configurable"]["checkpoint_ns"]
+        for t in saver.list(None)
+        if t.config["configurable"]["checkpoint_ns"]
+    )
+    ns_config: RunnableConfig = {"configurable": {"thread_id": "t1", "checkpoint_ns": sub_ns}}
+    assert saver.mirror_thread_id(ns_config) == sub
+    saver.delete_thread("t1")
+    assert texts(saver, sub) == [] and texts(saver, "t1") == []

@@ -67,3 +67,19 @@ def test_the_async_face_opens_a_url(pg_url: str, pg_stores: PgStores) -> None:
         return [f.seq async for f in t.read()]
 
     assert asyncio.run(go()) == [0, 1]
+
+
+def test_a_saver_from_a_url_closes_its_pool(pg_url: str, pg_stores: PgStores) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from tests.integrations.test_langgraph_graphs import config, texts, tool_graph
+
+    pg_stores.schemas.add("lg_lifecycle")
+    with ContinuitySaver.from_conn_string(pg_url, schema="lg_lifecycle") as saver:
+        saver.setup()
+        saver.setup()
+        tool_graph(saver).invoke({"messages": [HumanMessage("What is 2 + 3?")]}, config())
+        assert texts(saver, "t1")[-1][1] == "The sum is 5."
+        store = saver.store
+    with pytest.raises(Exception, match="closed"):  # the pool is closed: nothing answers
+        store.threads()
