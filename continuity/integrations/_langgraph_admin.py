@@ -127,7 +127,7 @@ def _delta_chain(cuts: lg.Cuts, latest: Record, metadata: Any) -> list[str]:
 def _holds(rec: Record, channel: str) -> bool:
     """Whether a checkpoint record stores a value of ``channel`` (a delta channel's seed)."""
     blob = rec.data["blobs"].get(channel)
-    return blob is not None and len(blob) == 3
+    return blob is not None and len(blob) >= 3
 
 
 def copy_records(threads: LangGraphThreads, source_thread_id: str, target_thread_id: str) -> bool:

@@ -50,6 +50,7 @@ __all__ = [
     "Cuts",
     "CyclicHistory",
     "ancestors",
+    "blob_value",
     "checkpoint_key",
     "config_of",
     "empty_mirror",
@@ -119,6 +120,17 @@ def to_typed(typed: tuple[str, bytes]) -> list[str]:
 
 def from_typed(value: list[str]) -> tuple[str, bytes]:
     return value[0], base64.b64decode(value[1])
+
+
+def blob_value(store: BaseStore, blob: list[Any]) -> tuple[str, bytes] | None:
+    """A checkpoint record's channel entry as typed serializer bytes: ``[version, type,
+    artifact id]`` (the artifact's bytes) or ``[version, type, "", base64]`` (inline); None
+    for ``[version]`` (an empty channel)."""
+    if len(blob) < 3:
+        return None
+    if len(blob) > 3 and not blob[2]:
+        return blob[1], base64.b64decode(blob[3])
+    return blob[1], store.artifacts.get(blob[2])
 
 
 class Cuts:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, eq, is_
 from typing import Any, Final
 
 import blake3
@@ -48,6 +50,7 @@ __all__ = [
 ]
 
 _SOURCE: Final = "langgraph"
+_CONTENT: Final = attrgetter("content")
 FULL_EVERY: Final = 64
 """Every this many changes, a ``langgraph.mirror`` record holds the whole map."""
 
@@ -74,6 +77,12 @@ class LiveMirror:
     seen: dict[int, tuple[BaseMessage, object, str, str]] = field(default_factory=dict)
     checkpoint_id: str | None = None
     """The checkpoint whose put made the change at ``position``."""
+    objects: list[BaseMessage] = field(default_factory=list)
+    """The messages of the last comparison, in order, and their contents: a list that starts
+    with the same objects holding the same contents is compared from its end on."""
+    contents: list[object] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    """How many messages without an id had each content hash (their ids count them)."""
 
 
 @dataclass(slots=True)
@@ -85,6 +94,8 @@ class MirrorPlan:
     retract: list[Entry] = field(default_factory=list)
     appends: list[tuple[str, str, list[fr.MessageAppended]]] = field(default_factory=list)
     seen: dict[int, tuple[BaseMessage, object, str, str]] = field(default_factory=dict)
+    objects: list[BaseMessage] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -122,13 +133,16 @@ class MirrorPlan:
             data["added"] = [[e.id, e.hash, list(e.seqs)] for e in added]
             data["gone"] = [e.id for e in self.retract]
         out.append(fr.RecordAppended(kind=MIRROR, data=data))
-        after = LiveMirror(seq, entries, depth, self.seen, checkpoint_id)
+        contents = list(map(_CONTENT, self.objects))
+        after = LiveMirror(
+            seq, entries, depth, self.seen, checkpoint_id, self.objects, contents, self.counts
+        )
         return out, after
 
 
 def is_messages(value: object) -> bool:
     """Whether a channel value is a list of LangChain messages (what is mirrored)."""
-    return isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value)
+    return isinstance(value, list) and all(map(isinstance, value, repeat(BaseMessage)))
 
 
 def _store_map(store: BaseStore, entries: Iterable[Entry]) -> str:
@@ -176,9 +190,46 @@ def plan(
     """Compare what a mirror thread shows (``live``) with a checkpoint's ``messages``. A
     message object the last comparison saw unchanged (the same object, the same content
     object) is not converted again."""
-    result = MirrorPlan(live)
-    wanted: set[str] = set()
-    counts: dict[str, int] = {}
+    result = MirrorPlan(live, objects=list(messages))
+    k = len(live.objects)
+    if k and len(messages) >= k and _same_prefix(messages[:k], live):
+        # the messages of last time, and new ones after them (add_messages appends): only the
+        # new ones are compared
+        result.seen = dict(live.seen)
+        wanted = set(live.entries)
+        rest: Sequence[BaseMessage] = messages[k:]
+        if not rest:
+            return result
+        counts = dict(live.counts)
+    else:
+        wanted = set()
+        rest = messages
+        counts = {}
+    _compare(store, live, rest, ns, result, wanted, counts)
+    for e in live.entries.values():
+        if e.id not in wanted:
+            result.retract.append(e)
+    return result
+
+
+def _same_prefix(head: Sequence[BaseMessage], live: LiveMirror) -> bool:
+    """Whether ``head`` is the messages ``live`` was last compared with: the same objects
+    holding the same content objects, or (a graph's state read back from its checkpoint at
+    the start of a run) equal ones. C-speed checks, no conversion."""
+    if all(map(is_, head, live.objects)):
+        return all(map(is_, map(_CONTENT, head), live.contents))
+    return all(map(eq, head, live.objects))
+
+
+def _compare(
+    store: BaseStore,
+    live: LiveMirror,
+    messages: Sequence[BaseMessage],
+    ns: str,
+    result: MirrorPlan,
+    wanted: set[str],
+    counts: dict[str, int],
+) -> None:
     seen = live.seen
     for message in messages:
         known = seen.get(id(message))
@@ -205,10 +256,7 @@ def plan(
         if openai is None:
             openai = digest_of(message)[0]
         result.appends.append((mid, digest, _frames(store, message, openai, mid, ns)))
-    for e in live.entries.values():
-        if e.id not in wanted:
-            result.retract.append(e)
-    return result
+    result.counts = counts
 
 
 def _frames(

@@ -19,7 +19,21 @@ from continuity.context.records import Record, RecordView, record_view
 from continuity.errors import BadFrame, InvalidThreadId
 from continuity.store.base import BaseStore, Thread, validate_thread_id
 
-__all__ = ["CheckpointPut", "CheckpointWriter", "branch_id", "node_path"]
+__all__ = ["INLINE", "CheckpointPut", "CheckpointWriter", "Prepared", "branch_id", "node_path"]
+
+INLINE: Final = 512
+"""A changed channel's value up to this many bytes is kept in the checkpoint record itself
+(no artifact, no file to make durable besides the log)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A put's serialized parts: the changed channels' blobs, the checkpoint (without its
+    values) and the metadata as typed serializer bytes."""
+
+    changed: dict[str, list[Any]]
+    checkpoint: list[str]
+    metadata: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,20 +69,44 @@ class CheckpointWriter:
         self.mirrors: dict[str, mirror.LiveMirror] = {} if mirrors is None else mirrors
         """What each mirror thread shows, kept between puts (the saver's threads own it)."""
 
-    def append(self, thread: Thread, put: CheckpointPut) -> None:
+    def prepare(self, put: CheckpointPut) -> Prepared:
+        """What a put stores whatever the thread holds: the serialized checkpoint and
+        metadata, and the changed channels' values (an artifact each; inline in the record
+        up to :data:`INLINE` bytes). Done before the thread's lock is taken, once per put."""
+        values = put.checkpoint["channel_values"]
+        changed: dict[str, list[Any]] = {}
+        for channel, version in put.checkpoint["channel_versions"].items():
+            if channel not in put.new_versions:
+                continue
+            if channel not in values:
+                changed[channel] = [version]
+                continue
+            kind, raw = self.serde.dumps_typed(values[channel])
+            if len(raw) <= INLINE:
+                changed[channel] = [version, kind, "", lg.to_typed((kind, raw))[1]]
+            else:
+                changed[channel] = [version, kind, self.store.artifacts.put(raw)]
+        rest = {k: v for k, v in put.checkpoint.items() if k != "channel_values"}
+        return Prepared(
+            changed,
+            lg.to_typed(self.serde.dumps_typed(rest)),
+            lg.to_typed(self.serde.dumps_typed(put.metadata)),
+        )
+
+    def append(self, thread: Thread, put: CheckpointPut, prepared: Prepared) -> None:
         """Append the checkpoint's batch after the thread's head as it is now (its parent and
         the mirror's position read as of then); :class:`SeqConflict` if another writer came
         first (the caller tries again)."""
         head = thread.head()
         assert head is not None  # the saver made the thread
         with record_view(thread) as view:
-            batch, after = self._batch(view, head.seq + 1, put)
+            batch, after = self._batch(view, head.seq + 1, put, prepared)
             thread.append(batch, expected_seq=head.seq + 1)
         if after is not None:
             self.mirrors[thread.id] = after
 
     def _batch(
-        self, view: RecordView, next_seq: int, put: CheckpointPut
+        self, view: RecordView, next_seq: int, put: CheckpointPut, prepared: Prepared
     ) -> tuple[list[fr.Frame], mirror.LiveMirror | None]:
         """The frames of one checkpoint, for ``view.thread`` at ``next_seq``: the mirrored
         messages, the checkpoint record, its namespace's pointers, a fork record; and what the
@@ -76,8 +114,7 @@ class CheckpointWriter:
         cuts = lg.Cuts(view)
         ns, checkpoint = put.ns, put.checkpoint
         parent = lg.find_checkpoint(cuts, ns, put.parent_id) if put.parent_id else None
-        blobs = self._blobs(cuts, parent, put)
-        rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        blobs = self._blobs(cuts, parent, put, prepared.changed)
         state = parent.data.get("mirror") if parent is not None else None
         batch: list[fr.Frame] = []
         extra: list[fr.Frame] = []
@@ -92,8 +129,8 @@ class CheckpointWriter:
             "ns": ns,
             "id": checkpoint["id"],
             "parent": put.parent_id,
-            "checkpoint": lg.to_typed(self.serde.dumps_typed(rest)),
-            "metadata": lg.to_typed(self.serde.dumps_typed(put.metadata)),
+            "checkpoint": prepared.checkpoint,
+            "metadata": prepared.metadata,
             "run_id": put.metadata.get("run_id"),
             "blobs": blobs,
             "mirror": state,
@@ -115,22 +152,22 @@ class CheckpointWriter:
         return messages if mirror.is_messages(messages) else None
 
     def _blobs(
-        self, cuts: lg.Cuts, parent: Record | None, put: CheckpointPut
+        self,
+        cuts: lg.Cuts,
+        parent: Record | None,
+        put: CheckpointPut,
+        changed: dict[str, list[Any]],
     ) -> dict[str, list[Any]]:
-        """Per channel: ``[version, type, artifact id]``, or ``[version]`` for an empty one.
-        Changed channels are stored; unchanged ones are the parent's (or, failing that, any
-        earlier checkpoint's of the namespace holding that version), as a blobs table would."""
-        values = put.checkpoint["channel_values"]
+        """Per channel: ``[version, type, artifact id]``, ``[version, type, "", base64]`` (a
+        small value inline), or ``[version]`` for an empty one. Changed channels are ``changed``;
+        unchanged ones are the parent's (or, failing that, any earlier checkpoint's of the
+        namespace holding that version), as a blobs table would."""
         out: dict[str, list[Any]] = {}
         missing: dict[str, Any] = {}
         known = parent.data["blobs"] if parent is not None else {}
         for channel, version in put.checkpoint["channel_versions"].items():
-            if channel in put.new_versions:
-                if channel in values:
-                    kind, raw = self.serde.dumps_typed(values[channel])
-                    out[channel] = [version, kind, self.store.artifacts.put(raw)]
-                else:
-                    out[channel] = [version]
+            if channel in changed:
+                out[channel] = changed[channel]
             elif channel in known and known[channel][0] == version:
                 out[channel] = known[channel]
             else:

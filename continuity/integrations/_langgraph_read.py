@@ -76,9 +76,9 @@ class CheckpointReader:
         checkpoint = self.serde.loads_typed(lg.from_typed(data["checkpoint"]))
         values: dict[str, Any] = {}
         for channel, blob in data["blobs"].items():
-            if len(blob) == 3:
-                raw = self.store.artifacts.get(blob[2])
-                values[channel] = self.serde.loads_typed((blob[1], raw))
+            typed = lg.blob_value(self.store, blob)
+            if typed is not None:
+                values[channel] = self.serde.loads_typed(typed)
         if metadata is None:
             metadata = self.metadata(rec)
         parent = data.get("parent")
@@ -107,8 +107,9 @@ class CheckpointReader:
                 collected[write[1]].append(write)
             for ch in list(remaining):
                 blob = anc.data["blobs"].get(ch)
-                if blob is not None and len(blob) == 3:
-                    seeds[ch] = self.serde.loads_typed((blob[1], self.store.artifacts.get(blob[2])))
+                typed = None if blob is None else lg.blob_value(self.store, blob)
+                if typed is not None:
+                    seeds[ch] = self.serde.loads_typed(typed)
                     remaining.discard(ch)
         out: dict[str, DeltaChannelHistory] = {}
         for ch in channels:

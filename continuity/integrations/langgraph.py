@@ -270,11 +270,12 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         )
         writer = self._writer()
         thread = self._threads.thread(tid)
+        prepared = writer.prepare(put)  # serialized and stored before the lock is taken
         with self._threads.lock(thread.id):
             self._threads.ensure(thread, tid)
             for attempt in range(_RETRIES):
                 try:
-                    writer.append(thread, put)
+                    writer.append(thread, put, prepared)
                     break
                 except SeqConflict:  # another process appended meanwhile: read again
                     if attempt == _RETRIES - 1:

@@ -1,6 +1,15 @@
 """The LangGraph checkpoint saver: whether its calls stay flat as a thread's checkpoints grow.
 
     python -m tools.bench.bench_langgraph [--sizes 100,100000] [--repeats 50] [--quick] [--json]
+    python -m tools.bench.bench_langgraph --turns 300 [--json]
+
+``--turns N``: an agent loop instead, side by side with LangGraph's ``SqliteSaver`` (issue 27):
+the same tool-calling graph (a scripted model that calls a tool, then answers: four messages a
+turn) runs N turns on a ``ContinuitySaver`` over a JSONL store with its default durability
+(an fsync per batch) and on a ``SqliteSaver`` file (its default: WAL, a commit per call), in one
+process, the two interleaved turn by turn (the order alternating), LangGraph's default
+durability for both. Reported: the median turn of each, the median of the per-turn ratios, and
+the first 50 and last 50 turns of each (flat: last within 1.2x of first; target: ratio <= 1.3).
 
 One LangGraph thread is filled with ``N`` checkpoints through ``ContinuitySaver.put``, each as a
 graph step makes it: a ``step`` channel that changes every time, a ``messages`` channel of two
@@ -40,15 +49,18 @@ from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from tools.bench._common import (
     Report,
+    Row,
     common_parser,
     emit,
     log,
+    median,
+    percentile,
     short_size,
     time_row,
     work_dir,
 )
 
-__all__ = ["main", "run"]
+__all__ = ["main", "run", "run_turns"]
 
 DEFAULT_SIZES: Final = (100, 100_000)
 FLAT_TARGET: Final = 1.5
@@ -156,11 +168,107 @@ def run(*, sizes: tuple[int, ...] = DEFAULT_SIZES, repeats: int = 50, seed: int 
     return report
 
 
+TURN_TARGET: Final = 1.3
+FLAT_TURNS: Final = 1.2
+EDGE: Final = 50
+
+
+def _agent_graph(saver: Any) -> Any:
+    from langchain_core.tools import tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        if last.type == "human":
+            call = {"name": "add", "args": {"a": 2, "b": 3}, "id": f"call-{last.id}"}
+            text = "Let me add those. " * 5
+            return {"messages": [AIMessage(text, tool_calls=[call], id=f"ai-call-{last.id}")]}
+        text = f"The sum is {last.content}. " + "Some longer explanation. " * 10
+        return {"messages": [AIMessage(text, id=f"ai-answer-{last.id}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", model)
+    builder.add_node("tools", ToolNode([add]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=saver)
+
+
+def run_turns(turns: int = 300) -> Report:
+    """The agent loop side by side with SqliteSaver (see the module's docstring)."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    started = time.perf_counter()
+    report = Report("bench_langgraph --turns", {"turns": turns})
+    config: RunnableConfig = {"configurable": {"thread_id": THREAD}}
+    with work_dir("langgraph-turns") as folder:
+        ours = ContinuitySaver(Store(folder / "continuity", create=True))
+        conn = sqlite3.connect(str(folder / "sqlite.db"), check_same_thread=False)
+        theirs = SqliteSaver(conn)
+        theirs.setup()
+        graphs = {"continuity": _agent_graph(ours), "sqlite": _agent_graph(theirs)}
+        times: dict[str, list[float]] = {"continuity": [], "sqlite": []}
+        for i in range(turns):
+            question = {"messages": [HumanMessage(f"What is 2 + 3? (turn {i})", id=f"h{i}")]}
+            order = ["continuity", "sqlite"] if i % 2 == 0 else ["sqlite", "continuity"]
+            for name in order:
+                start = time.perf_counter_ns()
+                graphs[name].invoke(question, config)
+                times[name].append((time.perf_counter_ns() - start) / 1e9)
+            if (i + 1) % 50 == 0:
+                log(f"  {i + 1} turns")
+        conn.close()
+        ours.close()
+    edge = min(EDGE, max(1, turns // 3))
+    ratios = [a / b for a, b in zip(times["continuity"], times["sqlite"], strict=True)]
+    for name in ("continuity", "sqlite"):
+        row = time_row(f"{name}: turn", times[name])
+        report.rows.append(row)
+        first = time_row(f"{name}: first {edge} turns", times[name][:edge])
+        last = time_row(f"{name}: last {edge} turns", times[name][-edge:])
+        last.baseline = f"first {edge}"
+        last.ratio = last.median / first.median
+        if name == "continuity":
+            last.target = first.median * FLAT_TURNS
+        report.rows.extend([first, last])
+    report.rows.append(_ratio_row("continuity / sqlite, per turn", ratios, TURN_TARGET))
+    for part, chunk in (("first", ratios[:edge]), ("last", ratios[-edge:])):
+        report.rows.append(_ratio_row(f"continuity / sqlite, {part} {edge} turns", chunk, None))
+    report.notes.append(
+        "paired in one process, turns interleaved with the order alternating; JSONL store with "
+        "its default durability (fsync per batch), SqliteSaver with its own (WAL, commit per call)"
+    )
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _ratio_row(metric: str, ratios: list[float], target: float | None) -> Row:
+    """The median of paired ratios (p90: the worse end)."""
+    return Row(
+        metric, median(ratios), "x", p90=percentile(ratios, 90), n=len(ratios), target=target
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = common_parser(__doc__.split("\n\n")[0], DEFAULT_SIZES, "checkpoints")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="sizes / 10")
+    parser.add_argument(
+        "--turns", type=int, default=0, help="an agent loop of this many turns vs SqliteSaver"
+    )
     args = parser.parse_args(argv)
+    if args.turns:
+        emit([run_turns(args.turns)], args.json)
+        return
     sizes = tuple(max(10, n // 10) for n in args.sizes) if args.quick else args.sizes
     emit([run(sizes=sizes, repeats=args.repeats, seed=args.seed)], args.json)
 
