@@ -61,6 +61,7 @@ def test_a_checked_sdist_is_extracted_once_with_its_tests_but_not_its_package(
     assert marker.read_text() == "kept"
 
 
+@pytest.mark.slow
 def test_a_cached_archive_with_another_sha256_is_fetched_again_not_used(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
