@@ -21,7 +21,7 @@ Running them (``tests/upstream/test_suites.py``; PostgreSQL from ``pgserver`` or
 ``$CONTINUITY_TEST_PG_URL``, as for the rest of the suite)::
 
     .venv/bin/python -m pytest tests/upstream                          # the bounded CI run
-    CONTINUITY_UPSTREAM=full .venv/bin/python -m pytest tests/upstream  # everything, ~6 min
+    CONTINUITY_UPSTREAM=full .venv/bin/python -m pytest tests/upstream  # everything, ~8 min
     CONTINUITY_UPSTREAM=off  .venv/bin/python -m pytest                  # without them
 
 To move to a new version of a framework: change its pin in ``pyproject.toml``'s ``dev`` extra

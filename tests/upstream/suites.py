@@ -6,8 +6,8 @@ and the floor of tests that must pass on continuity (so a silent collapse fails)
 runs with the framework's own conftest and fixtures plus our shims (``shims/continuity_shims``)
 and our deselect list (``deselect.toml``, each entry with its reason).
 
-``$CONTINUITY_UPSTREAM`` chooses the runs: ``ci`` (the default: about 2 minutes on 2 cores),
-``full`` (every file on both backends and both session kinds: about 7 minutes) or ``off``.
+``$CONTINUITY_UPSTREAM`` chooses the runs: ``ci`` (the default: 2 to 4 minutes on 2 cores, by load),
+``full`` (every file on both backends and both session kinds: about 8 minutes) or ``off``.
 """
 
 from __future__ import annotations
