@@ -156,7 +156,11 @@ def test_later_compilers_select_what_compile_1_did_when_nothing_they_changed_app
     # compile/1's, compile/2's and compile/3's but for its id.
     _, _, ref = fixed
     assert ref.bundle.notes == []
-    for golden, version in ((GOLDEN_COMPILE1, b"1"), (GOLDEN_COMPILE2, b"2"), (GOLDEN_COMPILE3, b"3")):
+    for golden, version in (
+        (GOLDEN_COMPILE1, b"1"),
+        (GOLDEN_COMPILE2, b"2"),
+        (GOLDEN_COMPILE3, b"3"),
+    ):
         old = golden.read_bytes()
         tag = b"continuity.compile/" + version
         assert b'"compiler_id":"' + tag + b'"' in old
