@@ -106,9 +106,7 @@ def latest_provider_summary(
             resets.append(f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) passed over: {made}")
             continue
         message, block = made
-        item = _item(
-            block, c.summary_kind, c.checkpoint_id, c.seq, c.to_seq, message.seq, count
-        )
+        item = _item(block, c.summary_kind, c.checkpoint_id, c.seq, c.to_seq, message.seq, count)
         return ProviderSummary(item, message.seq)
     return None
 
