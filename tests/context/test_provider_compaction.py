@@ -413,3 +413,19 @@ def test_compile_is_the_same_on_every_backend_with_and_without_caches(
         compile_context(t, anchor=a, limits=limits, log=False).bundle_bytes()
         for a in range(1, (t.head() or fr.FrameBase()).seq + 1)
     ] == bundles[:half]
+
+
+def test_search_and_the_viewer_read_the_summary_not_the_bytes(memory_store: MemoryStore) -> None:
+    from continuity.retrieval.documents import summary_text
+    from continuity.viewer.model import summary_text as viewer_summary_text
+
+    t = memory_store.thread("a")
+    t.append(from_anthropic(_anthropic_reply("the readable summary", "ok")))
+    t.append(from_openai_responses({"type": "compaction", "encrypted_content": "E" * 3000}))
+    cps = [f for f in t.read() if isinstance(f, fr.CompactionCheckpointCreated)]
+    texts = [summary_text(memory_store, cp) for cp in cps]
+    assert texts[0] == "the readable summary"
+    assert texts[1] is not None and "encrypted" in texts[1] and "EEE" not in texts[1]
+    shown = [viewer_summary_text(memory_store, cp.summary_artifact_id) for cp in cps]
+    assert shown[0][0] == "the readable summary" and "anthropic" in shown[0][2]
+    assert "encrypted" in shown[1][0] and "openai" in shown[1][2]
