@@ -102,7 +102,13 @@ ItemBlock: TypeAlias = (
 
 
 class SummaryItem(_Struct, frozen=True, kw_only=True, tag="summary_ref", tag_field="kind"):
-    """A cumulative summary of the thread up to ``to_seq``."""
+    """A cumulative summary of the thread up to ``to_seq``.
+
+    A provider's own compaction (``anthropic_compaction_v1``, ``openai_compaction_v1``) also
+    carries ``block``, the compaction block or item as the provider wrote it, which its own
+    provider is sent in place of ``text`` (the readable summary, or a note when it is
+    encrypted), and ``message_seq``, the message that holds it; ``checkpoint_id`` is empty
+    when no checkpoint names it yet (the anchor is that message)."""
 
     checkpoint_id: str
     checkpoint_seq: int
@@ -111,6 +117,8 @@ class SummaryItem(_Struct, frozen=True, kw_only=True, tag="summary_ref", tag_fie
     summary_artifact_id: str
     text: str
     tokens: int
+    message_seq: int | None = None
+    block: fr.ProviderBlock | None = None
 
 
 class MessageItem(_Struct, frozen=True, kw_only=True, tag="message", tag_field="kind"):

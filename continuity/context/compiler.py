@@ -50,6 +50,12 @@ from continuity.context.bundle import (
     ToolStubBlock,
     bundle_bytes as _bundle_bytes,
 )
+from continuity.context.provider_compaction import (
+    ProviderSummary,
+    is_provider_kind,
+    latest_provider_summary,
+    newest_in_window,
+)
 from continuity.context.sources import ThreadSource, halving, latest_checkpoint_in, open_source
 from continuity.errors import (
     AnchorNotFound,
@@ -63,7 +69,7 @@ from continuity.errors import (
 )
 from continuity.store.artifacts import artifact_id
 from continuity.store.base import BaseStore, Thread, resolve_thread
-from continuity.summary import CUMULATIVE_V1, decode_summary
+from continuity.summary import CUMULATIVE_V1, decode_summary, is_compaction_block
 from continuity.tokens import Tokenizer, estimate_text
 
 __all__ = [
@@ -78,11 +84,13 @@ __all__ = [
     "select_checkpoints",
 ]
 
-COMPILER_ID: Final = "continuity.compile/3"
-"""``/3``: the latest user turn and the tool exchange in flight are always in the window (or
-:class:`ContextTooSmall`), ``min_recent``, retractions (ADR 0018); recall ranks with the
-query's informative terms (ADR 0022). ``/2``: oversize messages are
-elided and unreadable summaries named in the notes (ADR 0017)."""
+COMPILER_ID: Final = "continuity.compile/4"
+"""``/4``: a provider's own compaction (an Anthropic ``compaction`` block, an OpenAI Responses
+``compaction`` item) is a summary that bounds the window. ``/3``: the latest user turn and
+the tool exchange in flight are always in the window (or :class:`ContextTooSmall`),
+``min_recent``, retractions (ADR 0018); recall ranks with the query's informative terms (ADR
+0022). ``/2``: oversize messages are elided and unreadable summaries named in the notes (ADR
+0017)."""
 STRATEGY_RECENT: Final = "recent_messages_v1"
 STRATEGY_SUMMARIES: Final = "summaries_recent_messages_v1"
 STRATEGY_HIERARCHICAL: Final = "hierarchical_summaries_recent_messages_v1"
@@ -239,7 +247,7 @@ class _Compiler:
         checkpoints = self.source.checkpoints()
         gone = marks.invalidated(checkpoints, anchor_seq)
         for c in checkpoints:
-            if c.checkpoint_id in gone:
+            if c.checkpoint_id in gone and not is_provider_kind(c.summary_kind):
                 self.resets.append(
                     f"checkpoint {c.checkpoint_id} (to_seq {c.to_seq}) passed over: "
                     f"its summary covers messages retracted at seq {gone[c.checkpoint_id]}"
@@ -299,7 +307,9 @@ class _Compiler:
     def _reset_ignored(self, anchor_seq: int, unreadable: list[CheckpointEntry]) -> None:
         # Every ignored checkpoint the anchor could see is a reset, whatever its to_seq: an
         # unreadable one may have been a lower tier, and an unsupported one may tie a selected one.
-        ignored = [*self.source.other_checkpoints(anchor_seq), *unreadable]
+        others = self.source.other_checkpoints(anchor_seq)
+        # a provider's compaction is no unsupported kind: compile weighs it (_select)
+        ignored = [*(c for c in others if not is_provider_kind(c.summary_kind)), *unreadable]
         for c in sorted(ignored, key=lambda c: c.seq):
             if c.summary_kind != CUMULATIVE_V1:
                 self.resets.append(
@@ -351,14 +361,17 @@ class _Compiler:
     # -- the window --
 
     def window(
-        self, after_seq: int, anchor_seq: int
+        self, after_seq: int, anchor_seq: int, floor: bool = False
     ) -> tuple[fr.MessageAppended | None, list[fr.MessageAppended], dict[str, str]]:
         """The recent window: up to ``recent_messages`` messages that are not retracted, the
         newest at or before the anchor, after ``after_seq`` (the latest summary's ``to_seq``)
         but reaching before it for ``min_recent`` of them; and the observations recorded for
         their tool uses. When the latest user message that holds more than tool results is not
         among them, it comes first, alone (the *pinned* message): a request always holds the
-        turn it answers. Returns (pinned or None, the window, observations)."""
+        turn it answers. Returns (pinned or None, the window, observations).
+
+        ``floor``: nothing at or before ``after_seq`` may be in the window at all (a provider's
+        compaction bounds it: the provider takes nothing from before its block)."""
         hi = self.source.message_count_upto(anchor_seq)
         base = self.source.message_count_upto(after_seq) if after_seq >= 0 else 0
         retracted = self.source.marks().retracted(anchor_seq)
@@ -366,11 +379,14 @@ class _Compiler:
             (self.source.message_count_upto(lo - 1), self.source.message_count_upto(t))
             for lo, t in retracted
         ]
+        explained = gaps
+        if floor and base > 0:
+            gaps = [(0, base), *gaps]  # below the floor is as good as retracted
         # The tool exchange in flight (or the newest message) is in every window, summarised
         # or not; min_recent messages too, as far as recent_messages allows.
         exchange = self._exchange_that_fits(hi, gaps)
         chosen = self._choose(hi, base, gaps, max(self.limits.min_recent, exchange))
-        self._explain_choice(chosen, hi, base, gaps, retracted)
+        self._explain_choice(chosen, hi, base, explained, retracted)
         messages, observations = self._read_chosen(chosen, anchor_seq, retracted)
         start = _valid_start(messages, 0)
         if start:
@@ -569,6 +585,10 @@ class _Compiler:
             blocks: list[ItemBlock] = []
             changed = False
             for b in reversed(m.content):
+                if is_compaction_block(b):
+                    # sent once, as the summary, or not at all (an older or failed one)
+                    changed = True
+                    continue
                 if isinstance(b, fr.ToolResultBlock) and keep is not None:
                     if verbatim >= keep:
                         stub = self._stub(b, names.get(b.tool_use_id, ""), observations)
@@ -1168,8 +1188,22 @@ def _select(c: _Compiler, recall: str | bool | None, use_caches: bool) -> _Selec
     """The summaries, the window fitted in the budget, and the recall hits (ADR 0018, 0022)."""
     anchor_seq = c.anchor_seq
     summaries = c.summaries(anchor_seq)
+    provider = latest_provider_summary(
+        c.source, anchor_seq, c.source.marks().retracted(anchor_seq), c.count, c.resets
+    )
+    summaries, floor = _weigh_provider(c, summaries, provider)
     after = summaries[-1].to_seq if summaries else -1
-    pinned, messages, observations = c.window(after, anchor_seq)
+    said = len(c.reasons)
+    pinned, messages, observations = c.window(after, anchor_seq, floor)
+    # a compacting message in the window newer than every summary bounds it in turn (the
+    # anchor is that message, or its checkpoint was never written)
+    bound = summaries[-1].message_seq if floor else None
+    newer = newest_in_window(messages, after if bound is None else bound, c.count)
+    if newer is not None:
+        del c.reasons[said:]  # that window is not the one chosen
+        summaries, floor = _weigh_provider(c, summaries, newer, derived=True)
+        after = summaries[-1].to_seq
+        pinned, messages, observations = c.window(after, anchor_seq, floor)
     sources = [pinned, *messages] if pinned is not None else messages
     items = c.items(sources, observations)
     summaries, kept = c.fit_budget(summaries, items, sources, pinned is not None)
@@ -1187,6 +1221,39 @@ def _select(c: _Compiler, recall: str | bool | None, use_caches: bool) -> _Selec
         recall_query=query,
         recall_hits=recall_refs,
     )
+
+
+def _weigh_provider(
+    c: _Compiler,
+    summaries: list[SummaryItem],
+    provider: ProviderSummary | None,
+    *,
+    derived: bool = False,
+) -> tuple[list[SummaryItem], bool]:
+    """The summaries to send beside a provider's compaction, and whether it bounds the window.
+
+    The newer boundary wins. A cumulative summary through the compacting message or later
+    supersedes the provider's (it was built from the log, which holds everything the provider
+    compacted): the block is not sent. Otherwise the provider's compaction is the one summary:
+    the window starts after its ``to_seq`` and never reaches before it, and the older
+    cumulative summaries are not sent (the provider's summary covers all they do)."""
+    if provider is None:
+        return summaries, False
+    p = provider.item
+    name = f"checkpoint {p.checkpoint_id}" if p.checkpoint_id else f"message seq {p.message_seq}"
+    if summaries and summaries[-1].to_seq >= provider.message_seq:
+        c.reasons.append(
+            f"provider compaction: {p.summary_kind} ({name}) superseded by the summary "
+            f"through seq {summaries[-1].to_seq}"
+        )
+        return summaries, False
+    how = "held by the window's message, no checkpoint yet" if derived else "its checkpoint"
+    c.reasons.append(
+        f"provider compaction: {p.summary_kind} at seq {provider.message_seq} ({how}) bounds "
+        f"the window: nothing through seq {p.to_seq} is sent"
+        + (f"; {len(summaries)} older summary(ies) not sent" if summaries else "")
+    )
+    return [p], True
 
 
 def _recall_in_room(

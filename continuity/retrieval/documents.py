@@ -121,12 +121,15 @@ def summary_text(store: BaseStore, frame: fr.Frame) -> str | None:
     """The text of a checkpoint's summary (None for other frames or an unreadable artifact)."""
     if not isinstance(frame, fr.CompactionCheckpointCreated):
         return None
-    from continuity.summary import decode_summary
+    from continuity.summary import decode_summary, provider_block, provider_summary_text
 
     try:
         data = store.artifacts.get(frame.summary_artifact_id)
     except (ArtifactNotFound, ArtifactCorrupt):
         return None
+    block = provider_block(frame.summary_kind, data)
+    if block is not None:  # a provider's compaction: its readable summary, never its bytes
+        return provider_summary_text(block)
     try:
         return decode_summary(data).text
     except (msgspec.DecodeError, UnicodeDecodeError):

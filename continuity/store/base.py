@@ -50,7 +50,14 @@ from continuity.errors import (
     SeqConflict,
     ThreadNotFound,
 )
-from continuity.store.artifacts import ArtifactStore
+from continuity.store.artifacts import ArtifactStore, artifact_id
+from continuity.summary import (
+    OPENAI_COMPACTION_V1,
+    PROVIDER_COMPACTION_RULE,
+    PROVIDER_SUMMARY_KINDS,
+    compaction_checkpoint,
+    is_compaction_block,
+)
 
 if TYPE_CHECKING:
     from continuity.store.derived import DerivedIndex
@@ -63,6 +70,7 @@ __all__ = [
     "LogReader",
     "LogStamp",
     "Recovery",
+    "SealedBatch",
     "SearchBackend",
     "SearchDocument",
     "SearchWatermark",
@@ -70,8 +78,11 @@ __all__ = [
     "batch_of",
     "check_sealed",
     "now_ms",
+    "provider_checkpoints",
+    "provider_summaries",
     "resolve_thread",
     "seal_batch",
+    "seal_frames",
     "split_lines",
     "validate_thread_id",
 ]
@@ -135,6 +146,15 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class SealedBatch(NamedTuple):
+    """A batch sealed by :func:`seal_frames`: its lines, the head after them, and the seqs the
+    caller's own frames got."""
+
+    lines: list[bytes]
+    head: Head
+    given: range
+
+
 def seal_batch(
     thread_id: str,
     batch: Sequence[fr.Frame],
@@ -144,14 +164,36 @@ def seal_batch(
     expected_seq: int | None = None,
     redact: Callable[[fr.Frame], fr.Frame] | None = None,
 ) -> tuple[list[bytes], Head]:
+    """:func:`seal_frames` without the artifacts of provider compactions stored (their ids are
+    computed): the lines and the head after them."""
+    sealed = seal_frames(
+        thread_id, batch, head, now_ms=now_ms, expected_seq=expected_seq, redact=redact
+    )
+    return sealed.lines, sealed.head
+
+
+def seal_frames(
+    thread_id: str,
+    batch: Sequence[fr.Frame],
+    head: Head | None,
+    *,
+    now_ms: int,
+    expected_seq: int | None = None,
+    redact: Callable[[fr.Frame], fr.Frame] | None = None,
+    put_artifact: Callable[[bytes], str] | None = None,
+) -> SealedBatch:
     """Number, timestamp and chain a batch after ``head`` (None: the thread is new).
 
     Shared by every backend so they agree byte for byte. A new thread gets ``thread_created`` at
     seq 0 — the caller's, if the batch starts with one, else a default one. ``redact`` (the
     store's :attr:`BaseStore.redactor`) rewrites each frame before anything else looks at it.
-    Every frame is checked the way a reader will decode it before it is sealed, so no call can
-    write a line a reader would refuse. Raises :class:`BadFrame` (naming the frame and field) or
-    :class:`SeqConflict`; nothing is written by the caller then.
+    A message that holds a provider's own compaction (an Anthropic ``compaction`` block, an
+    OpenAI Responses ``compaction`` item) gets its compaction checkpoint in the same batch,
+    after the caller's frames (:func:`provider_checkpoints`); ``put_artifact`` (the store's
+    ``artifacts.put``) stores its summary first. Every frame is checked the way a reader will
+    decode it before it is sealed, so no call can write a line a reader would refuse. Raises
+    :class:`BadFrame` (naming the frame and field) or :class:`SeqConflict`; nothing is written
+    by the caller then.
     """
     if redact is not None:
         batch = [redact(f) for f in batch]
@@ -185,6 +227,9 @@ def seal_batch(
     offset_given = 0 if head is not None or first_given == 0 else 1
     if expected_seq is not None and expected_seq != next_seq + offset_given:
         raise SeqConflict(thread_id, expected_seq, next_seq + offset_given)
+    first = next_seq + offset_given
+    n_given = len(frames) - offset_given
+    frames += provider_checkpoints(thread_id, frames, next_seq, put_artifact)
     prev = fr.GENESIS_DIGEST if head is None else bytes.fromhex(head.digest)
     last = len(frames) - 1
     lines: list[bytes] = []
@@ -199,7 +244,86 @@ def seal_batch(
         _check_refs(f, seq, i - offset_given, len(body))
         prev = fr.chain(prev, body)
         lines.append(fr.seal(body, prev))
-    return lines, Head(next_seq + last, prev.hex())
+    return SealedBatch(lines, Head(next_seq + last, prev.hex()), range(first, first + n_given))
+
+
+def provider_checkpoints(
+    thread_id: str,
+    frames: Sequence[fr.Frame],
+    first_seq: int,
+    put_artifact: Callable[[bytes], str] | None = None,
+) -> list[fr.CompactionCheckpointCreated]:
+    """The compaction checkpoints the messages of a batch (``frames``, numbered from
+    ``first_seq``) that hold a provider's own compaction make, one per message, unless the
+    batch already holds it: its summary is the block as stored, byte for byte (stored with
+    ``put_artifact``, else only its id computed); it runs through the seq before the
+    compacting message, or for an OpenAI compaction item, before the user messages that come
+    right before it in the batch (the compacted window ``responses.compact`` returns keeps
+    the user's messages ahead of its item). Its id is derived from the message and the
+    summary, so the same batch makes the same checkpoint on every backend."""
+    made: list[fr.CompactionCheckpointCreated] = []
+    given = {
+        f.to_message_id
+        for f in frames
+        if isinstance(f, fr.CompactionCheckpointCreated)
+        and f.cut_rule_id == PROVIDER_COMPACTION_RULE
+    }
+    for i, f in enumerate(frames):
+        if not isinstance(f, fr.MessageAppended) or f.message_id in given:
+            continue
+        found = compaction_checkpoint(f)
+        if found is None:
+            continue
+        kind, data = found
+        aid = put_artifact(data) if put_artifact is not None else artifact_id(data)
+        start = i
+        if kind == OPENAI_COMPACTION_V1:
+            while start > 0 and _retained_user_message(frames[start - 1]):
+                start -= 1
+        seq = first_seq + i
+        key = f"{thread_id}\n{f.message_id}\n{seq}\n{aid}".encode()
+        made.append(
+            fr.CompactionCheckpointCreated(
+                checkpoint_id=artifact_id(key)[:32],
+                cut_rule_id=PROVIDER_COMPACTION_RULE,
+                summary_kind=kind,
+                summary_artifact_id=aid,
+                from_seq=0,
+                to_seq=first_seq + start - 1,
+                to_message_id=f.message_id,
+                produced_by=PROVIDER_SUMMARY_KINDS[kind],
+            )
+        )
+    return made
+
+
+def provider_summaries(
+    batch: Sequence[fr.Frame], redact: Callable[[fr.Frame], fr.Frame] | None = None
+) -> list[bytes]:
+    """The summary artifacts the provider compactions of a batch make when it is sealed (with
+    the same ``redact``): what a backend that cannot store artifacts while it seals (a server,
+    inside its transaction) puts first. Cheap for a batch without any."""
+    found: list[bytes] = []
+    for f in batch:
+        if not isinstance(f, fr.MessageAppended) or not any(
+            is_compaction_block(b) or isinstance(b, dict) for b in f.content
+        ):
+            continue
+        g = fr.normalize(redact(f) if redact is not None else f)
+        if isinstance(g, fr.MessageAppended):
+            made = compaction_checkpoint(g)
+            if made is not None:
+                found.append(made[1])
+    return found
+
+
+def _retained_user_message(frame: fr.Frame) -> bool:
+    """A user message that says something (not tool output): what a compacted window keeps."""
+    return (
+        isinstance(frame, fr.MessageAppended)
+        and frame.role == "user"
+        and not any(isinstance(b, fr.ToolResultBlock | fr.ProviderBlock) for b in frame.content)
+    )
 
 
 def check_sealed(thread_id: str, lines: Sequence[bytes], head: Head | None) -> Head:

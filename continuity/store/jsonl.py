@@ -43,6 +43,7 @@ from continuity.store.base import (
     check_sealed,
     now_ms,
     seal_batch,
+    seal_frames,
     split_lines,
     validate_thread_id,
 )
@@ -101,13 +102,14 @@ class JsonlThread(Thread):
             size = self._recover(fd)
             head = self._head_at(fd, size)
             created = head is None
-            lines, new_head = seal_batch(
+            lines, _head, given = seal_frames(
                 self.id,
                 batch,
                 head,
                 now_ms=self._store.clock(),
                 expected_seq=expected_seq,
                 redact=self._store.redactor,
+                put_artifact=self._store.artifacts.put,
             )
             data = b"".join(lines)
             written = 0
@@ -123,8 +125,7 @@ class JsonlThread(Thread):
             os.close(fd)  # closing releases the lock
         if created and sync:
             fsync_dir(self.path.parent)
-        n_given = len(batch)
-        return range(new_head.seq - n_given + 1, new_head.seq + 1)
+        return given
 
     def append_sealed(self, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
         sync = self._store.durable if durable is None else durable

@@ -20,7 +20,7 @@ from continuity.store.base import (
     batch_of,
     check_sealed,
     now_ms,
-    seal_batch,
+    seal_frames,
 )
 
 __all__ = ["MemoryStore", "MemoryThread"]
@@ -48,17 +48,18 @@ class MemoryThread(Thread):
     ) -> range:
         batch = batch_of(frames)
         with self._store._lock:
-            lines, head = seal_batch(
+            lines, head, given = seal_frames(
                 self.id,
                 batch,
                 self._head(),
                 now_ms=self._store.clock(),
                 expected_seq=expected_seq,
                 redact=self._store.redactor,
+                put_artifact=self._store.artifacts.put,
             )
             self._lines.extend(line[:-1] for line in lines)
             self._store._heads[self.id] = head
-        return range(head.seq - len(batch) + 1, head.seq + 1)
+        return given
 
     def append_sealed(self, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
         with self._store._lock:

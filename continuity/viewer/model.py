@@ -40,7 +40,13 @@ from continuity.retrieval.ranking import Hit
 from continuity.retrieval.search import search
 from continuity.store.base import BaseStore, Thread
 from continuity.store.derived import CheckpointEntry
-from continuity.summary import decode_summary
+from continuity.summary import (
+    ANTHROPIC_COMPACTION_V1,
+    PROVIDER_SUMMARY_KINDS,
+    decode_summary,
+    provider_block,
+    provider_summary_text,
+)
 
 __all__ = [
     "PAGE_SIZE",
@@ -415,8 +421,14 @@ def artifact_bytes(store: BaseStore, artifact_id: str) -> bytes:
 
 
 def summary_text(store: BaseStore, artifact_id: str) -> tuple[str, dict[str, list[str]], str]:
-    """(text, sections, what it covers) of a stored summary."""
-    doc = decode_summary(store.artifacts.get(artifact_id))
+    """(text, sections, what it covers) of a stored summary (a provider's compaction block:
+    its readable summary, or a note that it is encrypted)."""
+    data = store.artifacts.get(artifact_id)
+    for kind in PROVIDER_SUMMARY_KINDS:
+        block = provider_block(kind, data)
+        if block is not None and ("content" in block.data) == (kind == ANTHROPIC_COMPACTION_V1):
+            return provider_summary_text(block), {}, f"{kind} compaction by {block.provider}"
+    doc = decode_summary(data)
     covers = f"{doc.summary_kind} summary of seq {doc.from_seq}..{doc.to_seq} by {doc.produced_by}"
     return doc.text, dict(doc.sections), covers
 

@@ -20,7 +20,12 @@ from continuity import frames as fr
 from continuity.caches.thread_index import rebuild_all
 from continuity.context.bundle import MessageItem, ToolStubBlock, decode_bundle
 from continuity.context.compaction import create_checkpoint
-from continuity.context.compiler import STRATEGY_HIERARCHICAL, CompileResult, compile_context
+from continuity.context.compiler import (
+    COMPILER_ID,
+    STRATEGY_HIERARCHICAL,
+    CompileResult,
+    compile_context,
+)
 from continuity.errors import ContextTooSmall
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
@@ -36,7 +41,8 @@ from tests.support.compile import (
     text,
 )
 
-GOLDEN = Path(__file__).parents[1] / "data" / "golden_bundle_v1_compile3.json"
+GOLDEN = Path(__file__).parents[1] / "data" / "golden_bundle_v1_compile4.json"
+GOLDEN_COMPILE3 = Path(__file__).parents[1] / "data" / "golden_bundle_v1_compile3.json"
 GOLDEN_COMPILE2 = Path(__file__).parents[1] / "data" / "golden_bundle_v1_compile2.json"
 """What ``continuity.compile/2`` wrote for the same thread, before ADR 0018."""
 GOLDEN_COMPILE1 = Path(__file__).parents[1] / "data" / "golden_bundle_v1.json"
@@ -145,16 +151,21 @@ def test_later_compilers_select_what_compile_1_did_when_nothing_they_changed_app
     fixed: tuple[Store, int, CompileResult],
 ) -> None:
     # Each compiler id marks what changed (ADR 0017: elision, unreadable summaries; ADR 0018:
-    # the turn in flight always in the window, min_recent, retractions). On a thread where
-    # none of that applies, the bundle is compile/1's and compile/2's but for its id.
+    # the turn in flight always in the window, min_recent, retractions; compile/4: a
+    # provider's own compaction). On a thread where none of that applies, the bundle is
+    # compile/1's, compile/2's and compile/3's but for its id.
     _, _, ref = fixed
     assert ref.bundle.notes == []
-    for golden, version in ((GOLDEN_COMPILE1, b"1"), (GOLDEN_COMPILE2, b"2")):
+    for golden, version in (
+        (GOLDEN_COMPILE1, b"1"),
+        (GOLDEN_COMPILE2, b"2"),
+        (GOLDEN_COMPILE3, b"3"),
+    ):
         old = golden.read_bytes()
         tag = b"continuity.compile/" + version
         assert b'"compiler_id":"' + tag + b'"' in old
         assert decode_bundle(old).compiler_id == tag.decode()  # old bundles still read
-        assert ref.bundle_bytes() == old.replace(tag, b"continuity.compile/3", 1)
+        assert ref.bundle_bytes() == old.replace(tag, COMPILER_ID.encode(), 1)
 
 
 def test_same_bundle_without_caches_after_rebuild_and_on_the_scan_path(

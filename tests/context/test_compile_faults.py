@@ -49,7 +49,7 @@ def test_without_limits_a_compile_has_the_default_budget_and_records_it(store: B
     assert DEFAULT_BUDGET_TOKENS == 100_000
     assert bundle.limits == DEFAULT_LIMITS == fr.Limits(budget_tokens=100_000)
     assert res.decision.limits == DEFAULT_LIMITS  # the decision can be replayed as it is
-    assert bundle.compiler_id == COMPILER_ID == "continuity.compile/3"
+    assert bundle.compiler_id == COMPILER_ID == "continuity.compile/4"
     assert bundle.tokens <= DEFAULT_BUDGET_TOKENS
     # Every message is there; the paste is a stub that says what it stands for.
     assert [m.message_id for m in bundle.messages] == ["m1", "m2", "m3", "paste", "reply"]

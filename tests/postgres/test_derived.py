@@ -333,3 +333,46 @@ def test_a_fresh_process_compiles_without_reading_the_old_frames(
     # The frames really are unreadable: a scan would have failed.
     with pytest.raises(CorruptFrame):
         list(pg.thread("long").read(from_seq=1, to_seq=1))
+
+
+def test_a_provider_compaction_is_the_same_checkpoint_and_bundle_on_postgres(
+    pg_stores: PgStores, tmp_path: Path
+) -> None:
+    # the server backend puts the summary artifact before its transaction, then seals the
+    # batch as every backend does: the same lines, the same bundles, verify clean
+    from continuity.context.convert import from_anthropic, from_openai_responses
+
+    batches = [
+        from_anthropic({"role": "user", "content": "old question"}),
+        from_anthropic({"role": "assistant", "content": "old answer"}),
+        from_anthropic(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "compaction", "content": "the summary", "signature": "s"},
+                    {"type": "text", "text": "ok"},
+                ],
+            }
+        ),
+        from_anthropic({"role": "user", "content": "next"}),
+        from_openai_responses({"type": "compaction", "encrypted_content": "ENC"}),
+        from_openai_responses([{"role": "user", "content": "last"}]),
+    ]
+    pg = pg_stores.open(tmp_path / "pc")
+    stores = [pg, Store(tmp_path / "j", create=True, durable=False), MemoryStore()]
+    for s in stores:
+        s.clock = lambda: 5
+        t = s.thread("pc")
+        for b in batches:
+            t.append(b)
+    lines = [[line for _, line in s.thread("pc").read_lines()] for s in stores]
+    assert lines[0] == lines[1] == lines[2]
+    assert sum(b'"provider_compaction"' in line for line in lines[0]) == 2
+    limits = fr.Limits(budget_tokens=None)
+    bundles = {
+        compile_context(s.thread("pc"), anchor=a, limits=limits, log=False).bundle_bytes()
+        for s in stores
+        for a in (3, 4, 5, 6, 8)
+    }
+    assert len(bundles) == 5
+    assert verify_store(pg).ok

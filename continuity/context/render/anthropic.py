@@ -77,7 +77,7 @@ def _system(
 ) -> str | list[dict[str, Any]] | None:
     """The ``system`` parameter: a string without caching, else text blocks with a breakpoint
     after each stable section; None when there is no system text."""
-    sections = system_sections(bundle, system_prefix)
+    sections = system_sections(bundle, system_prefix, "anthropic")
     if not sections:
         return None
     if cache is None:

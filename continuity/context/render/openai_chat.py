@@ -67,11 +67,11 @@ def openai_messages(
     system text), then each turn in ``shape``: what both OpenAI renderers send."""
     out: list[dict[str, Any]] = []
     chosen = openai_system_role(bundle, role)
-    lone = lone_system(bundle, system_prefix)
+    lone = lone_system(bundle, system_prefix, provider)
     if lone is not None:
         out.append(lone_system_unit(lone, provider, chosen, text_type))
     else:
-        system = system_text(bundle, system_prefix)
+        system = system_text(bundle, system_prefix, provider)
         if system:
             out.append({"role": chosen, "content": system})
     for turn in turns:

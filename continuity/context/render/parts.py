@@ -19,6 +19,7 @@ from continuity import frames as fr
 from continuity.context.bundle import ElidedBlock, ItemBlock, ToolStubBlock
 from continuity.context.layout import Provider
 from continuity.store.artifacts import ArtifactStore
+from continuity.summary import is_compaction_block
 
 __all__ = [
     "EMPTY_MESSAGE",
@@ -120,6 +121,8 @@ def part_of(block: ItemBlock, provider: Provider, seg: int, pos: int) -> Part | 
         signed = block.signature is not None or block.data is not None
         return ThinkingPart(block, seg, pos) if provider == "anthropic" and signed else None
     if isinstance(block, fr.ProviderBlock):
+        if is_compaction_block(block):
+            return None  # sent once, as the bundle's summary (compile leaves none here)
         if block.provider == provider:
             return ProviderPart(block, seg, pos)
         text = told(block)

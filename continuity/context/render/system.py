@@ -27,6 +27,7 @@ __all__ = [
     "summary_heading",
     "system_sections",
     "system_text",
+    "told_summaries",
 ]
 
 _RECALLED: Final = "## Recalled from earlier in this thread"
@@ -48,15 +49,30 @@ def recall_section(bundle: ContextBundle) -> str:
     return "\n".join(lines)
 
 
-def system_sections(bundle: ContextBundle, system_prefix: str | None) -> list[tuple[str, bool]]:
+def told_summaries(bundle: ContextBundle, provider: Provider | None) -> list[SummaryItem]:
+    """The summaries told in the system text: all but a ``provider``'s own compaction, which
+    goes to it as its block, in the conversation."""
+    return [
+        s
+        for s in bundle.summaries
+        if provider is None or s.block is None or s.block.provider != provider
+    ]
+
+
+def system_sections(
+    bundle: ContextBundle, system_prefix: str | None, provider: Provider | None = None
+) -> list[tuple[str, bool]]:
     """The system text in sections, each with whether a cache breakpoint belongs after it:
     ``system_prefix`` (stable for good), then the window's system messages and the summaries
-    (stable until the next compaction), then recall (new with every compile)."""
+    (stable until the next compaction), then recall (new with every compile). A summary that
+    is ``provider``'s own compaction is not told here (it is sent as its block)."""
     sections: list[tuple[str, bool]] = []
     if system_prefix and system_prefix.strip():
         sections.append((system_prefix.rstrip(), True))
     middle = [text.strip() for _, text in _system_messages(bundle)]
-    middle += [f"{summary_heading(s)}\n\n{s.text.strip()}" for s in bundle.summaries]
+    middle += [
+        f"{summary_heading(s)}\n\n{s.text.strip()}" for s in told_summaries(bundle, provider)
+    ]
     if middle:
         sections.append(("\n\n".join(middle), True))
     recall = recall_section(bundle)
@@ -65,8 +81,10 @@ def system_sections(bundle: ContextBundle, system_prefix: str | None) -> list[tu
     return sections
 
 
-def system_text(bundle: ContextBundle, system_prefix: str | None) -> str:
-    return "\n\n".join(text for text, _ in system_sections(bundle, system_prefix))
+def system_text(
+    bundle: ContextBundle, system_prefix: str | None, provider: Provider | None = None
+) -> str:
+    return "\n\n".join(text for text, _ in system_sections(bundle, system_prefix, provider))
 
 
 def openai_system_role(bundle: ContextBundle, role: str | None) -> str:
@@ -82,13 +100,15 @@ def openai_system_role(bundle: ContextBundle, role: str | None) -> str:
     return "system"
 
 
-def lone_system(bundle: ContextBundle, system_prefix: str | None) -> MessageItem | None:
+def lone_system(
+    bundle: ContextBundle, system_prefix: str | None, provider: Provider | None = None
+) -> MessageItem | None:
     """The window's one system message, when it is the whole system text (it then goes back to
     an OpenAI API in the exact shape it came in)."""
     found = _system_messages(bundle)
     if len(found) != 1 or (system_prefix and system_prefix.strip()):
         return None
-    if bundle.summaries or bundle.recalled:
+    if told_summaries(bundle, provider) or bundle.recalled:
         return None
     item = found[0][0]
     if not all(isinstance(b, fr.TextBlock) for b in item.content):

@@ -15,13 +15,20 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from continuity import frames as fr
-from continuity.context.bundle import ContextBundle, ElidedBlock, ItemBlock, MessageItem
+from continuity.context.bundle import (
+    ContextBundle,
+    ElidedBlock,
+    ItemBlock,
+    MessageItem,
+    SummaryItem,
+)
 from continuity.context.layout import Provider, canonical_layout, layout_key, parse_layout
 from continuity.context.render.parts import (
     EMPTY_MESSAGE,
     CallPart,
     ImagePart,
     Part,
+    ProviderPart,
     ResultPart,
     TextPart,
     ThinkingPart,
@@ -30,13 +37,16 @@ from continuity.context.render.parts import (
     is_reasoning,
     part_of,
 )
+from continuity.summary import is_compaction_block
 
 __all__ = [
     "CONTINUING",
     "Segment",
     "ThinkingMode",
     "Turn",
+    "is_lead",
     "normalised_window",
+    "provider_lead",
     "reasoning_owners",
 ]
 
@@ -123,25 +133,65 @@ def reasoning_owners(parts: Sequence[Part], segs: Sequence[Segment]) -> list[int
 # --- the messages as turns ------------------------------------------------------------------
 
 
+def provider_lead(bundle: ContextBundle, provider: Provider) -> SummaryItem | None:
+    """The bundle's summary that is ``provider``'s own compaction, sent to it as its block."""
+    for s in bundle.summaries:
+        if s.block is not None and s.block.provider == provider:
+            return s
+    return None
+
+
+def is_lead(part: Part) -> bool:
+    """Whether ``part`` is the compaction block the renderer placed (from the summary)."""
+    return isinstance(part, ProviderPart) and part.seg < 0 and is_compaction_block(part.block)
+
+
 def _turns(bundle: ContextBundle, provider: Provider) -> tuple[list[Segment], list[Turn]]:
     """The window's messages as turns of alternating roles, the first a user's: consecutive
-    messages of one role join (a system message is in the system prompt instead)."""
+    messages of one role join (a system message is in the system prompt instead).
+
+    When the bundle's summary is the provider's own compaction, its block goes where the
+    provider wants it and nothing is made up before it: Anthropic's first in the conversation,
+    in an assistant turn (where the API returned it); an OpenAI compaction item where its
+    message was (after the user messages a compacted window keeps), or first."""
     segs: list[Segment] = []
     turns: list[Turn] = []
+    lead = provider_lead(bundle, provider)
     for item in bundle.messages:
         if item.role == "system":
             continue  # in the system prompt (system.system_sections)
         role: Literal["user", "assistant"] = "assistant" if item.role == "assistant" else "user"
         segs.append(Segment(item, provider))
         parts, human = _placed_parts(item, role, provider, len(segs) - 1)
-        if turns and turns[-1].role == role:
-            turns[-1].parts.extend(parts)
-            turns[-1].human = turns[-1].human or human
-        else:
-            turns.append(Turn(role, parts, human))
-    if not turns or turns[0].role != "user":
+        if lead is not None and lead.block is not None and _lead_goes_before(lead, item, provider):
+            block = ProviderPart(lead.block)
+            if provider == "anthropic" and role != "assistant":
+                _join(turns, Turn("assistant", [block]))
+            else:
+                parts.insert(0, block)
+            lead = None
+        _join(turns, Turn(role, parts, human))
+    if lead is not None and lead.block is not None:
+        _join(turns, Turn("assistant", [ProviderPart(lead.block)]))
+    led = bool(turns) and any(is_lead(p) for p in turns[0].parts[:1])
+    if not turns or (turns[0].role != "user" and not led):
         turns.insert(0, Turn("user", [TextPart(CONTINUING, intact=False)]))
     return segs, turns
+
+
+def _lead_goes_before(lead: SummaryItem, item: MessageItem, provider: Provider) -> bool:
+    if provider == "anthropic" or lead.message_seq is None:
+        return True  # first in the conversation
+    return item.seq >= lead.message_seq
+
+
+def _join(turns: list[Turn], turn: Turn) -> None:
+    """Add ``turn``, joining it to the last one when they share a role."""
+    if turns and turns[-1].role == turn.role:
+        turns[-1].parts.extend(turn.parts)
+        turns[-1].human = turns[-1].human or turn.human
+    else:
+        turns.append(turn)
 
 
 def _placed_parts(
@@ -198,8 +248,10 @@ def _drop_older_reasoning(
         if turn.role != "assistant" or not any(is_reasoning(p) for p in turn.parts):
             continue
         if thinking == "all" or (thinking == "in_flight" and i > last_human):
-            if provider == "anthropic":  # thinking first in its turn, in its order
-                turn.parts.sort(key=lambda p: not isinstance(p, ThinkingPart))
+            if provider == "anthropic":  # thinking first in its turn (after a compaction)
+                turn.parts.sort(
+                    key=lambda p: 0 if is_lead(p) else int(not isinstance(p, ThinkingPart))
+                )
             continue
         _strip_reasoning(turn, segs)
 

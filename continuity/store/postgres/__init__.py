@@ -43,7 +43,8 @@ from continuity.store.base import (
     batch_of,
     check_sealed,
     now_ms,
-    seal_batch,
+    provider_summaries,
+    seal_frames,
 )
 from continuity.store.postgres.artifacts import PostgresArtifactStore
 from continuity.store.postgres.derived import (
@@ -138,8 +139,13 @@ class PostgresThread(Thread):
         batch = batch_of(frames)
         store = self._store
 
+        given = range(0)
+        for data in provider_summaries(batch, store.redactor):
+            store.artifacts.put(data)  # before the transaction: the artifacts have their own
+
         def seal(head: Head | None, now: int) -> tuple[list[bytes], Head]:
-            lines, new_head = seal_batch(
+            nonlocal given
+            lines, new_head, given = seal_frames(
                 self.id,
                 batch,
                 head,
@@ -149,8 +155,8 @@ class PostgresThread(Thread):
             )
             return [line[:-1] for line in lines], new_head
 
-        new_head = self._commit(seal, durable, clock=store.clock)
-        return range(new_head.seq - len(batch) + 1, new_head.seq + 1)
+        self._commit(seal, durable, clock=store.clock)
+        return given
 
     def append_sealed(self, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
         stored = [bytes(line) for line in lines]
