@@ -5,6 +5,7 @@ follows it, with no made-up message. Built with the real ``anthropic`` and ``ope
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import shutil
@@ -66,11 +67,17 @@ def _turns(thread: Thread, n: int, tag: str) -> None:
         thread.append(from_anthropic({"role": "assistant", "content": f"{tag} answer {i}"}))
 
 
+@functools.cache
+def _adapter(typ: Any) -> Any:
+    """One adapter per SDK type: building one takes ~0.5 s, validating with it microseconds."""
+    return pydantic.TypeAdapter(typ)
+
+
 def _valid_anthropic(request: dict[str, Any]) -> None:
     """Fail unless every message is the SDK's ``BetaMessageParam`` and the compaction rules
     hold: at most one compaction block with content, the first block of the conversation,
     never in ``system``."""
-    adapter = pydantic.TypeAdapter(anthropic_beta.BetaMessageParam)
+    adapter = _adapter(anthropic_beta.BetaMessageParam)
     for m in request["messages"]:
         adapter.validate_python(m)
     blocks = [
@@ -89,7 +96,7 @@ def _valid_anthropic(request: dict[str, Any]) -> None:
 
 
 def _valid_responses(items: list[dict[str, Any]]) -> None:
-    adapter = pydantic.TypeAdapter(openai_responses.ResponseInputItemParam)
+    adapter = _adapter(openai_responses.ResponseInputItemParam)
     for item in items:
         adapter.validate_python(item)
 
@@ -396,7 +403,7 @@ def _compiled(t: Thread, anchor: int, limits: fr.Limits, use_caches: bool = True
 
 @pytest.mark.slow
 @settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(events=_events, recent=st.integers(1, 8))
 def test_compile_is_the_same_on_every_backend_with_and_without_caches(
