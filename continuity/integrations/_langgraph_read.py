@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 import continuity.integrations._langgraph_log as lg
+import continuity.integrations._langgraph_values as values
 from continuity.context.records import Record
 from continuity.store.base import BaseStore
 
@@ -58,9 +59,19 @@ class CheckpointReader:
     per call: :meth:`~langgraph.checkpoint.base.BaseCheckpointSaver.with_allowlist` gives a
     saver's clone another one) and the store holding the values."""
 
-    def __init__(self, store: BaseStore, serde: SerializerProtocol) -> None:
+    def __init__(
+        self, store: BaseStore, serde: SerializerProtocol, cache: values.ValueCache | None = None
+    ) -> None:
         self.store = store
         self.serde = serde
+        self.cache = values.ValueCache() if cache is None else cache
+
+    def value(self, cuts: lg.Cuts, channel: str, blob: list[Any]) -> tuple[str, bytes] | None:
+        """A checkpoint record's channel entry as typed serializer bytes (a patch read back
+        through its chain); None for ``[version]`` (an empty channel)."""
+        if len(blob) < 3:
+            return None
+        return blob[1], values.resolve(self.store, cuts.view, channel, blob, self.cache)
 
     def metadata(self, rec: Record) -> Any:
         """A checkpoint record's metadata."""
@@ -74,17 +85,18 @@ class CheckpointReader:
         data = rec.data
         ns, cid = data["ns"], data["id"]
         checkpoint = self.serde.loads_typed(lg.from_typed(data["checkpoint"]))
-        values: dict[str, Any] = {}
+        held: dict[str, Any] = {}
         for channel, blob in data["blobs"].items():
-            typed = lg.blob_value(self.store, blob)
+            typed = self.value(cuts, channel, blob)
             if typed is not None:
-                values[channel] = self.serde.loads_typed(typed)
+                held[channel] = self.serde.loads_typed(typed)
+        self.cache.keep_checkpoint((str(tid), ns, cid), data["blobs"])
         if metadata is None:
             metadata = self.metadata(rec)
         parent = data.get("parent")
         return CheckpointTuple(
             config=lg.config_of(tid, ns, cid),
-            checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
+            checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": held}),
             metadata=metadata,
             parent_config=lg.config_of(tid, ns, parent) if parent else None,
             pending_writes=self.pending_writes(cuts, ns, cid),
@@ -107,7 +119,7 @@ class CheckpointReader:
                 collected[write[1]].append(write)
             for ch in list(remaining):
                 blob = anc.data["blobs"].get(ch)
-                typed = None if blob is None else lg.blob_value(self.store, blob)
+                typed = None if blob is None else self.value(cuts, ch, blob)
                 if typed is not None:
                     seeds[ch] = self.serde.loads_typed(typed)
                     remaining.discard(ch)

@@ -54,6 +54,7 @@ from continuity.errors import SeqConflict
 from continuity.integrations._langgraph_put import CheckpointPut, CheckpointWriter
 from continuity.integrations._langgraph_read import CheckpointReader, candidates
 from continuity.integrations._langgraph_threads import LangGraphThreads, continuity_thread_id
+from continuity.integrations._langgraph_values import ValueCache
 from continuity.store.base import BaseStore, Thread
 from continuity.store.locate import open_store
 from continuity.store.memory import MemoryStore
@@ -99,6 +100,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         self._aio = AsyncStore(self.store)
         self._threads = LangGraphThreads(self.store)
         self._cipher: tuple[SerializerProtocol, bool] | None = None
+        self._values = ValueCache()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -170,11 +172,13 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     # used, as `with_allowlist` gives a clone of the saver (sharing its threads) another one.
 
     def _reader(self) -> CheckpointReader:
-        return CheckpointReader(self.store, self.serde)
+        return CheckpointReader(self.store, self.serde, self._values)
 
     def _writer(self) -> CheckpointWriter:
         channel = None if self.encrypts() else self.messages_channel
-        return CheckpointWriter(self.store, self.serde, channel, self._threads.mirrors)
+        return CheckpointWriter(
+            self.store, self.serde, channel, self._threads.mirrors, self._values
+        )
 
     def encrypts(self) -> bool:
         """Whether the serializer hides what it serializes (an ``EncryptedSerializer``, or any
@@ -348,7 +352,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         """Copy every visible checkpoint and write of a thread into another, oldest first
         (values are shared artifacts), and mirror the copy's latest conversation there."""
         tid = str(target_thread_id)
-        if not admin.copy_records(self._threads, str(source_thread_id), tid):
+        if not admin.copy_records(self._threads, str(source_thread_id), tid, self._values):
             return
         latest = self.get_tuple(lg.config_of(tid, "", None))
         if latest is not None and self.messages_channel is not None:
