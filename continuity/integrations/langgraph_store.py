@@ -66,7 +66,7 @@ from continuity.integrations._langgraph_store_log import (
     record_frame,
 )
 from continuity.retrieval.ranking import corpus_of_docs, query_terms, rank
-from continuity.store.base import BaseStore, Thread, now_ms, validate_thread_id
+from continuity.store.base import BaseStore, Thread, validate_thread_id
 from continuity.store.locate import open_store
 
 __all__ = ["ContinuityStore"]
@@ -258,7 +258,7 @@ class ContinuityStore(LangGraphBaseStore):
                 self._commit(puts, embedded)
             else:
                 self._log.catch_up()
-            now = now_ms()
+            now = self.store.clock()
             touched: dict[_Key, Entry] = {}
             results: list[Result] = []
             for op in ops:
@@ -308,6 +308,7 @@ class ContinuityStore(LangGraphBaseStore):
                 self.thread.append(frames, expected_seq=0 if head is None else head.next_seq)
             except SeqConflict:
                 continue  # another process appended: read it, and build the batch again
+            self._log.catch_up()
             return
         raise SeqConflict(self.thread_id, -1, -1)
 
@@ -431,7 +432,7 @@ class ContinuityStore(LangGraphBaseStore):
         with self._lock:
             for _ in range(_RETRIES):
                 head = self._log.catch_up()
-                now = now_ms()
+                now = self.store.clock()
                 expired = [i for i, e in self._log.items.items() if e.expires_ms() <= now]
                 if not expired or head is None:
                     return 0
