@@ -134,6 +134,8 @@ class ItemLog:
     def __init__(self, thread: Thread) -> None:
         self.thread = thread
         self.items: dict[tuple[Namespace, str], Entry] = {}
+        self.by_namespace: dict[Namespace, dict[str, Entry]] = {}
+        """The same entries by namespace, each namespace's in put order."""
         self.head: Head | None = None
 
     def catch_up(self) -> Head | None:
@@ -158,6 +160,7 @@ class ItemLog:
 
     def _reset(self) -> None:
         self.items = {}
+        self.by_namespace = {}
         self.head = None
 
     def _apply(self, seq: int, line: bytes) -> None:
@@ -176,10 +179,14 @@ class ItemLog:
         data = frame.data
         if frame.artifact_id is not None:
             data = _decoder.decode(self.thread.store.artifacts.get(frame.artifact_id))
-        if data.get("deleted") is not None:
-            self.items.pop(ident, None)
-        else:
-            self.items[ident] = Entry(ident[0], key, seq, frame.ts_ms, data)
+        self.items.pop(ident, None)
+        in_namespace = self.by_namespace.setdefault(ident[0], {})
+        in_namespace.pop(key, None)  # a put moves the item to the end: put order
+        if data.get("deleted") is None:
+            entry = Entry(ident[0], key, seq, frame.ts_ms, data)
+            self.items[ident] = in_namespace[key] = entry
+        elif not in_namespace:
+            del self.by_namespace[ident[0]]
 
     def _check_first(self, frame: fr.Frame) -> None:
         if not (isinstance(frame, fr.ThreadCreated) and META_STORE in frame.meta):
@@ -188,12 +195,25 @@ class ItemLog:
                 f"the thread_created a ContinuityStore writes): give the store another thread_id"
             )
 
-    def live(self, now_ms: float, omit_expired: bool) -> Iterator[Entry]:
-        """The items, newest put first (expired ones left out when ``omit_expired``)."""
-        for entry in sorted(self.items.values(), key=lambda e: -e.seq):
-            if omit_expired and entry.expires_ms() <= now_ms:
-                continue
-            yield entry
+    def live(self, prefix: Namespace, now_ms: float, omit_expired: bool) -> list[Entry]:
+        """The items of the namespaces that start with ``prefix``, newest put first (expired
+        ones left out when ``omit_expired``): O(namespaces + their items)."""
+        n = len(prefix)
+        found = [
+            entry
+            for ns, entries in self.by_namespace.items()
+            if ns[:n] == prefix
+            for entry in entries.values()
+            if not (omit_expired and entry.expires_ms() <= now_ms)
+        ]
+        found.sort(key=lambda e: -e.seq)
+        return found
+
+    def namespaces(self, now_ms: float, omit_expired: bool) -> Iterator[Namespace]:
+        """The namespaces that hold a live item."""
+        for ns, entries in self.by_namespace.items():
+            if not omit_expired or any(e.expires_ms() > now_ms for e in entries.values()):
+                yield ns
 
 
 def matches_namespace(namespace: Namespace, path: tuple[str, ...], *, suffix: bool) -> bool:

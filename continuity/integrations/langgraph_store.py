@@ -353,9 +353,8 @@ class ContinuityStore(LangGraphBaseStore):
         prefix = tuple(op.namespace_prefix)
         candidates = [
             e
-            for e in self._log.live(now, self._omit_expired())
-            if e.namespace[: len(prefix)] == prefix
-            and (not op.filter or matches_filter(e.value, op.filter))
+            for e in self._log.live(prefix, now, self._omit_expired())
+            if not op.filter or matches_filter(e.value, op.filter)
         ]
         ranked: list[tuple[Entry, float | None]]
         if not op.query:
@@ -415,7 +414,7 @@ class ContinuityStore(LangGraphBaseStore):
     def _namespaces(self, op: ListNamespacesOp, now: int) -> list[Namespace]:
         if op.limit < 0 or op.offset < 0:
             raise ValueError(f"limit and offset must be >= 0 (got {op.limit}, {op.offset})")
-        found = {e.namespace for e in self._log.live(now, self._omit_expired())}
+        found = set(self._log.namespaces(now, self._omit_expired()))
         for cond in op.match_conditions or ():
             suffix = cond.match_type == "suffix"
             if cond.match_type not in ("prefix", "suffix"):
