@@ -507,3 +507,6 @@ def _take(items: Iterator[T], n: int) -> list[T]:
         if len(out) >= n:
             break
     return out
+
+
+from continuity.integrations.langgraph_store import ContinuityStore as ContinuityStore  # noqa: E402
