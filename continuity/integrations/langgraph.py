@@ -55,11 +55,12 @@ from continuity.integrations._langgraph_put import CheckpointPut, CheckpointWrit
 from continuity.integrations._langgraph_read import CheckpointReader, candidates
 from continuity.integrations._langgraph_threads import LangGraphThreads, continuity_thread_id
 from continuity.integrations._langgraph_values import ValueCache
+from continuity.integrations.langgraph_store import ContinuityStore
 from continuity.store.base import BaseStore, Thread
 from continuity.store.locate import open_store
 from continuity.store.memory import MemoryStore
 
-__all__ = ["ContinuitySaver", "CyclicHistory"]
+__all__ = ["ContinuitySaver", "ContinuityStore", "CyclicHistory"]
 
 CyclicHistory = lg.CyclicHistory
 
@@ -507,6 +508,3 @@ def _take(items: Iterator[T], n: int) -> list[T]:
         if len(out) >= n:
             break
     return out
-
-
-from continuity.integrations.langgraph_store import ContinuityStore as ContinuityStore  # noqa: E402
