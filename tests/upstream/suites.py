@@ -80,6 +80,9 @@ AGENTS_RUNNER_FILES: Final = (
 """Runner files where a few tests take a ``SQLiteSession`` (run whole in the full run)."""
 
 
+LANGGRAPH_STORE_FILES: Final = ("tests/test_store.py",)
+"""langgraph-checkpoint 4.3.2's store tests (``InMemoryStore``, now :class:`ContinuityStore`)."""
+
 COMPILED_FILES: Final = AGENTS_SESSION_FILES[:2] + AGENTS_SESSION_FILES[-3:]
 """Where CompiledSession stands in for SQLiteSession (no compaction rule: its window is all)."""
 
@@ -87,7 +90,8 @@ COMPILED_FILES: Final = AGENTS_SESSION_FILES[:2] + AGENTS_SESSION_FILES[-3:]
 @dataclass(frozen=True)
 class Run:
     suite: str
-    """``langgraph`` or ``agents``: the pinned sdist (tools/upstream.py) and the shim."""
+    """``langgraph`` (the graph tests), ``lgstore`` (the store tests) or ``agents``: the pinned
+    sdist (tools/upstream.py) and the shim."""
     backend: str
     files: tuple[str, ...]
     floor: int
@@ -99,13 +103,15 @@ class Run:
 
     @property
     def id(self) -> str:
-        kind = "" if self.suite == "langgraph" else f"-{self.session}"
+        kind = f"-{self.session}" if self.suite == "agents" else ""
         part = f"-sample{self.sample.replace('/', 'of')}" if self.sample else ""
         return f"{self.suite}-{self.backend}{kind}{part}"
 
     @property
     def dist(self) -> str:
-        return "langgraph" if self.suite == "langgraph" else "openai-agents"
+        return {"langgraph": "langgraph", "lgstore": "langgraph-checkpoint"}.get(
+            self.suite, "openai-agents"
+        )
 
 
 CI_RUNS: Final = (
@@ -115,6 +121,8 @@ CI_RUNS: Final = (
     Run("agents", "jsonl", AGENTS_SESSION_FILES, floor=210),  # 218 pass on a continuity session
     Run("agents", "postgres", AGENTS_SESSION_FILES[:1], floor=30),
     Run("agents", "jsonl", AGENTS_SESSION_FILES[:1], floor=30, session="compiled"),
+    Run("lgstore", "jsonl", LANGGRAPH_STORE_FILES, floor=110),  # 117 pass, 86 build a store
+    Run("lgstore", "postgres", LANGGRAPH_STORE_FILES, floor=110),  # ~10 s each
 )
 FULL_RUNS: Final = (
     Run("langgraph", "jsonl", LANGGRAPH_FILES, floor=640),  # 648 pass
@@ -122,6 +130,8 @@ FULL_RUNS: Final = (
     Run("agents", "jsonl", AGENTS_SESSION_FILES + AGENTS_RUNNER_FILES, floor=230),  # 238
     Run("agents", "postgres", AGENTS_SESSION_FILES + AGENTS_RUNNER_FILES, floor=230),
     Run("agents", "jsonl", COMPILED_FILES, floor=170, session="compiled"),
+    Run("lgstore", "jsonl", LANGGRAPH_STORE_FILES, floor=110),  # 117 pass
+    Run("lgstore", "postgres", LANGGRAPH_STORE_FILES, floor=110),
 )
 
 
@@ -185,9 +195,10 @@ def child_env(run: Run, *, pg_url: str | None, scratch: Path, report: Path) -> d
 
 
 def command(run: Run) -> list[str]:
-    shim = "lg_saver" if run.suite == "langgraph" else "agents_session"
+    shim = {"langgraph": "lg_saver", "lgstore": "lg_store"}.get(run.suite, "agents_session")
     plugins = ["-p", "continuity_shims.report", "-p", f"continuity_shims.{shim}"]
-    # each suite's own async plugin (LangGraph: anyio; the Agents SDK: pytest-asyncio, auto)
+    # each suite's own async plugin (LangGraph: anyio; langgraph-checkpoint and the Agents SDK:
+    # pytest-asyncio, auto)
     plugins += ["-p", "no:asyncio"] if run.suite == "langgraph" else ["-p", "no:anyio"]
     return [
         sys.executable,
