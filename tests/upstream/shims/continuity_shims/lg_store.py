@@ -42,5 +42,5 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     _close_all()
 
 
-memory.InMemoryStore = ContinuityInMemoryStore  # type: ignore[misc]
+memory.InMemoryStore = ContinuityInMemoryStore  # type: ignore[misc, assignment]
 atexit.register(_close_all)
