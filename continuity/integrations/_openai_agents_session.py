@@ -283,6 +283,10 @@ class CompiledSession(ContinuitySession):
             return []
         result = await aio.compile_context(self.thread, limits=self.limits, log=self.log_decisions)
         self.last_compile = result
+        if not result.bundle.items:
+            # nothing live (a new, cleared or popped-empty session): no history at all, never
+            # a made-up turn for the renderer to start the window with
+            return []
         rendered: list[Any] = await self.store.run_blocking(
             to_openai_responses,
             result.bundle,

@@ -254,3 +254,17 @@ def test_a_compiled_session_survives_a_new_process_without_caches(tmp_path: Path
     shutil.rmtree(root / "cache", ignore_errors=True)
     again = CompiledSession("z", Store(root), limits=SMALL, log_decisions=False)
     assert run(again.get_items()) == first
+
+
+def test_an_empty_compiled_session_has_no_items_never_a_made_up_one() -> None:
+    store = MemoryStore()
+    session = CompiledSession("e", store, limits=SMALL)
+    assert run(session.get_items()) == []
+    run(session.add_items([{"role": "user", "content": "hi"}]))
+    assert run(session.pop_item()) == {"role": "user", "content": "hi"}
+    assert run(session.get_items()) == []  # after popping the last item
+    run(session.add_items([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]))
+    run(session.clear_session())
+    assert run(session.get_items()) == []  # after a clear
+    prefixed = CompiledSession("e", store, limits=SMALL, system_prefix="You are terse.")
+    assert run(prefixed.get_items()) == []
