@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from agents.items import TResponseInputItem
 from agents.memory import Session
 from agents.memory.session_settings import SessionSettings
 from agents.retry import ModelRetrySettings, retry_policies
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, settings, strategies as st
 from openai import APIConnectionError
 from typer.testing import CliRunner
 
@@ -114,6 +115,34 @@ def test_any_responses_conversation_round_trips_item_for_item(items: list[dict[s
     run(session.add_items(as_items(items[1:])))
     assert run(session.get_items()) == items
     assert run(session.get_items(3)) == items[-3:]
+
+
+def _shuffled(value: Any, rng: random.Random) -> Any:
+    """``value`` with the keys of every object in it in another order."""
+    if isinstance(value, dict):
+        keys = list(value)
+        rng.shuffle(keys)
+        return {k: _shuffled(value[k], rng) for k in keys}
+    if isinstance(value, list):
+        return [_shuffled(v, rng) for v in value]
+    return value
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(responses_conversations(), st.integers(0, 2**32 - 1))
+def test_items_come_back_with_their_keys_in_the_order_they_were_added(
+    items: list[dict[str, Any]], seed: int
+) -> None:
+    """Dict key order is observable (a JSON request, the SDK's digests): the same order back."""
+    rng = random.Random(seed)
+    items = [_shuffled(i, rng) for i in sdk_items() + items]
+    session = ContinuitySession("s", MemoryStore())
+    run(session.add_items(as_items(items)))
+    assert json.dumps(run(session.get_items())) == json.dumps(items)
+    assert json.dumps(run(session.get_items(2))) == json.dumps(items[-2:])
+    fresh = ContinuitySession("s", session.store)  # nothing rendered yet
+    assert json.dumps(run(fresh.get_items())) == json.dumps(items)
+    assert json.dumps(run(fresh.pop_item())) == json.dumps(items[-1])
 
 
 def test_shapes_the_converters_do_not_reproduce_are_kept_verbatim() -> None:
