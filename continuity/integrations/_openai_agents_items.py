@@ -46,9 +46,19 @@ from continuity.errors import BadFrame
 from continuity.store.artifacts import ArtifactStore
 from continuity.store.base import Thread
 
-__all__ = ["KEY_ORDER", "PROVIDER", "frames_for_items", "items_of", "plain_item"]
+__all__ = [
+    "KEY_ORDER",
+    "OPAQUE",
+    "PROVIDER",
+    "frames_for_items",
+    "items_of",
+    "opaque_frame",
+    "plain_item",
+]
 
 PROVIDER: Final = "openai.responses"
+OPAQUE: Final = "openai_agents.opaque"
+"""The provider of a stored object that is no Responses item (:func:`opaque_frame`)."""
 _KEEP_INLINE: Final = 1 << 62
 """Tool outputs stay in the frame, however long: ``get_items`` returns them whole (a preview
 and an artifact note would not be the item that was added)."""
@@ -92,6 +102,9 @@ def frames_for_items(
     store = artifacts.store.artifacts if isinstance(artifacts, Thread) else artifacts
     for i, raw in enumerate(items):
         item = plain_item(raw, i)
+        if "type" not in item and "role" not in item:
+            frames.append(opaque_frame(item))
+            continue
         try:
             converted = from_openai_responses(
                 [item], artifacts=artifacts, max_inline_bytes=_KEEP_INLINE
@@ -140,6 +153,14 @@ def _in_order(value: Any, skeleton: Any) -> Any:
     return value
 
 
+def opaque_frame(item: dict[str, Any]) -> fr.MessageAppended:
+    """A JSON object that is no Responses item (no ``type``, no ``role``: an ``EncryptedSession``
+    envelope, a wrapper's own record), kept exactly as given. Its provider is not a model's, so
+    no renderer sends it to one and no summary reads it; ``get_items`` gives it back."""
+    block = fr.ProviderBlock(provider=OPAQUE, kind="item", data=item, text="")
+    return fr.message("user", content=[block])
+
+
 def _verbatim(
     item: dict[str, Any], role: str, converted: fr.MessageAppended | None = None
 ) -> fr.MessageAppended:
@@ -183,6 +204,12 @@ def _rendered(frame: fr.MessageAppended, store: ArtifactStore | None) -> list[di
         meta=frame.meta,
     )
     content = item.content
+    if (
+        len(content) == 1
+        and isinstance(content[0], fr.ProviderBlock)
+        and content[0].provider == OPAQUE
+    ):
+        return [copy.deepcopy(content[0].data)]
     if (
         len(content) == 1
         and isinstance(content[0], fr.ProviderBlock)

@@ -261,23 +261,43 @@ def test_pops_through_two_session_objects_take_distinct_items(tmp_path: Path) ->
     assert run(one.get_items()) == run(two.get_items()) == []
 
 
-def test_items_rendered_once_come_back_fresh_and_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    """get_items keeps each message's rendered items between calls: a second read gives equal,
-    unshared items, also past the cache's size bound."""
+def test_items_read_again_come_back_fresh_and_current(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """get_items keeps what it read and then reads only what was appended since: a second read
+    gives equal, unshared items, and sees what other writers added, popped and cleared, also
+    past the size bound of what it keeps, and a log replaced under the same id."""
     items = sdk_items() * 3
-    session = ContinuitySession("s", MemoryStore())
-    run(session.add_items(as_items(items)))
-    first = run(session.get_items())
-    assert first == items and session._rendered
+    root = tmp_path / "store"
+    reader = ContinuitySession("s", root)
+    writer = ContinuitySession("s", Store(root))
+    run(writer.add_items(as_items(items)))
+    first = run(reader.get_items())
+    assert first == items
     first[0]["content"] = "mine"
-    again = run(session.get_items())
+    again = run(reader.get_items())
     assert again == items and again[0] is not first[0]
+    more: list[TResponseInputItem] = [{"role": "user", "content": str(i)} for i in range(3)]
+    run(writer.add_items(more))
+    assert run(reader.get_items()) == items + more
+    assert run(reader.get_items(2)) == more[1:]
+    run(writer.pop_item())
+    assert run(reader.get_items()) == items + more[:2]
+    run(writer.clear_session())
+    assert run(reader.get_items()) == []
+    run(writer.add_items(more))
+    assert run(reader.get_items()) == more
+    shutil.rmtree(root)  # another log under the same id, as long as the one read
+    other = ContinuitySession("s", root)
+    odd: list[TResponseInputItem] = [{"role": "user", "content": "x"}] * 3
+    run(other.add_items(odd))
+    assert run(reader.get_items()) == odd
     import continuity.integrations._openai_agents_session as impl
 
     monkeypatch.setattr(impl, "RENDERED_CACHE_BYTES", 200)
-    small = ContinuitySession("s", session.store)
-    assert run(small.get_items()) == items == run(small.get_items())
-    assert small._rendered_bytes <= 200
+    small = ContinuitySession("s", Store(root))
+    run(small.add_items(as_items(items)))
+    assert run(small.get_items()) == odd + items == run(small.get_items())
     assert run(small.get_items(3)) == items[-3:]
 
 
