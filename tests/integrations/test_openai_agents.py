@@ -5,15 +5,18 @@ mock of the SDK). ADR 0024."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import shutil
 import subprocess
 import sys
 import textwrap
+import typing
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 pytest.importorskip("agents")
@@ -30,7 +33,9 @@ from typer.testing import CliRunner
 from continuity import BadFrame, MemoryStore, Store, frames as fr
 from continuity.aio import AsyncStore
 from continuity.cli.app import app
+from continuity.context.convert import from_openai_responses
 from continuity.context.retract import live_messages
+from continuity.integrations._openai_agents_items import items_of
 from continuity.integrations.openai_agents import ContinuitySession
 from tests.context.test_provider_roundtrip import responses_conversations
 from tests.support.agents_sdk import (
@@ -42,6 +47,7 @@ from tests.support.agents_sdk import (
     lookup_order,
     reply,
 )
+from tests.support.openai_models import values
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -442,3 +448,109 @@ def test_one_session_shared_by_two_agents_and_a_handoff() -> None:
     assert triage_model.inputs[1][: len(items) - 4] == items[: len(items) - 4]
     # another session object on the same store sees the same items
     assert run(ContinuitySession("shared", AsyncStore(store)).get_items()) == items
+
+
+# --- the openai package's own item objects --------------------------------------------------
+
+
+def _no_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _no_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_nulls(v) for v in value]
+    return value
+
+
+def _output_item_models() -> list[Any]:
+    from openai.types.responses import Response
+
+    (union,) = typing.get_args(Response.model_fields["output"].annotation)
+    return values(union)
+
+
+@functools.cache
+def _request_item_type() -> Any:
+    from openai.types.responses import ResponseInputItemParam
+
+    return pydantic.TypeAdapter(ResponseInputItemParam)
+
+
+@functools.cache
+def _required_members(kind: str) -> frozenset[str]:
+    """The members the request type of item type ``kind`` requires (``Required[...]``)."""
+    import typing_extensions
+    from openai.types.responses import ResponseInputItemParam
+
+    for member in typing.get_args(ResponseInputItemParam):
+        hints = typing.get_type_hints(member, include_extras=True)
+        tag = hints.get("type")
+        if tag is not None and kind in typing.get_args(typing.get_args(tag)[0]):
+            return frozenset(
+                k
+                for k, v in hints.items()
+                if typing.get_origin(v) in (typing.Required, typing_extensions.Required)
+            )
+    return frozenset()
+
+
+def _sendable(item: dict[str, Any]) -> Any:
+    """``item`` as the SDK's request type ``ResponseInputItemParam`` takes it: members it does
+    not know left out, nulls too (absent means the same to the API); a ValidationError when
+    it is no valid request item (a required member missing)."""
+
+    def plain(value: Any) -> Any:
+        if hasattr(value, "model_dump"):
+            return plain(value.model_dump(exclude_unset=True, by_alias=True))
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list | tuple) or type(value).__name__ == "ValidatorIterator":
+            return [plain(v) for v in value]
+        return value
+
+    return plain(_request_item_type().validate_python(item))
+
+
+def test_every_output_item_type_keeps_its_required_nulls_through_a_response() -> None:
+    """``from_openai_responses(Response)`` keeps what the SDK itself sends back (its
+    ``model_dump(exclude_unset=True)``), nulls included: a required member that is null
+    (``image_generation_call.result``, ``code_interpreter_call.code``/``outputs``,
+    ``double_click.keys``) dropped would fail the next request's ``ResponseInputItemParam``.
+    Every output item type of the ``openai`` package, each with null wherever it allows."""
+    from openai.types.responses import Response
+
+    checked: list[dict[str, Any]] = []
+    for built in _output_item_models():
+        # null where the request type requires the member (what was dropped), set otherwise
+        required = _required_members(built.type)
+        dump = built.model_dump(exclude_unset=True, mode="json", by_alias=True)
+        model = type(built).model_validate(
+            {k: v for k, v in dump.items() if v is not None or k in required}
+        )
+        expected = model.model_dump(exclude_unset=True, mode="json", by_alias=True)
+        try:
+            sendable = _sendable(expected)
+        except pydantic.ValidationError:
+            continue  # the SDK's own dump is no request item: not ours to send back
+        except BaseException as exc:  # pydantic-core panics iterating some lazy iterables
+            if type(exc).__name__ != "PanicException":
+                raise
+            continue
+        response = Response.model_construct(id="resp_1", output=[model])
+        (frame,) = from_openai_responses(response, max_inline_bytes=1 << 40)
+        (got,) = items_of(frame, None)
+        assert _sendable(got) == sendable, model.type
+        checked.append(expected)
+    assert len({i["type"] for i in checked}) >= 20
+    text = json.dumps(checked)  # the nulls the issue names were among them
+    assert '"result": null, "status": "in_progress", "type": "image_generation_call"' in text
+    assert '"code": null, "container_id": "x", "outputs": null' in text
+    assert '{"keys": null, "type": "double_click"' in text
+
+
+def test_the_sdks_item_objects_are_stored_as_it_dumps_them() -> None:
+    session = ContinuitySession("s", MemoryStore())
+    models = _output_item_models()
+    run(session.add_items(models))
+    assert run(session.get_items()) == [
+        m.model_dump(exclude_unset=True, mode="json") for m in models
+    ]
