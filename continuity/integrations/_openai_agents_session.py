@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from os import PathLike
@@ -94,8 +95,9 @@ POP_REASON: Final = "pop_item"
 CLEAR_REASON: Final = "clear_session"
 COMPACT_REASON: Final = "responses.compact"
 """The reason of the retraction that swaps a compacted suffix in (the SDK's compaction)."""
-RENDERED_CACHE_BYTES: Final = 32 << 20
-"""How many bytes of rendered items (as JSON) a session keeps between ``get_items`` calls."""
+RENDERED_CACHE_BYTES: Final = 64 << 20
+"""How many bytes of rendered items (as JSON) the sessions of a process keep between
+``get_items`` calls, all threads together (the least recently read go first)."""
 SOURCE: Final = "openai-agents"
 """``meta["source"]`` of a session's first frame (``continuity threads`` shows it as its kind)."""
 META_SESSION_ID: Final = "openai_agents.session_id"
@@ -145,6 +147,40 @@ class _View:
         self.size = sum(map(len, parts))
 
 
+class _Views:
+    """The views of the process, by thread id, least recently used first. Shared by every
+    session object (a new one reads only what was appended since any of them last read): a
+    view is used only where the thread's frame at its head has its digest, which chains the
+    whole log before it, so a view of another log under the same id is never used."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._views: OrderedDict[str, _View] = OrderedDict()
+        self._size = 0
+
+    def get(self, thread_id: str) -> _View | None:
+        with self._lock:
+            view = self._views.get(thread_id)
+            if view is not None:
+                self._views.move_to_end(thread_id)
+            return view
+
+    def put(self, thread_id: str, view: _View | None) -> None:
+        with self._lock:
+            old = self._views.pop(thread_id, None)
+            self._size -= old.size if old is not None else 0
+            if view is None or view.size > RENDERED_CACHE_BYTES:
+                return
+            self._views[thread_id] = view
+            self._size += view.size
+            while self._size > RENDERED_CACHE_BYTES:
+                _, dropped = self._views.popitem(last=False)
+                self._size -= dropped.size
+
+
+_VIEWS: Final = _Views()
+
+
 class ContinuitySession:
     """An Agents SDK ``Session`` kept in a continuity thread, item for item, losslessly.
 
@@ -188,11 +224,6 @@ class ContinuitySession:
         # processes. Within one session object the lock just queues them, so they do not keep
         # two workers busy re-reading the log for a conflict they would both see.
         self._mutating: asyncio.Lock | None = None
-        # The live items as last read, brought up to date by reading only the frames appended
-        # since (a frame's digest chains its whole prefix, so an unchanged digest at the old
-        # head means the same log); bounded by RENDERED_CACHE_BYTES.
-        self._view: _View | None = None
-        self._view_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, thread={self.thread.id!r})"
@@ -205,7 +236,6 @@ class ContinuitySession:
         if self.closed:
             return
         self.closed = True
-        self._view = None
         if self._owns_store:
             await self.store.run_in_worker(self.store.store.close, must_finish=True)
 
@@ -354,8 +384,7 @@ class ContinuitySession:
 
     def _current(self, thread: Thread, head: Head, *, whole: bool) -> _View | None:
         """The view brought up to ``head`` (None when there is none and ``whole`` is False)."""
-        with self._view_lock:
-            view = self._view
+        view = _VIEWS.get(thread.id)
         if view is not None and (view.head_seq, view.head_digest) == (head.seq, head.digest):
             return view
         fresh = self._caught_up(thread, view) if view is not None else None
@@ -364,8 +393,7 @@ class ContinuitySession:
                 return None
             messages = [m for m in live_messages(thread) if m.seq <= head.seq]
             fresh = _View(head, [m.seq for m in messages], [self._render(m) for m in messages])
-        with self._view_lock:
-            self._view = fresh if fresh.size <= RENDERED_CACHE_BYTES else None
+        _VIEWS.put(thread.id, fresh)
         return fresh
 
     def _caught_up(self, thread: Thread, view: _View) -> _View | None:
