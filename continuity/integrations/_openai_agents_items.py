@@ -57,8 +57,9 @@ __all__ = [
 ]
 
 PROVIDER: Final = "openai.responses"
-OPAQUE: Final = "openai_agents.opaque"
-"""The provider of a stored object that is no Responses item (:func:`opaque_frame`)."""
+OPAQUE: Final = "opaque"
+"""The kind of the provider block that holds a stored object that is no Responses item
+(:func:`opaque_frame`)."""
 _KEEP_INLINE: Final = 1 << 62
 """Tool outputs stay in the frame, however long: ``get_items`` returns them whole (a preview
 and an artifact note would not be the item that was added)."""
@@ -155,9 +156,11 @@ def _in_order(value: Any, skeleton: Any) -> Any:
 
 def opaque_frame(item: dict[str, Any]) -> fr.MessageAppended:
     """A JSON object that is no Responses item (no ``type``, no ``role``: an ``EncryptedSession``
-    envelope, a wrapper's own record), kept exactly as given. Its provider is not a model's, so
-    no renderer sends it to one and no summary reads it; ``get_items`` gives it back."""
-    block = fr.ProviderBlock(provider=OPAQUE, kind="item", data=item, text="")
+    envelope, a wrapper's own record), kept exactly as given, with no text (search and summaries
+    do not read it). ``get_items`` gives it back, and so does a compiled history, where it sits
+    as it was added (the wrapper that wrote it reads it back: ``EncryptedSession`` decrypts it
+    whatever session it wraps)."""
+    block = fr.ProviderBlock(provider=PROVIDER, kind=OPAQUE, data=item, text="")
     return fr.message("user", content=[block])
 
 
@@ -204,12 +207,6 @@ def _rendered(frame: fr.MessageAppended, store: ArtifactStore | None) -> list[di
         meta=frame.meta,
     )
     content = item.content
-    if (
-        len(content) == 1
-        and isinstance(content[0], fr.ProviderBlock)
-        and content[0].provider == OPAQUE
-    ):
-        return [copy.deepcopy(content[0].data)]
     if (
         len(content) == 1
         and isinstance(content[0], fr.ProviderBlock)

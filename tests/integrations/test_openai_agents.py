@@ -134,6 +134,7 @@ def _shuffled(value: Any, rng: random.Random) -> Any:
     return value
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(responses_conversations(), st.integers(0, 2**32 - 1))
 def test_items_come_back_with_their_keys_in_the_order_they_were_added(
@@ -510,6 +511,7 @@ def _sendable(item: dict[str, Any]) -> Any:
     return plain(_request_item_type().validate_python(item))
 
 
+@pytest.mark.slow
 def test_every_output_item_type_keeps_its_required_nulls_through_a_response() -> None:
     """``from_openai_responses(Response)`` keeps what the SDK itself sends back (its
     ``model_dump(exclude_unset=True)``), nulls included: a required member that is null

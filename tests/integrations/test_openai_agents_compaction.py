@@ -22,7 +22,7 @@ from agents.memory import OpenAIResponsesCompactionSession
 
 from continuity import Limits, MemoryStore, Store, frames as fr
 from continuity.integrations.openai_agents import CompiledSession, ContinuitySession
-from tests.support.agents_sdk import ScriptedModel, add, call, reply
+from tests.support.agents_sdk import ScriptedModel, add, as_items, call, reply
 
 SUMMARY: dict[str, Any] = {"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque=="}
 
@@ -86,7 +86,7 @@ def test_automatic_compaction_swaps_the_suffix_in_one_batch(kind: str, limit: in
     run(Runner.run(agent, "1+2?", session=session))
     assert len(client.responses.inputs) == 1  # compacted once, after the run
     sent = client.responses.inputs[0]
-    assert [i.get("type", "message") for i in sent][0] == "message"  # from the user's turn on
+    assert next(i.get("type", "message") for i in sent) == "message"  # from the user's turn on
     assert run(backend.get_items(100)) == [SUMMARY]  # the whole run swapped for its summary
     ((seq, retraction),) = _retractions(store, "c")
     assert retraction.reason == "responses.compact"
@@ -111,7 +111,7 @@ def test_a_partial_suffix_keeps_the_older_history() -> None:
     session = _compacting(backend, client)
     agent = Agent(name="a", model=ScriptedModel([reply("hello")], response_ids=True))
     run(Runner.run(agent, "hi", session=session))
-    assert [i.get("content") for i in client.responses.inputs[0]][0] == "hi"
+    assert next(i.get("content") for i in client.responses.inputs[0]) == "hi"
     assert run(backend.get_items(100)) == [*older, SUMMARY]
 
 
@@ -130,18 +130,20 @@ def test_replace_suffix_commits_only_on_the_items_it_read(tmp_path: Path) -> Non
         Store(root).thread("s").append(
             fr.ContextSelectionRepeated(decision_seq=1, bundle_artifact_id="x")
         )
-        assert await snap.replace_suffix(1, [SUMMARY])
+        assert await snap.replace_suffix(1, as_items([SUMMARY]))
         assert await session.get_items() == [*items[:2], SUMMARY]
         stale = await session._get_compaction_snapshot(10)
         assert stale is not None and stale.complete
         await other.add_items([{"role": "user", "content": "newer"}])
-        assert not await stale.replace_suffix(0, [SUMMARY])  # a newer item: nothing written
+        assert not await stale.replace_suffix(
+            0, as_items([SUMMARY])
+        )  # a newer item: nothing written
         assert await session.get_items() == [
             *items[:2],
             SUMMARY,
             {"role": "user", "content": "newer"},
         ]
-        assert not await stale.replace_suffix(99, [SUMMARY])
+        assert not await stale.replace_suffix(99, as_items([SUMMARY]))
 
     run(go())
 
@@ -164,7 +166,7 @@ def test_encrypted_session_wraps_a_continuity_session(tmp_path: Path) -> None:
 
     root = tmp_path / "store"
     backend = ContinuitySession("user/42", root)
-    session = EncryptedSession("user/42", backend, encryption_key="k" * 32, ttl=600)
+    session = EncryptedSession("user/42", backend, encryption_key="k" * 32, ttl=600)  # type: ignore[arg-type]
     items: list[TResponseInputItem] = [
         {"role": "user", "content": "my secret plan"},
         {"role": "assistant", "content": "kept safe"},
