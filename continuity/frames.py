@@ -216,9 +216,12 @@ class ToolResultBlock(Block, frozen=True, kw_only=True, tag="tool_result"):
         for i, p in enumerate(self.parts):
             _need("ToolResultBlock", f"parts[{i}]", p, (TextBlock, ImageBlock))
 
+    @property
     def text(self) -> str:
         """The output's text as far as this block holds it (the preview of one in an
-        artifact; the text parts of one given as blocks)."""
+        artifact; the text parts of one given as blocks): a string, as every block's ``text``
+        is, so code that reads ``block.text`` of any block reads a tool result too. Not a
+        field: it is not stored."""
         if self.artifact_id is not None:
             return self.preview
         if self.parts:
@@ -605,7 +608,7 @@ def estimate_message_tokens(content: list[ContentBlock]) -> int:
                 _encoder.encode(block.input).decode()
             )
         elif isinstance(block, ToolResultBlock):
-            total += estimate_text(block.text())
+            total += estimate_text(block.text)
             total += _IMAGE_TOKENS * sum(isinstance(p, ImageBlock) for p in block.parts)
         elif isinstance(block, ProviderBlock):
             total += estimate_text(block.text or _encoder.encode(block.data).decode())

@@ -1202,8 +1202,8 @@ class Redactor:
                 parts, k = self._redact_parts(b.parts) if b.parts else (b.parts, 0)
                 if n or m or k:
                     new = replace(b, content=content, preview=preview, parts=parts)
-                    if (n or k) and b.artifact_id is None and b.size == _utf8_len(b.text()):
-                        new = replace(new, size=_utf8_len(new.text()))  # the size as stored
+                    if (n or k) and b.artifact_id is None and b.size == _utf8_len(b.text):
+                        new = replace(new, size=_utf8_len(new.text))  # the size as stored
                 n += m + k
             elif isinstance(b, fr.ProviderBlock):
                 data, n = self.redact_json(b.data)

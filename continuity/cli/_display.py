@@ -59,7 +59,7 @@ def _block(block: fr.ContentBlock) -> str:
     if isinstance(block, fr.ToolResultBlock):
         err = " error" if block.is_error else ""
         where = f" in artifact {block.artifact_id[:12]}" if block.artifact_id else ""
-        return f"[tool_result{err} {block.tool_use_id} {block.size}B{where}] {block.text()}"
+        return f"[tool_result{err} {block.tool_use_id} {block.size}B{where}] {block.text}"
     if isinstance(block, fr.ProviderBlock):
         return f"[{block.provider} {block.kind}] {block.text}"
     return f"[image {block.media_type}]"

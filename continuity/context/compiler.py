@@ -201,7 +201,7 @@ def _block_text(block: ItemBlock) -> str:
     if isinstance(block, fr.ToolUseBlock):
         return block.name + " " + msgspec.json.encode(block.input).decode()
     if isinstance(block, fr.ToolResultBlock):
-        return block.text()
+        return block.text
     if isinstance(block, ToolStubBlock | ElidedBlock):
         return block.text()
     if isinstance(block, fr.ProviderBlock):
@@ -710,7 +710,7 @@ class _Compiler:
 
     @staticmethod
     def _stub(block: fr.ToolResultBlock, name: str, observations: dict[str, str]) -> ToolStubBlock:
-        text = block.text()
+        text = block.text
         size = block.size or len(text.encode("utf-8", "surrogatepass"))
         return ToolStubBlock(
             tool_use_id=block.tool_use_id,

@@ -105,15 +105,20 @@ _Unit = tuple[_Role, list[fr.ContentBlock], dict[str, Any], str | None]
 OpenAI role hint."""
 
 
-def _plain(value: Any) -> Any:
-    """``value`` with every SDK object in it turned into plain JSON values."""
+def _plain(value: Any, *, as_set: bool = False) -> Any:
+    """``value`` with every SDK object in it turned into plain JSON values: without its nulls,
+    or (``as_set``) with the members that were set, nulls included, as the OpenAI Agents SDK
+    dumps a Responses item to send it back (a required member may be null:
+    ``image_generation_call.result``, ``code_interpreter_call.code``, ``double_click.keys``)."""
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):
+        if as_set:
+            return dump(mode="json", by_alias=True, exclude_unset=True)
         return dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, as_set=as_set) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [_plain(v, as_set=as_set) for v in value]
     return value
 
 
@@ -926,7 +931,7 @@ def from_openai_responses(
     conv = _Conv(
         "from_openai_responses", "openai.responses", artifacts, max_inline_bytes, preview_chars
     )
-    value = _plain(value)
+    value = _plain(value, as_set=True)
     source = None
     units: list[_Unit] = []
     items: list[Any] | None = None

@@ -6,13 +6,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-import blake3
-
 from continuity import frames as fr
-from continuity.errors import BadFrame, InvalidThreadId
+from continuity.errors import BadFrame
 from continuity.integrations._langgraph_log import META_THREAD
 from continuity.integrations._langgraph_mirror import LiveMirror
-from continuity.store.base import BaseStore, Thread, validate_thread_id
+from continuity.integrations._thread_ids import safe_thread_id
+from continuity.store.base import BaseStore, Thread
 
 __all__ = ["LangGraphThreads", "continuity_thread_id"]
 
@@ -20,10 +19,7 @@ __all__ = ["LangGraphThreads", "continuity_thread_id"]
 def continuity_thread_id(thread_id: str) -> str:
     """The continuity thread a LangGraph ``thread_id`` maps to: the id itself when it is a
     valid continuity id, else ``lg-`` and a hash of it (the original is in frame 0)."""
-    try:
-        return validate_thread_id(thread_id)
-    except InvalidThreadId:  # too long, or characters a file name cannot hold
-        return "lg-" + blake3.blake3(thread_id.encode()).hexdigest()[:40]
+    return safe_thread_id(thread_id, prefix="lg-")
 
 
 class LangGraphThreads:

@@ -25,6 +25,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import msgspec
+
 from continuity import frames as fr
 from continuity.context.bundle import MessageItem
 from continuity.context.convert import from_openai_responses
@@ -44,13 +46,31 @@ from continuity.errors import BadFrame
 from continuity.store.artifacts import ArtifactStore
 from continuity.store.base import Thread
 
-__all__ = ["PROVIDER", "frames_for_items", "items_of", "plain_item"]
+__all__ = [
+    "KEY_ORDER",
+    "OPAQUE",
+    "PROVIDER",
+    "frames_for_items",
+    "items_of",
+    "opaque_frame",
+    "plain_item",
+]
 
 PROVIDER: Final = "openai.responses"
+OPAQUE: Final = "opaque"
+"""The kind of the provider block that holds a stored object that is no Responses item
+(:func:`opaque_frame`)."""
 _KEEP_INLINE: Final = 1 << 62
 """Tool outputs stay in the frame, however long: ``get_items`` returns them whole (a preview
 and an artifact note would not be the item that was added)."""
 _TEXT_CAP: Final = 4000
+KEY_ORDER: Final = "openai.responses.key_order"
+"""Frame meta: the items' keys in the order they were added (JSON, the items with every value
+that is not an object or a list as 0), kept when the renderer orders them otherwise; dict key
+order is observable (a JSON request, the SDK's item digests), so ``get_items`` restores it."""
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 
 
 def plain_item(value: Any, index: int) -> dict[str, Any]:
@@ -83,6 +103,9 @@ def frames_for_items(
     store = artifacts.store.artifacts if isinstance(artifacts, Thread) else artifacts
     for i, raw in enumerate(items):
         item = plain_item(raw, i)
+        if "type" not in item and "role" not in item:
+            frames.append(opaque_frame(item))
+            continue
         try:
             converted = from_openai_responses(
                 [item], artifacts=artifacts, max_inline_bytes=_KEEP_INLINE
@@ -98,8 +121,47 @@ def frames_for_items(
             back = items_of(frame, store)
         except (KeyError, IndexError, TypeError, ValueError):
             back = []
-        frames.append(frame if back == [item] else _verbatim(item, frame.role, frame))
+        if back != [item]:
+            frames.append(_verbatim(item, frame.role, frame))
+        elif _encode(back) != _encode([item]):  # equal, but its keys in another order
+            order = _encode([_skeleton(item)]).decode()
+            frames.append(msgspec.structs.replace(frame, meta={**frame.meta, KEY_ORDER: order}))
+        else:
+            frames.append(frame)
     return frames
+
+
+def _skeleton(value: Any) -> Any:
+    """``value``'s shape: every object with its keys in their order, every other value 0."""
+    if isinstance(value, dict):
+        return {k: _skeleton(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_skeleton(v) for v in value]
+    return 0
+
+
+def _in_order(value: Any, skeleton: Any) -> Any:
+    """``value`` with the keys of each object in the order ``skeleton`` gives them."""
+    if isinstance(value, dict) and isinstance(skeleton, dict):
+        out = {k: _in_order(value[k], skeleton[k]) for k in skeleton if k in value}
+        if len(out) != len(value):  # not the shape it was stored with: the rest as they are
+            out.update((k, v) for k, v in value.items() if k not in out)
+        return out
+    if isinstance(value, list) and isinstance(skeleton, list):
+        return [_in_order(v, s) for v, s in zip(value, skeleton, strict=False)] + value[
+            len(skeleton) :
+        ]
+    return value
+
+
+def opaque_frame(item: dict[str, Any]) -> fr.MessageAppended:
+    """A JSON object that is no Responses item (no ``type``, no ``role``: an ``EncryptedSession``
+    envelope, a wrapper's own record), kept exactly as given, with no text (search and summaries
+    do not read it). ``get_items`` gives it back, and so does a compiled history, where it sits
+    as it was added (the wrapper that wrote it reads it back: ``EncryptedSession`` decrypts it
+    whatever session it wraps)."""
+    block = fr.ProviderBlock(provider=PROVIDER, kind=OPAQUE, data=item, text="")
+    return fr.message("user", content=[block])
 
 
 def _verbatim(
@@ -128,7 +190,14 @@ def _text_of(frame: fr.MessageAppended) -> str:
 
 def items_of(frame: fr.MessageAppended, store: ArtifactStore | None) -> list[dict[str, Any]]:
     """The Responses items one stored message holds, exactly as they were converted (one for a
-    message a session wrote; a message another writer grouped gives each of its items)."""
+    message a session wrote; a message another writer grouped gives each of its items), their
+    keys in the order they were added."""
+    out = _rendered(frame, store)
+    order = frame.meta.get(KEY_ORDER)
+    return out if order is None else _in_order(out, _decode(order))
+
+
+def _rendered(frame: fr.MessageAppended, store: ArtifactStore | None) -> list[dict[str, Any]]:
     item = MessageItem(
         seq=frame.seq,
         message_id=frame.message_id,

@@ -86,7 +86,7 @@ def _fields(frame: fr.Frame, summary: str | None) -> Iterator[tuple[str, int]]:
                         weight = 4 if key in _PATH_KEYS or key in _COMMAND_KEYS else 2
                         yield value, weight
             elif isinstance(b, fr.ToolResultBlock):
-                yield b.text(), 1  # content, its text parts, or an artifact's preview
+                yield b.text, 1  # content, its text parts, or an artifact's preview
             elif isinstance(b, fr.ProviderBlock):
                 yield b.text, 1
     elif isinstance(frame, fr.ObservationRecorded):

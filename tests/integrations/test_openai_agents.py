@@ -5,14 +5,18 @@ mock of the SDK). ADR 0024."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import random
 import shutil
 import subprocess
 import sys
 import textwrap
+import typing
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 pytest.importorskip("agents")
@@ -22,14 +26,16 @@ from agents.items import TResponseInputItem
 from agents.memory import Session
 from agents.memory.session_settings import SessionSettings
 from agents.retry import ModelRetrySettings, retry_policies
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, settings, strategies as st
 from openai import APIConnectionError
 from typer.testing import CliRunner
 
 from continuity import BadFrame, MemoryStore, Store, frames as fr
 from continuity.aio import AsyncStore
 from continuity.cli.app import app
+from continuity.context.convert import from_openai_responses
 from continuity.context.retract import live_messages
+from continuity.integrations._openai_agents_items import items_of
 from continuity.integrations.openai_agents import ContinuitySession
 from tests.context.test_provider_roundtrip import responses_conversations
 from tests.support.agents_sdk import (
@@ -41,6 +47,7 @@ from tests.support.agents_sdk import (
     lookup_order,
     reply,
 )
+from tests.support.openai_models import values
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,6 +121,35 @@ def test_any_responses_conversation_round_trips_item_for_item(items: list[dict[s
     run(session.add_items(as_items(items[1:])))
     assert run(session.get_items()) == items
     assert run(session.get_items(3)) == items[-3:]
+
+
+def _shuffled(value: Any, rng: random.Random) -> Any:
+    """``value`` with the keys of every object in it in another order."""
+    if isinstance(value, dict):
+        keys = list(value)
+        rng.shuffle(keys)
+        return {k: _shuffled(value[k], rng) for k in keys}
+    if isinstance(value, list):
+        return [_shuffled(v, rng) for v in value]
+    return value
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(responses_conversations(), st.integers(0, 2**32 - 1))
+def test_items_come_back_with_their_keys_in_the_order_they_were_added(
+    items: list[dict[str, Any]], seed: int
+) -> None:
+    """Dict key order is observable (a JSON request, the SDK's digests): the same order back."""
+    rng = random.Random(seed)
+    items = [_shuffled(i, rng) for i in sdk_items() + items]
+    session = ContinuitySession("s", MemoryStore())
+    run(session.add_items(as_items(items)))
+    assert json.dumps(run(session.get_items())) == json.dumps(items)
+    assert json.dumps(run(session.get_items(2))) == json.dumps(items[-2:])
+    fresh = ContinuitySession("s", session.store)  # nothing rendered yet
+    assert json.dumps(run(fresh.get_items())) == json.dumps(items)
+    assert json.dumps(run(fresh.pop_item())) == json.dumps(items[-1])
 
 
 def test_shapes_the_converters_do_not_reproduce_are_kept_verbatim() -> None:
@@ -232,23 +268,43 @@ def test_pops_through_two_session_objects_take_distinct_items(tmp_path: Path) ->
     assert run(one.get_items()) == run(two.get_items()) == []
 
 
-def test_items_rendered_once_come_back_fresh_and_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    """get_items keeps each message's rendered items between calls: a second read gives equal,
-    unshared items, also past the cache's size bound."""
+def test_items_read_again_come_back_fresh_and_current(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """get_items keeps what it read and then reads only what was appended since: a second read
+    gives equal, unshared items, and sees what other writers added, popped and cleared, also
+    past the size bound of what it keeps, and a log replaced under the same id."""
     items = sdk_items() * 3
-    session = ContinuitySession("s", MemoryStore())
-    run(session.add_items(as_items(items)))
-    first = run(session.get_items())
-    assert first == items and session._rendered
+    root = tmp_path / "store"
+    reader = ContinuitySession("s", root)
+    writer = ContinuitySession("s", Store(root))
+    run(writer.add_items(as_items(items)))
+    first = run(reader.get_items())
+    assert first == items
     first[0]["content"] = "mine"
-    again = run(session.get_items())
+    again = run(reader.get_items())
     assert again == items and again[0] is not first[0]
+    more: list[TResponseInputItem] = [{"role": "user", "content": str(i)} for i in range(3)]
+    run(writer.add_items(more))
+    assert run(reader.get_items()) == items + more
+    assert run(reader.get_items(2)) == more[1:]
+    run(writer.pop_item())
+    assert run(reader.get_items()) == items + more[:2]
+    run(writer.clear_session())
+    assert run(reader.get_items()) == []
+    run(writer.add_items(more))
+    assert run(reader.get_items()) == more
+    shutil.rmtree(root)  # another log under the same id, as long as the one read
+    other = ContinuitySession("s", root)
+    odd: list[TResponseInputItem] = [{"role": "user", "content": "x"}] * 3
+    run(other.add_items(odd))
+    assert run(reader.get_items()) == odd
     import continuity.integrations._openai_agents_session as impl
 
     monkeypatch.setattr(impl, "RENDERED_CACHE_BYTES", 200)
-    small = ContinuitySession("s", session.store)
-    assert run(small.get_items()) == items == run(small.get_items())
-    assert small._rendered_bytes <= 200
+    small = ContinuitySession("s", Store(root))
+    run(small.add_items(as_items(items)))
+    assert run(small.get_items()) == odd + items == run(small.get_items())
     assert run(small.get_items(3)) == items[-3:]
 
 
@@ -393,3 +449,110 @@ def test_one_session_shared_by_two_agents_and_a_handoff() -> None:
     assert triage_model.inputs[1][: len(items) - 4] == items[: len(items) - 4]
     # another session object on the same store sees the same items
     assert run(ContinuitySession("shared", AsyncStore(store)).get_items()) == items
+
+
+# --- the openai package's own item objects --------------------------------------------------
+
+
+def _no_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _no_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_nulls(v) for v in value]
+    return value
+
+
+def _output_item_models() -> list[Any]:
+    from openai.types.responses import Response
+
+    (union,) = typing.get_args(Response.model_fields["output"].annotation)
+    return values(union)
+
+
+@functools.cache
+def _request_item_type() -> Any:
+    from openai.types.responses import ResponseInputItemParam
+
+    return pydantic.TypeAdapter(ResponseInputItemParam)
+
+
+@functools.cache
+def _required_members(kind: str) -> frozenset[str]:
+    """The members the request type of item type ``kind`` requires (``Required[...]``)."""
+    import typing_extensions
+    from openai.types.responses import ResponseInputItemParam
+
+    for member in typing.get_args(ResponseInputItemParam):
+        hints = typing.get_type_hints(member, include_extras=True)
+        tag = hints.get("type")
+        if tag is not None and kind in typing.get_args(typing.get_args(tag)[0]):
+            return frozenset(
+                k
+                for k, v in hints.items()
+                if typing.get_origin(v) in (typing.Required, typing_extensions.Required)
+            )
+    return frozenset()
+
+
+def _sendable(item: dict[str, Any]) -> Any:
+    """``item`` as the SDK's request type ``ResponseInputItemParam`` takes it: members it does
+    not know left out, nulls too (absent means the same to the API); a ValidationError when
+    it is no valid request item (a required member missing)."""
+
+    def plain(value: Any) -> Any:
+        if hasattr(value, "model_dump"):
+            return plain(value.model_dump(exclude_unset=True, by_alias=True))
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list | tuple) or type(value).__name__ == "ValidatorIterator":
+            return [plain(v) for v in value]
+        return value
+
+    return plain(_request_item_type().validate_python(item))
+
+
+@pytest.mark.slow
+def test_every_output_item_type_keeps_its_required_nulls_through_a_response() -> None:
+    """``from_openai_responses(Response)`` keeps what the SDK itself sends back (its
+    ``model_dump(exclude_unset=True)``), nulls included: a required member that is null
+    (``image_generation_call.result``, ``code_interpreter_call.code``/``outputs``,
+    ``double_click.keys``) dropped would fail the next request's ``ResponseInputItemParam``.
+    Every output item type of the ``openai`` package, each with null wherever it allows."""
+    from openai.types.responses import Response
+
+    checked: list[dict[str, Any]] = []
+    for built in _output_item_models():
+        # null where the request type requires the member (what was dropped), set otherwise
+        required = _required_members(built.type)
+        dump = built.model_dump(exclude_unset=True, mode="json", by_alias=True)
+        model = type(built).model_validate(
+            {k: v for k, v in dump.items() if v is not None or k in required}
+        )
+        expected = model.model_dump(exclude_unset=True, mode="json", by_alias=True)
+        try:
+            sendable = _sendable(expected)
+        except pydantic.ValidationError:
+            continue  # the SDK's own dump is no request item: not ours to send back
+        except BaseException as exc:  # pydantic-core panics iterating some lazy iterables
+            if type(exc).__name__ != "PanicException":
+                raise
+            continue
+        response = Response.model_construct(id="resp_1", output=[model])
+        (frame,) = from_openai_responses(response, max_inline_bytes=1 << 40)
+        (got,) = items_of(frame, None)
+        assert _sendable(got) == sendable, model.type
+        checked.append(expected)
+    assert len({i["type"] for i in checked}) >= 20
+    text = json.dumps(checked)  # the nulls the issue names were among them
+    assert '"result": null, "status": "in_progress", "type": "image_generation_call"' in text
+    assert '"code": null, "container_id": "x", "outputs": null' in text
+    assert '{"keys": null, "type": "double_click"' in text
+
+
+def test_the_sdks_item_objects_are_stored_as_it_dumps_them() -> None:
+    session = ContinuitySession("s", MemoryStore())
+    models = _output_item_models()
+    run(session.add_items(models))
+    assert run(session.get_items()) == [
+        m.model_dump(exclude_unset=True, mode="json") for m in models
+    ]

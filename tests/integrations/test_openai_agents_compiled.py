@@ -254,3 +254,50 @@ def test_a_compiled_session_survives_a_new_process_without_caches(tmp_path: Path
     shutil.rmtree(root / "cache", ignore_errors=True)
     again = CompiledSession("z", Store(root), limits=SMALL, log_decisions=False)
     assert run(again.get_items()) == first
+
+
+def test_an_empty_compiled_session_has_no_items_never_a_made_up_one() -> None:
+    store = MemoryStore()
+    session = CompiledSession("e", store, limits=SMALL)
+    assert run(session.get_items()) == []
+    run(session.add_items([{"role": "user", "content": "hi"}]))
+    assert run(session.pop_item()) == {"role": "user", "content": "hi"}
+    assert run(session.get_items()) == []  # after popping the last item
+    run(session.add_items([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]))
+    run(session.clear_session())
+    assert run(session.get_items()) == []  # after a clear
+    prefixed = CompiledSession("e", store, limits=SMALL, system_prefix="You are terse.")
+    assert run(prefixed.get_items()) == []
+
+
+class GetattrSummarizer:
+    """A summarizer that reads every block's ``text`` the way a generic one does."""
+
+    id = "test.getattr/1"
+
+    def summarize(
+        self, base: SummaryDoc | None, messages: Sequence[fr.MessageAppended]
+    ) -> SummaryContent:
+        texts = [getattr(b, "text", "") for m in messages for b in m.content]
+        return SummaryContent(text="\n".join(t for t in texts if isinstance(t, str) and t))
+
+
+def test_every_block_text_is_a_string_so_a_generic_summarizer_reads_tool_results() -> None:
+    result = fr.ToolResultBlock(tool_use_id="c", content="42 apples")
+    assert isinstance(result.text, str) and result.text == "42 apples"
+    store = MemoryStore()
+    session = CompiledSession(
+        "g", store, limits=SMALL, compaction=StrideMessages(4), summarizer=GetattrSummarizer()
+    )
+    run(
+        session.add_items(
+            [
+                {"role": "user", "content": "count"},
+                {"type": "function_call", "call_id": "c1", "name": "count", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "42 apples"},
+                {"role": "user", "content": "thanks"},
+            ]
+        )
+    )
+    assert len(checkpoints(store, "g")) == 1
+    assert "42 apples" in run(session.get_items())[0]["content"]

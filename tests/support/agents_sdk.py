@@ -42,8 +42,10 @@ class ScriptedModel(Model):
     """Returns the prepared turns in order: a list of output items, an exception to raise, or a
     function of the input the model was given that returns the items."""
 
-    def __init__(self, turns: Sequence[Turn]) -> None:
+    def __init__(self, turns: Sequence[Turn], *, response_ids: bool = False) -> None:
         self.turns = list(turns)
+        self.response_ids = response_ids
+        """Give each response an id (the runner compacts after a response with one)."""
         self.inputs: list[list[TResponseInputItem]] = []
 
     async def get_response(
@@ -68,7 +70,8 @@ class ScriptedModel(Model):
         if isinstance(turn, BaseException):
             raise turn
         output = turn(given) if callable(turn) else turn
-        return ModelResponse(output=output, usage=Usage(), response_id=None)
+        response_id = f"resp_{len(self.inputs)}" if self.response_ids else None
+        return ModelResponse(output=output, usage=Usage(), response_id=response_id)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError("the tests do not stream")

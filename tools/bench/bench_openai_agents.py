@@ -1,6 +1,7 @@
 """The OpenAI Agents SDK sessions: what a turn costs as a session grows from 100 to 10,000 items.
 
     python -m tools.bench.bench_openai_agents [--sizes 100,10000] [--repeats 30] [--quick] [--json]
+    python -m tools.bench.bench_openai_agents --vs-sqlite [--items 2000] [--repeats 30]
 
 A session is filled to ``N`` items (a user message, a function call, its output, an assistant
 message, repeated), then each turn is timed ``--repeats`` times (median and p90), as the runner
@@ -17,6 +18,14 @@ makes it: ``add_items`` of the turn's four items, and the history read the next 
 JSONL store with ``durable=False`` (an fsync per batch adds the same constant at every size).
 The ``vs baseline`` column is the largest size against the smallest. ``--quick`` divides the
 sizes by 10.
+
+``--vs-sqlite``: ``ContinuitySession`` side by side with the SDK's ``SQLiteSession`` on a file,
+each at its defaults (JSONL durable: an fsync per batch; SQLite's own commit), paired (each
+repeat times both, in alternating order) and compared by medians (the ``ratio`` column is
+continuity over SQLite): ``get_items()`` at ``--items`` items on the same object, on a new
+object, and in a new process (open + read, the whole process: interpreter and imports
+included); and the time a ``Runner.run`` (scripted model, one user turn and one reply) spends
+in the session's methods, in-process, the session at ``--items`` items.
 """
 
 from __future__ import annotations
@@ -156,11 +165,142 @@ def run(*, sizes: tuple[int, ...] = DEFAULT_SIZES, repeats: int = 30) -> Report:
     return report
 
 
+class _Timed:
+    """A session whose methods add the time they take to ``spent`` (what the runner waits on)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.session_id = inner.session_id
+        self.session_settings = inner.session_settings
+        self.spent = 0.0
+
+    async def _timed(self, coro: Awaitable[Any]) -> Any:
+        start = time.perf_counter()
+        try:
+            return await coro
+        finally:
+            self.spent += time.perf_counter() - start
+
+    async def get_items(self, limit: int | None = None) -> Any:
+        return await self._timed(self.inner.get_items(limit))
+
+    async def add_items(self, items: Any) -> None:
+        await self._timed(self.inner.add_items(items))
+
+    async def pop_item(self) -> Any:
+        return await self._timed(self.inner.pop_item())
+
+    async def clear_session(self) -> None:
+        await self._timed(self.inner.clear_session())
+
+
+_PROCESS: Final = """
+import asyncio, sys
+kind, root = sys.argv[1], sys.argv[2]
+if kind == "sqlite":
+    from agents import SQLiteSession
+    session = SQLiteSession("s", root + "/sqlite.db")
+else:
+    from continuity.integrations.openai_agents import ContinuitySession
+    session = ContinuitySession("s", root + "/store")
+assert len(asyncio.run(session.get_items())) > 0
+"""
+
+
+def run_vs_sqlite(*, items: int = 2_000, repeats: int = 30) -> Report:
+    """ContinuitySession against SQLiteSession (file), paired, by medians."""
+    import subprocess
+    import sys
+
+    from agents import Agent, Runner, SQLiteSession
+
+    from tests.support.agents_sdk import ScriptedModel, reply
+
+    started = time.perf_counter()
+    report = Report(
+        "openai_agents_vs_sqlite",
+        {"items": items, "repeats": repeats, "store": "jsonl durable vs SQLiteSession file"},
+    )
+    with work_dir("openai-agents-vs-sqlite") as folder:
+        batch: list[Any] = []
+        for i in range(items // 4 + 1):
+            batch += turn_items(i)
+        batch = batch[:items]
+        ours = ContinuitySession("s", folder / "store")
+        theirs = SQLiteSession("s", folder / "sqlite.db")
+        times: dict[str, tuple[list[float], list[float]]] = {}
+
+        def keep(name: str, a: float, b: float) -> None:
+            pair = times.setdefault(name, ([], []))
+            pair[0].append(a)
+            pair[1].append(b)
+
+        async def fill() -> None:
+            for start in range(0, len(batch), 500):
+                await ours.add_items(batch[start : start + 500])
+                await theirs.add_items(batch[start : start + 500])
+
+        async def paired(r: int) -> None:
+            order = (0, 1) if r % 2 else (1, 0)
+            got = [0.0, 0.0]
+            for k in order:
+                got[k] = await _time((ours, theirs)[k].get_items)
+            keep("get_items()", *got)
+            fresh = (
+                ContinuitySession("s", folder / "store"),
+                SQLiteSession("s", folder / "sqlite.db"),
+            )
+            for k in order:
+                got[k] = await _time(fresh[k].get_items)
+            keep("get_items(), new session object", *got)
+            await fresh[0].close()
+            fresh[1].close()
+            for k in order:
+                session = _Timed((ours, theirs)[k])
+                model = ScriptedModel([reply(f"answer {r}")])
+                await Runner.run(Agent(name="a", model=model), f"question {r}", session=session)
+                got[k] = session.spent
+            keep("time in the session per Runner.run", *got)
+
+        async def go() -> None:
+            await fill()
+            for r in range(repeats):
+                await paired(r)
+
+        log(f"openai-agents vs sqlite: {items} items, {repeats} repeats")
+        asyncio.run(go())
+        for r in range(max(5, repeats // 3)):
+            got = [0.0, 0.0]
+            for k in (0, 1) if r % 2 else (1, 0):
+                kind = ("continuity", "sqlite")[k]
+                start = time.perf_counter()
+                subprocess.run([sys.executable, "-c", _PROCESS, kind, str(folder)], check=True)
+                got[k] = time.perf_counter() - start
+            keep("get_items() in a new process (whole process)", *got)
+        theirs.close()
+        asyncio.run(ours.close())
+    for name, (a, b) in times.items():
+        mine = time_row(f"continuity: {name} @{short_size(items)}", a)
+        base = time_row(f"SQLiteSession: {name} @{short_size(items)}", b)
+        mine.baseline = "SQLiteSession"
+        mine.ratio = mine.median / base.median
+        mine.target = base.median * 1.5
+        report.rows += [base, mine]
+    report.notes.append("target: each continuity row <= 1.5x SQLiteSession's (ADR 0024, issue 27)")
+    report.seconds = time.perf_counter() - started
+    return report
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = common_parser((__doc__ or "").split("\n\n")[0], DEFAULT_SIZES, "items")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="sizes divided by 10")
+    parser.add_argument("--vs-sqlite", action="store_true", help="side by side with SQLiteSession")
+    parser.add_argument("--items", type=int, default=2_000, help="items, for --vs-sqlite")
     args = parser.parse_args(argv)
+    if args.vs_sqlite:
+        emit([run_vs_sqlite(items=args.items, repeats=args.repeats)], args.json)
+        return
     sizes = tuple(max(10, n // 10) for n in args.sizes) if args.quick else args.sizes
     emit([run(sizes=sizes, repeats=args.repeats)], args.json)
 

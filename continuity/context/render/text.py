@@ -85,7 +85,7 @@ def _entry(role: str, content: list[Any]) -> _Entry:
             lines.append(_Line(f"[tool_use {block.name}]", digest, _INPUT))
         elif isinstance(block, fr.ToolResultBlock | ToolStubBlock):
             status = "error" if block.is_error else "ok"
-            output = block.text() if isinstance(block, ToolStubBlock) else block.text() or NO_OUTPUT
+            output = block.text() if isinstance(block, ToolStubBlock) else block.text or NO_OUTPUT
             body = _first_lines(output, _TOOL_OUTPUT_LINES, _TOOL_OUTPUT_CHARS)
             if isinstance(block, fr.ToolResultBlock) and block.artifact_id is not None:
                 body += f"\n({block.size} bytes in all: artifact {block.artifact_id})"
