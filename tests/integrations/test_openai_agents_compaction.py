@@ -157,7 +157,13 @@ def test_manual_compaction_replaces_the_whole_history_atomically() -> None:
     run(session.run_compaction({"force": True}))
     assert run(backend.get_items()) == [SUMMARY]
     frames = list(store.thread("c").read())
-    assert [type(f).__name__ for f in frames[-2:]] == ["MessagesRetracted", "MessageAppended"]
+    # one batch: the retraction, the compaction item, and the checkpoint the item makes (ADR 0037)
+    assert [type(f).__name__ for f in frames[-3:]] == [
+        "MessagesRetracted",
+        "MessageAppended",
+        "CompactionCheckpointCreated",
+    ]
+    assert frames[-1].seq == frames[-3].seq + 2
 
 
 def test_encrypted_session_wraps_a_continuity_session(tmp_path: Path) -> None:
@@ -201,9 +207,8 @@ def test_encrypted_compaction_over_a_continuity_session() -> None:
 
 
 def test_compiled_history_after_compaction_starts_at_the_summary() -> None:
-    """Needs the provider-compaction change (a Responses ``compaction`` item becomes a
-    checkpoint, and compile starts there): marked for the lead to run after the merge."""
-    pytest.importorskip("continuity.context.compaction")
+    """A Responses ``compaction`` item becomes a checkpoint, and the compiled history starts
+    there: the item first, nothing it replaced, no made-up message (ADR 0037)."""
     store = MemoryStore()
     backend = CompiledSession("c", store, limits=Limits(recent_messages=40))
     run(backend.add_items([{"role": "user", "content": "old"}]))
@@ -216,4 +221,5 @@ def test_compiled_history_after_compaction_starts_at_the_summary() -> None:
         )
     )
     compiled = run(backend.get_items())
-    assert compiled[0] == SUMMARY or compiled[-1] == SUMMARY
+    assert compiled[0] == SUMMARY
+    assert {"role": "user", "content": "old"} not in compiled
