@@ -10,9 +10,8 @@ from typing import Any
 
 import continuity.integrations._langgraph_log as lg
 import continuity.integrations._langgraph_mirror as mirror
-import continuity.integrations._langgraph_values as values
 from continuity import frames as fr
-from continuity.context.records import Record, RecordView, latest_record, record_view, records
+from continuity.context.records import Record, latest_record, record_view, records
 from continuity.integrations._langgraph_threads import LangGraphThreads
 from continuity.store.base import BaseStore, Thread
 
@@ -131,16 +130,10 @@ def _holds(rec: Record, channel: str) -> bool:
     return blob is not None and len(blob) >= 3
 
 
-def copy_records(
-    threads: LangGraphThreads,
-    source_thread_id: str,
-    target_thread_id: str,
-    cache: values.ValueCache,
-) -> bool:
+def copy_records(threads: LangGraphThreads, source_thread_id: str, target_thread_id: str) -> bool:
     """Copy every visible checkpoint record and write of a thread into another, oldest first
-    (values are shared artifacts; a value stored as a patch, whose chain names records of the
-    source thread, is stored whole for the copy; the copy mirrors nothing yet). False when
-    the source thread does not exist (nothing is done then)."""
+    (values are shared artifacts; the copy mirrors nothing yet). False when the source thread
+    does not exist (nothing is done then)."""
     src = threads.thread(str(source_thread_id))
     if not src.exists():
         return False
@@ -149,14 +142,11 @@ def copy_records(
     store = threads.store
     with record_view(src) as view:
         cuts = lg.Cuts(view)
-        found = [
-            (rec, _whole_values(store, view, rec, cache))
-            for rec in lg.newest_checkpoints(cuts, None)
-        ]
+        found = list(lg.newest_checkpoints(cuts, None))
     with threads.lock(dst.id):
         threads.ensure(dst, tid)
-        for rec, blobs in reversed(found):
-            data = {**rec.data, "mirror": None, "blobs": blobs}
+        for rec in reversed(found):
+            data = {**rec.data, "mirror": None}
             key = lg.checkpoint_key(data["ns"], data["id"])
             batch = [lg.record_frame(store, lg.CHECKPOINT, data, key)]
             batch.append(fr.RecordAppended(kind=lg.LATEST, key=data["ns"], data={"id": data["id"]}))
@@ -169,17 +159,3 @@ def copy_records(
             batch.extend(lg.record_frame(store, lg.WRITES, w.data, key) for w in reversed(calls))
             dst.append(batch)
     return True
-
-
-def _whole_values(
-    store: BaseStore, view: RecordView, rec: Record, cache: values.ValueCache
-) -> dict[str, list[Any]]:
-    """A checkpoint record's channel entries with every patch replaced by its value stored
-    whole (an artifact): what a copy into another thread can name."""
-    out = {}
-    for channel, blob in rec.data["blobs"].items():
-        if len(blob) == 5:
-            raw = values.resolve(store, view, channel, blob, cache)
-            blob = [blob[0], blob[1], store.artifacts.put(raw)]
-        out[channel] = blob
-    return out

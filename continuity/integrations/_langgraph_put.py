@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 from dataclasses import dataclass
 from typing import Any, Final
@@ -14,7 +13,6 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 import continuity.integrations._langgraph_log as lg
 import continuity.integrations._langgraph_mirror as mirror
-import continuity.integrations._langgraph_values as values
 from continuity import frames as fr
 from continuity.context.fork import fork
 from continuity.context.records import Record, RecordView, record_view
@@ -36,9 +34,6 @@ class Prepared:
     changed: dict[str, list[Any]]
     checkpoint: list[str]
     metadata: list[str]
-    raws: dict[str, bytes]
-    """The serialized values of the channels ``changed`` holds as patches (stored whole when
-    the parent's record turns out not to hold their base)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +62,8 @@ class CheckpointWriter:
         serde: SerializerProtocol,
         messages_channel: str | None,
         mirrors: dict[str, mirror.LiveMirror] | None = None,
-        cache: values.ValueCache | None = None,
     ) -> None:
         self.store = store
-        self.cache = values.ValueCache() if cache is None else cache
-        self.deltas = values.deltas_pay(store)
         self.serde = serde
         self.messages_channel = messages_channel
         self.mirrors: dict[str, mirror.LiveMirror] = {} if mirrors is None else mirrors
@@ -79,66 +71,27 @@ class CheckpointWriter:
 
     def prepare(self, put: CheckpointPut) -> Prepared:
         """What a put stores whatever the thread holds: the serialized checkpoint and
-        metadata, and the changed channels' values (inline in the record up to
-        :data:`INLINE` bytes; a patch against the parent's value when this process knows it
-        and the delta is small; else an artifact). Done before the thread's lock is taken,
-        once per put."""
-        held = put.checkpoint["channel_values"]
+        metadata, and the changed channels' values (an artifact each; inline in the record
+        up to :data:`INLINE` bytes). Done before the thread's lock is taken, once per put."""
+        values = put.checkpoint["channel_values"]
         changed: dict[str, list[Any]] = {}
-        raws: dict[str, bytes] = {}
-        known = None
-        if put.parent_id and self.deltas:
-            known = self.cache.checkpoint((put.thread_id, put.ns, put.parent_id))
         for channel, version in put.checkpoint["channel_versions"].items():
             if channel not in put.new_versions:
                 continue
-            if channel not in held:
+            if channel not in values:
                 changed[channel] = [version]
                 continue
-            kind, raw = self.serde.dumps_typed(held[channel])
+            kind, raw = self.serde.dumps_typed(values[channel])
             if len(raw) <= INLINE:
                 changed[channel] = [version, kind, "", lg.to_typed((kind, raw))[1]]
-                continue
-            entry = self._patch(None if known is None else known.get(channel), version, kind, raw)
-            if entry is not None:
-                changed[channel] = entry
-                raws[channel] = raw
             else:
-                changed[channel] = [version, kind, self._whole(raw)]
+                changed[channel] = [version, kind, self.store.artifacts.put(raw)]
         rest = {k: v for k, v in put.checkpoint.items() if k != "channel_values"}
         return Prepared(
             changed,
             lg.to_typed(self.serde.dumps_typed(rest)),
             lg.to_typed(self.serde.dumps_typed(put.metadata)),
-            raws,
         )
-
-    def _whole(self, raw: bytes) -> str:
-        """Store a value whole (an artifact) and return its id."""
-        aid = self.store.artifacts.put(raw)
-        if self.deltas:
-            self.cache.keep_value(aid, raw)
-        return aid
-
-    def _patch(
-        self, base: tuple[str, int] | None, version: Any, kind: str, raw: bytes
-    ) -> list[Any] | None:
-        """A patch entry for ``raw`` against the parent's value (its hash and chain depth, as
-        this process last saw them), its ``base`` seq left to fill in under the lock; None
-        when there is no base here, the chain is long enough or the delta is not small."""
-        if base is None or base[1] + 1 > values.MAX_CHAIN:
-            return None
-        old = self.cache.value(base[0])
-        if old is None:
-            return None
-        frame = values.make_delta(old, raw)
-        if frame is None:
-            return None
-        h = values.value_hash(raw)
-        self.cache.keep_value(h, raw)
-        delta = base64.b64encode(frame).decode("ascii")
-        patch = {"base": None, "of": base[0], "hash": h, "depth": base[1] + 1, "delta": delta}
-        return [version, kind, "", "", patch]
 
     def append(self, thread: Thread, put: CheckpointPut, prepared: Prepared) -> None:
         """Append the checkpoint's batch after the thread's head as it is now (its parent and
@@ -161,8 +114,7 @@ class CheckpointWriter:
         cuts = lg.Cuts(view)
         ns, checkpoint = put.ns, put.checkpoint
         parent = lg.find_checkpoint(cuts, ns, put.parent_id) if put.parent_id else None
-        blobs = self._blobs(cuts, parent, put, prepared)
-        self.cache.keep_checkpoint((put.thread_id, ns, checkpoint["id"]), blobs)
+        blobs = self._blobs(cuts, parent, put, prepared.changed)
         state = parent.data.get("mirror") if parent is not None else None
         batch: list[fr.Frame] = []
         extra: list[fr.Frame] = []
@@ -204,21 +156,17 @@ class CheckpointWriter:
         cuts: lg.Cuts,
         parent: Record | None,
         put: CheckpointPut,
-        prepared: Prepared,
+        changed: dict[str, list[Any]],
     ) -> dict[str, list[Any]]:
         """Per channel: ``[version, type, artifact id]``, ``[version, type, "", base64]`` (a
-        small value inline), a patch against the parent's entry (:mod:`._langgraph_values`),
-        or ``[version]`` for an empty one. Changed channels are the prepared ones; unchanged
-        ones are the parent's (or, failing that, any earlier checkpoint's of the namespace
-        holding that version), as a blobs table would."""
+        small value inline), or ``[version]`` for an empty one. Changed channels are ``changed``;
+        unchanged ones are the parent's (or, failing that, any earlier checkpoint's of the
+        namespace holding that version), as a blobs table would."""
         out: dict[str, list[Any]] = {}
         missing: dict[str, Any] = {}
-        changed = prepared.changed
         known = parent.data["blobs"] if parent is not None else {}
         for channel, version in put.checkpoint["channel_versions"].items():
-            if channel in prepared.raws:
-                out[channel] = self._rebase(parent, channel, changed[channel], prepared)
-            elif channel in changed:
+            if channel in changed:
                 out[channel] = changed[channel]
             elif channel in known and known[channel][0] == version:
                 out[channel] = known[channel]
@@ -234,22 +182,6 @@ class CheckpointWriter:
                 if not missing:
                     break
         return out
-
-    def _rebase(
-        self, parent: Record | None, channel: str, entry: list[Any], prepared: Prepared
-    ) -> list[Any]:
-        """A prepared patch with its base: the parent's record, when its entry for the channel
-        is the value the patch was made against; else the value stored whole."""
-        patch = entry[4]
-        below = None if parent is None else parent.data["blobs"].get(channel)
-        if (
-            parent is not None
-            and below is not None
-            and values.entry_hash(below) == patch["of"]
-            and values.entry_depth(below) + 1 == patch["depth"]
-        ):
-            return [*entry[:4], {**patch, "base": parent.seq}]
-        return [entry[0], entry[1], self._whole(prepared.raws[channel])]
 
     def _mirror(
         self,

@@ -18,7 +18,6 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 import continuity.integrations._langgraph_log as lg
-import continuity.integrations._langgraph_values as values
 from continuity.context.records import Record
 from continuity.store.base import BaseStore
 
@@ -59,19 +58,9 @@ class CheckpointReader:
     per call: :meth:`~langgraph.checkpoint.base.BaseCheckpointSaver.with_allowlist` gives a
     saver's clone another one) and the store holding the values."""
 
-    def __init__(
-        self, store: BaseStore, serde: SerializerProtocol, cache: values.ValueCache | None = None
-    ) -> None:
+    def __init__(self, store: BaseStore, serde: SerializerProtocol) -> None:
         self.store = store
         self.serde = serde
-        self.cache = values.ValueCache() if cache is None else cache
-
-    def value(self, cuts: lg.Cuts, channel: str, blob: list[Any]) -> tuple[str, bytes] | None:
-        """A checkpoint record's channel entry as typed serializer bytes (a patch read back
-        through its chain); None for ``[version]`` (an empty channel)."""
-        if len(blob) < 3:
-            return None
-        return blob[1], values.resolve(self.store, cuts.view, channel, blob, self.cache)
 
     def metadata(self, rec: Record) -> Any:
         """A checkpoint record's metadata."""
@@ -85,18 +74,17 @@ class CheckpointReader:
         data = rec.data
         ns, cid = data["ns"], data["id"]
         checkpoint = self.serde.loads_typed(lg.from_typed(data["checkpoint"]))
-        held: dict[str, Any] = {}
+        values: dict[str, Any] = {}
         for channel, blob in data["blobs"].items():
-            typed = self.value(cuts, channel, blob)
+            typed = lg.blob_value(self.store, blob)
             if typed is not None:
-                held[channel] = self.serde.loads_typed(typed)
-        self.cache.keep_checkpoint((str(tid), ns, cid), data["blobs"])
+                values[channel] = self.serde.loads_typed(typed)
         if metadata is None:
             metadata = self.metadata(rec)
         parent = data.get("parent")
         return CheckpointTuple(
             config=lg.config_of(tid, ns, cid),
-            checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": held}),
+            checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
             metadata=metadata,
             parent_config=lg.config_of(tid, ns, parent) if parent else None,
             pending_writes=self.pending_writes(cuts, ns, cid),
@@ -119,7 +107,7 @@ class CheckpointReader:
                 collected[write[1]].append(write)
             for ch in list(remaining):
                 blob = anc.data["blobs"].get(ch)
-                typed = None if blob is None else self.value(cuts, ch, blob)
+                typed = None if blob is None else lg.blob_value(self.store, blob)
                 if typed is not None:
                     seeds[ch] = self.serde.loads_typed(typed)
                     remaining.discard(ch)

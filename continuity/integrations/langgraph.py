@@ -54,7 +54,6 @@ from continuity.errors import SeqConflict
 from continuity.integrations._langgraph_put import CheckpointPut, CheckpointWriter
 from continuity.integrations._langgraph_read import CheckpointReader, candidates
 from continuity.integrations._langgraph_threads import LangGraphThreads, continuity_thread_id
-from continuity.integrations._langgraph_values import ValueCache
 from continuity.integrations.langgraph_store import ContinuityStore
 from continuity.store.base import BaseStore, Thread
 from continuity.store.locate import open_store
@@ -101,7 +100,6 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         self._aio = AsyncStore(self.store)
         self._threads = LangGraphThreads(self.store)
         self._cipher: tuple[SerializerProtocol, bool] | None = None
-        self._values = ValueCache()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -173,13 +171,11 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     # used, as `with_allowlist` gives a clone of the saver (sharing its threads) another one.
 
     def _reader(self) -> CheckpointReader:
-        return CheckpointReader(self.store, self.serde, self._values)
+        return CheckpointReader(self.store, self.serde)
 
     def _writer(self) -> CheckpointWriter:
         channel = None if self.encrypts() else self.messages_channel
-        return CheckpointWriter(
-            self.store, self.serde, channel, self._threads.mirrors, self._values
-        )
+        return CheckpointWriter(self.store, self.serde, channel, self._threads.mirrors)
 
     def encrypts(self) -> bool:
         """Whether the serializer hides what it serializes (an ``EncryptedSerializer``, or any
@@ -353,7 +349,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         """Copy every visible checkpoint and write of a thread into another, oldest first
         (values are shared artifacts), and mirror the copy's latest conversation there."""
         tid = str(target_thread_id)
-        if not admin.copy_records(self._threads, str(source_thread_id), tid, self._values):
+        if not admin.copy_records(self._threads, str(source_thread_id), tid):
             return
         latest = self.get_tuple(lg.config_of(tid, "", None))
         if latest is not None and self.messages_channel is not None:
