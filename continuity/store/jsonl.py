@@ -533,7 +533,7 @@ class Store(BaseStore):
         marker = self.root / "store.json"
         if self.root.exists() and not self.root.is_dir():
             raise StoreNotFound(f"{self.root} exists and is not a folder")
-        if self.root.is_dir() and not marker.exists() and any(self.root.iterdir()):
+        if self.root.is_dir() and not marker.exists() and not _being_made(self.root):
             raise StoreNotFound(f"{self.root} is a non-empty folder that is not a continuity store")
         for sub in ("threads", "artifacts", "quarantine", "cache"):
             private_dirs(self.root / sub)
@@ -728,3 +728,20 @@ def _read_line(fd: int, start: int, end: int) -> bytes:
         parts.append(chunk)
         pos += len(chunk)
     return b"".join(parts)
+
+
+_LAYOUT: Final = frozenset(("threads", "artifacts", "quarantine", "cache"))
+
+
+def _being_made(root: Path) -> bool:
+    """Whether ``root`` (no ``store.json`` yet) is empty, or holds only what creating a store
+    puts there first — so another process is creating the store this very moment (two hooks
+    of a first session start at once), and this one may finish the layout too."""
+    for entry in root.iterdir():
+        name = entry.name
+        if name in _LAYOUT and entry.is_dir():
+            continue
+        if name.startswith(".store.json.") and name.endswith(".tmp"):
+            continue
+        return False
+    return True

@@ -180,3 +180,39 @@ def test_four_processes_append_to_one_thread(tmp_path: Path) -> None:
         != narrow(fr.MessageAppended, b).message_id[:3]
     )
     print(f"{switches} times the writer changed between consecutive frames")
+
+
+_CREATE = """
+import sys
+from continuity.store.jsonl import Store
+Store(sys.argv[1], create=True).thread(sys.argv[2]).append(
+    [__import__("continuity").frames.MessageAppended(role="user", content=[])]
+)
+"""
+
+
+@pytest.mark.slow
+def test_processes_that_create_one_store_at_once_all_succeed(tmp_path: Path) -> None:
+    """Two hooks of a first session start at once: each may find the folder the other is making
+    (its subfolders, no store.json yet). Neither may call it 'not a continuity store'."""
+    for attempt in range(6):
+        root = tmp_path / f"s{attempt}"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _CREATE, str(root), f"t{i}"], stderr=subprocess.PIPE
+            )
+            for i in range(4)
+        ]
+        errors = [p.communicate(timeout=120)[1].decode() for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+        assert Store(root).threads() == ["t0", "t1", "t2", "t3"]
+
+
+def test_a_folder_with_the_layout_and_something_else_is_still_refused(tmp_path: Path) -> None:
+    from continuity.errors import StoreNotFound
+
+    root = tmp_path / "s"
+    (root / "threads").mkdir(parents=True)
+    (root / "notes.txt").write_text("mine")
+    with pytest.raises(StoreNotFound, match="not a continuity store"):
+        Store(root, create=True)
