@@ -53,7 +53,7 @@ from langgraph.store.base import (
 
 from continuity import frames as fr
 from continuity.aio import AsyncStore
-from continuity.errors import SeqConflict
+from continuity.errors import BadFrame, SeqConflict
 from continuity.integrations._langgraph_store_log import (
     ITEM,
     META_STORE,
@@ -177,11 +177,12 @@ class ContinuityStore(LangGraphBaseStore):
             yield store
 
     def setup(self) -> None:
-        """Make the store ready (LangGraph's stores create their tables here): the continuity
-        store exists once opened, so this only reads the thread, and refuses one that is not a
-        LangGraph store's."""
+        """Make the store ready (LangGraph's stores create their tables here): create the store's
+        thread when it is missing (idempotent; a thread another process made first is read), and
+        refuse a thread that is not a LangGraph store's."""
         with self._lock:
-            self._log.catch_up()
+            if self._log.catch_up() is None:
+                self._commit({}, _Embedded())
 
     def close(self) -> None:
         """Stop the TTL sweeper, and close the continuity store when this object opened it."""
@@ -308,6 +309,10 @@ class ContinuityStore(LangGraphBaseStore):
                 self.thread.append(frames, expected_seq=0 if head is None else head.next_seq)
             except SeqConflict:
                 continue  # another process appended: read it, and build the batch again
+            except BadFrame:
+                if head is None and self.thread.exists():
+                    continue  # another process created the thread first: build it again
+                raise
             self._log.catch_up()
             return
         raise SeqConflict(self.thread_id, -1, -1)

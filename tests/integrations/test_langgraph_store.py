@@ -445,3 +445,38 @@ def test_other_bad_input(tmp_path: Path) -> None:
     backing.thread("notes").append(fr.ThreadCreated(thread_id="notes"))
     with pytest.raises(BadFrame, match="not a LangGraph store's"):
         ContinuityStore(backing, thread_id="notes").get(("a",), "k")
+
+
+@pytest.mark.slow
+def test_two_processes_create_the_store_at_once(tmp_path: Path) -> None:
+    """Without setup(), both writers find no thread and both build a batch that creates it: the
+    one that loses reads the thread the other made and puts again (it failed with BadFrame)."""
+    for attempt in range(3):
+        root = tmp_path / f"s{attempt}"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _WRITER, str(root), me, "3", "2"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for me in ("p1", "p2")
+        ]
+        try:
+            codes = [p.wait(timeout=120) for p in procs]
+        finally:
+            errors = [p.stderr.read().decode() if p.stderr else "" for p in procs]
+            for p in procs:
+                reap(p)
+        assert codes == [0, 0], errors
+        store = ContinuityStore(root)
+        for me in ("p1", "p2"):
+            assert len(store.search(("w", me), limit=1000)) == 6
+        assert verify_store(Store(root)).ok
+
+
+def test_setup_creates_the_store_thread_once(tmp_path: Path) -> None:
+    store = ContinuityStore(tmp_path / "s")
+    store.setup()
+    store.setup()
+    frames = list(Store(tmp_path / "s").thread("langgraph-store").read())
+    assert [type(f).__name__ for f in frames] == ["ThreadCreated"]
