@@ -22,7 +22,15 @@ from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import BadFrame, CorruptCache
 from continuity.store.base import MAX_RECORD_DATA, LogReader, Thread
 
-__all__ = ["Record", "RecordView", "latest_record", "record", "record_view", "records"]
+__all__ = [
+    "Record",
+    "RecordView",
+    "latest_record",
+    "record",
+    "record_frame",
+    "record_view",
+    "records",
+]
 
 _encoder: Final = msgspec.json.Encoder()
 _decoder: Final = msgspec.json.Decoder()
@@ -51,22 +59,28 @@ def record(
     ``data`` (any JSON value); return its seq. Data larger than a record frame holds inline
     (64 KiB encoded) is stored as an artifact and the frame points at it; :func:`latest_record`
     and :func:`records` give it back either way."""
+    frame = record_frame(thread, kind, key, data)
+    return thread.append(frame, expected_seq=expected_seq, durable=durable)[0]
+
+
+def record_frame(thread: Thread, kind: str, key: str, data: Any) -> fr.RecordAppended:
+    """The frame :func:`record` appends, for a batch of the caller's own: ``data`` inline when
+    it fits a record frame (64 KiB encoded), else in an artifact, redacted first when the store
+    redacts (as the frame itself would be). Raises :class:`BadFrame` when ``data`` is not a JSON
+    value."""
     try:
         body = _encoder.encode(data)
     except (TypeError, msgspec.EncodeError, OverflowError) as exc:
         raise BadFrame(f"record data must be a JSON value: {exc}") from None
-    if len(body) > MAX_RECORD_DATA:
-        # The frame is redacted when appended; the artifact holding the state must be too.
-        redact = getattr(thread.store.redactor, "redact_json", None)
-        if callable(redact):
-            clean, found = redact(data)
-            if found:
-                body = _encoder.encode(clean)
-        aid = thread.store.artifacts.put(body)
-        frame = fr.RecordAppended(kind=kind, key=key, artifact_id=aid, size=len(body))
-    else:
-        frame = fr.RecordAppended(kind=kind, key=key, data=_decoder.decode(body))
-    return thread.append(frame, expected_seq=expected_seq, durable=durable)[0]
+    if len(body) <= MAX_RECORD_DATA:
+        return fr.RecordAppended(kind=kind, key=key, data=_decoder.decode(body))
+    redact = getattr(thread.store.redactor, "redact_json", None)
+    if callable(redact):
+        clean, found = redact(data)
+        if found:
+            body = _encoder.encode(clean)
+    aid = thread.store.artifacts.put(body)
+    return fr.RecordAppended(kind=kind, key=key, artifact_id=aid, size=len(body))
 
 
 def latest_record(

@@ -23,10 +23,11 @@ import numpy as np
 import numpy.typing as npt
 
 from continuity import frames as fr
+from continuity.context import records
 from continuity.errors import BadFrame
 from continuity.retrieval.documents import KIND_MESSAGE, Doc
 from continuity.retrieval.terms import tokenize
-from continuity.store.base import MAX_RECORD_DATA, Head, Thread
+from continuity.store.base import Head, Thread
 
 __all__ = [
     "ITEM",
@@ -58,21 +59,12 @@ def item_key(namespace: Namespace, key: str) -> str:
 
 
 def record_frame(thread: Thread, kind: str, key: str, data: Any) -> fr.RecordAppended:
-    """A record frame of ``data``: inline when it fits a record frame, else in an artifact
-    (redacted first when the store redacts, as the frame itself would be)."""
+    """A record frame of ``data`` (:func:`continuity.context.records.record_frame`); a value
+    that is not JSON is a ``TypeError``, as LangGraph's stores raise it."""
     try:
-        body = _encoder.encode(data)
-    except (TypeError, msgspec.EncodeError, OverflowError) as exc:
+        return records.record_frame(thread, kind, key, data)
+    except BadFrame as exc:
         raise TypeError(f"a LangGraph store value must be JSON: {exc}") from None
-    if len(body) <= MAX_RECORD_DATA:
-        return fr.RecordAppended(kind=kind, key=key, data=_decoder.decode(body))
-    redact = getattr(thread.store.redactor, "redact_json", None)
-    if callable(redact):
-        clean, found = redact(data)
-        if found:
-            body = _encoder.encode(clean)
-    aid = thread.store.artifacts.put(body)
-    return fr.RecordAppended(kind=kind, key=key, artifact_id=aid, size=len(body))
 
 
 class Entry:
