@@ -99,7 +99,9 @@ _RUNTIME_MODULES = {
     },
     "continuity.context.convert": {"DEFAULT_MAX_INLINE_BYTES", "DEFAULT_PREVIEW_CHARS"},
     "continuity.context.fork": set(),
-    "continuity.context.records": set(),
+    "continuity.context.records": {
+        "record_frame"
+    },  # for batches of a runtime's own (the LangGraph store)
     "continuity.context.retract": set(),
     "continuity.context.compaction": {
         "covered_tokens",
