@@ -21,6 +21,7 @@ import shlex
 import shutil
 import stat
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -29,6 +30,7 @@ from continuity._fs import atomic_write, fsync_dir
 from continuity.errors import InvalidSettings
 
 __all__ = [
+    "ASYNC_EVENTS",
     "BACKUP_SUFFIX",
     "HOOKS",
     "HOOK_PACKAGES",
@@ -37,10 +39,15 @@ __all__ = [
     "apply_plan",
     "backup_path",
     "compile_bytecode",
+    "confine",
+    "entry_point",
     "hook_command",
+    "hook_groups",
     "plan_install",
     "plan_uninstall",
     "project_folder",
+    "read_backup",
+    "read_text",
     "settings_path",
 ]
 
@@ -57,6 +64,11 @@ HOOKS: Final = (
     ("SubagentStop", "subagent-stop", None, 30),
     ("SessionEnd", "session-end", None, 60),
 )
+ASYNC_EVENTS: Final = frozenset({"PostToolUse", "Stop", "SubagentStop"})
+"""Events whose hooks only archive: installed with ``"async": true``, so Claude Code runs them
+in the background and no tool call or turn waits for them (ADR 0038). The others stay
+synchronous: SessionStart and UserPromptSubmit put context in, PreCompact must archive before
+the compaction drops anything, SessionEnd runs as the session closes."""
 BACKUP_SUFFIX: Final = ".continuity-backup"
 _OURS: Final = re.compile(
     r"(?:^|[\s/])continuity(?:\.exe)?['\"]?\s+hook\s+[a-z-]+\s*$|-m continuity hook "
@@ -93,7 +105,7 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + BACKUP_SUFFIX)
 
 
-def _entry_point() -> list[str]:
+def entry_point() -> list[str]:
     """The absolute command that runs continuity."""
     argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
     if argv0 is not None and argv0.name in ("continuity", "continuity.exe"):
@@ -106,10 +118,25 @@ def _entry_point() -> list[str]:
     return [str(Path(sys.executable).absolute()), "-m", "continuity"]
 
 
-def hook_command(slug: str, store: Path | None = None) -> str:
+def hook_command(slug: str, store: Path | str | None = None) -> str:
     """The shell command Claude Code runs for one of our hooks."""
     prefix = f"CONTINUITY_HOME={shlex.quote(str(store))} " if store is not None else ""
-    return prefix + " ".join(shlex.quote(p) for p in [*_entry_point(), "hook", slug])
+    return prefix + " ".join(shlex.quote(p) for p in [*entry_point(), "hook", slug])
+
+
+def hook_groups(command: Callable[[str], str]) -> dict[str, list[dict[str, Any]]]:
+    """Our matcher groups by Claude Code event, ``command(slug)`` running each: what
+    ``install claude-code`` merges into the settings and the plugin's ``hooks/hooks.json``
+    holds (``tools/gen_plugin.py``), so both stay one thing."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for event, slug, matcher, timeout in HOOKS:
+        handler: dict[str, Any] = {"type": "command", "command": command(slug), "timeout": timeout}
+        if event in ASYNC_EVENTS:
+            handler["async"] = True
+        group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+        group["hooks"] = [handler]
+        groups.setdefault(event, []).append(group)
+    return groups
 
 
 def _is_ours(handler: Any) -> bool:
@@ -120,9 +147,10 @@ def _is_ours(handler: Any) -> bool:
     )
 
 
-def _read(path: Path) -> str | None:
+def read_text(path: Path, kind: str = "JSON") -> str | None:
     """The settings file's text, or None when there is none. Only a regular file is read: a
-    FIFO or device planted at the path would hang or feed the install."""
+    FIFO or device planted at the path would hang or feed the install. ``kind`` names the
+    format in the message about a file that is not UTF-8."""
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -130,13 +158,13 @@ def _read(path: Path) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         raise InvalidSettings(f"{path} is not a regular file; it was not changed")
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_bytes().decode("utf-8")  # as it is: no newline translation
     except UnicodeDecodeError as exc:
-        raise InvalidSettings(f"{path} is not valid JSON ({exc}); it was not changed") from None
+        raise InvalidSettings(f"{path} is not valid {kind} ({exc}); it was not changed") from None
 
 
 def _load(path: Path) -> dict[str, Any]:
-    text = _read(path)
+    text = read_text(path)
     if text is None:
         return {}
     try:
@@ -214,7 +242,7 @@ def _dump(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def _confine(path: Path, within: Path | None) -> None:
+def confine(path: Path, within: Path | None) -> None:
     """Refuse a settings path that a link leads out of ``within``: in an untrusted repository,
     ``.claude`` or ``.claude/settings.json`` may point at the user's own settings (ADR 0013)."""
     if within is None:
@@ -228,7 +256,7 @@ def _confine(path: Path, within: Path | None) -> None:
         )
 
 
-def _read_backup(backup: Path) -> str | None:
+def read_backup(backup: Path) -> str | None:
     """The backup's text ("" when it is not UTF-8), or None when there is none. Anything but a
     regular file there (a link, a folder) is refused: install never follows a link it did not
     create (ADR 0013)."""
@@ -260,7 +288,7 @@ def _holds(text: str, data: dict[str, Any]) -> bool:
 
 
 def plan_install(
-    path: Path, store: Path | None = None, *, within: Path | None = None
+    path: Path, store: Path | str | None = None, *, within: Path | None = None
 ) -> InstallPlan:
     """The settings file with our handlers merged in (ours replaced if already there).
 
@@ -268,19 +296,15 @@ def plan_install(
     a re-install (the file then holds ours) keeps it; an install into settings that hold none
     of ours (after an uninstall) writes it afresh.
     """
-    _confine(path, within)
-    before = _read(path)
+    confine(path, within)
+    before = read_text(path)
     backup = backup_path(path)
-    _read_backup(backup)  # a link planted there is refused before anything is written
+    read_backup(backup)  # a link planted there is refused before anything is written
     original = _load(path)
     data = _strip_ours(original)
     hooks = data.setdefault("hooks", {})
-    for event, slug, matcher, timeout in HOOKS:
-        group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-        group["hooks"] = [
-            {"type": "command", "command": hook_command(slug, store), "timeout": timeout}
-        ]
-        hooks.setdefault(event, []).append(group)
+    for event, groups in hook_groups(lambda slug: hook_command(slug, store)).items():
+        hooks.setdefault(event, []).extend(groups)
     after = _dump(data)
     if before is not None and original == json.loads(after):
         after = before  # already installed exactly like this: leave the bytes alone
@@ -292,8 +316,8 @@ def plan_uninstall(path: Path, *, within: Path | None = None) -> InstallPlan:
     """The settings file without our handlers: the backup's bytes when it holds exactly what is
     left (then it is removed), no file at all when install created it and nothing of the user's
     is left, else what is left."""
-    _confine(path, within)
-    before = _read(path)
+    confine(path, within)
+    before = read_text(path)
     backup = backup_path(path)
     if before is None:
         return InstallPlan(path, None, None, backup, within=within)
@@ -301,7 +325,7 @@ def plan_uninstall(path: Path, *, within: Path | None = None) -> InstallPlan:
     data = _strip_ours(original)
     if data == original:
         return InstallPlan(path, before, before, backup, within=within)
-    saved = _read_backup(backup)
+    saved = read_backup(backup)
     if saved is not None and _holds(saved, data):
         return InstallPlan(path, before, saved, backup, restores_backup=True, within=within)
     if saved is None and not data and not path.is_symlink():
@@ -314,7 +338,7 @@ def apply_plan(plan: InstallPlan) -> Path | None:
     """Make the plan (the backup first); return the backup's path if one was written."""
     if not plan.changed:
         return None
-    _confine(plan.path, plan.within)  # nothing moved since the plan was made
+    confine(plan.path, plan.within)  # nothing moved since the plan was made
     if plan.after is None:
         plan.path.unlink(missing_ok=True)
         fsync_dir(plan.path.parent)
@@ -328,7 +352,7 @@ def apply_plan(plan: InstallPlan) -> Path | None:
     target.parent.mkdir(parents=True, exist_ok=True)
     written = None
     if plan.save_backup and plan.before is not None:
-        _read_backup(plan.backup)  # refuse a link planted since the plan
+        read_backup(plan.backup)  # refuse a link planted since the plan
         # A temp file renamed over the backup: a link there is replaced, never followed.
         atomic_write(plan.backup, plan.before.encode("utf-8"), durable=True)
         written = plan.backup

@@ -15,6 +15,9 @@ import typer
 from continuity.cli._common import count, errors, fail, open_store, report_recovery
 
 if TYPE_CHECKING:
+    from continuity.claude_code.install import InstallPlan
+    from continuity.claude_code.mcp_install import McpTarget
+    from continuity.paths import StoreLocation
     from continuity.store.base import BaseStore
 
 __all__ = ["register"]
@@ -29,12 +32,26 @@ def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
 
 
-Target = Literal["claude-code"]
+Target = Literal["claude-code", "mcp"]
 ScopeOpt = Literal["user", "project", "local"]
+ClientOpt = Literal["claude-code", "codex", "gemini", "cursor"]
 ProjectOpt = Annotated[
     Path | None, typer.Option("--project", help="The project folder for --scope project/local.")
 ]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the change; write nothing.")]
+ClientArg = Annotated[
+    ClientOpt | None,
+    typer.Option("--client", help="With `mcp`: claude-code, codex, gemini or cursor."),
+]
+NoMcpOpt = Annotated[
+    bool,
+    typer.Option("--no-mcp", help="claude-code: the hooks only, not the MCP server."),
+]
+_APPROVAL: Final = (
+    "Claude Code asks each user to approve the servers of a project's .mcp.json the first "
+    "time it starts there (`/mcp` shows them; the setting enableAllProjectMcpServers: true "
+    "approves them all)"
+)
 
 
 def _settings(scope: ScopeOpt, project: Path | None) -> tuple[Path, Path | None]:
@@ -46,32 +63,81 @@ def _settings(scope: ScopeOpt, project: Path | None) -> tuple[Path, Path | None]
     return settings_path(scope, project), within
 
 
+def _named_store(ctx: typer.Context) -> StoreLocation | None:
+    """The store to name in what is installed: None when it is where a hook or server would
+    look by itself (no CONTINUITY_HOME: Claude Code and other clients run them without the
+    installing shell's environment)."""
+    from continuity.paths import default_store_location
+
+    plain_env = {k: v for k, v in os.environ.items() if k != "CONTINUITY_HOME"}
+    location: StoreLocation = ctx.obj.location
+    return location if location != default_store_location(plain_env) else None
+
+
+def _mcp_plan(
+    client: ClientOpt, scope: ScopeOpt, project: Path | None, store: StoreLocation | None
+) -> tuple[McpTarget, dict[str, object], InstallPlan]:
+    from continuity.claude_code.mcp_install import (
+        mcp_target,
+        plan_mcp_install,
+        server_argv,
+        server_entry,
+    )
+
+    target = mcp_target(client, scope, project)
+    entry = server_entry(client, server_argv(store))
+    return target, entry, plan_mcp_install(target, entry)
+
+
+def _report_mcp_install(target: McpTarget, plan: InstallPlan, backup: Path | None) -> None:
+    if not plan.changed:
+        typer.echo(f"{target.path}: MCP server {target.client} entry already there, unchanged")
+        return
+    typer.echo(f"registered the MCP server `continuity` in {target.path} ({target.client})")
+    if backup is not None:
+        typer.echo(f"previous {target.path.name} saved to {backup}")
+    if target.client == "claude-code" and target.scope == "project":
+        typer.echo(_APPROVAL)
+
+
 def install(
     ctx: typer.Context,
-    target: Annotated[Target, typer.Argument(help="What to install into: claude-code.")],
+    target: Annotated[Target, typer.Argument(help="What to install: claude-code or mcp.")],
     scope: Annotated[
         ScopeOpt,
         typer.Option("--scope", help="user (~/.claude), project (.claude, committed) or local."),
     ] = "user",
     project: ProjectOpt = None,
     dry_run: DryRunOpt = False,
+    client: ClientArg = None,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="With `mcp`: print the configuration; write nothing.")
+    ] = False,
+    no_mcp: NoMcpOpt = False,
 ) -> None:
-    """Add continuity's hooks to Claude Code's settings (idempotent; other hooks are kept)."""
+    """Add continuity's hooks to Claude Code's settings and register its MCP server
+    (idempotent; other hooks, servers and settings are kept). `install mcp --client X`
+    registers the MCP server with another client (or prints its configuration)."""
+    store = _named_store(ctx)
+    if target == "mcp":
+        _install_mcp(client, scope, project, store, dry_run=dry_run, print_only=print_only)
+        return
+    if client is not None or print_only:
+        fail("--client and --print go with `install mcp` (install claude-code takes neither)")
     from continuity.claude_code.install import apply_plan, plan_install
-    from continuity.paths import default_store_location
 
-    opts = ctx.obj
     path, within = _settings(scope, project)
-    # Claude Code runs hooks without the installing shell's environment: name the store in the
-    # command unless it is where the hook would look by itself (no CONTINUITY_HOME).
-    plain_env = {k: v for k, v in os.environ.items() if k != "CONTINUITY_HOME"}
-    store = opts.location if opts.location != default_store_location(plain_env) else None
     with errors():
         plan = plan_install(path, store, within=within)
+        # Both plans before anything is written: a file either refuses leaves both untouched.
+        mcp = None if no_mcp else _mcp_plan("claude-code", scope, project, store)
         if dry_run:
             typer.echo(plan.diff() or f"{path}: already installed, nothing to change")
+            if mcp is not None:
+                typer.echo(mcp[2].diff() or f"{mcp[0].path}: MCP server already registered")
             return
         backup = apply_plan(plan)
+        mcp_backup = apply_plan(mcp[2]) if mcp is not None else None
     if not plan.changed:
         typer.echo(f"{path}: already installed, nothing changed")
     else:
@@ -80,6 +146,8 @@ def install(
             typer.echo(f"previous settings saved to {backup}")
         elif plan.backup.is_file() and not plan.backup.is_symlink():
             typer.echo(f"the settings from before the first install stay in {plan.backup}")
+    if mcp is not None:
+        _report_mcp_install(mcp[0], mcp[2], mcp_backup)
     # Every install, changed or not: the package may have been upgraded since the last one.
     from continuity.claude_code.install import compile_bytecode
 
@@ -87,23 +155,70 @@ def install(
         typer.echo(report.line())
 
 
+def _install_mcp(
+    client: ClientOpt | None,
+    scope: ScopeOpt,
+    project: Path | None,
+    store: StoreLocation | None,
+    *,
+    dry_run: bool,
+    print_only: bool,
+) -> None:
+    from continuity.claude_code.install import apply_plan
+    from continuity.claude_code.mcp_install import (
+        config_snippet,
+        mcp_target,
+        server_argv,
+        server_entry,
+    )
+
+    if client is None:
+        fail("install mcp needs --client: claude-code, codex, gemini or cursor")
+    with errors():
+        if print_only:
+            target = mcp_target(client, scope, project)
+            typer.echo(config_snippet(target, server_entry(client, server_argv(store))), nl=False)
+            return
+        target, _entry, plan = _mcp_plan(client, scope, project, store)
+        if dry_run:
+            typer.echo(plan.diff() or f"{target.path}: MCP server already registered")
+            return
+        backup = apply_plan(plan)
+    _report_mcp_install(target, plan, backup)
+
+
 def uninstall(
-    target: Annotated[Target, typer.Argument(help="What to remove from: claude-code.")],
+    target: Annotated[Target, typer.Argument(help="What to remove: claude-code or mcp.")],
     scope: Annotated[ScopeOpt, typer.Option("--scope", help="user, project or local.")] = "user",
     project: ProjectOpt = None,
     dry_run: DryRunOpt = False,
+    client: ClientArg = None,
+    no_mcp: NoMcpOpt = False,
 ) -> None:
-    """Remove continuity's hooks from Claude Code's settings, giving back the settings from
-    before the install when nothing else changed (everything else is kept)."""
+    """Remove continuity's hooks from Claude Code's settings and its MCP server's entry,
+    giving back the files from before the install when nothing else changed (everything
+    else is kept). `uninstall mcp --client X` removes the MCP server's entry only."""
     from continuity.claude_code.install import apply_plan, plan_uninstall
 
+    if target == "mcp":
+        if client is None:
+            fail("uninstall mcp needs --client: claude-code, codex, gemini or cursor")
+        _uninstall_mcp(client, scope, project, dry_run)
+        return
+    if client is not None:
+        fail("--client goes with `uninstall mcp`")
     path, within = _settings(scope, project)
     with errors():
         plan = plan_uninstall(path, within=within)
+        mcp = None if no_mcp else _mcp_uninstall_plan("claude-code", scope, project)
         if dry_run:
             typer.echo(plan.diff() or f"{path}: no continuity hooks, nothing to change")
+            if mcp is not None:
+                typer.echo(mcp[1].diff() or f"{mcp[0].path}: no continuity MCP server")
             return
         apply_plan(plan)
+        if mcp is not None:
+            apply_plan(mcp[1])
     if not plan.changed:
         typer.echo(f"{path}: no continuity hooks, nothing changed")
     elif plan.after is None:
@@ -115,6 +230,45 @@ def uninstall(
         if plan.backup_differs:
             typer.echo(
                 f"the settings changed since the install: those from before it stay in "
+                f"{plan.backup}"
+            )
+    if mcp is not None:
+        _report_mcp_uninstall(*mcp)
+
+
+def _mcp_uninstall_plan(
+    client: ClientOpt, scope: ScopeOpt, project: Path | None
+) -> tuple[McpTarget, InstallPlan]:
+    from continuity.claude_code.mcp_install import mcp_target, plan_mcp_uninstall
+
+    target = mcp_target(client, scope, project)
+    return target, plan_mcp_uninstall(target)
+
+
+def _uninstall_mcp(client: ClientOpt, scope: ScopeOpt, project: Path | None, dry: bool) -> None:
+    from continuity.claude_code.install import apply_plan
+
+    with errors():
+        target, plan = _mcp_uninstall_plan(client, scope, project)
+        if dry:
+            typer.echo(plan.diff() or f"{target.path}: no continuity MCP server")
+            return
+        apply_plan(plan)
+    _report_mcp_uninstall(target, plan)
+
+
+def _report_mcp_uninstall(target: McpTarget, plan: InstallPlan) -> None:
+    if not plan.changed:
+        typer.echo(f"{target.path}: no continuity MCP server, nothing changed")
+    elif plan.after is None:
+        typer.echo(f"removed the MCP server: {target.path} held nothing else and was removed")
+    elif plan.restores_backup:
+        typer.echo(f"removed the MCP server: {target.path} is as it was before the install")
+    else:
+        typer.echo(f"removed the MCP server `continuity` from {target.path}")
+        if plan.backup_differs:
+            typer.echo(
+                f"{target.path} changed since the install: the file from before it stays in "
                 f"{plan.backup}"
             )
 
