@@ -60,6 +60,19 @@ def _run_hook(args: list[str], store: str | None) -> int:
     import gc
 
     gc.disable()
+    raw: bytes | None = None
+    from continuity.claude_code.quick import FULL_ENV, MAX_STDIN, QUICK_EVENTS
+
+    if args[:1] and args[0] in QUICK_EVENTS and not os.environ.get(FULL_ENV):
+        # An ingest-only hook with nothing new to archive returns here, before the store, the
+        # ingest and msgspec are imported (ADR 0038): the input is read once and handed on.
+        from continuity.claude_code.quick import nothing_new
+        from continuity.paths import default_store_location, resolve_store_location
+
+        raw = sys.stdin.buffer.read(MAX_STDIN)
+        location = resolve_store_location(store) if store else default_store_location()
+        if nothing_new(args[0], raw, location):
+            return 0
     try:
         _without_typing_extensions()
         from continuity.claude_code import ingest as _ingest  # noqa: F401  (every hook ingests)
@@ -68,7 +81,7 @@ def _run_hook(args: list[str], store: str | None) -> int:
     finally:
         gc.freeze()
         gc.enable()
-    code = hook_main(args, store=resolve_store_location(store) if store else None)
+    code = hook_main(args, store=resolve_store_location(store) if store else None, stdin=raw)
     gc.freeze()
     return code
 

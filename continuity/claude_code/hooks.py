@@ -208,7 +208,10 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutco
     Every event archives what is new in the transcript first; then pre-compact gives Claude
     what to keep, session-start restores (or points to the previous session), and
     user-prompt-submit delivers a pending restore and the recall for the prompt."""
+    from continuity.claude_code import quick
+
     out = HookOutcome()
+    seen = quick.stamps(event, payload)  # before the ingest: what is written during it is new
     transcript = _transcript_of(payload, event)
     # A new session's transcript may not be written yet when SessionStart fires: the pointer
     # to the previous session does not need it (and _ingest skips a missing file).
@@ -226,6 +229,9 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutco
         _on_session_start(store, thread, cfg, payload, out)
     elif event == "user-prompt-submit":
         _on_prompt(store, thread, cfg, payload, out)
+    from continuity.claude_code.ingest import adapter_cache_dir
+
+    quick.note_seen(adapter_cache_dir(store), payload, seen)  # the fast path's note
     return out
 
 
@@ -348,9 +354,10 @@ def _quiet_driver() -> None:
     logging.getLogger("psycopg").setLevel(logging.CRITICAL)
 
 
-def main(argv: list[str], *, store: StoreLocation | None = None) -> int:
+def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | None = None) -> int:
     """Run a hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin); the store is
-    ``store`` (a folder or a server URL) or the default one."""
+    ``store`` (a folder or a server URL) or the default one; ``stdin``: the input when it was
+    read already (the fast path reads it)."""
     from continuity.store.locate import open_store
 
     event = argv[0] if argv else None
@@ -362,7 +369,7 @@ def main(argv: list[str], *, store: StoreLocation | None = None) -> int:
             _quiet_driver()
         # Opened (created) first, so that even malformed input is reported in its errors.log.
         opened = open_store(location, create=True)
-        raw = sys.stdin.buffer.read(_MAX_STDIN)
+        raw = stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN)
         try:
             payload = msgspec.json.decode(raw) if raw.strip() else {}
         except msgspec.DecodeError as exc:
