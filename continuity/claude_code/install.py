@@ -226,6 +226,8 @@ class InstallPlan:
     """Uninstall: a backup exists but is not restored (the settings changed since the install)."""
     within: Path | None = None
     """The folder every write must stay in (project and local scopes), or None (user scope)."""
+    keep_folder: bool = False
+    """Never remove the file's folder with it (a project's root, the home folder)."""
 
     @property
     def changed(self) -> bool:
@@ -343,8 +345,9 @@ def apply_plan(plan: InstallPlan) -> Path | None:
         plan.path.unlink(missing_ok=True)
         fsync_dir(plan.path.parent)
         # The folder too when the file was all that was in it (install made both).
-        with contextlib.suppress(OSError):
-            plan.path.parent.rmdir()
+        if not plan.keep_folder:
+            with contextlib.suppress(OSError):
+                plan.path.parent.rmdir()
         return None
     # A settings file kept in a dotfiles repository is often a symlink: write its target, so
     # the rename does not replace the link with a plain file.

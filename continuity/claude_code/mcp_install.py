@@ -67,6 +67,13 @@ class McpTarget:
     def toml(self) -> bool:
         return self.path.suffix == ".toml"
 
+    @property
+    def own_folder(self) -> bool:
+        """Whether the file sits in the client's own folder (``.codex``, ``.gemini``,
+        ``.cursor``), which goes with it when install made both; ``.mcp.json`` and
+        ``~/.claude.json`` sit in the project's and the home folder, which never go."""
+        return self.path.parent.name in (".codex", ".gemini", ".cursor")
+
 
 def server_argv(store: str | os.PathLike[str] | None = None) -> list[str]:
     """The command that starts the server: the absolute entry point the hooks use, ``mcp``,
@@ -294,10 +301,26 @@ def _has_path(data: dict[str, Any], keys: list[str]) -> bool:
     return True
 
 
+def _norm(target: McpTarget, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the empty tables on our path (TOML: a table that holds nothing but
+    our server's table is gone with it)."""
+    if not target.toml:
+        return data
+    out: dict[str, Any] = json.loads(json.dumps(data))
+    keys = list(target.keys)
+    for n in range(len(keys), 0, -1):
+        node: Any = out
+        for key in keys[: n - 1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(keys[n - 1]) == {}:
+            del node[keys[n - 1]]
+    return out
+
+
 def _checked(target: McpTarget, after: str, expected: dict[str, Any]) -> str:
     """``after`` if it parses to ``expected``; else the edit is refused (a layout the text
     editing did not follow), nothing written."""
-    if _parse(target, after) != expected:
+    if _norm(target, _parse(target, after)) != _norm(target, expected):
         raise InvalidSettings(
             f"{target.path}: continuity could not edit its entry in this file's layout; it "
             f"was not changed (add the entry by hand: `continuity install mcp --client "
@@ -317,10 +340,19 @@ def plan_mcp_install(target: McpTarget, entry: dict[str, Any]) -> InstallPlan:
     servers = _servers(target, data)
     present = servers is not None and SERVER_NAME in servers
     if present and servers is not None and servers[SERVER_NAME] == entry and before is not None:
-        return InstallPlan(target.path, before, before, backup, within=target.within)
+        return InstallPlan(
+            target.path,
+            before,
+            before,
+            backup,
+            within=target.within,
+            keep_folder=not target.own_folder,
+        )
     if before is None and not target.toml:  # a new file: laid out as the clients write them
         text = json.dumps(_with(target, data, entry), indent=2, ensure_ascii=False) + "\n"
-        return InstallPlan(target.path, None, text, backup, within=target.within)
+        return InstallPlan(
+            target.path, None, text, backup, within=target.within, keep_folder=not target.own_folder
+        )
     text = before if before is not None else ""
     if target.toml and present and _toml_span(text, (*target.keys, SERVER_NAME)) is None:
         raise InvalidSettings(
@@ -329,7 +361,15 @@ def plan_mcp_install(target: McpTarget, entry: dict[str, Any]) -> InstallPlan:
         )
     after = _checked(target, _edit(target, text, entry), _with(target, data, entry))
     save = before is not None and not present
-    return InstallPlan(target.path, before, after, backup, save_backup=save, within=target.within)
+    return InstallPlan(
+        target.path,
+        before,
+        after,
+        backup,
+        save_backup=save,
+        within=target.within,
+        keep_folder=not target.own_folder,
+    )
 
 
 def plan_mcp_uninstall(target: McpTarget) -> InstallPlan:
@@ -340,11 +380,20 @@ def plan_mcp_uninstall(target: McpTarget) -> InstallPlan:
     before = read_text(target.path, "TOML" if target.toml else "JSON")
     backup = backup_path(target.path)
     if before is None:
-        return InstallPlan(target.path, None, None, backup, within=target.within)
+        return InstallPlan(
+            target.path, None, None, backup, within=target.within, keep_folder=not target.own_folder
+        )
     data = _parse(target, before)
     servers = _servers(target, data)
     if servers is None or SERVER_NAME not in servers:
-        return InstallPlan(target.path, before, before, backup, within=target.within)
+        return InstallPlan(
+            target.path,
+            before,
+            before,
+            backup,
+            within=target.within,
+            keep_folder=not target.own_folder,
+        )
     saved = read_backup(backup)
     saved_data: dict[str, Any] | None = None
     if saved is not None:
@@ -357,12 +406,31 @@ def plan_mcp_uninstall(target: McpTarget) -> InstallPlan:
     left = _parse(target, after)
     if saved is not None and saved_data == left:
         return InstallPlan(
-            target.path, before, saved, backup, restores_backup=True, within=target.within
+            target.path,
+            before,
+            saved,
+            backup,
+            restores_backup=True,
+            within=target.within,
+            keep_folder=not target.own_folder,
         )
     if saved is None and not left and not target.path.is_symlink():
-        return InstallPlan(target.path, before, None, backup, within=target.within)
+        return InstallPlan(
+            target.path,
+            before,
+            None,
+            backup,
+            within=target.within,
+            keep_folder=not target.own_folder,
+        )
     return InstallPlan(
-        target.path, before, after, backup, backup_differs=saved is not None, within=target.within
+        target.path,
+        before,
+        after,
+        backup,
+        backup_differs=saved is not None,
+        within=target.within,
+        keep_folder=not target.own_folder,
     )
 
 
