@@ -24,6 +24,13 @@ again). And ``--first-repeat`` first ingests of the smallest transcript into an 
 in-process (``ingest_transcript``) and as a fresh ``continuity hook user-prompt-submit``
 process (target <= 400 ms).
 
+``--ingest-only`` runs only the ingest-only hooks instead (issue 28): on the smallest transcript,
+``--repeat`` rounds of fresh processes, each timed for wall and for CPU (the child's user + sys
+time, ``os.wait4``): ``python -c pass`` (the floor), then, before (the full path, forced with
+``CONTINUITY_HOOK_FULL=1``) and after (the fast path), ``post-tool-use`` after one new tool
+call, ``post-tool-use`` with nothing new and ``stop`` with nothing new (target: nothing new
+<= the floor + 10 ms, wall and CPU).
+
 ``--long-lines`` runs only the long-line cases instead (issue 10): a small session whose
 transcript then ends with an unterminated ``--unterminated-mb`` (200) MB line, then that line
 completed, and a session with one complete ``--complete-mb`` (50) MB prompt line. Each is timed
@@ -79,6 +86,8 @@ __all__ = [
     "child_env",
     "main",
     "run",
+    "run_cpu_process",
+    "run_ingest_only",
     "run_long_lines",
     "run_measured",
     "run_process",
@@ -96,6 +105,8 @@ PROMPT_OVER_FLOOR_MS: Final = 25.0
 FLAT_TARGET: Final = 1.5
 FIRST_INGEST_TARGET_MS: Final = 400.0
 SESSION_START_OVER_FLOOR_MS: Final = 60.0
+INGEST_ONLY_OVER_FLOOR_MS: Final = 10.0
+"""An ingest-only hook that finds nothing new: at most this over the floor (wall and CPU)."""
 FLOOR: Final = "python -c pass"
 _MB: Final = 1_000_000
 _MARK: Final = b"~CYCLE"
@@ -186,6 +197,8 @@ class Session:
             "user-prompt-submit": "UserPromptSubmit",
             "pre-compact": "PreCompact",
             "session-start": "SessionStart",
+            "post-tool-use": "PostToolUse",
+            "stop": "Stop",
         }
         return msgspec.json.encode(
             {
@@ -226,6 +239,26 @@ class Session:
         w.hook_progress("PostToolUse", "Bash", "continuity hook post-tool-use", tool_id)
         w.flush()
         return prompt
+
+    def add_tool_call(self) -> dict[str, Any]:
+        """Append one tool call and its result (about 2 KB, as a response line and a result
+        line); return the PostToolUse fields for it."""
+        self.turns += 1
+        w = self.writer
+        tool_id = w.tool_id()
+        tool_input = {"command": f"git status --short  # {self.turns}", "description": "Status"}
+        w.response([{"type": "tool_use", "id": tool_id, "name": "Bash", "input": tool_input}])
+        output = "".join(f" M lib/spotter/module_{i}.ex\n" for i in range(60))
+        result = {"stdout": output, "stderr": "", "interrupted": False, "isImage": False}
+        w.tool_result(tool_id, output, result)
+        w.hook_progress("PostToolUse", "*", "continuity hook post-tool-use", tool_id)
+        w.flush()
+        return {
+            "tool_name": "Bash",
+            "tool_input": tool_input,
+            "tool_use_id": tool_id,
+            "tool_response": result,
+        }
 
     def add_compaction(self) -> None:
         self.writer.compaction(
@@ -443,6 +476,120 @@ def _compactions(
         report.rows.append(row)
         report.rows.append(_over_floor(start_s[mb], floor, SESSION_START_OVER_FLOOR_MS))
     report.notes.append(f"restored context: {min(chars):,}..{max(chars):,} characters")
+
+
+# --- ingest-only hooks: before and after the fast path ------------------------------------
+
+
+def run_cpu_process(
+    argv: Sequence[str], env: dict[str, str], stdin: bytes = b""
+) -> tuple[float, float, bytes]:
+    """(wall seconds, CPU seconds: the child's user + sys, stdout) of a fresh process that
+    must exit 0 and write nothing to stderr. Its input and output go through files, so the
+    child is reaped here with ``os.wait4`` and its own rusage read."""
+    from tempfile import TemporaryFile
+
+    with TemporaryFile() as fin, TemporaryFile() as fout, TemporaryFile() as ferr:
+        fin.write(stdin)
+        fin.seek(0)
+        start = time.perf_counter_ns()
+        proc = subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=ferr, env=env)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = (time.perf_counter_ns() - start) / 1e9
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        fout.seek(0)
+        ferr.seek(0)
+        out, err = fout.read(), ferr.read()
+    if code != 0 or err:
+        raise RuntimeError(f"{' '.join(argv)} exited {code}: {err.decode(errors='replace')}")
+    return wall, usage.ru_utime + usage.ru_stime, out
+
+
+_INGEST_CASES: Final = (
+    "post-tool-use, one new tool call",
+    "post-tool-use, nothing new",
+    "stop, nothing new",
+)
+_VARIANTS: Final = ("before (full path)", "after (fast path)")
+
+
+def run_ingest_only(megabytes: int = 3, repeat: int = 15, seed: int = 0) -> Report:
+    """Wall and CPU of the ingest-only hooks, before and after the fast path, and the floor,
+    as fresh processes in the same rounds (the variants' order alternates by round)."""
+    from continuity.claude_code.quick import FULL_ENV
+
+    started = time.perf_counter()
+    report = Report(
+        "bench_hooks --ingest-only", {"size": f"{megabytes}MB", "repeat": repeat, "seed": seed}
+    )
+    hook = [*continuity_command(), "hook"]
+    source = cached_transcript(megabytes)
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+
+    def record(name: str, sample: tuple[float, float, bytes], i: int) -> None:
+        if i:  # the first round warms up
+            wall.setdefault(name, []).append(sample[0])
+            cpu.setdefault(name, []).append(sample[1])
+
+    with work_dir("bench_hooks_ingest_only") as scratch:
+        s = Session(source, scratch / "s", seed)
+        log(f"bench_hooks: first ingest of {megabytes} MB (untimed), then {repeat} rounds")
+        ingest_transcript(Store(s.store, create=True), s.path, final=True)
+        envs = {
+            _VARIANTS[0]: {**child_env(s.store), FULL_ENV: "1"},
+            _VARIANTS[1]: child_env(s.store),
+        }
+        for i in range(repeat + 1):
+            record(FLOOR, run_cpu_process([sys.executable, "-c", "pass"], child_env()), i)
+            for variant in _VARIANTS if i % 2 else reversed(_VARIANTS):
+                env = envs[variant]
+                fields = s.add_tool_call()
+                payload = s.payload("post-tool-use", **fields)
+                post, new, stop = _INGEST_CASES
+                record(
+                    f"{post}, {variant}", run_cpu_process([*hook, "post-tool-use"], env, payload), i
+                )
+                record(
+                    f"{new}, {variant}", run_cpu_process([*hook, "post-tool-use"], env, payload), i
+                )
+                stop_payload = s.payload("stop", stop_hook_active=False)
+                record(f"{stop}, {variant}", run_cpu_process([*hook, "stop"], env, stop_payload), i)
+    _ingest_only_rows(report, wall, cpu)
+    report.notes.append(
+        "before: the same tree with CONTINUITY_HOOK_FULL=1 (the full path: store, ingest, "
+        "cursor); after: the fast path; CPU is the child's user + sys time (os.wait4)"
+    )
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _ingest_only_rows(
+    report: Report, wall: dict[str, list[float]], cpu: dict[str, list[float]]
+) -> None:
+    floor_wall, floor_cpu = median(wall[FLOOR]), median(cpu[FLOOR])
+    report.rows.append(time_row(f"{FLOOR} (wall)", wall[FLOOR]))
+    report.rows.append(time_row(f"{FLOOR} (CPU)", cpu[FLOOR]))
+    for case in _INGEST_CASES:
+        for variant in _VARIANTS:
+            name = f"{case}, {variant}"
+            target = (
+                INGEST_ONLY_OVER_FLOOR_MS if "nothing new" in case and "after" in variant else None
+            )
+            row = time_row(f"hook {name} (wall)", wall[name])
+            row.baseline, row.ratio = FLOOR, median(wall[name]) / floor_wall
+            report.rows.append(row)
+            over = (median(wall[name]) - floor_wall) * 1e3
+            report.rows.append(Row("  wall over the floor", over, "ms", target=target))
+            row = time_row(f"hook {name} (CPU)", cpu[name])
+            row.baseline, row.ratio = f"{FLOOR} (CPU)", median(cpu[name]) / max(floor_cpu, 1e-9)
+            report.rows.append(row)
+            over = (median(cpu[name]) - floor_cpu) * 1e3
+            report.rows.append(Row("  CPU over the floor", over, "ms", target=target))
+        before, after = (f"{case}, {v}" for v in _VARIANTS)
+        report.rows.append(
+            Row(f"  {case}: before/after (CPU)", median(cpu[before]) / median(cpu[after]), "x")
+        )
 
 
 # --- long lines -----------------------------------------------------------------------------
@@ -695,9 +842,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--long-lines", action="store_true", help="run only the long-line cases (issue 10)"
     )
+    parser.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="run only the ingest-only hooks, before and after the fast path (issue 28)",
+    )
     parser.add_argument("--unterminated-mb", type=int, default=200, help="with --long-lines")
     parser.add_argument("--complete-mb", type=int, default=50, help="with --long-lines")
     args = parser.parse_args(argv)
+    if args.ingest_only:
+        mb = min(args.sizes) if args.sizes else DEFAULT_SIZES[0]
+        emit([run_ingest_only(mb, args.repeat, args.seed)], args.json)
+        return
     if args.long_lines:
         report = run_long_lines(args.unterminated_mb, args.complete_mb, args.repeat, args.seed)
         emit([report], args.json)
