@@ -8,6 +8,10 @@ back after Claude compacts.
 - :mod:`.restore` builds the restored context, the pre-compact guidance and prompt recall;
 - :mod:`.sessions` lists the archived sessions;
 - :mod:`.install` merges the hooks into Claude Code's settings and takes them out again;
+- :mod:`.mcp_install` registers ``continuity mcp`` with Claude Code, Codex, Gemini CLI and
+  Cursor (and takes it out again), editing only its own entry of their files;
+- :mod:`.quick` is the ingest-only hooks' fast path: nothing new in the transcript, nothing
+  imported;
 - :mod:`.demo` replays a scripted session through the real hooks.
 
 Nothing is imported here: ``continuity hook`` imports only what its event needs.

@@ -428,3 +428,39 @@ def test_the_backup_of_claude_json_is_private(claude_json: Path) -> None:
     assert backup_of(claude_json).stat().st_mode & 0o077 == 0
     assert claude_json.stat().st_mode & 0o777 == 0o600
     assert os.access(claude_json, os.R_OK)
+
+
+# --- the text editing itself -----------------------------------------------------------------
+
+LAYOUTS = [
+    "{}",
+    "{}\n",
+    '{"a": 1}',
+    '{"a": 1, "mcpServers": {}}\n',
+    '{\n  "a": 1\n}\n',
+    '{\n  "mcpServers": {\n    "x": {"command": "x"}\n  },\n  "z": [1, {"b": null}]\n}\n',
+    '{\n    "a": "con\\"tinuity",\n    "mcpServers": {\n    }\n}',
+    '{\n\t"mcpServers": {"continuity": {"command": "old"}}\n}\n',
+    '  {  "a" :  { "mcpServers" : 3 } , "mcpServers" : { "y" : 1 }  }  ',
+]
+
+
+@pytest.mark.parametrize("text", LAYOUTS)
+def test_set_then_remove_gives_the_text_back(text: str) -> None:
+    from continuity.claude_code._json_text import remove_member, set_member
+
+    entry = {"type": "stdio", "command": "/bin/cöntinuity", "args": ["mcp"]}
+    after = set_member(text, ["mcpServers"], "continuity", entry)
+    data = json.loads(after)
+    assert data["mcpServers"]["continuity"] == entry
+    expected = json.loads(text)
+    expected.setdefault("mcpServers", {})["continuity"] = entry
+    assert data == expected
+    if '"continuity"' not in text:  # an insertion, undone exactly
+        back = remove_member(after, ["mcpServers"], "continuity")
+        if "{\n    }" in text:  # an empty object laid out over lines comes back as {}
+            assert json.loads(back) == json.loads(text)
+        elif "mcpServers" in json.loads(text):
+            assert back == text
+        else:
+            assert remove_member(back, [], "mcpServers") == text
