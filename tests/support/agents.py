@@ -11,6 +11,7 @@ instead of Anthropic's API, with the quiet and offline settings of
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -54,6 +55,7 @@ def client(name: str) -> Path:
         pytest.skip(f"{pin.package}@{pin.version} cannot be had here: {exc}")
 
 
+@functools.cache
 def continuity_mcp_missing() -> str | None:
     """Why ``continuity mcp`` cannot be tested here (None when it can): the MCP server of issue
     28 (part A) may not be in this tree yet."""
@@ -65,7 +67,8 @@ def continuity_mcp_missing() -> str | None:
         timeout=60,
     )
     if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
+        boxed = (done.stderr or done.stdout).splitlines()
+        said = [t for t in (line.strip(" │╭╮╰╯─") for line in boxed) if t]
         return "`continuity mcp --help` fails: " + (said[-1] if said else f"exit {done.returncode}")
     return None
 
