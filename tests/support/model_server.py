@@ -75,7 +75,9 @@ class Request:
     main: bool
     """A turn of the agent (the request offers tools), not a side request."""
     last_user_text: str
-    """The text of the last user message (its text blocks; tool results left out)."""
+    """The text blocks of the last user message that has any (tool results left out): after a
+    tool result, still the prompt that started the turn (a rule for the first step of a turn
+    says ``after_tool=False``)."""
     tool_result_of: str | None
     """The name of the tool whose result is the last message, or None."""
     tool_results: tuple[str, ...]
