@@ -10,7 +10,9 @@ The tests are laid out by subsystem, a folder a part of the library: ``store/``,
   whole fixture sessions, many Hypothesis examples; still run in CI, with bounded examples);
 * ``postgres`` — needs a PostgreSQL server: given to every test that uses ``pg_url``;
 * ``browser`` — drives headless Chromium (``viewer/test_browser.py``);
-* ``integrations`` — imports LangGraph or the Agents SDK: every test in ``integrations/``.
+* ``integrations`` — imports LangGraph or the Agents SDK: every test in ``integrations/``;
+* ``agents`` — runs a real agent client from npm (Claude Code, the MCP Inspector) against the
+  scripted model server: every test in ``agents/`` (``tools/agents.py`` installs the clients).
 
 ``pytest --fast`` runs what needs none of those and is not slow, and does not even import the
 ``integrations/`` modules (their SDKs take seconds to import): the quick check while working.
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 INTEGRATIONS = HERE / "integrations"
-NEEDS = ("slow", "postgres", "browser", "integrations")
+NEEDS = ("slow", "postgres", "browser", "integrations", "agents")
 """What ``--fast`` leaves out."""
 SLOW_NOTE_SECONDS = 5.0
 
