@@ -240,7 +240,9 @@ def _transcript_of(payload: dict[str, Any], event: str) -> Path:
     if not isinstance(raw_path, str) or not raw_path:
         raise ValueError("the hook input has no transcript_path")
     transcript = Path(raw_path).expanduser()
-    if not transcript.is_file() and event != "session-start":
+    # A new session's transcript is written after its first prompt is submitted: SessionStart
+    # and the first UserPromptSubmit may both come before it exists (seen with the real CLI).
+    if not transcript.is_file() and event not in ("session-start", "user-prompt-submit"):
         raise FileNotFoundError(f"transcript {transcript} does not exist")
     return transcript
 
@@ -267,6 +269,12 @@ def _on_session_start(
     """After a compaction or on resume, the restore; on a new session, where the previous one of
     the project is archived."""
     source = payload.get("source")
+    if source == "resume" and thread.exists():
+        from continuity.claude_code.restore import compacted
+
+        # A resumed session that never compacted is loaded whole: a restore would only repeat it.
+        if not compacted(thread):
+            return
     if source in ("compact", "resume") and thread.exists():
         from continuity.claude_code.restore import restore_context
 

@@ -22,7 +22,7 @@ from continuity.store.base import Thread
 if TYPE_CHECKING:  # search imports numpy: only when a prompt is searched
     from continuity.retrieval.search import Hit
 
-__all__ = ["RESTORE_MAX_CHARS", "preservation_guidance", "restore_context"]
+__all__ = ["RESTORE_MAX_CHARS", "compacted", "preservation_guidance", "restore_context"]
 
 RESTORE_MAX_CHARS: Final = 9_500
 GUIDANCE_MAX_CHARS: Final = 2_000
@@ -98,6 +98,12 @@ def _checkpoints(source: ThreadSource) -> list[CheckpointEntry]:
     """Claude's own compactions of the thread, from the index (a session has few). A checkpoint
     made by ``continuity compact`` takes nothing out of Claude's context, so it bounds nothing."""
     return [c for c in source.checkpoints() if c.cut_rule_id.startswith(_CLAUDE_COMPACTION)]
+
+
+def compacted(thread: Thread) -> bool:
+    """Whether Claude has compacted the session at least once (what a resume loads then is its
+    summary and what followed, so a restore has something to give back)."""
+    return bool(_checkpoints(open_source(thread)))
 
 
 def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: bool = True) -> str:

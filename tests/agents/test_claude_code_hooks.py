@@ -232,10 +232,5 @@ def _block_text(block: dict[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open bug: on a new session's first prompt the user-prompt-submit hook runs before "
-    "Claude Code has written the transcript, and logs FileNotFoundError to errors.log",
-)
 def test_the_hooks_log_no_errors(compacted: Compacted) -> None:
     assert compacted.world.errors_log() == []

@@ -387,6 +387,38 @@ def test_session_start_compact_restores_and_the_prompt_fallback_stands_down(
     assert nxt.stdout == ""
 
 
+def test_resume_restores_only_a_session_that_compacted(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    # Never compacted: Claude Code loads the whole transcript on resume; a restore would repeat it.
+    work(transcript, ["/work/demo/app.py"], ["pytest -q"])
+    transcript.flush()
+    run_hook(tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit"))
+    out = run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="resume"))
+    assert (out.exit_code, out.stdout) == (0, "")
+
+    # Compacted: what the resumed context lacks is given back.
+    transcript.prompt("go on")
+    run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
+    transcript.compaction("The user asked to fix a bug in app.py.")
+    transcript.flush()
+    out = run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="resume"))
+    assert "`pytest -q`" in context_of(out.stdout, "SessionStart")
+
+
+def test_the_first_prompt_before_the_transcript_exists_is_no_error(
+    tmp_store: Store, tmp_path: Path
+) -> None:
+    # The real CLI submits a new session's first prompt before it writes the transcript.
+    missing = Transcript(tmp_path / "later" / f"{SESSION}.jsonl")
+    missing.path.unlink()
+    out = run_hook(tmp_store, "user-prompt-submit", missing.payload("UserPromptSubmit"))
+    assert (out.exit_code, out.stdout, out.stderr, out.notes) == (0, "", "", [])
+    # Any other event still says the transcript is missing.
+    with pytest.raises(FileNotFoundError):
+        run_hook(tmp_store, "stop", missing.payload("Stop"))
+
+
 def test_restored_context_stays_within_budget_on_a_long_session(
     tmp_store: Store, transcript: Transcript
 ) -> None:
@@ -588,7 +620,7 @@ def assert_reported(proc: subprocess.CompletedProcess[bytes], store: Path, *need
         (["user-prompt-submit"], b"[1, 2, 3]", "not a JSON object"),
         (["user-prompt-submit"], b"", "transcript_path"),
         (["user-prompt-submit"], b'{"session_id": "x", "cwd": "/"}', "transcript_path"),
-        (["user-prompt-submit"], b'{"transcript_path": "/no/such/dir/s.jsonl"}', "does not exist"),
+        (["stop"], b'{"transcript_path": "/no/such/dir/s.jsonl"}', "does not exist"),
         (["bogus-event"], b'{"transcript_path": "/tmp/x.jsonl"}', "bogus-event"),
         ([], b'{"hook_event_name": "Bogus", "transcript_path": "/tmp/x.jsonl"}', "no hook event"),
     ],
