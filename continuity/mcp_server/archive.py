@@ -169,6 +169,8 @@ class Archive:
         self._redactor: Redactor | bool | None = False  # False: not looked up yet
         self._firsts: dict[str, fr.ThreadCreated | None] = {}
         self._embedder: Any = None
+        self.memo: dict[tuple[str, str], str] = {}
+        """What a tool keeps between calls (the text of the artifact being paged)."""
 
     @property
     def store(self) -> BaseStore:

@@ -305,7 +305,11 @@ def _read_artifact(
 ) -> ToolResult:
     listing = {"artifact": artifact, "max_tokens": max_tokens}
     start = _position(open_cursor(cursor, "read", listing), "c") if cursor else 0
-    text = archive.clean(_artifact_text(archive, artifact))
+    text = archive.memo.get(("artifact", artifact))
+    if text is None:  # the pages of one artifact come one after another: decoded once
+        text = archive.clean(_artifact_text(archive, artifact))
+        archive.memo.clear()
+        archive.memo[("artifact", artifact)] = text
     if start > len(text):
         raise ToolError("the cursor is past the artifact's end: call again without it")
     header = f"Artifact {artifact}, {len(text):,} chars"
