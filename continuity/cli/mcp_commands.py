@@ -44,8 +44,9 @@ def mcp(
     try:
         from continuity.mcp_server.server import run_stdio
     except ImportError as exc:
+        missing = (exc.name or "mcp").partition(".")[0]
         fail(
-            f"continuity mcp needs the `mcp` extra ({exc.name or 'mcp'} is missing): "
+            f"continuity mcp needs the `mcp` extra ({missing} is missing): "
             "pip install 'continuity[mcp]'"
         )
     from continuity.mcp_server.archive import Archive
