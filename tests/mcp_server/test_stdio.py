@@ -183,8 +183,8 @@ def test_hooks_ingest_a_growing_session_while_the_server_reads_and_remembers(
     Store(store, create=True).close()
     project = tmp_path / "project"
     project.mkdir()
-    session = "dddddddd-4444-4444-8444-444444444444"
-    t = Transcript(tmp_path / f"{session}.jsonl", session, str(project))
+    session_id = "dddddddd-4444-4444-8444-444444444444"
+    t = Transcript(tmp_path / f"{session_id}.jsonl", session_id, str(project))
     t.prompt("start the kangaroo refactor")
     t.flush()
     start = _hook(store, "session-start", t.payload("SessionStart", source="startup"), project)
@@ -268,8 +268,8 @@ def test_the_server_takes_its_project_from_the_working_directory(tmp_path: Path)
     store = tmp_path / "store"
     project = tmp_path / "here"
     project.mkdir()
-    session = "eeeeeeee-5555-4555-8555-555555555555"
-    t = Transcript(tmp_path / f"{session}.jsonl", session, str(project))
+    session_id = "eeeeeeee-5555-4555-8555-555555555555"
+    t = Transcript(tmp_path / f"{session_id}.jsonl", session_id, str(project))
     t.prompt("the echidna plan")
     t.flush()
     Store(store, create=True).close()
