@@ -4,8 +4,10 @@
 The low-level ``Server`` is given the tool list as written in :mod:`.schemas` (hand-written
 JSON schemas and descriptions, the contract) and one ``tools/call`` handler. A call runs in a
 worker thread, one at a time (the store's handles are not shared between threads), so the
-event loop keeps answering while a search reads. Whatever a call raises becomes a tool error
-(``isError``) with one line; the server never stops on a call.
+event loop keeps answering while a search reads; the tools' modules load on the first call
+(about 80 ms: search's numpy), so that ``initialize`` waits for the SDK alone. Whatever a
+call raises becomes a tool error (``isError``) with one line; the server never stops on a
+call.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from mcp.server.stdio import stdio_server
 
 from continuity.mcp_server.archive import Archive, ToolError, ToolResult
 from continuity.mcp_server.schemas import SERVER_INSTRUCTIONS, SERVER_NAME, TOOLS
-from continuity.mcp_server.tools import call_tool
 
 __all__ = ["build_server", "run_stdio"]
 
@@ -48,6 +49,9 @@ def answer(
     archive: Archive, lock: threading.Lock, name: str, args: dict[str, Any] | None
 ) -> types.CallToolResult:
     """One tool call's result: the tool's, or a one-line error for anything it raised."""
+    # The tools (search's numpy among them) load on the first call, not before `initialize`.
+    from continuity.mcp_server.tools import call_tool
+
     with lock:
         try:
             return _result(call_tool(archive, name, args))
