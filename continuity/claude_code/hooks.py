@@ -217,6 +217,10 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutco
     # to the previous session does not need it (and _ingest skips a missing file).
     final = event in ("pre-compact", "session-end")
     thread = _ingest(store, transcript, final=final, notes=out.notes)
+    if event in ("session-start", "user-prompt-submit"):  # the live session: the MCP default
+        from continuity.caches.live_session import note_hook_session
+
+        note_hook_session(store, payload, thread.id, "claude-code")
     # Read after the ingest: a broken claude-code.json must not stop the archiving.
     cfg = _config(store)
     if event == "subagent-stop":

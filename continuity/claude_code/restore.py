@@ -31,6 +31,8 @@ _OTHER_HITS: Final = 3
 _RECENT_MESSAGES: Final = 40  # as many as the room left allows: to_text keeps the newest
 _CLAUDE_COMPACTION: Final = "claude_code_compact/"  # the ingest's cut_rule_id prefix
 _MAX_RANKED: Final = 384
+_NOTES: Final = 20  # of each kind
+_NOTES_MAX_CHARS: Final = 1_500
 
 
 def _messages_between(
@@ -94,6 +96,34 @@ def _subagent_messages(
     return found[-_EXTRACT_MESSAGES:]
 
 
+def _notes(thread: Thread, budget: int) -> str:
+    """The decisions and notes the agent recorded in this session (the MCP ``remember``
+    tool), the newest that fit ``budget`` characters, oldest first; "" when there are none."""
+    from continuity.context.records import records
+    from continuity.retrieval.documents import NOTE_KINDS
+
+    found: list[tuple[int, str, str]] = []
+    for kind in NOTE_KINDS:
+        for r in records(thread, kind, limit=_NOTES):
+            text = r.data.get("text") if isinstance(r.data, dict) else None
+            if isinstance(text, str) and text.strip():
+                found.append((r.seq, kind.rpartition(".")[2], " ".join(text.split())))
+    if not found:
+        return ""
+    title = "## Decisions and notes recorded in this session\n"
+    lines: list[str] = []
+    used = len(title) + 1
+    for seq, kind, text in sorted(found, reverse=True):
+        line = f"- [{kind} #{seq}] {text}"
+        if len(line) > 400:
+            line = line[:399] + "…"
+        if used + len(line) + 1 > budget:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return title + "\n".join(reversed(lines)) + "\n\n" if lines else ""
+
+
 def _checkpoints(source: ThreadSource) -> list[CheckpointEntry]:
     """Claude's own compactions of the thread, from the index (a session has few). A checkpoint
     made by ``continuity compact`` takes nothing out of Claude's context, so it bounds nothing."""
@@ -134,6 +164,7 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
         _ts_of(source, previous.seq) if previous is not None else None,
         _ts_of(source, latest.seq) if latest is not None else None,
     )
+    header += _notes(thread, min(_NOTES_MAX_CHARS, max_chars // 4))
     extract = _sections(messages, max_chars - len(header), guidance=False, agents=agents)
     room = max_chars - len(header) - len(extract) - 2
     recent = ""

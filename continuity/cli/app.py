@@ -56,6 +56,7 @@ COMMANDS: Final = {
     "fork": "history_commands",
     "retract": "history_commands",
     "serve": "serve_commands",
+    "mcp": "mcp_commands",
 }
 """Each command and the module that registers it, in the order ``--help`` lists them."""
 GROUPS: Final = {"model": "model_commands"}
@@ -163,6 +164,10 @@ def _register(root: typer.Typer, module: str) -> None:
         from continuity.cli import serve_commands
 
         serve_commands.register(root)
+    elif module == "mcp_commands":
+        from continuity.cli import mcp_commands
+
+        mcp_commands.register(root)
     elif module == "model_commands":
         from continuity.cli import model_commands
 

@@ -1,11 +1,13 @@
 """Documents: what of a frame is searchable, as a weighted bag of terms (:class:`Doc`).
 
-A document is a message, an observation or a checkpoint's summary: what the conversation said.
-A ``record_appended`` frame is a runtime's own state and a ``messages_retracted`` frame a mark
-on other frames: neither is a document. Field weights: commands and file paths count four
-times, tool names three, prose two, tool output one (given whole, as text parts, or as the
-preview of an artifact), thinking and what a provider block says (its ``text``: a server tool's
-call or result, a document, a reasoning summary) one. Each field is cut at 4,000 characters.
+A document is a message, an observation, a checkpoint's summary or a note an agent recorded
+(a ``record_appended`` of kind ``continuity.note`` or ``continuity.decision``, whose data holds
+its ``text``): what the conversation said. Any other ``record_appended`` frame is a runtime's
+own state and a ``messages_retracted`` frame a mark on other frames: neither is a document.
+Field weights: commands and file paths count four times, tool names three, prose and notes two,
+tool output one (given whole, as text parts, or as the preview of an artifact), thinking and
+what a provider block says (its ``text``: a server tool's call or result, a document, a
+reasoning summary) one. Each field is cut at 4,000 characters.
 
 Every index makes its documents here — a thread's (:mod:`.index`), the store's
 (:mod:`.store_index`), the vectors (:mod:`.vectors`) and a backend's own tables (handed
@@ -30,8 +32,10 @@ __all__ = [
     "DOC_TYPES",
     "KIND_MESSAGE",
     "KIND_NAMES",
+    "KIND_NOTE",
     "KIND_OBSERVATION",
     "KIND_SUMMARY",
+    "NOTE_KINDS",
     "ROLE_NAMES",
     "Doc",
     "doc_of",
@@ -39,6 +43,8 @@ __all__ = [
     "docs_of",
     "documents_of_lines",
     "frame_text",
+    "may_be_document",
+    "note_text",
     "summary_text",
     "text_of",
 ]
@@ -46,11 +52,16 @@ __all__ = [
 KIND_MESSAGE: Final = 1
 KIND_OBSERVATION: Final = 2
 KIND_SUMMARY: Final = 3
+KIND_NOTE: Final = 4
 KIND_NAMES: Final = {
     KIND_MESSAGE: "message",
     KIND_OBSERVATION: "observation",
     KIND_SUMMARY: "summary",
+    KIND_NOTE: "note",
 }
+NOTE_KINDS: Final = ("continuity.note", "continuity.decision")
+"""The record kinds an agent's own notes are written with (the MCP ``remember`` tool): searched
+like what the conversation said."""
 _ROLES: Final = {"user": 1, "assistant": 2, "system": 3}
 ROLE_NAMES: Final = {v: k for k, v in _ROLES.items()}
 
@@ -91,6 +102,8 @@ def _fields(frame: fr.Frame, summary: str | None) -> Iterator[tuple[str, int]]:
                 yield b.text, 1
     elif isinstance(frame, fr.ObservationRecorded):
         yield frame.text, 2
+    elif isinstance(frame, fr.RecordAppended):
+        yield note_text(frame), 2
     elif summary is not None:
         yield summary, 1
 
@@ -104,6 +117,8 @@ def doc_of(frame: fr.Frame, summary: str | None = None) -> Doc | None:
         kind, role = KIND_OBSERVATION, 0
     elif isinstance(frame, fr.CompactionCheckpointCreated) and summary is not None:
         kind, role = KIND_SUMMARY, 0
+    elif isinstance(frame, fr.RecordAppended) and frame.kind in NOTE_KINDS:
+        kind, role = KIND_NOTE, 0
     else:
         return None
     # Each field's tokens ``weight`` times over, counted in one go: a token's count is the sum
@@ -115,6 +130,16 @@ def doc_of(frame: fr.Frame, summary: str | None = None) -> Doc | None:
     if not tf:
         return None
     return Doc(frame.seq, kind, role, sum(tf.values()), dict(sorted(tf.items())))
+
+
+def note_text(frame: fr.RecordAppended) -> str:
+    """The text of an agent's note (a record of one of :data:`NOTE_KINDS`; "" for any other
+    record, or a note whose data is not ``{"text": ...}``)."""
+    data = frame.data
+    if frame.kind not in NOTE_KINDS or not isinstance(data, dict):
+        return ""
+    text = data.get("text")
+    return text if isinstance(text, str) else ""
 
 
 def summary_text(store: BaseStore, frame: fr.Frame) -> str | None:
@@ -159,13 +184,24 @@ DOC_TYPES: Final = tuple(
     for kind in (fr.MessageAppended, fr.ObservationRecorded, fr.CompactionCheckpointCreated)
 )
 """How the stored lines of the frames that can be documents start: the others (decisions,
-jobs, records…) are not decoded."""
+jobs, records…) are not decoded, but for a record line that names a note kind."""
+_RECORD_LINE: Final = b'{"type":"record_appended"'
+_NOTE_MARKS: Final = tuple(f'"kind":"{k}"'.encode() for k in NOTE_KINDS)
+
+
+def may_be_document(line: bytes) -> bool:
+    """Whether a stored line may make a document (False: it surely does not; not decoded)."""
+    return (
+        line.startswith(DOC_TYPES)
+        or not line.startswith(b'{"type":"')
+        or (line.startswith(_RECORD_LINE) and any(m in line for m in _NOTE_MARKS))
+    )
 
 
 def doc_of_line(thread: Thread, seq: int, line: bytes) -> Doc | None:
     """The document of one stored line of ``thread`` (None for a frame that makes none); a line
     that cannot be a document is not decoded."""
-    if line.startswith(DOC_TYPES) or not line.startswith(b'{"type":"'):
+    if may_be_document(line):
         frame = thread.decode(seq, line)
         return doc_of(frame, summary_text(thread.store, frame))
     return None

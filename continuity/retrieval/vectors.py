@@ -52,7 +52,7 @@ from continuity import frames as fr
 from continuity._fs import atomic_write, private_dirs
 from continuity.caches.thread_index import caches_writable
 from continuity.errors import ModelError
-from continuity.retrieval.documents import DOC_TYPES, doc_of, summary_text, text_of
+from continuity.retrieval.documents import doc_of, may_be_document, summary_text, text_of
 from continuity.retrieval.index import log_holds
 from continuity.store.base import BaseStore, LogStamp, Thread
 
@@ -174,7 +174,7 @@ def _read_docs(
     for seq, line in thread.read_lines(from_seq=from_seq, start_offset=start):
         if seq == 0:
             project = _project_of(thread.decode(seq, line))
-        if line.startswith(DOC_TYPES) or not line.startswith(b'{"type":"'):
+        if may_be_document(line):
             d = _doc(thread.store, thread.decode(seq, line))
             if d is not None:
                 docs.append(d)

@@ -65,6 +65,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("testing", ("continuity.testing",)),
     # the web viewer (ADR 0027): `continuity serve` in the CLI imports it
     ("viewer", ("continuity.viewer",)),
+    # the MCP server (issue 28): `continuity mcp` in the CLI imports it
+    ("mcp server", ("continuity.mcp_server",)),
     ("faces", ("continuity.cli", "continuity.__main__", "continuity.aio")),
     # the runtimes' own storage interfaces, built on the async face; nothing imports them
     ("integrations", ("continuity.integrations",)),

@@ -1,0 +1,68 @@
+"""``continuity mcp``: the MCP server over stdio (:mod:`continuity.mcp_server`, ADR 0038)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from continuity.cli._common import fail, report_recovery
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp")(mcp)
+
+
+def mcp(
+    ctx: typer.Context,
+    project: Annotated[
+        str | None,
+        typer.Option(
+            "--project",
+            help="The project whose sessions are the default scope (default: "
+            "$CLAUDE_PROJECT_DIR, else the working directory).",
+            show_default=False,
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            envvar="CONTINUITY_MODEL",
+            metavar="PATH|NAME",
+            help="Fuse search with this static-embedding model (as `continuity search --model`).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Serve the archive to an agent over MCP (stdio): search, read, sessions, restore and
+    remember. An MCP client (Claude Code, Codex, Cursor…) launches it; it reads the store and
+    writes only what the agent asks it to remember."""
+    try:
+        from continuity.mcp_server.server import run_stdio
+    except ImportError as exc:
+        missing = (exc.name or "mcp").partition(".")[0]
+        fail(
+            f"continuity mcp needs the `mcp` extra ({missing} is missing): "
+            "pip install 'continuity[mcp]'"
+        )
+    from continuity.mcp_server.archive import Archive
+    from continuity.store.base import BaseStore
+    from continuity.store.locate import open_store
+
+    location = ctx.obj.location
+
+    def opener() -> BaseStore:
+        return open_store(location, on_recovery=report_recovery)
+
+    where = project or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    archive = Archive(opener, where, model=model)
+    try:
+        run_stdio(archive)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        archive.close()
