@@ -37,6 +37,14 @@ def mcp(
             show_default=False,
         ),
     ] = None,
+    structured: Annotated[
+        bool,
+        typer.Option(
+            "--structured",
+            help="Also give each result as data (structuredContent), for programs. Off by "
+            "default: some clients (Claude Code) show the model the data in place of the text.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the archive to an agent over MCP (stdio): search, read, sessions, restore and
     remember. An MCP client (Claude Code, Codex, Cursor…) launches it; it reads the store and
@@ -61,7 +69,7 @@ def mcp(
     where = project or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     archive = Archive(opener, where, model=model)
     try:
-        run_stdio(archive)
+        run_stdio(archive, structured=structured)
     except KeyboardInterrupt:
         pass
     finally:

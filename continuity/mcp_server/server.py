@@ -35,9 +35,12 @@ def _version() -> str:
         return "0"
 
 
-def _result(found: ToolResult) -> types.CallToolResult:
+def _result(found: ToolResult, structured: bool) -> types.CallToolResult:
+    # Text only by default: a client that gets structuredContent may show the model that in
+    # place of the text (Claude Code 2.1 does), and the text is what is written for a model.
+    data = found.data or None if structured else None
     return types.CallToolResult(
-        content=[types.TextContent(text=found.text)], structured_content=found.data or None
+        content=[types.TextContent(text=found.text)], structured_content=data
     )
 
 
@@ -46,7 +49,11 @@ def _error(message: str) -> types.CallToolResult:
 
 
 def answer(
-    archive: Archive, lock: threading.Lock, name: str, args: dict[str, Any] | None
+    archive: Archive,
+    lock: threading.Lock,
+    name: str,
+    args: dict[str, Any] | None,
+    structured: bool = False,
 ) -> types.CallToolResult:
     """One tool call's result: the tool's, or a one-line error for anything it raised."""
     # The tools (search's numpy among them) load on the first call, not before `initialize`.
@@ -54,7 +61,7 @@ def answer(
 
     with lock:
         try:
-            return _result(call_tool(archive, name, args))
+            return _result(call_tool(archive, name, args), structured)
         except ToolError as exc:
             return _error(" ".join(str(exc).split()))
         except Exception as exc:
@@ -62,8 +69,9 @@ def answer(
             return _error(f"{name} failed: {type(exc).__name__}: {what}")
 
 
-def build_server(archive: Archive) -> Server[Any]:
-    """The server: the tools of :mod:`.schemas` answered by :mod:`.tools` over ``archive``."""
+def build_server(archive: Archive, *, structured: bool = False) -> Server[Any]:
+    """The server: the tools of :mod:`.schemas` answered by :mod:`.tools` over ``archive``;
+    ``structured``: results carry their data as ``structuredContent`` too."""
     tools = [
         types.Tool(
             name=t["name"],
@@ -86,7 +94,9 @@ def build_server(archive: Archive) -> Server[Any]:
         return types.ListToolsResult(tools=tools)
 
     async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await anyio.to_thread.run_sync(answer, archive, lock, params.name, params.arguments)
+        return await anyio.to_thread.run_sync(
+            answer, archive, lock, params.name, params.arguments, structured
+        )
 
     return Server(
         SERVER_NAME,
@@ -97,9 +107,9 @@ def build_server(archive: Archive) -> Server[Any]:
     )
 
 
-def run_stdio(archive: Archive) -> None:
+def run_stdio(archive: Archive, *, structured: bool = False) -> None:
     """Serve ``archive`` over stdin and stdout until the client closes them."""
-    server = build_server(archive)
+    server = build_server(archive, structured=structured)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

@@ -45,7 +45,8 @@ def test_lists_its_tools_with_their_schemas_and_answers_every_tool(
 ) -> None:
     async def session() -> None:
         env = server_env(CLAUDE_PROJECT_DIR=FIXTURE_PROJECT)
-        async with mcp_client(fixture_store, cwd=tmp_path, env=env) as client:
+        args = ("--structured",)
+        async with mcp_client(fixture_store, cwd=tmp_path, env=env, args=args) as client:
             listed = await client.list_tools()
             assert [t.name for t in listed.tools] == [t["name"] for t in TOOLS]
             for tool, spec in zip(listed.tools, TOOLS, strict=True):
@@ -116,6 +117,8 @@ def test_a_bad_call_is_a_tool_error_and_the_server_goes_on(
                 assert says in line and "\n" not in line and "Traceback" not in line
                 good = await client.call_tool("sessions", {"scope": "all", "limit": 1})
                 assert not good.is_error
+                # Text only unless --structured: Claude Code would show the model the data.
+                assert good.structured_content is None and "cc-" in text_of(good)
 
     anyio.run(session)
 
@@ -250,7 +253,7 @@ def test_reads_pages_of_a_100k_frame_thread(tmp_path: Path) -> None:
     store.close()
 
     async def session() -> None:
-        async with mcp_client(store_path, cwd=tmp_path) as client:
+        async with mcp_client(store_path, cwd=tmp_path, args=("--structured",)) as client:
             middle = await client.call_tool("read", {"thread": "big", "seq": 50_000})
             assert "▶ #50000" in text_of(middle), text_of(middle)
             latest = await client.call_tool("read", {"thread": "big", "max_tokens": 300})
@@ -285,7 +288,7 @@ def test_the_server_takes_its_project_from_the_working_directory(tmp_path: Path)
     proc.communicate(json.dumps(t.payload("UserPromptSubmit", prompt="x")).encode())
 
     async def session() -> None:
-        async with mcp_client(store, cwd=project) as client:
+        async with mcp_client(store, cwd=project, args=("--structured",)) as client:
             listed = await client.call_tool("sessions", {})
             rows = listed.structured_content["sessions"]
             assert [r["thread"] for r in rows] == [t.thread_id] and rows[0]["current"]
