@@ -13,6 +13,7 @@ store)."""
 from __future__ import annotations
 
 import operator
+import random
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,6 +108,33 @@ def test_before_lists_what_in_memory_saver_lists_whatever_the_put_order(
         assert sorted(ours) == sorted(theirs)
     else:
         assert ours == theirs
+
+
+@pytest.mark.slow
+def test_before_in_another_namespace_finds_the_same_checkpoints_in_any_interleaving(
+    saver: ContinuitySaver,
+) -> None:
+    """Two namespaces' checkpoints made in turn and put in a shuffled merge of the two chains
+    (each namespace's in its own order, as LangGraph puts them): for every checkpoint as
+    ``before``, without its namespace, each namespace lists what InMemorySaver lists."""
+    reference = InMemorySaver()
+    chains: dict[str, list[Checkpoint]] = {"": [], "sub_node": []}
+    for i in range(40):
+        chains["" if i % 3 else "sub_node"].append(generate_checkpoint())
+    pending = {ns: list(chain) for ns, chain in chains.items()}
+    parents: dict[str, str | None] = {"": None, "sub_node": None}
+    shuffle = random.Random(28)
+    while any(pending.values()):
+        ns = shuffle.choice([space for space, left in pending.items() if left])
+        cp = pending[ns].pop(0)
+        for each in (saver, reference):
+            each.put(_config(ns, parents[ns]), cp, generate_metadata(), {})
+        parents[ns] = cp["id"]
+    for chain in chains.values():
+        for cp in chain:
+            bound: RunnableConfig = {"configurable": {"checkpoint_id": cp["id"]}}
+            for ns in chains:
+                assert _listed(saver, ns, bound) == _listed(reference, ns, bound)
 
 
 # --- the graph LangGraph's test runs, with the race made certain -----------------------------
