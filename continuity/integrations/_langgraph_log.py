@@ -59,6 +59,7 @@ __all__ = [
     "namespaces",
     "newest_checkpoints",
     "record_frame",
+    "seq_past_id",
     "to_typed",
 ]
 
@@ -229,6 +230,25 @@ def newest_checkpoints(
             continue
         seen.add(cid)
         yield found
+
+
+def seq_past_id(view: RecordView, ns: str, before_id: str) -> int:
+    """A ``before_seq`` for :func:`newest_checkpoints` that passes over the checkpoints of
+    ``ns`` with an id of ``before_id`` or more: just past the newest ``latest`` pointer of
+    ``ns`` naming a smaller id (0: none does). A bisection over the log, O(log n) lookups: one
+    namespace's puts come in id order (LangGraph puts a namespace's checkpoints one after
+    another), so the pointers' ids grow with their seqs."""
+    lo, hi, best = 0, view.last_seq, -1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        pointer = view.latest(LATEST, ns, at_or_before=mid)
+        if pointer is None:
+            lo = mid + 1
+        elif pointer.data["id"] < before_id:
+            best, lo = pointer.seq, mid + 1
+        else:
+            hi = pointer.seq - 1
+    return best + 1
 
 
 def namespaces(view: RecordView) -> list[str]:

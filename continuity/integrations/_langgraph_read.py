@@ -31,7 +31,16 @@ def candidates(
     before_id: str | None,
     before: RunnableConfig | None,
 ) -> Iterator[Record]:
-    """The visible checkpoint records a ``list`` call names, newest first (before filters)."""
+    """The visible checkpoint records a ``list`` call names, newest first (before filters).
+
+    ``before`` keeps the checkpoints whose id is less than its ``checkpoint_id``, as LangGraph's
+    savers do, whatever the order they were put in: LangGraph puts a parent's checkpoints and
+    its subgraph's from different threads (``durability="async"``), so a subgraph checkpoint
+    made after its parent's can be put before it, and a replay asks for the subgraph's state
+    ``before`` the parent's checkpoint (ADR 0037). One namespace's puts are in id order (each
+    waits for the one before), so the walk of a namespace starts at ``before``'s record when it
+    is one of that namespace, else where a bisection by id finds (:func:`lg.seq_past_id`); a
+    walk of every namespace passes over the newer ids."""
     if only_id is not None:
         for space in [ns] if ns is not None else lg.namespaces(cuts.view):
             rec = lg.find_checkpoint(cuts, space, only_id)
@@ -39,17 +48,15 @@ def candidates(
                 yield rec
         return
     before_seq = None
-    if before_id is not None:
+    if before_id is not None and ns is not None:
         before_ns = (before or {}).get("configurable", {}).get("checkpoint_ns")
-        spaces = [before_ns] if before_ns is not None else lg.namespaces(cuts.view)
-        for space in spaces:
-            found = cuts.view.latest(lg.CHECKPOINT, lg.checkpoint_key(space, before_id))
-            if found is not None:
-                before_seq = found.seq
-                break
+        found = None
+        if before_ns is None or before_ns == ns:
+            found = cuts.view.latest(lg.CHECKPOINT, lg.checkpoint_key(ns, before_id))
+        before_seq = found.seq if found is not None else lg.seq_past_id(cuts.view, ns, before_id)
     for rec in lg.newest_checkpoints(cuts, ns, before_seq=before_seq):
-        if before_id is not None and before_seq is None and rec.data["id"] >= before_id:
-            continue  # `before` names no checkpoint of this thread: compare ids
+        if before_id is not None and rec.data["id"] >= before_id:
+            continue  # made after `before` (put before it, in another namespace)
         yield rec
 
 

@@ -219,8 +219,9 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         """Checkpoints newest first: of one thread (``config``) or of all (None), of one
         namespace when the config names one, matching every ``filter`` key of their metadata
         (a dotted key ``"a.b"`` reads ``metadata["a"]["b"]`` as SqliteSaver's does, unless the
-        metadata has the key ``"a.b"`` itself; a missing one is None), put before the
-        checkpoint ``before`` names, at most ``limit`` of them."""
+        metadata has the key ``"a.b"`` itself; a missing one is None), with an id less than
+        that of the checkpoint ``before`` names (as LangGraph's savers compare them, whatever
+        namespace it is in and whenever it was put), at most ``limit`` of them."""
         if limit is not None and limit <= 0:
             return
         if config is not None:
