@@ -45,6 +45,19 @@ def _hook_command_line(args: list[str]) -> tuple[list[str], str | None] | None:
     return rest, store
 
 
+def _agent_of(args: list[str]) -> str:
+    """The ``--agent`` of a hook's arguments (removed from them), default ``claude-code``."""
+    for i, arg in enumerate(args):
+        if arg == "--agent" and i + 1 < len(args):
+            agent = args[i + 1]
+            del args[i : i + 2]
+            return agent
+        if arg.startswith("--agent="):
+            del args[i]
+            return arg.removeprefix("--agent=")
+    return "claude-code"
+
+
 def _run_hook(args: list[str], store: str | None) -> int:
     """Run a hook with the garbage collector kept off the start-up and the exit: about 6 ms
     of a 20 ms hook process on a 2-core machine.
@@ -57,6 +70,11 @@ def _run_hook(args: list[str], store: str | None) -> int:
     traverse. Nothing else changes: the exit is the usual ``SystemExit``, buffers flushed and
     ``atexit`` handlers run.
     """
+    agent = _agent_of(args)
+    if agent == "codex":
+        from continuity.agents.codex.hooks import main as codex_hook
+
+        return codex_hook(args, store=store)
     import gc
 
     gc.disable()
