@@ -23,18 +23,16 @@ archived before it, so compile starts from opencode's own summary.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity._fs import private_dirs, read_checked, write_checked
+from continuity._fs import read_checked, write_checked
+from continuity.agents import common
 from continuity.agents.opencode._frames import (
     Converted,
     assistant_blocks,
@@ -61,8 +59,7 @@ __all__ = [
 
 SOURCE_SYSTEM: Final = "opencode"
 CUT_RULE: Final = "opencode_compact/v1"
-ARTIFACT_THRESHOLD: Final = 16 * 1024
-PREVIEW_CHARS: Final = 2000
+ARTIFACT_THRESHOLD: Final = common.ARTIFACT_THRESHOLD
 _RECENT_KEYS: Final = 2048
 _SAFE_RE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
 
@@ -126,22 +123,12 @@ def detect(path: Path) -> bool:
     return True
 
 
-# --- cursors and locks ------------------------------------------------------------------------
+# --- cursors ---------------------------------------------------------------------------------
 
 
-def _cache_dir(store: BaseStore) -> Path | None:
-    base = store.cache_dir
-    if base is None and store.local_dir is not None:
-        base = store.local_dir / "cache"
-    return None if base is None else base / "opencode"
-
-
-def _cursor_file(store: BaseStore, source: Path, session_id: str) -> Path | None:
-    cache = _cache_dir(store)
-    if cache is None:
-        return None
-    digest = blake3.blake3(os.fsencode(source) + b"\0" + session_id.encode()).hexdigest()[:32]
-    return cache / "cursors" / f"{digest}.json"
+def _lock_path(source: Path, session_id: str) -> Path:
+    """What names one session of one source to :func:`common.locked` (its lock and cursor)."""
+    return source.absolute() / session_id
 
 
 _decoder: Final = msgspec.json.Decoder(Cursor)
@@ -180,7 +167,7 @@ class _Job:
     redactor: Redactor | None
     final: bool
     report: IngestReport
-    known: set[str] = field(default_factory=set)
+    keys: common.Keys = field(default_factory=lambda: common.Keys(SOURCE_SYSTEM))
     new_keys: list[str] = field(default_factory=list)
     items: list[fr.MessageAppended | _Marker] = field(default_factory=list)
     compaction: dict[str, bool | None] = field(default_factory=dict)
@@ -190,21 +177,6 @@ class _Job:
 
     def redact_text(self, text: str) -> str:
         return text if self.redactor is None else self.redactor.redact_text(text)[0]
-
-    def externalize(self, blocks: list[fr.ContentBlock]) -> list[fr.ContentBlock]:
-        out: list[fr.ContentBlock] = []
-        for b in blocks:
-            if isinstance(b, fr.ToolResultBlock) and b.size > ARTIFACT_THRESHOLD:
-                aid = self.store.artifacts.put(b.content.encode("utf-8", "surrogatepass"))
-                b = fr.ToolResultBlock(
-                    tool_use_id=b.tool_use_id,
-                    artifact_id=aid,
-                    preview=b.content[:PREVIEW_CHARS],
-                    size=b.size,
-                    is_error=b.is_error,
-                )
-            out.append(b)
-        return out
 
     def frame(
         self,
@@ -217,16 +189,27 @@ class _Job:
         clean, redacted = self.redact(blocks)
         if redacted:
             meta[META_KEY] = str(redacted)
-        built = fr.message(
-            role,
-            content=self.externalize(clean),
-            message_id=key,
-            source=fr.SourceRef(system=SOURCE_SYSTEM, key=key),
-            ts_ms=m.created,
+        self.items.append(
+            common.message(
+                role,
+                common.externalize(self.store, clean),
+                system=SOURCE_SYSTEM,
+                keys=[key],
+                ts_ms=m.created,
+                meta=meta,
+            )
         )
-        self.items.append(msgspec.structs.replace(built, meta=meta) if meta else built)
-        self.known.add(key)
+        self.remember(key)
+
+    def remember(self, key: str) -> None:
+        self.keys.add([key])
         self.new_keys.append(key)
+
+    def seen(self, key: str) -> bool:
+        if self.keys.seen([key]):
+            self.report.duplicates += 1
+            return True
+        return False
 
 
 def _finished(m: Message) -> bool:
@@ -243,8 +226,7 @@ def _add_message(job: _Job, m: Message) -> None:
         if conv.compaction is not None:
             auto = conv.compaction.get("auto")
             job.compaction[m.id] = auto if isinstance(auto, bool) else None
-        if m.id in job.known:
-            job.report.duplicates += 1
+        if job.seen(m.id):
             return
         if conv.blocks:
             meta = {"synthetic": "true"} if conv.synthetic else {}
@@ -252,17 +234,14 @@ def _add_message(job: _Job, m: Message) -> None:
         return
     if is_summary(m.info):
         key = f"c:{_checkpoint_id(m)}"
-        if key in job.known:
-            job.report.duplicates += 1
+        if job.seen(key):
             return
         parent = m.info.get("parentID")
         auto = job.compaction.get(parent) if isinstance(parent, str) else None
         job.items.append(_Marker(m, part_text(m.parts), auto))
-        job.known.add(key)
-        job.new_keys.append(key)
+        job.remember(key)
         return
-    if m.id in job.known:
-        job.report.duplicates += 1
+    if job.seen(m.id):
         return
     conv = assistant_blocks(m.parts, job.final)
     _add_assistant(job, m, conv)
@@ -289,8 +268,7 @@ def _add_assistant(job: _Job, m: Message, conv: Converted) -> None:
     if blocks:
         job.frame("assistant", blocks, m.id, m, meta)
     else:
-        job.known.add(m.id)
-        job.new_keys.append(m.id)
+        job.remember(m.id)
     if conv.results:
         rmeta = {"pruned": ",".join(conv.pruned)} if conv.pruned else {}
         job.frame("user", conv.results, f"r:{m.id}", m, rmeta)
@@ -300,51 +278,32 @@ def _checkpoint_id(m: Message) -> str:
     return f"oc-{m.id}"
 
 
-def _frame_keys(frame: fr.Frame) -> list[str]:
-    if isinstance(frame, fr.MessageAppended) and frame.source is not None:
-        return [frame.source.key]
-    if isinstance(frame, fr.CompactionCheckpointCreated) and frame.produced_by == SOURCE_SYSTEM:
-        return [f"c:{frame.checkpoint_id}"]
-    return []
-
-
 def _checkpoint(job: _Job, marker: _Marker, to_seq: int) -> fr.CompactionCheckpointCreated:
-    from continuity.summary import SummaryDoc, summary_bytes
-
-    doc = SummaryDoc(
-        thread_id=job.thread_id,
-        to_seq=to_seq,
-        produced_by=SOURCE_SYSTEM,
-        text=job.redact_text(marker.text),
-    )
-    return fr.CompactionCheckpointCreated(
+    return common.checkpoint(
+        job.store,
+        job.thread_id,
         checkpoint_id=_checkpoint_id(marker.message),
         cut_rule_id=CUT_RULE,
-        summary_kind="cumulative_v1",
-        summary_artifact_id=job.store.artifacts.put(summary_bytes(doc)),
-        from_seq=0,
-        to_seq=to_seq,
         produced_by=SOURCE_SYSTEM,
+        summary=job.redact_text(marker.text),
+        to_seq=to_seq,
         ts_ms=marker.message.created,
     )
 
 
 def _thread_created(job: _Job) -> fr.ThreadCreated:
     s = job.session
-    meta = {
-        "source": SOURCE_SYSTEM,
-        "project": s.directory,
-        "session_id": s.id,
-        "transcript": str(job.source.path),
-        "opencode_version": s.version,
-    }
     first = next((i.ts_ms for i in job.items if isinstance(i, fr.MessageAppended)), 0)
-    return fr.ThreadCreated(
-        ts_ms=first or s.time_created,
-        thread_id=job.thread_id,
-        title=job.redact_text(s.title) or None,
+    return common.thread_created(
+        job.thread_id,
+        source=SOURCE_SYSTEM,
+        project=s.directory,
+        session_id=s.id,
+        transcript=str(job.source.path),
+        title=job.redact_text(s.title),
         parent_thread_id=job.parent_thread_id,
-        meta={k: v for k, v in meta.items() if v},
+        ts_ms=first or s.time_created,
+        extra={"opencode_version": s.version},
     )
 
 
@@ -427,12 +386,10 @@ def _run(
     tid, parent_tid = _thread_ids(source, session)
     thread = store.thread(tid)
     job = _Job(store, source, session, tid, parent_tid, redactor, final, report)
-    after = -1
+    job.keys = common.Keys(SOURCE_SYSTEM, {tid: cursor.head} if cursor is not None else None)
     if cursor is not None:
-        job.known.update(cursor.keys)
-        after = cursor.head
-    for frame in thread.read(from_seq=after + 1):
-        job.known.update(_frame_keys(frame))
+        job.keys.add(cursor.keys)
+    job.keys.load(thread)
     done = cursor.done_id if cursor else ""
     start = (cursor.held_id or done) if cursor else ""
     held = ""
@@ -490,16 +447,8 @@ def ingest_session(
         raise KeyError(f"{src.path}: no opencode session {session_id!r}")
     if redactor == "store":
         redactor = ingest_redactor(store)
-    cursor_file = _cursor_file(store, src.path.absolute(), session_id)
-    if cursor_file is None:
-        return _run(store, src, session, None, final, redactor, skip_unchanged)
-    private_dirs(cursor_file.parent)
-    lock_fd = os.open(cursor_file.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    with common.locked(store, SOURCE_SYSTEM, _lock_path(src.path, session_id)) as cursor_file:
         return _run(store, src, session, cursor_file, final, redactor, skip_unchanged)
-    finally:
-        os.close(lock_fd)
 
 
 def ingest_source(
