@@ -102,7 +102,9 @@ def _report_mcp_install(target: McpTarget, plan: InstallPlan, backup: Path | Non
 
 def install(
     ctx: typer.Context,
-    target: Annotated[Target, typer.Argument(help="What to install: claude-code, mcp or opencode.")],
+    target: Annotated[
+        Target, typer.Argument(help="What to install: claude-code, mcp or opencode.")
+    ],
     scope: Annotated[
         ScopeOpt,
         typer.Option("--scope", help="user (~/.claude), project (.claude, committed) or local."),

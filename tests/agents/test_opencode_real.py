@@ -61,7 +61,12 @@ def _script() -> Script:
                 name="answer over the context limit",
                 after_tool="bash",
             ),
-            Rule(Reply(text=SUMMARY), name="compaction summary", main=None, anywhere="context summarization agent"),
+            Rule(
+                Reply(text=SUMMARY),
+                name="compaction summary",
+                main=None,
+                anywhere="context summarization agent",
+            ),
         ]
     )
 
