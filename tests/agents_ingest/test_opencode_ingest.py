@@ -19,7 +19,6 @@ from typing import Any
 
 import msgspec
 
-
 from continuity import frames as fr
 from continuity.agents.opencode._frames import CLEARED
 from continuity.agents.opencode.ingest import (
