@@ -251,8 +251,12 @@ def _db_sessions(con: sqlite3.Connection, session_id: str | None = None) -> list
 
 def _db_messages(con: sqlite3.Connection, session_id: str, from_id: str) -> list[Message]:
     messages: dict[str, Message] = {}
+    # From a cursor: a range of the id index (what is new, whatever the session's length); from
+    # the start: the session's index. ``+session_id`` keeps SQLite from choosing the latter,
+    # which would read every message of a long session to find the few new ones.
+    same = "+session_id" if from_id else "session_id"
     for mid, data in con.execute(
-        "SELECT id, data FROM message WHERE session_id = ? AND id >= ? ORDER BY id",
+        f"SELECT id, data FROM message WHERE {same} = ? AND id >= ? ORDER BY id",
         (session_id, from_id),
     ):
         info = _obj(data)
@@ -262,9 +266,9 @@ def _db_messages(con: sqlite3.Connection, session_id: str, from_id: str) -> list
         return []
     low = min(messages)
     # part_message_id_id_idx: a range of the index, the parts of the new messages (and of other
-    # sessions' messages made since, filtered out here)
+    # sessions' messages made since, filtered out); +session_id: not the session's index
     for pid, mid, data in con.execute(
-        "SELECT id, message_id, data FROM part WHERE message_id >= ? AND session_id = ? "
+        "SELECT id, message_id, data FROM part WHERE message_id >= ? AND +session_id = ? "
         "ORDER BY message_id, id",
         (low, session_id),
     ):
