@@ -410,3 +410,15 @@ def test_what_is_not_opencode_s_is_refused(tmp_path: Path) -> None:
     bad.write_text("hello")
     assert not detect(bad)
     assert not detect(tmp_path / "missing.db")
+
+
+def test_the_same_session_from_two_places_is_archived_once(tmp_path: Path) -> None:
+    # opencode 1.2+ imports the legacy storage/ tree into its database and leaves it in place:
+    # the default ingest reads both, and the message ids keep the thread whole and single
+    export = shared_fixture("agents", "recorded", "opencode_export.json")
+    storage = _storage_tree(json.loads(export.read_text()), tmp_path / "data")
+    store = _store(tmp_path)
+    first = ingest_source(store, export)
+    second = ingest_source(store, storage)
+    assert (first.messages, first.checkpoints) == (5, 1)
+    assert (second.messages, second.checkpoints, second.threads) == (0, 0, first.threads)
