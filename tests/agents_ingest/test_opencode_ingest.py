@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +287,30 @@ def test_a_final_ingest_takes_an_unfinished_answer_as_it_is(tmp_path: Path) -> N
     report = ingest_session(store, db, ROOT, final=True)
     assert report.held_back == 0
     assert "answer 1" in str(_messages(_frames(store, session_thread_id(ROOT)))[-1].content)
+
+
+def test_an_unfinished_answer_opencode_moved_on_from_is_taken(tmp_path: Path) -> None:
+    db = _db(tmp_path)
+    with sqlite3.connect(db) as writer:
+        _add_turn(writer, 1, completed=False)  # opencode was killed here, then resumed
+        _add_turn(writer, 2, completed=True)
+    store = _store(tmp_path)
+    report = ingest_session(store, db, ROOT)
+    assert report.held_back == 0
+    texts = [str(m.content) for m in _messages(_frames(store, session_thread_id(ROOT)))[-4:]]
+    assert ["answer 1" in texts[1], "answer 2" in texts[3]] == [True, True]
+
+
+def test_a_final_sweep_leaves_a_running_session_s_unfinished_answer(tmp_path: Path) -> None:
+    db = _db(tmp_path)
+    with sqlite3.connect(db) as writer:
+        _add_turn(writer, 1, completed=False)
+        now = int(time.time() * 1000)
+        writer.execute("UPDATE session SET time_updated = ? WHERE id = ?", (now, ROOT))
+    store = _store(tmp_path)
+    report = ingest_source(store, db, final=True)
+    assert report.held_back == 1  # updated just now: opencode may be writing it
+    assert "answer 1" not in str(_messages(_frames(store, session_thread_id(ROOT)))[-1].content)
 
 
 # --- tool outputs -----------------------------------------------------------------------------

@@ -10,7 +10,8 @@ opencode rewrites its records while a turn runs (a part goes from pending to run
 completed; a message gets its ``time.completed`` last), so a message is archived once it is
 finished — an assistant message when it has ``time.completed`` or an ``error``, a user message
 once it has parts — and the first unfinished one holds back the rest of the session until a
-later ingest, unless the ingest is ``final`` (then it is taken as it is). Each message frame
+later ingest, unless the ingest is ``final`` or a later step shows opencode moved on (then it
+is taken as it is: a tool that never finished says so in its result). Each message frame
 carries its opencode message id as its source key (``r:<id>`` for the frame of its tool
 results), so re-reading never duplicates: the cursor (in the adapter's cache) only saves work.
 Later rewrites of what was archived (opencode pruning old tool outputs) change nothing here.
@@ -24,6 +25,7 @@ archived before it, so compile starts from opencode's own summary.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -48,6 +50,7 @@ from continuity.store.base import BaseStore, Thread
 __all__ = [
     "ARTIFACT_THRESHOLD",
     "CUT_RULE",
+    "QUIET_MS",
     "SOURCE_SYSTEM",
     "IngestReport",
     "detect",
@@ -61,6 +64,8 @@ SOURCE_SYSTEM: Final = "opencode"
 CUT_RULE: Final = "opencode_compact/v1"
 ARTIFACT_THRESHOLD: Final = common.ARTIFACT_THRESHOLD
 _RECENT_KEYS: Final = 2048
+QUIET_MS: Final = 10 * 60 * 1000
+"""A session not updated for this long is over, for a ``final`` ingest of every session."""
 _SAFE_RE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
 
 
@@ -393,10 +398,14 @@ def _run(
     done = cursor.done_id if cursor else ""
     start = (cursor.held_id or done) if cursor else ""
     held = ""
-    for m in source.messages(session.id, start):
+    messages = source.messages(session.id, start)
+    # A step after it means opencode moved on: an unfinished message before the last assistant
+    # message (a crash, then the session resumed) will never be finished, so it is taken.
+    last_step = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    for i, m in enumerate(messages):
         if m.id <= done:
             continue
-        if not final and not _finished(m):
+        if not final and i >= last_step and not _finished(m):
             held = m.id
             report.held_back = 1
             break
@@ -459,15 +468,19 @@ def ingest_source(
     redactor: Redactor | Literal["store"] | None = "store",
 ) -> IngestReport:
     """Ingest every session of one database, storage folder or export (parents first); a
-    session unchanged since its last ingest costs one cursor read."""
+    session unchanged since its last ingest costs one cursor read. ``final`` applies only to
+    sessions quiet for :data:`QUIET_MS` (one opencode may be running now is not final: its
+    unfinished message is left for a later ingest, not archived half-written)."""
     src = _source(source)
     if redactor == "store":
         redactor = ingest_redactor(store)
     total = IngestReport(str(src.path))
+    now = int(time.time() * 1000)
     for session in src.sessions():
+        over = final and now - session.time_updated > QUIET_MS
         total.add(
             ingest_session(
-                store, src, session.id, final=final, redactor=redactor, skip_unchanged=True
+                store, src, session.id, final=over, redactor=redactor, skip_unchanged=True
             )
         )
     return total
