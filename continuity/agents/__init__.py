@@ -9,6 +9,8 @@ does for Claude Code (whose reader, redaction, restore and install machinery the
   the checkpoint frame for an agent's own compaction.
 - :mod:`continuity.agents.codex` — OpenAI Codex CLI: rollout files (``.jsonl``, ``.jsonl.zst``)
   under ``$CODEX_HOME/sessions`` and ``archived_sessions``, its lifecycle hooks and install.
+- :mod:`continuity.agents.opencode` — opencode: its SQLite store ``opencode.db`` (read-only),
+  the legacy ``storage/`` tree and ``opencode export`` files; a capture plugin instead of hooks.
 
 Each adapter package exposes ``detect(path) -> bool`` and ``ingest_paths(store, paths, *,
 final) -> report``. Nothing here is imported by ``import continuity``: the hook path loads only

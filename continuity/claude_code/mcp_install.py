@@ -46,8 +46,8 @@ __all__ = [
     "server_entry",
 ]
 
-Client = Literal["claude-code", "codex", "gemini", "cursor"]
-CLIENTS: Final[tuple[Client, ...]] = ("claude-code", "codex", "gemini", "cursor")
+Client = Literal["claude-code", "codex", "gemini", "cursor", "opencode"]
+CLIENTS: Final[tuple[Client, ...]] = ("claude-code", "codex", "gemini", "cursor", "opencode")
 SERVER_NAME: Final = "continuity"
 Scope = Literal["user", "project", "local"]
 
@@ -84,6 +84,8 @@ def server_argv(store: str | os.PathLike[str] | None = None) -> list[str]:
 
 def server_entry(client: Client, argv: list[str]) -> dict[str, Any]:
     """Our server's entry in ``client``'s configuration (a stdio server)."""
+    if client == "opencode":  # opencode.json: mcp.<name> {type: "local", command: [argv]}
+        return {"type": "local", "command": list(argv), "enabled": True}
     entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
     if client == "claude-code":
         return {"type": "stdio", **entry}
@@ -131,6 +133,13 @@ def mcp_target(
         codex_home = env.get("CODEX_HOME")
         folder = Path(codex_home).expanduser() if codex_home else home / ".codex"
         return McpTarget(client, scope, folder / "config.toml", ("mcp_servers",))
+    if client == "opencode":
+        if scope == "project":
+            base = _project(project_dir)
+            return McpTarget(client, scope, base / "opencode.json", ("mcp",), within=base)
+        xdg = env.get("XDG_CONFIG_HOME")
+        folder = (Path(xdg).expanduser() if xdg else home / ".config") / "opencode"
+        return McpTarget(client, scope, folder / "opencode.json", ("mcp",))
     name = ".gemini/settings.json" if client == "gemini" else ".cursor/mcp.json"
     if scope == "project":
         base = _project(project_dir)

@@ -32,9 +32,9 @@ def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
 
 
-Target = Literal["claude-code", "mcp"]
+Target = Literal["claude-code", "mcp", "opencode"]
 ScopeOpt = Literal["user", "project", "local"]
-ClientOpt = Literal["claude-code", "codex", "gemini", "cursor"]
+ClientOpt = Literal["claude-code", "codex", "gemini", "cursor", "opencode"]
 ProjectOpt = Annotated[
     Path | None, typer.Option("--project", help="The project folder for --scope project/local.")
 ]
@@ -102,7 +102,9 @@ def _report_mcp_install(target: McpTarget, plan: InstallPlan, backup: Path | Non
 
 def install(
     ctx: typer.Context,
-    target: Annotated[Target, typer.Argument(help="What to install: claude-code or mcp.")],
+    target: Annotated[
+        Target, typer.Argument(help="What to install: claude-code, mcp or opencode.")
+    ],
     scope: Annotated[
         ScopeOpt,
         typer.Option("--scope", help="user (~/.claude), project (.claude, committed) or local."),
@@ -119,6 +121,11 @@ def install(
     (idempotent; other hooks, servers and settings are kept). `install mcp --client X`
     registers the MCP server with another client (or prints its configuration)."""
     store = _named_store(ctx)
+    if target == "opencode":
+        from continuity.cli.opencode_commands import install_opencode
+
+        install_opencode(scope, project, store, dry_run=dry_run, mcp=not no_mcp)
+        return
     if target == "mcp":
         _install_mcp(client, scope, project, store, dry_run=dry_run, print_only=print_only)
         return
@@ -188,7 +195,7 @@ def _install_mcp(
 
 
 def uninstall(
-    target: Annotated[Target, typer.Argument(help="What to remove: claude-code or mcp.")],
+    target: Annotated[Target, typer.Argument(help="What to remove: claude-code, mcp or opencode.")],
     scope: Annotated[ScopeOpt, typer.Option("--scope", help="user, project or local.")] = "user",
     project: ProjectOpt = None,
     dry_run: DryRunOpt = False,
@@ -200,6 +207,11 @@ def uninstall(
     else is kept). `uninstall mcp --client X` removes the MCP server's entry only."""
     from continuity.claude_code.install import apply_plan, plan_uninstall
 
+    if target == "opencode":
+        from continuity.cli.opencode_commands import uninstall_opencode
+
+        uninstall_opencode(scope, project, dry_run=dry_run, mcp=not no_mcp)
+        return
     if target == "mcp":
         if client is None:
             fail("uninstall mcp needs --client: claude-code, codex, gemini or cursor")
@@ -365,19 +377,34 @@ def ingest(
     ] = None,
     agent: Annotated[
         str,
-        typer.Option(help="Whose sessions: claude-code, or codex (rollouts; default $CODEX_HOME)."),
+        typer.Option(
+            "--agent",
+            help="Whose sessions: claude-code (default), codex (rollouts; default $CODEX_HOME) "
+            "or opencode (its database; default its data folder).",
+        ),
     ] = "claude-code",
+    session: Annotated[
+        str | None,
+        typer.Option("--session", help="opencode: only this session (what its plugin runs)."),
+    ] = None,
 ) -> None:
     """Import Claude Code transcripts (past sessions), incrementally and without duplicates.
 
     Files that are not transcripts, or cannot be read, are skipped and named. Interrupted, it
     says where it stopped; running it again resumes, losing nothing.
     """
+    if agent == "opencode":
+        from continuity.cli.opencode_commands import ingest_opencode
+
+        ingest_opencode(ctx, paths or [], session)
+        return
+    if session is not None:
+        fail("--session goes with --agent opencode")
     if agent == "codex":
         _ingest_codex(ctx, paths)
         return
     if agent != "claude-code":
-        fail(f"unknown agent {agent!r} (claude-code, codex)")
+        fail(f"unknown agent {agent!r} (claude-code, codex, opencode)")
     todo, skipped = _transcripts_to_ingest(paths or [Path.home() / ".claude" / "projects"])
     # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
     run = _IngestRun(open_store(ctx, create=True), len(todo))

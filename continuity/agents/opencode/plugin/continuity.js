@@ -1,0 +1,78 @@
+// continuity: archive opencode's sessions as they happen (installed by `continuity install opencode`).
+//
+// opencode has no command hooks; this plugin is the hook. On a session's events it runs
+// `continuity ingest --agent opencode --session <id>` in the background: detached, its output
+// discarded, never awaited, so no turn waits for it and nothing it does can fail the session.
+// The ingest reads opencode's own database (read-only) and archives what is new; running it
+// twice archives nothing twice.
+//
+// - session.idle, session.compacted, session.error: at once (a turn ended, or opencode compacted;
+//   `opencode run` may exit right after, so nothing is left waiting for a timer);
+// - message.updated, tool.execute.after: debounced (one run a few seconds after the last one).
+// - experimental.session.compacting: adds one line to what opencode's compaction summary is
+//   built from, naming the archive's thread, so the summary points back at the full history
+//   (which the continuity MCP server's `search` and `read` tools give back).
+//
+// CONTINUITY-OPENCODE-PLUGIN v1 (this marker tells `continuity uninstall opencode` the file is ours)
+
+import { spawn } from "node:child_process"
+
+const COMMAND = /*COMMAND*/ ["continuity"] /*END*/
+const STORE = /*STORE*/ null /*END*/
+const DEBOUNCE_MS = 3000
+
+export const ContinuityPlugin = async () => {
+  const timers = new Map()
+
+  const ingest = (sessionID) => {
+    const pending = timers.get(sessionID)
+    if (pending) clearTimeout(pending)
+    timers.delete(sessionID)
+    try {
+      const env = { ...process.env }
+      if (STORE) env.CONTINUITY_HOME = STORE
+      const child = spawn(
+        COMMAND[0],
+        [...COMMAND.slice(1), "ingest", "--agent", "opencode", "--session", sessionID],
+        { detached: true, stdio: "ignore", env },
+      )
+      child.on("error", () => {})
+      child.unref()
+    } catch {
+      // never fail the session: the next event (or `continuity ingest --agent opencode`) catches up
+    }
+  }
+
+  const later = (sessionID) => {
+    if (!sessionID) return
+    const pending = timers.get(sessionID)
+    if (pending) clearTimeout(pending)
+    const timer = setTimeout(() => ingest(sessionID), DEBOUNCE_MS)
+    if (typeof timer?.unref === "function") timer.unref()
+    timers.set(sessionID, timer)
+  }
+
+  return {
+    event: async ({ event }) => {
+      const props = event?.properties ?? {}
+      const sessionID = props.sessionID ?? props.info?.sessionID
+      if (!sessionID) return
+      if (event.type === "session.idle" || event.type === "session.compacted" || event.type === "session.error") {
+        ingest(sessionID)
+      } else if (event.type === "message.updated") {
+        later(sessionID)
+      }
+    },
+    "tool.execute.after": async (input) => {
+      later(input?.sessionID)
+    },
+    "experimental.session.compacting": async (input, output) => {
+      if (!input?.sessionID || !Array.isArray(output?.context)) return
+      output.context.push(
+        `This session is archived in full by continuity as thread oc-${input.sessionID}: ` +
+          "whatever this summary leaves out can be found again with the continuity MCP tools " +
+          "(search, read).",
+      )
+    },
+  }
+}
