@@ -62,6 +62,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("adapters", ("continuity.claude_code",)),
+    ("agent adapters", ("continuity.agents",)),
     ("testing", ("continuity.testing",)),
     # the web viewer (ADR 0027): `continuity serve` in the CLI imports it
     ("viewer", ("continuity.viewer",)),

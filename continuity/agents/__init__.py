@@ -1,0 +1,1 @@
+"""Adapters for coding agents other than Claude Code: one subpackage per agent."""
