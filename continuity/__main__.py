@@ -45,6 +45,21 @@ def _hook_command_line(args: list[str]) -> tuple[list[str], str | None] | None:
     return rest, store
 
 
+def _hook_agent(args: list[str]) -> tuple[str, list[str]]:
+    """The ``--agent`` of a hook run (default claude-code) and the other arguments."""
+    agent = "claude-code"
+    rest: list[str] = []
+    words = iter(args)
+    for arg in words:
+        if arg == "--agent":
+            agent = next(words, agent)
+        elif arg.startswith("--agent="):
+            agent = arg.removeprefix("--agent=")
+        else:
+            rest.append(arg)
+    return agent, rest
+
+
 def _run_hook(args: list[str], store: str | None) -> int:
     """Run a hook with the garbage collector kept off the start-up and the exit: about 6 ms
     of a 20 ms hook process on a 2-core machine.
@@ -60,6 +75,16 @@ def _run_hook(args: list[str], store: str | None) -> int:
     import gc
 
     gc.disable()
+    agent, args = _hook_agent(args)
+    if agent == "gemini":
+        try:
+            _without_typing_extensions()
+            from continuity.agents.gemini.hooks import main as gemini_main
+            from continuity.paths import resolve_store_location
+        finally:
+            gc.freeze()
+            gc.enable()
+        return gemini_main(args, store=resolve_store_location(store) if store else None)
     raw: bytes | None = None
     from continuity.claude_code.quick import FULL_ENV, MAX_STDIN, QUICK_EVENTS
 

@@ -29,7 +29,13 @@ GUIDANCE_MAX_CHARS: Final = 2_000
 _EXTRACT_MESSAGES: Final = 2_000
 _OTHER_HITS: Final = 3
 _RECENT_MESSAGES: Final = 40  # as many as the room left allows: to_text keeps the newest
-_CLAUDE_COMPACTION: Final = "claude_code_compact/"  # the ingest's cut_rule_id prefix
+# the ingests' cut_rule_id prefixes: Claude Code's, and the other agents' (issue 29)
+_CLAUDE_COMPACTION: Final = (
+    "claude_code_compact/",
+    "codex_compact/",
+    "gemini_cli_compress/",
+    "opencode_compact/",
+)
 _MAX_RANKED: Final = 384
 _NOTES: Final = 20  # of each kind
 _NOTES_MAX_CHARS: Final = 1_500

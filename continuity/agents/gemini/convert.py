@@ -15,6 +15,7 @@ Keys: ``g:<id>`` a message; ``u:<call id>`` a tool call; ``r:<call id>`` its res
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -29,11 +30,20 @@ __all__ = [
     "Converted",
     "content_key",
     "convert",
+    "strip_hook_context",
 ]
 
 CONTEXT_OPEN: Final = "<session_context>"
 HOOK_CONTEXT_OPEN: Final = "<hook_context>"
 PROVIDER: Final = "gemini"
+_HOOK_CONTEXT: Final = re.compile(r"<hook_context>.*?</hook_context>\s*", re.DOTALL)
+
+
+def strip_hook_context(text: str) -> str:
+    """``text`` without the ``<hook_context>`` a hook added (continuity's own restore, which
+    the archive holds already): Gemini CLI appends it to the prompt as a part of its own, or,
+    from a SessionStart hook in a headless run, puts it before the prompt's text."""
+    return _HOOK_CONTEXT.sub("", text) if HOOK_CONTEXT_OPEN in text else text
 
 
 @dataclass(slots=True)
@@ -61,15 +71,14 @@ def content_key(record: dict[str, Any]) -> str:
 def _plain_text(record: dict[str, Any]) -> str:
     content = record.get("content")
     if isinstance(content, list):
-        return "".join(
-            p["text"]
-            for p in content
-            if isinstance(p, dict)
-            and isinstance(p.get("text"), str)
-            and not p.get("thought")
-            and not p["text"].startswith(HOOK_CONTEXT_OPEN)
+        return strip_hook_context(
+            "".join(
+                p["text"]
+                for p in content
+                if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
+            )
         )
-    return message_text(record)
+    return strip_hook_context(message_text(record))
 
 
 def _call_ids(record: dict[str, Any]) -> list[str]:
@@ -227,16 +236,15 @@ def _gemini(record: dict[str, Any]) -> Converted:
 def _user(record: dict[str, Any]) -> Converted:
     out = Converted("user")
     content = record.get("content")
-    if isinstance(content, str) and content:
-        out.blocks.append(fr.TextBlock(text=content))
+    if isinstance(content, str) and strip_hook_context(content):
+        out.blocks.append(fr.TextBlock(text=strip_hook_context(content)))
     for part in content if isinstance(content, list) else []:
         if not isinstance(part, dict):
             continue
         if isinstance(part.get("text"), str):
-            if part["text"].startswith(HOOK_CONTEXT_OPEN):
-                out.meta["hook_context"] = "dropped"  # our own restore, archived already
-            elif part["text"]:
-                out.blocks.append(fr.TextBlock(text=part["text"]))
+            text = strip_hook_context(part["text"])
+            if text:
+                out.blocks.append(fr.TextBlock(text=text))
         elif isinstance(part.get("functionResponse"), dict):
             fr_ = part["functionResponse"]
             cid = fr_.get("id") if isinstance(fr_.get("id"), str) else ""

@@ -127,6 +127,7 @@ def session_files(paths: list[Path]) -> list[Path]:
 
 class IngestReport(msgspec.Struct):
     path: str
+    session_id: str = ""
     threads: list[str] = msgspec.field(default_factory=list)
     messages: int = 0
     notices: int = 0
@@ -687,6 +688,7 @@ def _ingest_locked(
     read, end = _read(job, cursor)
     job.report.skipped = dict(read.skipped)
     _identify(job, read, cursor)
+    job.report.session_id = job.session_id
     thread = job.thread = store.thread(job.thread_id)
     _load_keys(job, thread, cursor)
     items: list[Item] = read.items
