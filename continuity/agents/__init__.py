@@ -1,1 +1,16 @@
-"""Adapters for coding agents other than Claude Code: one subpackage per agent."""
+"""Adapters for coding agents other than Claude Code: each turns an agent's own session files
+into threads of the archive, incrementally and idempotently, as :mod:`continuity.claude_code`
+does for Claude Code (whose reader, redaction, restore and install machinery they reuse).
+
+- :mod:`continuity.agents.common` — what every adapter needs, written once: a per-file cursor
+  in the store's adapter cache, a per-file lock, reading the complete JSON lines after an
+  offset, source keys re-derived from a thread's log (re-ingest never duplicates), the
+  ``thread_created`` frame with its ``meta`` convention, large tool outputs to artifacts, and
+  the checkpoint frame for an agent's own compaction.
+- :mod:`continuity.agents.codex` — OpenAI Codex CLI: rollout files (``.jsonl``, ``.jsonl.zst``)
+  under ``$CODEX_HOME/sessions`` and ``archived_sessions``, its lifecycle hooks and install.
+
+Each adapter package exposes ``detect(path) -> bool`` and ``ingest_paths(store, paths, *,
+final) -> report``. Nothing here is imported by ``import continuity``: the hook path loads only
+the adapter it runs.
+"""

@@ -525,7 +525,9 @@ def _resume(job: _Ingest, cursor_file: Path | None) -> tuple[Cursor | None, int,
     return cursor, cursor.offset, cursor.scanned if cursor.scanned <= size else 0
 
 
-def _read_new(job: _Ingest, cursor: Cursor | None, start: int, scanned: int) -> ReadResult:
+def _read_new(
+    job: _Ingest, cursor: Cursor | None, start: int, scanned: int
+) -> ReadResult[Record]:
     """The records from ``start`` on (the bytes before ``scanned`` are not searched for a
     newline again), and the session a flat agent file belongs to."""
     read = read_records(job.path, start, no_newline_before=scanned)
@@ -544,7 +546,7 @@ def _read_new(job: _Ingest, cursor: Cursor | None, start: int, scanned: int) -> 
 # -- hold back: what a later line may still complete -----------------------------------------
 
 
-def _hold_back(job: _Ingest, read: ReadResult) -> tuple[list[_Grouped], int]:
+def _hold_back(job: _Ingest, read: ReadResult[Record]) -> tuple[list[_Grouped], int]:
     """The records grouped into responses, less an unfinished tail, and the offset up to which
     the file is ingested: unless the ingest is final, the last response is held back while only
     its tool results follow it (more of its lines may come), and so is a boundary whose summary

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from typing import Any, Final, TypeAlias
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeAlias, TypeVar
 
 import msgspec
 
@@ -33,6 +34,7 @@ __all__ = [
     "ReadResult",
     "Record",
     "UserLine",
+    "read_json_lines",
     "read_records",
     "text_of",
 ]
@@ -105,8 +107,11 @@ later read, like any unfinished line, without being loaded."""
 SKIPPED_OVERSIZE: Final = "<line too long>"
 
 
-class ReadResult(msgspec.Struct):
-    records: list[Record] = msgspec.field(default_factory=list)
+R = TypeVar("R")
+
+
+class ReadResult(msgspec.Struct, Generic[R]):
+    records: list[R] = msgspec.field(default_factory=list)
     end: int = 0
     """The offset just past the last complete line read (where the next read starts)."""
     skipped: Counter[str] = msgspec.field(default_factory=Counter)
@@ -275,7 +280,12 @@ def _decode(raw: bytes) -> Any:
         raise ValueError("nested too deeply") from exc
 
 
-def _take(raw: bytes, offset: int, result: ReadResult) -> None:
+Parse: TypeAlias = Callable[[dict[str, Any], int], R | str]
+"""What turns one parsed line (a JSON object) at an offset into a record, or into the name of
+the kind of line it is when it carries nothing to keep (counted in ``skipped``)."""
+
+
+def _take(raw: bytes, offset: int, result: ReadResult[R], parse: Parse[R]) -> None:
     """Add the record of one complete line to ``result`` (or count why it has none)."""
     if not raw.strip():
         return
@@ -287,7 +297,7 @@ def _take(raw: bytes, offset: int, result: ReadResult) -> None:
     if not isinstance(obj, dict):
         result.skipped["<not object>"] += 1
         return
-    rec = _record(obj, offset)
+    rec = parse(obj, offset)
     if isinstance(rec, str):
         result.skipped[rec] += 1
     else:
@@ -330,7 +340,9 @@ def _last_newline(fd: int, lo: int, hi: int) -> int | None:
     return None
 
 
-def _read_lines(fd: int, start: int, stop: int, max_line: int, result: ReadResult) -> None:
+def _read_lines(
+    fd: int, start: int, stop: int, max_line: int, result: ReadResult[R], parse: Parse[R]
+) -> None:
     """Add the records of the lines in bytes ``[start, stop)`` (``stop`` just past a newline).
 
     Chunks are read forwards and split where they hold whole lines. A line that runs past its
@@ -349,7 +361,7 @@ def _read_lines(fd: int, start: int, stop: int, max_line: int, result: ReadResul
         i = pos - base
         if i < 0:  # the line began in an earlier chunk: it ends at this chunk's first newline
             first = chunk.find(b"\n")
-            _take_span(fd, pos, base + first - pos, max_line, result)
+            _take_span(fd, pos, base + first - pos, max_line, result, parse)
             pos = base + first + 1
             i = first + 1
         if i <= last:
@@ -357,18 +369,20 @@ def _read_lines(fd: int, start: int, stop: int, max_line: int, result: ReadResul
                 if len(raw) > max_line:
                     result.skipped[SKIPPED_OVERSIZE] += 1
                 else:
-                    _take(raw, pos, result)
+                    _take(raw, pos, result, parse)
                 pos += len(raw) + 1
         result.end = pos
 
 
-def _take_span(fd: int, offset: int, length: int, max_line: int, result: ReadResult) -> None:
+def _take_span(
+    fd: int, offset: int, length: int, max_line: int, result: ReadResult[R], parse: Parse[R]
+) -> None:
     """Take the line of ``length`` bytes at ``offset``, read in one piece, unless it is over
     ``max_line`` bytes (then it is only counted: it is never loaded)."""
     if length > max_line:
         result.skipped[SKIPPED_OVERSIZE] += 1
     else:
-        _take(os.pread(fd, length, offset), offset, result)
+        _take(os.pread(fd, length, offset), offset, result, parse)
 
 
 def read_records(
@@ -377,8 +391,24 @@ def read_records(
     *,
     no_newline_before: int = 0,
     max_line: int | None = None,
-) -> ReadResult:
-    """Parse the complete lines of ``path`` from byte ``start`` on.
+) -> ReadResult[Record]:
+    """Parse the complete lines of a Claude Code transcript ``path`` from byte ``start`` on
+    (:func:`read_json_lines` with this module's records)."""
+    return read_json_lines(
+        path, start, _record, no_newline_before=no_newline_before, max_line=max_line
+    )
+
+
+def read_json_lines(
+    path: str | os.PathLike[str],
+    start: int,
+    parse: Parse[R],
+    *,
+    no_newline_before: int = 0,
+    max_line: int | None = None,
+) -> ReadResult[R]:
+    """Parse the complete JSON lines of ``path`` from byte ``start`` on, each object through
+    ``parse`` (any JSONL format: other agents' adapters read their session files with it).
 
     A partial last line is left for the next read (its length reported as ``pending``); a last
     line without a newline that is a whole JSON object is read. A line over ``max_line`` bytes
@@ -388,18 +418,18 @@ def read_records(
     """
     if max_line is None:
         max_line = MAX_LINE_BYTES
-    result = ReadResult(end=start)
+    result: ReadResult[R] = ReadResult(end=start)
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
         newline = _last_newline(fd, max(start, min(no_newline_before, size)), size)
         if newline is not None:
-            _read_lines(fd, start, newline + 1, max_line, result)
+            _read_lines(fd, start, newline + 1, max_line, result, parse)
         tail = size - result.end
         if 0 < tail <= max_line and _ends_with_brace(fd, result.end, size):
             raw = os.pread(fd, tail, result.end)
             if _complete_object(raw):
-                _take(raw, result.end, result)
+                _take(raw, result.end, result, parse)
                 result.end = size
         result.pending = max(0, size - result.end)
     finally:

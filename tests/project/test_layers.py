@@ -62,6 +62,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("adapters", ("continuity.claude_code",)),
+    # other coding agents' adapters: they build on the Claude Code adapter's reader and install
     ("agent adapters", ("continuity.agents",)),
     ("testing", ("continuity.testing",)),
     # the web viewer (ADR 0027): `continuity serve` in the CLI imports it
