@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
 
 
-Target = Literal["claude-code", "mcp"]
+Target = Literal["claude-code", "mcp", "gemini"]
 ScopeOpt = Literal["user", "project", "local"]
 ClientOpt = Literal["claude-code", "codex", "gemini", "cursor"]
 ProjectOpt = Annotated[
@@ -119,6 +119,11 @@ def install(
     (idempotent; other hooks, servers and settings are kept). `install mcp --client X`
     registers the MCP server with another client (or prints its configuration)."""
     store = _named_store(ctx)
+    if target == "gemini":
+        from continuity.cli.gemini_commands import install_gemini
+
+        install_gemini(scope, project, store, dry_run=dry_run, mcp=not no_mcp)
+        return
     if target == "mcp":
         _install_mcp(client, scope, project, store, dry_run=dry_run, print_only=print_only)
         return
@@ -200,6 +205,11 @@ def uninstall(
     else is kept). `uninstall mcp --client X` removes the MCP server's entry only."""
     from continuity.claude_code.install import apply_plan, plan_uninstall
 
+    if target == "gemini":
+        from continuity.cli.gemini_commands import uninstall_gemini
+
+        uninstall_gemini(scope, project, dry_run=dry_run)
+        return
     if target == "mcp":
         if client is None:
             fail("uninstall mcp needs --client: claude-code, codex, gemini or cursor")
@@ -363,12 +373,20 @@ def ingest(
         list[Path] | None,
         typer.Argument(help="Transcript files or folders (default: ~/.claude/projects)."),
     ] = None,
+    agent: Annotated[
+        str, typer.Option("--agent", help="Whose sessions: claude-code (default) or gemini.")
+    ] = "claude-code",
 ) -> None:
     """Import Claude Code transcripts (past sessions), incrementally and without duplicates.
 
     Files that are not transcripts, or cannot be read, are skipped and named. Interrupted, it
     says where it stopped; running it again resumes, losing nothing.
     """
+    if agent == "gemini":
+        from continuity.cli.gemini_commands import ingest_gemini
+
+        ingest_gemini(open_store(ctx, create=True), paths or [Path.home() / ".gemini" / "tmp"])
+        return
     todo, skipped = _transcripts_to_ingest(paths or [Path.home() / ".claude" / "projects"])
     # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
     run = _IngestRun(open_store(ctx, create=True), len(todo))

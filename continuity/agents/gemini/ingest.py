@@ -20,22 +20,19 @@ the first one the compression kept; the replaced messages stay archived. ``$rewi
 
 from __future__ import annotations
 
-import _thread
-import fcntl
 import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity._fs import private_dirs, read_checked, write_checked
+from continuity.agents import common
+from continuity.agents.common import FileCursor
 from continuity.agents.gemini.convert import Converted, content_key, convert
 from continuity.agents.gemini.records import (
     Header,
@@ -68,10 +65,7 @@ __all__ = [
 SOURCE: Final = "gemini-cli"
 CUT_RULE: Final = "gemini_cli_compress/v1"
 REWIND_REASON: Final = "gemini-cli rewind"
-ARTIFACT_THRESHOLD: Final = 16 * 1024
-PREVIEW_CHARS: Final = 2000
-_RECENT_KEYS: Final = 4096
-_HEAD_BYTES: Final = 4096
+_RECENT_KEYS: Final = 512
 _SAFE_RE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
 _NAME_RE: Final = re.compile(r"^session-.*\.jsonl?$")
 
@@ -144,45 +138,16 @@ class IngestReport(msgspec.Struct):
     held_back: bool = False
 
 
-class Cursor(msgspec.Struct, kw_only=True):
-    """How far a session file was ingested (a cache: losing it costs a re-read, never data)."""
-
-    path: str
-    offset: int = 0
-    head_hash: str = ""
-    json_done: int = 0
-    """``.json``: how many leading messages are archived (the last one's id in ``json_last``)."""
-    json_last: str = ""
-    heads: dict[str, int] = {}
-    keys: list[str] = []
-
-
-# -- keys ------------------------------------------------------------------------------------
-
-
 def frame_keys(frame: fr.Frame) -> list[str]:
-    """The source keys a frame of this adapter carries."""
-    if isinstance(frame, fr.MessageAppended) and frame.source is not None:
-        if frame.source.system != SOURCE:
-            return []
-        extra = frame.meta.get("gemini_keys")
-        return [frame.source.key, *(extra.split(",") if extra else [])]
-    if isinstance(frame, fr.CompactionCheckpointCreated) and frame.produced_by == SOURCE:
-        return [f"c:{frame.checkpoint_id}"]
-    if isinstance(frame, fr.RecordAppended) and frame.kind.startswith("gemini-cli."):
-        return [f"n:{frame.key}"]
+    """The source keys a frame of this adapter stands for (:func:`common.frame_keys`, and a
+    rewind's retraction)."""
     if isinstance(frame, fr.MessagesRetracted) and frame.reason == REWIND_REASON:
         return [f"x:{m}" for m in frame.message_ids]
-    return []
+    return common.frame_keys(frame, SOURCE)
 
 
 def _ts_ms(stamp: Any) -> int:
-    if not isinstance(stamp, str) or not stamp:
-        return 0
-    try:
-        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return 0
+    return common.ts_ms(stamp) if isinstance(stamp, str) else 0
 
 
 # -- where a session belongs ----------------------------------------------------------------
@@ -262,6 +227,17 @@ class _Job:
     new_keys: list[str] = field(default_factory=list)
     pending: list[_Pending] = field(default_factory=list)
     thread: Thread | None = None
+    keys_from: int = 0
+    """The first seq whose keys are loaded (earlier ones: see :meth:`load_all_keys`)."""
+
+    def load_all_keys(self) -> None:
+        """Learn the keys of the whole thread: a rewrite or a rewind names messages archived
+        before the cursor (a resume reloads the whole history); rare, so read then."""
+        if self.keys_from <= 0 or self.thread is None:
+            return
+        for frame in self.thread.read(from_seq=0, to_seq=self.keys_from - 1):
+            self.known.update(frame_keys(frame))
+        self.keys_from = 0
 
     # -- frames --------------------------------------------------------------------------------
 
@@ -277,21 +253,6 @@ class _Job:
     def redact_text(self, text: str) -> str:
         return text if self.redactor is None else self.redactor.redact_text(text)[0]
 
-    def externalize(self, blocks: list[fr.ContentBlock]) -> list[fr.ContentBlock]:
-        out: list[fr.ContentBlock] = []
-        for b in blocks:
-            if isinstance(b, fr.ToolResultBlock) and b.size > ARTIFACT_THRESHOLD:
-                aid = self.store.artifacts.put(b.content.encode("utf-8", "surrogatepass"))
-                b = fr.ToolResultBlock(
-                    tool_use_id=b.tool_use_id,
-                    artifact_id=aid,
-                    preview=b.content[:PREVIEW_CHARS],
-                    size=b.size,
-                    is_error=b.is_error,
-                )
-            out.append(b)
-        return out
-
     def add_message(
         self,
         role: fr.Role,
@@ -302,19 +263,17 @@ class _Job:
         meta: dict[str, str],
     ) -> None:
         redacted_blocks, redacted = self.redact(blocks)
-        meta = dict(meta)
-        if len(keys) > 1:
-            meta["gemini_keys"] = ",".join(keys[1:])
-        if redacted:
-            meta[META_KEY] = str(redacted)
-        frame = fr.message(
+        meta = {**meta, META_KEY: str(redacted)} if redacted else meta
+        frame = common.message(
             role,
-            content=self.externalize(redacted_blocks),
+            common.externalize(self.store, redacted_blocks),
+            system=SOURCE,
+            keys=keys,
             message_id=message_id,
-            source=fr.SourceRef(system=SOURCE, key=keys[0]),
             ts_ms=_ts_ms(ts),
+            meta=meta,
         )
-        self.pending.append(msgspec.structs.replace(frame, meta=meta) if meta else frame)
+        self.pending.append(frame)
         self.remember(keys)
 
     # -- records -------------------------------------------------------------------------------
@@ -332,7 +291,7 @@ class _Job:
         if conv.kind == "user":
             self._user(record, conv, key, ckey, archived)
         else:
-            self._assistant(record, conv, key, ckey, archived)
+            self._assistant(record, conv, key, ckey, archived, in_rewrite)
 
     def _notice(self, record: dict[str, Any], mid: str) -> None:
         if f"n:{mid}" in self.known:
@@ -370,7 +329,13 @@ class _Job:
         self.add_message("user", list(fresh), keys, mid, record.get("timestamp"), {})
 
     def _assistant(
-        self, record: dict[str, Any], conv: Converted, key: str, ckey: str, archived: bool
+        self,
+        record: dict[str, Any],
+        conv: Converted,
+        key: str,
+        ckey: str,
+        archived: bool,
+        in_rewrite: bool,
     ) -> None:
         mid = str(record.get("id", ""))
         uses = [u for u in conv.tool_uses if f"u:{u.id}" not in self.known]
@@ -387,7 +352,10 @@ class _Job:
                     conv.meta,
                 )
         else:
-            self.report.duplicates += 1
+            if in_rewrite:
+                self.report.duplicates += 1
+            else:
+                self.report.late_updates += 1
             if uses:  # calls added after the message was archived: a message of their own
                 self.add_message(
                     "assistant",
@@ -404,6 +372,8 @@ class _Job:
         kept (or reloaded on resume) are archived already, under their ids or, when the
         rewrite gave them new ones, their content."""
         records = item.records
+        if any(f"g:{r.get('id', '')}" not in self.known for r in records):
+            self.load_all_keys()
         after_snapshot: int | None = None
         for i, record in enumerate(records):
             if is_snapshot(record):
@@ -431,68 +401,26 @@ class _Job:
 
     def rewind(self, item: Rewind) -> None:
         key = f"x:{item.message_id}"
+        if f"g:{item.message_id}" not in self.known:
+            self.load_all_keys()
         if key in self.known or f"g:{item.message_id}" not in self.known:
             return
         self.pending.append(_Rewind(item.message_id))
         self.remember([key])
 
 
-# -- cursor ----------------------------------------------------------------------------------
-
-
-def _cache_dir(store: BaseStore) -> Path | None:
-    base = store.cache_dir
-    if base is None and store.local_dir is not None:
-        base = store.local_dir / "cache"
-    return None if base is None else base / SOURCE
-
-
-def _cursor_path(store: BaseStore, path: Path) -> Path | None:
-    cache = _cache_dir(store)
-    if cache is None:
-        return None
-    digest = blake3.blake3(os.fsencode(path)).hexdigest()[:32]
-    return cache / "cursors" / f"{digest}.json"
-
-
-_cursor_decoder: Final = msgspec.json.Decoder(Cursor)
-
-
-def _load_cursor(file: Path | None) -> Cursor | None:
-    if file is None:
-        return None
-    try:
-        data = read_checked(file)
-        return None if data is None else _cursor_decoder.decode(data)
-    except (FileNotFoundError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
-        return None
-
-
-def _head_hash(path: Path, upto: int) -> str:
-    with open(path, "rb") as f:
-        return blake3.blake3(f.read(min(upto, _HEAD_BYTES))).hexdigest()
-
-
 # -- the phases ------------------------------------------------------------------------------
 
 
-def _read(job: _Job, cursor: Cursor | None) -> tuple[ReadResult, int]:
+def _read(job: _Job, cursor: FileCursor | None) -> tuple[ReadResult, int]:
     """The new items of the file and the offset to keep in the cursor."""
     if job.path.suffix == ".json":
         read = read_json_record(job.path, final=job.final)
         job.report.bytes_read = read.end
         return read, read.end
-    start = 0
-    size = job.path.stat().st_size
-    if cursor is None:
-        job.report.restarted = "no cursor"
-    elif size < cursor.offset:
-        job.report.restarted = f"file shrank from {cursor.offset} to {size} bytes"
-    elif cursor.offset and _head_hash(job.path, cursor.offset) != cursor.head_hash:
-        job.report.restarted = "file was replaced"
-    else:
-        start = cursor.offset
-    read = read_jsonl(job.path, start, final=job.final)
+    start = cursor.offset if cursor is not None else 0
+    scanned = cursor.scanned if cursor is not None else 0
+    read = read_jsonl(job.path, start, final=job.final, no_newline_before=scanned)
     job.report.bytes_read = read.end - start
     if read.open_at is not None:
         job.report.held_back = True
@@ -500,7 +428,7 @@ def _read(job: _Job, cursor: Cursor | None) -> tuple[ReadResult, int]:
     return read, read.end
 
 
-def _identify(job: _Job, read: ReadResult, cursor: Cursor | None) -> None:
+def _identify(job: _Job, read: ReadResult, cursor: FileCursor | None) -> None:
     """The session, its thread and its parent, from the file's first header (or the cursor's
     thread when this read starts past it)."""
     header = next((i.meta for i in read.items if isinstance(i, Header)), None)
@@ -526,13 +454,14 @@ def _identify(job: _Job, read: ReadResult, cursor: Cursor | None) -> None:
     job.title = summary if isinstance(summary, str) else ""
 
 
-def _load_keys(job: _Job, thread: Thread, cursor: Cursor | None) -> None:
+def _load_keys(job: _Job, thread: Thread, cursor: FileCursor | None) -> None:
     """The keys the thread holds: those of frames after the cursor's head (all when there is
     no cursor), plus the cursor's recent ones."""
-    after = -1
-    if cursor is not None:
-        job.known.update(cursor.keys)
-        after = cursor.heads.get(thread.id, -1)
+    after = -1 if cursor is None else cursor.heads.get(thread.id, -1)
+    job.keys_from = after + 1
+    recent = cursor.state.get("keys") if cursor is not None else None
+    if isinstance(recent, list):
+        job.known.update(k for k in recent if isinstance(k, str))
     for frame in thread.read(from_seq=after + 1):
         job.known.update(frame_keys(frame))
 
@@ -553,17 +482,19 @@ def _route(job: _Job, items: list[Item], skip_messages: int) -> None:
             job.title = job.title or item.fields["summary"]
 
 
-def _json_plan(read: ReadResult, cursor: Cursor | None, final: bool) -> tuple[int, int, str]:
+def _json_plan(read: ReadResult, cursor: FileCursor | None, final: bool) -> tuple[int, int, str]:
     """``.json``: how many leading messages are archived already (per the cursor, when the
     file still starts the same way), how many to archive through, and that one's id."""
     messages = [i for i in read.items if isinstance(i, Message)]
     done = 0
+    state = cursor.state if cursor is not None else {}
+    json_done, json_last = state.get("json_done", 0), state.get("json_last", "")
     if (
-        cursor is not None
-        and 0 < cursor.json_done <= len(messages)
-        and messages[cursor.json_done - 1].id == cursor.json_last
+        isinstance(json_done, int)
+        and 0 < json_done <= len(messages)
+        and messages[json_done - 1].id == json_last
     ):
-        done = cursor.json_done
+        done = json_done
     upto = len(messages) if final else max(len(messages) - 1, 0)
     upto = max(upto, done)
     return done, upto, messages[upto - 1].id if upto else ""
@@ -605,24 +536,20 @@ def _append(job: _Job) -> None:
 
 def _thread_created(job: _Job) -> fr.ThreadCreated:
     project = project_root(job.path, job.header)
-    meta = {
-        "source": SOURCE,
-        "project": project,
-        "git_branch": _git_branch(project),
-        "session_id": job.session_id,
-        "transcript": str(job.path),
-        "title": job.redact_text(job.title),
-        "project_hash": str(job.header.get("projectHash") or ""),
-    }
-    first_ts = next(
-        (f.ts_ms for f in job.pending if isinstance(f, fr.MessageAppended) and f.ts_ms), 0
-    )
-    return fr.ThreadCreated(
-        ts_ms=first_ts,
-        thread_id=job.thread_id,
-        title=job.redact_text(job.title) or None,
+    title = job.redact_text(job.title)
+    return common.thread_created(
+        job.thread_id,
+        source=SOURCE,
+        project=project,
+        git_branch=_git_branch(project),
+        session_id=job.session_id,
+        transcript=str(job.path),
+        title=title,
         parent_thread_id=job.parent,
-        meta={k: v for k, v in meta.items() if v},
+        ts_ms=next(
+            (f.ts_ms for f in job.pending if isinstance(f, fr.MessageAppended) and f.ts_ms), 0
+        ),
+        extra={"title": title, "project_hash": str(job.header.get("projectHash") or "")},
     )
 
 
@@ -634,8 +561,6 @@ def _recent_messages(thread: Thread, n: int) -> list[fr.MessageAppended]:
 def _checkpoint_frame(
     job: _Job, thread: Thread, item: _Checkpoint
 ) -> fr.CompactionCheckpointCreated | None:
-    from continuity.summary import SummaryDoc, summary_bytes
-
     recent = _recent_messages(thread, 256)
     if not recent:
         head = thread.head()
@@ -649,17 +574,14 @@ def _checkpoint_frame(
             if kept & set(frame_keys(frame)):
                 to_seq = recent[i - 1].seq if i else max(frame.seq - 1, 0)
                 break
-    text = job.redact_text(message_text(item.snapshot))
-    doc = SummaryDoc(thread_id=thread.id, to_seq=to_seq, produced_by=SOURCE, text=text)
-    aid = job.store.artifacts.put(summary_bytes(doc))
-    return fr.CompactionCheckpointCreated(
+    return common.checkpoint(
+        job.store,
+        thread.id,
         checkpoint_id=f"gemini-{item.snapshot.get('id', '')}",
         cut_rule_id=CUT_RULE,
-        summary_kind="cumulative_v1",
-        summary_artifact_id=aid,
-        from_seq=0,
-        to_seq=to_seq,
         produced_by=SOURCE,
+        summary=job.redact_text(message_text(item.snapshot)),
+        to_seq=to_seq,
         ts_ms=_ts_ms(item.snapshot.get("timestamp")),
     )
 
@@ -682,9 +604,8 @@ def _ingest_locked(
     store: BaseStore, path: Path, cursor_file: Path | None, final: bool, redactor: Redactor | None
 ) -> IngestReport:
     job = _Job(store, path, final, redactor, IngestReport(str(path)))
-    cursor = _load_cursor(cursor_file)
-    if cursor is not None and cursor.path != str(path):
-        cursor = None
+    cursor, why = common.resume(path, cursor_file, size=path.stat().st_size)
+    job.report.restarted = why or None
     read, end = _read(job, cursor)
     job.report.skipped = dict(read.skipped)
     _identify(job, read, cursor)
@@ -709,26 +630,31 @@ def _ingest_locked(
     if head is not None:
         heads[thread.id] = head.seq
         job.report.threads = [thread.id]
-    if cursor_file is not None:
-        write_checked(
-            cursor_file,
-            msgspec.json.encode(
-                Cursor(
-                    path=str(path),
-                    offset=end,
-                    head_hash=_head_hash(path, end) if path.suffix == ".jsonl" else "",
-                    json_done=json_upto,
-                    json_last=json_last,
-                    heads=heads,
-                    keys=[*(cursor.keys if cursor else []), *job.new_keys][-_RECENT_KEYS:],
-                )
-            ),
-        )
+    common.save_cursor(
+        cursor_file,
+        common.FileCursor(
+            path=str(path),
+            offset=end,
+            head_hash=common.head_hash(path, end),
+            scanned=read.end + read.pending if end == read.end else 0,
+            heads=heads,
+            state=_cursor_state(cursor, job, json_upto, json_last),
+        ),
+    )
     return job.report
 
 
-_LOCKS: Final[dict[Path, _thread.LockType]] = {}
-_LOCKS_GUARD: Final = _thread.allocate_lock()
+def _cursor_state(
+    cursor: FileCursor | None, job: _Job, json_upto: int, json_last: str
+) -> dict[str, Any]:
+    """The adapter's state in the cursor: the recent keys (a message re-appended after it was
+    archived is known without reading the log) and, for ``.json``, how far it is archived."""
+    before = cursor.state.get("keys") if cursor is not None else None
+    keys = [*(before if isinstance(before, list) else []), *job.new_keys][-_RECENT_KEYS:]
+    state: dict[str, Any] = {"keys": keys}
+    if json_upto:
+        state.update(json_done=json_upto, json_last=json_last)
+    return state
 
 
 def ingest_file(
@@ -747,19 +673,8 @@ def ingest_file(
     p = Path(path).resolve()
     if not p.is_file():
         raise FileNotFoundError(f"no Gemini CLI session file {p}")
-    cursor_file = _cursor_path(store, p)
-    if cursor_file is None:
-        with _LOCKS_GUARD:
-            lock = _LOCKS.setdefault(p, _thread.allocate_lock())
-        with lock:
-            return _ingest_locked(store, p, None, final, redactor)
-    private_dirs(cursor_file.parent)
-    fd = os.open(cursor_file.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with common.locked(store, SOURCE, p) as cursor_file:
         return _ingest_locked(store, p, cursor_file, final, redactor)
-    finally:
-        os.close(fd)
 
 
 def ingest_paths(store: BaseStore, paths: list[Path], *, final: bool = True) -> list[IngestReport]:

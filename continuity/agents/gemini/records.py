@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
 import msgspec
 
@@ -41,7 +41,6 @@ __all__ = [
 ]
 
 SNAPSHOT_OPEN: Final = "<state_snapshot>"
-MAX_LINE_BYTES: Final = 64 << 20
 
 
 @dataclass(slots=True)
@@ -106,6 +105,8 @@ class ReadResult:
     """The offset to read again from when the last message may still grow (None: nothing
     open): its first line of this read, when nothing but patches follows it."""
     skipped: dict[str, int] = field(default_factory=dict)
+    pending: int = 0
+    """The bytes of an unfinished last line after ``end``."""
 
 
 _decoder: Final = msgspec.json.Decoder()
@@ -137,33 +138,22 @@ def _classify(obj: dict[str, Any], offset: int) -> Item | None:
     return None
 
 
-def read_jsonl(path: Path, start: int = 0, *, final: bool = False) -> ReadResult:
+def _parse(obj: dict[str, Any], offset: int) -> Item | str:
+    item = _classify(obj, offset)
+    return "unreadable" if item is None else item
+
+
+def read_jsonl(
+    path: Path, start: int = 0, *, final: bool = False, no_newline_before: int = 0
+) -> ReadResult:
     """The items of the complete lines of a ``.jsonl`` session from byte ``start`` on, a
     message re-appended in the same stretch folded into its first appearance."""
-    out = ReadResult(end=start)
-    with open(path, "rb") as f:
-        f.seek(start)
-        data = f.read()
-    last_nl = data.rfind(b"\n")
-    if last_nl < 0:
-        return out
-    body = data[: last_nl + 1]
-    out.end = start + last_nl + 1
-    live: dict[str, Message] = {}  # ids re-appended since the last rewrite or rewind
-    pos = start
-    for raw in body.split(b"\n")[:-1]:
-        offset = pos
-        pos += len(raw) + 1
-        if not raw.strip():
-            continue
-        if len(raw) > MAX_LINE_BYTES:
-            out.skipped["oversize"] = out.skipped.get("oversize", 0) + 1
-            continue
-        obj = _decode(raw)
-        item = _classify(obj, offset) if isinstance(obj, dict) else None
-        if item is None:
-            out.skipped["unreadable"] = out.skipped.get("unreadable", 0) + 1
-            continue
+    from continuity.agents.common import read_lines
+
+    lines = read_lines(path, start, _parse, no_newline_before=no_newline_before)
+    out = ReadResult(end=lines.end, pending=lines.pending, skipped=dict(lines.skipped))
+    live: dict[str, Message] = {}  # ids appended since the last rewrite or rewind
+    for item in cast("list[Item]", lines.records):  # strings are counted, not returned
         if isinstance(item, Message):
             seen = live.get(item.id)
             if seen is not None:
