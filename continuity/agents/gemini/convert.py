@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import blake3
+import msgspec
 
 from continuity import frames as fr
 from continuity.agents.gemini.records import message_text
@@ -46,16 +46,15 @@ def strip_hook_context(text: str) -> str:
     return _HOOK_CONTEXT.sub("", text) if HOOK_CONTEXT_OPEN in text else text
 
 
-@dataclass(slots=True)
-class Converted:
+class Converted(msgspec.Struct):
     """What one record gives: the conversation's blocks and their keys, or a notice."""
 
     kind: str
     """"user", "assistant", "notice" or "" (nothing to archive)."""
-    blocks: list[fr.ContentBlock] = field(default_factory=list)
-    tool_uses: list[fr.ToolUseBlock] = field(default_factory=list)
-    results: list[fr.ToolResultBlock] = field(default_factory=list)
-    meta: dict[str, str] = field(default_factory=dict)
+    blocks: list[fr.ContentBlock] = msgspec.field(default_factory=list)
+    tool_uses: list[fr.ToolUseBlock] = msgspec.field(default_factory=list)
+    results: list[fr.ToolResultBlock] = msgspec.field(default_factory=list)
+    meta: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 def content_key(record: dict[str, Any]) -> str:

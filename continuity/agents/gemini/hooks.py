@@ -41,6 +41,8 @@ _MAX_STDIN: Final = 16 << 20
 class SessionState(msgspec.Struct, kw_only=True):
     """Per-session hook state (a cache: losing it costs at most one restore more)."""
 
+    compressed: str = ""
+    """The latest checkpoint of a compression the hooks archived."""
     restored: str = ""
     """The checkpoint whose restore was given last."""
 
@@ -89,6 +91,10 @@ def _ingest(store: BaseStore, transcript: Path, *, final: bool, out: HookOutcome
     if not transcript.is_file():
         return None
     report = ingest_file(store, transcript, final=final)
+    if report.checkpoint_ids and report.threads:
+        state = _load_state(store, report.threads[0])
+        state.compressed = report.checkpoint_ids[-1]
+        _save_state(store, report.threads[0], state)
     if report.skipped.get("oversize"):
         out.notes.append(f"{transcript}: {report.skipped['oversize']} oversize line(s) skipped")
     if final:
@@ -99,23 +105,11 @@ def _ingest(store: BaseStore, transcript: Path, *, final: bool, out: HookOutcome
     return store.thread(report.threads[0]) if report.threads else None
 
 
-def _latest_checkpoint(thread: Thread) -> str:
-    from continuity import frames as fr
-    from continuity.agents.gemini.ingest import SOURCE
-
-    for frame in reversed(thread.tail(64, types=["compaction_checkpoint_created"])):
-        if isinstance(frame, fr.CompactionCheckpointCreated) and frame.produced_by == SOURCE:
-            return frame.checkpoint_id
-    return ""
-
-
 def _restore(store: BaseStore, thread: Thread, out: HookOutcome) -> None:
     """After a compression not restored yet: the restore, as BeforeAgent's context."""
-    latest = _latest_checkpoint(thread)
-    if not latest:
-        return
-    state = _load_state(store, thread.id)
-    if state.restored == latest:
+    state = _load_state(store, thread.id)  # O(1): not a scan of the log for checkpoints
+    latest = state.compressed
+    if not latest or state.restored == latest:
         return
     from continuity.claude_code.restore import restore_context
 

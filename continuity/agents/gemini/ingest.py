@@ -20,11 +20,9 @@ the first one the compression kept; the replaced messages stay archived. ``$rewi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -130,6 +128,8 @@ class IngestReport(msgspec.Struct):
     duplicates: int = 0
     """Messages skipped because the thread already held them (same id or, in a rewrite, the
     same content)."""
+    checkpoint_ids: list[str] = msgspec.field(default_factory=list)
+    """The checkpoints this ingest appended (a hook gives the restore after them)."""
     late_updates: int = 0
     """Archived messages seen again with changed text (the first complete form is kept)."""
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
@@ -173,12 +173,18 @@ def project_root(path: Path, header: dict[str, Any]) -> str:
     projects = data.get("projects", data) if isinstance(data, dict) else None
     if isinstance(projects, dict):
         for root, slug in projects.items():
-            if slug == folder.name or hashlib.sha256(root.encode()).hexdigest() == folder.name:
+            if slug == folder.name or _sha256(root.encode()).hexdigest() == folder.name:
                 return str(root)
     dirs = header.get("directories")
     if isinstance(dirs, list) and dirs and isinstance(dirs[0], str):
         return dirs[0]
     return ""
+
+
+def _sha256(data: bytes) -> Any:
+    import hashlib  # only here: 3 ms of every hook process otherwise
+
+    return hashlib.sha256(data)
 
 
 def _git_branch(project: str) -> str:
@@ -194,8 +200,7 @@ def _git_branch(project: str) -> str:
 # -- the ingest of one file ------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Checkpoint:
+class _Checkpoint(msgspec.Struct):
     """A compression, placed among the new frames: ``kept`` are the keys of the first message
     it kept (its ``to_seq`` is the message before that one's frame)."""
 
@@ -203,29 +208,29 @@ class _Checkpoint:
     kept: list[str]
 
 
-@dataclass(slots=True)
-class _Rewind:
+class _Rewind(msgspec.Struct):
     message_id: str
 
 
 _Pending = fr.Frame | _Checkpoint | _Rewind
 
 
-@dataclass
-class _Job:
+class _Job(msgspec.Struct):
     store: BaseStore
     path: Path
     final: bool
-    redactor: Redactor | None
+    redactor: Redactor | Literal["store"] | None
+    """``"store"``: the store's (:func:`ingest_redactor`), made when first needed: a hook with
+    nothing new does not compile its rules (10 ms)."""
     report: IngestReport
     thread_id: str = ""
     parent: str | None = None
     session_id: str = ""
-    header: dict[str, Any] = field(default_factory=dict)
+    header: dict[str, Any] = msgspec.field(default_factory=dict)
     title: str = ""
-    known: set[str] = field(default_factory=set)
-    new_keys: list[str] = field(default_factory=list)
-    pending: list[_Pending] = field(default_factory=list)
+    known: set[str] = msgspec.field(default_factory=set)
+    new_keys: list[str] = msgspec.field(default_factory=list)
+    pending: list[_Pending] = msgspec.field(default_factory=list)
     thread: Thread | None = None
     keys_from: int = 0
     """The first seq whose keys are loaded (earlier ones: see :meth:`load_all_keys`)."""
@@ -246,12 +251,19 @@ class _Job:
         self.new_keys.extend(keys)
 
     def redact(self, blocks: list[fr.ContentBlock]) -> tuple[list[fr.ContentBlock], int]:
-        if self.redactor is None:
-            return blocks, 0
-        return self.redactor.redact_blocks(blocks)
+        redactor = self.the_redactor()
+        return (blocks, 0) if redactor is None else redactor.redact_blocks(blocks)
 
     def redact_text(self, text: str) -> str:
-        return text if self.redactor is None else self.redactor.redact_text(text)[0]
+        redactor = self.the_redactor()
+        return text if redactor is None else redactor.redact_text(text)[0]
+
+    def the_redactor(self) -> Redactor | None:
+        if self.redactor == "store":
+            from continuity.claude_code.ingest import ingest_redactor
+
+            self.redactor = ingest_redactor(self.store)
+        return self.redactor
 
     def add_message(
         self,
@@ -521,6 +533,7 @@ def _append(job: _Job) -> None:
             if checkpoint is not None:
                 segment.append(checkpoint)
                 job.report.checkpoints += 1
+                job.report.checkpoint_ids.append(checkpoint.checkpoint_id)
         elif isinstance(item, _Rewind):
             flush()
             retraction = _retraction(thread, item.message_id)
@@ -601,7 +614,11 @@ def _retraction(thread: Thread, message_id: str) -> fr.MessagesRetracted | None:
 
 
 def _ingest_locked(
-    store: BaseStore, path: Path, cursor_file: Path | None, final: bool, redactor: Redactor | None
+    store: BaseStore,
+    path: Path,
+    cursor_file: Path | None,
+    final: bool,
+    redactor: Redactor | Literal["store"] | None,
 ) -> IngestReport:
     job = _Job(store, path, final, redactor, IngestReport(str(path)))
     cursor, why = common.resume(path, cursor_file, size=path.stat().st_size)
@@ -666,10 +683,6 @@ def ingest_file(
 ) -> IngestReport:
     """Ingest what is new in one Gemini CLI session file. Safe from parallel processes (one
     lock per file)."""
-    if redactor == "store":
-        from continuity.claude_code.ingest import ingest_redactor
-
-        redactor = ingest_redactor(store)
     p = Path(path).resolve()
     if not p.is_file():
         raise FileNotFoundError(f"no Gemini CLI session file {p}")

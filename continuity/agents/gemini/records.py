@@ -19,7 +19,6 @@ that is not a JSON object is skipped and counted, as Gemini CLI skips it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeAlias, cast
 
@@ -43,16 +42,14 @@ __all__ = [
 SNAPSHOT_OPEN: Final = "<state_snapshot>"
 
 
-@dataclass(slots=True)
-class Header:
+class Header(msgspec.Struct):
     """The metadata line (JSONL) or the record's own fields (JSON)."""
 
     meta: dict[str, Any]
     offset: int = 0
 
 
-@dataclass(slots=True)
-class Message:
+class Message(msgspec.Struct):
     """One ``MessageRecord`` in the last form this read saw; ``offset`` is its first line's."""
 
     record: dict[str, Any]
@@ -69,24 +66,21 @@ class Message:
         return kind if isinstance(kind, str) else ""
 
 
-@dataclass(slots=True)
-class Rewrite:
+class Rewrite(msgspec.Struct):
     """``$set.messages``: the history replaced whole."""
 
     records: list[dict[str, Any]]
     offset: int = 0
 
 
-@dataclass(slots=True)
-class Rewind:
+class Rewind(msgspec.Struct):
     """``$rewindTo``: ``message_id`` and every message after it dropped."""
 
     message_id: str
     offset: int = 0
 
 
-@dataclass(slots=True)
-class Patch:
+class Patch(msgspec.Struct):
     """Any other ``$set`` (``lastUpdated``, ``summary``, ``sessionId``, ...)."""
 
     fields: dict[str, Any]
@@ -96,15 +90,14 @@ class Patch:
 Item: TypeAlias = Header | Message | Rewrite | Rewind | Patch
 
 
-@dataclass(slots=True)
-class ReadResult:
-    items: list[Item] = field(default_factory=list)
+class ReadResult(msgspec.Struct):
+    items: list[Item] = msgspec.field(default_factory=list)
     end: int = 0
     """The offset after the last complete line read."""
     open_at: int | None = None
     """The offset to read again from when the last message may still grow (None: nothing
     open): its first line of this read, when nothing but patches follows it."""
-    skipped: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
     pending: int = 0
     """The bytes of an unfinished last line after ``end``."""
 
