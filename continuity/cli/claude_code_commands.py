@@ -382,6 +382,8 @@ def ingest(
     Files that are not transcripts, or cannot be read, are skipped and named. Interrupted, it
     says where it stopped; running it again resumes, losing nothing.
     """
+    if agent not in ("claude-code", "gemini"):
+        fail(f"unknown agent {agent!r} (claude-code or gemini)")
     if agent == "gemini":
         from continuity.cli.gemini_commands import ingest_gemini
 

@@ -152,3 +152,31 @@ def test_a_broken_hook_input_never_fails(tmp_path: Path) -> None:
     )
     assert done.returncode == 0 and done.stdout == ""
     assert "not JSON" in done.stderr
+
+
+def test_the_commands_install_gemini_and_ingest_agent_gemini(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from continuity.cli.app import app
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    runner = CliRunner()
+    store = ["--store", str(tmp_path / "store")]
+    dry = runner.invoke(app, [*store, "install", "gemini", "--dry-run"])
+    assert dry.exit_code == 0 and "hook SessionStart --agent gemini" in dry.output
+    settings = tmp_path / "home" / ".gemini" / "settings.json"
+    assert not settings.exists()
+    done = runner.invoke(app, [*store, "install", "gemini", "--scope", "user"])
+    assert done.exit_code == 0 and settings.is_file(), done.output
+    assert "continuity" in json.loads(settings.read_text())["mcpServers"]
+    gone = runner.invoke(app, [*store, "uninstall", "gemini"])
+    assert gone.exit_code == 0 and not settings.exists(), gone.output
+    folder = shared_fixture("agents", "gemini", "codemie-code")
+    first = runner.invoke(app, [*store, "ingest", "--agent", "gemini", str(folder)])
+    assert first.exit_code == 0 and "2 Gemini CLI sessions: 40 new messages" in first.output
+    again = runner.invoke(app, [*store, "ingest", "--agent", "gemini", str(folder)])
+    assert "0 new messages" in again.output
+    bad = runner.invoke(app, [*store, "ingest", "--agent", "gemini", str(tmp_path / "none")])
+    assert bad.exit_code != 0 and "no Gemini CLI session files" in bad.output
