@@ -340,3 +340,27 @@ def test_bad_lines_are_skipped_and_counted(tmp_path: Path) -> None:
     assert report.messages == 1 and sum(report.skipped.values()) == 2
     with pytest.raises(FileNotFoundError):
         ingest_file(_store(tmp_path), tmp_path / "missing.jsonl")
+
+
+def test_a_rewritten_json_session_that_lost_a_message_adds_only_the_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cursor's recent keys cannot cover a long session: the log's keys decide."""
+    from continuity.agents.gemini import ingest as gemini_ingest
+
+    monkeypatch.setattr(gemini_ingest, "_RECENT_KEYS", 2)
+    (source, *_rest) = _legacy()
+    target = tmp_path / "chats" / source.name
+    target.parent.mkdir()
+    record = json.loads(source.read_text())
+    target.write_text(json.dumps(record, indent=2))
+    store = _store(tmp_path)
+    first = ingest_file(store, target, final=True)
+    del record["messages"][-3]  # the file is rewritten whole, without a message
+    record["messages"].append({"id": "late", "type": "user", "content": "one more"})
+    target.write_text(json.dumps(record, indent=2))
+    again = ingest_file(store, target, final=True)
+    assert again.messages == 1 and first.messages > 1
+    assert (
+        _messages(_frames(store, session_thread_id(record["sessionId"])))[-1].message_id == "late"
+    )

@@ -20,6 +20,7 @@ re-archiving, which the message ids make idempotent anyway).
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 import uuid
@@ -57,7 +58,8 @@ def _turn(n: int) -> list[dict[str, Any]]:
     call = f"run_shell_command_{n}_{uuid.uuid4().hex[:8]}"
     stamp = "2026-11-26T12:42:14.228Z"
     output = {"output": f"Output: {n} {PAD}"}
-    base = {"id": model, "timestamp": stamp, "type": "gemini", "content": "", "thoughts": []}
+    base: dict[str, Any] = {"id": model, "timestamp": stamp, "type": "gemini", "content": ""}
+    base["thoughts"] = []
     base["tokens"] = {
         "input": 100,
         "output": 20,
@@ -159,16 +161,31 @@ def _hook(event: str, store: Path, transcript: Path) -> float:
         }
     )
     argv = [*continuity_command(), "--store", str(store), "hook", event, "--agent", "gemini"]
+    cpu = _cpu()
     seconds, done = timed(
         lambda: subprocess.run(argv, input=payload, capture_output=True, text=True, check=False)
     )
     if done.returncode != 0 or done.stderr:
         raise SystemExit(f"hook {event} failed: {done.stderr}")
+    CPU.setdefault(event + str(transcript), []).append(_cpu() - cpu)
     return seconds
 
 
+CPU: Final[dict[str, list[float]]] = {}
+"""CPU time (user + sys) of each timed child, by what it ran: on a loaded machine the wall
+time of a 50 ms process varies by 2x, its CPU time much less."""
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _floor() -> float:
-    return timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))[0]
+    cpu = _cpu()
+    seconds = timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))[0]
+    CPU.setdefault("floor", []).append(_cpu() - cpu)
+    return seconds
 
 
 def run(sizes: tuple[int, ...], repeat: int, json_mb: int) -> Report:
@@ -203,15 +220,26 @@ def run(sizes: tuple[int, ...], repeat: int, json_mb: int) -> Report:
             legacy_after.append(_hook("AfterAgent", store, legacy))
         base = median(floor)
         report.rows.append(time_row("python -c pass (floor)", floor))
+        report.rows.append(time_row("python -c pass (floor), CPU", CPU["floor"]))
         smallest = min(sizes)
-        for mb in sizes:
+        for mb, path in sessions.items():
             row = time_row(f"AfterAgent, one new turn, {mb} MB .jsonl", after[mb])
             row.target = base * 1e3 + 25
             if mb != smallest:
                 row.baseline = f"{smallest} MB"
                 row.ratio = median(after[mb]) / median(after[smallest])
             report.rows.append(row)
+            cpu = time_row(
+                f"AfterAgent, one new turn, {mb} MB .jsonl, CPU", CPU[f"AfterAgent{path}"][1:]
+            )
+            cpu.target = median(CPU["floor"]) * 1e3 + 25
+            report.rows.append(cpu)
             report.rows.append(time_row(f"BeforeAgent, nothing new, {mb} MB .jsonl", before[mb]))
+            report.rows.append(
+                time_row(
+                    f"BeforeAgent, nothing new, {mb} MB .jsonl, CPU", CPU[f"BeforeAgent{path}"]
+                )
+            )
         report.rows.append(
             time_row(
                 f"AfterAgent, one new turn, {json_mb} MB .json (rewritten whole)", legacy_after

@@ -634,6 +634,8 @@ def _ingest_locked(
     json_last = ""
     if path.suffix == ".json":
         json_done, json_upto, json_last = _json_plan(read, cursor, final)
+        if json_done == 0 and cursor is not None and cursor.state.get("json_done"):
+            job.load_all_keys()  # the file no longer starts as archived: check every message
         messages = [i for i in items if isinstance(i, Message)]
         items = list(messages[:json_upto])
         if len(messages) > json_upto:
@@ -647,12 +649,15 @@ def _ingest_locked(
     if head is not None:
         heads[thread.id] = head.seq
         job.report.threads = [thread.id]
+    jsonl = path.suffix != ".json"
     common.save_cursor(
         cursor_file,
         common.FileCursor(
             path=str(path),
-            offset=end,
-            head_hash=common.head_hash(path, end),
+            # .json: rewritten whole, so neither its size nor its head says it is another
+            # file: the ids of its messages do (json_done, json_last)
+            offset=end if jsonl else 0,
+            head_hash=common.head_hash(path, end) if jsonl else "",
             scanned=read.end + read.pending if end == read.end else 0,
             heads=heads,
             state=_cursor_state(cursor, job, json_upto, json_last),
