@@ -287,6 +287,11 @@ def test_rewind_retracts_and_later_messages_are_appended(tmp_path: Path) -> None
     result = compile_context(store.thread(tid))
     assert result.decision.window_messages == len(bundle_ids) - 4
     assert ingest_file(store, target, final=True).retractions == 0
+    shutil.rmtree(tmp_path / "store" / "cache")  # no cursor: the log's keys alone
+    lines = _lines(store, tid)
+    again = ingest_file(store, target, final=True)
+    assert (again.messages, again.notices, again.retractions) == (0, 0, 0)
+    assert _lines(store, tid) == lines
 
 
 def test_subagent_recording_is_a_child_thread_and_project_root_is_found(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ records them besides the call's own ``result``): its keys are the calls', so it 
 only when the call's record never gave them. ``info``, ``warning`` and ``error`` records are
 the CLI's notices, never sent to the model: they become ``record_appended`` frames.
 
-Keys: ``g:<id>`` a message; ``u:<call id>`` a tool call; ``r:<call id>`` its result;
-``h:<digest>`` a message's content (a compression's rewrite gives kept messages new ids).
+Keys: ``g:<id>`` a message; ``u:<call id>`` a tool call; ``t:<call id>`` its result;
+``h:<digest>`` a message's content (a compression's rewrite gives kept messages new ids);
+``r:<id>`` a notice (:func:`continuity.agents.common.frame_keys`' key of a record).
 """
 
 from __future__ import annotations

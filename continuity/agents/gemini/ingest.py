@@ -306,7 +306,7 @@ class _Job(msgspec.Struct):
             self._assistant(record, conv, key, ckey, archived, in_rewrite)
 
     def _notice(self, record: dict[str, Any], mid: str) -> None:
-        if f"n:{mid}" in self.known:
+        if f"r:{mid}" in self.known:
             self.report.duplicates += 1
             return
         text = self.redact_text(message_text(record))
@@ -318,7 +318,7 @@ class _Job(msgspec.Struct):
                 ts_ms=_ts_ms(record.get("timestamp")),
             )
         )
-        self.remember([f"n:{mid}"])
+        self.remember([f"r:{mid}"])
         self.report.notices += 1
 
     def _user(
@@ -334,10 +334,10 @@ class _Job(msgspec.Struct):
         self._results(record, conv.results, f"{mid}#r")
 
     def _results(self, record: dict[str, Any], results: list[fr.ToolResultBlock], mid: str) -> None:
-        fresh = [r for r in results if f"r:{r.tool_use_id}" not in self.known]
+        fresh = [r for r in results if f"t:{r.tool_use_id}" not in self.known]
         if not fresh:
             return
-        keys = [f"r:{r.tool_use_id}" for r in fresh]
+        keys = [f"t:{r.tool_use_id}" for r in fresh]
         self.add_message("user", list(fresh), keys, mid, record.get("timestamp"), {})
 
     def _assistant(
