@@ -77,7 +77,8 @@ keeps the arrows pointing down):
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # not typing's: `import continuity` (and every hook) skips typing, 2 ms
 
 # The public API, listed once: these imports are what type checkers and editors read, and
 # what ``_homes`` reads at run time to import a name on first use (PEP 562), so that
@@ -225,6 +226,9 @@ if TYPE_CHECKING:
         SummaryDoc as SummaryDoc,
     )
     from continuity.tokens import Tokenizer as Tokenizer
+
+if TYPE_CHECKING:  # apart from the block above, which is the public API
+    from typing import Any
 
 __version__ = "0.1.0"
 

@@ -45,19 +45,17 @@ def _hook_command_line(args: list[str]) -> tuple[list[str], str | None] | None:
     return rest, store
 
 
-def _hook_agent(args: list[str]) -> tuple[str, list[str]]:
-    """The ``--agent`` of a hook run (default claude-code) and the other arguments."""
-    agent = "claude-code"
-    rest: list[str] = []
-    words = iter(args)
-    for arg in words:
-        if arg == "--agent":
-            agent = next(words, agent)
-        elif arg.startswith("--agent="):
-            agent = arg.removeprefix("--agent=")
-        else:
-            rest.append(arg)
-    return agent, rest
+def _agent_of(args: list[str]) -> str:
+    """The ``--agent`` of a hook's arguments (removed from them), default ``claude-code``."""
+    for i, arg in enumerate(args):
+        if arg == "--agent" and i + 1 < len(args):
+            agent = args[i + 1]
+            del args[i : i + 2]
+            return agent
+        if arg.startswith("--agent="):
+            del args[i]
+            return arg.removeprefix("--agent=")
+    return "claude-code"
 
 
 def _run_hook(args: list[str], store: str | None) -> int:
@@ -72,10 +70,14 @@ def _run_hook(args: list[str], store: str | None) -> int:
     traverse. Nothing else changes: the exit is the usual ``SystemExit``, buffers flushed and
     ``atexit`` handlers run.
     """
+    agent = _agent_of(args)
+    if agent == "codex":
+        from continuity.agents.codex.hooks import main as codex_hook
+
+        return codex_hook(args, store=store)
     import gc
 
     gc.disable()
-    agent, args = _hook_agent(args)
     if agent == "gemini":
         try:
             _without_typing_extensions()

@@ -12,9 +12,10 @@ import os
 import pwd
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
 
-import blake3
+TYPE_CHECKING = False  # not typing's: the hooks' fast path imports this module (2 ms)
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = [
     "StoreLocation",
@@ -134,6 +135,8 @@ def local_dir_of(location: StoreLocation, env: Mapping[str, str] | None = None) 
     host = netloc.rpartition("@")[2] or "local"
     name = "-".join(part for part in (host, database) if part)
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:60]
+    import blake3  # only for a server's URL: the hooks' fast path imports this module (4 ms)
+
     digest = blake3.blake3(shown.encode()).hexdigest()[:12]
     plain = {k: v for k, v in env.items() if k != "CONTINUITY_HOME"}
     return default_store_path(plain) / "servers" / f"{safe}-{digest}"

@@ -525,9 +525,7 @@ def _resume(job: _Ingest, cursor_file: Path | None) -> tuple[Cursor | None, int,
     return cursor, cursor.offset, cursor.scanned if cursor.scanned <= size else 0
 
 
-def _read_new(
-    job: _Ingest, cursor: Cursor | None, start: int, scanned: int
-) -> ReadResult[Record]:
+def _read_new(job: _Ingest, cursor: Cursor | None, start: int, scanned: int) -> ReadResult[Record]:
     """The records from ``start`` on (the bytes before ``scanned`` are not searched for a
     newline again), and the session a flat agent file belongs to."""
     read = read_records(job.path, start, no_newline_before=scanned)

@@ -29,8 +29,9 @@ GUIDANCE_MAX_CHARS: Final = 2_000
 _EXTRACT_MESSAGES: Final = 2_000
 _OTHER_HITS: Final = 3
 _RECENT_MESSAGES: Final = 40  # as many as the room left allows: to_text keeps the newest
-# the ingests' cut_rule_id prefixes: Claude Code's, and the other agents' (issue 29)
-_CLAUDE_COMPACTION: Final = (
+# the cut_rule_id prefixes of the agents' own compactions (Claude Code's ingest, Codex's,
+# Gemini CLI's, opencode's)
+_AGENT_COMPACTION: Final = (
     "claude_code_compact/",
     "codex_compact/",
     "gemini_cli_compress/",
@@ -133,7 +134,7 @@ def _notes(thread: Thread, budget: int) -> str:
 def _checkpoints(source: ThreadSource) -> list[CheckpointEntry]:
     """Claude's own compactions of the thread, from the index (a session has few). A checkpoint
     made by ``continuity compact`` takes nothing out of Claude's context, so it bounds nothing."""
-    return [c for c in source.checkpoints() if c.cut_rule_id.startswith(_CLAUDE_COMPACTION)]
+    return [c for c in source.checkpoints() if c.cut_rule_id.startswith(_AGENT_COMPACTION)]
 
 
 def compacted(thread: Thread) -> bool:
@@ -223,7 +224,7 @@ def prompt_recall(thread: Thread, prompt: str, *, project: str | None, max_chars
             cps = [
                 c
                 for c in open_source(thread).checkpoints()
-                if c.cut_rule_id.startswith(_CLAUDE_COMPACTION)
+                if c.cut_rule_id.startswith(_AGENT_COMPACTION)
             ]
             if cps:
                 hits += search_prefix(thread, prompt, max_seq=cps[-1].to_seq, k=3)

@@ -374,7 +374,11 @@ def ingest(
         typer.Argument(help="Transcript files or folders (default: ~/.claude/projects)."),
     ] = None,
     agent: Annotated[
-        str, typer.Option("--agent", help="Whose sessions: claude-code (default) or gemini.")
+        str,
+        typer.Option(
+            help="Whose sessions: claude-code, codex (rollouts; default $CODEX_HOME) or gemini "
+            "(default ~/.gemini/tmp)."
+        ),
     ] = "claude-code",
 ) -> None:
     """Import Claude Code transcripts (past sessions), incrementally and without duplicates.
@@ -382,13 +386,16 @@ def ingest(
     Files that are not transcripts, or cannot be read, are skipped and named. Interrupted, it
     says where it stopped; running it again resumes, losing nothing.
     """
-    if agent not in ("claude-code", "gemini"):
-        fail(f"unknown agent {agent!r} (claude-code or gemini)")
+    if agent == "codex":
+        _ingest_codex(ctx, paths)
+        return
     if agent == "gemini":
         from continuity.cli.gemini_commands import ingest_gemini
 
         ingest_gemini(open_store(ctx, create=True), paths or [Path.home() / ".gemini" / "tmp"])
         return
+    if agent != "claude-code":
+        fail(f"unknown agent {agent!r} (claude-code, codex, gemini)")
     todo, skipped = _transcripts_to_ingest(paths or [Path.home() / ".claude" / "projects"])
     # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
     run = _IngestRun(open_store(ctx, create=True), len(todo))
@@ -407,6 +414,36 @@ def ingest(
     typer.echo(run.summary())
     if run.failed:
         fail(f"{count(len(run.failed), 'transcript')} could not be ingested (named above)")
+
+
+def _ingest_codex(ctx: typer.Context, paths: list[Path] | None) -> None:
+    """``ingest --agent codex``: Codex rollouts (files, or folders searched for them)."""
+    from continuity.agents.codex import codex_home, ingest_paths, rollouts
+
+    roots = paths or [codex_home() / "sessions", codex_home() / "archived_sessions"]
+    todo = list(rollouts(p for p in roots if p.exists()))
+    if not todo:
+        fail("no Codex rollouts (rollout-*.jsonl, rollout-*.jsonl.zst) found")
+    store = open_store(ctx, create=True)
+    failed: list[tuple[Path, str]] = []
+    messages = checkpoints = unknown = 0
+    for path in todo:
+        try:
+            (report,) = ingest_paths(store, [path])
+        except (OSError, ValueError) as exc:  # a damaged .zst, an unreadable file
+            failed.append((path, f"{type(exc).__name__}: {exc}"))
+            continue
+        messages += report.messages
+        checkpoints += report.checkpoints
+        unknown += sum(report.unknown.values())
+    for f, why in failed:
+        typer.echo(f"skipped {_shown(f)}: {why}", err=True)
+    typer.echo(
+        f"{count(len(todo) - len(failed), 'rollout')}: {count(messages, 'new message')}, "
+        f"{count(checkpoints, 'compaction')}, {count(unknown, 'line')} of kinds kept as records"
+    )
+    if failed:
+        fail(f"{count(len(failed), 'rollout')} could not be ingested (named above)")
 
 
 def _transcripts_to_ingest(paths: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:

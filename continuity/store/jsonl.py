@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import os
 import stat
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
@@ -494,6 +495,51 @@ class _LogFile(LogReader):
             self._fd = -1
 
 
+_RACY_NS: Final = 2_000_000_000
+"""A log changed this close to a read may change again with the same stat (file times are
+coarse): it is read again."""
+
+
+class _Stamped(msgspec.Struct, frozen=True):
+    key: tuple[int, int, int, int, int]
+    """inode, size, mtime, ctime, the tail asked for"""
+    stamp: LogStamp
+    read_ns: int
+
+
+def _stamp_of(
+    name: str, dir_fd: int, tail: int, memo: dict[str, _Stamped], now_ns: int
+) -> LogStamp | None:
+    """The stamp of the log ``name`` in the folder ``dir_fd``: the one in ``memo`` when its stat
+    is unchanged and was settled when it was read; else read (None: gone, or not a file)."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd)
+    except FileNotFoundError:  # removed since the folder was listed
+        return None
+    known = memo.get(name)
+    if (
+        known is not None
+        and known.key == (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, tail)
+        and st.st_ctime_ns < known.read_ns - _RACY_NS
+    ):
+        return known.stamp
+    try:
+        fd = os.open(name, os.O_RDONLY, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        size = st.st_size
+        if size <= 0 or not stat.S_ISREG(st.st_mode):
+            return None
+        stamp = LogStamp(name[:-6], size, os.pread(fd, tail, max(0, size - tail)))
+    finally:
+        os.close(fd)
+    key = (st.st_ino, size, st.st_mtime_ns, st.st_ctime_ns, tail)
+    memo[name] = _Stamped(key, stamp, now_ns)
+    return stamp
+
+
 class Store(BaseStore):
     """The embedded default: a folder of JSONL logs plus content-addressed artifacts."""
 
@@ -513,6 +559,9 @@ class Store(BaseStore):
         self.durable = durable
         self.recoveries: list[Recovery] = []
         self._on_recovery = on_recovery
+        self._stamp_memo: dict[str, _Stamped] = {}
+        """log_stamps' last answer per log, with the stat it was read at (a long-lived reader —
+        the MCP server, the viewer — asks again on every store-wide search)."""
         marker = self.root / "store.json"
         if create:
             self.init_layout()
@@ -571,12 +620,20 @@ class Store(BaseStore):
         return sorted(ids)
 
     def log_stamps(self, tail: int) -> list[LogStamp]:
+        """Each log's size and tail. A log whose stat (inode, size, mtime, ctime) is what it was
+        at this store's last call, and whose last change was well before that call, is not
+        opened again (one stat instead of open, fstat, pread and close): any write changes its
+        ctime, and a change within the clock's granularity of the last read (a truncation and
+        an append to the same size) is read again, as git treats a "racily clean" file."""
         folder = self.root / "threads"
         found: list[LogStamp] = []
         try:
             entries = os.scandir(folder)
         except FileNotFoundError:
             return found
+        memo = self._stamp_memo
+        seen: set[str] = set()
+        now_ns = time.time_ns()
         dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
             with entries:
@@ -584,21 +641,15 @@ class Store(BaseStore):
                     name = entry.name
                     if not name.endswith(".jsonl") or not _valid_id(name[:-6]):
                         continue
-                    try:
-                        fd = os.open(name, os.O_RDONLY, dir_fd=dir_fd)
-                    except FileNotFoundError:  # removed since the folder was listed
-                        continue
-                    try:
-                        st = os.fstat(fd)
-                        size = st.st_size
-                        if size > 0 and stat.S_ISREG(st.st_mode):
-                            found.append(
-                                LogStamp(name[:-6], size, os.pread(fd, tail, max(0, size - tail)))
-                            )
-                    finally:
-                        os.close(fd)
+                    stamp = _stamp_of(name, dir_fd, tail, memo, now_ns)
+                    if stamp is not None:
+                        found.append(stamp)
+                        seen.add(name)
         finally:
             os.close(dir_fd)
+        if len(memo) > len(seen):  # logs gone since: forget them
+            for name in [n for n in memo if n not in seen]:
+                memo.pop(name, None)
         return found
 
     def _has_frames(self, path: Path) -> bool:

@@ -1,0 +1,147 @@
+"""``continuity hook <event> --agent codex``: Codex's lifecycle hooks.
+
+Codex (0.169) runs a hook command with one JSON object on stdin (``session_id``,
+``transcript_path`` — the rollout —, ``cwd``, ``hook_event_name``, …) and reads JSON from its
+stdout (Claude Code's shape: ``hookSpecificOutput.additionalContext``). Every event archives
+what is new in the rollout. After Codex's own compaction (PostCompact, then SessionStart with
+``source: "compact"``) continuity's restore — the exact detail Codex's summary loses — goes back
+as additional context on that SessionStart, or on the next UserPromptSubmit if it was not
+delivered. A hook never breaks the session: any failure is one line on stderr and exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from continuity._fs import private_dirs, read_checked, write_checked
+from continuity.store.base import BaseStore
+
+__all__ = ["EVENTS", "main", "run_hook"]
+
+EVENTS: Final = {
+    "session-start": "SessionStart",
+    "user-prompt-submit": "UserPromptSubmit",
+    "pre-tool-use": "PreToolUse",
+    "post-tool-use": "PostToolUse",
+    "pre-compact": "PreCompact",
+    "post-compact": "PostCompact",
+    "stop": "Stop",
+    "session-end": "SessionEnd",
+}
+_BY_NAME: Final = {v: k for k, v in EVENTS.items()}
+_MAX_STDIN: Final = 16 << 20
+
+
+class _State(msgspec.Struct, kw_only=True):
+    """Per-session hook state (a cache: losing it costs at most one restore)."""
+
+    restore_pending: bool = False
+
+
+def _state_path(store: BaseStore, thread_id: str) -> Path | None:
+    from continuity.agents.common import cache_dir
+
+    base = cache_dir(store, "codex")
+    return None if base is None else base / "sessions" / f"{thread_id}.json"
+
+
+def _load_state(store: BaseStore, thread_id: str) -> _State:
+    path = _state_path(store, thread_id)
+    try:
+        data = read_checked(path) if path is not None else None
+        return _State() if data is None else msgspec.json.decode(data, type=_State)
+    except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+        return _State()
+
+
+def _save_state(store: BaseStore, thread_id: str, state: _State) -> None:
+    path = _state_path(store, thread_id)
+    if path is not None:
+        private_dirs(path.parent)
+        write_checked(path, msgspec.json.encode(state))
+
+
+def _context(event: str, text: str) -> str:
+    out = {"hookSpecificOutput": {"hookEventName": EVENTS[event], "additionalContext": text}}
+    return msgspec.json.encode(out).decode()
+
+
+def _event(arg: str | None, payload: dict[str, Any]) -> str:
+    if arg in EVENTS:
+        return arg
+    named = arg or payload.get("hook_event_name")
+    if isinstance(named, str) and named in _BY_NAME:
+        return _BY_NAME[named]
+    raise ValueError(f"unknown Codex hook event {named!r}")
+
+
+def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> str:
+    """Archive what is new in the rollout, then what ``event`` calls for; the hook's stdout."""
+    from continuity.agents.codex.ingest import ingest_rollout, session_of_name, thread_id
+
+    raw = payload.get("transcript_path")
+    rollout = Path(raw).expanduser() if isinstance(raw, str) and raw else None
+    session = payload.get("session_id")
+    tid = None
+    if rollout is not None and rollout.is_file():
+        tid = ingest_rollout(store, rollout, final=event in ("stop", "session-end")).thread
+    elif isinstance(session, str) and session:
+        tid = thread_id(session)
+    elif rollout is not None:
+        tid = thread_id(session_of_name(rollout))
+    if tid is None:
+        return ""
+    thread = store.thread(tid)
+    if event == "post-compact" or event == "pre-compact":
+        state = _load_state(store, tid)
+        state.restore_pending = True
+        _save_state(store, tid, state)
+        return ""
+    restoring = event == "session-start" and payload.get("source") == "compact"
+    if event == "user-prompt-submit":
+        restoring = _load_state(store, tid).restore_pending
+    if not restoring or not thread.exists():
+        return ""
+    from continuity.claude_code.restore import compacted, restore_context
+
+    if not compacted(thread):
+        return ""  # the compaction line is not in the rollout yet: the next prompt restores
+    text = restore_context(thread)
+    _save_state(store, tid, _State(restore_pending=False))
+    return _context(event, text)
+
+
+def main(argv: list[str], *, store: str | None = None, stdin: bytes | None = None) -> int:
+    """Run a Codex hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin)."""
+    from continuity.paths import default_store_location, resolve_store_location
+    from continuity.store.locate import open_store
+
+    opened: BaseStore | None = None
+    try:
+        location = resolve_store_location(store) if store else default_store_location()
+        opened = open_store(location, create=True)
+        raw = stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN)
+        payload = msgspec.json.decode(raw) if raw.strip() else {}
+        if not isinstance(payload, dict):
+            raise ValueError("hook input is not a JSON object")
+        out = run_hook(opened, _event(argv[0] if argv else None, payload), payload)
+    except Exception as exc:  # a hook never breaks the session: one line, exit 0
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        sys.stderr.write(f"continuity: {message}\n")
+        if os.environ.get("CONTINUITY_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        return 0
+    finally:
+        if opened is not None:
+            opened.close()
+    if out:
+        sys.stdout.buffer.write(out.encode("utf-8", "replace") + b"\n")
+        sys.stdout.buffer.flush()
+    return 0
