@@ -78,6 +78,15 @@ def _run_hook(args: list[str], store: str | None) -> int:
     import gc
 
     gc.disable()
+    if agent == "gemini":
+        try:
+            _without_typing_extensions()
+            from continuity.agents.gemini.hooks import main as gemini_main
+            from continuity.paths import resolve_store_location
+        finally:
+            gc.freeze()
+            gc.enable()
+        return gemini_main(args, store=resolve_store_location(store) if store else None)
     raw: bytes | None = None
     from continuity.claude_code.quick import FULL_ENV, MAX_STDIN, QUICK_EVENTS
 

@@ -60,6 +60,8 @@ PINS: Final = {
         NpmPin("claude-code", "@anthropic-ai/claude-code", "2.1.328", "claude"),
         NpmPin("inspector", "@modelcontextprotocol/inspector", "2.12.0", "mcp-inspector"),
         NpmPin("opencode", "opencode-ai", "1.18.33", "opencode"),
+        NpmPin("codex", "@openai/codex", "0.169.0", "codex"),
+        NpmPin("gemini", "@google/gemini-cli", "0.61.0", "gemini"),
     )
 }
 

@@ -11,6 +11,10 @@ does for Claude Code (whose reader, redaction, restore and install machinery the
   under ``$CODEX_HOME/sessions`` and ``archived_sessions``, its lifecycle hooks and install.
 - :mod:`continuity.agents.opencode` — opencode: its SQLite store ``opencode.db`` (read-only),
   the legacy ``storage/`` tree and ``opencode export`` files; a capture plugin instead of hooks.
+- :mod:`continuity.agents.gemini` — Google Gemini CLI: ``~/.gemini/tmp/<project>/chats/``
+  sessions in both forms (the whole-file ``.json`` up to v0.38, the ``.jsonl`` with ``$set``
+  and ``$rewindTo`` from v0.39), sub-agent recordings, its compression as a checkpoint, its
+  hooks (``continuity hook <Event> --agent gemini``) and ``continuity install gemini``.
 
 Each adapter package exposes ``detect(path) -> bool`` and ``ingest_paths(store, paths, *,
 final) -> report``. Nothing here is imported by ``import continuity``: the hook path loads only

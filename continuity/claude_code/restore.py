@@ -29,8 +29,14 @@ GUIDANCE_MAX_CHARS: Final = 2_000
 _EXTRACT_MESSAGES: Final = 2_000
 _OTHER_HITS: Final = 3
 _RECENT_MESSAGES: Final = 40  # as many as the room left allows: to_text keeps the newest
-# the cut_rule_id prefixes of the agents' own compactions (Claude Code's ingest, Codex's)
-_AGENT_COMPACTION: Final = ("claude_code_compact/", "codex_compact/")
+# the cut_rule_id prefixes of the agents' own compactions (Claude Code's ingest, Codex's,
+# Gemini CLI's, opencode's)
+_AGENT_COMPACTION: Final = (
+    "claude_code_compact/",
+    "codex_compact/",
+    "gemini_cli_compress/",
+    "opencode_compact/",
+)
 _MAX_RANKED: Final = 384
 _NOTES: Final = 20  # of each kind
 _NOTES_MAX_CHARS: Final = 1_500

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
 
 
-Target = Literal["claude-code", "mcp", "opencode"]
+Target = Literal["claude-code", "mcp", "gemini", "opencode"]
 ScopeOpt = Literal["user", "project", "local"]
 ClientOpt = Literal["claude-code", "codex", "gemini", "cursor", "opencode"]
 ProjectOpt = Annotated[
@@ -121,6 +121,11 @@ def install(
     (idempotent; other hooks, servers and settings are kept). `install mcp --client X`
     registers the MCP server with another client (or prints its configuration)."""
     store = _named_store(ctx)
+    if target == "gemini":
+        from continuity.cli.gemini_commands import install_gemini
+
+        install_gemini(scope, project, store, dry_run=dry_run, mcp=not no_mcp)
+        return
     if target == "opencode":
         from continuity.cli.opencode_commands import install_opencode
 
@@ -207,6 +212,11 @@ def uninstall(
     else is kept). `uninstall mcp --client X` removes the MCP server's entry only."""
     from continuity.claude_code.install import apply_plan, plan_uninstall
 
+    if target == "gemini":
+        from continuity.cli.gemini_commands import uninstall_gemini
+
+        uninstall_gemini(scope, project, dry_run=dry_run)
+        return
     if target == "opencode":
         from continuity.cli.opencode_commands import uninstall_opencode
 
@@ -379,8 +389,8 @@ def ingest(
         str,
         typer.Option(
             "--agent",
-            help="Whose sessions: claude-code (default), codex (rollouts; default $CODEX_HOME) "
-            "or opencode (its database; default its data folder).",
+            help="Whose sessions: claude-code (default), codex (rollouts; default $CODEX_HOME), "
+            "gemini (default ~/.gemini/tmp) or opencode (its database; default its data folder).",
         ),
     ] = "claude-code",
     session: Annotated[
@@ -403,8 +413,13 @@ def ingest(
     if agent == "codex":
         _ingest_codex(ctx, paths)
         return
+    if agent == "gemini":
+        from continuity.cli.gemini_commands import ingest_gemini
+
+        ingest_gemini(open_store(ctx, create=True), paths or [Path.home() / ".gemini" / "tmp"])
+        return
     if agent != "claude-code":
-        fail(f"unknown agent {agent!r} (claude-code, codex, opencode)")
+        fail(f"unknown agent {agent!r} (claude-code, codex, gemini, opencode)")
     todo, skipped = _transcripts_to_ingest(paths or [Path.home() / ".claude" / "projects"])
     # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
     run = _IngestRun(open_store(ctx, create=True), len(todo))
