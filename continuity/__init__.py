@@ -160,6 +160,7 @@ if TYPE_CHECKING:
         StoreNotFound as StoreNotFound,
         StoreUnavailable as StoreUnavailable,
         ThreadNotFound as ThreadNotFound,
+        UnreadableSession as UnreadableSession,
     )
     from continuity.frames import (
         CheckpointRef as CheckpointRef,

@@ -27,6 +27,7 @@ working::
     ├── InvalidQuery           (ValueError) search: nothing to search for, or a bad k
     ├── ModelError             (ValueError) an embedding model folder that cannot be read
     ├── InvalidSettings        a settings file (Claude Code's, redaction.json) that is unusable
+    ├── UnreadableSession      (ValueError) an agent's session file or database that cannot be read
     └── DemoError              the demo did not run to the end or archived the wrong thing
 
 Every class is importable from the package root too: ``from continuity import SeqConflict``.
@@ -59,6 +60,7 @@ __all__ = [
     "StoreNotFound",
     "StoreUnavailable",
     "ThreadNotFound",
+    "UnreadableSession",
 ]
 
 
@@ -262,3 +264,8 @@ def forget_notes() -> None:
     """Forget which notes :func:`note_rebuilt` gave, so each is said again (a long-running
     program that wants to hear of new damage; tests)."""
     _NOTED.clear()
+
+
+class UnreadableSession(ContinuityError, ValueError):
+    """An agent's session source that cannot be read: a path that holds nothing of the agent's,
+    a database SQLite cannot open, a compressed rollout that does not decompress."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from continuity.errors import ContinuityError
+from continuity.errors import UnreadableSession
 
 __all__ = [
     "DB_NAME",
@@ -41,17 +41,13 @@ __all__ = [
     "Session",
     "Source",
     "StorageSource",
-    "UnreadableSource",
+    "UnreadableSession",
     "data_dir",
     "default_sources",
     "open_source",
 ]
 
 DB_NAME: Final = "opencode.db"
-
-
-class UnreadableSource(ContinuityError, ValueError):
-    """A path that holds nothing of opencode's, or a database SQLite cannot read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +193,7 @@ class DbSource:
             except sqlite3.DatabaseError as exc:
                 if immutable and self._stamp() != before:
                     continue  # changed under an immutable read: read it again
-                raise UnreadableSource(
+                raise UnreadableSession(
                     f"{self.path}: cannot read opencode's database ({exc})"
                 ) from None
             if not immutable or self._stamp() == before:
@@ -336,7 +332,7 @@ class ExportSource:
         info = data.get("info")
         messages = data.get("messages")
         if not isinstance(info, dict) or not isinstance(messages, list):
-            raise UnreadableSource(f"{path}: not an opencode export ({{info, messages}})")
+            raise UnreadableSession(f"{path}: not an opencode export ({{info, messages}})")
         self._session = _session_of(info)
         self._messages: list[Message] = []
         for m in messages:
@@ -363,18 +359,20 @@ class ExportSource:
 
 def open_source(path: Path) -> Source:
     """The reader for ``path``: a database file, a ``storage/`` folder (or the data folder
-    holding one), or an export; :class:`UnreadableSource` when it is none of them."""
+    holding one), or an export; :class:`UnreadableSession` when it is none of them."""
     if path.is_dir():
         for candidate in (path, path / "storage"):
             if (candidate / "session").is_dir() and (candidate / "message").is_dir():
                 return StorageSource(candidate)
         if (path / DB_NAME).is_file():
             return DbSource(path / DB_NAME)
-        raise UnreadableSource(f"{path}: not an opencode storage folder (no session/ and message/)")
+        raise UnreadableSession(
+            f"{path}: not an opencode storage folder (no session/ and message/)"
+        )
     with open(path, "rb") as f:
         head = f.read(16)
     if head.startswith(b"SQLite format 3\0"):
         return DbSource(path)
     if head.lstrip()[:1] == b"{":
         return ExportSource(path)
-    raise UnreadableSource(f"{path}: not an opencode database, storage folder or export")
+    raise UnreadableSession(f"{path}: not an opencode database, storage folder or export")
