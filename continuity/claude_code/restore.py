@@ -179,10 +179,11 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
         _ts_of(source, latest.seq) if latest is not None else None,
     )
     header += _notes(thread, min(_NOTES_MAX_CHARS, max_chars // 4))
-    # What other agents' sessions of the project did in the same stretch: a line each.
+    # What other agents' sessions of the project did in the same stretch (since the previous
+    # compaction, or the session's start): a line each.
     upto_ms = _ts_of(source, latest.seq if latest is not None else head)
     if upto_ms is not None:
-        after_ms = _ts_of(source, previous.seq) if previous is not None else None
+        after_ms = _ts_of(source, previous.seq if previous is not None else 0)
         header += _others(thread, after_ms, upto_ms, min(_OTHERS_MAX_CHARS, max_chars // 8))
     extract = _sections(messages, max_chars - len(header), guidance=False, agents=agents)
     room = max_chars - len(header) - len(extract) - 2

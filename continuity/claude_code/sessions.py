@@ -49,6 +49,8 @@ def _info(thread: Thread) -> SessionInfo | None:
         last_active=_stamp(last_ms),
         last_active_ms=last_ms,
         parent_thread_id=first.parent_thread_id,
+        title=first.title,
+        first_ms=first.ts_ms,
     )
 
 

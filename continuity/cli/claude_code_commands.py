@@ -548,7 +548,8 @@ def sessions(
         where = f" of {folder}" if folder else ""
         typer.echo(f"no {scope}sessions{where} archived yet")
         return
-    shown = [_display(s.agent) for s in found]
+    # the agent's name (one word, what --agent takes): the column splits on whitespace
+    shown = [s.agent or "-" for s in found]
     width = max(len(a) for a in shown)
     lines = []  # one write for them all: thousands of echoes cost more than the listing
     for s, who, title in zip(found, shown, titles, strict=True):

@@ -18,7 +18,6 @@ import msgspec
 
 from continuity import frames as fr
 from continuity.agents_table import agent_named, known_agent_names
-from continuity.caches.catalog import thread_sources
 from continuity.caches.live import marks_of
 from continuity.caches.marks import is_in
 from continuity.caches.thread_index import DAMAGE as _DAMAGE, ThreadIndex, check_no_lost_threads
@@ -47,7 +46,7 @@ from continuity.store.base import BaseStore, Thread, resolve_thread
 if TYPE_CHECKING:
     from continuity.retrieval.embedders import Embedder  # a protocol: annotations only
 
-__all__ = ["Hit", "agent_threads", "search", "search_prefix"]
+__all__ = ["Hit", "search", "search_prefix"]
 
 _SNIPPET: Final = 160
 
@@ -205,11 +204,13 @@ def _corpus(thread: Thread) -> Corpus | None:
     return corpus_of_state(state, None) if state is not None and state.n else None
 
 
-def agent_threads(store: BaseStore, agent: str) -> frozenset[str]:
+def _agent_threads(store: BaseStore, agent: str) -> frozenset[str]:
     """The threads the agent named ``agent`` wrote (any of its names in
     :mod:`continuity.agents_table`), by their first frame's ``source`` as the store catalog
     knows it: no log is read but those the catalog has no row for. :class:`InvalidQuery` when
     ``agent`` names no agent."""
+    from continuity.caches.catalog import thread_sources  # not on a plain search's path
+
     found = agent_named(agent)
     if found is None:
         raise InvalidQuery(f"unknown agent {agent!r}: the agents are {known_agent_names()}")
@@ -250,12 +251,12 @@ def search(
     Hits that lead somewhere (ADR 0034): a summary hit's ``covers``, a subagent hit's
     ``parent_thread_id``, and one hit (``also`` the other seqs) for a merged response's parts.
 
-    ``agent`` keeps the threads that agent wrote (:func:`agent_threads`): the store-wide
+    ``agent`` keeps the threads that agent wrote (:func:`_agent_threads`): the store-wide
     index ranks their documents alone, as it does a project's.
     """
     if k <= 0:
         raise InvalidQuery("k must be positive")
-    only = agent_threads(store, agent) if agent is not None else None
+    only = _agent_threads(store, agent) if agent is not None else None
     return _search(store, query, thread, project, only, k, embedder, rerank, on_damage, progress)
 
 
