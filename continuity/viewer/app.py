@@ -231,6 +231,14 @@ def _ts(ts_ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts_ms / 1000)) if ts_ms else "-"
 
 
+def _agent(name: str) -> str:
+    """An agent's display name (``Codex``) from its name (``codex``); "-" for none."""
+    from continuity.agents_table import agent_named
+
+    found = agent_named(name) if name else None
+    return found.display if found is not None else name or "-"
+
+
 def _size(n: int) -> str:
     value = float(n)
     for unit in ("B", "KB", "MB", "GB"):
@@ -249,7 +257,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.globals.update(url=_url, highlight=model.highlight, scan_limit=model.SCAN_LIMIT)
-    env.filters.update(ts=_ts, size=_size)
+    env.filters.update(ts=_ts, size=_size, agent=_agent)
     return env
 
 
@@ -340,9 +348,14 @@ class Viewer:
         q = request.query_params
         every = model.thread_rows(self.store)
         rows = model.filter_rows(
-            every, text=q.get("q", ""), kind=q.get("kind", ""), project=q.get("project", "")
+            every,
+            text=q.get("q", ""),
+            kind=q.get("kind", ""),
+            project=q.get("project", ""),
+            agent=q.get("agent", ""),
         )
         kinds = sorted({r.info.kind for r in every})
+        agents = sorted({r.info.agent for r in every if r.info.agent})
         projects = sorted({r.info.project for r in every if r.info.project})
         if request.url.path.startswith("/api/"):
             return _Json([_row_json(r) for r in rows])
@@ -357,8 +370,10 @@ class Viewer:
             pages=pages,
             kinds=kinds,
             projects=projects,
+            agents=agents,
             q=q.get("q", ""),
             kind=q.get("kind", ""),
+            agent=q.get("agent", ""),
             project=q.get("project", ""),
             total=len(every),
         )

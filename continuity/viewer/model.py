@@ -110,16 +110,22 @@ def thread_rows(store: BaseStore) -> list[ThreadRow]:
 
 
 def filter_rows(
-    rows: Sequence[ThreadRow], *, text: str = "", kind: str = "", project: str = ""
+    rows: Sequence[ThreadRow],
+    *,
+    text: str = "",
+    kind: str = "",
+    project: str = "",
+    agent: str = "",
 ) -> list[ThreadRow]:
-    """The rows of the given ``kind`` and ``project`` whose id, title, project or branch holds
-    ``text`` (case-insensitively)."""
+    """The rows of the given ``kind``, ``project`` and ``agent`` (its name: ``codex``) whose
+    id, title, project or branch holds ``text`` (case-insensitively)."""
     needle = text.strip().lower()
     return [
         r
         for r in rows
         if (not kind or r.info.kind == kind)
         and (not project or r.info.project == project)
+        and (not agent or r.info.agent == agent)
         and (
             not needle
             or any(
