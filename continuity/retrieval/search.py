@@ -284,7 +284,7 @@ def _search(
     if wide is not None:
         hits = wide
     else:
-        hits = _per_thread(store, terms, want, thread, (project, only), told, on_damage, handles)
+        hits = _per_thread(store, terms, want, thread, project, told, on_damage, handles, only)
     if on_damage is not None:
         for message in dict.fromkeys(told):
             on_damage(message)
@@ -377,14 +377,15 @@ def _per_thread(
     terms: list[str],
     want: int,
     thread: str | None,
-    scope: tuple[str | None, Collection[str] | None],
+    project: str | None,
     told: list[str],
     on_damage: Callable[[str], None] | None,
     handles: dict[str, Thread] | None = None,
+    only: Collection[str] | None = None,
 ) -> list[Hit]:
     """The hits of ranking every chosen thread's own index together (the reference the
-    store-wide index equals)."""
-    threads = {t.id: t for t in _threads(store, thread, *scope)}
+    store-wide index equals); ``only``: of those threads alone."""
+    threads = {t.id: t for t in _threads(store, thread, project, only)}
     if handles is not None:
         handles.update(threads)
     try:

@@ -45,28 +45,26 @@ def test_the_restore_names_other_agents_sessions_of_the_stretch(tmp_path: Path) 
     work(t, ["/work/demo/app.py", "/work/demo/lib.py"], ["pytest -q"])  # 09:00:01 on
     t.flush()
     run_hook(store, "user-prompt-submit", t.payload("UserPromptSubmit"))  # the session archived
-    near = dict(project=CWD, step_ms=STEP)
-    codex = agent_session(
-        store,
+
+    def near(source: str, sid: str, start: int, **more: object) -> str:
+        return agent_session(store, source, sid, project=CWD, start_ms=start, step_ms=STEP, **more)  # type: ignore[arg-type]
+
+    codex = near(
         "codex",
         "c-near",
-        start_ms=ms(9, 0, 2.5),
+        ms(9, 0, 2.5),
         title="fix flaky test",
         prompts=("fix it", "and the other"),
         tool_calls=3,
-        **near,  # type: ignore[arg-type]
     )
-    # its sub-agent, no session of its own in the list
-    agent_session(store, "codex", "x", start_ms=ms(9, 0, 3), parent=codex, **near)  # type: ignore[arg-type]
+    near("codex", "x", ms(9, 0, 3), parent=codex)  # its sub-agent: no line of its own
     # named by its first prompt when it has no title
-    gemini = agent_session(
-        store, "gemini-cli", "g-near", start_ms=ms(9, 0, 2), prompts=("tidy the README",), **near
-    )  # type: ignore[arg-type]
+    gemini = near("gemini-cli", "g-near", ms(9, 0, 2), prompts=("tidy the README",))
     # not in the stretch: later, or before the session began; another project; Claude Code
-    agent_session(store, "codex", "c-later", start_ms=ms(10, 0), **near)  # type: ignore[arg-type]
-    agent_session(store, "opencode", "o-before", start_ms=ms(8, 0), **near)  # type: ignore[arg-type]
+    near("codex", "c-later", ms(10, 0))
+    near("opencode", "o-before", ms(8, 0))
     agent_session(store, "opencode", "o-elsewhere", project="/elsewhere", start_ms=ms(9, 0, 2))
-    agent_session(store, "claude-code", "other-claude", start_ms=ms(9, 0, 2), **near)  # type: ignore[arg-type]
+    near("claude-code", "other-claude", ms(9, 0, 2))
     text = restored(tmp_path, store, t)
     lines = section(text)
     assert lines == [

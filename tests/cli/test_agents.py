@@ -14,6 +14,7 @@ from typer.testing import CliRunner, Result
 from continuity import frames as fr
 from continuity.cli.app import app
 from continuity.cli.fast_search import fast_search
+from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from tests.store.test_redaction import GITHUB_PAT
 from tests.support.archive import MINUTE, agent_session
@@ -24,9 +25,13 @@ SHOP = "/work/shop"
 
 @pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
+    fill(Store(tmp_path / "s", create=True, durable=False))
+    return tmp_path / "s"
+
+
+def fill(store: BaseStore) -> None:
     """Claude Code, Codex, Gemini CLI and opencode on the same repository, a Codex session
     elsewhere, a Codex sub-agent, and a thread no agent wrote."""
-    store = Store(tmp_path / "s", create=True, durable=False)
     agent_session(
         store,
         "claude-code",
@@ -60,7 +65,6 @@ def store_dir(tmp_path: Path) -> Path:
     agent_session(store, "opencode", "o1", project=SHOP, start_ms=T0 + 30 * MINUTE)
     agent_session(store, "codex", "x2", project="/work/blog", start_ms=T0 + 40 * MINUTE)
     store.thread("notes").append(fr.message("user", "alembic notes, by hand"))
-    return tmp_path / "s"
 
 
 def cli(store_dir: Path, *args: str) -> Result:
@@ -187,3 +191,22 @@ def test_search_for_an_unknown_agent_says_which_there_are(
     assert (
         "unknown agent 'cursor': the agents are claude-code, codex, gemini, opencode" in res.stderr
     )
+
+
+def test_the_store_wide_index_and_every_threads_own_agree_by_agent(store_dir: Path) -> None:
+    """The same search by agent through the store-wide index (a store in a folder) and through
+    each thread's own (a store in memory, which keeps no caches)."""
+    from continuity.retrieval.search import search
+    from continuity.store.memory import MemoryStore
+
+    on_disk = Store(store_dir, durable=False)
+    in_memory = MemoryStore()
+    fill(in_memory)
+    for agent in ("codex", "gemini-cli", "claude-code", "opencode"):
+        wide = [(h.thread_id, h.seq) for h in search(on_disk, "alembic", agent=agent)]
+        each = [(h.thread_id, h.seq) for h in search(in_memory, "alembic", agent=agent)]
+        assert wide == each
+        assert all(
+            t.startswith({"codex": "codex-", "gemini-cli": "gemini-"}.get(agent, "cc-"))
+            for t, _ in wide
+        )
