@@ -551,12 +551,14 @@ def sessions(
     # the agent's name (one word, what --agent takes): the column splits on whitespace
     shown = [s.agent or "-" for s in found]
     width = max(len(a) for a in shown)
+    id_width = max(len(s.thread_id) for s in found)
     lines = []  # one write for them all: thousands of echoes cost more than the listing
     for s, who, title in zip(found, shown, titles, strict=True):
         branch = f" ({s.git_branch})" if s.git_branch else ""
         named = f"  “{' '.join(title.split())[:80]}”" if title and title.strip() else ""
         lines.append(
-            f"{who:<{width}}  {s.thread_id}  {s.project or '-'}{branch}  started {s.started}  "
+            f"{who:<{width}}  {s.thread_id:<{id_width}}  {s.project or '-'}{branch}  "
+            f"started {s.started}  "
             f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}{named}"
         )
     typer.echo("\n".join(lines))

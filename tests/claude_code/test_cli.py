@@ -28,7 +28,7 @@ INGESTED = re.compile(
     r"(\d+) compactions?, (\d+) already archived, (\d+) unreadable lines skipped$"
 )
 SESSION_LINE = re.compile(
-    r"^(?P<agent>claude-code|codex|gemini|opencode) +(?P<thread>\S+)  "
+    r"^(?P<agent>claude-code|codex|gemini|opencode) +(?P<thread>\S+) +"
     r"(?P<project>\S+)(?: \((?P<branch>[^)]*)\))?  started (?P<started>.+?)  "
     r"(?P<messages>\d+) messages?, (?P<compactions>\d+) compactions?(?:  “(?P<title>.*)”)?$"
 )
