@@ -764,10 +764,12 @@ def search_hits(
     *,
     thread: str | None = None,
     project: str | None = None,
+    agent: str | None = None,
     tell: Tell | None = None,
 ) -> list[Hit]:
-    """The best 30 hits for ``query``. The first search of a long thread (or of the store)
-    builds an index: ``tell`` hears how that goes (phase, done, total, unit)."""
+    """The best 30 hits for ``query`` (of the threads of ``agent``, when named). The first
+    search of a long thread (or of the store) builds an index: ``tell`` hears how that goes
+    (phase, done, total, unit)."""
     told = tell or _silent
     if thread:
         handle = store.existing_thread(thread)
@@ -783,7 +785,13 @@ def search_hits(
         told("bringing the store-wide search index up to date", done, total, "threads")
 
     return search(
-        store, query, thread=thread or None, project=project or None, k=30, progress=caught_up
+        store,
+        query,
+        thread=thread or None,
+        project=project or None,
+        agent=agent or None,
+        k=30,
+        progress=caught_up,
     )
 
 

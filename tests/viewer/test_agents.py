@@ -26,7 +26,13 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
     store = Store(tmp_path / "s", create=True, durable=False)
     for n, source in enumerate(["claude-code", "codex", "gemini-cli", "opencode"]):
         agent_session(
-            store, source, f"s{n}", project="/work/shop", start_ms=T0 + n, compaction=True
+            store,
+            source,
+            f"s{n}",
+            project="/work/shop",
+            start_ms=T0 + n,
+            compaction=True,
+            prompts=(f"the wombat migration, by {source}",),
         )
     agent_session(store, "codex", "sub", project="/work/shop", start_ms=T0, parent="codex-s1")
     store.thread("notes").append(fr.message("user", "by hand"))
@@ -86,3 +92,20 @@ def test_a_threads_page_names_its_agent(client: TestClient) -> None:
     assert '<span class="agent">Gemini CLI</span> · gemini-cli session' in facts
     assert "(1 compactions)" in facts
     assert '<span class="agent">' not in client.get("/t/notes").text
+
+
+def test_the_search_page_filters_by_agent(client: TestClient) -> None:
+    def found(query: str) -> set[str]:
+        r = client.get("/api/search?q=wombat" + query)
+        assert r.status_code == 200, r.text
+        return {h["thread_id"] for h in r.json()}
+
+    assert found("") == {"cc-s0", "codex-s1", "gemini-s2", "oc-s3"}
+    assert found("&agent=codex") == {"codex-s1"}
+    assert found("&agent=Gemini+CLI&project=/work/shop") == {"gemini-s2"}
+    page = client.get("/search?q=wombat&agent=opencode").text
+    assert '<option value="opencode" selected>opencode</option>' in page
+    assert re.findall(r'class="where" href="[^"]*">([^ ]+) ·', page) == ["oc-s3"]
+    bad = client.get("/search?q=wombat&agent=cursor")
+    assert bad.status_code == 400
+    assert "unknown agent &#39;cursor&#39;: the agents are claude-code, codex" in bad.text
