@@ -83,7 +83,9 @@ def test_sessions_lists_every_agent_side_by_side(store_dir: Path) -> None:
         ("codex", "codex-x2"),
     ]
     lines = result.stdout.splitlines()
-    assert lines[1].startswith("codex        codex-x1   /work/shop (main)  started 2026-01-05 09:10")
+    assert lines[1].startswith(
+        "codex        codex-x1   /work/shop (main)  started 2026-01-05 09:10"
+    )
     assert lines[1].endswith("4 messages, 1 compaction  “fix flaky test”")
     assert lines[0].endswith("1 compaction  “migrate the orders table”")
     assert GITHUB_PAT not in result.stdout and "deploy with" in lines[2]
