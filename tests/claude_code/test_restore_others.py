@@ -112,3 +112,24 @@ def test_a_session_with_no_other_agent_has_no_such_section(tmp_path: Path) -> No
     work(t, ["/work/demo/app.py"], ["pytest -q"])
     t.flush()
     assert "Also on this project" not in restored(tmp_path, store, t)
+
+
+def test_any_agents_own_compaction_bounds_the_restore(tmp_path: Path) -> None:
+    """A Codex session compacted by Codex is compacted (its restore gives back the stretch
+    before), and the Claude Code session beside it is the other agent named."""
+    from continuity.claude_code.restore import compacted, restore_context
+
+    store = Store(tmp_path / "store", create=True, durable=False)
+    codex = agent_session(
+        store, "codex", "c1", project=CWD, start_ms=ms(9, 0), title="codex work", compaction=True
+    )
+    claude = agent_session(store, "claude-code", "k1", project=CWD, start_ms=ms(9, 1))
+    agent_session(store, "codex", "c2", project=CWD, start_ms=ms(9, 2))  # the same agent
+    assert compacted(store.thread(codex))
+    text = restore_context(store.thread(codex), log=False)
+    assert section(text) == [
+        f"- Claude Code session {claude} 2026-01-05 09:01–09:05 UTC “fix the flaky test” "
+        "(4 messages, 1 tool call)"
+    ]
+    assert "fix the flaky test" in text.split(HEADING)[1]
+    assert not compacted(store.thread(claude))
