@@ -42,6 +42,7 @@ import msgspec
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, remove_temps
+from continuity.agents_table import agent_of_session, is_own_compaction
 from continuity.caches.thread_index import ThreadIndex, caches_writable, check_no_lost_threads
 from continuity.errors import ContinuityError, CorruptFrame, note_rebuilt
 from continuity.redaction import META_KEY, redaction_count
@@ -61,13 +62,18 @@ __all__ = [
     "read_row",
     "rebuild_catalog",
     "row_of",
+    "source_of",
     "thread_counts",
+    "thread_sources",
     "wants_last_message",
 ]
 
 CATALOG_FILE: Final = "catalog.v1.json"
-_VERSION: Final = 2
-"""2: each row carries a checksum (version 1 files, without, are read as absent and rebuilt)."""
+_VERSION: Final = 3
+"""2: each row carries a checksum (version 1 files, without, are read as absent and rebuilt);
+3: every agent's sessions carry their last message's time and every agent's own compactions
+are counted (:mod:`continuity.agents_table`), not Claude Code's alone (version 2 files are read
+as absent and rebuilt)."""
 _TAIL: Final = 67
 """A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
 _CHUNK: Final = 1 << 20
@@ -90,7 +96,8 @@ class CatalogRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     first_ms: int = 0
     """The first frame's time."""
     last_message_ms: int | None = None
-    """The last message's time (None: no message); only read for Claude Code sessions."""
+    """The last message's time (None: no message); only read for agents' sessions
+    (:func:`wants_last_message`)."""
     created: bool = True
     """Whether the first frame is a ``thread_created``."""
     source: str = ""
@@ -102,7 +109,8 @@ class CatalogRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     messages: int = 0
     checkpoints: int = 0
     compactions: int = 0
-    """Checkpoints whose cut rule is Claude Code's own (``claude_code…``)."""
+    """Checkpoints that record an agent's own compaction (Claude Code's, Codex's, …:
+    :func:`~continuity.agents_table.is_own_compaction`)."""
     redactions: int = 0
 
 
@@ -224,11 +232,11 @@ def _wants_last_message(thread: Thread, first: fr.Frame | None) -> bool:
 
 
 def wants_last_message(thread_id: str, first: fr.Frame | None) -> bool:
-    """Only ``sessions`` shows it: Claude Code sessions' rows carry it."""
+    """Only ``sessions`` shows it: the rows of agents' sessions (Claude Code's, Codex's, …:
+    :mod:`continuity.agents_table`) carry it."""
     return (
         isinstance(first, fr.ThreadCreated)
-        and first.meta.get("source", "") == "claude-code"
-        and thread_id.startswith("cc-")
+        and agent_of_session(thread_id, first.meta.get("source", "")) is not None
     )
 
 
@@ -337,7 +345,7 @@ def row_of(thread_id: str, facts: Facts, log_bytes: int) -> CatalogRow:
         git_branch=meta.get("git_branch", ""),
         messages=facts.messages,
         checkpoints=len(rules),
-        compactions=sum(1 for r in rules if r.startswith("claude_code")),
+        compactions=sum(1 for r in rules if is_own_compaction(r)),
         redactions=facts.redactions,
     )
 
@@ -648,6 +656,41 @@ def current_rows(store: BaseStore) -> tuple[list[CatalogRow], list[str]] | None:
         else:
             others.append(stamp.thread_id)
     return rows, others
+
+
+def source_of(store: BaseStore, thread_id: str) -> str:
+    """A thread's ``meta["source"]`` ("" when it records none or cannot be read): from its
+    catalog row, current or not (a first frame never changes), else from its first frame."""
+    row = catalog_row(store, thread_id)
+    if row is not None:
+        return row.source
+    try:
+        first = next(iter(store.thread(thread_id).read(to_seq=0)), None)
+    except ContinuityError:
+        return ""
+    return first.meta.get("source", "") if isinstance(first, fr.ThreadCreated) else ""
+
+
+def thread_sources(store: BaseStore) -> dict[str, str]:
+    """Every stored thread's ``meta["source"]`` ("" when its first frame records none), by
+    thread id: from the catalog's rows, current or not (a log's first frame never changes),
+    else read from the thread's first frame. Neither brings a row up to date nor writes the
+    file: cheap enough for ``search --agent`` before a search."""
+    path = _path(store)
+    known = (_load(path) or {}) if path is not None else {}
+    found: dict[str, str] = {}
+    for tid in store.stored_thread_ids():
+        row = known.get(tid)
+        if row is not None:
+            found[tid] = row.source
+            continue
+        try:
+            first = next(iter(store.thread(tid).read(to_seq=0)), None)
+        except ContinuityError:
+            continue  # the search itself says what is wrong with it
+        if first is not None:
+            found[tid] = first.meta.get("source", "") if isinstance(first, fr.ThreadCreated) else ""
+    return found
 
 
 def _read_all(store: BaseStore, threads: list[Thread]) -> CatalogView:

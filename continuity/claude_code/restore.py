@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from continuity import frames as fr
+from continuity.agents_table import is_own_compaction
 from continuity.caches.thread_index import CheckpointEntry
 from continuity.context.sources import ThreadSource, open_source
 from continuity.errors import ContinuityError, InvalidQuery
@@ -29,17 +30,10 @@ GUIDANCE_MAX_CHARS: Final = 2_000
 _EXTRACT_MESSAGES: Final = 2_000
 _OTHER_HITS: Final = 3
 _RECENT_MESSAGES: Final = 40  # as many as the room left allows: to_text keeps the newest
-# the cut_rule_id prefixes of the agents' own compactions (Claude Code's ingest, Codex's,
-# Gemini CLI's, opencode's)
-_AGENT_COMPACTION: Final = (
-    "claude_code_compact/",
-    "codex_compact/",
-    "gemini_cli_compress/",
-    "opencode_compact/",
-)
 _MAX_RANKED: Final = 384
 _NOTES: Final = 20  # of each kind
 _NOTES_MAX_CHARS: Final = 1_500
+_OTHERS_MAX_CHARS: Final = 800
 
 
 def _messages_between(
@@ -132,9 +126,22 @@ def _notes(thread: Thread, budget: int) -> str:
 
 
 def _checkpoints(source: ThreadSource) -> list[CheckpointEntry]:
-    """Claude's own compactions of the thread, from the index (a session has few). A checkpoint
-    made by ``continuity compact`` takes nothing out of Claude's context, so it bounds nothing."""
-    return [c for c in source.checkpoints() if c.cut_rule_id.startswith(_AGENT_COMPACTION)]
+    """The agent's own compactions of the thread (Claude's, or Codex's, Gemini CLI's, …:
+    :func:`~continuity.agents_table.is_own_compaction`), from the index (a session has few). A
+    checkpoint made by ``continuity compact`` takes nothing out of the agent's context, so it
+    bounds nothing."""
+    return [c for c in source.checkpoints() if is_own_compaction(c.cut_rule_id)]
+
+
+def _others(thread: Thread, after_ms: int | None, upto_ms: int, budget: int) -> str:
+    """The note on other agents' sessions of the project in the stretch; "" when there are
+    none, or when it cannot be made (a restore never fails for it)."""
+    from continuity.claude_code._restore_others import other_agents_note
+
+    try:
+        return other_agents_note(thread, after_ms, upto_ms, budget)
+    except (ContinuityError, OSError):
+        return ""
 
 
 def compacted(thread: Thread) -> bool:
@@ -172,6 +179,12 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
         _ts_of(source, latest.seq) if latest is not None else None,
     )
     header += _notes(thread, min(_NOTES_MAX_CHARS, max_chars // 4))
+    # What other agents' sessions of the project did in the same stretch (since the previous
+    # compaction, or the session's start): a line each.
+    upto_ms = _ts_of(source, latest.seq if latest is not None else head)
+    if upto_ms is not None:
+        after_ms = _ts_of(source, previous.seq if previous is not None else 0)
+        header += _others(thread, after_ms, upto_ms, min(_OTHERS_MAX_CHARS, max_chars // 8))
     extract = _sections(messages, max_chars - len(header), guidance=False, agents=agents)
     room = max_chars - len(header) - len(extract) - 2
     recent = ""
@@ -221,11 +234,7 @@ def prompt_recall(thread: Thread, prompt: str, *, project: str | None, max_chars
         if thread.exists():
             # Only Claude's own compactions take messages out of its context (a checkpoint
             # made by `continuity compact` does not).
-            cps = [
-                c
-                for c in open_source(thread).checkpoints()
-                if c.cut_rule_id.startswith(_AGENT_COMPACTION)
-            ]
+            cps = _checkpoints(open_source(thread))
             if cps:
                 hits += search_prefix(thread, prompt, max_seq=cps[-1].to_seq, k=3)
         if project:

@@ -27,6 +27,7 @@ from continuity.store.base import BaseStore, Recovery
 
 __all__ = [
     "Options",
+    "agent_option",
     "count",
     "errors",
     "fail",
@@ -134,6 +135,20 @@ def errors(suffix: str = "") -> Iterator[None]:
         if exc.errno == errno.EROFS:
             fail(f"the store is on a read-only file system ({exc.filename}){suffix}")
         fail(f"{exc}{suffix}")
+
+
+def agent_option(name: str | None) -> str | None:
+    """The agent ``--agent`` names (any of its names: ``codex``, ``Gemini CLI``, ``gemini-cli``),
+    as its name in :mod:`continuity.agents_table`; a clear error naming the known ones when it
+    names none."""
+    from continuity.agents_table import agent_named, known_agent_names
+
+    if name is None:
+        return None
+    agent = agent_named(name)
+    if agent is None:
+        fail(f"unknown agent {name!r}: the agents are {known_agent_names()}")
+    return agent.name
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

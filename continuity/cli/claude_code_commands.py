@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 import msgspec
 import typer
 
-from continuity.cli._common import count, errors, fail, open_store, report_recovery
+from continuity.cli._common import (
+    agent_option,
+    count,
+    errors,
+    fail,
+    open_store,
+    report_recovery,
+)
 
 if TYPE_CHECKING:
     from continuity.claude_code.install import InstallPlan
@@ -581,24 +588,69 @@ class _IngestRun:
 def sessions(
     ctx: typer.Context,
     agents: Annotated[bool, typer.Option("--agents", help="Include subagent threads.")] = False,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", help="Only this agent's sessions (claude-code, codex, gemini, opencode)."
+        ),
+    ] = None,
+    project: Annotated[
+        str | None, typer.Option("--project", help="Only sessions of this project folder.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object a line, for programs.")
+    ] = False,
 ) -> None:
-    """The archived Claude Code sessions: thread, project, branch, start, messages, compactions."""
+    """The archived sessions of every agent: agent, thread, project, branch, start, messages,
+    compactions, title."""
+    from continuity.claude_code.ingest import ingest_redactor
     from continuity.claude_code.sessions import list_sessions
 
+    name = agent_option(agent)
+    folder = os.path.abspath(project) if project is not None else None
     store = open_store(ctx)
     with errors():
-        found = list_sessions(store, include_agents=agents)
-    if not found:
-        typer.echo("no Claude Code sessions archived yet")
+        found = list_sessions(store, include_agents=agents, agent=name, project=folder)
+        redactor = ingest_redactor(store)
+    titles = [
+        redactor.redact_text(s.title)[0] if redactor is not None and s.title else s.title
+        for s in found
+    ]
+    if as_json:
+        lines = [
+            msgspec.json.encode(msgspec.structs.replace(s, title=t)).decode()
+            for s, t in zip(found, titles, strict=True)
+        ]
+        if lines:
+            typer.echo("\n".join(lines))
         return
+    if not found:
+        scope = f"{_display(name)} " if name else ""
+        where = f" of {folder}" if folder else ""
+        typer.echo(f"no {scope}sessions{where} archived yet")
+        return
+    # the agent's name (one word, what --agent takes): the column splits on whitespace
+    shown = [s.agent or "-" for s in found]
+    width = max(len(a) for a in shown)
+    id_width = max(len(s.thread_id) for s in found)
     lines = []  # one write for them all: thousands of echoes cost more than the listing
-    for s in found:
+    for s, who, title in zip(found, shown, titles, strict=True):
         branch = f" ({s.git_branch})" if s.git_branch else ""
+        named = f"  “{' '.join(title.split())[:80]}”" if title and title.strip() else ""
         lines.append(
-            f"{s.thread_id}  {s.project or '-'}{branch}  started {s.started}  "
-            f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}"
+            f"{who:<{width}}  {s.thread_id:<{id_width}}  {s.project or '-'}{branch}  "
+            f"started {s.started}  "
+            f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}{named}"
         )
     typer.echo("\n".join(lines))
+
+
+def _display(name: str) -> str:
+    """The agent's display name (``Codex``) from its name (``codex``)."""
+    from continuity.agents_table import agent_named
+
+    agent = agent_named(name)
+    return agent.display if agent is not None else name
 
 
 def hook(

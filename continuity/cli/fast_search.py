@@ -3,11 +3,11 @@
 A search from a fresh process at a million messages has about 300 ms; typer, click and building
 the whole command tree take 60–70 ms of them. ``__main__`` hands a command line whose command is
 ``search`` to :func:`fast_search` first. It runs only what it recognises exactly — ``--store``
-before the command, one query, ``--thread``, ``--project``, ``--k`` within its range,
-``--json`` — and returns None for anything else (help, a bad value, an unknown or repeated
-option, ``--model`` or a model named by ``CONTINUITY_MODEL``) and for any error, so that the
-typer command (:mod:`.search_commands`) runs instead and owns every message, usage error and
-exit code. Both print through :func:`print_hits`.
+before the command, one query, ``--thread``, ``--project``, ``--agent`` naming a known agent,
+``--k`` within its range, ``--json`` — and returns None for anything else (help, a bad
+value, an unknown or repeated option, ``--model`` or a model named by ``CONTINUITY_MODEL``)
+and for any error, so that the typer command (:mod:`.search_commands`) runs instead and
+owns every message, usage error and exit code. Both print through :func:`print_hits`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -25,12 +25,13 @@ from continuity.errors import ContinuityError
 
 if TYPE_CHECKING:
     from continuity.retrieval.search import Hit
+    from continuity.store.base import BaseStore
 
-__all__ = ["K_MAX", "fast_search", "parse", "print_hits", "progress_on_stderr"]
+__all__ = ["K_MAX", "fast_search", "hit_agents", "parse", "print_hits", "progress_on_stderr"]
 
 K_MAX = 1000
 _FLAGS = {"--json": "json"}
-_VALUED = {"--thread": "thread", "--project": "project", "--k": "k"}
+_VALUED = {"--thread": "thread", "--project": "project", "--agent": "agent", "--k": "k"}
 
 
 class SearchArgs(msgspec.Struct, kw_only=True):
@@ -38,6 +39,7 @@ class SearchArgs(msgspec.Struct, kw_only=True):
     query: str
     thread: str | None = None
     project: str | None = None
+    agent: str | None = None
     k: int = 10
     json: bool = False
 
@@ -90,7 +92,19 @@ def parse(argv: list[str]) -> SearchArgs | None:
     assert isinstance(k, str)
     if not re.fullmatch(r"[0-9]+", k) or not 1 <= int(k) <= K_MAX:
         return None
+    if "agent" in seen and not _known_agent(seen):
+        return None  # typer says which agents there are
     return msgspec.convert({**seen, "query": positional[0], "k": int(k)}, SearchArgs)
+
+
+def _known_agent(seen: dict[str, str | bool]) -> bool:
+    """Whether ``--agent`` names a known agent (then its name replaces it)."""
+    from continuity.agents_table import agent_named
+
+    known = agent_named(str(seen["agent"]))
+    if known is not None:
+        seen["agent"] = known.name
+    return known is not None
 
 
 def fast_search(argv: list[str]) -> int | None:
@@ -114,14 +128,16 @@ def fast_search(argv: list[str]) -> int | None:
                 args.query,
                 thread=args.thread,
                 project=args.project,
+                agent=args.agent,
                 k=args.k,
                 on_damage=damage.append,
                 progress=progress_on_stderr(),
             )
+            agents = hit_agents(store, hits) if args.json else None
     except (ContinuityError, OSError):
         return None  # the typer command runs it again and reports the error its way
     try:
-        print_hits(hits, args.query, as_json=args.json, write=print)
+        print_hits(hits, args.query, as_json=args.json, write=print, agents=agents)
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (``| head``): quiet, exit 1, as click does.
@@ -163,13 +179,41 @@ def progress_on_stderr(*, slow: float = 2.0, tty: bool | None = None) -> Callabl
     return report
 
 
+def hit_agents(store: BaseStore, hits: Sequence[Hit]) -> dict[str, str]:
+    """The agent (its name in :mod:`continuity.agents_table`; "" for none) of each hit's
+    thread: its catalog row's source, found by bisection (a first frame read without one)."""
+    from continuity.agents_table import agent_for_source
+    from continuity.caches.catalog import source_of
+
+    found: dict[str, str] = {}
+    for h in hits:
+        if h.thread_id not in found:
+            agent = agent_for_source(source_of(store, h.thread_id))
+            found[h.thread_id] = agent.name if agent is not None else ""
+    return found
+
+
 def print_hits(
-    hits: Sequence[Hit], query: str, *, as_json: bool, write: Callable[[str], object]
+    hits: Sequence[Hit],
+    query: str,
+    *,
+    as_json: bool,
+    write: Callable[[str], object],
+    agents: Mapping[str, str] | None = None,
 ) -> None:
-    """Hits as JSON lines, or two lines each (matched terms in bold on a terminal)."""
+    """Hits as JSON lines (each with the ``agent`` of ``agents``, by thread), or two lines
+    each (matched terms in bold on a terminal)."""
     if as_json:
         for h in hits:
-            write(msgspec.json.encode(h).decode())
+            line = msgspec.json.encode(h)
+            if agents is not None:  # the hit's fields, then its agent's name
+                line = (
+                    line[:-1]
+                    + b',"agent":'
+                    + msgspec.json.encode(agents.get(h.thread_id, ""))
+                    + b"}"
+                )
+            write(line.decode())
         return
     if not hits:
         write(f"no hits for {query!r}")

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from continuity.cli._common import errors, fail, open_store
-from continuity.cli.fast_search import K_MAX, print_hits, progress_on_stderr
+from continuity.cli._common import agent_option, errors, fail, open_store
+from continuity.cli.fast_search import K_MAX, hit_agents, print_hits, progress_on_stderr
 
 __all__ = ["register"]
 
@@ -22,6 +22,12 @@ def search(
     thread: Annotated[str | None, typer.Option("--thread", help="Only this thread.")] = None,
     project: Annotated[
         str | None, typer.Option("--project", help="Only threads of this project (its cwd).")
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", help="Only threads this agent wrote (claude-code, codex, gemini, opencode)."
+        ),
     ] = None,
     k: Annotated[int, typer.Option("--k", min=1, max=K_MAX, help="How many hits.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="The hits as JSON lines.")] = False,
@@ -50,6 +56,7 @@ def search(
             "for meaning rather than words, fuse a model: `continuity model fetch`, then "
             "`continuity search QUERY --model NAME`"
         )
+    name = agent_option(agent)
     embedder = None
     if model is not None:
         from continuity.retrieval.models import load_model
@@ -64,11 +71,13 @@ def search(
             query,
             thread=thread,
             project=project,
+            agent=name,
             k=k,
             embedder=embedder,
             on_damage=damage.append,
             progress=progress_on_stderr(),
         )
-    print_hits(hits, query, as_json=as_json, write=typer.echo)
+        agents = hit_agents(store, hits) if as_json else None
+    print_hits(hits, query, as_json=as_json, write=typer.echo, agents=agents)
     for what in damage:  # an answer with a known gap is shown with the gap named, like compile's
         typer.echo(f"warning: {what}", err=True)

@@ -292,7 +292,8 @@ def stats(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Counts and sizes: threads, frames, messages, checkpoints, artifacts, caches."""
+    """Counts and sizes: threads, frames, messages, checkpoints, artifacts, caches, and the
+    sessions of each agent."""
     from continuity.maintenance.stats import store_stats
 
     store = open_store(ctx)
@@ -311,6 +312,14 @@ def stats(
     typer.echo(f"cache bytes  {s.cache_bytes}")
     typer.echo(f"quarantined  {s.quarantined}")
     typer.echo(f"redactions   {s.redactions} in {count(len(s.redactions_by_thread), 'thread')}")
+    if s.sessions_by_agent:  # every agent's sessions, side by side
+        from continuity.agents_table import agent_named
+
+        by_agent = ", ".join(
+            f"{found.display if (found := agent_named(name)) else name} {n}"
+            for name, n in s.sessions_by_agent.items()
+        )
+        typer.echo(f"sessions     {sum(s.sessions_by_agent.values())} ({by_agent})")
 
 
 def threads(
@@ -319,7 +328,8 @@ def threads(
         bool, typer.Option("--json", help="One JSON object a line, for programs.")
     ] = False,
 ) -> None:
-    """Every thread: its frames, last activity and kind, the most recently active last."""
+    """Every thread: its frames, last activity and kind (the agent that wrote it: ``codex
+    session``, ``claude-code subagent``, …), the most recently active last."""
     from continuity.maintenance.stats import list_threads
 
     store = open_store(ctx)

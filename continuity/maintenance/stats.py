@@ -14,6 +14,7 @@ from pathlib import Path
 
 import msgspec
 
+from continuity.agents_table import agent_for_source, agent_of_session, is_subagent
 from continuity.caches.catalog import CatalogRow, catalog_view, read_row, thread_counts
 from continuity.errors import ContinuityError
 from continuity.store.base import BaseStore, Thread
@@ -35,6 +36,9 @@ class StoreStats(msgspec.Struct, frozen=True):
     """Secrets redacted from the frames of every thread (counted where they were redacted)."""
     redactions_by_thread: dict[str, int] = {}
     """The same per thread, for the threads that had any."""
+    sessions_by_agent: dict[str, int] = {}
+    """The agents' sessions (sub-agents' not counted) by agent name
+    (:mod:`continuity.agents_table`), for the agents that have any."""
 
 
 def _tree_bytes(root: Path | None) -> int:
@@ -67,6 +71,11 @@ def store_stats(store: BaseStore) -> StoreStats:
     view.raise_first()
     rows = view.rows
     redactions = {r.thread_id: r.redactions for r in rows if r.redactions}
+    sessions: dict[str, int] = {}
+    for r in rows:
+        agent = agent_of_session(r.thread_id, r.source) if r.created else None
+        if agent is not None and not is_subagent(r.thread_id, r.parent_thread_id):
+            sessions[agent.name] = sessions.get(agent.name, 0) + 1
     return StoreStats(
         threads=len(rows),
         frames=sum(r.frames for r in rows),
@@ -79,6 +88,7 @@ def store_stats(store: BaseStore) -> StoreStats:
         quarantined=len(store.quarantined()),
         redactions=sum(redactions.values()),
         redactions_by_thread=redactions,
+        sessions_by_agent=dict(sorted(sessions.items())),
     )
 
 
@@ -90,8 +100,9 @@ class ThreadInfo(msgspec.Struct, frozen=True, kw_only=True):
     last_active_ms: int
     """The last frame's time (0 when it has none)."""
     kind: str
-    """``claude-code session``, ``claude-code subagent``, the ``source`` its creator recorded,
-    or ``other``."""
+    """``<source> session`` or ``<source> subagent`` for an agent's threads (``claude-code
+    session``, ``codex session``, ``gemini-cli subagent``, …), else the ``source`` its creator
+    recorded, or ``other``."""
     title: str | None = None
     parent_thread_id: str | None = None
     problem: str | None = None
@@ -105,16 +116,24 @@ class ThreadInfo(msgspec.Struct, frozen=True, kw_only=True):
     """Checkpoints that record a compaction by the agent itself (Claude Code's ``/compact``)."""
     log_bytes: int = 0
     head_digest: str = ""
+    agent: str = ""
+    """The agent that wrote it (its name in :mod:`continuity.agents_table`: ``claude-code``,
+    ``codex``, …), "" for a thread no agent's adapter made."""
 
 
 def _kind(row: CatalogRow) -> str:
     # As `sessions` decides: the adapter marks its threads' first frame with its source.
     if not row.created:
         return "other"
-    if row.source == "claude-code":
-        agent = row.parent_thread_id is not None or ".agent-" in row.thread_id
-        return "claude-code subagent" if agent else "claude-code session"
+    if agent_for_source(row.source) is not None:
+        sub = is_subagent(row.thread_id, row.parent_thread_id)
+        return f"{row.source} subagent" if sub else f"{row.source} session"
     return row.source or "other"
+
+
+def _agent(row: CatalogRow) -> str:
+    agent = agent_for_source(row.source) if row.created else None
+    return agent.name if agent is not None else ""
 
 
 def _info(row: CatalogRow) -> ThreadInfo:
@@ -132,6 +151,7 @@ def _info(row: CatalogRow) -> ThreadInfo:
         compactions=row.compactions,
         log_bytes=row.log_bytes,
         head_digest=row.head_digest,
+        agent=_agent(row),
     )
 
 

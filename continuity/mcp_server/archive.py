@@ -26,6 +26,7 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
+from continuity.agents_table import agent_named
 from continuity.caches.catalog import CatalogRow, catalog_view
 from continuity.caches.live_session import noted_session
 from continuity.errors import ContinuityError, InvalidThreadId
@@ -222,24 +223,23 @@ class Archive:
             self._firsts[thread_id] = frame if isinstance(frame, fr.ThreadCreated) else None
         return self._firsts[thread_id]
 
-    def agent_of(self, thread_id: str) -> str:
-        first = self.first(thread_id)
-        return first.meta.get("source", "") if first is not None else ""
-
     def rows(self) -> list[CatalogRow]:
         """Every thread's catalog row (the store catalog, brought up to date)."""
         view = catalog_view(self.store)
         return list(view.rows)
 
     def session_rows(self, *, project: str | None, agent: str | None) -> list[CatalogRow]:
-        """Sessions (threads with no parent), most recently active first."""
+        """Sessions (threads with no parent), most recently active first; ``agent``: only
+        those of the agent of that name (:mod:`continuity.agents_table`)."""
+        wanted = agent_named(agent) if agent is not None else None
+        source = wanted.source if wanted is not None else agent
         found = [
             r
             for r in self.rows()
             if r.created
             and r.parent_thread_id is None
             and (project is None or r.project == project)
-            and (agent is None or r.source == agent)
+            and (source is None or r.source == source)
         ]
         found.sort(key=lambda r: (_active_ms(r), r.thread_id), reverse=True)
         return found

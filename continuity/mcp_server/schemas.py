@@ -61,7 +61,8 @@ _SEARCH: Final[dict[str, Any]] = {
             },
             "agent": {
                 "type": "string",
-                "description": "Only threads written by this agent (e.g. claude-code).",
+                "description": "Only threads written by this agent: claude-code, codex, "
+                "gemini or opencode (Claude Code, Codex, Gemini CLI also accepted).",
             },
             "thread": {
                 "type": "string",
@@ -146,7 +147,8 @@ _SESSIONS: Final[dict[str, Any]] = {
             },
             "agent": {
                 "type": "string",
-                "description": "Only sessions of this agent (e.g. claude-code).",
+                "description": "Only sessions of this agent: claude-code, codex, gemini or "
+                "opencode (Claude Code, Codex, Gemini CLI also accepted).",
             },
             "limit": {
                 "type": "integer",

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 from continuity import frames as fr
+from continuity.agents_table import agent_for_source, agent_label, agent_named, known_agent_names
 from continuity.caches.catalog import CatalogRow
 from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
@@ -103,7 +104,7 @@ def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
     if query is None or not query.strip():
         raise ToolError("query is empty: give words, a path, a command or an error text")
     scope = arg_str(args, "scope", choices=("project", "session", "all")) or "project"
-    agent = arg_str(args, "agent")
+    agent = _agent(arg_str(args, "agent"))
     named = arg_str(args, "thread")
     since = arg_str(args, "since")
     until = arg_str(args, "until")
@@ -124,9 +125,7 @@ def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
     def wanted(h: Hit) -> bool:
         if since_ms is not None and h.ts_ms < since_ms:
             return False
-        if until_ms is not None and h.ts_ms >= until_ms:
-            return False
-        return agent is None or archive.agent_of(h.thread_id) == agent
+        return until_ms is None or h.ts_ms < until_ms
 
     need = offset + limit + 1
     k = need
@@ -138,6 +137,7 @@ def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
                 query,
                 thread=thread_id,
                 project=project,
+                agent=agent,
                 k=k,
                 embedder=archive.embedder(),
                 on_damage=damage.append,
@@ -347,10 +347,27 @@ def _title(archive: Archive, row: CatalogRow) -> str:
     return ""
 
 
+def _agent(name: str | None) -> str | None:
+    """The agent an ``agent`` argument names (any of its names in
+    :mod:`continuity.agents_table`), as its name; :class:`ToolError` listing the agents when it
+    names none."""
+    if name is None:
+        return None
+    found = agent_named(name)
+    if found is None:
+        raise ToolError(f"unknown agent {name!r}: the agents are {known_agent_names()}")
+    return found.name
+
+
+def _agent_name(source: str) -> str:
+    found = agent_for_source(source)
+    return found.name if found is not None else source
+
+
 def sessions(archive: Archive, args: dict[str, Any]) -> ToolResult:
     """The project's (or every) session, most recently active first."""
     scope = arg_str(args, "scope", choices=("project", "all")) or "project"
-    agent = arg_str(args, "agent")
+    agent = _agent(arg_str(args, "agent"))
     limit = arg_int(args, "limit", lo=1, hi=100) or 10
     listing = {"scope": scope, "agent": agent, "limit": limit}
     cursor = arg_str(args, "cursor")
@@ -375,7 +392,7 @@ def sessions(archive: Archive, args: dict[str, Any]) -> ToolResult:
             title = _title(archive, row)
             mark = " (current)" if row.thread_id == current else ""
             lines.append(
-                f"- {row.thread_id}{mark} · {row.source or '?'}"
+                f"- {row.thread_id}{mark} · {agent_label(row.source)}"
                 + (f" · “{title}”" if title else "")
                 + f" · {stamp(row.first_ms)} → {stamp(last)} · {row.frames:,} frames, "
                 f"{row.messages:,} messages, {row.compactions} compactions"
@@ -384,7 +401,7 @@ def sessions(archive: Archive, args: dict[str, Any]) -> ToolResult:
             items.append(
                 {
                     "thread": row.thread_id,
-                    "agent": row.source,
+                    "agent": _agent_name(row.source),
                     "title": title,
                     "project": row.project,
                     "started_ms": row.first_ms,

@@ -11,12 +11,13 @@ hashed features, and a real model can be plugged in by the caller (nothing is do
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Final, overload
 
 import msgspec
 
 from continuity import frames as fr
+from continuity.agents_table import agent_named, known_agent_names
 from continuity.caches.live import marks_of
 from continuity.caches.marks import is_in
 from continuity.caches.thread_index import DAMAGE as _DAMAGE, ThreadIndex, check_no_lost_threads
@@ -173,12 +174,20 @@ def _check_indexed(
 # --- the two entry points -------------------------------------------------------------------
 
 
-def _threads(store: BaseStore, thread: str | None, project: str | None) -> list[Thread]:
+def _threads(
+    store: BaseStore,
+    thread: str | None,
+    project: str | None,
+    only: Collection[str] | None = None,
+) -> list[Thread]:
     if thread is not None:
-        return [store.existing_thread(thread)]
+        found = store.existing_thread(thread)
+        return [found] if only is None or found.id in only else []
     check_no_lost_threads(store)  # a thread whose every frame was cut is an error, not a miss
     chosen = []
     for tid in store.threads():
+        if only is not None and tid not in only:
+            continue
         handle = store.thread(tid)
         if project is not None:
             first = next(iter(handle.read(to_seq=0)), None)
@@ -195,12 +204,26 @@ def _corpus(thread: Thread) -> Corpus | None:
     return corpus_of_state(state, None) if state is not None and state.n else None
 
 
+def _agent_threads(store: BaseStore, agent: str) -> frozenset[str]:
+    """The threads the agent named ``agent`` wrote (any of its names in
+    :mod:`continuity.agents_table`), by their first frame's ``source`` as the store catalog
+    knows it: no log is read but those the catalog has no row for. :class:`InvalidQuery` when
+    ``agent`` names no agent."""
+    from continuity.caches.catalog import thread_sources  # not on a plain search's path
+
+    found = agent_named(agent)
+    if found is None:
+        raise InvalidQuery(f"unknown agent {agent!r}: the agents are {known_agent_names()}")
+    return frozenset(t for t, source in thread_sources(store).items() if source == found.source)
+
+
 def search(
     store: BaseStore,
     query: str,
     *,
     thread: str | None = None,
     project: str | None = None,
+    agent: str | None = None,
     k: int = 10,
     embedder: Embedder | None = None,
     rerank: int = 50,
@@ -227,22 +250,41 @@ def search(
 
     Hits that lead somewhere (ADR 0034): a summary hit's ``covers``, a subagent hit's
     ``parent_thread_id``, and one hit (``also`` the other seqs) for a merged response's parts.
+
+    ``agent`` keeps the threads that agent wrote (:func:`_agent_threads`): the store-wide
+    index ranks their documents alone, as it does a project's.
     """
     if k <= 0:
         raise InvalidQuery("k must be positive")
+    only = _agent_threads(store, agent) if agent is not None else None
+    return _search(store, query, thread, project, only, k, embedder, rerank, on_damage, progress)
+
+
+def _search(
+    store: BaseStore,
+    query: str,
+    thread: str | None,
+    project: str | None,
+    only: frozenset[str] | None,
+    k: int,
+    embedder: Embedder | None,
+    rerank: int,
+    on_damage: Callable[[str], None] | None,
+    progress: Progress | None,
+) -> list[Hit]:
     terms = query_terms(query)
     want = max(candidates(k), rerank if embedder else k)  # room to collapse responses
     told: list[str] = []  # said once, after a retry
     handles: dict[str, Thread] = {}  # one per thread: the ranking's, the snippets' and the leads'
     wide = (
-        _wide(store, terms, want, project, told, on_damage, progress, handles)
+        _wide(store, terms, want, (project, only), told, on_damage, progress, handles)
         if thread is None
         else None
     )
     if wide is not None:
         hits = wide
     else:
-        hits = _per_thread(store, terms, want, thread, project, told, on_damage, handles)
+        hits = _per_thread(store, terms, want, thread, project, told, on_damage, handles, only)
     if on_damage is not None:
         for message in dict.fromkeys(told):
             on_damage(message)
@@ -250,19 +292,22 @@ def search(
         hits = _fused(
             store, query, embedder, hits, want, thread, project, on_damage, handles, progress
         )
+        if only is not None:  # the semantic ranking knows no agents: its hits are kept after
+            hits = [h for h in hits if h.thread_id in only]
     led = lead(handles, hits, k)  # one hit per merged response, and where each leads (ADR 0034)
     if len(led) < k and len(hits) == want:  # parts of responses filled the candidates
         said = set(told)
-        return search(
+        return _search(
             store,
             query,
-            thread=thread,
-            project=project,
-            k=2 * want,
-            embedder=embedder,
-            rerank=rerank,
-            on_damage=None if on_damage is None else lambda m: None if m in said else on_damage(m),
-            progress=progress,
+            thread,
+            project,
+            only,
+            2 * want,
+            embedder,
+            rerank,
+            None if on_damage is None else lambda m: None if m in said else on_damage(m),
+            progress,
         )[:k]
     return led
 
@@ -271,7 +316,7 @@ def _wide(
     store: BaseStore,
     terms: list[str],
     want: int,
-    project: str | None,
+    scope: tuple[str | None, Collection[str] | None],
     told: list[str],
     on_damage: Callable[[str], None] | None,
     progress: Progress | None,
@@ -290,7 +335,7 @@ def _wide(
     if view is None:
         return None
     try:
-        return _ranked_wide(handle, view, terms, want, project, told.append if on_damage else None)
+        return _ranked_wide(handle, view, terms, want, scope, told.append if on_damage else None)
     except (CorruptCache, *_DAMAGE):
         told.clear()
         if rebuild_store_search(store, progress) is None:
@@ -300,7 +345,7 @@ def _wide(
             return None
         try:
             return _ranked_wide(
-                handle, view, terms, want, project, told.append if on_damage else None
+                handle, view, terms, want, scope, told.append if on_damage else None
             )
         except (CorruptCache, *_DAMAGE):
             told.clear()
@@ -312,10 +357,12 @@ def _ranked_wide(
     view: StoreSearchView,
     terms: list[str],
     k: int,
-    project: str | None,
+    scope: tuple[str | None, Collection[str] | None],
     on_damage: Callable[[str], None] | None,
 ) -> list[Hit]:
-    corpus = view.corpus(project)
+    """The hits of the store-wide index's documents of the threads in ``scope`` (a project,
+    a set of threads: None, any)."""
+    corpus = view.corpus(*scope)
     if corpus is None:
         return []
     ordinals: dict[tuple[str, int], int] = {}
@@ -334,10 +381,11 @@ def _per_thread(
     told: list[str],
     on_damage: Callable[[str], None] | None,
     handles: dict[str, Thread] | None = None,
+    only: Collection[str] | None = None,
 ) -> list[Hit]:
     """The hits of ranking every chosen thread's own index together (the reference the
-    store-wide index equals)."""
-    threads = {t.id: t for t in _threads(store, thread, project)}
+    store-wide index equals); ``only``: of those threads alone."""
+    threads = {t.id: t for t in _threads(store, thread, project, only)}
     if handles is not None:
         handles.update(threads)
     try:

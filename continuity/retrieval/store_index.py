@@ -55,7 +55,7 @@ import fcntl
 import os
 import shutil
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from itertools import chain, islice
 from pathlib import Path
 from typing import BinaryIO, Final
@@ -311,13 +311,22 @@ class StoreSearchView:
             self._key = key
         return self._key
 
-    def corpus(self, project: str | None = None) -> Corpus | None:
-        """Every indexed document (or those of the threads of ``project``) as one corpus."""
+    def corpus(
+        self, project: str | None = None, only: Collection[str] | None = None
+    ) -> Corpus | None:
+        """Every indexed document (or those of the threads of ``project``, and of the threads
+        in ``only``) as one corpus."""
         m = self.manifest
         parts = self.parts
         n_docs, total = m.docs, m.total_length
-        if project is not None:
-            chosen = [i for i, e in enumerate(m.threads) if e.project == project and e.docs]
+        if project is not None or only is not None:
+            chosen = [
+                i
+                for i, e in enumerate(m.threads)
+                if e.docs
+                and (project is None or e.project == project)
+                and (only is None or e.thread_id in only)
+            ]
             n_docs = sum(m.threads[i].docs for i in chosen)
             total = sum(m.threads[i].total_length for i in chosen)
             if chosen and n_docs < m.docs:

@@ -33,6 +33,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from continuity import frames as fr
+from continuity.agents_table import AGENTS, agent_named, known_agent_names
 from continuity.errors import (
     AnchorNotFound,
     ArtifactCorrupt,
@@ -231,6 +232,12 @@ def _ts(ts_ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts_ms / 1000)) if ts_ms else "-"
 
 
+def _agent(name: str) -> str:
+    """An agent's display name (``Codex``) from its name (``codex``); "-" for none."""
+    found = agent_named(name) if name else None
+    return found.display if found is not None else name or "-"
+
+
 def _size(n: int) -> str:
     value = float(n)
     for unit in ("B", "KB", "MB", "GB"):
@@ -248,8 +255,13 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(url=_url, highlight=model.highlight, scan_limit=model.SCAN_LIMIT)
-    env.filters.update(ts=_ts, size=_size)
+    env.globals.update(
+        url=_url,
+        highlight=model.highlight,
+        scan_limit=model.SCAN_LIMIT,
+        every_agent=[(a.name, a.display) for a in AGENTS],
+    )
+    env.filters.update(ts=_ts, size=_size, agent=_agent)
     return env
 
 
@@ -340,9 +352,14 @@ class Viewer:
         q = request.query_params
         every = model.thread_rows(self.store)
         rows = model.filter_rows(
-            every, text=q.get("q", ""), kind=q.get("kind", ""), project=q.get("project", "")
+            every,
+            text=q.get("q", ""),
+            kind=q.get("kind", ""),
+            project=q.get("project", ""),
+            agent=q.get("agent", ""),
         )
         kinds = sorted({r.info.kind for r in every})
+        agents = sorted({r.info.agent for r in every if r.info.agent})
         projects = sorted({r.info.project for r in every if r.info.project})
         if request.url.path.startswith("/api/"):
             return _Json([_row_json(r) for r in rows])
@@ -357,8 +374,10 @@ class Viewer:
             pages=pages,
             kinds=kinds,
             projects=projects,
+            agents=agents,
             q=q.get("q", ""),
             kind=q.get("kind", ""),
+            agent=q.get("agent", ""),
             project=q.get("project", ""),
             total=len(every),
         )
@@ -367,21 +386,24 @@ class Viewer:
         q = request.query_params
         query = q.get("q", "").strip()
         thread, project = q.get("thread", "").strip(), q.get("project", "").strip()
-        form: dict[str, Any] = {"q": query, "thread": thread, "project": project}
+        agent = q.get("agent", "").strip()
+        form: dict[str, Any] = {"q": query, "thread": thread, "project": project, "agent": agent}
         hits: list[Hit] = []
         if query:
             query_terms(query)  # a query with nothing to search is refused now, not in a job
             if thread:
                 self.store.existing_thread(thread)
+            if agent and agent_named(agent) is None:
+                raise InvalidQuery(f"unknown agent {agent!r}: the agents are {known_agent_names()}")
             where = (
                 f" in thread {thread}" if thread else f" in project {project}" if project else ""
             )
             job = self._job(
                 request,
-                ("search", query, thread, project),
+                ("search", query, thread, project, agent),
                 f"searching for {query[:80]!r}{where}",
                 lambda j: model.search_hits(
-                    self.store, query, thread=thread, project=project, tell=j.tell
+                    self.store, query, thread=thread, project=project, agent=agent, tell=j.tell
                 ),
             )
             if not job.finished.is_set():

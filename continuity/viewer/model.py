@@ -110,16 +110,22 @@ def thread_rows(store: BaseStore) -> list[ThreadRow]:
 
 
 def filter_rows(
-    rows: Sequence[ThreadRow], *, text: str = "", kind: str = "", project: str = ""
+    rows: Sequence[ThreadRow],
+    *,
+    text: str = "",
+    kind: str = "",
+    project: str = "",
+    agent: str = "",
 ) -> list[ThreadRow]:
-    """The rows of the given ``kind`` and ``project`` whose id, title, project or branch holds
-    ``text`` (case-insensitively)."""
+    """The rows of the given ``kind``, ``project`` and ``agent`` (its name: ``codex``) whose
+    id, title, project or branch holds ``text`` (case-insensitively)."""
     needle = text.strip().lower()
     return [
         r
         for r in rows
         if (not kind or r.info.kind == kind)
         and (not project or r.info.project == project)
+        and (not agent or r.info.agent == agent)
         and (
             not needle
             or any(
@@ -758,10 +764,12 @@ def search_hits(
     *,
     thread: str | None = None,
     project: str | None = None,
+    agent: str | None = None,
     tell: Tell | None = None,
 ) -> list[Hit]:
-    """The best 30 hits for ``query``. The first search of a long thread (or of the store)
-    builds an index: ``tell`` hears how that goes (phase, done, total, unit)."""
+    """The best 30 hits for ``query`` (of the threads of ``agent``, when named). The first
+    search of a long thread (or of the store) builds an index: ``tell`` hears how that goes
+    (phase, done, total, unit)."""
     told = tell or _silent
     if thread:
         handle = store.existing_thread(thread)
@@ -777,7 +785,13 @@ def search_hits(
         told("bringing the store-wide search index up to date", done, total, "threads")
 
     return search(
-        store, query, thread=thread or None, project=project or None, k=30, progress=caught_up
+        store,
+        query,
+        thread=thread or None,
+        project=project or None,
+        agent=agent or None,
+        k=30,
+        progress=caught_up,
     )
 
 

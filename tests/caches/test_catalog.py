@@ -34,15 +34,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # --- what the logs say, read here frame by frame ------------------------------------------------
 
+AGENTS = {
+    # source: (agent name, thread id prefix, its own compactions' cut rule prefix)
+    "claude-code": ("claude-code", "cc-", "claude_code_compact/"),
+    "codex": ("codex", "codex-", "codex_compact/"),
+    "gemini-cli": ("gemini", "gemini-", "gemini_cli_compress/"),
+    "opencode": ("opencode", "oc-", "opencode_compact/"),
+}
+OWN_COMPACTIONS = tuple(rule for _name, _prefix, rule in AGENTS.values())
+
 
 def _expected_info(thread: Thread) -> ThreadInfo:
     frames = list(thread.read())
     first, last = frames[0], frames[-1]
     assert isinstance(first, fr.ThreadCreated)
     source = first.meta.get("source", "")
-    if source == "claude-code":
+    if source in AGENTS:
         agent = first.parent_thread_id is not None or ".agent-" in thread.id
-        kind = "claude-code subagent" if agent else "claude-code session"
+        kind = f"{source} subagent" if agent else f"{source} session"
     else:
         kind = source or "other"
     rules = [f.cut_rule_id for f in frames if isinstance(f, fr.CompactionCheckpointCreated)]
@@ -57,9 +66,10 @@ def _expected_info(thread: Thread) -> ThreadInfo:
         git_branch=first.meta.get("git_branch", ""),
         messages=sum(isinstance(f, fr.MessageAppended) for f in frames),
         checkpoints=len(rules),
-        compactions=sum(r.startswith("claude_code") for r in rules),
+        compactions=sum(r.startswith(OWN_COMPACTIONS) for r in rules),
         log_bytes=_file_size(thread),
         head_digest=last.digest,
+        agent=AGENTS[source][0] if source in AGENTS else "",
     )
 
 
@@ -83,12 +93,14 @@ def _stamp(ms: int) -> str:
 def _expected_sessions(store: BaseStore, include_agents: bool) -> list[SessionInfo]:
     found = []
     for tid in store.threads():
-        if not tid.startswith("cc-") or (".agent-" in tid and not include_agents):
+        if ".agent-" in tid and not include_agents:
             continue
         frames = list(store.thread(tid).read())
         first = frames[0]
-        assert isinstance(first, fr.ThreadCreated)
-        if first.meta.get("source") != "claude-code":
+        if not isinstance(first, fr.ThreadCreated):
+            continue
+        agent = AGENTS.get(first.meta.get("source", ""))
+        if agent is None or not tid.startswith(agent[1]):
             continue
         messages = [f for f in frames if isinstance(f, fr.MessageAppended)]
         last_ms = messages[-1].ts_ms if messages else first.ts_ms
@@ -96,6 +108,7 @@ def _expected_sessions(store: BaseStore, include_agents: bool) -> list[SessionIn
         found.append(
             SessionInfo(
                 thread_id=tid,
+                agent=agent[0],
                 project=first.meta.get("project", ""),
                 git_branch=first.meta.get("git_branch", ""),
                 started=_stamp(first.ts_ms),
@@ -103,7 +116,9 @@ def _expected_sessions(store: BaseStore, include_agents: bool) -> list[SessionIn
                 last_active_ms=last_ms,
                 parent_thread_id=first.parent_thread_id,
                 messages=len(messages),
-                compactions=sum(r.startswith("claude_code") for r in rules),
+                compactions=sum(r.startswith(OWN_COMPACTIONS) for r in rules),
+                title=first.title,
+                first_ms=first.ts_ms,
             )
         )
     return sorted(found, key=lambda s: (s.last_active_ms, s.thread_id))
@@ -265,7 +280,7 @@ def test_a_damaged_catalog_is_read_again(tmp_store: Store, damage: str) -> None:
     elif damage == "empty":
         path.write_bytes(b"")
     elif damage == "other version":
-        path.write_bytes(good.replace(b'"version":2', b'"version":99'))
+        path.write_bytes(good.replace(b'"version":3', b'"version":99'))
     elif damage == "not json rows":
         path.write_bytes(b'{"version":1,"threads":[{"thread_id":5}]}')
     else:
@@ -274,7 +289,7 @@ def test_a_damaged_catalog_is_read_again(tmp_store: Store, damage: str) -> None:
     _more(tmp_store, "cc-s1", 9)  # and a thread that changed meanwhile
     _check(tmp_store)
     if damage != "a folder":
-        assert msgspec.json.decode(path.read_bytes())["version"] == 2  # written again
+        assert msgspec.json.decode(path.read_bytes())["version"] == 3  # written again
 
 
 def test_a_row_with_a_wrong_stamp_is_never_served(tmp_store: Store) -> None:
@@ -457,7 +472,7 @@ def test_the_cli_listings_match_the_logs(tmp_store: Store) -> None:
     assert out[0] == out[1]
     listed = [msgspec.json.decode(line)["thread_id"] for line in out[0][0].splitlines()]
     assert listed == [t.thread_id for t in _expected_threads(tmp_store)]
-    assert [line.split()[0] for line in out[0][1].splitlines()] == [
+    assert [line.split()[1] for line in out[0][1].splitlines()] == [
         s.thread_id for s in _expected_sessions(tmp_store, True)
     ]
 

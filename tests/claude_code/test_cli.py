@@ -28,8 +28,9 @@ INGESTED = re.compile(
     r"(\d+) compactions?, (\d+) already archived, (\d+) unreadable lines skipped$"
 )
 SESSION_LINE = re.compile(
-    r"^(?P<thread>\S+)  (?P<project>\S+)(?: \((?P<branch>[^)]*)\))?  started (?P<started>.+?)  "
-    r"(?P<messages>\d+) messages?, (?P<compactions>\d+) compactions?$"
+    r"^(?P<agent>claude-code|codex|gemini|opencode) +(?P<thread>\S+) +"
+    r"(?P<project>\S+)(?: \((?P<branch>[^)]*)\))?  started (?P<started>.+?)  "
+    r"(?P<messages>\d+) messages?, (?P<compactions>\d+) compactions?(?:  “(?P<title>.*)”)?$"
 )
 
 
@@ -158,7 +159,7 @@ def sessions(store: Path, *args: str) -> dict[str, dict[str, str]]:
 
 @pytest.mark.slow
 def test_sessions_lists_what_was_ingested(store: Path, spotter: Path) -> None:
-    assert run(store, "sessions").stdout.strip() == "no Claude Code sessions archived yet"
+    assert run(store, "sessions").stdout.strip() == "no sessions archived yet"
     ingested(run(store, "ingest", str(spotter)))
     counts = message_counts(store)
     listed = sessions(store)

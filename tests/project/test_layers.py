@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity._fs",
             "continuity._lazy",
             "continuity.redaction",
+            "continuity.agents_table",
         ),
     ),
     ("store", ("continuity.store",)),

@@ -218,10 +218,12 @@ def test_threads_page_lists_and_filters(page: Page, site: Site) -> None:
     assert {r.get_attribute("data-thread") for r in rows} == {vs.main, vs.agent, vs.fork}
     assert page.one("h1").text == "Threads 3"
     by_id = {r.get_attribute("data-thread"): r.find_elements(By.TAG_NAME, "td") for r in rows}
-    assert by_id[vs.main][1].text == "claude-code session"
-    assert by_id[vs.agent][1].text == "claude-code subagent"
-    assert by_id[vs.main][2].text == "/work/shop"
-    assert by_id[vs.main][4].text == str(site.head(vs.main) + 1)
+    assert by_id[vs.main][1].text == "Claude Code"
+    assert by_id[vs.fork][1].text == "-"
+    assert by_id[vs.main][2].text == "claude-code session"
+    assert by_id[vs.agent][2].text == "claude-code subagent"
+    assert by_id[vs.main][3].text == "/work/shop"
+    assert by_id[vs.main][5].text == str(site.head(vs.main) + 1)
     assert HOSTILE in by_id[vs.main][0].text  # the title, as text
     page.no_script_ran()
     page.shot("all")
