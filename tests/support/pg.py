@@ -13,6 +13,8 @@ databases.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,14 +52,23 @@ def serve(tmp: Path) -> Iterator[str]:
         import pgserver
     except ImportError:
         pytest.skip(f"no PostgreSQL for the tests: no pgserver, and {PG_URL_ENV} is unset")
+    # The data folder is not under pytest's `pytest-of-<user>` folder: run as root, pgserver
+    # runs the server as another user and opens the folders above pgdata to it, and every
+    # later pytest session (an upstream suite's child, a run beside this one) sets
+    # `pytest-of-<user>` back to 0700; the server's checkpointer then cannot reach pg_control
+    # and PANICs, minutes later, in the middle of the run.
+    home = Path(tempfile.mkdtemp(prefix="continuity-pg-"))
     try:
-        server = pgserver.get_server(tmp / "pgdata", cleanup_mode="stop")  # type: ignore[attr-defined]
-    except Exception as exc:  # a server that will not start here: say so, do not fail
-        pytest.skip(f"pgserver could not start a PostgreSQL server: {exc}")
-    try:
-        yield server.get_uri()
+        try:
+            server = pgserver.get_server(home / "pgdata", cleanup_mode="stop")  # type: ignore[attr-defined]
+        except Exception as exc:  # a server that will not start here: say so, do not fail
+            pytest.skip(f"pgserver could not start a PostgreSQL server: {exc}")
+        try:
+            yield server.get_uri()
+        finally:
+            server.cleanup()
     finally:
-        server.cleanup()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def schema_for(path: Path | str) -> str:
