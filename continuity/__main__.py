@@ -75,6 +75,11 @@ def _run_hook(args: list[str], store: str | None) -> int:
         from continuity.agents.codex.hooks import main as codex_hook
 
         return codex_hook(args, store=store)
+    if agent == "opencode":  # what its plugin runs at session events
+        from continuity.agents.opencode.hooks import main as opencode_hook
+        from continuity.paths import resolve_store_location
+
+        return opencode_hook(args, store=resolve_store_location(store) if store else None)
     import gc
 
     gc.disable()

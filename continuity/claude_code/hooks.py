@@ -21,7 +21,7 @@ from continuity._fs import read_checked, write_checked
 from continuity.paths import StoreLocation, default_store_location, is_store_url, local_dir_of
 from continuity.store.base import BaseStore, Thread
 
-__all__ = ["EVENTS", "HookConfig", "HookOutcome", "main", "run_hook"]
+__all__ = ["EVENTS", "HookConfig", "HookOutcome", "log_error", "main", "run_hook"]
 
 EVENTS: Final = {
     "session-start": "SessionStart",
@@ -342,7 +342,7 @@ def _previous_session_pointer(store: BaseStore, thread_id: str, cwd: object) -> 
     )
 
 
-def _log_error(local: Path | None, event: str, message: str, *, server: bool = False) -> None:
+def log_error(local: Path | None, event: str, message: str, *, server: bool = False) -> None:
     """Add a line to ``errors.log`` in the store's local folder: a folder store's only when it
     is one (a hook never makes folders where a store is not), a server store's always (the
     server may be what failed)."""
@@ -396,7 +396,7 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
         sys.stderr.write(f"continuity: {message}\n")
         if location is not None:
-            _log_error(local_dir_of(location), str(event), message, server=is_store_url(location))
+            log_error(local_dir_of(location), str(event), message, server=is_store_url(location))
         if os.environ.get("CONTINUITY_DEBUG"):
             import traceback  # only when debugging: it costs 5 ms to import
 
@@ -419,6 +419,6 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
     except OSError:  # Claude Code stopped reading (a timed-out hook): nothing left to tell
         pass
     for note in outcome.notes:
-        _log_error(local_dir_of(location), str(event), note, server=is_store_url(location))
+        log_error(local_dir_of(location), str(event), note, server=is_store_url(location))
     opened.close()
     return outcome.exit_code

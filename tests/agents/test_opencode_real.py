@@ -4,7 +4,7 @@
 One session (a run takes 8–26 s here): a prompt, a ``bash`` tool call and its result, then an
 answer whose scripted usage (250,000 input tokens) is over the model's context limit (100,000),
 so opencode compacts the session by itself, asking the model for a summary. The plugin runs
-``continuity ingest --agent opencode --session <id>`` in the background on the session's
+``continuity hook <event> --agent opencode --session <id>`` in the background on the session's
 events; the test waits for the archive to hold the messages, the tool call with its result and
 the checkpoint with opencode's summary, and checks that the MCP server ``install`` registered
 reached the model as tools.

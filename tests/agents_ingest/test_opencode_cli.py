@@ -9,7 +9,10 @@ that is ours; a file of the plugin's name that is not ours is refused with nothi
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,3 +155,40 @@ def test_a_jsonc_opencode_json_is_refused_untouched(home: Path) -> None:
 def test_local_scope_is_refused() -> None:
     done = run("install", "opencode", "--scope", "local")
     assert done.exit_code == 1 and "no local scope" in done.output
+
+
+def _plugin_hook(home: Path, store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """What the plugin spawns: ``continuity hook <event> --agent opencode --session <id>``, a
+    fresh process with opencode's data folder under ``home``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONTINUITY_", "XDG_"))}
+    env.update(HOME=str(home), CONTINUITY_HOME=str(store))
+    return subprocess.run(
+        [sys.executable, "-m", "continuity", "hook", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+@pytest.mark.slow
+def test_the_plugin_hook_archives_its_session_and_never_fails(home: Path, tmp_path: Path) -> None:
+    data = home / ".local" / "share" / "opencode"
+    data.mkdir(parents=True)
+    shutil.copyfile(DB, data / "opencode.db")
+    store = tmp_path / "store"
+    done = _plugin_hook(home, store, "session.idle", "--agent", "opencode", "--session", ROOT)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    archived = Store(store).thread(f"oc-{ROOT}")
+    assert archived.head() is not None
+    frames = list(archived.read())
+    # Again: nothing new, nothing appended.
+    again = _plugin_hook(home, store, "session.idle", "--agent", "opencode", "--session", ROOT)
+    assert again.returncode == 0 and list(Store(store).thread(f"oc-{ROOT}").read()) == frames
+    # An unknown session is one line on stderr and in errors.log, and still exit 0.
+    bad = _plugin_hook(home, store, "session.idle", "--agent", "opencode", "--session", "ses_no")
+    assert bad.returncode == 0 and bad.stdout == ""
+    assert bad.stderr.count("\n") == 1 and "ses_no" in bad.stderr
+    logged = (store / "errors.log").read_text().splitlines()
+    assert len(logged) == 1 and "session.idle (opencode)" in logged[0]

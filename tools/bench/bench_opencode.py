@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -115,9 +116,9 @@ class Writer:
             )
 
 
-def _process(argv: list[str]) -> float:
+def _process(argv: list[str], env: dict[str, str] | None = None) -> float:
     def run() -> None:
-        subprocess.run(argv, check=True, capture_output=True)
+        subprocess.run(argv, check=True, capture_output=True, env=env)
 
     return time_once(run)
 
@@ -138,11 +139,13 @@ def _bench(scratch: Path, sizes: tuple[int, ...], repeat: int) -> Report:
     floor: list[float] = []
     fresh: dict[int, list[float]] = {n: [] for n in sizes}
     inproc: dict[int, list[float]] = {n: [] for n in sizes}
+    hook: dict[int, list[float]] = {n: [] for n in sizes}
     worlds: dict[int, tuple[Path, Store, Writer]] = {}
     for n in sizes:
         folder = scratch / f"opencode-{n}"
-        folder.mkdir(parents=True)
-        db = folder / "opencode.db"
+        # opencode's data folder ($XDG_DATA_HOME/opencode), where the plugin's hook reads
+        db = folder / "xdg" / "opencode" / "opencode.db"
+        db.parent.mkdir(parents=True)
         shutil.copyfile(DB, db)
         writer = Writer(db)
         writer.turns(n)
@@ -160,10 +163,17 @@ def _bench(scratch: Path, sizes: tuple[int, ...], repeat: int) -> Report:
             argv += ["ingest", "--agent", "opencode", "--session", SESSION, str(db)]
             fresh[n].append(_process(argv))
             writer.turns(1)
+            # what the plugin runs: the same ingest through the hook dispatch (no typer)
+            hook_argv = [sys.executable, "-m", "continuity", "--store", str(store.root), "hook"]
+            hook_argv += ["session.idle", "--agent", "opencode", "--session", SESSION]
+            env = {**os.environ, "XDG_DATA_HOME": str(db.parent.parent)}
+            hook[n].append(_process(hook_argv, env))
+            writer.turns(1)
             inproc[n].append(time_once(functools.partial(_ingest, store, db)))
     report.rows.append(time_row("python -c pass (the floor)", floor))
     for n in sizes:
         report.rows.append(time_row(f"one new turn, {n} turns, fresh process", fresh[n]))
+        report.rows.append(time_row(f"one new turn, {n} turns, the plugin's hook", hook[n]))
         report.rows.append(time_row(f"one new turn, {n} turns, in-process", inproc[n]))
     small, large = min(sizes), max(sizes)
     if small != large:

@@ -140,19 +140,9 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutco
 
 
 def _log_error(location: StoreLocation, event: str, message: str) -> None:
-    import time
+    from continuity.claude_code.hooks import log_error
 
-    local = local_dir_of(location)
-    server = is_store_url(location)
-    if local is None or (not server and not (local / "store.json").is_file()):
-        return
-    try:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        local.mkdir(parents=True, exist_ok=True)
-        with open(local / "errors.log", "a", encoding="utf-8") as f:
-            f.write(f"{stamp} hook {event} (gemini): {message}\n")
-    except OSError:
-        pass
+    log_error(local_dir_of(location), f"{event} (gemini)", message, server=is_store_url(location))
 
 
 def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | None = None) -> int:

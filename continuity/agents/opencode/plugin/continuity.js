@@ -1,7 +1,8 @@
 // continuity: archive opencode's sessions as they happen (installed by `continuity install opencode`).
 //
 // opencode has no command hooks; this plugin is the hook. On a session's events it runs
-// `continuity ingest --agent opencode --session <id>` in the background: detached, its output
+// `continuity hook <event> --agent opencode --session <id>` in the background (the ingest of that
+// session, through the hook dispatch: no command-line stack to start): detached, its output
 // discarded, never awaited, so no turn waits for it and nothing it does can fail the session.
 // The ingest reads opencode's own database (read-only) and archives what is new; running it
 // twice archives nothing twice.
@@ -24,7 +25,7 @@ const DEBOUNCE_MS = 3000
 export const ContinuityPlugin = async () => {
   const timers = new Map()
 
-  const ingest = (sessionID) => {
+  const ingest = (sessionID, event = "session-event") => {
     const pending = timers.get(sessionID)
     if (pending) clearTimeout(pending)
     timers.delete(sessionID)
@@ -33,7 +34,7 @@ export const ContinuityPlugin = async () => {
       if (STORE) env.CONTINUITY_HOME = STORE
       const child = spawn(
         COMMAND[0],
-        [...COMMAND.slice(1), "ingest", "--agent", "opencode", "--session", sessionID],
+        [...COMMAND.slice(1), "hook", event, "--agent", "opencode", "--session", sessionID],
         { detached: true, stdio: "ignore", env },
       )
       child.on("error", () => {})
@@ -58,7 +59,7 @@ export const ContinuityPlugin = async () => {
       const sessionID = props.sessionID ?? props.info?.sessionID
       if (!sessionID) return
       if (event.type === "session.idle" || event.type === "session.compacted" || event.type === "session.error") {
-        ingest(sessionID)
+        ingest(sessionID, event.type)
       } else if (event.type === "message.updated") {
         later(sessionID)
       }
