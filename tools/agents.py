@@ -59,6 +59,7 @@ PINS: Final = {
     for pin in (
         NpmPin("claude-code", "@anthropic-ai/claude-code", "2.1.328", "claude"),
         NpmPin("inspector", "@modelcontextprotocol/inspector", "2.12.0", "mcp-inspector"),
+        NpmPin("codex", "@openai/codex", "0.169.0", "codex"),
     )
 }
 

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
 
 
-Target = Literal["claude-code", "mcp"]
+Target = Literal["claude-code", "codex", "mcp"]
 ScopeOpt = Literal["user", "project", "local"]
 ClientOpt = Literal["claude-code", "codex", "gemini", "cursor"]
 ProjectOpt = Annotated[
@@ -45,7 +45,7 @@ ClientArg = Annotated[
 ]
 NoMcpOpt = Annotated[
     bool,
-    typer.Option("--no-mcp", help="claude-code: the hooks only, not the MCP server."),
+    typer.Option("--no-mcp", help="claude-code, codex: the hooks only, not the MCP server."),
 ]
 _APPROVAL: Final = (
     "Claude Code asks each user to approve the servers of a project's .mcp.json the first "
@@ -102,7 +102,7 @@ def _report_mcp_install(target: McpTarget, plan: InstallPlan, backup: Path | Non
 
 def install(
     ctx: typer.Context,
-    target: Annotated[Target, typer.Argument(help="What to install: claude-code or mcp.")],
+    target: Annotated[Target, typer.Argument(help="What to install: claude-code, codex or mcp.")],
     scope: Annotated[
         ScopeOpt,
         typer.Option("--scope", help="user (~/.claude), project (.claude, committed) or local."),
@@ -119,6 +119,11 @@ def install(
     (idempotent; other hooks, servers and settings are kept). `install mcp --client X`
     registers the MCP server with another client (or prints its configuration)."""
     store = _named_store(ctx)
+    if target == "codex" and client is None and not print_only:
+        from continuity.cli.codex_commands import install_codex
+
+        install_codex(scope, project, store, dry_run=dry_run, no_mcp=no_mcp)
+        return
     if target == "mcp":
         _install_mcp(client, scope, project, store, dry_run=dry_run, print_only=print_only)
         return
@@ -188,7 +193,7 @@ def _install_mcp(
 
 
 def uninstall(
-    target: Annotated[Target, typer.Argument(help="What to remove: claude-code or mcp.")],
+    target: Annotated[Target, typer.Argument(help="What to remove: claude-code, codex or mcp.")],
     scope: Annotated[ScopeOpt, typer.Option("--scope", help="user, project or local.")] = "user",
     project: ProjectOpt = None,
     dry_run: DryRunOpt = False,
@@ -200,6 +205,11 @@ def uninstall(
     else is kept). `uninstall mcp --client X` removes the MCP server's entry only."""
     from continuity.claude_code.install import apply_plan, plan_uninstall
 
+    if target == "codex" and client is None:
+        from continuity.cli.codex_commands import uninstall_codex
+
+        uninstall_codex(scope, project, dry_run=dry_run, no_mcp=no_mcp)
+        return
     if target == "mcp":
         if client is None:
             fail("uninstall mcp needs --client: claude-code, codex, gemini or cursor")
