@@ -393,8 +393,11 @@ def _without_trust(data: dict[str, Any], keys: set[str]) -> dict[str, Any]:
 
 
 def _check_trust(path: Path, text: str, want: dict[str, Any]) -> None:
-    got = _parse_toml(path, text)
-    if json.loads(json.dumps(got, default=str)) != want:
+    try:
+        got: Any = json.loads(json.dumps(tomllib.loads(text), default=str))
+    except tomllib.TOMLDecodeError:
+        got = None  # the edit broke the file: refused below, nothing written
+    if got != want:
         raise InvalidSettings(
             f"{path}: continuity could not add the trust of its hooks in this file's layout "
             "(a [hooks] or hooks.state written inline?); it was not changed"
