@@ -21,7 +21,8 @@ pytestmark = pytest.mark.slow
 HOOKS_JSON = """{
   "hooks": {
     "PreToolUse": [
-      {"matcher": "Bash", "hooks": [{"type": "command", "command": "/usr/local/bin/guard", "timeout": 5}]}
+      {"matcher": "Bash",
+       "hooks": [{"type": "command", "command": "/usr/local/bin/guard", "timeout": 5}]}
     ],
     "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]
   }
