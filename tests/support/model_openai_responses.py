@@ -131,7 +131,10 @@ class OpenAIResponses:
         base = {"id": rid, "object": "response", "created_at": int(time.time()), "model": model}
         yield (
             "response.created",
-            {"type": "response.created", "response": {**base, "status": "in_progress", "output": []}},
+            {
+                "type": "response.created",
+                "response": {**base, "status": "in_progress", "output": []},
+            },
         )
         items = self._items(reply)
         for index, item in enumerate(items):
