@@ -71,10 +71,6 @@ def _run_hook(args: list[str], store: str | None) -> int:
     ``atexit`` handlers run.
     """
     agent = _agent_of(args)
-    if agent == "codex":
-        from continuity.agents.codex.hooks import main as codex_hook
-
-        return codex_hook(args, store=store)
     if agent == "opencode":  # what its plugin runs at session events
         from continuity.agents.opencode.hooks import main as opencode_hook
         from continuity.paths import resolve_store_location
@@ -83,6 +79,17 @@ def _run_hook(args: list[str], store: str | None) -> int:
     import gc
 
     gc.disable()
+    if agent == "codex":  # the same start-up care: typing_extensions out, the collector off
+        try:
+            _without_typing_extensions()
+            from continuity.agents.codex import ingest as _codex  # noqa: F401  (every hook)
+            from continuity.agents.codex.hooks import main as codex_hook
+        finally:
+            gc.freeze()
+            gc.enable()
+        code = codex_hook(args, store=store)
+        gc.freeze()
+        return code
     if agent == "gemini":
         try:
             _without_typing_extensions()

@@ -39,6 +39,7 @@ __all__ = [
     "Client",
     "McpTarget",
     "config_snippet",
+    "edit_entry",
     "mcp_target",
     "plan_mcp_install",
     "plan_mcp_uninstall",
@@ -336,6 +337,25 @@ def _checked(target: McpTarget, after: str, expected: dict[str, Any]) -> str:
             f"{target.client} --print` shows it)"
         )
     return after
+
+
+def edit_entry(target: McpTarget, text: str, entry: dict[str, Any] | None) -> str:
+    """``text`` (the client's file, "" for none) with our server's entry set, or removed when
+    ``entry`` is None: the edit the plans below make, for a caller that changes more of the
+    same file in one plan (``install codex``: the hooks' trust in ``config.toml``)."""
+    data = _parse(target, text) if text.strip() else {}
+    servers = _servers(target, data)
+    if entry is None and (servers is None or SERVER_NAME not in servers):
+        return text
+    present = servers is not None and SERVER_NAME in servers
+    if target.toml and present and _toml_span(text, (*target.keys, SERVER_NAME)) is None:
+        raise InvalidSettings(
+            f"{target.path} defines mcp_servers.{SERVER_NAME} in a form continuity does not "
+            "edit (not a [mcp_servers.continuity] table); it was not changed"
+        )
+    if entry is not None and servers is not None and servers.get(SERVER_NAME) == entry:
+        return text
+    return _checked(target, _edit(target, text, entry), _with(target, data, entry))
 
 
 def plan_mcp_install(target: McpTarget, entry: dict[str, Any]) -> InstallPlan:

@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
 
 
-Target = Literal["claude-code", "mcp", "gemini", "opencode"]
+Target = Literal["claude-code", "codex", "gemini", "opencode", "mcp"]
 ScopeOpt = Literal["user", "project", "local"]
 ClientOpt = Literal["claude-code", "codex", "gemini", "cursor", "opencode"]
 ProjectOpt = Annotated[
@@ -52,7 +52,7 @@ ClientArg = Annotated[
 ]
 NoMcpOpt = Annotated[
     bool,
-    typer.Option("--no-mcp", help="claude-code: the hooks only, not the MCP server."),
+    typer.Option("--no-mcp", help="claude-code, codex: the hooks only, not the MCP server."),
 ]
 _APPROVAL: Final = (
     "Claude Code asks each user to approve the servers of a project's .mcp.json the first "
@@ -110,7 +110,8 @@ def _report_mcp_install(target: McpTarget, plan: InstallPlan, backup: Path | Non
 def install(
     ctx: typer.Context,
     target: Annotated[
-        Target, typer.Argument(help="What to install: claude-code, mcp or opencode.")
+        Target,
+        typer.Argument(help="What to install: claude-code, codex, gemini, opencode or mcp."),
     ],
     scope: Annotated[
         ScopeOpt,
@@ -128,6 +129,13 @@ def install(
     (idempotent; other hooks, servers and settings are kept). `install mcp --client X`
     registers the MCP server with another client (or prints its configuration)."""
     store = _named_store(ctx)
+    if target != "mcp" and (client is not None or print_only):
+        fail("--client and --print go with `install mcp`")
+    if target == "codex":
+        from continuity.cli.codex_commands import install_codex
+
+        install_codex(scope, project, store, dry_run=dry_run, no_mcp=no_mcp)
+        return
     if target == "gemini":
         from continuity.cli.gemini_commands import install_gemini
 
@@ -207,7 +215,9 @@ def _install_mcp(
 
 
 def uninstall(
-    target: Annotated[Target, typer.Argument(help="What to remove: claude-code, mcp or opencode.")],
+    target: Annotated[
+        Target, typer.Argument(help="What to remove: claude-code, codex, gemini, opencode or mcp.")
+    ],
     scope: Annotated[ScopeOpt, typer.Option("--scope", help="user, project or local.")] = "user",
     project: ProjectOpt = None,
     dry_run: DryRunOpt = False,
@@ -219,23 +229,15 @@ def uninstall(
     else is kept). `uninstall mcp --client X` removes the MCP server's entry only."""
     from continuity.claude_code.install import apply_plan, plan_uninstall
 
-    if target == "gemini":
-        from continuity.cli.gemini_commands import uninstall_gemini
-
-        uninstall_gemini(scope, project, dry_run=dry_run)
-        return
-    if target == "opencode":
-        from continuity.cli.opencode_commands import uninstall_opencode
-
-        uninstall_opencode(scope, project, dry_run=dry_run, mcp=not no_mcp)
+    if target != "mcp" and client is not None:
+        fail("--client goes with `uninstall mcp`")
+    if _uninstall_other_agent(target, scope, project, dry_run=dry_run, no_mcp=no_mcp):
         return
     if target == "mcp":
         if client is None:
-            fail("uninstall mcp needs --client: claude-code, codex, gemini or cursor")
+            fail("uninstall mcp needs --client: claude-code, codex, gemini, cursor or opencode")
         _uninstall_mcp(client, scope, project, dry_run)
         return
-    if client is not None:
-        fail("--client goes with `uninstall mcp`")
     path, within = _settings(scope, project)
     with errors():
         plan = plan_uninstall(path, within=within)
@@ -263,6 +265,27 @@ def uninstall(
             )
     if mcp is not None:
         _report_mcp_uninstall(*mcp)
+
+
+def _uninstall_other_agent(
+    target: Target, scope: ScopeOpt, project: Path | None, *, dry_run: bool, no_mcp: bool
+) -> bool:
+    """``uninstall codex|gemini|opencode`` (True), or nothing when ``target`` is another."""
+    if target == "codex":
+        from continuity.cli.codex_commands import uninstall_codex
+
+        uninstall_codex(scope, project, dry_run=dry_run, no_mcp=no_mcp)
+    elif target == "gemini":
+        from continuity.cli.gemini_commands import uninstall_gemini
+
+        uninstall_gemini(scope, project, dry_run=dry_run)
+    elif target == "opencode":
+        from continuity.cli.opencode_commands import uninstall_opencode
+
+        uninstall_opencode(scope, project, dry_run=dry_run, mcp=not no_mcp)
+    else:
+        return False
+    return True
 
 
 def _mcp_uninstall_plan(

@@ -204,6 +204,8 @@ def _response_item(p: dict[str, Any], offset: int, ts: str) -> Message | str:
         else:
             args = _tool_input(p.get("action"))
         name = _str(p.get("name")) or ("local_shell" if kind == "local_shell_call" else kind)
+        if _str(p.get("namespace")):  # an MCP tool (0.169: name "search", namespace
+            name = f"{_str(p.get('namespace'))}__{name}"  # "mcp__continuity"): as Codex names it
         block = fr.ToolUseBlock(id=call_id, name=name, input=args)
         return Message(offset, ts, "assistant", kind, [block], item_id=call_id)
     if kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
