@@ -15,6 +15,7 @@ import zstandard
 from continuity import frames as fr
 from continuity.agents.codex import rollouts
 from continuity.agents.codex.ingest import CUT_RULE, ingest_rollout
+from continuity.agents.codex.rollout import parse_line
 from continuity.store.base import BaseStore
 from continuity.store.locate import open_store
 from continuity.summary import decode_summary
@@ -210,3 +211,24 @@ def test_a_damaged_zst_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_bytes(b"not zstd")
     with pytest.raises(ValueError, match="not a zstandard file"):
         ingest_rollout(_store(tmp_path), bad)
+
+
+def test_continuitys_own_restore_is_not_archived_again() -> None:
+    # Codex hands a hook's additionalContext to the model as a developer message, and writes it
+    # into the rollout: the restore is made from the archive, so archiving it would repeat it.
+    restore = "# Restored by continuity from the archive of this session (thread codex-x)\n..."
+    line = {
+        "timestamp": "2026-01-05T09:00:00.000Z",
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": restore}],
+        },
+    }
+    assert parse_line(line, 0) == "response_item/message/continuity_restore"
+    other = {
+        **line,
+        "payload": {**line["payload"], "content": [{"type": "input_text", "text": "x"}]},
+    }
+    assert not isinstance(parse_line(other, 0), str)

@@ -53,6 +53,7 @@ _EVENT_COPIES: Final = frozenset(
     }
 )
 _SKIPPED_KINDS: Final = frozenset({"turn_context", "token_usage_record"})
+_CONTINUITY_RESTORE: Final = "# Restored by continuity from the archive"
 # injected context Codex sends as a user message: never the user's own words
 _INJECTED_PREFIXES: Final = (
     "<environment_context>",
@@ -178,6 +179,10 @@ def _message(p: dict[str, Any], offset: int, ts: str) -> Message | str:
     if role not in ("user", "developer", "system"):
         return f"response_item/message/{role or '?'}"
     first = texts[0].lstrip() if texts else ""
+    if role == "developer" and first.startswith(_CONTINUITY_RESTORE):
+        # continuity's own restore, which Codex gave the model as a developer message: it is
+        # made from the archive (and its making is logged), so it is not archived again
+        return "response_item/message/continuity_restore"
     injected = role != "user" or first.startswith(_INJECTED_PREFIXES)
     return Message(
         offset, ts, "user", "message", blocks, injected, _str(p.get("id")), codex_role=role
