@@ -217,7 +217,7 @@ def test_continuitys_own_restore_is_not_archived_again() -> None:
     # Codex hands a hook's additionalContext to the model as a developer message, and writes it
     # into the rollout: the restore is made from the archive, so archiving it would repeat it.
     restore = "# Restored by continuity from the archive of this session (thread codex-x)\n..."
-    line = {
+    line: dict[str, Any] = {
         "timestamp": "2026-01-05T09:00:00.000Z",
         "type": "response_item",
         "payload": {
