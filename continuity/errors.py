@@ -59,6 +59,7 @@ __all__ = [
     "SeqConflict",
     "StoreNotFound",
     "StoreUnavailable",
+    "ThreadDeleted",
     "ThreadNotFound",
     "UnreadableSession",
 ]
@@ -116,6 +117,11 @@ class ThreadNotFound(ContinuityError):
     def __init__(self, message: str, thread_id: str | None = None) -> None:
         super().__init__(message)
         self.thread_id = thread_id
+
+
+class ThreadDeleted(ThreadNotFound):
+    """An append to a thread that was deleted (``continuity delete``/``prune``): its
+    tombstone stands, and a deleted thread is never brought back by a late writer."""
 
 
 class BadFrame(ContinuityError, ValueError):
