@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 _UNITS: Final = {"d": 1, "w": 7, "m": 30, "y": 365}
-_DURATION: Final = re.compile(r"([1-9][0-9]{0,5})([dwmy])")
+_DURATION: Final = re.compile(r"([0-9]{1,6})([dwmy])")
 DAY_MS: Final = 86_400_000
 
 
