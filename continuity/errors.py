@@ -11,6 +11,7 @@ working::
     ├── MigrationConflict      migrate: a thread in the destination is not the source's
     ├── InvalidThreadId        (ValueError) an id that could escape the store or hide itself
     ├── ThreadNotFound         a read asked for a thread with no frames
+    │   └── ThreadDeleted      an append to a thread that was deleted (it has a tombstone)
     ├── BadFrame               (ValueError) a frame given to append is not valid
     ├── SeqConflict            the caller expected another next seq (optimistic writers)
     ├── CorruptFrame           a stored frame does not parse, breaks seq order or the chain
