@@ -172,3 +172,23 @@ def test_verify_flags_search_rows_a_hand_written_sql_delete_left(
     )
     assert left == [(0,)]
     assert not any("kept" in p for p in (str(q) for q in verify_store(store).problems))
+
+
+def test_vectors_go_with_the_thread_and_orphans_are_named(root: Path) -> None:
+    from continuity.retrieval.embedders import HashedEmbedder
+    from continuity.retrieval.vectors import semantic_search
+
+    store = Store(root)
+    embedder = HashedEmbedder()
+    assert {t for t, _s, _c in semantic_search(store, "zebra", embedder)} == {"old", "new"}
+    folder = root / "cache" / "vectors" / "hashed-256"
+    assert (folder / "old.vec").exists() and b'"old"' in (folder / "manifest.json").read_bytes()
+    assert _run(root, "delete", "old", "--yes").exit_code == 0
+    assert not (folder / "old.vec").exists()
+    assert b'"old"' not in (folder / "manifest.json").read_bytes()
+    assert b'"new"' in (folder / "manifest.json").read_bytes()
+    assert {t for t, _s, _c in semantic_search(store, "zebra", embedder)} == {"new"}
+    (root / "threads" / "new.jsonl").unlink()  # by hand: its vectors are orphaned
+    res = _run(root, "verify")
+    assert res.exit_code == 1
+    assert "problem: vectors of thread new (hashed-256): derived data of thread new" in res.stdout
