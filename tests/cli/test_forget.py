@@ -53,6 +53,7 @@ def root(tmp_path: Path) -> Path:
     return tmp_path / "s"
 
 
+@pytest.mark.slow
 def test_delete_dry_run_then_delete(root: Path) -> None:
     before = (root / "threads" / "old.jsonl").read_bytes()
     dry = _run(root, "delete", "old", "--dry-run")
