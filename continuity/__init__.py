@@ -159,6 +159,7 @@ if TYPE_CHECKING:
         SeqConflict as SeqConflict,
         StoreNotFound as StoreNotFound,
         StoreUnavailable as StoreUnavailable,
+        ThreadDeleted as ThreadDeleted,
         ThreadNotFound as ThreadNotFound,
         UnreadableSession as UnreadableSession,
     )
@@ -212,9 +213,11 @@ if TYPE_CHECKING:
     )
     from continuity.store.base import (
         BaseStore as BaseStore,
+        DeletionReport as DeletionReport,
         Head as Head,
         Recovery as Recovery,
         Thread as Thread,
+        Tombstone as Tombstone,
     )
     from continuity.store.jsonl import Store as Store
     from continuity.store.locate import open_store as open_store

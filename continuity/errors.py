@@ -11,6 +11,7 @@ working::
     ├── MigrationConflict      migrate: a thread in the destination is not the source's
     ├── InvalidThreadId        (ValueError) an id that could escape the store or hide itself
     ├── ThreadNotFound         a read asked for a thread with no frames
+    │   └── ThreadDeleted      an append to a thread that was deleted (it has a tombstone)
     ├── BadFrame               (ValueError) a frame given to append is not valid
     ├── SeqConflict            the caller expected another next seq (optimistic writers)
     ├── CorruptFrame           a stored frame does not parse, breaks seq order or the chain
@@ -59,6 +60,7 @@ __all__ = [
     "SeqConflict",
     "StoreNotFound",
     "StoreUnavailable",
+    "ThreadDeleted",
     "ThreadNotFound",
     "UnreadableSession",
 ]
@@ -116,6 +118,11 @@ class ThreadNotFound(ContinuityError):
     def __init__(self, message: str, thread_id: str | None = None) -> None:
         super().__init__(message)
         self.thread_id = thread_id
+
+
+class ThreadDeleted(ThreadNotFound):
+    """An append to a thread that was deleted (``continuity delete``/``prune``): its
+    tombstone stands, and a deleted thread is never brought back by a late writer."""
 
 
 class BadFrame(ContinuityError, ValueError):

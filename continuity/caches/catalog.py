@@ -53,6 +53,7 @@ __all__ = [
     "CatalogRow",
     "CatalogView",
     "Facts",
+    "catalog_ids",
     "catalog_problems",
     "catalog_row",
     "catalog_view",
@@ -656,6 +657,13 @@ def current_rows(store: BaseStore) -> tuple[list[CatalogRow], list[str]] | None:
         else:
             others.append(stamp.thread_id)
     return rows, others
+
+
+def catalog_ids(store: BaseStore) -> set[str]:
+    """The thread ids the catalog file holds rows of, as it is (``verify``: rows of threads
+    with no log are left over from a deletion or a lost log)."""
+    path = _path(store)
+    return set() if path is None else set(_load(path) or {})
 
 
 def source_of(store: BaseStore, thread_id: str) -> str:

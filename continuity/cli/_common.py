@@ -21,7 +21,7 @@ from typing import Final, NoReturn
 import typer
 
 from continuity.cli._display import recovery_line
-from continuity.errors import ContinuityError, StoreNotFound, ThreadNotFound
+from continuity.errors import ContinuityError, StoreNotFound, ThreadDeleted, ThreadNotFound
 from continuity.paths import StoreLocation, describe_store, is_store_url
 from continuity.store.base import BaseStore, Recovery
 
@@ -122,6 +122,8 @@ def errors(suffix: str = "") -> Iterator[None]:
     """Turn a library error, or the OS refusing a file operation, into one line and exit 1."""
     try:
         yield
+    except ThreadDeleted as exc:
+        fail(f"{exc}{suffix}")
     except ThreadNotFound as exc:
         fail(f"{_not_found(exc)}{suffix}")
     except ContinuityError as exc:

@@ -42,6 +42,8 @@ COMMANDS: Final = {
     "stats": "store_commands",
     "threads": "store_commands",
     "migrate": "store_commands",
+    "delete": "forget_commands",
+    "prune": "forget_commands",
     "install": "claude_code_commands",
     "uninstall": "claude_code_commands",
     "ingest": "claude_code_commands",
@@ -144,6 +146,10 @@ def _register(root: typer.Typer, module: str) -> None:
         from continuity.cli import store_commands
 
         store_commands.register(root)
+    elif module == "forget_commands":
+        from continuity.cli import forget_commands
+
+        forget_commands.register(root)
     elif module == "claude_code_commands":
         from continuity.cli import claude_code_commands
 

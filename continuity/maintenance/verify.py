@@ -458,6 +458,62 @@ def _verify_checked_files(store: BaseStore, report: VerifyReport) -> None:
                 report.add(Problem(where, f"{exc} (the next ingest reads its transcript again)"))
 
 
+def _leftover(tid: str, deleted: dict[str, int]) -> str:
+    if tid in deleted:
+        return (
+            f"left over from the deletion of thread {tid} at {_when(deleted[tid])} "
+            f"(`continuity delete {tid}` finishes it)"
+        )
+    return (
+        f"derived data of thread {tid}, which has no log and no tombstone "
+        "(lost, or removed by hand)"
+    )
+
+
+def _when(ms: int) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _verify_forgetting(store: BaseStore, report: VerifyReport) -> None:
+    """Deletions (ADR 0040): a tombstoned thread with no log is deleted, not lost (a note); one
+    whose log is there again is a problem; derived data of a thread with no log (cache
+    folders, catalog rows, vectors, a server's derived and search rows) is orphaned."""
+    from continuity.caches.catalog import catalog_ids
+    from continuity.retrieval.vectors import orphaned_vectors
+
+    logs = set(store.stored_thread_ids())
+    deleted = {t.thread_id: t.time_ms for t in store.tombstones()}
+    gone = sorted(set(deleted) - logs)
+    if gone:
+        report.notes.append(
+            f"{len(gone)} deleted thread{'s' if len(gone) != 1 else ''} (tombstones; not problems)"
+        )
+    for tid in sorted(set(deleted) & logs):
+        report.add(
+            Problem(
+                f"thread {tid}",
+                f"deleted at {_when(deleted[tid])} (tombstone) but its log is there: a deletion "
+                f"cut short or a log brought back (`continuity delete {tid}` removes it)",
+                tid,
+            )
+        )
+    for line in store.orphaned_rows():
+        report.add(Problem("orphaned derived rows", line))
+    cache = store.cache_dir
+    if cache is None:
+        return
+    folder = cache / "threads"
+    for tid in sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else ():
+        if tid not in logs:
+            report.add(Problem(f"cache of thread {tid}", _leftover(tid, deleted), tid))
+    for tid in sorted(catalog_ids(store) - logs):
+        report.add(Problem(f"catalog row of thread {tid}", _leftover(tid, deleted), tid))
+    for tid, model in orphaned_vectors(store, logs):
+        report.add(Problem(f"vectors of thread {tid} ({model})", _leftover(tid, deleted), tid))
+
+
 def _ticker(
     on_progress: Callable[[int, int, int], None] | None, done: int, threads: int
 ) -> Callable[[int], None] | None:
@@ -517,6 +573,7 @@ def verify_store(
             _verify_store_search(store, report)
         if threads is None:
             _verify_checked_files(store, report)
+            _verify_forgetting(store, report)
         _verify_artifacts(store, report, refs, everything=threads is None)
     except _LimitReached:
         pass

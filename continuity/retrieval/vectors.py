@@ -62,7 +62,9 @@ if TYPE_CHECKING:
 __all__ = [
     "FOLDER",
     "MAX_CHARS",
+    "forget_vectors",
     "nearest",
+    "orphaned_vectors",
     "rebuild_vectors",
     "record_dtype",
     "semantic_search",
@@ -361,6 +363,47 @@ def _rows(
         if project is None or e.project == project:
             rows.add(tid, np.frombuffer(data, dtype))
     return rows
+
+
+def _model_folders(store: BaseStore) -> list[Path]:
+    root = None if store.cache_dir is None else store.cache_dir / FOLDER
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root and root.is_dir() else []
+
+
+def _any_manifest(folder: Path) -> _Manifest | None:
+    try:
+        return _manifest_decoder.decode((folder / "manifest.json").read_bytes())
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError, msgspec.ValidationError):
+        return None
+
+
+def forget_vectors(store: BaseStore, thread_ids: Sequence[str]) -> None:
+    """Drop the records of ``thread_ids`` (deleted threads) from every model's vector cache:
+    their files and their manifest entries, under each folder's lock."""
+    gone = set(thread_ids)
+    for folder in _model_folders(store):
+        with _Lock(folder):
+            m = _any_manifest(folder)
+            for tid in gone:
+                (folder / f"{tid}.vec").unlink(missing_ok=True)
+            if m is not None and gone & set(m.threads):
+                kept = {t: e for t, e in m.threads.items() if t not in gone}
+                atomic_write(
+                    folder / "manifest.json",
+                    msgspec.json.encode(msgspec.structs.replace(m, threads=kept)),
+                    durable=False,
+                )
+
+
+def orphaned_vectors(store: BaseStore, logs: set[str]) -> list[tuple[str, str]]:
+    """(thread id, model folder) of vector records kept for threads with no log in ``logs``."""
+    found: list[tuple[str, str]] = []
+    for folder in _model_folders(store):
+        m = _any_manifest(folder)
+        named = set(m.threads) if m is not None else set()
+        named |= {p.name[:-4] for p in folder.glob("*.vec")}
+        found += [(tid, folder.name) for tid in sorted(named - logs)]
+    return found
 
 
 def rebuild_vectors(store: BaseStore, embedder: Embedder) -> int:

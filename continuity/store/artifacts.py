@@ -16,7 +16,7 @@ from __future__ import annotations
 import _thread  # not threading: a hook process never needs to import it (0.5 ms)
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -25,10 +25,11 @@ import blake3
 if TYPE_CHECKING:
     import zstandard
 
-from continuity._fs import atomic_write, private_dirs
+from continuity._fs import atomic_write, fsync_dir, private_dirs
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound
 
 __all__ = [
+    "DELTA_HEADER",
     "DELTA_MAGIC",
     "MAX_DELTA_DEPTH",
     "ArtifactStore",
@@ -36,6 +37,7 @@ __all__ = [
     "FileArtifactStore",
     "MemoryArtifactStore",
     "artifact_id",
+    "delta_base_of",
     "is_artifact_id",
 ]
 
@@ -46,6 +48,16 @@ DELTA_MAGIC: Final = b"CTYD"
 MAX_DELTA_DEPTH: Final = 8
 """The longest chain of deltas a read follows; a blob whose base is this deep is stored whole."""
 _DELTA_HEADER: Final = len(DELTA_MAGIC) + 1 + 32
+DELTA_HEADER: Final = _DELTA_HEADER
+"""The bytes of a delta's header: magic, depth, the base's id."""
+
+
+def delta_base_of(head: bytes) -> bytes | None:
+    """The base id (32 bytes) a stored blob whose first bytes are ``head`` is a delta of;
+    None when it is stored whole."""
+    if len(head) >= _DELTA_HEADER and head.startswith(DELTA_MAGIC):
+        return head[len(DELTA_MAGIC) + 1 : _DELTA_HEADER]
+    return None
 
 
 def artifact_id(data: bytes) -> str:
@@ -95,6 +107,17 @@ class ArtifactStore(ABC):
         ``durable`` is false (a blob that can be derived again). This one stores it whole."""
         return self.put(data)
 
+    def delete(self, aid: str) -> bool:
+        """Remove ``aid`` (``continuity delete``: an artifact no remaining thread references);
+        True if it was stored. Nothing else ever removes an artifact. A backend that cannot
+        remove one raises NotImplementedError."""
+        raise NotImplementedError(f"{type(self).__name__} cannot remove artifacts")
+
+    def delta_bases(self, ids: Iterable[str]) -> set[str]:
+        """Those of ``ids`` that some stored artifact is a delta of (so removing them would
+        break it): a store that keeps no deltas has none."""
+        return set()
+
 
 class MemoryArtifactStore(ArtifactStore):
     """The in-memory reference model."""
@@ -106,6 +129,9 @@ class MemoryArtifactStore(ArtifactStore):
         aid = artifact_id(data)
         self._blobs.setdefault(aid, bytes(data))
         return aid
+
+    def delete(self, aid: str) -> bool:
+        return self._blobs.pop(aid, None) is not None
 
     def get(self, aid: str) -> bytes:
         _check_id(aid)
@@ -282,6 +308,32 @@ class FileArtifactStore(CompressedArtifactStore):
 
     def exists(self, aid: str) -> bool:
         return is_artifact_id(aid) and self.path(aid).exists()
+
+    def delete(self, aid: str) -> bool:
+        if not is_artifact_id(aid):
+            return False
+        try:
+            self.path(aid).unlink()
+        except FileNotFoundError:
+            return False
+        fsync_dir(self.path(aid).parent)
+        return True
+
+    def delta_bases(self, ids: Iterable[str]) -> set[str]:
+        wanted = {bytes.fromhex(a) for a in ids if is_artifact_id(a)}
+        found: set[str] = set()
+        if not wanted or not self.root.is_dir():
+            return found
+        for p in self.root.glob("*/*.zst"):
+            try:
+                with open(p, "rb") as f:
+                    head = f.read(DELTA_HEADER)
+            except OSError:
+                continue
+            base = delta_base_of(head)
+            if base is not None and base in wanted:
+                found.add(base.hex())
+        return found
 
     def ids(self) -> Iterator[str]:
         if not self.root.is_dir():

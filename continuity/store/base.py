@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_THREAD_ID_LEN",
     "BaseStore",
+    "DeletionReport",
     "DocumentsOf",
     "Head",
     "LogReader",
@@ -75,8 +76,10 @@ __all__ = [
     "SearchDocument",
     "SearchWatermark",
     "Thread",
+    "Tombstone",
     "batch_of",
     "check_sealed",
+    "deletion_facts",
     "now_ms",
     "provider_checkpoints",
     "provider_summaries",
@@ -144,6 +147,58 @@ class Recovery(msgspec.Struct, frozen=True):
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class Tombstone(msgspec.Struct, frozen=True, kw_only=True):
+    """What a deletion removed, kept by the store after the log is gone (``<store>/
+    tombstones.jsonl``, a ``tombstones`` table), so ``verify`` tells a deletion from a loss and
+    an append never brings the thread back."""
+
+    thread_id: str
+    head_seq: int
+    """The last seq the log held (-1: it held no committed frame)."""
+    head_digest: str
+    """Its chain digest (hex; empty when none)."""
+    frames: int
+    bytes: int
+    """The log's bytes as a JSONL file holds them."""
+    reason: str
+    """The command that removed it: ``delete`` or ``prune --older-than 90d``."""
+    time_ms: int
+
+
+class DeletionReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`BaseStore.delete_thread` did: the tombstone it wrote (or found, when the
+    deletion was finished by a second run) and the artifact ids the log referenced (those no
+    other thread references may go too: :mod:`continuity.maintenance.forget`)."""
+
+    tombstone: Tombstone
+    artifacts: tuple[str, ...]
+    finished_earlier: bool = False
+    """The log was already gone (a deletion cut short, finished now)."""
+
+
+_HEX_ID: Final = re.compile(rb"[0-9a-f]{64}")
+
+
+def deletion_facts(lines: Iterable[bytes]) -> tuple[int, int, set[str], set[str]]:
+    """(frames, bytes, artifact ids referenced, other 64-hex strings) of a log's stored
+    lines: the ids its frames reference, and for a line that does not decode every 64-hex
+    string in it except its digest (candidates the caller keeps only if they are artifacts:
+    when in doubt, the reference counts)."""
+    frames = size = 0
+    refs: set[str] = set()
+    maybe: set[str] = set()
+    for line in lines:
+        frames += 1
+        size += len(line) + 1
+        try:
+            refs.update(fr.artifact_refs(fr.decode_frame(line)))
+        except (msgspec.DecodeError, UnicodeDecodeError, ValueError):
+            digest = fr.stored_digest(line)
+            found = {m.decode() for m in _HEX_ID.findall(line)}
+            maybe |= found - ({digest.hex()} if digest is not None else set())
+    return frames, size, refs, maybe
 
 
 class SealedBatch(NamedTuple):
@@ -670,6 +725,47 @@ class BaseStore(ABC):
         """The ids of every thread that has a log, sorted: :meth:`threads` plus logs holding
         bytes but no committed frame (a first batch cut short), which ``verify`` reports."""
         return self.threads()
+
+    def delete_thread(self, thread_id: str, *, reason: str = "delete") -> DeletionReport:
+        """Remove ``thread_id``'s log and the derived data the backend keeps with it (a
+        server's derived and search rows), after recording a :class:`Tombstone`: all of it or,
+        after a crash, the tombstone first and a second call finishes. Taken under the thread's
+        write lock, so an append lands before (and goes with it) or fails after
+        (:class:`~continuity.errors.ThreadDeleted`); no append brings a tombstoned thread back.
+        :class:`ThreadNotFound` when there is neither a log nor a tombstone. File caches,
+        artifacts and the store-wide indexes above the store are
+        :func:`continuity.maintenance.forget.forget_thread`'s."""
+        raise NotImplementedError(f"{type(self).__name__} cannot delete threads")
+
+    def tombstones(self) -> list[Tombstone]:
+        """Every tombstone, oldest first (a backend that cannot delete has none)."""
+        return []
+
+    def tombstone_of(self, thread_id: str) -> Tombstone | None:
+        """The latest tombstone of ``thread_id`` (None: it was never deleted)."""
+        found = [t for t in self.tombstones() if t.thread_id == thread_id]
+        return found[-1] if found else None
+
+    def referenced(self, ids: Iterable[str]) -> set[str]:
+        """Those of ``ids`` that a stored line of any thread holds, anywhere in its bytes (a
+        reference, a mention, a damaged line: when in doubt it counts). A scan of every log; a
+        server does it where the rows are."""
+        remaining = {i.encode() for i in ids}
+        found: set[str] = set()
+        for tid in self.stored_thread_ids() if remaining else ():
+            for _seq, line in self.thread(tid).stored_lines():
+                hit = {n for n in remaining if n in line}
+                if hit:
+                    remaining -= hit
+                    found |= {h.decode() for h in hit}
+                    if not remaining:
+                        return found
+        return found
+
+    def orphaned_rows(self) -> list[str]:
+        """Derived rows the backend keeps (a server's derived and search tables) for threads
+        that have no log, each as a line for ``verify``; a backend that keeps none has none."""
+        return []
 
     def existing_thread(self, thread_id: str) -> Thread:
         """Like :meth:`thread`, but :class:`ThreadNotFound` when the thread has no frames."""

@@ -31,17 +31,27 @@ import msgspec
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, fsync_dir, private_dirs
-from continuity.errors import CorruptFrame, InvalidThreadId, JobInFlight, StoreNotFound
+from continuity.errors import (
+    CorruptFrame,
+    InvalidThreadId,
+    JobInFlight,
+    StoreNotFound,
+    ThreadDeleted,
+    ThreadNotFound,
+)
 from continuity.store.artifacts import FileArtifactStore
 from continuity.store.base import (
     BaseStore,
+    DeletionReport,
     Head,
     LogReader,
     LogStamp,
     Recovery,
     Thread,
+    Tombstone,
     batch_of,
     check_sealed,
+    deletion_facts,
     now_ms,
     seal_batch,
     seal_frames,
@@ -100,9 +110,12 @@ class JsonlThread(Thread):
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            self._refuse_deleted(fd)
             size = self._recover(fd)
             head = self._head_at(fd, size)
             created = head is None
+            if created:
+                self._refuse_tombstoned(fd)
             lines, _head, given = seal_frames(
                 self.id,
                 batch,
@@ -136,9 +149,12 @@ class JsonlThread(Thread):
         created = False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            self._refuse_deleted(fd)
             size = self._recover(fd)
             head = self._head_at(fd, size)
             created = head is None
+            if created:
+                self._refuse_tombstoned(fd)
             new_head = check_sealed(self.id, lines, head)
             data = b"".join(bytes(line) + b"\n" for line in lines)
             written = 0
@@ -155,6 +171,23 @@ class JsonlThread(Thread):
         if created and sync:
             fsync_dir(self.path.parent)
         return range(new_head.seq - len(lines) + 1, new_head.seq + 1)
+
+    def _refuse_deleted(self, fd: int) -> None:
+        """Under the lock: a log deleted while this writer waited for it is not written (the
+        writer holds the removed file, which nobody will ever read)."""
+        if os.fstat(fd).st_nlink == 0:
+            raise ThreadDeleted(f"thread {self.id!r} was deleted; it is not written again", self.id)
+
+    def _refuse_tombstoned(self, fd: int) -> None:
+        """Under the lock, for a log with no frame yet: a deleted thread is not made again
+        (the empty file this writer made goes again)."""
+        if self._store.tombstone_of(self.id) is None:
+            return
+        if os.fstat(fd).st_size == 0:
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    os.unlink(self.path)
+        raise ThreadDeleted(f"thread {self.id!r} was deleted; it is not written again", self.id)
 
     def quarantine_tail(self, offset: int, reason: str) -> Recovery:
         fd = os.open(self.path, os.O_RDWR)
@@ -717,10 +750,123 @@ class Store(BaseStore):
                 raise JobInFlight(f"a {job} job for this thread is already running") from None
             yield
 
+    # -- forgetting (ADR 0040) --
+
+    @property
+    def tombstones_path(self) -> Path:
+        return self.root / "tombstones.jsonl"
+
+    def tombstones(self) -> list[Tombstone]:
+        try:
+            data = self.tombstones_path.read_bytes()
+        except FileNotFoundError:
+            return []
+        found: list[Tombstone] = []
+        for line in data.splitlines():
+            try:
+                found.append(_tombstone_decoder.decode(line))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue  # a torn last line (a crash while it was written): not a tombstone
+        return found
+
+    def _add_tombstone(self, tomb: Tombstone) -> None:
+        """Appended under an exclusive lock, whole, and fsynced before the log goes."""
+        path = self.tombstones_path
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                os.write(fd, b"\n")  # end a torn line first: it stays unreadable, alone
+            os.write(fd, msgspec.json.encode(tomb) + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self.root)
+
+    def delete_thread(self, thread_id: str, *, reason: str = "delete") -> DeletionReport:
+        thread = self.thread(validate_thread_id(thread_id))
+        try:
+            fd = os.open(thread.path, os.O_RDWR)
+        except FileNotFoundError:
+            return self._deleted_before(thread_id)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # appends wait; they fail once the log is gone
+            if os.fstat(fd).st_nlink == 0:
+                return self._deleted_before(thread_id)
+            size = os.fstat(fd).st_size
+            try:
+                head = thread._head_at(fd, thread._visible_end(fd))
+            except CorruptFrame:
+                head = None  # a damaged log is deleted too; its tombstone says what it held
+            lines = split_lines(lambda n, o: os.pread(fd, n, o), 0, size, first=_CHUNK)
+            n, nbytes, refs, maybe = deletion_facts(line for _o, line in lines)
+            earlier = self.tombstone_of(thread_id)
+            same = earlier is not None and head is not None and earlier.head_digest == head.digest
+            tomb = (
+                earlier
+                if same and earlier is not None
+                else Tombstone(
+                    thread_id=thread_id,
+                    head_seq=-1 if head is None else head.seq,
+                    head_digest="" if head is None else head.digest,
+                    frames=n,
+                    bytes=nbytes,
+                    reason=reason,
+                    time_ms=self.clock(),
+                )
+            )
+            if not same:  # a second run after a crash finds its own tombstone
+                self._add_tombstone(tomb)
+            os.unlink(thread.path)
+            fsync_dir(thread.path.parent)
+        finally:
+            os.close(fd)
+        self._drop_quarantined(thread_id)
+        found = refs | {a for a in maybe if self.artifacts.exists(a)}
+        return DeletionReport(tombstone=tomb, artifacts=tuple(sorted(found)))
+
+    def _deleted_before(self, thread_id: str) -> DeletionReport:
+        tomb = self.tombstone_of(thread_id)
+        if tomb is None:
+            raise ThreadNotFound(f"no thread {thread_id!r} in this store", thread_id)
+        self._drop_quarantined(thread_id)
+        return DeletionReport(tombstone=tomb, artifacts=(), finished_earlier=True)
+
+    def _drop_quarantined(self, thread_id: str) -> None:
+        """The torn tails recovery moved aside hold the thread's bytes too: they go with it."""
+        for rec in self.quarantined():
+            if rec.thread_id == thread_id:
+                Path(rec.quarantine_file).unlink(missing_ok=True)
+
+    def referenced(self, ids: Iterable[str]) -> set[str]:
+        """Each log's bytes, as they are (damaged lines too), searched for the ids."""
+        remaining = {i.encode() for i in ids}
+        found: set[str] = set()
+        folder = self.root / "threads"
+        for p in sorted(folder.glob("*.jsonl")) if remaining else ():
+            try:
+                with open(p, "rb") as f:
+                    carry = b""
+                    while chunk := f.read(_CHUNK * 16):
+                        data = carry + chunk
+                        hit = {n for n in remaining if n in data}
+                        remaining -= hit
+                        found |= {h.decode() for h in hit}
+                        if not remaining:
+                            return found
+                        carry = data[-63:]
+            except FileNotFoundError:
+                continue
+        return found
+
     def _report(self, recovery: Recovery) -> None:
         self.recoveries.append(recovery)
         if self._on_recovery is not None:
             self._on_recovery(recovery)
+
+
+_tombstone_decoder: Final = msgspec.json.Decoder(Tombstone)
 
 
 # --- small file helpers ---------------------------------------------------------------------

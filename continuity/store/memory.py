@@ -12,15 +12,20 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from continuity import frames as fr
+from continuity.errors import ThreadDeleted, ThreadNotFound
 from continuity.store.artifacts import MemoryArtifactStore
 from continuity.store.base import (
     BaseStore,
+    DeletionReport,
     Head,
     Thread,
+    Tombstone,
     batch_of,
     check_sealed,
+    deletion_facts,
     now_ms,
     seal_frames,
+    validate_thread_id,
 )
 
 __all__ = ["MemoryStore", "MemoryThread"]
@@ -48,6 +53,7 @@ class MemoryThread(Thread):
     ) -> range:
         batch = batch_of(frames)
         with self._store._lock:
+            self._refuse_deleted()
             lines, head, given = seal_frames(
                 self.id,
                 batch,
@@ -63,6 +69,7 @@ class MemoryThread(Thread):
 
     def append_sealed(self, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
         with self._store._lock:
+            self._refuse_deleted()
             head = self._head()
             new_head = check_sealed(self.id, lines, head)
             self._lines.extend(bytes(line) for line in lines)
@@ -71,6 +78,10 @@ class MemoryThread(Thread):
 
     def _head(self) -> Head | None:
         return self._store._heads.get(self.id)
+
+    def _refuse_deleted(self) -> None:
+        if self._head() is None and any(t.thread_id == self.id for t in self._store._tombs):
+            raise ThreadDeleted(f"thread {self.id!r} was deleted; it is not written again", self.id)
 
     def head(self) -> Head | None:
         with self._store._lock:
@@ -116,6 +127,7 @@ class MemoryStore(BaseStore):
         self._lock = threading.Lock()
         self._logs: dict[str, list[bytes]] = {}
         self._heads: dict[str, Head] = {}
+        self._tombs: list[Tombstone] = []
         self.artifacts = MemoryArtifactStore()
 
     def thread(self, thread_id: str) -> MemoryThread:
@@ -124,3 +136,32 @@ class MemoryStore(BaseStore):
     def threads(self) -> list[str]:
         with self._lock:
             return sorted(t for t, lines in self._logs.items() if lines)
+
+    def delete_thread(self, thread_id: str, *, reason: str = "delete") -> DeletionReport:
+        validate_thread_id(thread_id)
+        with self._lock:
+            lines = self._logs.get(thread_id)
+            if not lines:
+                tomb = next((t for t in reversed(self._tombs) if t.thread_id == thread_id), None)
+                if tomb is None:
+                    raise ThreadNotFound(f"no thread {thread_id!r} in this store", thread_id)
+                return DeletionReport(tombstone=tomb, artifacts=(), finished_earlier=True)
+            n, size, refs, maybe = deletion_facts(lines)
+            head = self._heads[thread_id]
+            tomb = Tombstone(
+                thread_id=thread_id,
+                head_seq=head.seq,
+                head_digest=head.digest,
+                frames=n,
+                bytes=size,
+                reason=reason,
+                time_ms=self.clock(),
+            )
+            self._tombs.append(tomb)
+            del self._logs[thread_id], self._heads[thread_id]
+        found = refs | {a for a in maybe if self.artifacts.exists(a)}
+        return DeletionReport(tombstone=tomb, artifacts=tuple(sorted(found)))
+
+    def tombstones(self) -> list[Tombstone]:
+        with self._lock:
+            return list(self._tombs)

@@ -23,6 +23,7 @@ from continuity.errors import (
 )
 from continuity.store.base import BaseStore, Recovery, Thread
 from continuity.store.memory import MemoryStore
+from continuity.testing.forget import DeletionContract
 from continuity.testing.support import (
     FIXED_MS,
     INVALID_THREAD_IDS,
@@ -47,7 +48,7 @@ def _forced(block: _B, field: str, value: object) -> _B:
     return block
 
 
-class StoreContract(ABC):
+class StoreContract(DeletionContract, ABC):
     """Behaviour every backend must share. A subclass only says how to build its store."""
 
     @abstractmethod

@@ -57,6 +57,7 @@ _RUNTIME_MODULES = {
         "LogStamp",  # what a backend gives the store catalog, not API for users
         "batch_of",
         "check_sealed",
+        "deletion_facts",  # what a backend's delete_thread counts with (ADR 0040)
         "now_ms",
         "resolve_thread",
         "seal_batch",

@@ -34,14 +34,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from continuity import frames as fr
-from continuity.errors import CorruptFrame, JobInFlight
+from continuity.errors import CorruptFrame, JobInFlight, ThreadDeleted, ThreadNotFound
 from continuity.paths import is_store_url
 from continuity.store.base import (
     BaseStore,
+    DeletionReport,
     Head,
     Thread,
+    Tombstone,
     batch_of,
     check_sealed,
+    deletion_facts,
     now_ms,
     provider_summaries,
     seal_frames,
@@ -183,6 +186,12 @@ class PostgresThread(Thread):
             row = conn.execute(sql.lock_head, [self.id]).fetchone()
             now = clock()  # once per append, under the lock, as the other backends do
             if row is None:  # a new thread: its row, locked until this batch commits or not
+                # A deleted one is not made again: a writer that waited on the head row while
+                # it was deleted finds no row, and the tombstone committed with the delete.
+                if conn.execute(sql.tombstoned, [self.id]).fetchone() is not None:
+                    raise ThreadDeleted(
+                        f"thread {self.id!r} was deleted; it is not written again", self.id
+                    )
                 conn.execute(sql.create_thread, [self.id, now, now])
                 row = conn.execute(sql.lock_head, [self.id]).fetchone()
                 assert row is not None
@@ -416,6 +425,30 @@ class _LogSql:
             "AND f.seq BETWEEN %(lo)s - 1 AND %(hi)s ORDER BY f.seq DESC"
         )
         self.try_lock = "SELECT pg_try_advisory_lock(%s)"
+        self.tombstoned = f"SELECT 1 FROM {s}.tombstones WHERE thread_id = %s LIMIT 1"
+        self.lock_for_delete = (
+            f"SELECT thread_key, head_seq, head_digest FROM {s}.threads WHERE thread_id = %s "
+            "FOR UPDATE"
+        )
+        self.lines_of = f"SELECT line FROM {s}.frames WHERE thread_key = %s ORDER BY seq"
+        self.add_tombstone = (
+            f"INSERT INTO {s}.tombstones "
+            "(thread_id, head_seq, head_digest, frames, bytes, reason, time_ms) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)"
+        )
+        self.tombstones = (
+            "SELECT thread_id, head_seq, head_digest, frames, bytes, reason, time_ms "
+            f"FROM {s}.tombstones ORDER BY tombstone_id"
+        )
+        self.delete_rows = tuple(
+            f"DELETE FROM {s}.{t} WHERE thread_key = %s"
+            for t in ("frames", "derived_threads", "messages", "checkpoints", "marks")
+        )
+        self.delete_thread = f"DELETE FROM {s}.threads WHERE thread_key = %s"
+        self.referenced = (
+            "SELECT i FROM unnest(%s::text[]) i WHERE EXISTS "
+            f"(SELECT 1 FROM {s}.frames f WHERE position(convert_to(i, 'UTF8') IN f.line) > 0)"
+        )
 
 
 class PostgresStore(BaseStore):
@@ -519,6 +552,104 @@ class PostgresStore(BaseStore):
             if row is None or not row[0]:
                 raise JobInFlight(f"a {job} job for this thread is already running")
             yield
+
+    # -- forgetting (ADR 0040) --
+
+    def delete_thread(self, thread_id: str, *, reason: str = "delete") -> DeletionReport:
+        """One transaction: the head row locked (appends wait, then find the tombstone), the
+        tombstone written, the frames, derived and search rows and the head row deleted."""
+        from continuity.store.base import validate_thread_id
+
+        validate_thread_id(thread_id)
+        sql = self._sql
+        search_tables = self._search_tables()
+        with self._db.transaction(durable=True) as conn:
+            row = conn.execute(sql.lock_for_delete, [thread_id]).fetchone()
+            if row is None:
+                tomb = self.tombstone_of(thread_id)
+                if tomb is None:
+                    raise ThreadNotFound(f"no thread {thread_id!r} in this store", thread_id)
+                return DeletionReport(tombstone=tomb, artifacts=(), finished_earlier=True)
+            key, head_seq, head_digest = row
+            cur = conn.cursor(binary=True)
+            lines = (bytes(r[0]) for r in cur.execute(sql.lines_of, [key]))
+            n, nbytes, refs, maybe = deletion_facts(lines)
+            tomb = Tombstone(
+                thread_id=thread_id,
+                head_seq=int(head_seq),
+                head_digest=bytes(head_digest).hex(),
+                frames=n,
+                bytes=nbytes,
+                reason=reason,
+                time_ms=self.clock(),
+            )
+            conn.execute(
+                sql.add_tombstone,
+                [thread_id, tomb.head_seq, tomb.head_digest, n, nbytes, reason, tomb.time_ms],
+            )
+            for statement in sql.delete_rows:
+                conn.execute(statement, [key])
+            for table in search_tables:
+                conn.execute(f"DELETE FROM {self.schema}.{table} WHERE thread_key = %s", [key])
+            conn.execute(sql.delete_thread, [key])
+        found = refs | {a for a in maybe if self.artifacts.exists(a)}
+        return DeletionReport(tombstone=tomb, artifacts=tuple(sorted(found)))
+
+    def _search_tables(self) -> list[str]:
+        """The search tables this store has (they are made when a search first needs them)."""
+        from continuity.store.postgres.schema import SEARCH_TABLE_NAMES
+
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+                "AND table_name = ANY(%s)",
+                [self.schema, list(SEARCH_TABLE_NAMES)],
+            ).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    def tombstones(self) -> list[Tombstone]:
+        with self._db.connection() as conn:
+            rows = conn.execute(self._sql.tombstones).fetchall()
+        return [
+            Tombstone(
+                thread_id=str(r[0]),
+                head_seq=int(r[1]),
+                head_digest=str(r[2]),
+                frames=int(r[3]),
+                bytes=int(r[4]),
+                reason=str(r[5]),
+                time_ms=int(r[6]),
+            )
+            for r in rows
+        ]
+
+    def referenced(self, ids: Iterable[str]) -> set[str]:
+        wanted = sorted(set(ids))
+        if not wanted:
+            return set()
+        with self._db.connection() as conn:
+            rows = conn.execute(self._sql.referenced, [wanted]).fetchall()
+        return {str(r[0]) for r in rows}
+
+    def orphaned_rows(self) -> list[str]:
+        """Rows of the derived and search tables, and frames, whose thread key has no head
+        row (a thread removed by hand, not by ``delete``), a line per table and key."""
+        from continuity.store.postgres.schema import DERIVED_TABLES
+
+        s = self.schema
+        found: list[str] = []
+        with self._db.connection() as conn:
+            for table in ("frames", *DERIVED_TABLES, *self._search_tables()):
+                rows = conn.execute(
+                    f"SELECT x.thread_key, count(*) FROM {s}.{table} x WHERE NOT EXISTS "
+                    f"(SELECT 1 FROM {s}.threads t WHERE t.thread_key = x.thread_key) "
+                    "GROUP BY x.thread_key ORDER BY x.thread_key"
+                ).fetchall()
+                found += [
+                    f"table {table}: {r[1]} rows of thread key {r[0]}, which has no thread row"
+                    for r in rows
+                ]
+        return found
 
     def close(self) -> None:
         """Close the store's connections (closing twice is harmless); it cannot be used after."""

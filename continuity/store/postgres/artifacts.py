@@ -8,10 +8,10 @@ the uncompressed bytes (a 32-byte key); every read decompresses and checks it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from continuity.store.artifacts import CompressedArtifactStore, is_artifact_id
+from continuity.store.artifacts import DELTA_MAGIC, CompressedArtifactStore, is_artifact_id
 from continuity.store.base import now_ms
 
 if TYPE_CHECKING:
@@ -39,6 +39,12 @@ class PostgresArtifactStore(CompressedArtifactStore):
         self._head = f"SELECT substring(data FROM 1 FOR 5) FROM {s}.artifacts WHERE id = %s"
         self._ids = f"SELECT id FROM {s}.artifacts ORDER BY id"
         self._bytes = f"SELECT coalesce(sum(octet_length(data)), 0) FROM {s}.artifacts"
+        self._delete = f"DELETE FROM {s}.artifacts WHERE id = %s"
+        # A delta's header: magic (4 bytes), depth, the base's id (32 bytes).
+        self._bases = (
+            f"SELECT DISTINCT substring(data FROM 6 FOR 32) FROM {s}.artifacts "
+            "WHERE substring(data FROM 1 FOR 4) = %s AND substring(data FROM 6 FOR 32) = ANY(%s)"
+        )
 
     def _read_blob(self, aid: str) -> bytes | None:
         with self._db.connection() as conn:
@@ -59,6 +65,20 @@ class PostgresArtifactStore(CompressedArtifactStore):
             return False
         with self._db.connection() as conn:
             return conn.execute(self._exists, [bytes.fromhex(aid)]).fetchone() is not None
+
+    def delete(self, aid: str) -> bool:
+        if not is_artifact_id(aid):
+            return False
+        with self._db.transaction(durable=True) as conn:
+            return conn.execute(self._delete, [bytes.fromhex(aid)]).rowcount > 0
+
+    def delta_bases(self, ids: Iterable[str]) -> set[str]:
+        wanted = [bytes.fromhex(a) for a in ids if is_artifact_id(a)]
+        if not wanted:
+            return set()
+        with self._db.connection() as conn:
+            rows = conn.execute(self._bases, [DELTA_MAGIC, wanted], binary=True).fetchall()
+        return {bytes(r[0]).hex() for r in rows}
 
     def ids(self) -> Iterator[str]:
         with self._db.connection() as conn:

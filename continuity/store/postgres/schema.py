@@ -48,6 +48,7 @@ __all__ = [
     "DERIVED_TABLES",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "SEARCH_TABLE_NAMES",
     "advisory_key",
     "check_schema_name",
     "ensure_schema",
@@ -153,9 +154,31 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "WHERE type = 'retraction'",
         ),
     ),
+    Migration(
+        3,
+        # Only adds: older code does not read tombstones (it would let a deleted thread's id
+        # be written again, which `verify` then reports).
+        1,
+        (
+            """CREATE TABLE {s}.tombstones (
+                tombstone_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                thread_id    text COLLATE "C" NOT NULL,
+                head_seq     bigint NOT NULL,
+                head_digest  text NOT NULL,
+                frames       bigint NOT NULL,
+                bytes        bigint NOT NULL,
+                reason       text NOT NULL,
+                time_ms      bigint NOT NULL
+            )""",
+            "CREATE INDEX tombstones_thread ON {s}.tombstones (thread_id, tombstone_id)",
+        ),
+    ),
 )
 DERIVED_TABLES: Final = ("derived_threads", "messages", "checkpoints", "marks")
 """The tables derived from ``frames``: a thread's rows there can be dropped and derived again."""
+SEARCH_TABLE_NAMES: Final = ("search_threads", "search_docs", "search_postings")
+"""The search index's tables (made by :mod:`.search` when a search first needs them; the same
+names as its ``SEARCH_TABLES``, here so the store need not import numpy to delete a thread)."""
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version
 """The newest schema version this code knows."""
 
