@@ -158,7 +158,12 @@ def test_gemini_cli_session_is_archived_with_its_tool_pairs_and_compression(tmp_
             server.dump(tmp_path / "model-requests.jsonl")
         requests = server.requests(main=True)
     session_id = first[0]["session_id"]
-    (session,) = (world.home / ".gemini" / "tmp").glob(f"*/chats/session-*-{session_id[:8]}.jsonl")
+    # One file per session, named by the minute it was (re)started: a resume in another minute
+    # than the first run writes a second file of the same session (seen in CI).
+    sessions = sorted(
+        (world.home / ".gemini" / "tmp").glob(f"*/chats/session-*-{session_id[:8]}.jsonl")
+    )
+    assert sessions, "the session file"
     store = open_store(world.store)
     thread = store.thread(f"gemini-{session_id}")
     frames = list(thread.read())
@@ -168,7 +173,7 @@ def test_gemini_cli_session_is_archived_with_its_tool_pairs_and_compression(tmp_
     assert isinstance(created, fr.ThreadCreated)
     assert created.meta["source"] == "gemini-cli"
     assert created.meta["project"] == str(world.project)
-    assert created.meta["transcript"] == str(session.resolve())
+    assert created.meta["transcript"] in {str(path.resolve()) for path in sessions}
 
     # every prompt once, with no copy of the ones the resume and the compression rewrote
     prompts = [
@@ -216,7 +221,7 @@ def test_gemini_cli_session_is_archived_with_its_tool_pairs_and_compression(tmp_
     assert decode_summary(store.artifacts.get(checkpoint.summary_artifact_id)).text == SNAPSHOT
     covered = next(m for m in messages if m.seq == checkpoint.to_seq)
     assert covered.content[-1] == fr.TextBlock(text="The archive search found it. Done.")
-    assert '"$set"' in session.read_text() and SNAPSHOT in session.read_text()
+    assert any('"$set"' in p.read_text() and SNAPSHOT in p.read_text() for p in sessions)
 
     # the hook gave the restore at the BeforeAgent after it; the model received it, once
     restored = [r for r in requests if "Restored by continuity" in r.text]
