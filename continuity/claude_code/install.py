@@ -49,6 +49,7 @@ __all__ = [
     "read_backup",
     "read_text",
     "settings_path",
+    "strip_ours",
 ]
 
 Scope = Literal["user", "project", "local"]
@@ -183,8 +184,12 @@ def _load(path: Path) -> dict[str, Any]:
     return settings
 
 
-def _strip_ours(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` without our handlers (and without groups or events they leave empty)."""
+def strip_ours(
+    data: dict[str, Any], is_ours: Callable[[Any], bool] | None = None
+) -> dict[str, Any]:
+    """``data`` without our handlers (``is_ours``: Claude Code's by default), and without the
+    groups or events they leave empty. Claude's hook shape, which Codex's ``hooks.json`` shares."""
+    is_ours = _is_ours if is_ours is None else is_ours
     out: dict[str, Any] = json.loads(json.dumps(data))
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
@@ -193,7 +198,7 @@ def _strip_ours(data: dict[str, Any]) -> dict[str, Any]:
         groups = []
         for group in hooks[event]:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                kept = [h for h in group["hooks"] if not _is_ours(h)]
+                kept = [h for h in group["hooks"] if not is_ours(h)]
                 if not kept and len(kept) != len(group["hooks"]):
                     continue
                 group = {**group, "hooks": kept}
@@ -303,14 +308,14 @@ def plan_install(
     backup = backup_path(path)
     read_backup(backup)  # a link planted there is refused before anything is written
     original = _load(path)
-    data = _strip_ours(original)
+    data = strip_ours(original)
     hooks = data.setdefault("hooks", {})
     for event, groups in hook_groups(lambda slug: hook_command(slug, store)).items():
         hooks.setdefault(event, []).extend(groups)
     after = _dump(data)
     if before is not None and original == json.loads(after):
         after = before  # already installed exactly like this: leave the bytes alone
-    save = before is not None and after != before and _strip_ours(original) == original
+    save = before is not None and after != before and strip_ours(original) == original
     return InstallPlan(path, before, after, backup, save_backup=save, within=within)
 
 
@@ -324,7 +329,7 @@ def plan_uninstall(path: Path, *, within: Path | None = None) -> InstallPlan:
     if before is None:
         return InstallPlan(path, None, None, backup, within=within)
     original = _load(path)
-    data = _strip_ours(original)
+    data = strip_ours(original)
     if data == original:
         return InstallPlan(path, before, before, backup, within=within)
     saved = read_backup(backup)

@@ -39,6 +39,7 @@ from continuity.claude_code.install import (
     entry_point,
     read_backup,
     read_text,
+    strip_ours,
 )
 from continuity.errors import InvalidSettings
 
@@ -175,30 +176,6 @@ def _load_hooks(path: Path, text: str | None) -> dict[str, Any]:
     return data
 
 
-def _strip_ours(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` without our handlers (and without groups or events they leave empty)."""
-    out: dict[str, Any] = json.loads(json.dumps(data))
-    hooks = out.get("hooks")
-    if not isinstance(hooks, dict):
-        return out
-    for event in list(hooks):
-        groups = []
-        for group in hooks[event]:
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                kept = [h for h in group["hooks"] if not _is_ours(h)]
-                if not kept and len(kept) != len(group["hooks"]):
-                    continue
-                group = {**group, "hooks": kept}
-            groups.append(group)
-        if groups:
-            hooks[event] = groups
-        else:
-            del hooks[event]
-    if not hooks:
-        del out["hooks"]
-    return out
-
-
 def _our_trust(path: Path, data: Mapping[str, Any]) -> dict[str, str]:
     """The trust entries (key -> hash) of our handlers in the hooks file ``data`` at ``path``."""
     found: dict[str, str] = {}
@@ -224,14 +201,14 @@ def _hooks_install(path: Path, store: Path | str | None, within: Path | None) ->
     backup = backup_path(path)
     read_backup(backup)  # a link planted there is refused before anything is written
     original = _load_hooks(path, before)
-    data = _strip_ours(original)
+    data = strip_ours(original, _is_ours)
     hooks = data.setdefault("hooks", {})
     for event, groups in hook_groups(lambda slug: hook_command(slug, store)).items():
         hooks.setdefault(event, []).extend(groups)
     after = _dump(data)
     if before is not None and original == json.loads(after):
         after = before  # installed exactly like this already: the bytes stay
-    save = before is not None and after != before and _strip_ours(original) == original
+    save = before is not None and after != before and strip_ours(original, _is_ours) == original
     return InstallPlan(
         path, before, after, backup, save_backup=save, within=within, keep_folder=within is None
     )
@@ -245,7 +222,7 @@ def _hooks_uninstall(path: Path, within: Path | None) -> InstallPlan:
     if before is None:
         return InstallPlan(path, None, None, backup, within=within, keep_folder=keep)
     original = _load_hooks(path, before)
-    data = _strip_ours(original)
+    data = strip_ours(original, _is_ours)
     if data == original:
         return InstallPlan(path, before, before, backup, within=within, keep_folder=keep)
     saved = read_backup(backup)
