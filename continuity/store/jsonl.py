@@ -940,5 +940,7 @@ def _being_made(root: Path) -> bool:
             continue
         if name.startswith(".store.json.") and name.endswith(".tmp"):
             continue
+        if name == "store.json":  # the other process finished between our two looks
+            continue
         return False
     return True

@@ -216,3 +216,16 @@ def test_a_folder_with_the_layout_and_something_else_is_still_refused(tmp_path: 
     (root / "notes.txt").write_text("mine")
     with pytest.raises(StoreNotFound, match="not a continuity store"):
         Store(root, create=True)
+
+
+def test_a_store_finished_between_the_two_looks_is_still_being_made(tmp_path: Path) -> None:
+    """One process finds no store.json, another renames it in, then the first lists the folder:
+    the listing holds the layout and store.json, which is a store, not a stranger's folder
+    (the race CI hit once in 6 × 4 creations)."""
+    from continuity.store.jsonl import _being_made
+
+    root = tmp_path / "s"
+    Store(root, create=True)
+    assert _being_made(root)
+    (root / "notes.txt").write_text("mine")
+    assert not _being_made(root)
