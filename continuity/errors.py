@@ -57,6 +57,7 @@ __all__ = [
     "ModelError",
     "SchemaTooNew",
     "SeqConflict",
+    "StoreBusy",
     "StoreNotFound",
     "StoreUnavailable",
     "ThreadNotFound",
@@ -81,6 +82,12 @@ class StoreUnavailable(ContinuityError):
     the server and database (never the password). A batch whose call raised this was not
     written, unless the connection was lost while its commit was on the way (then read the
     thread's head to know)."""
+
+
+class StoreBusy(StoreUnavailable):
+    """The server is reachable but did not finish within the caller's budget: a lock held by
+    another session (``lock_timeout``) or a statement over ``statement_timeout``. Nothing was
+    written; the same call may succeed later."""
 
 
 class SchemaTooNew(ContinuityError):

@@ -358,6 +358,95 @@ def log_error(local: Path | None, event: str, message: str, *, server: bool = Fa
         pass
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+def _unavailable(exc: BaseException) -> bool:
+    from continuity.errors import StoreUnavailable
+
+    return isinstance(exc, StoreUnavailable)
+
+
+def _server_down(url: str) -> tuple[str, bool] | None:
+    """Why this hook should not use the server (and whether that is news: a failed probe,
+    rather than a mark a hook wrote a moment ago), or None: go ahead. No driver is imported."""
+    from continuity.store import outage
+
+    local = local_dir_of(url)
+    mark = outage.skip_for(local)
+    if mark is not None:
+        since = time.strftime("%H:%M:%S", time.localtime(mark.since))
+        retry = time.strftime(
+            "%H:%M:%S", time.localtime(mark.last_try + outage.backoff(mark.failures))
+        )
+        return f"unreachable since {since} ({mark.reason}); next try after {retry}", False
+    reason = outage.probe(url)
+    return None if reason is None else (reason, True)
+
+
+def _keep_for_later(
+    url: str, event: str, payload: dict[str, Any], reason: str, news: bool, *, busy: bool = False
+) -> int:
+    """The hook could not use the server: remember its transcript (and a subagent's) for the
+    next hook that reaches it, mark the server unreachable unless it only refused to wait (a
+    lock, a statement over the budget), say so in one line, exit 0."""
+    from continuity.paths import describe_store
+    from continuity.store import outage
+
+    local = local_dir_of(url)
+    if news and not busy:
+        outage.note_unreachable(local, reason)
+    session = payload.get("session_id")
+    session = session if isinstance(session, str) else ""
+    kept = 0
+    for key, final in (
+        ("transcript_path", event in ("pre-compact", "session-end")),
+        ("agent_transcript_path", True),
+    ):
+        raw = payload.get(key)
+        if isinstance(raw, str) and raw:
+            path = Path(raw).expanduser().absolute()
+            outage.remember(local, path, agent="claude-code", session=session, final=final)
+            kept += 1
+    where = describe_store(url)
+    what = "transcript kept to archive later" if kept else "nothing to keep"
+    message = f"PostgreSQL store {where} not used ({reason}); {what}"
+    sys.stderr.write(f"continuity: {message}\n")
+    if news:  # one line a failed try: a hook that skips a marked server logs nothing more
+        log_error(local, event, message, server=True)
+    return 0
+
+
+_CATCH_UP_SECONDS: Final = 5.0
+
+
+def _catch_up(store: BaseStore, url: str, notes: list[str]) -> None:
+    """The server answered: clear its mark, then archive every transcript kept while it did not
+    (sessions that ended during the outage too). One that fails stays kept; after a few
+    seconds the rest wait for the next hook."""
+    from continuity.store import outage
+
+    local = local_dir_of(url)
+    was_down = outage.clear_mark(local)
+    entries = [e for e in outage.pending(local) if e.agent == "claude-code"]
+    if was_down:
+        log_error(local, "catch-up", f"the server answers again; {len(entries)} kept", server=True)
+    start = time.monotonic()
+    for entry in entries:
+        if time.monotonic() - start > _CATCH_UP_SECONDS:
+            break
+        try:
+            if entry.path.is_file():
+                _ingest(store, entry.path, final=entry.final, notes=notes)
+        except Exception as exc:
+            notes.append(f"catching up {entry.path} failed, kept for later: {_one_line(exc)}")
+            if _unavailable(exc):
+                break
+            continue
+        outage.settle(entry)
+
+
 def _quiet_driver() -> None:
     """A hook says what failed in one line: the database driver's pool logs its own warnings
     (a connection it lost, a retry) to stderr through ``logging``, which would add more."""
@@ -366,34 +455,67 @@ def _quiet_driver() -> None:
     logging.getLogger("psycopg").setLevel(logging.CRITICAL)
 
 
+def _payload_of(raw: bytes) -> dict[str, Any]:
+    try:
+        payload = msgspec.json.decode(raw) if raw.strip() else {}
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"hook input is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise ValueError("hook input is not a JSON object")
+    return payload
+
+
 def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | None = None) -> int:
     """Run a hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin); the store is
     ``store`` (a folder or a server URL) or the default one; ``stdin``: the input when it was
-    read already (the fast path reads it)."""
+    read already (the fast path reads it).
+
+    On a server store the hook never waits on a sick server (ADR 0040): it skips a server
+    marked unreachable a moment ago, probes it first (no driver imported until it answers),
+    bounds every statement and lock wait, keeps what it could not archive in the store's local
+    folder, and catches all of that up once the server answers again."""
     from continuity.store.locate import open_store
 
     event = argv[0] if argv else None
     location: StoreLocation | None = None
     opened: BaseStore | None = None
+    payload: dict[str, Any] | None = None
+    server = False
     try:
         location = store if store is not None else default_store_location()
-        if is_store_url(location):
+        server = is_store_url(location)
+        if server:
+            # The input first: what a server that will not answer costs is kept for later.
+            payload = _payload_of(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
+            event = _event_name(event, payload)
+            down = _server_down(str(location))
+            if down is not None:
+                return _keep_for_later(str(location), event, payload, *down)
             _quiet_driver()
-        # Opened (created) first, so that even malformed input is reported in its errors.log.
-        opened = open_store(location, create=True)
-        raw = stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN)
-        try:
-            payload = msgspec.json.decode(raw) if raw.strip() else {}
-        except msgspec.DecodeError as exc:
-            raise ValueError(f"hook input is not JSON: {exc}") from None
-        if not isinstance(payload, dict):
-            raise ValueError("hook input is not a JSON object")
-        event = _event_name(event, payload)
+            from continuity.store.outage import HOOK_STORE_OPTIONS
+
+            opened = open_store(location, create=True, **HOOK_STORE_OPTIONS)
+        else:
+            # Opened (created) first, so that even malformed input is reported in its errors.log.
+            opened = open_store(location, create=True)
+            payload = _payload_of(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
+            event = _event_name(event, payload)
         outcome = run_hook(opened, event, payload)
+        if server:
+            _catch_up(opened, str(location), outcome.notes)
     except Exception as exc:  # a hook never breaks Claude Code: report and exit 0
         # What could not be written is still in the transcript: the cursor did not move past
         # it, so the next hook that reaches the store ingests it.
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        if opened is not None:
+            opened.close()
+        if server and payload is not None and _unavailable(exc):
+            from continuity.errors import StoreBusy
+
+            busy = isinstance(exc, StoreBusy)  # the server is up: no mark, only what to keep
+            return _keep_for_later(
+                str(location), str(event), payload, _one_line(exc), True, busy=busy
+            )
+        message = _one_line(exc)
         sys.stderr.write(f"continuity: {message}\n")
         if location is not None:
             log_error(local_dir_of(location), str(event), message, server=is_store_url(location))
@@ -401,8 +523,6 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
             import traceback  # only when debugging: it costs 5 ms to import
 
             traceback.print_exc()
-        if opened is not None:
-            opened.close()
         return 0
     try:
         if outcome.stdout:
@@ -419,6 +539,6 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
     except OSError:  # Claude Code stopped reading (a timed-out hook): nothing left to tell
         pass
     for note in outcome.notes:
-        log_error(local_dir_of(location), str(event), note, server=is_store_url(location))
+        log_error(local_dir_of(location), str(event), note, server=server)
     opened.close()
     return outcome.exit_code
