@@ -358,93 +358,36 @@ def log_error(local: Path | None, event: str, message: str, *, server: bool = Fa
         pass
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
-
-
-def _unavailable(exc: BaseException) -> bool:
-    from continuity.errors import StoreUnavailable
-
-    return isinstance(exc, StoreUnavailable)
-
-
-def _server_down(url: str) -> tuple[str, bool] | None:
-    """Why this hook should not use the server (and whether that is news: a failed probe,
-    rather than a mark a hook wrote a moment ago), or None: go ahead. No driver is imported."""
-    from continuity.store import outage
-
-    local = local_dir_of(url)
-    mark = outage.skip_for(local)
-    if mark is not None:
-        since = time.strftime("%H:%M:%S", time.localtime(mark.since))
-        retry = time.strftime(
-            "%H:%M:%S", time.localtime(mark.last_try + outage.backoff(mark.failures))
-        )
-        return f"unreachable since {since} ({mark.reason}); next try after {retry}", False
-    reason = outage.probe(url)
-    return None if reason is None else (reason, True)
-
-
 def _keep_for_later(
     url: str, event: str, payload: dict[str, Any], reason: str, news: bool, *, busy: bool = False
 ) -> int:
-    """The hook could not use the server: remember its transcript (and a subagent's) for the
-    next hook that reaches it, mark the server unreachable unless it only refused to wait (a
-    lock, a statement over the budget), say so in one line, exit 0."""
-    from continuity.paths import describe_store
-    from continuity.store import outage
+    from continuity.claude_code.server_guard import keep_for_later
 
-    local = local_dir_of(url)
-    if news and not busy:
-        outage.note_unreachable(local, reason)
-    session = payload.get("session_id")
-    session = session if isinstance(session, str) else ""
-    kept = 0
-    for key, final in (
-        ("transcript_path", event in ("pre-compact", "session-end")),
-        ("agent_transcript_path", True),
-    ):
-        raw = payload.get(key)
-        if isinstance(raw, str) and raw:
-            path = Path(raw).expanduser().absolute()
-            outage.remember(local, path, agent="claude-code", session=session, final=final)
-            kept += 1
-    where = describe_store(url)
-    what = "transcript kept to archive later" if kept else "nothing to keep"
-    message = f"PostgreSQL store {where} not used ({reason}); {what}"
-    sys.stderr.write(f"continuity: {message}\n")
-    if news:  # one line a failed try: a hook that skips a marked server logs nothing more
-        log_error(local, event, message, server=True)
-    return 0
+    final = event in ("pre-compact", "session-end")
+    return keep_for_later(
+        url,
+        event,
+        payload,
+        reason,
+        news=news,
+        busy=busy,
+        agent="claude-code",
+        final=final,
+        log=_log,
+    )
 
 
-_CATCH_UP_SECONDS: Final = 5.0
+def _log(local: Path, label: str, message: str) -> None:
+    log_error(local, label, message, server=True)
 
 
 def _catch_up(store: BaseStore, url: str, notes: list[str]) -> None:
-    """The server answered: clear its mark, then archive every transcript kept while it did not
-    (sessions that ended during the outage too). One that fails stays kept; after a few
-    seconds the rest wait for the next hook."""
-    from continuity.store import outage
+    from continuity.claude_code.server_guard import catch_up
 
-    local = local_dir_of(url)
-    was_down = outage.clear_mark(local)
-    entries = [e for e in outage.pending(local) if e.agent == "claude-code"]
-    if was_down:
-        log_error(local, "catch-up", f"the server answers again; {len(entries)} kept", server=True)
-    start = time.monotonic()
-    for entry in entries:
-        if time.monotonic() - start > _CATCH_UP_SECONDS:
-            break
-        try:
-            if entry.path.is_file():
-                _ingest(store, entry.path, final=entry.final, notes=notes)
-        except Exception as exc:
-            notes.append(f"catching up {entry.path} failed, kept for later: {_one_line(exc)}")
-            if _unavailable(exc):
-                break
-            continue
-        outage.settle(entry)
+    def ingest(store: BaseStore, path: Path, final: bool) -> None:
+        _ingest(store, path, final=final, notes=notes)
+
+    catch_up(store, url, notes, agent="claude-code", ingest=ingest, log=_log)
 
 
 def _quiet_driver() -> None:
@@ -488,7 +431,9 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
             # The input first: what a server that will not answer costs is kept for later.
             payload = _payload_of(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
             event = _event_name(event, payload)
-            down = _server_down(str(location))
+            from continuity.claude_code.server_guard import server_down
+
+            down = server_down(str(location))
             if down is not None:
                 return _keep_for_later(str(location), event, payload, *down)
             _quiet_driver()
@@ -508,14 +453,14 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
         # it, so the next hook that reaches the store ingests it.
         if opened is not None:
             opened.close()
-        if server and payload is not None and _unavailable(exc):
-            from continuity.errors import StoreBusy
+        from continuity.claude_code.server_guard import one_line, unavailable
 
-            busy = isinstance(exc, StoreBusy)  # the server is up: no mark, only what to keep
+        failed = unavailable(exc) if server and payload is not None else None
+        if failed is not None and payload is not None:  # kept; only "down" marks the server
             return _keep_for_later(
-                str(location), str(event), payload, _one_line(exc), True, busy=busy
+                str(location), str(event), payload, one_line(exc), True, busy=failed == "busy"
             )
-        message = _one_line(exc)
+        message = one_line(exc)
         sys.stderr.write(f"continuity: {message}\n")
         if location is not None:
             log_error(local_dir_of(location), str(event), message, server=is_store_url(location))
