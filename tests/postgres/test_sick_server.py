@@ -75,14 +75,16 @@ def _env(xdg: Path, url: str) -> dict[str, str]:
 def _hook(
     event: str, payload: dict[str, object], env: dict[str, str], *, importtime: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """The hook in a process of its own; a generous timeout, far below the 88 s it once took."""
+    """The hook in a process of its own. The timeout is generous for a loaded machine, yet
+    below what a hook once waited: 11 s on a hung server (the connect timeout), 88 s on a
+    held lock."""
     flags = ["-X", "importtime"] if importtime else []
     return subprocess.run(
         [sys.executable, *flags, "-m", "continuity", "hook", event],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
-        timeout=20,
+        timeout=10,
         env=env,
         check=False,
     )
@@ -147,15 +149,7 @@ def test_a_down_server_is_marked_skipped_then_caught_up(
     # The server comes back (here: the hooks' URL now names the real one; the kept list is
     # the same local folder's): the next hook of session A catches B up too.
     url = db_url
-    local_up = local_dir_of(url, {"XDG_DATA_HOME": str(home)})
-    local_down = local_dir_of(down, {"XDG_DATA_HOME": str(home)})
-    local_up.parent.mkdir(parents=True, exist_ok=True)
-    if local_up.exists():
-        import shutil
-
-        shutil.rmtree(local_up)
-    local_down.rename(local_up)
-    outage.note_unreachable(local_up, "down", now=time.time() - 3600)  # its window is over
+    local_up = _comes_back(home, down, url)
     a.prompt("and the empty files")
     a.flush()
     back = _hook("stop", a.payload("Stop"), _env(home, url))
@@ -302,3 +296,65 @@ def test_a_nul_in_a_record_key_is_a_bad_frame(pg_stores: object, tmp_path: Path)
     with pytest.raises(BadFrame, match="NUL"):
         thread.append(fr.RecordAppended(kind="my.note", key="a\x00b", data={"x": 1}))
     assert not thread.exists() or thread.head() is None
+
+
+def _comes_back(xdg: Path, down: str, url: str) -> Path:
+    """The server comes back: the hooks' local folder (mark and kept list) is now the real
+    server's, and the mark's window is over (as it is 30 s later)."""
+    import shutil
+
+    env = {"XDG_DATA_HOME": str(xdg)}
+    local_up = local_dir_of(url, env)
+    if local_up.exists():
+        shutil.rmtree(local_up)
+    local_up.parent.mkdir(parents=True, exist_ok=True)
+    local_dir_of(down, env).rename(local_up)
+    outage.note_unreachable(local_up, "down", now=time.time() - 3600)
+    return local_up
+
+
+def test_a_codex_rollout_kept_while_the_server_was_down_is_caught_up(
+    home: Path,  # noqa: F811
+    tmp_path: Path,
+    db_url: str,  # noqa: F811
+) -> None:
+    import shutil
+
+    from continuity.agents.codex.ingest import ingest_rollout
+    from tests.support.fixtures import shared_fixture
+
+    source = shared_fixture("agents", "codex", "agent-sessions", "small.jsonl")
+    rollout = tmp_path / "rollout-small.jsonl"
+    shutil.copyfile(source, rollout)
+    down = f"postgresql://u@127.0.0.1:{_free_port()}/db"
+    payload = {"session_id": "s1", "transcript_path": str(rollout), "cwd": str(tmp_path)}
+    ended = subprocess.run(
+        [sys.executable, "-m", "continuity", "hook", "session-end", "--agent", "codex"],
+        input=json.dumps({**payload, "hook_event_name": "SessionEnd"}),
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env=_env(home, down),
+        check=False,
+    )
+    assert ended.returncode == 0 and "kept" in ended.stderr, ended.stderr
+    assert [(p.agent, p.final) for p in _kept(home, down)] == [("codex", True)]
+
+    _comes_back(home, down, db_url)
+    other = tmp_path / "rollout-other.jsonl"
+    other.write_text("")
+    later = subprocess.run(
+        [sys.executable, "-m", "continuity", "hook", "stop", "--agent", "codex"],
+        input=json.dumps({"session_id": "s2", "transcript_path": str(other), "cwd": "/x"}),
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env=_env(home, db_url),
+        check=False,
+    )
+    assert later.returncode == 0 and later.stderr == "", later.stderr
+    assert _kept(home, db_url) == []
+    jsonl = Store(tmp_path / "jsonl", create=True)
+    tid = ingest_rollout(jsonl, rollout).thread
+    with PostgresStore(db_url) as store:
+        assert tid is not None and _texts(store, tid) == _texts(jsonl, tid) != []
