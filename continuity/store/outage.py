@@ -71,8 +71,12 @@ def probe(url: str, *, timeout: float = PROBE_SECONDS) -> str | None:
     try:
         if isinstance(address, str):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(timeout)
-            sock.connect(address)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(address)
+            except BaseException:
+                sock.close()
+                raise
         else:
             sock = socket.create_connection(address, timeout=timeout)
     except TimeoutError:
