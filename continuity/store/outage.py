@@ -9,14 +9,11 @@ before psycopg (about a second of a loaded machine's hook) is imported.
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import struct
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+
+import msgspec
 
 from continuity._fs import atomic_write
 
@@ -56,7 +53,7 @@ _MARK: Final = "server-unreachable.json"
 _PENDING: Final = "pending"
 _FIRST_WAIT: Final = 30.0
 _LONGEST_WAIT: Final = 300.0
-_SSL_REQUEST: Final = struct.pack("!II", 8, 80877103)
+_SSL_REQUEST: Final = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")
 
 
 def probe(url: str, *, timeout: float = PROBE_SECONDS) -> str | None:
@@ -68,6 +65,8 @@ def probe(url: str, *, timeout: float = PROBE_SECONDS) -> str | None:
     address = _address(url)
     if address is None:
         return None
+    import socket  # only when probing: a hook that skips a marked server never needs it
+
     try:
         if isinstance(address, str):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -99,6 +98,8 @@ def probe(url: str, *, timeout: float = PROBE_SECONDS) -> str | None:
 def _address(url: str) -> tuple[str, int] | str | None:
     """The one TCP address or Unix socket path ``url`` names, or None (several hosts, a service
     file, or an empty host that libpq would look up from its environment)."""
+    from urllib.parse import parse_qs, unquote, urlsplit
+
     try:
         parts = urlsplit(url)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
@@ -116,8 +117,7 @@ def _address(url: str) -> tuple[str, int] | str | None:
     return host, port_num
 
 
-@dataclass(frozen=True)
-class Mark:
+class Mark(msgspec.Struct, frozen=True):
     """The server has been unreachable since ``since`` (Unix seconds); ``failures`` hooks in a
     row found it so, the last at ``last_try``; ``reason``: what the last one saw."""
 
@@ -136,11 +136,11 @@ def backoff(failures: int) -> float:
 def mark_of(local: Path) -> Mark | None:
     """The unreachable mark in ``local``, or None (none, or unreadable: try the server)."""
     try:
-        data = json.loads((local / _MARK).read_bytes())
+        data = msgspec.json.decode((local / _MARK).read_bytes())
         return Mark(
             float(data["since"]), float(data["last_try"]), int(data["failures"]), data["reason"]
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, msgspec.DecodeError):
         return None
 
 
@@ -161,7 +161,7 @@ def note_unreachable(local: Path, reason: str, *, now: float | None = None) -> M
     mark = Mark(old.since if old else now, now, (old.failures if old else 0) + 1, reason)
     local.mkdir(parents=True, exist_ok=True)
     data = {"since": mark.since, "last_try": now, "failures": mark.failures, "reason": reason}
-    atomic_write(local / _MARK, json.dumps(data).encode(), durable=False)
+    atomic_write(local / _MARK, msgspec.json.encode(data), durable=False)
     return mark
 
 
@@ -174,8 +174,7 @@ def clear_mark(local: Path) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class Pending:
+class Pending(msgspec.Struct, frozen=True):
     """A transcript a hook could not archive: its ``path``, the ``agent`` that wrote it, the
     ``session`` it holds, whether a hook wanted it ingested as ``final`` (the session ended or
     compacted), when (Unix seconds), and the entry's ``file`` and ``nonce`` (see
@@ -208,12 +207,12 @@ def remember(local: Path, transcript: Path, *, agent: str, session: str, final: 
         "time": time.time(),
         "nonce": os.urandom(8).hex(),
     }
-    atomic_write(folder / name, json.dumps(data).encode(), durable=False)
+    atomic_write(folder / name, msgspec.json.encode(data), durable=False)
 
 
 def _read_entry(file: Path) -> Pending | None:
     try:
-        data = json.loads(file.read_bytes())
+        data = msgspec.json.decode(file.read_bytes())
         return Pending(
             Path(data["path"]),
             str(data["agent"]),
@@ -223,7 +222,7 @@ def _read_entry(file: Path) -> Pending | None:
             file,
             str(data["nonce"]),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, msgspec.DecodeError):
         return None
 
 
