@@ -13,13 +13,16 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from continuity._fs import read_checked, write_checked
 from continuity.paths import StoreLocation, default_store_location, is_store_url, local_dir_of
 from continuity.store.base import BaseStore, Thread
+
+if TYPE_CHECKING:
+    import threading
 
 __all__ = ["EVENTS", "HookConfig", "HookOutcome", "log_error", "main", "run_hook"]
 
@@ -358,6 +361,9 @@ def log_error(local: Path | None, event: str, message: str, *, server: bool = Fa
         pass
 
 
+_LATE: Final = "no answer within the hook's deadline"
+
+
 def _keep_for_later(
     url: str, event: str, payload: dict[str, Any], reason: str, news: bool, *, busy: bool = False
 ) -> int:
@@ -398,6 +404,31 @@ def _quiet_driver() -> None:
     logging.getLogger("psycopg").setLevel(logging.CRITICAL)
 
 
+def _failed(
+    exc: Exception, location: StoreLocation | None, event: str, payload: dict[str, Any] | None
+) -> int:
+    """One line on stderr and in ``errors.log``; exit 0. What could not be written is still in
+    the transcript: the cursor did not move past it, so the next hook that reaches the store
+    ingests it. On a server store that could not be used (``payload`` given), the transcript is
+    kept for the next hook that reaches it, and a server that failed (not one that only gave
+    up waiting) is marked unreachable."""
+    from continuity.claude_code.server_guard import one_line, unavailable
+
+    failed = unavailable(exc) if payload is not None else None
+    if failed is not None and payload is not None:
+        busy = failed == "busy"
+        return _keep_for_later(str(location), event, payload, one_line(exc), True, busy=busy)
+    message = one_line(exc)
+    sys.stderr.write(f"continuity: {message}\n")
+    if location is not None:
+        log_error(local_dir_of(location), event, message, server=is_store_url(location))
+    if os.environ.get("CONTINUITY_DEBUG"):
+        import traceback  # only when debugging: it costs 5 ms to import
+
+        traceback.print_exc()
+    return 0
+
+
 def _payload_of(raw: bytes) -> dict[str, Any]:
     try:
         payload = msgspec.json.decode(raw) if raw.strip() else {}
@@ -424,6 +455,7 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
     opened: BaseStore | None = None
     payload: dict[str, Any] | None = None
     server = False
+    timer: threading.Timer | None = None
     try:
         location = store if store is not None else default_store_location()
         server = is_store_url(location)
@@ -431,7 +463,7 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
             # The input first: what a server that will not answer costs is kept for later.
             payload = _payload_of(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
             event = _event_name(event, payload)
-            from continuity.claude_code.server_guard import server_down
+            from continuity.claude_code.server_guard import server_down, watchdog
 
             down = server_down(str(location))
             if down is not None:
@@ -439,6 +471,8 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
             _quiet_driver()
             from continuity.store.outage import HOOK_STORE_OPTIONS
 
+            kept = payload  # the server answered the probe: bound what follows all the same
+            timer = watchdog(lambda: _keep_for_later(str(location), str(event), kept, _LATE, True))
             opened = open_store(location, create=True, **HOOK_STORE_OPTIONS)
         else:
             # Opened (created) first, so that even malformed input is reported in its errors.log.
@@ -449,26 +483,11 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
         if server:
             _catch_up(opened, str(location), outcome.notes)
     except Exception as exc:  # a hook never breaks Claude Code: report and exit 0
-        # What could not be written is still in the transcript: the cursor did not move past
-        # it, so the next hook that reaches the store ingests it.
+        if timer is not None:
+            timer.cancel()
         if opened is not None:
             opened.close()
-        from continuity.claude_code.server_guard import one_line, unavailable
-
-        failed = unavailable(exc) if server and payload is not None else None
-        if failed is not None and payload is not None:  # kept; only "down" marks the server
-            return _keep_for_later(
-                str(location), str(event), payload, one_line(exc), True, busy=failed == "busy"
-            )
-        message = one_line(exc)
-        sys.stderr.write(f"continuity: {message}\n")
-        if location is not None:
-            log_error(local_dir_of(location), str(event), message, server=is_store_url(location))
-        if os.environ.get("CONTINUITY_DEBUG"):
-            import traceback  # only when debugging: it costs 5 ms to import
-
-            traceback.print_exc()
-        return 0
+        return _failed(exc, location, str(event), payload if server else None)
     try:
         if outcome.stdout:
             # UTF-8 whatever the locale (Claude Code reads UTF-8; an ASCII or Latin-1 stdout would
@@ -485,5 +504,7 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
         pass
     for note in outcome.notes:
         log_error(local_dir_of(location), str(event), note, server=server)
-    opened.close()
+    opened.close()  # under the deadline too: closing a pool waits on its connections
+    if timer is not None:
+        timer.cancel()
     return outcome.exit_code

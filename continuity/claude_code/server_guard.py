@@ -5,7 +5,9 @@ server answers again. The mark and the kept list are :mod:`continuity.store.outa
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -14,7 +16,21 @@ from typing import Any, Final
 from continuity.paths import describe_store, local_dir_of
 from continuity.store.base import BaseStore
 
-__all__ = ["catch_up", "keep_for_later", "one_line", "server_down", "unavailable"]
+__all__ = [
+    "DEADLINE_SECONDS",
+    "catch_up",
+    "keep_for_later",
+    "one_line",
+    "server_down",
+    "unavailable",
+    "watchdog",
+]
+
+DEADLINE_SECONDS: Final = 10.0
+"""The most a hook spends once it decided to use the server: a server that answered the probe
+and then stops answering mid-statement (its process stopped, its machine swapping) is not
+bounded by the server's own timeouts, so the hook gives up here, keeps its transcript and
+exits 0 (Claude Code would kill it at 30 s, keeping nothing)."""
 
 _CATCH_UP_SECONDS: Final = 5.0
 """A hook that finds many kept transcripts starts no new one after this long: the rest wait
@@ -135,3 +151,27 @@ def _ingest_kept(
                 break
             continue
         outage.settle(entry)
+
+
+def watchdog(give_up: Callable[[], object], seconds: float | None = None) -> threading.Timer:
+    """Start a timer that, unless cancelled within ``seconds`` (default
+    ``$CONTINUITY_HOOK_DEADLINE`` or :data:`DEADLINE_SECONDS`), calls ``give_up`` (keep the
+    transcript, mark the server) and ends the process with exit 0 at once: a hook blocked on
+    a socket cannot be interrupted any other way. Cancel it when the hook's work is done."""
+    if seconds is None:
+        try:
+            seconds = float(os.environ.get("CONTINUITY_HOOK_DEADLINE") or DEADLINE_SECONDS)
+        except ValueError:
+            seconds = DEADLINE_SECONDS
+
+    def fire() -> None:
+        try:
+            give_up()
+        finally:
+            sys.stderr.flush()
+            os._exit(0)
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    return timer

@@ -358,3 +358,67 @@ def test_a_codex_rollout_kept_while_the_server_was_down_is_caught_up(
     tid = ingest_rollout(jsonl, rollout).thread
     with PostgresStore(db_url) as store:
         assert tid is not None and _texts(store, tid) == _texts(jsonl, tid) != []
+
+
+def test_a_backend_that_stops_answering_mid_statement_meets_the_hooks_deadline(
+    db_url: str,  # noqa: F811
+    home: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The server answered the probe, then the hook's backend freezes (SIGSTOP while it waits
+    on a held row): no server-side timeout can fire, so the hook's own deadline ends it, exit
+    0, with the transcript kept and the server marked."""
+    import signal
+
+    import psycopg
+
+    a = Transcript(tmp_path / "projects" / "-work-demo" / f"{SESSION}.jsonl")
+    work(a, ["src/app.py"], ["pytest -q"])
+    a.flush()
+    env = {**_env(home, db_url), "CONTINUITY_HOOK_DEADLINE": "2"}
+    assert (
+        _hook("user-prompt-submit", a.payload("UserPromptSubmit", prompt="go"), env).returncode == 0
+    )
+    a.prompt("while the backend is frozen")
+    a.flush()
+    stopped: list[int] = []
+    with psycopg.connect(db_url, autocommit=True) as admin, psycopg.connect(db_url) as holder:
+        holder.execute(
+            "SELECT 1 FROM continuity.threads WHERE thread_id = %s FOR UPDATE", [a.thread_id]
+        ).fetchall()
+        with subprocess.Popen(
+            [sys.executable, "-m", "continuity", "hook", "user-prompt-submit"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        ) as proc:
+            assert proc.stdin is not None and proc.stderr is not None
+            proc.stdin.write(json.dumps(a.payload("UserPromptSubmit", prompt="z")))
+            proc.stdin.close()
+            try:
+                for _ in range(500):
+                    rows = admin.execute(
+                        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND datname = current_database()"
+                    ).fetchall()
+                    for (pid,) in rows:
+                        os.kill(pid, signal.SIGSTOP)
+                        stopped.append(pid)
+                    if stopped or proc.poll() is not None:
+                        break
+                    time.sleep(0.01)
+                proc.wait(timeout=15)
+                err = proc.stderr.read()
+            finally:
+                for pid in stopped:
+                    os.kill(pid, signal.SIGCONT)
+        holder.rollback()
+    if not stopped:
+        pytest.skip("the hook's backend was never seen waiting on the row (a fast machine)")
+    assert proc.returncode == 0
+    assert "deadline" in err and "kept" in err, err
+    local = local_dir_of(db_url, {"XDG_DATA_HOME": str(home)})
+    assert outage.mark_of(local) is not None
+    assert [p.path.name for p in _kept(home, db_url)] == [f"{SESSION}.jsonl"]

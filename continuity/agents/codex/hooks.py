@@ -14,12 +14,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from continuity._fs import private_dirs, read_checked, write_checked
 from continuity.store.base import BaseStore
+
+if TYPE_CHECKING:
+    import threading
 
 __all__ = ["EVENTS", "main", "run_hook"]
 
@@ -147,6 +150,7 @@ def main(argv: list[str], *, store: str | None = None, stdin: bytes | None = Non
     payload: dict[str, Any] | None = None
     url = ""
     event = argv[0] if argv else None
+    timer: threading.Timer | None = None
     try:
         location = resolve_store_location(store) if store else default_store_location()
         payload = _payload(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
@@ -158,6 +162,10 @@ def main(argv: list[str], *, store: str | None = None, stdin: bytes | None = Non
                 return _keep(url, event, payload, down[0], news=down[1], busy=False)
             from continuity.store.outage import HOOK_STORE_OPTIONS
 
+            kept, late = payload, "no answer within the hook's deadline"
+            timer = guard.watchdog(
+                lambda: _keep(url, str(event), kept, late, news=True, busy=False)
+            )
             opened = open_store(location, create=True, **HOOK_STORE_OPTIONS)
         else:
             opened = open_store(location, create=True)
@@ -182,6 +190,8 @@ def main(argv: list[str], *, store: str | None = None, stdin: bytes | None = Non
     finally:
         if opened is not None:
             opened.close()
+        if timer is not None:
+            timer.cancel()
     if out:
         sys.stdout.buffer.write(out.encode("utf-8", "replace") + b"\n")
         sys.stdout.buffer.flush()

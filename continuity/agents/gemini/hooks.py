@@ -15,13 +15,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from continuity._fs import read_checked, write_checked
 from continuity.paths import StoreLocation, default_store_location, is_store_url, local_dir_of
 from continuity.store.base import BaseStore, Thread
+
+if TYPE_CHECKING:
+    import threading
 
 __all__ = ["EVENTS", "FINAL_EVENTS", "HookOutcome", "main", "run_hook"]
 
@@ -184,6 +187,7 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
     url = str(location) if is_store_url(location) else ""
     opened: BaseStore | None = None
     payload: dict[str, Any] | None = None
+    timer: threading.Timer | None = None
     try:
         if url:
             payload = _payload(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
@@ -193,6 +197,10 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
                 return _keep(url, event, payload, down[0], news=down[1], busy=False)
             from continuity.store.outage import HOOK_STORE_OPTIONS
 
+            kept, late = payload, "no answer within the hook's deadline"
+            timer = guard.watchdog(
+                lambda: _keep(url, str(event), kept, late, news=True, busy=False)
+            )
             opened = open_store(location, create=True, **HOOK_STORE_OPTIONS)
         else:
             opened = open_store(location, create=True)
@@ -209,6 +217,8 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
     except Exception as exc:  # never break the session: report and exit 0
         if opened is not None:
             opened.close()
+        if timer is not None:
+            timer.cancel()
         failed = guard.unavailable(exc) if url and payload is not None else None
         if failed is not None and payload is not None:
             return _keep(
@@ -233,4 +243,6 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
     for note in outcome.notes:
         _log_error(location, str(event), note)
     opened.close()
+    if timer is not None:
+        timer.cancel()
     return 0
