@@ -15,7 +15,7 @@ fresh process (wall time) on
 * a listener that accepts and never answers, without the mark (the probe's 0.5 s) and with it.
 
 Targets (issue 30 item 3): a hook on a sick server never waits for the driver's connect
-timeout: without the mark <= 1 s over the folder store's hook, with it <= the folder store's.
+timeout: without the mark <= 1 s over the folder store's hook, with it within 10 ms of it.
 The server is a throwaway ``pgserver`` in a temporary folder, or ``$CONTINUITY_BENCH_PG_URL``
 (the benchmark uses its database's default ``continuity`` schema).
 """
@@ -152,6 +152,9 @@ def _hook(store: str, session: _Session, env: dict[str, str]) -> float:
 
 
 def run(repeat: int) -> Report:
+    import time
+
+    began = time.monotonic()
     report = Report("hooks on a sick PostgreSQL server", {"repeat": repeat})
     with work_dir("hooks-pg") as work, _server() as up, _silent_listener() as hung:
         down = _closed_port_url()
@@ -204,13 +207,14 @@ def run(repeat: int) -> Report:
             if key in targets:
                 row.target = targets[key] * 1e3
             elif key.endswith("marked"):
-                row.target = folder * 1e3 * 1.1  # within noise of the folder store's hook
+                row.target = (folder + 0.010) * 1e3  # the folder store's hook, within noise
             report.rows.append(row)
         report.notes.append(
             "fresh processes; the server (pgserver) shares the machine's cores; kept transcripts "
             f"after the run: down {len(outage.pending(local_dir_of(down, local)))}, "
             f"hung {len(outage.pending(local_dir_of(hung, local)))} (one each: the same session)"
         )
+    report.seconds = time.monotonic() - began
     return report
 
 
