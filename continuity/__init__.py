@@ -157,6 +157,7 @@ if TYPE_CHECKING:
         ModelError as ModelError,
         SchemaTooNew as SchemaTooNew,
         SeqConflict as SeqConflict,
+        StoreBusy as StoreBusy,
         StoreNotFound as StoreNotFound,
         StoreUnavailable as StoreUnavailable,
         ThreadDeleted as ThreadDeleted,

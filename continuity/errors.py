@@ -7,6 +7,7 @@ working::
     ContinuityError
     ├── StoreNotFound          the store folder does not exist or is not a continuity store
     ├── StoreUnavailable       a store's server cannot be reached, refused the login or failed
+    │   └── StoreBusy          the server gave up waiting: a held lock, a statement over budget
     ├── SchemaTooNew           a store's schema was written by a newer continuity
     ├── MigrationConflict      migrate: a thread in the destination is not the source's
     ├── InvalidThreadId        (ValueError) an id that could escape the store or hide itself
@@ -58,6 +59,7 @@ __all__ = [
     "ModelError",
     "SchemaTooNew",
     "SeqConflict",
+    "StoreBusy",
     "StoreNotFound",
     "StoreUnavailable",
     "ThreadDeleted",
@@ -83,6 +85,12 @@ class StoreUnavailable(ContinuityError):
     the server and database (never the password). A batch whose call raised this was not
     written, unless the connection was lost while its commit was on the way (then read the
     thread's head to know)."""
+
+
+class StoreBusy(StoreUnavailable):
+    """The server is reachable but did not finish within the caller's budget: a lock held by
+    another session (``lock_timeout``) or a statement over ``statement_timeout``. Nothing was
+    written; the same call may succeed later."""
 
 
 class SchemaTooNew(ContinuityError):

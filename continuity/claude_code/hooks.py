@@ -13,13 +13,16 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from continuity._fs import read_checked, write_checked
 from continuity.paths import StoreLocation, default_store_location, is_store_url, local_dir_of
 from continuity.store.base import BaseStore, Thread
+
+if TYPE_CHECKING:
+    import threading
 
 __all__ = ["EVENTS", "HookConfig", "HookOutcome", "log_error", "main", "run_hook"]
 
@@ -358,6 +361,41 @@ def log_error(local: Path | None, event: str, message: str, *, server: bool = Fa
         pass
 
 
+_LATE: Final = "no answer within the hook's deadline"
+
+
+def _keep_for_later(
+    url: str, event: str, payload: dict[str, Any], reason: str, news: bool, *, busy: bool = False
+) -> int:
+    from continuity.claude_code.server_guard import keep_for_later
+
+    final = event in ("pre-compact", "session-end")
+    return keep_for_later(
+        url,
+        event,
+        payload,
+        reason,
+        news=news,
+        busy=busy,
+        agent="claude-code",
+        final=final,
+        log=_log,
+    )
+
+
+def _log(local: Path, label: str, message: str) -> None:
+    log_error(local, label, message, server=True)
+
+
+def _catch_up(store: BaseStore, url: str, notes: list[str]) -> None:
+    from continuity.claude_code.server_guard import catch_up
+
+    def ingest(store: BaseStore, path: Path, final: bool) -> None:
+        _ingest(store, path, final=final, notes=notes)
+
+    catch_up(store, url, notes, agent="claude-code", ingest=ingest, log=_log)
+
+
 def _quiet_driver() -> None:
     """A hook says what failed in one line: the database driver's pool logs its own warnings
     (a connection it lost, a retry) to stderr through ``logging``, which would add more."""
@@ -366,44 +404,90 @@ def _quiet_driver() -> None:
     logging.getLogger("psycopg").setLevel(logging.CRITICAL)
 
 
+def _failed(
+    exc: Exception, location: StoreLocation | None, event: str, payload: dict[str, Any] | None
+) -> int:
+    """One line on stderr and in ``errors.log``; exit 0. What could not be written is still in
+    the transcript: the cursor did not move past it, so the next hook that reaches the store
+    ingests it. On a server store that could not be used (``payload`` given), the transcript is
+    kept for the next hook that reaches it, and a server that failed (not one that only gave
+    up waiting) is marked unreachable."""
+    from continuity.claude_code.server_guard import one_line, unavailable
+
+    failed = unavailable(exc) if payload is not None else None
+    if failed is not None and payload is not None:
+        busy = failed == "busy"
+        return _keep_for_later(str(location), event, payload, one_line(exc), True, busy=busy)
+    message = one_line(exc)
+    sys.stderr.write(f"continuity: {message}\n")
+    if location is not None:
+        log_error(local_dir_of(location), event, message, server=is_store_url(location))
+    if os.environ.get("CONTINUITY_DEBUG"):
+        import traceback  # only when debugging: it costs 5 ms to import
+
+        traceback.print_exc()
+    return 0
+
+
+def _payload_of(raw: bytes) -> dict[str, Any]:
+    try:
+        payload = msgspec.json.decode(raw) if raw.strip() else {}
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"hook input is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise ValueError("hook input is not a JSON object")
+    return payload
+
+
 def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | None = None) -> int:
     """Run a hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin); the store is
     ``store`` (a folder or a server URL) or the default one; ``stdin``: the input when it was
-    read already (the fast path reads it)."""
+    read already (the fast path reads it).
+
+    On a server store the hook never waits on a sick server (ADR 0040): it skips a server
+    marked unreachable a moment ago, probes it first (no driver imported until it answers),
+    bounds every statement and lock wait, keeps what it could not archive in the store's local
+    folder, and catches all of that up once the server answers again."""
     from continuity.store.locate import open_store
 
     event = argv[0] if argv else None
     location: StoreLocation | None = None
     opened: BaseStore | None = None
+    payload: dict[str, Any] | None = None
+    server = False
+    timer: threading.Timer | None = None
     try:
         location = store if store is not None else default_store_location()
-        if is_store_url(location):
-            _quiet_driver()
-        # Opened (created) first, so that even malformed input is reported in its errors.log.
-        opened = open_store(location, create=True)
-        raw = stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN)
-        try:
-            payload = msgspec.json.decode(raw) if raw.strip() else {}
-        except msgspec.DecodeError as exc:
-            raise ValueError(f"hook input is not JSON: {exc}") from None
-        if not isinstance(payload, dict):
-            raise ValueError("hook input is not a JSON object")
-        event = _event_name(event, payload)
-        outcome = run_hook(opened, event, payload)
-    except Exception as exc:  # a hook never breaks Claude Code: report and exit 0
-        # What could not be written is still in the transcript: the cursor did not move past
-        # it, so the next hook that reaches the store ingests it.
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())
-        sys.stderr.write(f"continuity: {message}\n")
-        if location is not None:
-            log_error(local_dir_of(location), str(event), message, server=is_store_url(location))
-        if os.environ.get("CONTINUITY_DEBUG"):
-            import traceback  # only when debugging: it costs 5 ms to import
+        server = is_store_url(location)
+        if server:
+            # The input first: what a server that will not answer costs is kept for later.
+            payload = _payload_of(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
+            event = _event_name(event, payload)
+            from continuity.claude_code.server_guard import server_down, watchdog
 
-            traceback.print_exc()
+            down = server_down(str(location))
+            if down is not None:
+                return _keep_for_later(str(location), event, payload, *down)
+            _quiet_driver()
+            from continuity.store.outage import HOOK_STORE_OPTIONS
+
+            kept = payload  # the server answered the probe: bound what follows all the same
+            timer = watchdog(lambda: _keep_for_later(str(location), str(event), kept, _LATE, True))
+            opened = open_store(location, create=True, **HOOK_STORE_OPTIONS)
+        else:
+            # Opened (created) first, so that even malformed input is reported in its errors.log.
+            opened = open_store(location, create=True)
+            payload = _payload_of(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
+            event = _event_name(event, payload)
+        outcome = run_hook(opened, event, payload)
+        if server:
+            _catch_up(opened, str(location), outcome.notes)
+    except Exception as exc:  # a hook never breaks Claude Code: report and exit 0
+        if timer is not None:
+            timer.cancel()
         if opened is not None:
             opened.close()
-        return 0
+        return _failed(exc, location, str(event), payload if server else None)
     try:
         if outcome.stdout:
             # UTF-8 whatever the locale (Claude Code reads UTF-8; an ASCII or Latin-1 stdout would
@@ -419,6 +503,8 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
     except OSError:  # Claude Code stopped reading (a timed-out hook): nothing left to tell
         pass
     for note in outcome.notes:
-        log_error(local_dir_of(location), str(event), note, server=is_store_url(location))
-    opened.close()
+        log_error(local_dir_of(location), str(event), note, server=server)
+    opened.close()  # under the deadline too: closing a pool waits on its connections
+    if timer is not None:
+        timer.cancel()
     return outcome.exit_code

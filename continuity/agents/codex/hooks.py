@@ -14,12 +14,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from continuity._fs import private_dirs, read_checked, write_checked
 from continuity.store.base import BaseStore
+
+if TYPE_CHECKING:
+    import threading
 
 __all__ = ["EVENTS", "main", "run_hook"]
 
@@ -116,23 +119,69 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> str:
     return _context(event, text)
 
 
+def _payload(raw: bytes) -> dict[str, Any]:
+    payload = msgspec.json.decode(raw) if raw.strip() else {}
+    if not isinstance(payload, dict):
+        raise ValueError("hook input is not a JSON object")
+    return payload
+
+
+def _log(local: Path, label: str, message: str) -> None:
+    from continuity.claude_code.hooks import log_error
+
+    log_error(local, f"{label} (codex)", message, server=True)
+
+
+def _ingest_kept(store: BaseStore, path: Path, final: bool) -> None:
+    from continuity.agents.codex.ingest import ingest_rollout
+
+    ingest_rollout(store, path, final=final)
+
+
 def main(argv: list[str], *, store: str | None = None, stdin: bytes | None = None) -> int:
-    """Run a Codex hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin)."""
-    from continuity.paths import default_store_location, resolve_store_location
+    """Run a Codex hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin). On a
+    server store, a sick server costs the hook nothing it waits on (ADR 0040; see
+    :mod:`continuity.claude_code.server_guard`)."""
+    from continuity.claude_code import server_guard as guard
+    from continuity.paths import default_store_location, is_store_url, resolve_store_location
     from continuity.store.locate import open_store
 
     opened: BaseStore | None = None
+    payload: dict[str, Any] | None = None
+    url = ""
+    event = argv[0] if argv else None
+    timer: threading.Timer | None = None
     try:
         location = resolve_store_location(store) if store else default_store_location()
-        opened = open_store(location, create=True)
-        raw = stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN)
-        payload = msgspec.json.decode(raw) if raw.strip() else {}
-        if not isinstance(payload, dict):
-            raise ValueError("hook input is not a JSON object")
-        out = run_hook(opened, _event(argv[0] if argv else None, payload), payload)
+        payload = _payload(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
+        event = _event(argv[0] if argv else None, payload)
+        if is_store_url(location):
+            url = str(location)
+            down = guard.server_down(url)
+            if down is not None:
+                return _keep(url, event, payload, down[0], news=down[1], busy=False)
+            from continuity.store.outage import HOOK_STORE_OPTIONS
+
+            kept, late = payload, "no answer within the hook's deadline"
+            timer = guard.watchdog(
+                lambda: _keep(url, str(event), kept, late, news=True, busy=False)
+            )
+            opened = open_store(location, create=True, **HOOK_STORE_OPTIONS)
+        else:
+            opened = open_store(location, create=True)
+        out = run_hook(opened, event, payload)
+        notes: list[str] = []
+        if url:
+            guard.catch_up(opened, url, notes, agent="codex", ingest=_ingest_kept, log=_log)
+        for note in notes:
+            sys.stderr.write(f"continuity: {note}\n")
     except Exception as exc:  # a hook never breaks the session: one line, exit 0
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())
-        sys.stderr.write(f"continuity: {message}\n")
+        failed = guard.unavailable(exc) if url and payload is not None else None
+        if failed is not None and payload is not None:
+            return _keep(
+                url, str(event), payload, guard.one_line(exc), news=True, busy=failed == "busy"
+            )
+        sys.stderr.write(f"continuity: {guard.one_line(exc)}\n")
         if os.environ.get("CONTINUITY_DEBUG"):
             import traceback
 
@@ -141,7 +190,20 @@ def main(argv: list[str], *, store: str | None = None, stdin: bytes | None = Non
     finally:
         if opened is not None:
             opened.close()
+        if timer is not None:
+            timer.cancel()
     if out:
         sys.stdout.buffer.write(out.encode("utf-8", "replace") + b"\n")
         sys.stdout.buffer.flush()
     return 0
+
+
+def _keep(
+    url: str, event: str, payload: dict[str, Any], reason: str, *, news: bool, busy: bool
+) -> int:
+    from continuity.claude_code.server_guard import keep_for_later
+
+    final = event in ("stop", "session-end")
+    return keep_for_later(
+        url, event, payload, reason, news=news, busy=busy, agent="codex", final=final, log=_log
+    )

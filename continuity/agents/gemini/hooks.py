@@ -15,13 +15,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from continuity._fs import read_checked, write_checked
 from continuity.paths import StoreLocation, default_store_location, is_store_url, local_dir_of
 from continuity.store.base import BaseStore, Thread
+
+if TYPE_CHECKING:
+    import threading
 
 __all__ = ["EVENTS", "FINAL_EVENTS", "HookOutcome", "main", "run_hook"]
 
@@ -145,34 +148,89 @@ def _log_error(location: StoreLocation, event: str, message: str) -> None:
     log_error(local_dir_of(location), f"{event} (gemini)", message, server=is_store_url(location))
 
 
+def _payload(raw: bytes) -> dict[str, Any]:
+    try:
+        payload = msgspec.json.decode(raw) if raw.strip() else {}
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"hook input is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise ValueError("hook input is not a JSON object")
+    return payload
+
+
+def _log(local: Path, label: str, message: str) -> None:
+    from continuity.claude_code.hooks import log_error
+
+    log_error(local, f"{label} (gemini)", message, server=True)
+
+
+def _keep(
+    url: str, event: str, payload: dict[str, Any], reason: str, *, news: bool, busy: bool
+) -> int:
+    from continuity.claude_code.server_guard import keep_for_later
+
+    final = event in FINAL_EVENTS
+    return keep_for_later(
+        url, event, payload, reason, news=news, busy=busy, agent="gemini", final=final, log=_log
+    )
+
+
 def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | None = None) -> int:
-    """Run one Gemini CLI hook; always 0 (a hook must not break the session)."""
+    """Run one Gemini CLI hook; always 0 (a hook must not break the session). On a server
+    store, a sick server costs the hook nothing it waits on (ADR 0040; see
+    :mod:`continuity.claude_code.server_guard`)."""
+    from continuity.claude_code import server_guard as guard
     from continuity.store.locate import open_store
 
     event: str | None = argv[0] if argv else None
     location = store if store is not None else default_store_location()
+    url = str(location) if is_store_url(location) else ""
     opened: BaseStore | None = None
+    payload: dict[str, Any] | None = None
+    timer: threading.Timer | None = None
     try:
-        opened = open_store(location, create=True)
-        raw = stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN)
-        try:
-            payload = msgspec.json.decode(raw) if raw.strip() else {}
-        except msgspec.DecodeError as exc:
-            raise ValueError(f"hook input is not JSON: {exc}") from None
-        if not isinstance(payload, dict):
-            raise ValueError("hook input is not a JSON object")
-        event = _event_name(event, payload)
+        if url:
+            payload = _payload(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
+            event = _event_name(event, payload)
+            down = guard.server_down(url)
+            if down is not None:
+                return _keep(url, event, payload, down[0], news=down[1], busy=False)
+            from continuity.store.outage import HOOK_STORE_OPTIONS
+
+            kept, late = payload, "no answer within the hook's deadline"
+            timer = guard.watchdog(
+                lambda: _keep(url, str(event), kept, late, news=True, busy=False)
+            )
+            opened = open_store(location, create=True, **HOOK_STORE_OPTIONS)
+        else:
+            opened = open_store(location, create=True)
+            payload = _payload(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
+            event = _event_name(event, payload)
         outcome = run_hook(opened, event, payload)
+        if url:
+            notes = outcome.notes
+
+            def ingest(store: BaseStore, path: Path, final: bool) -> None:
+                _ingest(store, path, final=final, out=outcome)
+
+            guard.catch_up(opened, url, notes, agent="gemini", ingest=ingest, log=_log)
     except Exception as exc:  # never break the session: report and exit 0
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        if opened is not None:
+            opened.close()
+        if timer is not None:
+            timer.cancel()
+        failed = guard.unavailable(exc) if url and payload is not None else None
+        if failed is not None and payload is not None:
+            return _keep(
+                url, str(event), payload, guard.one_line(exc), news=True, busy=failed == "busy"
+            )
+        message = guard.one_line(exc)
         sys.stderr.write(f"continuity: {message}\n")
         _log_error(location, str(event), message)
         if os.environ.get("CONTINUITY_DEBUG"):
             import traceback
 
             traceback.print_exc()
-        if opened is not None:
-            opened.close()
         return 0
     try:
         if outcome.stdout:
@@ -185,4 +243,6 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
     for note in outcome.notes:
         _log_error(location, str(event), note)
     opened.close()
+    if timer is not None:
+        timer.cancel()
     return 0

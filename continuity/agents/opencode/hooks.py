@@ -36,7 +36,23 @@ def _archive(location: StoreLocation, session: str) -> None:
     sources = default_sources()
     if not sources:
         raise FileNotFoundError("no opencode data (opencode.db or storage/) in its data folder")
-    store = open_store(location, create=True)
+    if is_store_url(location):
+        # Bounded like every hook on a server (ADR 0040); a server marked or found down is
+        # skipped: this session's next event archives what this one could not.
+        from continuity.claude_code import server_guard as guard
+        from continuity.store import outage
+
+        down = guard.server_down(str(location))
+        if down is not None:
+            message = f"PostgreSQL store not used ({down[0]}); the next event archives it"
+            sys.stderr.write(f"continuity: {message}\n")
+            if down[1]:  # news: one line in errors.log per failed try, not per skipped event
+                outage.note_unreachable(local_dir_of(location), down[0])
+                _log(location, "archive", message)
+            return
+        store = open_store(location, create=True, **outage.HOOK_STORE_OPTIONS)
+    else:
+        store = open_store(location, create=True)
     try:
         for path in sources:
             src = open_source(path)

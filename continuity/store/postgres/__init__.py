@@ -460,6 +460,8 @@ class PostgresStore(BaseStore):
     way. ``durable=False`` commits without waiting for the server's WAL flush (bulk imports
     that can be rerun). ``pool_size`` bounds the connections this store holds; it is safe to
     use from several threads. Close it (or use it as a context manager) to close them.
+    ``statement_timeout`` / ``lock_timeout`` (seconds) bound every statement and lock wait of
+    its sessions (a hook's budget); one that runs out is :class:`~continuity.errors.StoreBusy`.
 
     Raises :class:`~continuity.errors.StoreUnavailable` when the server cannot be reached or
     refuses the login, :class:`~continuity.errors.SchemaTooNew` when newer code made the store.
@@ -474,6 +476,8 @@ class PostgresStore(BaseStore):
         durable: bool = True,
         pool_size: int = 4,
         connect_timeout: float = 10.0,
+        statement_timeout: float | None = None,
+        lock_timeout: float | None = None,
         clock: Callable[[], int] | None = None,
         redactor: Callable[[fr.Frame], fr.Frame] | None = None,
     ) -> None:
@@ -490,6 +494,8 @@ class PostgresStore(BaseStore):
             connect_timeout=connect_timeout,
             create=create,
             now_ms=now_ms(),
+            statement_timeout=statement_timeout,
+            lock_timeout=lock_timeout,
         )
         self.schema = self._db.schema
         self._sql = _LogSql(self.schema)

@@ -18,7 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from continuity.errors import StoreNotFound, StoreUnavailable
+from continuity.errors import BadFrame, StoreBusy, StoreNotFound, StoreUnavailable
 from continuity.store.postgres.schema import check_schema_name, ensure_schema
 
 __all__ = ["Database", "describe_url"]
@@ -52,6 +52,16 @@ def _one_line(exc: BaseException, password: str | None) -> str:
     return text or type(exc).__name__
 
 
+def _session_limits(statement_timeout: float | None, lock_timeout: float | None) -> str:
+    """libpq ``options`` that bound every statement and lock wait of a session (seconds)."""
+    parts = []
+    if statement_timeout is not None:
+        parts.append(f"-c statement_timeout={max(1, round(statement_timeout * 1000))}")
+    if lock_timeout is not None:
+        parts.append(f"-c lock_timeout={max(1, round(lock_timeout * 1000))}")
+    return " ".join(parts)
+
+
 class Database:
     """A pool of autocommit connections to one database, for one store schema."""
 
@@ -64,6 +74,8 @@ class Database:
         connect_timeout: float,
         create: bool,
         now_ms: int,
+        statement_timeout: float | None = None,
+        lock_timeout: float | None = None,
     ) -> None:
         self.schema = check_schema_name(schema)
         try:
@@ -76,6 +88,9 @@ class Database:
         self._kwargs: dict[str, object] = {"autocommit": True}
         if "connect_timeout" not in params:
             self._kwargs["connect_timeout"] = max(1, round(connect_timeout))
+        limits = _session_limits(statement_timeout, lock_timeout)
+        if limits:  # set at the login, so no statement of the session runs without them
+            self._kwargs["options"] = f"{params.get('options') or ''} {limits}".strip()
         # One direct connection first: a server that is down or refuses the login fails here,
         # at once and in its own words, not after the pool's wait.
         with self.connect() as conn:
@@ -94,7 +109,7 @@ class Database:
             # A connection the server dropped while it sat in the pool (a restart, an idle
             # timeout) is found out here and replaced, not handed to a caller.
             check=ConnectionPool.check_connection,
-            timeout=max(5.0, 2 * connect_timeout),
+            timeout=2 * connect_timeout if limits else max(5.0, 2 * connect_timeout),
             name=f"continuity:{self.location}",
         )
 
@@ -118,6 +133,20 @@ class Database:
         try:
             with self._pool.connection() as conn:
                 yield conn
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
+            # lock_timeout / statement_timeout (or a cancel): the server is there, but busy.
+            raise StoreBusy(
+                f"PostgreSQL at {self.location} gave up waiting: {_one_line(exc, self._password)}"
+            ) from exc
+        except psycopg.DataError as exc:
+            if "NUL" not in str(exc) and "0x00" not in str(exc):
+                raise
+            # PostgreSQL text (and jsonb) cannot hold U+0000: a frame whose record key, kind or
+            # message id has one is refused whole (the line itself, bytea, could be stored).
+            raise BadFrame(
+                "PostgreSQL cannot store a NUL character (U+0000) in a record's kind or key, a "
+                "message id or a checkpoint's ids; the batch was not appended"
+            ) from exc
         except psycopg.OperationalError as exc:
             self._unavailable(exc)
         except PoolTimeout:
