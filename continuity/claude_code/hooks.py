@@ -444,7 +444,7 @@ def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
     ``store`` (a folder or a server URL) or the default one; ``stdin``: the input when it was
     read already (the fast path reads it).
 
-    On a server store the hook never waits on a sick server (ADR 0040): it skips a server
+    On a server store the hook never waits on a sick server (ADR 0041): it skips a server
     marked unreachable a moment ago, probes it first (no driver imported until it answers),
     bounds every statement and lock wait, keeps what it could not archive in the store's local
     folder, and catches all of that up once the server answers again."""

@@ -1,4 +1,4 @@
-"""How a hook on a server store never waits on a sick server (ADR 0040), for every agent's
+"""How a hook on a server store never waits on a sick server (ADR 0041), for every agent's
 hooks: skip a server marked unreachable a moment ago, probe it before the driver is imported,
 keep what could not be archived in the store's local folder, and catch all of it up once the
 server answers again. The mark and the kept list are :mod:`continuity.store.outage`'s."""

@@ -1,4 +1,4 @@
-"""Hooks never wait on a sick PostgreSQL server (issue 30, ADR 0040): a server that is down,
+"""Hooks never wait on a sick PostgreSQL server (issue 30, ADR 0041): a server that is down,
 one that accepts and never answers, a head row another session holds locked, and a connection
 killed mid-batch each cost a hook well under Claude Code's 30 s, exit 0, and lose nothing: what
 the hook could not archive is kept in the store's local folder and caught up by the next hook

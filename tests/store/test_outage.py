@@ -1,5 +1,5 @@
 """The unreachable mark and the kept transcripts of a server store's local folder
-(:mod:`continuity.store.outage`, ADR 0040)."""
+(:mod:`continuity.store.outage`, ADR 0041)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What a Claude Code hook costs on a PostgreSQL store that is up, down or hung, against the
-same hook on a folder store (issue 30, ADR 0040).
+same hook on a folder store (issue 30, ADR 0041).
 
     python -m tools.bench.bench_hooks_pg [--repeat 9] [--json]
 

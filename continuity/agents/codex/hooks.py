@@ -140,7 +140,7 @@ def _ingest_kept(store: BaseStore, path: Path, final: bool) -> None:
 
 def main(argv: list[str], *, store: str | None = None, stdin: bytes | None = None) -> int:
     """Run a Codex hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin). On a
-    server store, a sick server costs the hook nothing it waits on (ADR 0040; see
+    server store, a sick server costs the hook nothing it waits on (ADR 0041; see
     :mod:`continuity.claude_code.server_guard`)."""
     from continuity.claude_code import server_guard as guard
     from continuity.paths import default_store_location, is_store_url, resolve_store_location

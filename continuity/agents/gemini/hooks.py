@@ -177,7 +177,7 @@ def _keep(
 
 def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | None = None) -> int:
     """Run one Gemini CLI hook; always 0 (a hook must not break the session). On a server
-    store, a sick server costs the hook nothing it waits on (ADR 0040; see
+    store, a sick server costs the hook nothing it waits on (ADR 0041; see
     :mod:`continuity.claude_code.server_guard`)."""
     from continuity.claude_code import server_guard as guard
     from continuity.store.locate import open_store

@@ -37,7 +37,7 @@ def _archive(location: StoreLocation, session: str) -> None:
     if not sources:
         raise FileNotFoundError("no opencode data (opencode.db or storage/) in its data folder")
     if is_store_url(location):
-        # Bounded like every hook on a server (ADR 0040); a server marked or found down is
+        # Bounded like every hook on a server (ADR 0041); a server marked or found down is
         # skipped: this session's next event archives what this one could not.
         from continuity.claude_code import server_guard as guard
         from continuity.store import outage
