@@ -403,7 +403,8 @@ class _LogSql:
             "updated_ms = %s WHERE thread_key = %s"
         )
         self.head = (
-            f"SELECT head_seq, head_digest FROM {s}.threads WHERE thread_key = %s AND thread_id = %s"
+            f"SELECT head_seq, head_digest FROM {s}.threads "
+            "WHERE thread_key = %s AND thread_id = %s"
         )
         self.threads = f"SELECT thread_id FROM {s}.threads WHERE head_seq >= 0"
         # The thread's row comes even when no frame is in range (LEFT JOIN): its head fixes

@@ -320,9 +320,7 @@ class PostgresSearch:
 
     # -- the work --
 
-    def _rows(
-        self, statement: str, params: list[Any] | dict[str, Any]
-    ) -> list[tuple[Any, ...]]:
+    def _rows(self, statement: str, params: list[Any] | dict[str, Any]) -> list[tuple[Any, ...]]:
         with self._db.connection() as conn:
             return conn.execute(statement, params, binary=True).fetchall()
 
