@@ -78,7 +78,9 @@ _PREFIX: Final = re.compile(
     r"(?P<level>[A-Z]+):  (?P<text>.*)$"
 )
 _STATEMENT: Final = re.compile(r"^(?:statement|execute [^:]*): (?P<sql>.*)$", re.S)
-_TABLE: Final = re.compile(r"\b\w+\.(" + "|".join(PER_THREAD_TABLES) + r")\b")
+_TABLE: Final = re.compile(
+    r"\b(?:FROM|JOIN|INTO|UPDATE|COPY)\s+\w+\.(" + "|".join(PER_THREAD_TABLES) + r")\b", re.I
+)
 _ANY_TABLE: Final = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+(\w+\.\w+)", re.I)
 _KEYED: Final = re.compile(r"\bthread_key\s*=\s*\$\d+")
 _CARRIES: Final = re.compile(r"^\s*(?:INSERT\s+INTO|COPY)\s+\w+\.(\w+)\s*\(([^)]*)\)", re.I)
