@@ -16,10 +16,10 @@ from urllib.parse import quote
 import pytest
 
 from continuity import frames as fr
-from continuity.errors import ThreadDeleted, ThreadNotFound
+from continuity.errors import ThreadDeleted, ThreadKeyTaken, ThreadNotFound
 from continuity.retrieval.search import search
 from continuity.store.postgres import PostgresStore
-from continuity.store.postgres.keys import ThreadKeyTaken, thread_key
+from continuity.store.postgres.keys import thread_key
 from continuity.store.postgres.schema import (
     MIGRATIONS,
     PER_THREAD_TABLES,

@@ -64,6 +64,11 @@ FAN_OUT: Final[tuple[tuple[str, str], ...]] = (
         r"DISTINCT thread_id FROM \w+\.tombstones)$|^UPDATE \w+\.\w+ SET thread_key = -1 - ",
         "migration 5 (schema.py _rekey): once per store, before its tables are distributed",
     ),
+    (
+        r"^SELECT \* FROM \w+\.search_(?:threads|docs|postings) ORDER BY thread_key",
+        "tests/postgres/test_search.py _rows: the test's own dump of the index, through the "
+        "store's pool",
+    ),
 )
 SESSION_LOCK_PENDING: Final[tuple[tuple[str, str], ...]] = (
     (

@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from continuity import frames as fr
-from continuity.errors import CorruptFrame, JobInFlight, ThreadDeleted, ThreadNotFound
+from continuity.errors import (
+    CorruptFrame,
+    JobInFlight,
+    ThreadDeleted,
+    ThreadKeyTaken,
+    ThreadNotFound,
+)
 from continuity.paths import is_store_url
 from continuity.store.base import (
     BaseStore,
@@ -57,7 +63,7 @@ from continuity.store.postgres.derived import (
     watermark_of,
     write_derived,
 )
-from continuity.store.postgres.keys import ThreadKeyTaken, thread_key
+from continuity.store.postgres.keys import thread_key
 
 if TYPE_CHECKING:
     from continuity.store.postgres.db import Connection, Database

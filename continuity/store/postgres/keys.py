@@ -11,8 +11,8 @@ for "unknown") and is the same for one id in every store and process.
 Two ids with the same key (a chance of about n² / 2⁶⁴ among n threads: one in 10⁷ at
 a million threads) cannot both be stored: the thread row is keyed by ``thread_key`` alone and
 holds its id, every read checks the id, and an append to the second id finds the first's row
-and raises :class:`ThreadKeyTaken` naming both, writing nothing. The rule is deterministic: the
-id that was stored first keeps the key.
+and raises :class:`~continuity.errors.ThreadKeyTaken` naming both, writing nothing. The rule
+is deterministic: the id that was stored first keeps the key.
 
 Nothing here imports psycopg.
 """
@@ -23,9 +23,7 @@ from typing import Final
 
 import blake3
 
-from continuity.errors import ContinuityError
-
-__all__ = ["KEY_DOMAIN", "ThreadKeyTaken", "thread_key"]
+__all__ = ["KEY_DOMAIN", "thread_key"]
 
 KEY_DOMAIN: Final = b"continuity thread key\0"
 """Hashed before the id: a thread key is not any other blake3 use's digest of the same bytes."""
@@ -36,18 +34,3 @@ def thread_key(thread_id: str) -> int:
     bit (0 .. 2⁶³ - 1, a non-negative ``bigint``)."""
     digest = blake3.blake3(KEY_DOMAIN + thread_id.encode()).digest(8)
     return int.from_bytes(digest, "big") >> 1
-
-
-class ThreadKeyTaken(ContinuityError):
-    """Another thread of the store already holds this thread's key (two ids whose blake3 key
-    is the same: it does not happen by chance, and a hand-edited row can fake it). Nothing was
-    written; the id stored first keeps the key."""
-
-    def __init__(self, thread_id: str, key: int, holder: str) -> None:
-        super().__init__(
-            f"thread {thread_id!r} cannot be stored: its key {key} is held by thread "
-            f"{holder!r} in this store (the id stored first keeps a key); use another id"
-        )
-        self.thread_id = thread_id
-        self.key = key
-        self.holder = holder

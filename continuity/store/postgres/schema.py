@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import blake3
 import psycopg
 
-from continuity.errors import SchemaTooNew, StoreNotFound
-from continuity.store.postgres.keys import ThreadKeyTaken, thread_key
+from continuity.errors import SchemaTooNew, StoreNotFound, ThreadKeyTaken
+from continuity.store.postgres.keys import thread_key
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
