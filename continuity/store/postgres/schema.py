@@ -18,6 +18,14 @@ and, from version 2, the derived tables (rebuildable from ``frames``; ADR 0025):
     checkpoints      (thread_key, seq) → the checkpoint entry
     marks            (thread_key, seq) → a record (kind, key) or a retraction (spans, JSON)
 
+and ``tombstones`` (version 3: a deleted thread's last head, kept so it is not written again).
+
+From version 5 (:data:`REKEY_VERSION`) a thread's key is computed from its id on the client
+(:func:`~.keys.thread_key`), every per-thread table (:data:`PER_THREAD_TABLES`) has it in its
+primary key and unique indexes, and every statement on one names it: the tables can be
+distributed by ``thread_key`` (Citus), ``meta`` made a reference table and ``artifacts``
+distributed by its own id (ADR 0041).
+
 ``MIGRATIONS`` is the ordered list of steps; step ``n`` takes a database from version ``n - 1``
 to ``n``. They run in one transaction under an advisory lock, so two processes initialising or
 upgrading one database at once are safe: the second waits, then finds nothing left to do. Each
