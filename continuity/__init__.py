@@ -161,6 +161,7 @@ if TYPE_CHECKING:
         StoreNotFound as StoreNotFound,
         StoreUnavailable as StoreUnavailable,
         ThreadDeleted as ThreadDeleted,
+        ThreadKeyTaken as ThreadKeyTaken,
         ThreadNotFound as ThreadNotFound,
         UnreadableSession as UnreadableSession,
     )

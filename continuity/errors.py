@@ -13,6 +13,7 @@ working::
     ├── InvalidThreadId        (ValueError) an id that could escape the store or hide itself
     ├── ThreadNotFound         a read asked for a thread with no frames
     │   └── ThreadDeleted      an append to a thread that was deleted (it has a tombstone)
+    ├── ThreadKeyTaken         PostgreSQL: another thread of the store holds this id's thread key
     ├── BadFrame               (ValueError) a frame given to append is not valid
     ├── SeqConflict            the caller expected another next seq (optimistic writers)
     ├── CorruptFrame           a stored frame does not parse, breaks seq order or the chain
@@ -63,6 +64,7 @@ __all__ = [
     "StoreNotFound",
     "StoreUnavailable",
     "ThreadDeleted",
+    "ThreadKeyTaken",
     "ThreadNotFound",
     "UnreadableSession",
 ]
@@ -131,6 +133,21 @@ class ThreadNotFound(ContinuityError):
 class ThreadDeleted(ThreadNotFound):
     """An append to a thread that was deleted (``continuity delete``/``prune``): its
     tombstone stands, and a deleted thread is never brought back by a late writer."""
+
+
+class ThreadKeyTaken(ContinuityError):
+    """PostgreSQL: another thread of the store already holds this thread's key (blake3 of the
+    id, 63 bits: two ids with one key do not happen by chance; a hand-edited row can fake it).
+    Nothing was written; the id stored first keeps the key."""
+
+    def __init__(self, thread_id: str, key: int, holder: str) -> None:
+        super().__init__(
+            f"thread {thread_id!r} cannot be stored: its key {key} is held by thread "
+            f"{holder!r} in this store (the id stored first keeps a key); use another id"
+        )
+        self.thread_id = thread_id
+        self.key = key
+        self.holder = holder
 
 
 class BadFrame(ContinuityError, ValueError):

@@ -24,6 +24,7 @@ from continuity.store.jsonl import Store
 from continuity.store.postgres import PostgresStore
 from tests.claude_code.test_hooks import SESSION, Transcript, work
 from tests.support.narrow import narrow
+from tests.support.pg import TEST_APP
 
 HELLO = '{"type": "message_appended", "role": "user", "content": [{"type": "text", "text": "hi"}]}'
 DOWN = "postgresql://nobody:hunter2@127.0.0.1:9/nowhere?connect_timeout=2"
@@ -44,13 +45,13 @@ def db_url(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     import psycopg
 
     name = "cli_" + "".join(c if c.isalnum() else "_" for c in request.node.name)[-40:].lower()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    with psycopg.connect(pg_url, autocommit=True, application_name=TEST_APP) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
         yield _with_database(pg_url, name)
     finally:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
+        with psycopg.connect(pg_url, autocommit=True, application_name=TEST_APP) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -243,7 +244,7 @@ def test_repair_on_a_server_store_says_what_it_cannot_do(db_url: str, home: Path
         store.thread("t").append([fr.message("user", "one"), fr.message("user", "two")])
     sound = cli("--store", db_url, "repair", "t")
     assert sound.exit_code == 0 and "every frame is sound" in sound.stdout
-    with psycopg.connect(db_url, autocommit=True) as conn:
+    with psycopg.connect(db_url, autocommit=True, application_name=TEST_APP) as conn:
         conn.execute(
             "UPDATE continuity.frames SET line = "
             "convert_to(replace(convert_from(line, 'UTF8'), 'two', 'TWO'), 'UTF8') WHERE seq = 2"
@@ -258,7 +259,7 @@ def test_verify_names_every_bad_row_of_a_server_store(db_url: str, home: Path) -
     with PostgresStore(db_url, create=True) as store:
         for i in range(4):
             store.thread("t").append([fr.message("user", f"ask {i}"), fr.message("user", f"x{i}")])
-    with psycopg.connect(db_url, autocommit=True) as conn:
+    with psycopg.connect(db_url, autocommit=True, application_name=TEST_APP) as conn:
         for seq, old in ((2, "x0"), (6, "x2")):
             conn.execute(
                 "UPDATE continuity.frames SET line = "

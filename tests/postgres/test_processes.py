@@ -19,7 +19,7 @@ import pytest
 
 from continuity import frames as fr
 from continuity.errors import JobInFlight
-from continuity.store.postgres.schema import SCHEMA_VERSION
+from continuity.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from continuity.testing import msg, stored_lines, verify_chain
 from tests.support.narrow import head_seq
 from tests.support.pg import PgStores, schema_for
@@ -174,7 +174,7 @@ def test_processes_initialising_one_schema_at_once(pg_stores: PgStores, tmp_path
     pg_stores.schemas.add(schema)
     assert pg_stores.sql(f"SELECT key, value FROM {schema}.meta ORDER BY key")[:3] == [
         ("format", "continuity-store"),
-        ("min_code_version", "1"),
+        ("min_code_version", str(max(m.min_code_version for m in MIGRATIONS))),
         ("schema_version", str(SCHEMA_VERSION)),
     ]
     store = pg_stores.open(tmp_path, create=False)

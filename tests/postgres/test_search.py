@@ -25,6 +25,7 @@ from continuity.retrieval.state import forget
 from continuity.store.jsonl import Store
 from continuity.testing import FixedClock
 from tests.support.narrow import head_seq
+from tests.support.pg import TEST_APP
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -230,7 +231,7 @@ def test_dropped_tables_are_rebuilt_lazily(stores: tuple[Store, Any], pg_url: st
     before = _rows(pg)
     import psycopg
 
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    with psycopg.connect(pg_url, autocommit=True, application_name=TEST_APP) as conn:
         conn.execute(f"DROP TABLE {pg.schema}.search_postings, {pg.schema}.search_docs")
     forget()
     for query in QUERIES[:4]:

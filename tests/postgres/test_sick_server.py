@@ -27,6 +27,7 @@ from continuity.store.postgres import PostgresStore
 from tests.claude_code.test_hooks import SESSION, Transcript, work
 from tests.postgres.test_cli import db_url, home  # noqa: F401  (fixtures)
 from tests.support.narrow import narrow
+from tests.support.pg import TEST_APP
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -204,7 +205,8 @@ def test_a_head_row_held_locked_keeps_the_transcript_without_marking_the_server(
         before = len(_texts(store, a.thread_id))
     a.prompt("while the row is locked")
     a.flush()
-    with psycopg.connect(db_url) as holder:  # a transaction left open, holding the head row
+    # a transaction left open, holding the head row
+    with psycopg.connect(db_url, application_name=TEST_APP) as holder:
         holder.execute(
             "SELECT 1 FROM continuity.threads WHERE thread_id = %s FOR UPDATE", [a.thread_id]
         ).fetchall()
@@ -241,7 +243,10 @@ def test_a_connection_killed_mid_hook_is_caught_up(
     a.prompt("during the drop")
     a.flush()
     # the hook's backend is killed while it waits on the held row, mid-append
-    with psycopg.connect(db_url, autocommit=True) as admin, psycopg.connect(db_url) as holder:
+    with (
+        psycopg.connect(db_url, autocommit=True, application_name=TEST_APP) as admin,
+        psycopg.connect(db_url, application_name=TEST_APP) as holder,
+    ):
         if True:
             holder.execute(
                 "SELECT 1 FROM continuity.threads WHERE thread_id = %s FOR UPDATE", [a.thread_id]
@@ -382,7 +387,10 @@ def test_a_backend_that_stops_answering_mid_statement_meets_the_hooks_deadline(
     a.prompt("while the backend is frozen")
     a.flush()
     stopped: list[int] = []
-    with psycopg.connect(db_url, autocommit=True) as admin, psycopg.connect(db_url) as holder:
+    with (
+        psycopg.connect(db_url, autocommit=True, application_name=TEST_APP) as admin,
+        psycopg.connect(db_url, application_name=TEST_APP) as holder,
+    ):
         holder.execute(
             "SELECT 1 FROM continuity.threads WHERE thread_id = %s FOR UPDATE", [a.thread_id]
         ).fetchall()

@@ -5,6 +5,14 @@ make and drop schemas in its database), else a throwaway one that ``pgserver`` s
 its wheel for the session (about a second) and stops at the end. Without either, the tests
 that need one are skipped, saying why.
 
+With ``CONTINUITY_TEST_PG_DISTRIBUTED=1`` the server logs every statement and, when the
+session ends, the statements the stores sent and their unique indexes are checked against the
+rules a store distributed by thread keeps (:mod:`tests.support.distributed`); the session
+fails if one breaks them. Run the whole PostgreSQL suite that way with
+``CONTINUITY_TEST_PG_DISTRIBUTED=1 .venv/bin/python -m pytest -p no:cacheprovider
+tests/postgres`` (an external server needs ``$CONTINUITY_TEST_PG_LOG``, its log's path, and a
+superuser login).
+
 Each store lives in a schema of its own, named after the folder a test gives it (so the same
 folder is the same store, as with the JSONL backend); schemas are cheap to make, unlike
 databases.
@@ -28,6 +36,55 @@ if TYPE_CHECKING:
     from continuity.store.postgres import PostgresStore
 
 PG_URL_ENV: Final = "CONTINUITY_TEST_PG_URL"
+TEST_APP: Final = "continuity-test"
+"""The application name of the tests' own sessions (hand edits, lock holders): the
+distributed check leaves their statements alone (:data:`tests.support.distributed.TEST_APP`)."""
+SERVER_LOGS: dict[str, Path] = {}
+"""The log file of each server :func:`serve` gives (pgserver's, or ``$CONTINUITY_TEST_PG_LOG``)."""
+
+
+def server_log(url: str) -> Path | None:
+    """The log file of the server at ``url``, if this process can read it."""
+    from tests.support.distributed import LOG_ENV
+
+    path = SERVER_LOGS.get(url) or (Path(os.environ[LOG_ENV]) if os.environ.get(LOG_ENV) else None)
+    return path if path is not None and path.is_file() else None
+
+
+@contextmanager
+def _distributed(url: str) -> Iterator[None]:
+    """With ``CONTINUITY_TEST_PG_DISTRIBUTED=1``: the server logs every statement, and the
+    session fails at its end if one breaks the distributed rules."""
+    from tests.support.distributed import DISTRIBUTED_ENV
+
+    if os.environ.get(DISTRIBUTED_ENV) != "1":
+        yield
+        return
+    import psycopg
+
+    from tests.support import distributed
+
+    log = server_log(url)
+    if log is None:
+        pytest.fail(f"{DISTRIBUTED_ENV}=1 needs the server's log: set {distributed.LOG_ENV}")
+    with psycopg.connect(url, autocommit=True, application_name=TEST_APP) as conn:
+        conn.execute("ALTER SYSTEM SET log_statement = 'all'")
+        conn.execute(f"ALTER SYSTEM SET log_line_prefix = '{distributed.LOG_LINE_PREFIX}'")
+        conn.execute("SELECT pg_reload_conf()")
+    start = log.stat().st_size
+    yield
+    with psycopg.connect(url, autocommit=True, application_name=TEST_APP) as conn:
+        conn.execute("ALTER SYSTEM RESET log_statement")
+        conn.execute("ALTER SYSTEM RESET log_line_prefix")
+        conn.execute("SELECT pg_reload_conf()")
+        found = distributed.unkeyed_unique_indexes(conn)
+    found += distributed.check_log(distributed.read_log(log, start))
+    if found:
+        pytest.fail(
+            f"{len(found)} statement(s) or index(es) break the distributed rules:\n"
+            + "\n".join(found),
+            pytrace=False,
+        )
 
 
 @contextmanager
@@ -35,7 +92,8 @@ def serve(tmp: Path) -> Iterator[str]:
     """The URL of a server for the session: the external one, or a throwaway one in ``tmp``."""
     external = os.environ.get(PG_URL_ENV)
     if external:
-        yield external
+        with _distributed(external):
+            yield external
         return
     try:
         import psycopg  # noqa: F401 - the backend's driver: skip the same way without it
@@ -64,7 +122,10 @@ def serve(tmp: Path) -> Iterator[str]:
         except Exception as exc:  # a server that will not start here: say so, do not fail
             pytest.skip(f"pgserver could not start a PostgreSQL server: {exc}")
         try:
-            yield server.get_uri()
+            url = server.get_uri()
+            SERVER_LOGS[url] = home / "pgdata" / "log"
+            with _distributed(url):
+                yield url
         finally:
             server.cleanup()
     finally:
@@ -102,7 +163,7 @@ class PgStores:
         """Run one statement on a connection of its own (autocommit); its rows, if any."""
         import psycopg
 
-        with psycopg.connect(self.url, autocommit=True) as conn:
+        with psycopg.connect(self.url, autocommit=True, application_name=TEST_APP) as conn:
             cur = conn.execute(statement, params)
             return cur.fetchall() if cur.description is not None else []
 
@@ -110,6 +171,7 @@ class PgStores:
         """A psycopg connection of the test's own (autocommit), closed after the test."""
         import psycopg
 
+        options.setdefault("application_name", TEST_APP)
         conn = psycopg.connect(self.url, autocommit=True, **options)
         self.connections.append(conn)
         return conn

@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from continuity import frames as fr
-from continuity.errors import CorruptFrame, JobInFlight, ThreadDeleted, ThreadNotFound
+from continuity.errors import (
+    CorruptFrame,
+    JobInFlight,
+    ThreadDeleted,
+    ThreadKeyTaken,
+    ThreadNotFound,
+)
 from continuity.paths import is_store_url
 from continuity.store.base import (
     BaseStore,
@@ -57,6 +63,7 @@ from continuity.store.postgres.derived import (
     watermark_of,
     write_derived,
 )
+from continuity.store.postgres.keys import thread_key
 
 if TYPE_CHECKING:
     from continuity.store.postgres.db import Connection, Database
@@ -121,6 +128,8 @@ class PostgresThread(Thread):
         derived_sql: DerivedSql,
     ) -> None:
         super().__init__(thread_id)
+        self.key = thread_key(thread_id)
+        """The thread's key in every table (:func:`~.keys.thread_key` of its id)."""
         self._store = store
         self._db = db
         self._sql = sql
@@ -182,20 +191,23 @@ class PostgresThread(Thread):
         rolls it all back, the new thread's row too."""
         sql = self._sql
         sync = self._store.durable if durable is None else durable
+        key = self.key
         with self._db.transaction(durable=sync) as conn:
-            row = conn.execute(sql.lock_head, [self.id]).fetchone()
+            row = conn.execute(sql.lock_head, {"key": key}).fetchone()
             now = clock()  # once per append, under the lock, as the other backends do
             if row is None:  # a new thread: its row, locked until this batch commits or not
                 # A deleted one is not made again: a writer that waited on the head row while
                 # it was deleted finds no row, and the tombstone committed with the delete.
-                if conn.execute(sql.tombstoned, [self.id]).fetchone() is not None:
+                if conn.execute(sql.tombstoned, [key, self.id]).fetchone() is not None:
                     raise ThreadDeleted(
                         f"thread {self.id!r} was deleted; it is not written again", self.id
                     )
-                conn.execute(sql.create_thread, [self.id, now, now])
-                row = conn.execute(sql.lock_head, [self.id]).fetchone()
+                conn.execute(sql.create_thread, [key, self.id, now, now])
+                row = conn.execute(sql.lock_head, {"key": key}).fetchone()
                 assert row is not None
-            key, head_seq, head_digest = row[:3]
+            if row[0] != self.id:
+                raise ThreadKeyTaken(self.id, key, str(row[0]))
+            head_seq, head_digest = row[1:3]
             head = None if head_seq < 0 else Head(head_seq, bytes(head_digest).hex())
             stored, new_head = seal(head, now)
             first = new_head.seq - len(stored) + 1
@@ -204,11 +216,10 @@ class PostgresThread(Thread):
             if mark is None or mark.seq != head_seq:  # rows behind (older code wrote frames)
                 mark = catch_up(conn, self._derived_sql, self.id, key, mark, head_seq)[0]
             mark = write_derived(conn, self._derived_sql, self.id, key, mark, stored, first)
+            conn.execute(self._derived_sql.set_watermark, [key, *mark])
             conn.execute(
                 sql.move_head,
                 [
-                    key,
-                    *mark,
                     new_head.seq,
                     bytes.fromhex(new_head.digest),
                     sum(map(len, stored)),
@@ -242,7 +253,7 @@ class PostgresThread(Thread):
 
     def head(self) -> Head | None:
         with self._db.connection() as conn:
-            row = conn.execute(self._sql.head, [self.id]).fetchone()
+            row = conn.execute(self._sql.head, [self.key, self.id]).fetchone()
         if row is None or row[0] < 0:
             return None
         return Head(row[0], bytes(row[1]).hex())
@@ -257,11 +268,13 @@ class PostgresThread(Thread):
         hi = lo + _FIRST_CHUNK - 1 if to_seq is None else min(to_seq, lo + _FIRST_CHUNK - 1)
         with db.connection() as conn:
             rows = conn.execute(
-                sql.first_forward, {"tid": self.id, "lo": lo, "hi": hi}, binary=True
+                sql.first_forward,
+                {"key": self.key, "tid": self.id, "lo": lo, "hi": hi},
+                binary=True,
             ).fetchall()
         if not rows:
             return  # no such thread
-        key, head_seq = rows[0][0], rows[0][1]
+        key, head_seq = self.key, rows[0][1]
         # The end is fixed when the read starts, as the JSONL store's committed end is.
         last = head_seq if to_seq is None else min(to_seq, head_seq)
         if lo > last:
@@ -293,13 +306,17 @@ class PostgresThread(Thread):
     def log_bytes(self) -> int:
         # Kept with the head (the lines' bytes), plus a newline each: no rows are read.
         with self._db.connection() as conn:
-            row = conn.execute(self._sql.log_bytes, [self.id]).fetchone()
+            row = conn.execute(self._sql.log_bytes, [self.key, self.id]).fetchone()
         return 0 if row is None else int(row[0])
 
     def lines_holding(self, needle: bytes) -> Iterator[tuple[int, bytes]]:
         # The server looks through the rows; only those that hold the bytes come back.
         with self._db.connection() as conn:
-            rows = conn.execute(self._sql.lines_holding, [self.id, needle], binary=True).fetchall()
+            rows = conn.execute(
+                self._sql.lines_holding,
+                {"key": self.key, "tid": self.id, "needle": needle},
+                binary=True,
+            ).fetchall()
         for seq, line in rows:
             yield seq, bytes(line)
 
@@ -311,7 +328,9 @@ class PostgresThread(Thread):
         while True:
             with db.connection() as conn:
                 rows = conn.execute(
-                    sql.stored_after, [self.id, after, step], binary=True
+                    sql.stored_after,
+                    {"key": self.key, "tid": self.id, "after": after, "n": step},
+                    binary=True,
                 ).fetchall()
             for seq, line in rows:
                 yield seq, bytes(line)
@@ -327,11 +346,11 @@ class PostgresThread(Thread):
         step = _FIRST_CHUNK // 2
         with db.connection() as conn:
             rows = conn.execute(
-                sql.first_backward, {"tid": self.id, "n": step}, binary=True
+                sql.first_backward, {"key": self.key, "tid": self.id, "n": step}, binary=True
             ).fetchall()
         if not rows or rows[0][1] < 0:
             return
-        key, hi = rows[0][0], rows[0][1]
+        key, hi = self.key, rows[0][1]
         found = [(r[2], r[3]) for r in rows if r[2] is not None]
         while True:
             lo = max(0, hi - step + 1)
@@ -367,57 +386,66 @@ class _LogSql:
     def __init__(self, s: str) -> None:
         # The head row, locked, with the derived rows' watermark (ADR 0025: they are written
         # in the same transaction).
+        # The row alone is locked (no join: a distributed table locks rows of one shard); its
+        # id is checked by the caller (another id may hold the key: ThreadKeyTaken).
         self.lock_head = (
-            "SELECT t.thread_key, t.head_seq, t.head_digest, d.seq, d.messages, d.anchor_seq "
-            f"FROM {s}.threads t LEFT JOIN {s}.derived_threads d ON d.thread_key = t.thread_key "
-            "WHERE t.thread_id = %s FOR UPDATE OF t"
+            "SELECT thread_id, head_seq, head_digest, "
+            + ", ".join(
+                f"(SELECT {c} FROM {s}.derived_threads WHERE thread_key = %(key)s)"
+                for c in ("seq", "messages", "anchor_seq")
+            )
+            + f" FROM {s}.threads WHERE thread_key = %(key)s FOR UPDATE"
         )
         self.create_thread = (
             f"INSERT INTO {s}.threads "
-            "(thread_id, head_seq, head_digest, bytes, created_ms, updated_ms) "
-            "VALUES (%s, -1, ''::bytea, 0, %s, %s) ON CONFLICT (thread_id) DO NOTHING"
+            "(thread_key, thread_id, head_seq, head_digest, bytes, created_ms, updated_ms) "
+            "VALUES (%s, %s, -1, ''::bytea, 0, %s, %s) ON CONFLICT (thread_key) DO NOTHING"
         )
         self.copy_frames = f"COPY {s}.frames (thread_key, seq, line) FROM STDIN (FORMAT BINARY)"
-        # The derived rows' watermark moves with the head, in one statement.
+        # The derived rows' watermark (DerivedSql.set_watermark) moves with the head, in the
+        # same transaction: two statements, no data-modifying CTE across two tables.
         self.move_head = (
-            f"WITH d AS (INSERT INTO {s}.derived_threads (thread_key, seq, messages, anchor_seq) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (thread_key) DO UPDATE SET seq = excluded.seq, "
-            "messages = excluded.messages, anchor_seq = excluded.anchor_seq) "
             f"UPDATE {s}.threads SET head_seq = %s, head_digest = %s, bytes = bytes + %s, "
             "updated_ms = %s WHERE thread_key = %s"
         )
-        self.head = f"SELECT head_seq, head_digest FROM {s}.threads WHERE thread_id = %s"
+        self.head = (
+            f"SELECT head_seq, head_digest FROM {s}.threads "
+            "WHERE thread_key = %s AND thread_id = %s"
+        )
         self.threads = f"SELECT thread_id FROM {s}.threads WHERE head_seq >= 0"
         # The thread's row comes even when no frame is in range (LEFT JOIN): its head fixes
         # where the read ends, in the same round trip as the first rows.
         self.first_forward = (
             f"SELECT t.thread_key, t.head_seq, f.seq, "
             f"CASE WHEN f.seq < %(lo)s THEN {_TAIL} ELSE f.line END "
-            f"FROM {s}.threads t LEFT JOIN {s}.frames f ON f.thread_key = t.thread_key "
+            f"FROM {s}.threads t LEFT JOIN {s}.frames f ON f.thread_key = %(key)s "
             "AND f.seq BETWEEN %(lo)s - 1 AND least(t.head_seq, %(hi)s) "
-            "WHERE t.thread_id = %(tid)s ORDER BY f.seq"
+            "WHERE t.thread_key = %(key)s AND t.thread_id = %(tid)s ORDER BY f.seq"
         )
         self.range_forward = (
             f"SELECT seq, line FROM {s}.frames "
             "WHERE thread_key = %s AND seq BETWEEN %s AND %s ORDER BY seq"
         )
         self.stored_after = (
-            f"SELECT f.seq, f.line FROM {s}.frames f JOIN {s}.threads t USING (thread_key) "
-            "WHERE t.thread_id = %s AND f.seq > %s ORDER BY f.seq LIMIT %s"
+            f"SELECT f.seq, f.line FROM {s}.frames f JOIN {s}.threads t ON t.thread_key = %(key)s "
+            "WHERE f.thread_key = %(key)s AND t.thread_id = %(tid)s AND f.seq > %(after)s "
+            "ORDER BY f.seq LIMIT %(n)s"
         )
         self.log_bytes = (
-            f"SELECT bytes + head_seq + 1 FROM {s}.threads WHERE thread_id = %s AND head_seq >= 0"
+            f"SELECT bytes + head_seq + 1 FROM {s}.threads WHERE thread_key = %s "
+            "AND thread_id = %s AND head_seq >= 0"
         )
         self.lines_holding = (
-            f"SELECT f.seq, f.line FROM {s}.frames f JOIN {s}.threads t USING (thread_key) "
-            "WHERE t.thread_id = %s AND position(%s::bytea IN f.line) > 0 ORDER BY f.seq"
+            f"SELECT f.seq, f.line FROM {s}.frames f JOIN {s}.threads t ON t.thread_key = %(key)s "
+            "WHERE f.thread_key = %(key)s AND t.thread_id = %(tid)s "
+            "AND position(%(needle)s::bytea IN f.line) > 0 ORDER BY f.seq"
         )
         self.first_backward = (
             f"SELECT t.thread_key, t.head_seq, f.seq, "
             f"CASE WHEN f.seq <= t.head_seq - %(n)s THEN {_TAIL} ELSE f.line END "
-            f"FROM {s}.threads t LEFT JOIN {s}.frames f ON f.thread_key = t.thread_key "
+            f"FROM {s}.threads t LEFT JOIN {s}.frames f ON f.thread_key = %(key)s "
             "AND f.seq BETWEEN t.head_seq - %(n)s AND t.head_seq "
-            "WHERE t.thread_id = %(tid)s ORDER BY f.seq DESC"
+            "WHERE t.thread_key = %(key)s AND t.thread_id = %(tid)s ORDER BY f.seq DESC"
         )
         self.range_backward = (
             f"SELECT f.seq, CASE WHEN f.seq < %(lo)s THEN {_TAIL} ELSE f.line END "
@@ -425,16 +453,18 @@ class _LogSql:
             "AND f.seq BETWEEN %(lo)s - 1 AND %(hi)s ORDER BY f.seq DESC"
         )
         self.try_lock = "SELECT pg_try_advisory_lock(%s)"
-        self.tombstoned = f"SELECT 1 FROM {s}.tombstones WHERE thread_id = %s LIMIT 1"
+        self.tombstoned = (
+            f"SELECT 1 FROM {s}.tombstones WHERE thread_key = %s AND thread_id = %s LIMIT 1"
+        )
         self.lock_for_delete = (
-            f"SELECT thread_key, head_seq, head_digest FROM {s}.threads WHERE thread_id = %s "
-            "FOR UPDATE"
+            f"SELECT thread_key, head_seq, head_digest FROM {s}.threads WHERE thread_key = %s "
+            "AND thread_id = %s FOR UPDATE"
         )
         self.lines_of = f"SELECT line FROM {s}.frames WHERE thread_key = %s ORDER BY seq"
         self.add_tombstone = (
             f"INSERT INTO {s}.tombstones "
-            "(thread_id, head_seq, head_digest, frames, bytes, reason, time_ms) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            "(thread_key, thread_id, head_seq, head_digest, frames, bytes, reason, time_ms) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
         )
         self.tombstones = (
             "SELECT thread_id, head_seq, head_digest, frames, bytes, reason, time_ms "
@@ -567,16 +597,17 @@ class PostgresStore(BaseStore):
         from continuity.store.base import validate_thread_id
 
         validate_thread_id(thread_id)
+        key = thread_key(thread_id)
         sql = self._sql
         search_tables = self._search_tables()
         with self._db.transaction(durable=True) as conn:
-            row = conn.execute(sql.lock_for_delete, [thread_id]).fetchone()
+            row = conn.execute(sql.lock_for_delete, [key, thread_id]).fetchone()
             if row is None:
                 tomb = self.tombstone_of(thread_id)
                 if tomb is None:
                     raise ThreadNotFound(f"no thread {thread_id!r} in this store", thread_id)
                 return DeletionReport(tombstone=tomb, artifacts=(), finished_earlier=True)
-            key, head_seq, head_digest = row
+            _key, head_seq, head_digest = row
             cur = conn.cursor(binary=True)
             lines = (bytes(r[0]) for r in cur.execute(sql.lines_of, [key]))
             n, nbytes, refs, maybe = deletion_facts(lines)
@@ -591,7 +622,7 @@ class PostgresStore(BaseStore):
             )
             conn.execute(
                 sql.add_tombstone,
-                [thread_id, tomb.head_seq, tomb.head_digest, n, nbytes, reason, tomb.time_ms],
+                [key, thread_id, tomb.head_seq, tomb.head_digest, n, nbytes, reason, tomb.time_ms],
             )
             for statement in sql.delete_rows:
                 conn.execute(statement, [key])

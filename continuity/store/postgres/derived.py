@@ -27,6 +27,7 @@ from continuity.store.derived import (
     MarkEntry,
     derive_lines,
 )
+from continuity.store.postgres.keys import thread_key
 from continuity.summary import CUMULATIVE_V1
 
 if TYPE_CHECKING:
@@ -59,10 +60,18 @@ class DerivedSql:
         self.schema = s
         self.state = (
             "SELECT t.thread_key, t.head_seq, d.seq, d.messages, d.anchor_seq "
-            f"FROM {s}.threads t LEFT JOIN {s}.derived_threads d ON d.thread_key = t.thread_key "
-            "WHERE t.thread_id = %s"
+            f"FROM {s}.threads t LEFT JOIN {s}.derived_threads d ON d.thread_key = %(key)s "
+            "WHERE t.thread_key = %(key)s AND t.thread_id = %(tid)s"
         )
-        self.lock_state = self.state + " FOR UPDATE OF t"
+        # The head row alone is locked (no join under FOR UPDATE: see keys.py).
+        self.lock_state = (
+            "SELECT thread_key, head_seq, "
+            + ", ".join(
+                f"(SELECT {c} FROM {s}.derived_threads WHERE thread_key = %(key)s)"
+                for c in ("seq", "messages", "anchor_seq")
+            )
+            + f" FROM {s}.threads WHERE thread_key = %(key)s AND thread_id = %(tid)s FOR UPDATE"
+        )
         self.copy_messages = (
             f"COPY {s}.messages (thread_key, ordinal, seq, tokens, role, message_id) "
             "FROM STDIN (FORMAT BINARY)"
@@ -253,7 +262,7 @@ class PostgresDerived:
             return conn.execute(statement, params).fetchall()
 
     def state(self) -> DerivedState:
-        rows = self._rows(self._sql.state, [self.thread.id])
+        rows = self._rows(self._sql.state, self._ids())
         if not rows:
             return DerivedState(-1, 0, -1)
         key, head = rows[0][0], rows[0][1]
@@ -264,9 +273,12 @@ class PostgresDerived:
             mark = self._catch_up()
         return DerivedState(mark.seq, mark.messages, mark.anchor_seq)
 
+    def _ids(self) -> dict[str, object]:
+        return {"key": thread_key(self.thread.id), "tid": self.thread.id}
+
     def _catch_up(self, *, rebuild: bool = False) -> Watermark:
         with self._db.transaction(durable=False) as conn:
-            row = conn.execute(self._sql.lock_state, [self.thread.id]).fetchone()
+            row = conn.execute(self._sql.lock_state, self._ids()).fetchone()
             if row is None:
                 return EMPTY
             key, head = row[0], row[1]
@@ -362,7 +374,7 @@ class PostgresDerived:
         return out
 
     def problems(self) -> list[str]:
-        rows = self._rows(self._sql.state, [self.thread.id])
+        rows = self._rows(self._sql.state, self._ids())
         if not rows:
             return []
         self._key = int(rows[0][0])

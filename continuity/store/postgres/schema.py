@@ -18,6 +18,14 @@ and, from version 2, the derived tables (rebuildable from ``frames``; ADR 0025):
     checkpoints      (thread_key, seq) → the checkpoint entry
     marks            (thread_key, seq) → a record (kind, key) or a retraction (spans, JSON)
 
+and ``tombstones`` (version 3: a deleted thread's last head, kept so it is not written again).
+
+From version 5 (:data:`REKEY_VERSION`) a thread's key is computed from its id on the client
+(:func:`~.keys.thread_key`), every per-thread table (:data:`PER_THREAD_TABLES`) has it in its
+primary key and unique indexes, and every statement on one names it: the tables can be
+distributed by ``thread_key`` (Citus), ``meta`` made a reference table and ``artifacts``
+distributed by its own id (ADR 0041).
+
 ``MIGRATIONS`` is the ordered list of steps; step ``n`` takes a database from version ``n - 1``
 to ``n``. They run in one transaction under an advisory lock, so two processes initialising or
 upgrading one database at once are safe: the second waits, then finds nothing left to do. Each
@@ -32,12 +40,14 @@ This module imports psycopg: it is imported only by the PostgreSQL backend.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 import blake3
 import psycopg
 
-from continuity.errors import SchemaTooNew, StoreNotFound
+from continuity.errors import SchemaTooNew, StoreNotFound, ThreadKeyTaken
+from continuity.store.postgres.keys import thread_key
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,6 +57,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DERIVED_TABLES",
     "MIGRATIONS",
+    "PER_THREAD_TABLES",
+    "REKEY_VERSION",
     "SCHEMA_VERSION",
     "SEARCH_TABLE_NAMES",
     "advisory_key",
@@ -64,8 +76,68 @@ class Migration(NamedTuple):
     min_code_version: int
     """The oldest code (by the schema version it knows) that can use the database after this
     step: ``version`` for a step older code would misread, less for a step that only adds."""
-    statements: Sequence[str]
-    """SQL with ``{s}`` for the schema's (validated, unquoted) name."""
+    statements: Sequence[str | Callable[[psycopg.Connection[TupleRow], str], None]]
+    """SQL with ``{s}`` for the schema's (validated, unquoted) name, or a function of the
+    connection and that name (a step that needs the client: the thread keys)."""
+
+
+REKEY_VERSION: Final = 5
+"""The step that re-keys a store by :func:`~.keys.thread_key` (numbered after the catalog's
+4; renumbering it is this constant and its place in :data:`MIGRATIONS`)."""
+PER_THREAD_TABLES: Final = (
+    "threads",
+    "frames",
+    "derived_threads",
+    "messages",
+    "checkpoints",
+    "marks",
+    "tombstones",
+    "search_threads",
+    "search_docs",
+    "search_postings",
+)
+"""Every table keyed by ``thread_key`` (Citus: distributed by it, co-located)."""
+
+
+def _rekey(conn: psycopg.Connection[TupleRow], s: str) -> None:
+    """Step 5's data: every row's ``thread_key`` from the server's identity counter to
+    :func:`~.keys.thread_key` of its thread's id, in every per-thread table, in the step's
+    transaction; tombstones get their key. Two ids with one key: :class:`ThreadKeyTaken`, and
+    nothing changes (the store stays at its version)."""
+    rows = conn.execute(f"SELECT thread_key, thread_id FROM {s}.threads").fetchall()
+    tombs = conn.execute(f"SELECT DISTINCT thread_id FROM {s}.tombstones").fetchall()
+    held: dict[int, str] = {}
+    for tid in sorted({str(r[1]) for r in rows} | {str(r[0]) for r in tombs}):
+        key = thread_key(tid)
+        if held.setdefault(key, tid) != tid:
+            raise ThreadKeyTaken(tid, key, held[key])
+    old = {int(r[0]) for r in rows}
+    pairs = [(int(r[0]), thread_key(str(r[1]))) for r in rows]
+    tables = [
+        t
+        for t in PER_THREAD_TABLES
+        if t != "tombstones"
+        and conn.execute("SELECT to_regclass(%s)", [f"{s}.{t}"]).fetchone() not in (None, (None,))
+    ]
+    if any(new in old for _, new in pairs):  # a new key is some thread's old one: move aside
+        for t in tables:
+            conn.execute(f"UPDATE {s}.{t} SET thread_key = -1 - thread_key")
+        pairs = [(-1 - o, new) for o, new in pairs]
+    conn.execute("CREATE TEMP TABLE rekey_map (old bigint, new bigint) ON COMMIT DROP")
+    conn.execute("CREATE TEMP TABLE rekey_ids (id text, new bigint) ON COMMIT DROP")
+    with conn.cursor().copy("COPY rekey_map (old, new) FROM STDIN") as copy:
+        for pair in pairs:
+            copy.write_row(pair)
+    with conn.cursor().copy("COPY rekey_ids (id, new) FROM STDIN") as copy:
+        for key, tid in held.items():
+            copy.write_row((tid, key))
+    for t in tables:
+        conn.execute(
+            f"UPDATE {s}.{t} x SET thread_key = m.new FROM rekey_map m WHERE x.thread_key = m.old"
+        )
+    conn.execute(
+        f"UPDATE {s}.tombstones x SET thread_key = m.new FROM rekey_ids m WHERE x.thread_id = m.id"
+    )
 
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
@@ -173,6 +245,26 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE INDEX tombstones_thread ON {s}.tombstones (thread_id, tombstone_id)",
         ),
     ),
+    Migration(
+        REKEY_VERSION,
+        # Older code cannot create a thread any more (the key has no default) nor write a
+        # tombstone (its key is NOT NULL): refused by version rather than failing mid-append.
+        REKEY_VERSION,
+        (
+            # thread_key from the client (keys.py), in every per-thread table's unique keys, so
+            # the tables can be distributed by it; the id is checked on read instead of being
+            # unique on its own (a unique index without the key cannot be distributed).
+            "ALTER TABLE {s}.threads ALTER COLUMN thread_key DROP IDENTITY IF EXISTS",
+            "ALTER TABLE {s}.threads DROP CONSTRAINT IF EXISTS threads_thread_id_key",
+            "ALTER TABLE {s}.tombstones ADD COLUMN thread_key bigint",
+            _rekey,
+            "ALTER TABLE {s}.tombstones ALTER COLUMN thread_key SET NOT NULL",
+            "ALTER TABLE {s}.tombstones DROP CONSTRAINT tombstones_pkey, "
+            "ADD PRIMARY KEY (thread_key, tombstone_id)",
+            "DROP INDEX {s}.tombstones_thread",
+            "CREATE INDEX tombstones_thread ON {s}.tombstones (thread_key, thread_id)",
+        ),
+    ),
 )
 DERIVED_TABLES: Final = ("derived_threads", "messages", "checkpoints", "marks")
 """The tables derived from ``frames``: a thread's rows there can be dropped and derived again."""
@@ -269,7 +361,10 @@ def ensure_schema(
             if step.version <= version:
                 continue
             for statement in step.statements:
-                conn.execute(statement.format(s=schema))
+                if callable(statement):
+                    statement(conn, schema)
+                else:
+                    conn.execute(statement.format(s=schema))
             version, needed = step.version, max(needed, step.min_code_version)
         conn.execute(
             f"INSERT INTO {schema}.meta (key, value) VALUES "

@@ -45,6 +45,7 @@ from continuity.store.base import (
     SearchWatermark,
     Thread,
 )
+from continuity.store.postgres.keys import thread_key
 from continuity.store.postgres.schema import advisory_key
 
 if TYPE_CHECKING:
@@ -63,6 +64,10 @@ _READ: Final = 4_096
 """Frames read from ``frames`` at a time."""
 _RECORD: Final = struct.Struct("<QIBB2x")
 _U32: Final = 2**32 - 1
+
+
+def _ids(thread: Thread) -> dict[str, Any]:
+    return {"key": thread_key(thread.id), "tid": thread.id}
 
 
 def layout(n: int) -> list[tuple[int, int]]:
@@ -118,14 +123,14 @@ class _Sql:
         self.state = (
             "SELECT t.thread_key, t.head_seq, t.head_digest, "
             "w.last_seq, w.digest, w.docs, w.total_length "
-            f"FROM {s}.threads t LEFT JOIN {s}.search_threads w ON w.thread_key = t.thread_key "
-            "WHERE t.thread_id = %s"
+            f"FROM {s}.threads t LEFT JOIN {s}.search_threads w ON w.thread_key = %(key)s "
+            "WHERE t.thread_key = %(key)s AND t.thread_id = %(tid)s"
         )
         self.tail_of = (
             "SELECT substring(f.line FROM "
             f"greatest(octet_length(f.line) - {fr.SEAL_SUFFIX_LEN}, 1)) "
-            f"FROM {s}.frames f JOIN {s}.threads t ON t.thread_key = f.thread_key "
-            "WHERE t.thread_id = %s AND f.seq = %s"
+            f"FROM {s}.frames f JOIN {s}.threads t ON t.thread_key = %(key)s "
+            "WHERE f.thread_key = %(key)s AND t.thread_id = %(tid)s AND f.seq = %(seq)s"
         )
         self.lines = (
             f"SELECT seq, line FROM {s}.frames WHERE thread_key = %s AND seq BETWEEN %s AND %s "
@@ -165,12 +170,13 @@ class _Sql:
         )
         self.records = (
             f"SELECT d.first_doc, d.n_docs, d.records FROM {s}.search_docs d "
-            f"JOIN {s}.threads t ON t.thread_key = d.thread_key WHERE t.thread_id = %s "
-            "AND d.first_doc < %s AND d.first_doc + d.n_docs > %s ORDER BY d.first_doc"
+            f"JOIN {s}.threads t ON t.thread_key = %(key)s WHERE d.thread_key = %(key)s "
+            "AND t.thread_id = %(tid)s AND d.first_doc < %(end)s "
+            "AND d.first_doc + d.n_docs > %(start)s ORDER BY d.first_doc"
         )
         self.postings = (
             f"SELECT p.term, p.first_doc, p.docs, p.tfs FROM {s}.search_postings p "
-            f"WHERE p.thread_key = (SELECT thread_key FROM {s}.threads WHERE thread_id = %s) "
+            "WHERE p.thread_key = %s "
             "AND p.term = ANY(%s) AND p.first_doc < %s AND p.first_doc + p.n_docs > %s "
             "ORDER BY p.term, p.first_doc"
         )
@@ -237,14 +243,19 @@ class PostgresSearch:
 
     def search_holds(self, thread: Thread, seq: int, digest: str) -> bool:
         with self._db.connection() as conn:
-            row = conn.execute(self._sql.tail_of, [thread.id, seq], binary=True).fetchone()
+            row = conn.execute(
+                self._sql.tail_of,
+                {"key": thread_key(thread.id), "tid": thread.id, "seq": seq},
+                binary=True,
+            ).fetchone()
         sealed = fr.unseal(bytes(row[0])) if row is not None else None
         return sealed is not None and sealed[1].hex() == digest
 
     def search_records(self, thread: Thread, start: int, end: int) -> bytes:
         if end <= start:
             return b""
-        rows = self._retry(self._rows, self._sql.records, [thread.id, end, start])
+        ids = {"key": thread_key(thread.id), "tid": thread.id, "end": end, "start": start}
+        rows = self._retry(self._rows, self._sql.records, ids)
         parts: list[bytes] = []
         at = start
         for first, n, records in rows:
@@ -262,7 +273,8 @@ class PostgresSearch:
     ) -> dict[str, tuple[bytes, bytes]]:
         if end <= start or not terms:
             return {}
-        rows = self._retry(self._rows, self._sql.postings, [thread.id, list(terms), end, start])
+        params = [thread_key(thread.id), list(terms), end, start]
+        rows = self._retry(self._rows, self._sql.postings, params)
         by_term: dict[str, tuple[list[bytes], list[bytes]]] = {}
         for term, _first, docs, tfs in rows:
             entry = by_term.setdefault(term, ([], []))
@@ -308,7 +320,7 @@ class PostgresSearch:
 
     # -- the work --
 
-    def _rows(self, statement: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    def _rows(self, statement: str, params: list[Any] | dict[str, Any]) -> list[tuple[Any, ...]]:
         with self._db.connection() as conn:
             return conn.execute(statement, params, binary=True).fetchall()
 
@@ -316,7 +328,7 @@ class PostgresSearch:
         self, thread: Thread, documents: DocumentsOf, max_seq: int | None
     ) -> SearchWatermark | None:
         with self._db.connection() as conn:
-            row = conn.execute(self._sql.state, [thread.id], binary=True).fetchone()
+            row = conn.execute(self._sql.state, _ids(thread), binary=True).fetchone()
         if row is None or row[1] < 0:
             return None
         _key, head_seq, head_digest, last_seq, digest, docs, total = row
@@ -338,7 +350,7 @@ class PostgresSearch:
                 "SELECT pg_advisory_xact_lock(%s)",
                 [advisory_key("search", self.schema, thread.id)],
             )
-            row = conn.execute(sql.state, [thread.id], binary=True).fetchone()
+            row = conn.execute(sql.state, _ids(thread), binary=True).fetchone()
             if row is None or row[1] < 0:
                 return SearchWatermark(-1, "", 0, 0)
             key, head_seq, head_digest, last_seq, digest, docs, total = row
