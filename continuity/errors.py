@@ -61,6 +61,7 @@ __all__ = [
     "SeqConflict",
     "StoreBusy",
     "StoreNotFound",
+    "StoreRefused",
     "StoreUnavailable",
     "ThreadDeleted",
     "ThreadNotFound",
@@ -91,6 +92,17 @@ class StoreBusy(StoreUnavailable):
     """The server is reachable but did not finish within the caller's budget: a lock held by
     another session (``lock_timeout``) or a statement over ``statement_timeout``. Nothing was
     written; the same call may succeed later."""
+
+
+class StoreRefused(ContinuityError):
+    """The server is there but refused what the call needs: it is read-only (a standby, or
+    ``default_transaction_read_only``) or the role lacks a privilege (``SELECT`` only, no
+    ``CREATE`` on the schema). Nothing was written. ``read_only`` tells the first case from the
+    second; the message is one line naming the server and what is missing."""
+
+    def __init__(self, message: str, *, read_only: bool = False) -> None:
+        super().__init__(message)
+        self.read_only = read_only
 
 
 class SchemaTooNew(ContinuityError):

@@ -62,8 +62,16 @@ if TYPE_CHECKING:
     from continuity.store.postgres.db import Connection, Database
     from continuity.store.postgres.search import PostgresSearch
 
-__all__ = ["PostgresArtifactStore", "PostgresStore", "PostgresThread", "is_postgres_url"]
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "PostgresArtifactStore",
+    "PostgresStore",
+    "PostgresThread",
+    "is_postgres_url",
+]
 
+DEFAULT_SCHEMA: Final = "continuity"
+"""The schema a store lives in unless told otherwise (``schema=``, or the URL's ``?schema=``)."""
 _FIRST_CHUNK: Final = 128
 _MAX_CHUNK: Final = 2048
 """Rows per read query: reads start small (most want a few frames) and grow to this, so a
@@ -424,7 +432,6 @@ class _LogSql:
             f"FROM {s}.frames f WHERE f.thread_key = %(key)s "
             "AND f.seq BETWEEN %(lo)s - 1 AND %(hi)s ORDER BY f.seq DESC"
         )
-        self.try_lock = "SELECT pg_try_advisory_lock(%s)"
         self.tombstoned = f"SELECT 1 FROM {s}.tombstones WHERE thread_id = %s LIMIT 1"
         self.lock_for_delete = (
             f"SELECT thread_key, head_seq, head_digest FROM {s}.threads WHERE thread_id = %s "
@@ -472,7 +479,7 @@ class PostgresStore(BaseStore):
         url: str,
         *,
         create: bool = False,
-        schema: str = "continuity",
+        schema: str | None = None,
         durable: bool = True,
         pool_size: int = 4,
         connect_timeout: float = 10.0,
@@ -481,15 +488,19 @@ class PostgresStore(BaseStore):
         clock: Callable[[], int] | None = None,
         redactor: Callable[[fr.Frame], fr.Frame] | None = None,
     ) -> None:
+        from continuity.paths import split_schema
         from continuity.store.postgres.db import Database  # psycopg: only when a store is opened
 
+        libpq_url, named = split_schema(url)
+        if schema is not None and named is not None and schema != named:
+            raise ValueError(f"the URL names schema {named!r} and schema={schema!r} was given")
         self.clock = clock or now_ms
         self.redactor = redactor
         self.durable = durable
         self._url = url
         self._db = Database(
-            url,
-            schema=schema,
+            libpq_url,
+            schema=schema or named or DEFAULT_SCHEMA,
             pool_size=pool_size,
             connect_timeout=connect_timeout,
             create=create,
@@ -540,9 +551,12 @@ class PostgresStore(BaseStore):
         return sorted(str(r[0]) for r in rows)
 
     def job_lock(self, thread_id: str, job: str) -> AbstractContextManager[None]:
-        """Held in this process and by a session advisory lock on a connection of its own, so
-        other processes and hosts are excluded too; a holder that dies releases it with its
-        connection."""
+        """Held in this process and by a transaction-level advisory lock, in a transaction
+        left open for the job's length on a connection of its own, so other processes and
+        hosts are excluded too, through a pooler in transaction mode as well (it keeps that
+        server session for the open transaction); a holder that dies releases it with its
+        connection. ADR 0041: no session-level lock, which a pooler gives to whoever gets the
+        session next."""
         return self._job_advisory_lock(thread_id, job)
 
     @contextmanager
@@ -551,11 +565,8 @@ class PostgresStore(BaseStore):
 
         with ExitStack() as held:
             held.enter_context(super().job_lock(thread_id, job))
-            conn = self._db.connect()
-            held.callback(conn.close)
             key = advisory_key("job", self.schema, thread_id, job)
-            row = conn.execute(self._sql.try_lock, [key]).fetchone()
-            if row is None or not row[0]:
+            if not held.enter_context(self._db.session_lock(key)):
                 raise JobInFlight(f"a {job} job for this thread is already running")
             yield
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import blake3
 import psycopg
 
-from continuity.errors import SchemaTooNew, StoreNotFound
+from continuity.errors import SchemaTooNew, StoreNotFound, StoreRefused
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -255,7 +255,7 @@ def ensure_schema(
     with conn.transaction():
         # Every initialiser of this schema waits here for the one before it to commit.
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [advisory_key("schema", schema)])
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        _make_schema(conn, schema, location)
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {schema}.meta (key text PRIMARY KEY, value text NOT NULL)"
         )
@@ -279,6 +279,34 @@ def ensure_schema(
             [FORMAT, str(version), str(needed), str(now_ms)],
         )
     return version
+
+
+def _make_schema(conn: psycopg.Connection[TupleRow], schema: str, location: str) -> None:
+    """Make ``schema`` unless it is there; either way make sure the role may create the
+    store's tables in it. A schema the DBA made for the role needs no privilege on the database
+    (``CREATE SCHEMA IF NOT EXISTS`` would: PostgreSQL checks that before it looks)."""
+    row = conn.execute(
+        "SELECT current_user, current_database(), "
+        "(SELECT has_schema_privilege(oid, 'CREATE') FROM pg_namespace WHERE nspname = %s), "
+        "has_database_privilege(current_database(), 'CREATE')",
+        [schema],
+    ).fetchone()
+    assert row is not None
+    user, database, on_schema, on_database = row
+    if on_schema is None:  # no such schema
+        if not on_database:
+            raise StoreRefused(
+                f"schema {schema!r} does not exist on {location} and role {user!r} may not "
+                f"make it (it lacks CREATE on database {database!r}): have the DBA run "
+                f"`CREATE SCHEMA {schema} AUTHORIZATION {user}`, or name one with --schema"
+            )
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    elif not on_schema:
+        raise StoreRefused(
+            f"role {user!r} lacks CREATE on schema {schema!r} of {location}, so it cannot "
+            f"make the store's tables there: `GRANT CREATE ON SCHEMA {schema} TO {user}`, "
+            "or have the schema's owner run `continuity init`"
+        )
 
 
 def _refuse_foreign_tables(conn: psycopg.Connection[TupleRow], schema: str, location: str) -> None:
