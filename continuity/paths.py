@@ -27,6 +27,7 @@ __all__ = [
     "resolve_store_location",
     "resolve_store_path",
     "split_schema",
+    "valid_schema_name",
     "with_schema",
 ]
 
@@ -119,6 +120,14 @@ def _mask_query_password(tail: str) -> str:
         for p in query.split("&")
     ]
     return f"{path}?{'&'.join(parts)}"
+
+
+def valid_schema_name(name: str) -> bool:
+    """Whether ``name`` may name a store's schema: a plain lower-case SQL identifier (the
+    backend puts it into SQL unquoted)."""
+    import re
+
+    return re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name) is not None
 
 
 def split_schema(url: str) -> tuple[str, str | None]:

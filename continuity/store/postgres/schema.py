@@ -31,7 +31,6 @@ This module imports psycopg: it is imported only by the PostgreSQL backend.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 import blake3
@@ -55,7 +54,6 @@ __all__ = [
     "read_version",
 ]
 
-_SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 FORMAT: Final = "continuity-store"
 
 
@@ -185,7 +183,9 @@ SCHEMA_VERSION: Final = MIGRATIONS[-1].version
 
 def check_schema_name(schema: str) -> str:
     """``schema`` if it is a plain lower-case SQL identifier (it is put into SQL unquoted)."""
-    if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+    from continuity.paths import valid_schema_name
+
+    if not isinstance(schema, str) or not valid_schema_name(schema):
         raise ValueError(
             f"invalid schema name {schema!r}: use lower-case letters, digits and _, "
             "starting with a letter or _, at most 63 characters"
