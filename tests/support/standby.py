@@ -69,17 +69,13 @@ def standby(primary_url: str) -> Iterator[str]:
     data = home / "data"
     try:
         user = str(params.get("user") or "postgres")
-        copied = _run(
-            [str(binaries / "pg_basebackup"), "-D", str(data), "-R", "-X", "stream"]
-            + ["-h", host, "-U", user, "-c", "fast"]
-        )
+        copy = ["-D", str(data), "-R", "-X", "stream", "-h", host, "-U", user, "-c", "fast"]
+        copied = _run([str(binaries / "pg_basebackup"), *copy])
         if copied.returncode != 0:
             pytest.skip(f"pg_basebackup could not copy the server: {copied.stderr.strip()[-300:]}")
         options = f"-p 5432 -k {home} -c listen_addresses='' -c hot_standby=on"
-        started = _run(
-            [str(binaries / "pg_ctl"), "-D", str(data), "-w", "-l", str(home / "log")]
-            + ["-o", options, "start"]
-        )
+        start = ["-D", str(data), "-w", "-l", str(home / "log"), "-o", options, "start"]
+        started = _run([str(binaries / "pg_ctl"), *start])
         if started.returncode != 0:
             pytest.skip(f"the standby did not start: {started.stderr.strip()[-300:]}")
         try:
