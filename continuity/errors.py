@@ -8,6 +8,7 @@ working::
     ├── StoreNotFound          the store folder does not exist or is not a continuity store
     ├── StoreUnavailable       a store's server cannot be reached, refused the login or failed
     │   └── StoreBusy          the server gave up waiting: a held lock, a statement over budget
+    ├── StoreRefused           the server is read-only, or the role lacks a privilege
     ├── SchemaTooNew           a store's schema was written by a newer continuity
     ├── MigrationConflict      migrate: a thread in the destination is not the source's
     ├── InvalidThreadId        (ValueError) an id that could escape the store or hide itself

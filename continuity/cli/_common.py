@@ -166,6 +166,13 @@ def errors(suffix: str = "") -> Iterator[None]:
         if exc.errno == errno.EROFS:
             fail(f"the store is on a read-only file system ({exc.filename}){suffix}")
         fail(f"{exc}{suffix}")
+    except Exception as exc:
+        # The PostgreSQL backend maps the server's errors to ours (db.server_error); one it
+        # leaves as it is (a table dropped by hand) is still one line here. By the module's
+        # name: the CLI does not import the driver.
+        if type(exc).__module__.partition(".")[0] != "psycopg":
+            raise
+        fail(f"PostgreSQL: {' '.join(str(exc).split())}{suffix}")
 
 
 def agent_option(name: str | None) -> str | None:

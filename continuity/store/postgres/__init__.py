@@ -63,14 +63,13 @@ if TYPE_CHECKING:
     from continuity.store.postgres.search import PostgresSearch
 
 __all__ = [
-    "DEFAULT_SCHEMA",
     "PostgresArtifactStore",
     "PostgresStore",
     "PostgresThread",
     "is_postgres_url",
 ]
 
-DEFAULT_SCHEMA: Final = "continuity"
+_DEFAULT_SCHEMA: Final = "continuity"
 """The schema a store lives in unless told otherwise (``schema=``, or the URL's ``?schema=``)."""
 _FIRST_CHUNK: Final = 128
 _MAX_CHUNK: Final = 2048
@@ -462,6 +461,8 @@ class PostgresStore(BaseStore):
     """Threads and artifacts in one schema of a PostgreSQL database.
 
     ``url`` is a libpq URL (``postgresql://user:password@host:port/dbname?sslmode=…``).
+    ``schema``: the schema the store lives in (else the URL's ``?schema=``, else
+    ``continuity``); a schema the DBA made for the role needs no privilege on the database.
     ``create``: make the store's tables when the schema holds none (else
     :class:`~continuity.errors.StoreNotFound`); a store made by older code is upgraded either
     way. ``durable=False`` commits without waiting for the server's WAL flush (bulk imports
@@ -471,7 +472,10 @@ class PostgresStore(BaseStore):
     its sessions (a hook's budget); one that runs out is :class:`~continuity.errors.StoreBusy`.
 
     Raises :class:`~continuity.errors.StoreUnavailable` when the server cannot be reached or
-    refuses the login, :class:`~continuity.errors.SchemaTooNew` when newer code made the store.
+    refuses the login, :class:`~continuity.errors.SchemaTooNew` when newer code made the store,
+    :class:`~continuity.errors.StoreRefused` (here or on a later call) when the server is
+    read-only or the role lacks a privilege the call needs. Works through a pooler in
+    transaction mode (PgBouncer): ADR 0041.
     """
 
     def __init__(
@@ -500,7 +504,7 @@ class PostgresStore(BaseStore):
         self._url = url
         self._db = Database(
             libpq_url,
-            schema=schema or named or DEFAULT_SCHEMA,
+            schema=next(s for s in (schema, named, _DEFAULT_SCHEMA) if s is not None),
             pool_size=pool_size,
             connect_timeout=connect_timeout,
             create=create,
