@@ -26,6 +26,7 @@ from typer.testing import CliRunner, Result
 from continuity import frames as fr
 from continuity.cli.app import app
 from continuity.errors import JobInFlight, StoreBusy
+from continuity.paths import with_schema
 from continuity.store.locate import open_store
 from continuity.store.postgres import PostgresStore
 from continuity.testing import stored_lines, verify_chain
@@ -44,7 +45,7 @@ def pooler(pg_url: str) -> Iterator[str]:
 
 
 def _url(base: str, schema: str) -> str:
-    return f"{base}{'&' if '?' in base else '?'}schema={schema}"
+    return with_schema(base, schema)
 
 
 def _start(script: str, **args: Any) -> subprocess.Popen[str]:

@@ -19,8 +19,10 @@ from typer.testing import CliRunner, Result
 from continuity import frames as fr
 from continuity.cli.app import app
 from continuity.errors import StoreRefused
+from continuity.paths import local_dir_of, split_schema, with_schema
 from continuity.store.locate import open_store
 from continuity.store.postgres import PostgresStore
+from tests.support.pg import PgStores
 from tests.support.standby import as_role, standby, wait_replayed
 
 HELLO = '{"type": "message_appended", "role": "user", "content": [{"type": "text", "text": "hi"}]}'
@@ -134,10 +136,10 @@ def test_a_schema_the_dba_made_for_the_role_serves_it_without_create_on_the_data
     assert made.exit_code == 0, made.output
     assert cli("--store", owner_url, "append", "t", "--schema", schema, input=HELLO).exit_code == 0
     # The URL's ?schema= names the same store, for everything that takes a URL only.
-    with open_store(f"{owner_url}&schema={schema}", create=True) as store:
+    with open_store(with_schema(owner_url, schema), create=True) as store:
         assert isinstance(store, PostgresStore) and store.schema == schema
         assert [f.seq for f in store.thread("t").read()] == [0, 1]
-    log = cli("--store", f"{owner_url}&schema={schema}", "log", "t")
+    log = cli("--store", with_schema(owner_url, schema), "log", "t")
     assert log.exit_code == 0 and "hi" in log.stdout
 
 
@@ -169,9 +171,9 @@ def test_the_schema_option_says_what_is_wrong_in_one_line(
 ) -> None:
     one_line_error(cli("--store", str(tmp_path), "--schema", "x", "threads"), "is a folder")
     one_line_error(cli("--store", pg_url, "--schema", "Bad-Name", "threads"), "invalid schema")
-    one_line_error(cli("--store", f"{pg_url}&schema=Bad", "threads"), "invalid schema")
+    one_line_error(cli("--store", with_schema(pg_url, "Bad"), "threads"), "invalid schema")
     with pytest.raises(ValueError, match="names schema 'a'"):
-        PostgresStore(f"{pg_url}&schema=a", schema="b")
+        PostgresStore(with_schema(pg_url, "a"), schema="b")
 
 
 @pytest.fixture(scope="module")
@@ -193,8 +195,8 @@ def read_only(pg_url: str) -> Iterator[dict[str, str]]:
         with standby(pg_url) as replica:
             wait_replayed(pg_url, replica)
             yield {
-                "reader": f"{reader}&schema={schema}",
-                "standby": f"{replica}&schema={schema}",
+                "reader": with_schema(reader, schema),
+                "standby": with_schema(replica, schema),
             }
     finally:
         made.drop()
@@ -247,3 +249,26 @@ def test_a_refused_append_in_a_real_process_is_one_line(
     assert done.returncode == 1
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "permission denied for table threads" in lines[0], done.stderr
+
+
+def test_a_server_error_left_unmapped_is_still_one_line(
+    pg_stores: PgStores, tmp_path: Path, home: Path
+) -> None:
+    store = pg_stores.open(tmp_path)
+    store.thread("t").append(fr.message("user", "hello"))
+    pg_stores.sql(f"DROP TABLE {store.schema}.frames")  # by hand: not the backend's doing
+    url = with_schema(pg_stores.url, store.schema)
+    one_line_error(cli("--store", url, "log", "t"), "frames", "does not exist")
+
+
+def test_the_urls_schema_parameter_is_kept_from_libpq_and_names_a_place_of_its_own(
+    pg_url: str,
+) -> None:
+    url = "postgresql://u:pw@h:5/db?schema=s&sslmode=require"
+    assert split_schema(url) == ("postgresql://u:pw@h:5/db?sslmode=require", "s")
+    assert split_schema("postgresql://u@h/db") == ("postgresql://u@h/db", None)
+    assert with_schema(url, "t") == "postgresql://u:pw@h:5/db?sslmode=require&schema=t"
+    assert with_schema("postgresql://u@h/db", "t") == "postgresql://u@h/db?schema=t"
+    assert local_dir_of(with_schema(url, "a")) != local_dir_of(with_schema(url, "b"))
+    with open_store(with_schema(pg_url, "continuity"), create=True) as store:
+        assert isinstance(store, PostgresStore) and store.schema == "continuity"
