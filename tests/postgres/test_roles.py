@@ -261,14 +261,10 @@ def test_a_server_error_left_unmapped_is_still_one_line(
     one_line_error(cli("--store", url, "log", "t"), "frames", "does not exist")
 
 
-def test_the_urls_schema_parameter_is_kept_from_libpq_and_names_a_place_of_its_own(
-    pg_url: str,
-) -> None:
+def test_the_urls_schema_parameter_is_kept_from_libpq_and_names_a_place_of_its_own() -> None:
     url = "postgresql://u:pw@h:5/db?schema=s&sslmode=require"
     assert split_schema(url) == ("postgresql://u:pw@h:5/db?sslmode=require", "s")
     assert split_schema("postgresql://u@h/db") == ("postgresql://u@h/db", None)
     assert with_schema(url, "t") == "postgresql://u:pw@h:5/db?sslmode=require&schema=t"
     assert with_schema("postgresql://u@h/db", "t") == "postgresql://u@h/db?schema=t"
     assert local_dir_of(with_schema(url, "a")) != local_dir_of(with_schema(url, "b"))
-    with open_store(with_schema(pg_url, "continuity"), create=True) as store:
-        assert isinstance(store, PostgresStore) and store.schema == "continuity"
