@@ -237,6 +237,7 @@ def test_a_killed_holders_job_lock_is_released_through_the_pooler(
         store.close()
 
 
+@pytest.mark.slow
 def test_the_hooks_budgets_hold_through_the_pooler(
     pooler: str, pg_stores: PgStores, tmp_path: Path
 ) -> None:

@@ -166,6 +166,7 @@ def test_a_role_that_may_not_make_the_schema_or_its_tables_is_told_in_one_line(
         PostgresStore(url, schema=theirs, create=True)
 
 
+@pytest.mark.slow
 def test_the_schema_option_says_what_is_wrong_in_one_line(
     pg_url: str, home: Path, tmp_path: Path
 ) -> None:
@@ -251,6 +252,7 @@ def test_a_refused_append_in_a_real_process_is_one_line(
     assert len(lines) == 1 and "permission denied for table threads" in lines[0], done.stderr
 
 
+@pytest.mark.slow
 def test_a_server_error_left_unmapped_is_still_one_line(
     pg_stores: PgStores, tmp_path: Path, home: Path
 ) -> None:
