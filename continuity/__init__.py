@@ -159,6 +159,7 @@ if TYPE_CHECKING:
         SeqConflict as SeqConflict,
         StoreBusy as StoreBusy,
         StoreNotFound as StoreNotFound,
+        StoreRefused as StoreRefused,
         StoreUnavailable as StoreUnavailable,
         ThreadDeleted as ThreadDeleted,
         ThreadKeyTaken as ThreadKeyTaken,

@@ -8,6 +8,7 @@ working::
     ├── StoreNotFound          the store folder does not exist or is not a continuity store
     ├── StoreUnavailable       a store's server cannot be reached, refused the login or failed
     │   └── StoreBusy          the server gave up waiting: a held lock, a statement over budget
+    ├── StoreRefused           the server is read-only, or the role lacks a privilege
     ├── SchemaTooNew           a store's schema was written by a newer continuity
     ├── MigrationConflict      migrate: a thread in the destination is not the source's
     ├── InvalidThreadId        (ValueError) an id that could escape the store or hide itself
@@ -62,6 +63,7 @@ __all__ = [
     "SeqConflict",
     "StoreBusy",
     "StoreNotFound",
+    "StoreRefused",
     "StoreUnavailable",
     "ThreadDeleted",
     "ThreadKeyTaken",
@@ -93,6 +95,17 @@ class StoreBusy(StoreUnavailable):
     """The server is reachable but did not finish within the caller's budget: a lock held by
     another session (``lock_timeout``) or a statement over ``statement_timeout``. Nothing was
     written; the same call may succeed later."""
+
+
+class StoreRefused(ContinuityError):
+    """The server is there but refused what the call needs: it is read-only (a standby, or
+    ``default_transaction_read_only``) or the role lacks a privilege (``SELECT`` only, no
+    ``CREATE`` on the schema). Nothing was written. ``read_only`` tells the first case from the
+    second; the message is one line naming the server and what is missing."""
+
+    def __init__(self, message: str, *, read_only: bool = False) -> None:
+        super().__init__(message)
+        self.read_only = read_only
 
 
 class SchemaTooNew(ContinuityError):

@@ -26,6 +26,9 @@ __all__ = [
     "local_dir_of",
     "resolve_store_location",
     "resolve_store_path",
+    "split_schema",
+    "valid_schema_name",
+    "with_schema",
 ]
 
 StoreLocation = Path | str
@@ -117,6 +120,39 @@ def _mask_query_password(tail: str) -> str:
         for p in query.split("&")
     ]
     return f"{path}?{'&'.join(parts)}"
+
+
+def valid_schema_name(name: str) -> bool:
+    """Whether ``name`` may name a store's schema: a plain lower-case SQL identifier (the
+    backend puts it into SQL unquoted)."""
+    import re
+
+    return re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name) is not None
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """A store URL's ``schema`` query parameter (the store's schema, continuity's own: libpq
+    does not know it) and the URL without it, for libpq. ``(url, None)`` when it has none."""
+    base, q, query = url.partition("?")
+    if not q:
+        return url, None
+    from urllib.parse import unquote
+
+    schema: str | None = None
+    kept = []
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if unquote(key) == "schema":
+            schema = unquote(value)
+        elif part:
+            kept.append(part)
+    return (f"{base}?{'&'.join(kept)}" if kept else base), schema
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` naming ``schema`` as the store's schema (replacing one it named)."""
+    base, _ = split_schema(url)
+    return f"{base}{'&' if '?' in base else '?'}schema={schema}"
 
 
 def local_dir_of(location: StoreLocation, env: Mapping[str, str] | None = None) -> Path:

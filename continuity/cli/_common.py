@@ -42,8 +42,30 @@ __all__ = [
 class Options:
     """What the root callback puts in ``ctx.obj`` for every command."""
 
-    location: StoreLocation
+    given: StoreLocation
     """The store ``--store`` (or ``$CONTINUITY_HOME``, or the default) names: a folder or a URL."""
+    schema: str | None = None
+    """``--schema``: the schema of a PostgreSQL store (the URL's ``?schema=``)."""
+
+    @property
+    def location(self) -> StoreLocation:
+        """The store: ``given``, naming ``schema`` when one was given."""
+        from continuity.paths import split_schema, valid_schema_name, with_schema
+
+        if self.schema is None:
+            if is_store_url(self.given):
+                named = split_schema(str(self.given))[1]
+                if named is not None and not valid_schema_name(named):
+                    fail(_bad_schema(named, "the URL's ?schema="))
+            return self.given
+        if not valid_schema_name(self.schema):
+            fail(_bad_schema(self.schema, "--schema"))
+        if not is_store_url(self.given):
+            fail(
+                f"--schema names a schema of a PostgreSQL store; {self.given} is a folder "
+                "(give --store a postgresql:// URL)"
+            )
+        return with_schema(str(self.given), self.schema)
 
     @property
     def described(self) -> str:
@@ -51,14 +73,21 @@ class Options:
         return describe_store(self.location)
 
 
+def _bad_schema(name: str, where: str) -> str:
+    return (
+        f"invalid schema name {name!r} in {where}: use lower-case letters, digits and _, "
+        "starting with a letter or _, at most 63 characters"
+    )
+
+
 _opened: list[BaseStore] = []
 """The store the running command opened: a thread id it does not hold gets suggestions from it."""
 
 
-def start_run(location: StoreLocation) -> Options:
+def start_run(location: StoreLocation, schema: str | None = None) -> Options:
     """The options of a new run (the root callback's): nothing opened yet."""
     _opened.clear()
-    return Options(location)
+    return Options(location, schema)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -137,6 +166,13 @@ def errors(suffix: str = "") -> Iterator[None]:
         if exc.errno == errno.EROFS:
             fail(f"the store is on a read-only file system ({exc.filename}){suffix}")
         fail(f"{exc}{suffix}")
+    except Exception as exc:
+        # The PostgreSQL backend maps the server's errors to ours (db.server_error); one it
+        # leaves as it is (a table dropped by hand) is still one line here. By the module's
+        # name: the CLI does not import the driver.
+        if type(exc).__module__.partition(".")[0] != "psycopg":
+            raise
+        fail(f"PostgreSQL: {' '.join(str(exc).split())}{suffix}")
 
 
 def agent_option(name: str | None) -> str | None:

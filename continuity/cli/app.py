@@ -84,11 +84,22 @@ def _show_version(value: bool) -> None:
     raise typer.Exit()
 
 
+_SCHEMA_HELP: Final = (
+    "The schema of a PostgreSQL store (default: the URL's ?schema=, else continuity): one "
+    "the role may create, or one the DBA made for it."
+)
+
+
 def _store_after_command(ctx: typer.Context, _param: object, value: str | None) -> None:
     # The root callback has run (click runs a group's callback before it parses the command's
     # options), so this one, given later on the command line, wins.
     if value is not None:
-        ctx.obj.location = resolve_store_location(value)
+        ctx.obj.given = resolve_store_location(value)
+
+
+def _schema_after_command(ctx: typer.Context, _param: object, value: str | None) -> None:
+    if value is not None:
+        ctx.obj.schema = value
 
 
 class _StoreCommand(TyperCommand):
@@ -105,7 +116,17 @@ class _StoreCommand(TyperCommand):
             metavar="PATH|URL",
             help=_STORE_HELP + " Also accepted before the command.",
         )
-        super().__init__(name, **{**kwargs, "params": [*(kwargs.get("params") or []), store]})
+        schema = TyperOption(
+            param_decls=["--schema"],
+            type=str,
+            default=None,
+            expose_value=False,
+            callback=_schema_after_command,
+            metavar="NAME",
+            help=_SCHEMA_HELP + " Also accepted before the command.",
+        )
+        params = [*(kwargs.get("params") or []), store, schema]
+        super().__init__(name, **{**kwargs, "params": params})
 
 
 def _root() -> typer.Typer:
@@ -124,6 +145,10 @@ def _root() -> typer.Typer:
             str | None,
             typer.Option("--store", help=_STORE_HELP, show_default=False),
         ] = None,
+        schema: Annotated[
+            str | None,
+            typer.Option("--schema", help=_SCHEMA_HELP, show_default=False),
+        ] = None,
         version: Annotated[
             bool,
             typer.Option(
@@ -135,7 +160,7 @@ def _root() -> typer.Typer:
         ] = False,
     ) -> None:
         """An append-only, hash-chained event log for agent conversations."""
-        ctx.obj = start_run(resolve_store_location(store))
+        ctx.obj = start_run(resolve_store_location(store), schema)
 
     return root
 
@@ -200,9 +225,9 @@ def command_of(args: Sequence[str]) -> str | None:
     i = 0
     while i < len(args):
         arg = args[i]
-        if arg == "--store":
+        if arg in ("--store", "--schema"):
             i += 2
-        elif arg.startswith("--store="):
+        elif arg.startswith(("--store=", "--schema=")):
             i += 1
         elif arg.startswith("-"):
             return None

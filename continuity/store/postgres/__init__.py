@@ -69,8 +69,15 @@ if TYPE_CHECKING:
     from continuity.store.postgres.db import Connection, Database
     from continuity.store.postgres.search import PostgresSearch
 
-__all__ = ["PostgresArtifactStore", "PostgresStore", "PostgresThread", "is_postgres_url"]
+__all__ = [
+    "PostgresArtifactStore",
+    "PostgresStore",
+    "PostgresThread",
+    "is_postgres_url",
+]
 
+_DEFAULT_SCHEMA: Final = "continuity"
+"""The schema a store lives in unless told otherwise (``schema=``, or the URL's ``?schema=``)."""
 _FIRST_CHUNK: Final = 128
 _MAX_CHUNK: Final = 2048
 """Rows per read query: reads start small (most want a few frames) and grow to this, so a
@@ -452,7 +459,6 @@ class _LogSql:
             f"FROM {s}.frames f WHERE f.thread_key = %(key)s "
             "AND f.seq BETWEEN %(lo)s - 1 AND %(hi)s ORDER BY f.seq DESC"
         )
-        self.try_lock = "SELECT pg_try_advisory_lock(%s)"
         self.tombstoned = (
             f"SELECT 1 FROM {s}.tombstones WHERE thread_key = %s AND thread_id = %s LIMIT 1"
         )
@@ -485,6 +491,8 @@ class PostgresStore(BaseStore):
     """Threads and artifacts in one schema of a PostgreSQL database.
 
     ``url`` is a libpq URL (``postgresql://user:password@host:port/dbname?sslmode=…``).
+    ``schema``: the schema the store lives in (else the URL's ``?schema=``, else
+    ``continuity``); a schema the DBA made for the role needs no privilege on the database.
     ``create``: make the store's tables when the schema holds none (else
     :class:`~continuity.errors.StoreNotFound`); a store made by older code is upgraded either
     way. ``durable=False`` commits without waiting for the server's WAL flush (bulk imports
@@ -494,7 +502,10 @@ class PostgresStore(BaseStore):
     its sessions (a hook's budget); one that runs out is :class:`~continuity.errors.StoreBusy`.
 
     Raises :class:`~continuity.errors.StoreUnavailable` when the server cannot be reached or
-    refuses the login, :class:`~continuity.errors.SchemaTooNew` when newer code made the store.
+    refuses the login, :class:`~continuity.errors.SchemaTooNew` when newer code made the store,
+    :class:`~continuity.errors.StoreRefused` (here or on a later call) when the server is
+    read-only or the role lacks a privilege the call needs. Works through a pooler in
+    transaction mode (PgBouncer): ADR 0041.
     """
 
     def __init__(
@@ -502,7 +513,7 @@ class PostgresStore(BaseStore):
         url: str,
         *,
         create: bool = False,
-        schema: str = "continuity",
+        schema: str | None = None,
         durable: bool = True,
         pool_size: int = 4,
         connect_timeout: float = 10.0,
@@ -511,15 +522,19 @@ class PostgresStore(BaseStore):
         clock: Callable[[], int] | None = None,
         redactor: Callable[[fr.Frame], fr.Frame] | None = None,
     ) -> None:
+        from continuity.paths import split_schema
         from continuity.store.postgres.db import Database  # psycopg: only when a store is opened
 
+        libpq_url, named = split_schema(url)
+        if schema is not None and named is not None and schema != named:
+            raise ValueError(f"the URL names schema {named!r} and schema={schema!r} was given")
         self.clock = clock or now_ms
         self.redactor = redactor
         self.durable = durable
         self._url = url
         self._db = Database(
-            url,
-            schema=schema,
+            libpq_url,
+            schema=next(s for s in (schema, named, _DEFAULT_SCHEMA) if s is not None),
             pool_size=pool_size,
             connect_timeout=connect_timeout,
             create=create,
@@ -570,9 +585,12 @@ class PostgresStore(BaseStore):
         return sorted(str(r[0]) for r in rows)
 
     def job_lock(self, thread_id: str, job: str) -> AbstractContextManager[None]:
-        """Held in this process and by a session advisory lock on a connection of its own, so
-        other processes and hosts are excluded too; a holder that dies releases it with its
-        connection."""
+        """Held in this process and by a transaction-level advisory lock, in a transaction
+        left open for the job's length on a connection of its own, so other processes and
+        hosts are excluded too, through a pooler in transaction mode as well (it keeps that
+        server session for the open transaction); a holder that dies releases it with its
+        connection. ADR 0041: no session-level lock, which a pooler gives to whoever gets the
+        session next."""
         return self._job_advisory_lock(thread_id, job)
 
     @contextmanager
@@ -581,11 +599,8 @@ class PostgresStore(BaseStore):
 
         with ExitStack() as held:
             held.enter_context(super().job_lock(thread_id, job))
-            conn = self._db.connect()
-            held.callback(conn.close)
             key = advisory_key("job", self.schema, thread_id, job)
-            row = conn.execute(self._sql.try_lock, [key]).fetchone()
-            if row is None or not row[0]:
+            if not held.enter_context(self._db.session_lock(key)):
                 raise JobInFlight(f"a {job} job for this thread is already running")
             yield
 

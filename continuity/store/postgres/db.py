@@ -1,6 +1,14 @@
 """Connections to the PostgreSQL store's database: a pool, transactions with the store's
 durability, and psycopg's failures turned into continuity's typed errors with one-line
-messages that name the server and database, never the password.
+messages that name the server and database, never the password (:func:`server_error`: the one
+place a server's error becomes ours).
+
+Everything here works through a pooler in transaction mode (PgBouncer, ADR 0041): no statement
+is prepared (a prepared statement belongs to a server session, which a pooler hands to another
+client after each transaction), every unit of work that needs several statements together is
+one transaction, and no session state is relied on. The hooks' statement and lock budgets are
+set at the login (``options``) when the server takes them; a pooler refuses that startup
+parameter, and then each transaction sets them with ``SET LOCAL``.
 
 This module imports psycopg (about 100 ms): :mod:`continuity.store.postgres` imports it only
 when a store is opened, so naming the backend (``is_postgres_url``) costs nothing.
@@ -11,17 +19,24 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Final, NoReturn
+from typing import Final
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from continuity.errors import BadFrame, StoreBusy, StoreNotFound, StoreUnavailable
+from continuity.errors import (
+    BadFrame,
+    ContinuityError,
+    StoreBusy,
+    StoreNotFound,
+    StoreRefused,
+    StoreUnavailable,
+)
 from continuity.store.postgres.schema import check_schema_name, ensure_schema
 
-__all__ = ["Database", "describe_url"]
+__all__ = ["Database", "describe_url", "server_error"]
 
 Connection = psycopg.Connection[TupleRow]
 
@@ -52,14 +67,52 @@ def _one_line(exc: BaseException, password: str | None) -> str:
     return text or type(exc).__name__
 
 
-def _session_limits(statement_timeout: float | None, lock_timeout: float | None) -> str:
-    """libpq ``options`` that bound every statement and lock wait of a session (seconds)."""
-    parts = []
+def _limits(statement_timeout: float | None, lock_timeout: float | None) -> dict[str, int]:
+    """The settings that bound every statement and lock wait (given in seconds), in ms."""
+    found = {}
     if statement_timeout is not None:
-        parts.append(f"-c statement_timeout={max(1, round(statement_timeout * 1000))}")
+        found["statement_timeout"] = max(1, round(statement_timeout * 1000))
     if lock_timeout is not None:
-        parts.append(f"-c lock_timeout={max(1, round(lock_timeout * 1000))}")
-    return " ".join(parts)
+        found["lock_timeout"] = max(1, round(lock_timeout * 1000))
+    return found
+
+
+_REFUSED_OPTIONS: Final = "unsupported startup parameter"
+"""What PgBouncer says to a login that carries ``options`` (it cannot give a pooled server
+session a client's settings)."""
+
+
+def server_error(exc: BaseException, location: str, password: str | None) -> ContinuityError | None:
+    """The error of ours a psycopg error becomes, one line naming the server (None: not one of
+    the server's errors, or ``UndefinedTable``, which the search index catches to make its
+    tables again). Every connection of the store goes through here."""
+    if not isinstance(exc, psycopg.Error) or isinstance(exc, psycopg.errors.UndefinedTable):
+        return None
+    said = _one_line(exc, password)
+    if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
+        # lock_timeout / statement_timeout (or a cancel): the server is there, but busy.
+        return StoreBusy(f"PostgreSQL at {location} gave up waiting: {said}")
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return StoreRefused(
+            f"PostgreSQL at {location} is read-only (a standby, or default_transaction_read_only "
+            f"on): nothing can be written there ({said})",
+            read_only=True,
+        )
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return StoreRefused(
+            f"PostgreSQL at {location} refused: {said} (the role may lack the privilege; "
+            "a read-only role can only read)"
+        )
+    if isinstance(exc, psycopg.DataError) and ("NUL" in said or "0x00" in said):
+        # PostgreSQL text (and jsonb) cannot hold U+0000: a frame whose record key, kind or
+        # message id has one is refused whole (the line itself, bytea, could be stored).
+        return BadFrame(
+            "PostgreSQL cannot store a NUL character (U+0000) in a record's kind or key, a "
+            "message id or a checkpoint's ids; the batch was not appended"
+        )
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return StoreUnavailable(f"PostgreSQL at {location} failed: {said}")
+    return StoreRefused(f"PostgreSQL at {location} refused a statement: {said}")
 
 
 class Database:
@@ -85,21 +138,41 @@ class Database:
         self._password = str(params["password"]) if params.get("password") else None
         self.location = describe_url(url)
         self._url = url
-        self._kwargs: dict[str, object] = {"autocommit": True}
+        # prepare_threshold None: no statement is ever prepared, so a pooler in transaction
+        # mode may give each transaction another server session (measured: ADR 0041).
+        self._kwargs: dict[str, object] = {"autocommit": True, "prepare_threshold": None}
         if "connect_timeout" not in params:
             self._kwargs["connect_timeout"] = max(1, round(connect_timeout))
-        limits = _session_limits(statement_timeout, lock_timeout)
+        limits = _limits(statement_timeout, lock_timeout)
+        self._set_local = ""
+        """``SET LOCAL`` of the budgets, run first in every transaction when the server (a
+        pooler) refused them at the login; empty when they came with the login or there are
+        none."""
         if limits:  # set at the login, so no statement of the session runs without them
-            self._kwargs["options"] = f"{params.get('options') or ''} {limits}".strip()
+            given = str(params.get("options") or "")
+            self._kwargs["options"] = " ".join(
+                [given, *(f"-c {k}={v}" for k, v in limits.items())]
+            ).strip()
         # One direct connection first: a server that is down or refuses the login fails here,
         # at once and in its own words, not after the pool's wait.
-        with self.connect() as conn:
-            try:
-                self.version = ensure_schema(
-                    conn, self.schema, create=create, location=self.location, now_ms=now_ms
-                )
-            except psycopg.OperationalError as exc:
-                self._unavailable(exc)
+        try:
+            first = self.connect()
+        except StoreUnavailable as exc:
+            if not limits or _REFUSED_OPTIONS not in str(exc):
+                raise
+            # A pooler: the budgets go with each transaction instead of the login.
+            if params.get("options"):
+                self._kwargs["options"] = params["options"]
+            else:
+                del self._kwargs["options"]
+            self._set_local = "; ".join(f"SET LOCAL {k} = {v}" for k, v in limits.items())
+            first = self.connect()
+        # (Through a pooler that refused the budgets, this first query runs without them: it
+        # opens its own transactions. The hooks probe the server before they get here.)
+        with first as conn, self._mapped():
+            self.version = ensure_schema(
+                conn, self.schema, create=create, location=self.location, now_ms=now_ms
+            )
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             url,
             kwargs=self._kwargs,
@@ -122,33 +195,22 @@ class Database:
                 f"cannot connect to PostgreSQL at {self.location}: {_one_line(exc, self._password)}"
             ) from exc
 
-    def _unavailable(self, exc: BaseException) -> NoReturn:
-        raise StoreUnavailable(
-            f"PostgreSQL at {self.location} failed: {_one_line(exc, self._password)}"
-        ) from exc
+    @contextmanager
+    def _mapped(self) -> Iterator[None]:
+        """psycopg's errors raised in the block as ours (:func:`server_error`)."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            mapped = server_error(exc, self.location, self._password)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     @contextmanager
-    def connection(self) -> Iterator[Connection]:
-        """A pooled connection for the ``with`` block (autocommit: each statement commits)."""
+    def _pooled(self) -> Iterator[Connection]:
         try:
-            with self._pool.connection() as conn:
+            with self._mapped(), self._pool.connection() as conn:
                 yield conn
-        except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
-            # lock_timeout / statement_timeout (or a cancel): the server is there, but busy.
-            raise StoreBusy(
-                f"PostgreSQL at {self.location} gave up waiting: {_one_line(exc, self._password)}"
-            ) from exc
-        except psycopg.DataError as exc:
-            if "NUL" not in str(exc) and "0x00" not in str(exc):
-                raise
-            # PostgreSQL text (and jsonb) cannot hold U+0000: a frame whose record key, kind or
-            # message id has one is refused whole (the line itself, bytea, could be stored).
-            raise BadFrame(
-                "PostgreSQL cannot store a NUL character (U+0000) in a record's kind or key, a "
-                "message id or a checkpoint's ids; the batch was not appended"
-            ) from exc
-        except psycopg.OperationalError as exc:
-            self._unavailable(exc)
         except PoolTimeout:
             # The pool only says it waited: ask the server directly why, if it will not talk.
             self.connect().close()
@@ -160,14 +222,41 @@ class Database:
             raise StoreUnavailable(f"the store at {self.location} is closed") from None
 
     @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A pooled connection for the ``with`` block (autocommit: each statement commits;
+        through a pooler that refused the budgets at the login, one transaction that sets
+        them)."""
+        with self._pooled() as conn:
+            if not self._set_local:
+                yield conn
+                return
+            with conn.transaction():
+                conn.execute(self._set_local)
+                yield conn
+
+    @contextmanager
     def transaction(self, *, durable: bool) -> Iterator[Connection]:
         """A pooled connection inside one transaction, committed when the block ends (rolled
         back if it raises). Not ``durable``: the commit returns before the WAL is flushed — a
         crash of the server may lose the last transactions, never part of one."""
-        with self.connection() as conn, conn.transaction():
-            if not durable:
-                conn.execute("SET LOCAL synchronous_commit = off")
+        settings = [self._set_local] if self._set_local else []
+        if not durable:
+            settings.append("SET LOCAL synchronous_commit = off")
+        with self._pooled() as conn, conn.transaction():
+            if settings:  # one round trip (no parameters: the simple query protocol)
+                conn.execute("; ".join(settings))
             yield conn
+
+    @contextmanager
+    def session_lock(self, key: int) -> Iterator[bool]:
+        """Whether this process now holds the transaction-level advisory lock ``key``, held
+        until the block ends: an open transaction on a connection of its own (outside the
+        pool), so a pooler in transaction mode keeps that server session for it alone, and
+        a holder that dies (its connection closed) releases it."""
+        conn = self.connect()
+        with conn, self._mapped(), conn.transaction():
+            row = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", [key]).fetchone()
+            yield row is not None and bool(row[0])
 
     def close(self) -> None:
         self._pool.close()

@@ -39,14 +39,13 @@ This module imports psycopg: it is imported only by the PostgreSQL backend.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 import blake3
 import psycopg
 
-from continuity.errors import SchemaTooNew, StoreNotFound, ThreadKeyTaken
+from continuity.errors import SchemaTooNew, StoreNotFound, StoreRefused, ThreadKeyTaken
 from continuity.store.postgres.keys import thread_key
 
 if TYPE_CHECKING:
@@ -67,7 +66,6 @@ __all__ = [
     "read_version",
 ]
 
-_SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 FORMAT: Final = "continuity-store"
 
 
@@ -277,7 +275,9 @@ SCHEMA_VERSION: Final = MIGRATIONS[-1].version
 
 def check_schema_name(schema: str) -> str:
     """``schema`` if it is a plain lower-case SQL identifier (it is put into SQL unquoted)."""
-    if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+    from continuity.paths import valid_schema_name
+
+    if not isinstance(schema, str) or not valid_schema_name(schema):
         raise ValueError(
             f"invalid schema name {schema!r}: use lower-case letters, digits and _, "
             "starting with a letter or _, at most 63 characters"
@@ -347,7 +347,7 @@ def ensure_schema(
     with conn.transaction():
         # Every initialiser of this schema waits here for the one before it to commit.
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [advisory_key("schema", schema)])
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        _make_schema(conn, schema, location)
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {schema}.meta (key text PRIMARY KEY, value text NOT NULL)"
         )
@@ -374,6 +374,34 @@ def ensure_schema(
             [FORMAT, str(version), str(needed), str(now_ms)],
         )
     return version
+
+
+def _make_schema(conn: psycopg.Connection[TupleRow], schema: str, location: str) -> None:
+    """Make ``schema`` unless it is there; either way make sure the role may create the
+    store's tables in it. A schema the DBA made for the role needs no privilege on the database
+    (``CREATE SCHEMA IF NOT EXISTS`` would: PostgreSQL checks that before it looks)."""
+    row = conn.execute(
+        "SELECT current_user, current_database(), "
+        "(SELECT has_schema_privilege(oid, 'CREATE') FROM pg_namespace WHERE nspname = %s), "
+        "has_database_privilege(current_database(), 'CREATE')",
+        [schema],
+    ).fetchone()
+    assert row is not None
+    user, database, on_schema, on_database = row
+    if on_schema is None:  # no such schema
+        if not on_database:
+            raise StoreRefused(
+                f"schema {schema!r} does not exist on {location} and role {user!r} may not "
+                f"make it (it lacks CREATE on database {database!r}): have the DBA run "
+                f"`CREATE SCHEMA {schema} AUTHORIZATION {user}`, or name one with --schema"
+            )
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    elif not on_schema:
+        raise StoreRefused(
+            f"role {user!r} lacks CREATE on schema {schema!r} of {location}, so it cannot "
+            f"make the store's tables there: `GRANT CREATE ON SCHEMA {schema} TO {user}`, "
+            "or have the schema's owner run `continuity init`"
+        )
 
 
 def _refuse_foreign_tables(conn: psycopg.Connection[TupleRow], schema: str, location: str) -> None:
