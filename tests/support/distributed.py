@@ -70,54 +70,6 @@ FAN_OUT: Final[tuple[tuple[str, str], ...]] = (
         "store's pool",
     ),
 )
-_PREFIX: Final = "%m [%p] %a: "
-
-FAN_OUT: Final[tuple[tuple[str, str], ...]] = (
-    (
-        r"^SELECT thread_id FROM \w+\.threads WHERE head_seq >= 0$",
-        "store.threads(): the list of every thread is a read of every node",
-    ),
-    (
-        r"^SELECT thread_id, head_seq, head_digest, frames, bytes, reason, time_ms "
-        r"FROM \w+\.tombstones ORDER BY tombstone_id$",
-        "store.tombstones(): every deletion, store-wide (verify, prune)",
-    ),
-    (
-        r"^SELECT i FROM unnest\(\$1::text\[\]\) i WHERE EXISTS \(SELECT 1 FROM \w+\.frames f ",
-        "store.referenced(): which artifacts any thread still names (prune's sweep)",
-    ),
-    (
-        r"^SELECT x\.thread_key, count\(\*\) FROM \w+\.\w+ x WHERE NOT EXISTS "
-        r"\(SELECT 1 FROM \w+\.threads t WHERE t\.thread_key = x\.thread_key\)",
-        "store.orphaned_rows(): verify's sweep of every table (a co-located join on the key)",
-    ),
-    (
-        r"^SELECT thread_key FROM \w+\.search_threads$",
-        "search rebuild of the whole store: which threads have an index",
-    ),
-    (
-        r"^SELECT thread_key, thread_id FROM \w+\.threads ORDER BY thread_id$",
-        "search rebuild of the whole store: every thread's id",
-    ),
-    (
-        r"\brekey_(?:map|ids)\b|^SELECT (?:thread_key, thread_id FROM \w+\.threads|"
-        r"DISTINCT thread_id FROM \w+\.tombstones)$|^UPDATE \w+\.\w+ SET thread_key = -1 - ",
-        "migration 5 (schema.py _rekey): once per store, before its tables are distributed",
-    ),
-    (
-        r"^SELECT \* FROM \w+\.search_(?:threads|docs|postings) ORDER BY thread_key",
-        "tests/postgres/test_search.py _rows: the test's own dump of the index, through the "
-        "store's pool",
-    ),
-)
-SESSION_LOCK_PENDING: Final[tuple[tuple[str, str], ...]] = (
-    (
-        r"^SELECT pg_try_advisory_lock\(\$1\)$",
-        "store.job_lock: a session lock on a connection of its own; (pooler) replaces it "
-        "(issue 30 item 4) - drop this entry when that lands",
-    ),
-)
-
 _PREFIX: Final = re.compile(
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+ \[(?P<pid>\d+)\] (?:(?P<app>[^:\n]*): )?"
     r"(?P<level>[A-Z]+):  (?P<text>.*)$"
