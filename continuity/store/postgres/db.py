@@ -1,25 +1,30 @@
-"""Connections to the PostgreSQL store's database: a pool, transactions with the store's
+"""Connections to the PostgreSQL store's database: a pool (or, for a short-lived process
+such as a hook, the one connection it opened first), transactions with the store's
 durability, and psycopg's failures turned into continuity's typed errors with one-line
 messages that name the server and database, never the password.
 
 This module imports psycopg (about 100 ms): :mod:`continuity.store.postgres` imports it only
 when a store is opened, so naming the backend (``is_postgres_url``) costs nothing.
+psycopg_pool (its worker threads, and a second connection) only when a pool is asked for.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from continuity.errors import BadFrame, StoreBusy, StoreNotFound, StoreUnavailable
 from continuity.store.postgres.schema import check_schema_name, ensure_schema
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 __all__ = ["Database", "describe_url"]
 
@@ -63,7 +68,10 @@ def _session_limits(statement_timeout: float | None, lock_timeout: float | None)
 
 
 class Database:
-    """A pool of autocommit connections to one database, for one store schema."""
+    """Autocommit connections to one database, for one store schema: a pool of them, or
+    (``pooled=False``, a hook's choice) the connection that checked the schema, kept for every
+    later call: no pool module, no worker threads, no second login. A call that finds it in
+    use (another thread, or a block inside a block) gets a connection of its own."""
 
     def __init__(
         self,
@@ -76,6 +84,7 @@ class Database:
         now_ms: int,
         statement_timeout: float | None = None,
         lock_timeout: float | None = None,
+        pooled: bool = True,
     ) -> None:
         self.schema = check_schema_name(schema)
         try:
@@ -93,14 +102,28 @@ class Database:
             self._kwargs["options"] = f"{params.get('options') or ''} {limits}".strip()
         # One direct connection first: a server that is down or refuses the login fails here,
         # at once and in its own words, not after the pool's wait.
-        with self.connect() as conn:
-            try:
-                self.version = ensure_schema(
-                    conn, self.schema, create=create, location=self.location, now_ms=now_ms
-                )
-            except psycopg.OperationalError as exc:
-                self._unavailable(exc)
-        self._pool: ConnectionPool[Connection] = ConnectionPool(
+        first = self.connect()
+        try:
+            self.version = ensure_schema(
+                first, self.schema, create=create, location=self.location, now_ms=now_ms
+            )
+        except psycopg.OperationalError as exc:
+            first.close()
+            self._unavailable(exc)
+        except BaseException:
+            first.close()
+            raise
+        self._pool: ConnectionPool[Connection] | None = None
+        self._held: Connection | None = None
+        self._held_lock = threading.Lock()
+        self._closed = False
+        if not pooled:
+            self._held = first
+            return
+        first.close()
+        from psycopg_pool import ConnectionPool
+
+        self._pool = ConnectionPool(
             url,
             kwargs=self._kwargs,
             min_size=1,
@@ -129,9 +152,9 @@ class Database:
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
-        """A pooled connection for the ``with`` block (autocommit: each statement commits)."""
+        """A connection for the ``with`` block (autocommit: each statement commits)."""
         try:
-            with self._pool.connection() as conn:
+            with self._pooled() if self._pool is not None else self._direct() as conn:
                 yield conn
         except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
             # lock_timeout / statement_timeout (or a cancel): the server is there, but busy.
@@ -149,6 +172,15 @@ class Database:
             ) from exc
         except psycopg.OperationalError as exc:
             self._unavailable(exc)
+
+    @contextmanager
+    def _pooled(self) -> Iterator[Connection]:
+        from psycopg_pool import PoolClosed, PoolTimeout
+
+        assert self._pool is not None
+        try:
+            with self._pool.connection() as conn:
+                yield conn
         except PoolTimeout:
             # The pool only says it waited: ask the server directly why, if it will not talk.
             self.connect().close()
@@ -158,6 +190,32 @@ class Database:
             ) from None
         except PoolClosed:
             raise StoreUnavailable(f"the store at {self.location} is closed") from None
+
+    @contextmanager
+    def _direct(self) -> Iterator[Connection]:
+        """The held connection, or a new one (closed after the block) when it is in use or
+        was lost. Handed back as a pool would: a transaction left open is rolled back, a
+        broken connection dropped."""
+        if self._closed:
+            raise StoreUnavailable(f"the store at {self.location} is closed")
+        held = self._held
+        if held is None or not self._held_lock.acquire(blocking=False):
+            with self.connect() as conn:
+                yield conn
+            return
+        try:
+            yield held
+        finally:
+            try:
+                if held.broken or held.closed:
+                    self._held = None
+                elif held.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    held.rollback()
+            except psycopg.Error:
+                held.close()
+                self._held = None
+            finally:
+                self._held_lock.release()
 
     @contextmanager
     def transaction(self, *, durable: bool) -> Iterator[Connection]:
@@ -170,8 +228,13 @@ class Database:
             yield conn
 
     def close(self) -> None:
-        self._pool.close()
+        self._closed = True
+        if self._pool is not None:
+            self._pool.close()
+        held, self._held = self._held, None
+        if held is not None:
+            held.close()
 
     @property
     def closed(self) -> bool:
-        return self._pool.closed
+        return self._pool.closed if self._pool is not None else self._closed
