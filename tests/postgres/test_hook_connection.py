@@ -10,14 +10,19 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from continuity.errors import StoreUnavailable
+from continuity.store.base import BaseStore
+from continuity.store.outage import HOOK_STORE_OPTIONS
 from continuity.store.postgres.db import Database
+from continuity.testing.store import StoreContract
 from tests.claude_code.test_hooks import SESSION, Transcript, work
 from tests.postgres.test_cli import db_url, home  # noqa: F401  (fixtures)
+from tests.support.pg import PgStores
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -166,3 +171,19 @@ def test_the_held_connection_is_handed_out_as_a_pool_would(
     assert db.closed
     with pytest.raises(StoreUnavailable, match="closed"), db.connection():
         pass
+
+
+class TestStoreContractWithoutAPool(StoreContract):
+    """The whole store contract on a store opened as a hook opens it (no pool, the hook's
+    timeouts): the held connection is a complete store, threads and nested reads included."""
+
+    _stores: PgStores
+
+    @pytest.fixture(autouse=True)
+    def _on_server(self, pg_stores: PgStores) -> None:
+        self._stores = pg_stores
+
+    def make_store(self, path: Path, clock: Callable[[], int]) -> BaseStore:
+        options = {**HOOK_STORE_OPTIONS, "statement_timeout": 30.0, "lock_timeout": 30.0}
+        store: BaseStore = self._stores.open(path, clock=clock, **options)
+        return store
