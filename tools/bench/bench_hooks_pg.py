@@ -183,6 +183,11 @@ _CASES: Final = {
     "tool": "post-tool-use",
     "stop": "stop",
 }
+_FLOORS: Final = {
+    "python -c pass (the interpreter's floor)": "pass",
+    "python -c 'import psycopg' (the driver's import)": "import psycopg",
+}
+"""What every hook process costs, and what a hook on the server adds at least."""
 _TARGETS: Final = {"prompt": 2.0, "start": 2.0}
 """Issue 30 item 2: the server store's median within this factor of the folder store's."""
 
@@ -229,6 +234,10 @@ def _latency_round(
 ) -> None:
     """One round: every case on both stores, the store that goes first alternating."""
     order = ["folder", "pg"] if i % 2 == 0 else ["pg", "folder"]
+    for floor, code in _FLOORS.items():
+        argv = [sys.executable, "-c", code]
+        seconds, _ = timed(functools.partial(subprocess.run, argv, check=True))
+        times.setdefault((floor, ""), []).append(seconds)
     new = f"b5e1c0de-0000-4000-8000-{i:012d}"  # a new session, as at startup
     for case in _CASES:
         pointers: dict[str, str] = {}
@@ -289,6 +298,8 @@ def run_latency(repeat: int, threads: int) -> Report:
         for i in range(repeat):
             log(f"round {i + 1}/{repeat}")
             _latency_round(i, stores, sessions, locals_, env, times)
+        for floor in _FLOORS:
+            report.rows.append(time_row(floor, times[floor, ""]))
         for case, label in _CASES.items():
             folder = median(times[case, "folder"])
             report.rows.append(time_row(f"{label}, folder store", times[case, "folder"]))
