@@ -41,10 +41,11 @@ HOOK_STORE_OPTIONS: Final[dict[str, Any]] = {
     "connect_timeout": 2.0,  # psycopg's floor (libpq's): the probe answers sooner
     "statement_timeout": 0.8,
     "lock_timeout": 0.4,
-    "pool_size": 2,
+    "pooled": False,
 }
 """What a hook opens a server store with: every statement and lock wait bounded well under a
-second (Claude Code kills a hook at 30 s; a prompt waits for it)."""
+second (Claude Code kills a hook at 30 s; a prompt waits for it), and no connection pool (one
+login, no pool module or worker threads: a hook makes its calls one after another)."""
 
 PROBE_SECONDS: Final = 0.5
 """How long a hook waits for the server to answer its first byte before it counts as down."""

@@ -1,27 +1,35 @@
-"""What a Claude Code hook costs on a PostgreSQL store that is up, down or hung, against the
-same hook on a folder store (issue 30, ADR 0041).
+"""What a Claude Code hook costs on a PostgreSQL store, against the same hook on a folder
+store (issue 30, items 2 and 3; ADR 0041).
 
-    python -m tools.bench.bench_hooks_pg [--repeat 9] [--json]
+    python -m tools.bench.bench_hooks_pg [--repeat 9] [--threads 10000] [--part latency|sick|both]
+                                         [--json]
 
-One small session (a few turns, written with the demo's transcript writer) is first archived
-in full on each store (untimed). Then ``--repeat`` rounds, the cases interleaved so drift hits
-them alike: one new turn is appended and ``continuity hook user-prompt-submit`` is timed as a
-fresh process (wall time) on
+Two parts, both fresh processes (wall time), the cases of a round interleaved so drift hits
+them alike (the folder and the server store alternate which goes first):
 
-* the folder store (the baseline) and ``python -c pass`` (the interpreter's floor);
-* the server, up (probe, psycopg, the hook's budgets, the ingest);
-* a port nobody listens on, with no unreachable mark (the probe is refused at once, the mark
-  is written), and with the mark present (the hook skips the server: no probe, no psycopg);
-* a listener that accepts and never answers, without the mark (the probe's 0.5 s) and with it.
+``latency`` (item 2): the hooks a session runs, on a folder store and on the server, each
+store holding the same small session (archived in full first, untimed) and, with
+``--threads N``, ``N`` generated threads (:mod:`tools.bench.gen_threads`, the same seed on
+both; 10,000 is the store of the issue). Each round grows the session by a turn before each
+ingesting hook, then times ``user-prompt-submit`` without and with ``recall_on_prompt`` (the
+store's ``claude-code.json``), ``session-start`` of a new session (source ``startup``: the
+pointer to the bench session, checked to be the same on both stores), ``post-tool-use`` and
+``stop``. Targets: ``user-prompt-submit`` and ``session-start`` on the server within 2x of the
+folder store's (medians).
 
-Targets (issue 30 item 3): a hook on a sick server never waits for the driver's connect
-timeout: without the mark <= 1 s over the folder store's hook, with it within 10 ms of it.
-The server is a throwaway ``pgserver`` in a temporary folder, or ``$CONTINUITY_BENCH_PG_URL``
-(the benchmark uses its database's default ``continuity`` schema).
+``sick`` (item 3): ``user-prompt-submit`` on the server up, on a port nobody listens on and on
+a listener that accepts and never answers, each without and with the unreachable mark. Targets:
+a hook on a sick server never waits for the driver's connect timeout: without the mark
+<= 1 s over the folder store's hook, with it within 10 ms of it.
+
+The server is a throwaway ``pgserver`` in a temporary folder (a Unix socket, on this machine),
+or ``$CONTINUITY_BENCH_PG_URL`` (the benchmark uses its database's default ``continuity``
+schema: give it a database without a store, or one this benchmark made).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -30,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,10 +121,11 @@ def _closed_port_url() -> str:
 class _Session:
     """A transcript that grows by one turn a round."""
 
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / f"{SESSION}.jsonl"
+    def __init__(self, folder: Path, session_id: str = SESSION) -> None:
+        self.id = session_id
+        self.path = folder / f"{session_id}.jsonl"
         self.writer = TranscriptWriter(
-            self.path, session_id=SESSION, cwd=_CWD, git_branch="main", rng=random.Random(30)
+            self.path, session_id=session_id, cwd=_CWD, git_branch="main", rng=random.Random(30)
         )
         self.turns = 0
 
@@ -127,33 +137,187 @@ class _Session:
         w.end_turn([])
         w.flush()
 
-    def payload(self) -> str:
+    def payload(self, event: str = "UserPromptSubmit", **extra: str) -> str:
         return json.dumps(
             {
-                "session_id": SESSION,
+                "session_id": self.id,
                 "transcript_path": str(self.path),
                 "cwd": _CWD,
-                "hook_event_name": "UserPromptSubmit",
-                "prompt": "go on",
+                "hook_event_name": event,
+                "prompt": "go on: why did the tests fail in round 2",
+                **extra,
             }
         )
 
 
-def _hook(store: str, session: _Session, env: dict[str, str]) -> float:
-    argv = [*continuity_command(), "--store", store, "hook", "user-prompt-submit"]
+def _hook(
+    store: str,
+    session: _Session,
+    env: dict[str, str],
+    event: str = "user-prompt-submit",
+    payload: str | None = None,
+) -> float:
+    return _run_hook(store, event, payload or session.payload(), env, quiet=False)[0]
+
+
+def _run_hook(
+    store: str, event: str, payload: str, env: dict[str, str], *, quiet: bool = True
+) -> tuple[float, str]:
+    """(seconds, stdout) of the hook ``event`` run as a fresh process on ``store``; it must
+    exit 0 (and, ``quiet``, say nothing on stderr)."""
+    argv = [*continuity_command(), "--store", store, "hook", event]
     seconds, proc = timed(
         lambda: subprocess.run(
-            argv, input=session.payload(), capture_output=True, text=True, env=env, check=False
+            argv, input=payload, capture_output=True, text=True, env=env, check=False
         )
     )
-    if proc.returncode != 0:
+    if proc.returncode != 0 or (quiet and proc.stderr):
         raise RuntimeError(f"{argv} exited with {proc.returncode}: {proc.stderr}")
-    return seconds
+    return seconds, proc.stdout
 
 
-def run(repeat: int) -> Report:
-    import time
+_CASES: Final = {
+    "prompt": "user-prompt-submit",
+    "recall": "user-prompt-submit, recall_on_prompt",
+    "start": "session-start (startup: the pointer)",
+    "tool": "post-tool-use",
+    "stop": "stop",
+}
+_FLOORS: Final = {
+    "python -c pass (the interpreter's floor)": "pass",
+    "python -c 'import psycopg' (the driver's import)": "import psycopg",
+}
+"""What every hook process costs, and what a hook on the server adds at least."""
+_TARGETS: Final = {"prompt": 2.0, "start": 2.0}
+"""Issue 30 item 2: the server store's median within this factor of the folder store's."""
 
+
+def _fill(stores: dict[str, str], threads: int) -> None:
+    """``threads`` generated threads in each store (the same seed: the same threads)."""
+    from continuity.store.locate import open_store
+    from tools.bench.gen_threads import write_threads
+    from tools.gen_thread import FIXED_CLOCK_MS
+
+    for name, location in stores.items():
+        began = time.monotonic()
+        store = open_store(location, create=True, durable=False, clock=lambda: FIXED_CLOCK_MS)
+        try:
+            if store.threads():
+                raise SystemExit(f"the {name} store at {location} is not empty")
+            write_threads(store, threads, progress=functools.partial(_progress, name))
+        finally:
+            store.close()
+        log(f"{name}: {threads:,} threads in {time.monotonic() - began:.0f} s")
+
+
+def _progress(name: str, done: int, total: int) -> None:
+    log(f"  {name}: {done:,}/{total:,}")
+
+
+def _config(local: Path, *, recall: bool) -> None:
+    """The hook settings of the store whose local folder is ``local``: recall on or off."""
+    path = local / "claude-code.json"
+    if recall:
+        local.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"recall_on_prompt": True}) + "\n")
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _latency_round(
+    i: int,
+    stores: dict[str, str],
+    sessions: dict[str, _Session],
+    locals_: dict[str, Path],
+    env: dict[str, str],
+    times: dict[tuple[str, str], list[float]],
+) -> None:
+    """One round: every case on both stores, the store that goes first alternating."""
+    order = ["folder", "pg"] if i % 2 == 0 else ["pg", "folder"]
+    for floor, code in _FLOORS.items():
+        argv = [sys.executable, "-c", code]
+        seconds, _ = timed(functools.partial(subprocess.run, argv, check=True))
+        times.setdefault((floor, ""), []).append(seconds)
+    new = f"b5e1c0de-0000-4000-8000-{i:012d}"  # a new session, as at startup
+    for case in _CASES:
+        pointers: dict[str, str] = {}
+        for name in order:
+            session = sessions[name]
+            if case == "start":
+                payload = json.dumps(
+                    {
+                        "session_id": new,
+                        "transcript_path": str(session.path.with_name(f"{new}.jsonl")),
+                        "cwd": _CWD,
+                        "hook_event_name": "SessionStart",
+                        "source": "startup",
+                    }
+                )
+                seconds, out = _run_hook(stores[name], "session-start", payload, env)
+                pointers[name] = out
+            else:
+                session.turn()
+                event = {"tool": "post-tool-use", "stop": "stop"}.get(case, "user-prompt-submit")
+                _config(locals_[name], recall=case == "recall")
+                try:
+                    seconds, out = _run_hook(stores[name], event, session.payload(), env)
+                finally:
+                    _config(locals_[name], recall=False)
+            times.setdefault((case, name), []).append(seconds)
+        if case == "start" and (
+            pointers["folder"] != pointers["pg"] or SESSION not in pointers["pg"]
+        ):
+            raise RuntimeError(f"session-start pointers differ: {pointers}")
+
+
+def run_latency(repeat: int, threads: int) -> Report:
+    began = time.monotonic()
+    report = Report(
+        "Claude Code hooks: folder vs PostgreSQL store", {"repeat": repeat, "threads": threads}
+    )
+    with work_dir("hooks-pg-latency") as work, _server() as url:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
+        env["XDG_DATA_HOME"] = str(work / "xdg")
+        # Measured, not cut short: recall on a large server store takes longer than a hook's
+        # deadline (issue 30 item 1's search index is what brings it down).
+        env["CONTINUITY_HOOK_DEADLINE"] = "600"
+        stores = {"folder": str(work / "store"), "pg": url}
+        locals_ = {
+            name: local_dir_of(s, {"XDG_DATA_HOME": env["XDG_DATA_HOME"]})
+            for name, s in stores.items()
+        }
+        if threads:
+            _fill(stores, threads)
+        sessions = {name: _Session(work / name) for name in stores}
+        for name, session in sessions.items():  # archived in full first, untimed
+            (work / name).mkdir()
+            for _ in range(5):
+                session.turn()
+            _hook(stores[name], session, env)
+        times: dict[tuple[str, str], list[float]] = {}
+        for i in range(repeat):
+            log(f"round {i + 1}/{repeat}")
+            _latency_round(i, stores, sessions, locals_, env, times)
+        for floor in _FLOORS:
+            report.rows.append(time_row(floor, times[floor, ""]))
+        for case, label in _CASES.items():
+            folder = median(times[case, "folder"])
+            report.rows.append(time_row(f"{label}, folder store", times[case, "folder"]))
+            row = time_row(f"{label}, PostgreSQL", times[case, "pg"], baseline="folder store")
+            row.ratio = median(times[case, "pg"]) / folder
+            if case in _TARGETS:
+                row.target = _TARGETS[case] * folder * 1e3
+            report.rows.append(row)
+        store_size = f"{threads:,} generated threads and" if threads else "only"
+        report.notes.append(
+            f"fresh processes; each store holds {store_size} the bench session; the server "
+            "(pgserver, a Unix socket) shares the machine's cores"
+        )
+    report.seconds = time.monotonic() - began
+    return report
+
+
+def run_sick(repeat: int) -> Report:
     began = time.monotonic()
     report = Report("hooks on a sick PostgreSQL server", {"repeat": repeat})
     with work_dir("hooks-pg") as work, _server() as up, _silent_listener() as hung:
@@ -221,8 +385,17 @@ def run(repeat: int) -> Report:
 def main() -> None:
     parser = common_parser(__doc__ or "")
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument(
+        "--threads", type=int, default=0, help="generated threads in both stores (latency part)"
+    )
+    parser.add_argument("--part", choices=("latency", "sick", "both"), default="both")
     args = parser.parse_args()
-    emit([run(args.repeat)], args.json)
+    reports = []
+    if args.part in ("latency", "both"):
+        reports.append(run_latency(args.repeat, args.threads))
+    if args.part in ("sick", "both"):
+        reports.append(run_sick(args.repeat))
+    emit(reports, args.json)
 
 
 if __name__ == "__main__":

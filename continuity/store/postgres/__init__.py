@@ -498,6 +498,8 @@ class PostgresStore(BaseStore):
     way. ``durable=False`` commits without waiting for the server's WAL flush (bulk imports
     that can be rerun). ``pool_size`` bounds the connections this store holds; it is safe to
     use from several threads. Close it (or use it as a context manager) to close them.
+    ``pooled=False`` (a hook, a short-lived process): no pool, the connection that checked the
+    schema serves every call (one that finds it in use gets a connection of its own).
     ``statement_timeout`` / ``lock_timeout`` (seconds) bound every statement and lock wait of
     its sessions (a hook's budget); one that runs out is :class:`~continuity.errors.StoreBusy`.
 
@@ -519,6 +521,7 @@ class PostgresStore(BaseStore):
         connect_timeout: float = 10.0,
         statement_timeout: float | None = None,
         lock_timeout: float | None = None,
+        pooled: bool = True,
         clock: Callable[[], int] | None = None,
         redactor: Callable[[fr.Frame], fr.Frame] | None = None,
     ) -> None:
@@ -541,6 +544,7 @@ class PostgresStore(BaseStore):
             now_ms=now_ms(),
             statement_timeout=statement_timeout,
             lock_timeout=lock_timeout,
+            pooled=pooled,
         )
         self.schema = self._db.schema
         self._sql = _LogSql(self.schema)

@@ -1,4 +1,5 @@
-"""Connections to the PostgreSQL store's database: a pool, transactions with the store's
+"""Connections to the PostgreSQL store's database: a pool (or, for a short-lived process
+such as a hook, the one connection it opened first), transactions with the store's
 durability, and psycopg's failures turned into continuity's typed errors with one-line
 messages that name the server and database, never the password (:func:`server_error`: the one
 place a server's error becomes ours).
@@ -17,14 +18,14 @@ when a store is opened, so naming the backend (``is_postgres_url``) costs nothin
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from continuity.errors import (
     BadFrame,
@@ -35,6 +36,9 @@ from continuity.errors import (
     StoreUnavailable,
 )
 from continuity.store.postgres.schema import check_schema_name, ensure_schema
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 __all__ = ["Database", "describe_url", "server_error"]
 
@@ -116,7 +120,10 @@ def server_error(exc: BaseException, location: str, password: str | None) -> Con
 
 
 class Database:
-    """A pool of autocommit connections to one database, for one store schema."""
+    """Autocommit connections to one database, for one store schema: a pool of them, or
+    (``pooled=False``, a hook's choice) the connection that checked the schema, kept for every
+    later call: no pool module, no worker threads, no second login. A call that finds it in
+    use (another thread, or a block inside a block) gets a connection of its own."""
 
     def __init__(
         self,
@@ -129,6 +136,7 @@ class Database:
         now_ms: int,
         statement_timeout: float | None = None,
         lock_timeout: float | None = None,
+        pooled: bool = True,
     ) -> None:
         self.schema = check_schema_name(schema)
         try:
@@ -169,11 +177,25 @@ class Database:
             first = self.connect()
         # (Through a pooler that refused the budgets, this first query runs without them: it
         # opens its own transactions. The hooks probe the server before they get here.)
-        with first as conn, self._mapped():
-            self.version = ensure_schema(
-                conn, self.schema, create=create, location=self.location, now_ms=now_ms
-            )
-        self._pool: ConnectionPool[Connection] = ConnectionPool(
+        try:
+            with self._mapped():
+                self.version = ensure_schema(
+                    first, self.schema, create=create, location=self.location, now_ms=now_ms
+                )
+        except BaseException:
+            first.close()
+            raise
+        self._pool: ConnectionPool[Connection] | None = None
+        self._held: Connection | None = None
+        self._held_lock = threading.Lock()
+        self._closed = False
+        if not pooled:
+            self._held = first
+            return
+        first.close()
+        from psycopg_pool import ConnectionPool
+
+        self._pool = ConnectionPool(
             url,
             kwargs=self._kwargs,
             min_size=1,
@@ -208,6 +230,13 @@ class Database:
 
     @contextmanager
     def _pooled(self) -> Iterator[Connection]:
+        """A connection of the pool, or (no pool) the held one or a new one."""
+        if self._pool is None:
+            with self._mapped(), self._direct() as conn:
+                yield conn
+            return
+        from psycopg_pool import PoolClosed, PoolTimeout
+
         try:
             with self._mapped(), self._pool.connection() as conn:
                 yield conn
@@ -220,6 +249,32 @@ class Database:
             ) from None
         except PoolClosed:
             raise StoreUnavailable(f"the store at {self.location} is closed") from None
+
+    @contextmanager
+    def _direct(self) -> Iterator[Connection]:
+        """The held connection, or a new one (closed after the block) when it is in use or
+        was lost. Handed back as a pool would: a transaction left open is rolled back, a
+        broken connection dropped."""
+        if self._closed:
+            raise StoreUnavailable(f"the store at {self.location} is closed")
+        held = self._held
+        if held is None or not self._held_lock.acquire(blocking=False):
+            with self.connect() as conn:
+                yield conn
+            return
+        try:
+            yield held
+        finally:
+            try:
+                if held.broken or held.closed:
+                    self._held = None
+                elif held.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    held.rollback()
+            except psycopg.Error:
+                held.close()
+                self._held = None
+            finally:
+                self._held_lock.release()
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
@@ -259,8 +314,13 @@ class Database:
             yield row is not None and bool(row[0])
 
     def close(self) -> None:
-        self._pool.close()
+        self._closed = True
+        if self._pool is not None:
+            self._pool.close()
+        held, self._held = self._held, None
+        if held is not None:
+            held.close()
 
     @property
     def closed(self) -> bool:
-        return self._pool.closed
+        return self._pool.closed if self._pool is not None else self._closed
