@@ -50,6 +50,7 @@ from continuity.store.base import (
     seal_frames,
 )
 from continuity.store.postgres.artifacts import PostgresArtifactStore
+from continuity.store.postgres.catalog import CatalogSql, PostgresCatalog, write_catalog
 from continuity.store.postgres.derived import (
     DerivedSql,
     PostgresDerived,
@@ -119,12 +120,14 @@ class PostgresThread(Thread):
         db: Database,
         sql: _LogSql,
         derived_sql: DerivedSql,
+        catalog_sql: CatalogSql,
     ) -> None:
         super().__init__(thread_id)
         self._store = store
         self._db = db
         self._sql = sql
         self._derived_sql = derived_sql
+        self._catalog_sql = catalog_sql
 
     @property
     def store(self) -> PostgresStore:
@@ -204,6 +207,7 @@ class PostgresThread(Thread):
             if mark is None or mark.seq != head_seq:  # rows behind (older code wrote frames)
                 mark = catch_up(conn, self._derived_sql, self.id, key, mark, head_seq)[0]
             mark = write_derived(conn, self._derived_sql, self.id, key, mark, stored, first)
+            write_catalog(conn, self._catalog_sql, self.id, key, stored, first)
             conn.execute(
                 sql.move_head,
                 [
@@ -442,7 +446,7 @@ class _LogSql:
         )
         self.delete_rows = tuple(
             f"DELETE FROM {s}.{t} WHERE thread_key = %s"
-            for t in ("frames", "derived_threads", "messages", "checkpoints", "marks")
+            for t in ("frames", "derived_threads", "messages", "checkpoints", "marks", "catalog")
         )
         self.delete_thread = f"DELETE FROM {s}.threads WHERE thread_key = %s"
         self.referenced = (
@@ -500,6 +504,7 @@ class PostgresStore(BaseStore):
         self.schema = self._db.schema
         self._sql = _LogSql(self.schema)
         self._derived_sql = DerivedSql(self.schema)
+        self._catalog = PostgresCatalog(self._db, CatalogSql(self.schema))
         self._search: PostgresSearch | None = None
         self.artifacts = PostgresArtifactStore(self._db, durable=durable)
 
@@ -508,6 +513,11 @@ class PostgresStore(BaseStore):
         """The URL the store was opened with (it may hold a password: show it with
         :func:`continuity.paths.describe_store`)."""
         return self._url
+
+    def catalog(self) -> PostgresCatalog:
+        """The ``catalog`` table (:mod:`.catalog`): every thread's listing row, kept with each
+        append, read by the store-wide listings in one query."""
+        return self._catalog
 
     def search_backend(self) -> PostgresSearch:
         """The search index kept in this store's tables (ADR 0026): search and recall read it
@@ -531,7 +541,12 @@ class PostgresStore(BaseStore):
 
     def thread(self, thread_id: str) -> PostgresThread:
         return PostgresThread(
-            self, thread_id, db=self._db, sql=self._sql, derived_sql=self._derived_sql
+            self,
+            thread_id,
+            db=self._db,
+            sql=self._sql,
+            derived_sql=self._derived_sql,
+            catalog_sql=self._catalog.sql,
         )
 
     def threads(self) -> list[str]:
