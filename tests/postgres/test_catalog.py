@@ -24,6 +24,7 @@ from continuity import frames as fr
 from continuity.caches.catalog import catalog_view, current_rows, rebuild_catalog
 from continuity.claude_code.sessions import previous_session
 from continuity.cli.app import app
+from continuity.maintenance.bulk import rebuild_store
 from continuity.maintenance.migrate import migrate_store
 from continuity.maintenance.verify import verify_store
 from continuity.paths import describe_store
@@ -268,8 +269,14 @@ def test_delete_verify_and_rebuild(
     text = "\n".join(_catalog_problems(pg))
     assert "catalog row of thread odd" in text and "messages" in text, text
     assert "table catalog: 1 rows of thread key 999999" in text, text
-    assert rebuild_catalog(pg) == len(pg.threads())
+    pg_stores.sql(
+        f"UPDATE {s}.catalog SET seq = seq + 5 WHERE thread_key = "
+        f"(SELECT thread_key FROM {s}.threads WHERE thread_id = 'plain')"
+    )
+    assert "thread plain: row covers frames up to seq" in "\n".join(_catalog_problems(pg))
+    rebuild_store(pg)  # what `continuity rebuild-index` does
     assert _catalog_problems(pg) == []
+    assert rebuild_catalog(pg) == len(pg.threads())
     want = catalog_view(jsonl).rows
     assert [r for r in catalog_view(pg).rows] == [r for r in want if r.thread_id != victim]
 

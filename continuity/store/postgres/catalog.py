@@ -102,6 +102,11 @@ class CatalogSql:
             listing + " AND (c.seq IS DISTINCT FROM t.head_seq OR c.project = %s) "
             "ORDER BY t.thread_id"
         )
+        self.past = (
+            f"SELECT t.thread_id, c.seq, t.head_seq FROM {s}.threads t "
+            f"JOIN {s}.catalog c ON c.thread_key = t.thread_key WHERE c.seq > t.head_seq "
+            "ORDER BY t.thread_id"
+        )
         self.heads = f"SELECT thread_id FROM {s}.threads WHERE head_seq >= 0 ORDER BY thread_id"
         self.orphans = (
             f"SELECT c.thread_key FROM {s}.catalog c WHERE NOT EXISTS "
@@ -333,7 +338,17 @@ class PostgresCatalog:
     ) -> list[tuple[str | None, str]]:
         rows, _behind = self._listing(None)
         wanted = None if thread_ids is None else set(thread_ids)
-        found: list[tuple[str | None, str]] = []
+        with self._db.connection() as conn:
+            past = conn.execute(self._sql.past).fetchall()
+        found: list[tuple[str | None, str]] = [
+            (
+                str(tid),
+                f"row covers frames up to seq {seq}, but the thread's head is seq {head} "
+                "(`continuity rebuild-index` builds it again)",
+            )
+            for tid, seq, head in past
+            if wanted is None or tid in wanted
+        ]
         for row in rows:
             tid = row.thread_id
             if wanted is not None and tid not in wanted:
