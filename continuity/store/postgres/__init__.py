@@ -19,6 +19,8 @@ them to what uses them (nothing here reaches back into the store):
 - :mod:`.db`: the connection pool, transactions, and psycopg's failures as typed errors;
 - :mod:`.derived`: the derived tables (messages, checkpoints, marks) written with each append,
   and their reader (:class:`~.derived.PostgresDerived`);
+- :mod:`.catalog`: the catalog table (each thread's listing row, written with each append) and
+  its reader (:class:`~.catalog.PostgresCatalog`);
 - :mod:`.search`: the search index in tables (:class:`~.search.PostgresSearch`, ADR 0026);
 - :mod:`.artifacts`: the ``artifacts`` table (:class:`~.artifacts.PostgresArtifactStore`).
 
