@@ -26,8 +26,9 @@ Rows are only kept for logs at rest: a log with an unfinished batch or a torn ta
 changed while its row was read, and a thread that cannot be read are read again each time (and
 the latter reported as a problem, as before the catalog).
 
-A store whose logs are not bytes (in memory, PostgreSQL) has no catalog: the same rows are read
-from each thread, every time.
+A backend that keeps a catalog itself (PostgreSQL: a table written in each append's
+transaction, :meth:`~continuity.store.base.BaseStore.catalog`) is answered from it, in one
+query; a store in memory has none: the same rows are read from each thread, every time.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from continuity.caches.thread_index import ThreadIndex, caches_writable, check_n
 from continuity.errors import ContinuityError, CorruptFrame, note_rebuilt
 from continuity.redaction import META_KEY, redaction_count
 from continuity.store.base import BaseStore, LogReader, LogStamp, Thread
+from continuity.store.catalog import CatalogRow, CatalogRows
 
 __all__ = [
     "CATALOG_FILE",
@@ -81,38 +83,6 @@ _CHUNK: Final = 1 << 20
 _SMALL: Final = 64 * 1024
 """A log up to this size without caches is counted by reading it, not by making its caches."""
 _REDACTED: Final = b'"' + META_KEY.encode() + b'":"'
-
-
-class CatalogRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One thread as the store-wide listings show it."""
-
-    thread_id: str
-    log_bytes: int
-    """The log's size (when the row is kept: its committed end too)."""
-    frames: int
-    head_digest: str
-    """The last frame's digest."""
-    last_active_ms: int
-    """The last frame's time."""
-    first_ms: int = 0
-    """The first frame's time."""
-    last_message_ms: int | None = None
-    """The last message's time (None: no message); only read for agents' sessions
-    (:func:`wants_last_message`)."""
-    created: bool = True
-    """Whether the first frame is a ``thread_created``."""
-    source: str = ""
-    """``meta["source"]`` of the first frame."""
-    title: str | None = None
-    parent_thread_id: str | None = None
-    project: str = ""
-    git_branch: str = ""
-    messages: int = 0
-    checkpoints: int = 0
-    compactions: int = 0
-    """Checkpoints that record an agent's own compaction (Claude Code's, Codex's, …:
-    :func:`~continuity.agents_table.is_own_compaction`)."""
-    redactions: int = 0
 
 
 class _CatalogFile(msgspec.Struct, frozen=True):
@@ -584,6 +554,9 @@ def catalog_view(store: BaseStore, *, fresh: Mapping[str, CatalogRow] | None = N
 
     Raises :class:`CorruptFrame` when a log cut to nothing was indexed further by its caches
     (:func:`check_no_lost_threads`)."""
+    own = store.catalog()
+    if own is not None:
+        return _own_view(store, own.rows())
     path = _path(store)
     stamps = store.log_stamps(_TAIL) if path is not None else None
     if path is None or stamps is None:
@@ -638,11 +611,28 @@ def catalog_view(store: BaseStore, *, fresh: Mapping[str, CatalogRow] | None = N
     return CatalogView(rows, problems)
 
 
-def current_rows(store: BaseStore) -> tuple[list[CatalogRow], list[str]] | None:
+def _own_view(store: BaseStore, found: CatalogRows) -> CatalogView:
+    """A backend's own catalog as a view: a row still behind after its catch-up (moved
+    again by older code meanwhile) is read from the thread."""
+    if not found.behind:
+        return CatalogView(found.rows, dict(found.problems))
+    more = _read_all(store, [store.thread(tid) for tid in found.behind])
+    rows = sorted([*found.rows, *more.rows], key=lambda r: r.thread_id)
+    return CatalogView(rows, {**found.problems, **more.problems})
+
+
+def current_rows(
+    store: BaseStore, *, project: str | None = None
+) -> tuple[list[CatalogRow], list[str]] | None:
     """The catalog's rows that still describe their logs, and the ids of the other stored
     logs (to be read some other way), without reading a log or writing the file: for a
     latency-bound caller (a hook) that must not pay for another thread's catch-up. None when
-    the store keeps no catalog."""
+    the store keeps no catalog. ``project``: a backend that keeps its own catalog may leave
+    out the current rows of threads of other projects (the caller still checks each row)."""
+    own = store.catalog()
+    if own is not None:
+        found = own.rows(catch_up=False, project=project)
+        return found.rows, found.behind
     path = _path(store)
     stamps = store.log_stamps(_TAIL) if path is not None else None
     if path is None or stamps is None:
@@ -686,6 +676,9 @@ def thread_sources(store: BaseStore) -> dict[str, str]:
     file: cheap enough for ``search --agent`` before a search."""
     path = _path(store)
     known = (_load(path) or {}) if path is not None else {}
+    own = store.catalog()
+    if own is not None:
+        known = {r.thread_id: r for r in own.rows(catch_up=False).rows}
     found: dict[str, str] = {}
     for tid in store.stored_thread_ids():
         row = known.get(tid)
@@ -721,6 +714,9 @@ def rebuild_catalog(
     from the logs: byte-identical to one kept up to date by reads. ``fresh``: rows read already
     (see :func:`catalog_view`). Returns the number of rows kept, or None when the store keeps
     no catalog."""
+    own = store.catalog()
+    if own is not None:
+        return own.rebuild(thread_ids)
     path = _path(store)
     if path is None or store.log_stamps(0) is None:
         return None
@@ -762,6 +758,9 @@ def catalog_problems(
     absent. ``thread_ids`` limits the check of rows to those threads. ``fresh`` holds rows
     already read from whole logs (``verify`` makes them in its own pass over every line), with
     whether each log was at rest: those logs are not read again."""
+    own = store.catalog()
+    if own is not None:
+        return own.problems(thread_ids, fresh)
     path = _path(store)
     if path is None or not path.exists():
         return []

@@ -44,7 +44,7 @@ class _Session(NamedTuple):
 
 def _candidates(store: BaseStore, project: str) -> list[_Session]:
     """Every agent's top-level session of ``project`` (their first and last times)."""
-    found = current_rows(store)
+    found = current_rows(store, project=project)
     rows, others = found if found is not None else ([], store.threads())
     out: list[_Session] = []
     for r in rows:

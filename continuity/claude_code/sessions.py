@@ -120,7 +120,7 @@ def previous_session(store: BaseStore, project: str, *, exclude: str) -> Session
     def wanted(tid: str) -> bool:
         return tid != exclude and tid.startswith("cc-") and ".agent-" not in tid
 
-    found = current_rows(store)
+    found = current_rows(store, project=project)
     rows, others = found if found is not None else ([], store.threads())
     candidates = [
         msgspec.structs.replace(_session(r), messages=0, compactions=0)

@@ -11,6 +11,8 @@
 - :mod:`.artifacts` holds immutable, content-addressed blobs, on disk or in memory;
 - :mod:`.derived` is what a thread's derived data holds and how frames are sorted into it (part
   of the interface: the caches and PostgreSQL's derived tables use the same sorting);
+- :mod:`.catalog` is a thread's listing row and how a batch of frames adds to it (part of the
+  interface: the file catalog's rows and PostgreSQL's catalog table are the same rows);
 - :mod:`.locate` opens the store a location names (a folder or a ``postgresql://`` URL).
 
 The contract suites every backend must pass are in :mod:`continuity.testing`. Nothing is

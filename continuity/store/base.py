@@ -60,6 +60,7 @@ from continuity.summary import (
 )
 
 if TYPE_CHECKING:
+    from continuity.store.catalog import StoreCatalog
     from continuity.store.derived import DerivedIndex
 
 __all__ = [
@@ -815,6 +816,12 @@ class BaseStore(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def catalog(self) -> StoreCatalog | None:
+        """The catalog of thread rows the backend keeps itself, current with every append (a
+        server's table), which the store-wide listings read in one query; None: it keeps none,
+        and :mod:`continuity.caches.catalog` keeps a file of them (or reads each thread)."""
+        return None
 
     def search_backend(self) -> SearchBackend | None:
         """The search index the backend keeps itself (a server's tables, ADR 0026), which

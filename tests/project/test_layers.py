@@ -80,6 +80,7 @@ STORE_INTERFACE = {
     "continuity.store",
     "continuity.store.base",
     "continuity.store.artifacts",
+    "continuity.store.catalog",
     "continuity.store.derived",
 }
 

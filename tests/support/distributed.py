@@ -60,6 +60,20 @@ FAN_OUT: Final[tuple[tuple[str, str], ...]] = (
         "search rebuild of the whole store: every thread's id",
     ),
     (
+        r"^SELECT t\.thread_id, (?:t\.head_seq, c\.seq|c\.seq, t\.head_seq|t\.head_seq, c\.)"
+        r".* FROM \w+\.threads t (?:LEFT )?JOIN \w+\.catalog c ON c\.thread_key = t\.thread_key",
+        "the catalog's listing (threads, sessions, stats, the viewer, the pointer): one row of "
+        "every thread, a co-located join on the key",
+    ),
+    (
+        r"^SELECT thread_id FROM \w+\.threads WHERE head_seq >= 0 ORDER BY thread_id$",
+        "the catalog's rebuild of the whole store: every thread's id",
+    ),
+    (
+        r"^SELECT c\.thread_key FROM \w+\.catalog c WHERE NOT EXISTS ",
+        "the catalog's rebuild and verify: rows whose thread is gone (a co-located join)",
+    ),
+    (
         r"\brekey_(?:map|ids)\b|^SELECT (?:thread_key, thread_id FROM \w+\.threads|"
         r"DISTINCT thread_id FROM \w+\.tombstones)$|^UPDATE \w+\.\w+ SET thread_key = -1 - ",
         "migration 5 (schema.py _rekey): once per store, before its tables are distributed",

@@ -22,6 +22,7 @@ from tools.bench import (
     bench_hooks,
     bench_langgraph,
     bench_openai_agents,
+    bench_pg_scale,
     bench_postgres,
     bench_postgres_compile,
     bench_read,
@@ -94,6 +95,8 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
             sizes=(10_000, 1_000_000 // scale), repeat=40 // scale or 4, seed=seed
         ),
         bench_serve.run(sizes=[10_000, 1_000_000 // scale], repeat=30 // scale or 3),
+        # bounded: 10k threads (1k quick) copied into a throwaway server once, 3 rounds
+        bench_pg_scale.run(threads=10_000 // scale, repeat=3),
     ]
     if bench_search_fixtures.FIXTURES.is_dir():  # the fixture sessions live beside the project
         reports.append(bench_search_fixtures.run(repeat=5 // scale or 1, n_queries=20))

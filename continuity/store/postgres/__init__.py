@@ -19,6 +19,8 @@ them to what uses them (nothing here reaches back into the store):
 - :mod:`.db`: the connection pool, transactions, and psycopg's failures as typed errors;
 - :mod:`.derived`: the derived tables (messages, checkpoints, marks) written with each append,
   and their reader (:class:`~.derived.PostgresDerived`);
+- :mod:`.catalog`: the catalog table (each thread's listing row, written with each append) and
+  its reader (:class:`~.catalog.PostgresCatalog`);
 - :mod:`.search`: the search index in tables (:class:`~.search.PostgresSearch`, ADR 0026);
 - :mod:`.artifacts`: the ``artifacts`` table (:class:`~.artifacts.PostgresArtifactStore`).
 
@@ -56,6 +58,7 @@ from continuity.store.base import (
     seal_frames,
 )
 from continuity.store.postgres.artifacts import PostgresArtifactStore
+from continuity.store.postgres.catalog import CatalogSql, PostgresCatalog, write_catalog
 from continuity.store.postgres.derived import (
     DerivedSql,
     PostgresDerived,
@@ -133,6 +136,7 @@ class PostgresThread(Thread):
         db: Database,
         sql: _LogSql,
         derived_sql: DerivedSql,
+        catalog_sql: CatalogSql,
     ) -> None:
         super().__init__(thread_id)
         self.key = thread_key(thread_id)
@@ -141,6 +145,7 @@ class PostgresThread(Thread):
         self._db = db
         self._sql = sql
         self._derived_sql = derived_sql
+        self._catalog_sql = catalog_sql
 
     @property
     def store(self) -> PostgresStore:
@@ -224,6 +229,7 @@ class PostgresThread(Thread):
                 mark = catch_up(conn, self._derived_sql, self.id, key, mark, head_seq)[0]
             mark = write_derived(conn, self._derived_sql, self.id, key, mark, stored, first)
             conn.execute(self._derived_sql.set_watermark, [key, *mark])
+            write_catalog(conn, self._catalog_sql, self.id, key, stored, first)
             conn.execute(
                 sql.move_head,
                 [
@@ -478,7 +484,7 @@ class _LogSql:
         )
         self.delete_rows = tuple(
             f"DELETE FROM {s}.{t} WHERE thread_key = %s"
-            for t in ("frames", "derived_threads", "messages", "checkpoints", "marks")
+            for t in ("frames", "derived_threads", "messages", "checkpoints", "marks", "catalog")
         )
         self.delete_thread = f"DELETE FROM {s}.threads WHERE thread_key = %s"
         self.referenced = (
@@ -549,6 +555,7 @@ class PostgresStore(BaseStore):
         self.schema = self._db.schema
         self._sql = _LogSql(self.schema)
         self._derived_sql = DerivedSql(self.schema)
+        self._catalog = PostgresCatalog(self._db, CatalogSql(self.schema))
         self._search: PostgresSearch | None = None
         self.artifacts = PostgresArtifactStore(self._db, durable=durable)
 
@@ -557,6 +564,11 @@ class PostgresStore(BaseStore):
         """The URL the store was opened with (it may hold a password: show it with
         :func:`continuity.paths.describe_store`)."""
         return self._url
+
+    def catalog(self) -> PostgresCatalog:
+        """The ``catalog`` table (:mod:`.catalog`): every thread's listing row, kept with each
+        append, read by the store-wide listings in one query."""
+        return self._catalog
 
     def search_backend(self) -> PostgresSearch:
         """The search index kept in this store's tables (ADR 0026): search and recall read it
@@ -580,7 +592,12 @@ class PostgresStore(BaseStore):
 
     def thread(self, thread_id: str) -> PostgresThread:
         return PostgresThread(
-            self, thread_id, db=self._db, sql=self._sql, derived_sql=self._derived_sql
+            self,
+            thread_id,
+            db=self._db,
+            sql=self._sql,
+            derived_sql=self._derived_sql,
+            catalog_sql=self._catalog.sql,
         )
 
     def threads(self) -> list[str]:

@@ -18,7 +18,9 @@ and, from version 2, the derived tables (rebuildable from ``frames``; ADR 0025):
     checkpoints      (thread_key, seq) → the checkpoint entry
     marks            (thread_key, seq) → a record (kind, key) or a retraction (spans, JSON)
 
-and ``tombstones`` (version 3: a deleted thread's last head, kept so it is not written again).
+and ``tombstones`` (version 3: a deleted thread's last head, kept so it is not written again)
+and, from version 4, ``catalog``: per thread, what the store-wide listings show of it and the
+last seq it covers (:mod:`.catalog`).
 
 From version 5 (:data:`REKEY_VERSION`) a thread's key is computed from its id on the client
 (:func:`~.keys.thread_key`), every per-thread table (:data:`PER_THREAD_TABLES`) has it in its
@@ -89,6 +91,7 @@ PER_THREAD_TABLES: Final = (
     "messages",
     "checkpoints",
     "marks",
+    "catalog",
     "tombstones",
     "search_threads",
     "search_docs",
@@ -244,6 +247,36 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
     Migration(
+        4,
+        # Only adds: older code appends without touching the catalog; this code finds those
+        # rows behind (their seq is not the head's) and catches them up from the frames.
+        1,
+        (
+            # One row per thread: what the store-wide listings show of it (the file catalog's
+            # row, :mod:`continuity.store.catalog`), and seq, the last frame it covers. Strings
+            # as UTF-8 bytea: a title may hold a NUL, which text refuses.
+            """CREATE TABLE {s}.catalog (
+                thread_key       bigint PRIMARY KEY,
+                seq              bigint NOT NULL,
+                log_bytes        bigint NOT NULL,
+                head_digest      bytea NOT NULL,
+                last_active_ms   bigint NOT NULL,
+                first_ms         bigint NOT NULL,
+                last_message_ms  bigint,
+                created          boolean NOT NULL,
+                source           bytea NOT NULL,
+                title            bytea,
+                parent_thread_id bytea,
+                project          bytea NOT NULL,
+                git_branch       bytea NOT NULL,
+                messages         bigint NOT NULL,
+                checkpoints      bigint NOT NULL,
+                compactions      bigint NOT NULL,
+                redactions       bigint NOT NULL
+            )""",
+        ),
+    ),
+    Migration(
         REKEY_VERSION,
         # Older code cannot create a thread any more (the key has no default) nor write a
         # tombstone (its key is NOT NULL): refused by version rather than failing mid-append.
@@ -264,7 +297,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-DERIVED_TABLES: Final = ("derived_threads", "messages", "checkpoints", "marks")
+DERIVED_TABLES: Final = ("derived_threads", "messages", "checkpoints", "marks", "catalog")
 """The tables derived from ``frames``: a thread's rows there can be dropped and derived again."""
 SEARCH_TABLE_NAMES: Final = ("search_threads", "search_docs", "search_postings")
 """The search index's tables (made by :mod:`.search` when a search first needs them; the same

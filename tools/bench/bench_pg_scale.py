@@ -1,0 +1,194 @@
+"""The store-wide listings at team scale: a JSONL store and a PostgreSQL store holding the same
+10,000 threads, side by side (issue 30 item 1).
+
+    python -m tools.bench.bench_pg_scale [--threads 10000] [--repeat 7] [--json]
+
+The threads are ``tools/bench/gen_threads.py``'s (Claude-Code-like sessions and sub-agents,
+about 4 KB each), written to a folder store and copied line for line into PostgreSQL by
+``migrate`` (untimed; the load time is noted). Each store is listed once before timing (the
+folder store writes its catalog file; the server's catalog table is current from the copy).
+Then ``--repeat`` rounds, the stores interleaved so drift hits them alike, medians reported:
+
+* ``continuity threads``, ``sessions`` and ``stats`` as fresh processes (wall time, output to
+  /dev/null);
+* the viewer's threads page (``/``): the app made by ``create_app`` called in-process through
+  Starlette's ``TestClient`` (routing, the listing, the template; no socket), as a running
+  ``continuity serve`` answers it;
+* ``continuity hook session-start`` (a new session of one of the projects: the pointer to the
+  previous session of the project) as a fresh process.
+
+Targets on PostgreSQL (issue 30): threads and sessions <= 300 ms, stats <= 500 ms, the viewer
+page <= 300 ms, and each within 2x of the folder store. The server is a throwaway ``pgserver``
+in a temporary folder, or ``$CONTINUITY_BENCH_PG_URL`` (its database's default ``continuity``
+schema is used, and must not hold a store yet).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+from tools.bench._common import (
+    Report,
+    common_parser,
+    continuity_command,
+    emit,
+    log,
+    median,
+    time_row,
+    timed,
+    work_dir,
+)
+
+PG_URL_ENV: Final = "CONTINUITY_BENCH_PG_URL"
+PROJECT: Final = "/home/dev/webapp"
+_SESSION: Final = "b5e1c0de-0000-4000-8000-00000000ca7a"
+_TARGETS: Final = {"threads": 300.0, "sessions": 300.0, "stats": 500.0, "viewer": 300.0}
+
+
+@contextmanager
+def _server() -> Iterator[str]:
+    external = os.environ.get(PG_URL_ENV)
+    if external:
+        yield external
+        return
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if not runtime or not Path(runtime).is_dir() or Path(runtime).stat().st_mode & 0o077:
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="continuity-xdg-")
+    import pgserver
+
+    with tempfile.TemporaryDirectory(prefix="continuity-bench-pg-") as tmp:
+        server = pgserver.get_server(Path(tmp) / "pgdata", cleanup_mode="stop")  # type: ignore[attr-defined]
+        try:
+            yield server.get_uri()
+        finally:
+            server.cleanup()
+
+
+def _command(store: str, args: list[str], env: dict[str, str], stdin: str = "") -> float:
+    argv = [*continuity_command(), "--store", store, *args]
+    seconds, proc = timed(
+        lambda: subprocess.run(
+            argv,
+            input=stdin,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+            check=False,
+        )
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv} exited with {proc.returncode}: {proc.stderr}")
+    return seconds
+
+
+def _hook_payload(work: Path) -> str:
+    return json.dumps(
+        {
+            "session_id": _SESSION,
+            "transcript_path": str(work / "none.jsonl"),
+            "cwd": PROJECT,
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        }
+    )
+
+
+def run(threads: int, repeat: int) -> Report:
+    from starlette.testclient import TestClient
+
+    from continuity.maintenance.migrate import migrate_store
+    from continuity.store.jsonl import Store
+    from continuity.store.postgres import PostgresStore
+    from continuity.viewer.app import create_app
+    from tools.bench.gen_threads import write_threads
+
+    began = time.monotonic()
+    report = Report(
+        f"store-wide listings, {threads:,} threads: folder store vs PostgreSQL",
+        {"threads": threads, "repeat": repeat},
+    )
+    with work_dir("pg-scale") as work, _server() as url:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
+        env["XDG_DATA_HOME"] = str(work / "xdg")
+        folder = str(work / "store")
+        log(f"writing {threads:,} threads")
+        with Store(folder, create=True, durable=False) as jsonl:
+            write_threads(jsonl, threads, seed=30)
+            log("copying them into PostgreSQL")
+            t0 = time.perf_counter()
+            with PostgresStore(url, create=True, durable=False) as pg:
+                migrate_store(jsonl, pg)
+            loaded = time.perf_counter() - t0
+        stores = {"folder": folder, "postgres": url}
+        commands = {
+            "threads": ["threads"],
+            "sessions": ["sessions"],
+            "stats": ["stats"],
+        }
+        payload = _hook_payload(work)
+        apps = {}
+        for where in stores.values():  # once untimed: the folder store writes its catalog
+            for args in commands.values():
+                _command(where, args, env)
+            _command(where, ["hook", "session-start"], env, payload)
+        opened = {"folder": Store(folder), "postgres": PostgresStore(url)}
+        for name, store in opened.items():
+            apps[name] = TestClient(create_app(store, token=None))
+            response = apps[name].get("/")
+            if response.status_code != 200:
+                raise RuntimeError(f"{name}: the threads page answered {response.status_code}")
+        times: dict[tuple[str, str], list[float]] = {}
+        for i in range(repeat):
+            log(f"round {i + 1}/{repeat}")
+            for name, where in stores.items():
+                for what, args in commands.items():
+                    times.setdefault((what, name), []).append(_command(where, args, env))
+                client = apps[name]
+                seconds, _ = timed(lambda: client.get("/"))  # noqa: B023 - called at once
+                times.setdefault(("viewer", name), []).append(seconds)
+                times.setdefault(("hook", name), []).append(
+                    _command(where, ["hook", "session-start"], env, payload)
+                )
+        for store in opened.values():
+            store.close()
+        labels = {
+            "threads": "continuity threads",
+            "sessions": "continuity sessions",
+            "stats": "continuity stats",
+            "viewer": "viewer threads page (in-process ASGI)",
+            "hook": "hook session-start (previous-session pointer)",
+        }
+        for what, label in labels.items():
+            base = median(times[(what, "folder")])
+            report.rows.append(time_row(f"{label}, folder store", times[(what, "folder")]))
+            row = time_row(f"{label}, PostgreSQL", times[(what, "postgres")])
+            row.ratio = median(times[(what, "postgres")]) / base if base else None
+            row.target = _TARGETS.get(what)
+            report.rows.append(row)
+        report.notes.append(
+            f"fresh processes except the viewer page; the server (pgserver) shares the machine's "
+            f"cores; {threads:,} threads copied into PostgreSQL in {loaded:.0f} s (migrate)"
+        )
+    report.seconds = time.monotonic() - began
+    return report
+
+
+def main() -> None:
+    parser = common_parser(__doc__ or "")
+    parser.add_argument("--threads", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    emit([run(args.threads, args.repeat)], args.json)
+
+
+if __name__ == "__main__":
+    main()
