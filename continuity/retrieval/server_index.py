@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from continuity.retrieval.index import DOC_RECORD
 from continuity.retrieval.ranking import Corpus
-from continuity.store.base import WideSearch
+from continuity.store.base import WideRun, WideSearch
 
 __all__ = ["WidePart", "wide_corpus"]
 
@@ -44,30 +44,16 @@ class WidePart:
         return len(docs) if not len(docs) or int(docs[-1]) < end else int(docs.searchsorted(end))
 
 
-def _list(raw: bytes, n_docs: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
-    width = 1 if n_docs <= 256 else 2
-    m = len(raw) // (width + 2)
-    if m * (width + 2) != len(raw) or m == 0:
-        raise ValueError("a postings list of the server's search index is damaged")
-    ords = np.frombuffer(raw, "u1" if width == 1 else "<u2", m).astype(np.uint32)
-    tfs = np.frombuffer(raw, "<u2", m, offset=m * width).astype(np.uint16)
-    if int(ords[-1]) >= n_docs or (m > 1 and not bool(np.all(ords[1:] > ords[:-1]))):
-        raise ValueError("a postings list of the server's search index is out of order")
-    return ords, tfs
-
-
 def wide_corpus(found: WideSearch, terms: Sequence[str]) -> Corpus | None:
     """The corpus of what the server sent for ``terms`` (None: the scope has no document).
     :class:`ValueError` when the rows do not hold together (the index is damaged)."""
     if not found.docs:
         return None
+    runs = found.runs
     names: list[str] = []
-    thread_of: list[npt.NDArray[np.uint32]] = []
-    records: list[bytes] = []
-    pieces: dict[str, tuple[list[npt.NDArray[np.uint32]], list[npt.NDArray[np.uint16]]]] = {}
-    base = 0
+    owner_of_run: list[int] = []
     last: tuple[str, int] | None = None
-    for run in found.runs:
+    for run in runs:
         if len(run.records) != run.n_docs * DOC_RECORD.itemsize or len(run.lists) != len(terms):
             raise ValueError(f"the search rows of thread {run.thread_id!r} are damaged")
         if last is None or last[0] != run.thread_id:
@@ -75,39 +61,53 @@ def wide_corpus(found: WideSearch, terms: Sequence[str]) -> Corpus | None:
         elif run.first_doc < last[1]:
             raise ValueError(f"the search rows of thread {run.thread_id!r} overlap")
         last = (run.thread_id, run.first_doc + run.n_docs)
-        thread_of.append(np.full(run.n_docs, len(names) - 1, np.uint32))
-        records.append(run.records)
-        for term, raw in zip(terms, run.lists, strict=True):
-            if raw is None:
-                continue
-            ords, tfs = _list(raw, run.n_docs)
-            entry = pieces.setdefault(term, ([], []))
-            entry[0].append(ords + np.uint32(base))
-            entry[1].append(tfs)
-        base += run.n_docs
-    recs = np.frombuffer(b"".join(records), DOC_RECORD)
-    owner = np.concatenate(thread_of) if thread_of else np.zeros(0, np.uint32)
+        owner_of_run.append(len(names) - 1)
+    sizes = np.fromiter((r.n_docs for r in runs), np.int64, len(runs))
+    bases = np.zeros(len(runs) + 1, np.int64)
+    np.cumsum(sizes, out=bases[1:])
+    n = int(bases[-1])
+    recs = np.frombuffer(b"".join(r.records for r in runs), DOC_RECORD)
+    owner = np.repeat(np.array(owner_of_run, np.uint32), sizes)
     seqs = recs["seq"]
-    if len(seqs) > 1:
+    if n > 1:
         same = owner[1:] == owner[:-1]
         if not bool(np.all(seqs[1:][same] > seqs[:-1][same])):
             raise ValueError("the server's search rows hold a thread's seqs out of order")
-    postings = {
-        t: (np.concatenate(o), np.concatenate(f)) if len(o) > 1 else (o[0], f[0])
-        for t, (o, f) in pieces.items()
-    }
+    postings = {t: _postings(runs, j, bases, sizes) for j, t in enumerate(terms)}
     key = np.zeros(len(names), np.int64)
     key[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
     return Corpus(
         "",
-        [WidePart(base, postings)],
+        [WidePart(n, postings)],
         seqs,
         recs["len"],
         recs["kind"],
         recs["role"],
-        base,
+        n,
         ordered=True,
         threads=(names, owner, key),
         n_docs=found.docs,
         total_length=found.total_length,
     )
+
+
+def _postings(
+    runs: Sequence[WideRun], j: int, bases: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]
+) -> _Arrays:
+    """Term ``j``'s postings over the sent documents (ascending), from its lists in every run:
+    (u16 run-relative ordinal, u16 count) pairs, decoded all at once."""
+    at = [i for i, r in enumerate(runs) if r.lists[j] is not None]
+    raws = [runs[i].lists[j] or b"" for i in at]
+    lengths = np.fromiter(map(len, raws), np.int64, len(raws))
+    if bool(np.any(lengths % 4)) or bool(np.any(lengths == 0)):
+        raise ValueError("a postings list of the server's search index is damaged")
+    counts = lengths // 4
+    pairs = np.frombuffer(b"".join(raws), "<u2").reshape(-1, 2)
+    rel = pairs[:, 0].astype(np.int64)
+    index = np.array(at, np.int64)
+    if bool(np.any(rel >= np.repeat(sizes[index], counts))):
+        raise ValueError("a postings list of the server's search index names no document")
+    docs = rel + np.repeat(bases[index], counts)
+    if len(docs) > 1 and not bool(np.all(docs[1:] > docs[:-1])):
+        raise ValueError("a postings list of the server's search index is out of order")
+    return docs.astype(np.uint32), pairs[:, 1].astype(np.uint16)

@@ -67,9 +67,9 @@ if TYPE_CHECKING:
 __all__ = ["SEARCH_TABLES", "SEARCH_VERSION", "PostgresSearch", "decode_list", "layout"]
 
 SEARCH_VERSION: Final = 3  # 2: stemmed terms (ADR 0032); 3: store-wide runs (ADR 0041)
-SEARCH_TABLES: Final = ("search_threads", "search_runs")
-_OLD_TABLES: Final = ("search_docs", "search_postings")
-"""Version 2's tables: dropped with the rest when the version changes."""
+SEARCH_TABLES: Final = ("search_threads", "search_docs", "search_postings")
+_OLD_TABLES: Final = ("search_runs",)
+"""Tables of other versions: dropped with the rest when the version changes."""
 SIZES: Final = (65_536, 4_096, 256)
 """The sealed run sizes, largest first (the file index's segments, ADR 0011); the rest of a
 thread's documents (fewer than 256) is one tail run."""
@@ -78,6 +78,9 @@ _CHUNK: Final = 16_384
 _READ: Final = 4_096
 """Frames read from ``frames`` at a time, for one thread or a batch of small ones."""
 _BATCH_THREADS: Final = 512
+_ROW_BYTES: Final = 1_500
+"""A postings row's terms and lists are cut to stay below PostgreSQL's TOAST threshold (about
+2 KB): a query reads small rows whole, with nothing to fetch aside or decompress."""
 _RECORD: Final = struct.Struct("<QIBB2x")
 _U32: Final = 2**32 - 1
 PROJECT: Final = " p:"
@@ -106,20 +109,19 @@ def _changed_from(n0: int, n1: int) -> int:
     return next((first for first, size in layout(n1) if (first, size) not in old), n1)
 
 
-def decode_list(raw: bytes, n_docs: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
-    """A postings list of a run of ``n_docs`` documents: (run-relative ordinals, counts)."""
-    width = 1 if n_docs <= 256 else 2
-    m = len(raw) // (width + 2)
-    if m * (width + 2) != len(raw):
+def decode_list(raw: bytes) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
+    """A postings list: (run-relative ordinals, counts), stored as (u16, u16) pairs."""
+    if len(raw) % 4:
         raise ValueError("a postings list of the search index has a partial entry")
-    ords = np.frombuffer(raw, "u1" if width == 1 else "<u2", m).astype(np.uint32)
-    tfs = np.frombuffer(raw, "<u2", m, offset=m * width).astype(np.uint16)
-    return ords, tfs
+    pairs = np.frombuffer(raw, "<u2").reshape(-1, 2)
+    return pairs[:, 0].astype(np.uint32), pairs[:, 1].astype(np.uint16)
 
 
-def _encode_list(rel: npt.NDArray[np.int64], tfs: npt.NDArray[np.int64], n_docs: int) -> bytes:
-    ords = rel.astype("u1" if n_docs <= 256 else "<u2")
-    return ords.tobytes() + np.minimum(tfs, 65535).astype("<u2").tobytes()
+def _encode_list(rel: npt.NDArray[np.int64], tfs: npt.NDArray[np.int64]) -> bytes:
+    pairs = np.empty((len(rel), 2), "<u2")
+    pairs[:, 0] = rel
+    pairs[:, 1] = np.minimum(tfs, 65535)
+    return pairs.tobytes()
 
 
 class _State(NamedTuple):
@@ -146,20 +148,28 @@ class _Postings:
         self.records: list[bytes] = []
         self.terms: dict[str, tuple[list[npt.NDArray[np.int64]], list[npt.NDArray[np.int64]]]] = {}
 
-    def add_rows(self, rows: Sequence[tuple[int, int, bytes, list[str], list[bytes]]]) -> None:
-        """Old runs read back (in order), each (first doc, n docs, records, terms, lists)."""
-        for first, n, records, terms, lists in rows:
-            if first != self.n or len(records) != n * _RECORD.size or len(terms) != len(lists):
+    def add_rows(
+        self,
+        docs: Sequence[tuple[int, int, bytes]],
+        postings: Sequence[tuple[int, list[str], list[bytes]]],
+    ) -> None:
+        """Old runs read back (in order): their (first doc, n docs, records) and their
+        postings rows (first doc, terms, lists)."""
+        for first, n, records in docs:
+            if first != self.n or len(records) != n * _RECORD.size:
                 raise ValueError("the search runs of a thread do not follow each other")
             self.records.append(records)
+            self.n += n
+        for first, terms, lists in postings:
+            if len(terms) != len(lists):
+                raise ValueError("a postings row of the search index does not pair up")
             for term, raw in zip(terms, lists, strict=True):
                 if term.startswith(" "):
                     continue
-                ords, tfs = decode_list(raw, n)
+                ords, tfs = decode_list(raw)
                 entry = self.terms.setdefault(term, ([], []))
                 entry[0].append(ords.astype(np.int64) + first)
                 entry[1].append(tfs.astype(np.int64))
-            self.n += n
 
     def add_docs(self, docs: Sequence[SearchDocument]) -> None:
         """New documents, ordinals from :attr:`n`."""
@@ -191,8 +201,10 @@ class _Postings:
 
     def rows(
         self, key: int, scope: list[str]
-    ) -> Iterator[tuple[int, int, int, bytes, list[str], list[bytes]]]:
-        """The runs of documents ``lo .. n - 1`` (``lo`` starts a run of the layout of ``n``)."""
+    ) -> Iterator[tuple[tuple[int, int, int, bytes], list[tuple[Any, ...]]]]:
+        """The runs of documents ``lo .. n - 1`` (``lo`` starts a run of the layout of ``n``):
+        each its docs row and its postings rows (terms in order, cut where a row would pass
+        :data:`_ROW_BYTES`, each row carrying the ``scope`` pseudo-terms)."""
         records = b"".join(self.records)
         merged = {
             t: (
@@ -206,23 +218,27 @@ class _Postings:
             if first < self.lo:
                 continue
             end = first + size
+            out: list[tuple[Any, ...]] = []
             terms: list[str] = []
             lists: list[bytes] = []
+            used = 0
             for t in names:
                 ords, tfs = merged[t]
                 a, b = np.searchsorted(ords, [first, end])
-                if b > a:
-                    terms.append(t)
-                    lists.append(_encode_list(ords[a:b] - first, tfs[a:b], size))
+                if b <= a:
+                    continue
+                raw = _encode_list(ords[a:b] - first, tfs[a:b])
+                cost = len(t.encode()) + len(raw) + 16
+                if terms and used + cost > _ROW_BYTES:
+                    out.append((key, first, len(out), scope + terms, [b""] * len(scope) + lists))
+                    terms, lists, used = [], [], 0
+                terms.append(t)
+                lists.append(raw)
+                used += cost
+            if terms:
+                out.append((key, first, len(out), scope + terms, [b""] * len(scope) + lists))
             at = (first - self.lo) * _RECORD.size
-            yield (
-                key,
-                first,
-                size,
-                records[at : at + size * _RECORD.size],
-                scope + terms,
-                [b""] * len(scope) + lists,
-            )
+            yield (key, first, size, records[at : at + size * _RECORD.size]), out
 
 
 class _Sql:
@@ -237,18 +253,26 @@ class _Sql:
                 project      text COLLATE "C",
                 source       text COLLATE "C" NOT NULL
             )""",
-            f"""CREATE TABLE IF NOT EXISTS {s}.search_runs (
+            f"""CREATE TABLE IF NOT EXISTS {s}.search_docs (
                 thread_key bigint NOT NULL,
                 first_doc  integer NOT NULL,
                 n_docs     integer NOT NULL,
                 records    bytea NOT NULL,
-                terms      text[] COLLATE "C" NOT NULL,
-                lists      bytea[] NOT NULL,
                 PRIMARY KEY (thread_key, first_doc)
             )""",
-            # the store-wide lookup: the runs that hold any of a query's terms
-            f"CREATE INDEX IF NOT EXISTS search_runs_terms ON {s}.search_runs "
+            f"""CREATE TABLE IF NOT EXISTS {s}.search_postings (
+                thread_key bigint NOT NULL,
+                first_doc  integer NOT NULL,
+                part       smallint NOT NULL,
+                terms      text[] COLLATE "C" NOT NULL,
+                lists      bytea[] NOT NULL,
+                PRIMARY KEY (thread_key, first_doc, part)
+            )""",
+            # the store-wide lookup: the rows that hold any of a query's terms
+            f"CREATE INDEX IF NOT EXISTS search_postings_terms ON {s}.search_postings "
             "USING gin (terms) WITH (fastupdate = off)",
+            # records are read whole, postings rows are small: nothing to compress
+            f"ALTER TABLE {s}.search_docs ALTER COLUMN records SET STORAGE EXTERNAL",
         )
         self.drop = (
             f"DROP TABLE IF EXISTS {', '.join(f'{s}.{t}' for t in SEARCH_TABLES + _OLD_TABLES)}"
@@ -303,17 +327,28 @@ class _Sql:
         self.indexed = f"SELECT thread_key FROM {s}.search_threads"
         self.thread_ids = f"SELECT thread_key, thread_id FROM {s}.threads ORDER BY thread_id"
         self.reset = tuple(f"DELETE FROM {s}.{t} WHERE thread_key = ANY(%s)" for t in SEARCH_TABLES)
-        self.old_runs = (
-            "SELECT r.thread_key, r.first_doc, r.n_docs, r.records, r.terms, r.lists "
-            f"FROM {s}.search_runs r JOIN unnest(%s::bigint[], %s::int[]) AS x(k, lo) "
-            "ON r.thread_key = x.k AND r.first_doc >= x.lo ORDER BY r.thread_key, r.first_doc"
+        runs_from = "JOIN unnest(%s::bigint[], %s::int[]) AS x(k, lo) ON r.thread_key = x.k "
+        self.old_docs = (
+            f"SELECT r.thread_key, r.first_doc, r.n_docs, r.records FROM {s}.search_docs r "
+            + runs_from
+            + "AND r.first_doc >= x.lo ORDER BY r.thread_key, r.first_doc"
         )
-        self.drop_runs = (
-            f"DELETE FROM {s}.search_runs r USING unnest(%s::bigint[], %s::int[]) AS x(k, lo) "
+        self.old_postings = (
+            f"SELECT r.thread_key, r.first_doc, r.terms, r.lists FROM {s}.search_postings r "
+            + runs_from
+            + "AND r.first_doc >= x.lo ORDER BY r.thread_key, r.first_doc, r.part"
+        )
+        self.drop_runs = tuple(
+            f"DELETE FROM {s}.{t} r USING unnest(%s::bigint[], %s::int[]) AS x(k, lo) "
             "WHERE r.thread_key = x.k AND r.first_doc >= x.lo"
+            for t in ("search_docs", "search_postings")
         )
-        self.copy_runs = (
-            f"COPY {s}.search_runs (thread_key, first_doc, n_docs, records, terms, lists) "
+        self.copy_docs = (
+            f"COPY {s}.search_docs (thread_key, first_doc, n_docs, records) "
+            "FROM STDIN (FORMAT BINARY)"
+        )
+        self.copy_postings = (
+            f"COPY {s}.search_postings (thread_key, first_doc, part, terms, lists) "
             "FROM STDIN (FORMAT BINARY)"
         )
         self.set_watermarks = (
@@ -326,34 +361,51 @@ class _Sql:
             "digest = excluded.digest, project = excluded.project, source = excluded.source"
         )
         self.records = (
-            f"SELECT r.first_doc, r.n_docs, r.records FROM {s}.search_runs r "
+            f"SELECT r.first_doc, r.n_docs, r.records FROM {s}.search_docs r "
             f"JOIN {s}.threads t ON t.thread_key = r.thread_key WHERE t.thread_id = %s "
             "AND r.first_doc < %s AND r.first_doc + r.n_docs > %s ORDER BY r.first_doc"
-        )
-        self.postings = (
-            "SELECT r.first_doc, r.n_docs, "
-            "ARRAY(SELECT r.lists[array_position(r.terms, q.t)] "
-            "FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(t, i) ORDER BY q.i) "
-            f"FROM {s}.search_runs r "
-            f"WHERE r.thread_key = (SELECT thread_key FROM {s}.threads WHERE thread_id = %(id)s) "
-            "AND r.first_doc < %(end)s AND r.first_doc + r.n_docs > %(start)s "
-            "ORDER BY r.first_doc"
-        )
-        # the store-wide query: every run (of the scope) holding one of the terms, with its
-        # records and the terms' postings (NULL where it has none)
-        self.wide = (
-            "SELECT t.thread_id, r.first_doc, r.n_docs, r.records, "
-            "ARRAY(SELECT r.lists[array_position(r.terms, q.t)] "
-            "FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(t, i) ORDER BY q.i) "
-            f"FROM {s}.search_runs r JOIN {s}.threads t ON t.thread_key = r.thread_key "
-            "WHERE r.terms && %(terms)s::text[] AND r.terms @> %(scope)s::text[] "
-            "ORDER BY t.thread_id, r.first_doc"
         )
         self.stats = (
             "SELECT count(*), coalesce(sum(docs), 0), coalesce(sum(total_length), 0) "
             f"FROM {s}.search_threads WHERE docs > 0 "
             "AND (%(project)s::text IS NULL OR project = %(project)s) "
             "AND (%(source)s::text IS NULL OR source = %(source)s)"
+        )
+        self.s = s
+
+    def lists_of(self, n: int) -> str:
+        """The postings of query terms ``%(t0)s .. %(t<n-1>)s`` in a row, NULL where none."""
+        return (
+            "ARRAY["
+            + ", ".join(f"p.lists[array_position(p.terms, %(t{i})s::text)]" for i in range(n))
+            + "]::bytea[]"
+        )
+
+    def postings(self, n: int) -> str:
+        """The postings rows of a thread's documents ``%(start)s .. %(end)s - 1``."""
+        s = self.s
+        return (
+            f"SELECT p.first_doc, {self.lists_of(n)} FROM {s}.search_postings p "
+            f"JOIN {s}.search_docs d ON d.thread_key = p.thread_key AND d.first_doc = p.first_doc "
+            f"WHERE p.thread_key = (SELECT thread_key FROM {s}.threads WHERE thread_id = %(id)s) "
+            "AND p.terms && %(terms)s::text[] "
+            "AND d.first_doc < %(end)s AND d.first_doc + d.n_docs > %(start)s "
+            "ORDER BY p.first_doc, p.part"
+        )
+
+    def wide(self, n: int) -> str:
+        """The store-wide query: every postings row (of the scope) that holds one of the terms,
+        with its run's records and the terms' postings (NULL where it has none); by thread id,
+        then run."""
+        s = self.s
+        return (
+            f"WITH hit AS (SELECT p.thread_key, p.first_doc, {self.lists_of(n)} AS lists "
+            f"FROM {s}.search_postings p "
+            "WHERE p.terms && %(terms)s::text[] AND p.terms @> %(scope)s::text[]) "
+            "SELECT t.thread_id, d.first_doc, d.n_docs, d.records, h.lists FROM hit h "
+            f"JOIN {s}.search_docs d ON d.thread_key = h.thread_key AND d.first_doc = h.first_doc "
+            f"JOIN {s}.threads t ON t.thread_key = h.thread_key "
+            "ORDER BY t.thread_id, d.first_doc"
         )
 
 
@@ -385,7 +437,7 @@ class PostgresSearch:
             with self._db.connection() as conn:
                 row = conn.execute(
                     self._sql.may_write,
-                    {"runs": f"{s}.search_runs", "threads": f"{s}.search_threads", "schema": s},
+                    {"runs": f"{s}.search_postings", "threads": f"{s}.search_threads", "schema": s},
                 ).fetchone()
             self._writable = bool(row is not None and row[0])
         return self._writable
@@ -470,22 +522,22 @@ class PostgresSearch:
         scope = ([PROJECT + project] if project is not None else []) + (
             [SOURCE + source] if source is not None else []
         )
+        params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(terms)}
+        params.update(terms=list(terms), scope=scope)
         with self._db.connection() as conn:
             row = conn.execute(self._sql.stats, {"project": project, "source": source}).fetchone()
-            rows = conn.execute(
-                self._sql.wide, {"terms": list(terms), "scope": scope}, binary=True
-            ).fetchall()
+            rows = conn.execute(self._sql.wide(len(terms)), params, binary=True).fetchall()
         assert row is not None
-        runs = [
-            WideRun(
-                str(tid),
-                int(first),
-                int(n),
-                bytes(records),
-                [None if x is None else bytes(x) for x in lists],
-            )
-            for tid, first, n, records, lists in rows
-        ]
+        runs: list[WideRun] = []
+        for tid, first, n, records, lists in rows:
+            got = [None if x is None else bytes(x) for x in lists]
+            last = runs[-1] if runs else None
+            if last is not None and (last.thread_id, last.first_doc) == (tid, first):
+                # the run's terms in another of its postings rows
+                merged = [a if a is not None else b for a, b in zip(last.lists, got, strict=True)]
+                runs[-1] = last._replace(lists=merged)
+            else:
+                runs.append(WideRun(str(tid), int(first), int(n), bytes(records), got))
         return WideSearch(
             runs=runs,
             threads=int(row[0]),
@@ -539,14 +591,15 @@ class PostgresSearch:
     ) -> dict[str, tuple[bytes, bytes]]:
         if end <= start or not terms:
             return {}
-        params = {"id": thread.id, "terms": list(terms), "start": start, "end": end}
-        rows = self._retry(self._rows, self._sql.postings, params)
+        params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(terms)}
+        params.update(id=thread.id, terms=list(terms), start=start, end=end)
+        rows = self._retry(self._rows, self._sql.postings(len(terms)), params)
         by_term: dict[str, tuple[list[npt.NDArray[np.uint32]], list[npt.NDArray[np.uint16]]]] = {}
-        for first, n, lists in rows:
+        for first, lists in rows:
             for term, raw in zip(terms, lists, strict=True):
                 if raw is None:
                     continue
-                ords, tfs = decode_list(bytes(raw), n)
+                ords, tfs = decode_list(bytes(raw))
                 entry = by_term.setdefault(term, ([], []))
                 entry[0].append(ords + np.uint32(first))
                 entry[1].append(tfs)
@@ -837,27 +890,39 @@ class PostgresSearch:
             return
         keys = [st.key for st, _n0, _d in todo]
         los = [_changed_from(n0, n0 + len(docs)) for _st, n0, docs in todo]
-        old: dict[int, list[tuple[int, int, bytes, list[str], list[bytes]]]] = {k: [] for k in keys}
+        old_docs: dict[int, list[tuple[int, int, bytes]]] = {k: [] for k in keys}
+        old_postings: dict[int, list[tuple[int, list[str], list[bytes]]]] = {k: [] for k in keys}
         if any(lo < n0 for lo, (_st, n0, _d) in zip(los, todo, strict=True)):
-            for key, first, n, records, terms, lists in conn.execute(
-                sql.old_runs, [keys, los], binary=True
+            for key, first, n, records in conn.execute(sql.old_docs, [keys, los], binary=True):
+                old_docs[int(key)].append((int(first), int(n), bytes(records)))
+            for key, first, terms, lists in conn.execute(
+                sql.old_postings, [keys, los], binary=True
             ):
-                old[int(key)].append(
-                    (int(first), int(n), bytes(records), list(terms), [bytes(x) for x in lists])
-                )
-            conn.execute(sql.drop_runs, [keys, los])
-        with conn.cursor() as cur, cur.copy(sql.copy_runs) as copy:
-            copy.set_types(["int8", "int4", "int4", "bytea", "text[]", "bytea[]"])
-            for (st, n0, docs), lo in zip(todo, los, strict=True):
-                postings = _Postings(lo)
-                postings.add_rows(old[st.key])
-                if postings.n != n0:
-                    raise ValueError(f"the search runs of thread {st.thread_id!r} end early")
-                postings.add_docs(docs)
-                scope = ([PROJECT + st.project] if st.project is not None else []) + [
-                    SOURCE + st.source
-                ]
-                for row in postings.rows(st.key, scope):
+                old_postings[int(key)].append((int(first), list(terms), [bytes(x) for x in lists]))
+            for statement in sql.drop_runs:
+                conn.execute(statement, [keys, los])
+        docs_rows: list[tuple[int, int, int, bytes]] = []
+        postings_rows: list[tuple[Any, ...]] = []
+        for (st, n0, docs), lo in zip(todo, los, strict=True):
+            postings = _Postings(lo)
+            postings.add_rows(old_docs[st.key], old_postings[st.key])
+            if postings.n != n0:
+                raise ValueError(f"the search runs of thread {st.thread_id!r} end early")
+            postings.add_docs(docs)
+            scope = ([PROJECT + st.project] if st.project is not None else []) + [
+                SOURCE + st.source
+            ]
+            for doc_row, rows in postings.rows(st.key, scope):
+                docs_rows.append(doc_row)
+                postings_rows.extend(rows)
+        with conn.cursor() as cur:
+            with cur.copy(sql.copy_docs) as copy:
+                copy.set_types(["int8", "int4", "int4", "bytea"])
+                for doc_row in docs_rows:
+                    copy.write_row(doc_row)
+            with cur.copy(sql.copy_postings) as copy:
+                copy.set_types(["int8", "int4", "int2", "text[]", "bytea[]"])
+                for row in postings_rows:
                     copy.write_row(row)
 
 
