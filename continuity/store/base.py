@@ -926,7 +926,7 @@ class WideSearch(NamedTuple):
     """What a backend's store-wide index holds for a query's terms in a scope."""
 
     runs: list[WideRun]
-    """The runs holding any of the terms, by thread id then first document."""
+    """The runs holding any of the terms, a thread's together, by first document."""
     threads: int
     docs: int
     total_length: int
