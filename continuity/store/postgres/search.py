@@ -389,8 +389,8 @@ class _Sql:
 
     def wide(self, n: int) -> str:
         """The store-wide query: every postings row (of the scope) that holds one of the terms,
-        with its run's records and the terms' postings (NULL where it has none); by thread id,
-        then run."""
+        with its run's records and the terms' postings (NULL where it has none), in no order
+        (sorting them on the server spilled to disk: the client sorts)."""
         s = self.s
         return (
             f"WITH hit AS (SELECT p.thread_key, p.first_doc, {self.lists_of(n)} AS lists "
@@ -398,8 +398,7 @@ class _Sql:
             "WHERE p.terms && %(terms)s::text[] AND p.terms @> %(scope)s::text[]) "
             "SELECT t.thread_id, d.first_doc, d.n_docs, d.records, h.lists FROM hit h "
             f"JOIN {s}.search_docs d ON d.thread_key = h.thread_key AND d.first_doc = h.first_doc "
-            f"JOIN {s}.threads t ON t.thread_key = h.thread_key "
-            "ORDER BY h.thread_key, d.first_doc"
+            f"JOIN {s}.threads t ON t.thread_key = h.thread_key"
         )
 
 
@@ -518,11 +517,16 @@ class PostgresSearch:
         )
         params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(terms)}
         params.update(terms=list(terms), scope=scope)
-        with self._db.connection() as conn:
+        with self._db.connection() as conn, conn.transaction():
+            # one snapshot for the statistics and the rows; the GIN index, however many rows
+            # match (a sequential scan would unpack every row's terms to test them)
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            conn.execute("SET LOCAL enable_seqscan = off")
             row = conn.execute(self._sql.stats, {"project": project, "source": source}).fetchone()
             rows = conn.execute(self._sql.wide(len(terms)), params, binary=True).fetchall()
         assert row is not None
         runs: list[WideRun] = []
+        rows.sort(key=lambda r: (r[0], r[1]))
         for tid, first, n, records, lists in rows:
             got = [None if x is None else bytes(x) for x in lists]
             last = runs[-1] if runs else None
