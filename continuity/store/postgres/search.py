@@ -40,6 +40,7 @@ index (:meth:`~continuity.store.postgres.PostgresStore.search_backend`).
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -706,14 +707,14 @@ class PostgresSearch:
     def _flush_pending(self) -> None:
         """Merge the GIN index's pending list after a large catch-up, so queries do not scan
         it (autovacuum would, later); a role that does not own the index leaves it."""
-        with self._db.connection() as conn:
-            try:
-                conn.execute(
-                    "SELECT gin_clean_pending_list(%s::regclass)",
-                    [f"{self.schema}.search_postings_terms"],
-                )
-            except psycopg.errors.InsufficientPrivilege:
-                pass
+        with (
+            self._db.connection() as conn,
+            contextlib.suppress(psycopg.errors.InsufficientPrivilege),
+        ):
+            conn.execute(
+                "SELECT gin_clean_pending_list(%s::regclass)",
+                [f"{self.schema}.search_postings_terms"],
+            )
 
     def _catch_up_batch(
         self, batch: Sequence[tuple[int, str]], documents: DocumentsOf, *, reset: bool
