@@ -43,7 +43,8 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -118,7 +119,8 @@ def decode_list(raw: bytes) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint
     return pairs[:, 0].astype(np.uint32), pairs[:, 1].astype(np.uint16)
 
 
-class _State(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class _State:
     """A thread's head and its watermark, as one statement reads them."""
 
     key: int
@@ -534,7 +536,9 @@ class PostgresSearch:
             if last is not None and (last.thread_id, last.first_doc) == (tid, first):
                 # the run's terms in another of its postings rows
                 merged = [a if a is not None else b for a, b in zip(last.lists, got, strict=True)]
-                runs[-1] = last._replace(lists=merged)
+                runs[-1] = WideRun(
+                    last.thread_id, last.first_doc, last.n_docs, last.records, merged
+                )
             else:
                 runs.append(WideRun(str(tid), int(first), int(n), bytes(records), got))
         return WideSearch(
@@ -741,7 +745,7 @@ class PostgresSearch:
                         continue
                 if st.last_seq is not None:
                     resets.append(st.key)  # indexed from another log: start over
-                work.append(st._replace(last_seq=-1, docs=0, total=0))
+                work.append(replace(st, last_seq=-1, docs=0, total=0))
             if resets:
                 for statement in sql.reset:
                     conn.execute(statement, [resets])
@@ -796,7 +800,7 @@ class PostgresSearch:
         flush()
         self._write(conn, pieces)
         if marks:
-            ms = sorted(marks.values())
+            ms = sorted(marks.values(), key=lambda m: m.key)
             conn.execute(
                 sql.set_watermarks,
                 [
@@ -837,7 +841,7 @@ class PostgresSearch:
             if len(batch) != st.head_seq - (st.last_seq if st.last_seq is not None else -1):
                 raise CorruptFrame(st.thread_id, st.head_seq, -1, "frame is missing")
             pieces.append((st, st.docs, docs))
-            marks[st.key] = st._replace(docs=st.docs + len(docs), total=st.total + _length(docs))
+            marks[st.key] = replace(st, docs=st.docs + len(docs), total=st.total + _length(docs))
 
     def _checked(self, st: _State, batch: Sequence[tuple[int, bytes]]) -> _State:
         """``st`` with the project and source of its first frame when ``batch`` starts the
@@ -855,7 +859,8 @@ class PostgresSearch:
             meta = first.meta if isinstance(first, fr.ThreadCreated) else {}
             project = meta.get("project")
             source = meta.get("source", "")
-            st = st._replace(
+            st = replace(
+                st,
                 project=project if isinstance(project, str) else None,
                 source=source if isinstance(source, str) else "",
             )
@@ -878,7 +883,7 @@ class PostgresSearch:
             ]
             if len(batch) != hi - seq + 1:
                 raise CorruptFrame(st.thread_id, seq + len(batch), -1, "frame is missing")
-            st = self._checked(st._replace(last_seq=seq - 1), batch)
+            st = self._checked(replace(st, last_seq=seq - 1), batch)
             pending.extend(documents(thread, batch))
             while len(pending) >= _CHUNK:
                 st = self._write_one(conn, st, pending[:_CHUNK])
@@ -890,7 +895,7 @@ class PostgresSearch:
 
     def _write_one(self, conn: Connection, st: _State, docs: list[SearchDocument]) -> _State:
         self._write(conn, [(st, st.docs, docs)])
-        return st._replace(docs=st.docs + len(docs), total=st.total + _length(docs))
+        return replace(st, docs=st.docs + len(docs), total=st.total + _length(docs))
 
     def _write(
         self, conn: Connection, pieces: Sequence[tuple[_State, int, list[SearchDocument]]]
