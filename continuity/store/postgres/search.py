@@ -658,6 +658,8 @@ class PostgresSearch:
     def _watermark(
         self, thread: Thread, documents: DocumentsOf, max_seq: int | None
     ) -> SearchWatermark | None:
+        if not self._readable:  # another version's tables, and no right to replace them
+            return None
         with self._db.connection() as conn:
             row = conn.execute(self._sql.state_of_id, [thread.id], binary=True).fetchone()
         if row is None or row[2] < 0:
