@@ -97,6 +97,8 @@ def _projects(js: Store) -> list[str]:
 def test_search_prints_the_same_bytes_as_jsonl(pair: tuple[Store, Any]) -> None:
     js, pg = pair
     project = _projects(js)[1]
+    for store in (js, pg):  # both indexes built first: a long build reports progress on stderr
+        search(store, QUERIES[0], k=1)
     for query in QUERIES:
         for extra in (
             [],
