@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final, overload
 import msgspec
 
 from continuity import frames as fr
-from continuity.agents_table import agent_named, known_agent_names
+from continuity.agents_table import Agent, agent_named, known_agent_names
 from continuity.caches.live import marks_of
 from continuity.caches.marks import is_in
 from continuity.caches.thread_index import DAMAGE as _DAMAGE, ThreadIndex, check_no_lost_threads
@@ -33,6 +33,7 @@ from continuity.retrieval.ranking import (
     rank,
     rank_prefix,
 )
+from continuity.retrieval.server_index import wide_corpus
 from continuity.retrieval.state import forget, search_state
 from continuity.retrieval.store_index import (
     Progress,
@@ -41,7 +42,7 @@ from continuity.retrieval.store_index import (
     rebuild_store_search,
 )
 from continuity.retrieval.terms import SURFACE, token_spans, words_of
-from continuity.store.base import BaseStore, Thread, resolve_thread
+from continuity.store.base import BaseStore, Thread, WideSearchBackend, resolve_thread
 
 if TYPE_CHECKING:
     from continuity.retrieval.embedders import Embedder  # a protocol: annotations only
@@ -211,10 +212,14 @@ def _agent_threads(store: BaseStore, agent: str) -> frozenset[str]:
     ``agent`` names no agent."""
     from continuity.caches.catalog import thread_sources  # not on a plain search's path
 
-    found = agent_named(agent)
-    if found is None:
-        raise InvalidQuery(f"unknown agent {agent!r}: the agents are {known_agent_names()}")
+    found = _agent(agent)
     return frozenset(t for t, source in thread_sources(store).items() if source == found.source)
+
+
+def _thread_sources(store: BaseStore) -> dict[str, str]:
+    from continuity.caches.catalog import thread_sources
+
+    return thread_sources(store)
 
 
 def search(
@@ -256,8 +261,38 @@ def search(
     """
     if k <= 0:
         raise InvalidQuery("k must be positive")
-    only = _agent_threads(store, agent) if agent is not None else None
+    only: frozenset[str] | _Source | None = None
+    if agent is not None:
+        # a server's store-wide index keeps each thread's source: no thread is listed first
+        only = _Source(_agent(agent).source) if _server(store) else _agent_threads(store, agent)
     return _search(store, query, thread, project, only, k, embedder, rerank, on_damage, progress)
+
+
+class _Source(str):
+    """The agent filter as its source, for a backend's store-wide index (ADR 0041)."""
+
+
+def _agent(agent: str) -> Agent:
+    found = agent_named(agent)
+    if found is None:
+        raise InvalidQuery(f"unknown agent {agent!r}: the agents are {known_agent_names()}")
+    return found
+
+
+def _server(store: BaseStore) -> WideSearchBackend | None:
+    """The store's backend index when it answers store-wide queries itself (ADR 0041)."""
+    if store.cache_dir is not None:
+        return None
+    backend = store.search_backend()
+    return backend if isinstance(backend, WideSearchBackend) else None
+
+
+def _only(store: BaseStore, only: frozenset[str] | _Source | None) -> frozenset[str] | None:
+    """The threads an agent filter keeps, listed (the paths that rank thread by thread)."""
+    if isinstance(only, _Source):
+        sources = _thread_sources(store)
+        return frozenset(t for t, source in sources.items() if source == str(only))
+    return only
 
 
 def _search(
@@ -265,7 +300,7 @@ def _search(
     query: str,
     thread: str | None,
     project: str | None,
-    only: frozenset[str] | None,
+    only: frozenset[str] | _Source | None,
     k: int,
     embedder: Embedder | None,
     rerank: int,
@@ -284,7 +319,8 @@ def _search(
     if wide is not None:
         hits = wide
     else:
-        hits = _per_thread(store, terms, want, thread, project, told, on_damage, handles, only)
+        listed = _only(store, only)
+        hits = _per_thread(store, terms, want, thread, project, told, on_damage, handles, listed)
     if on_damage is not None:
         for message in dict.fromkeys(told):
             on_damage(message)
@@ -292,8 +328,9 @@ def _search(
         hits = _fused(
             store, query, embedder, hits, want, thread, project, on_damage, handles, progress
         )
-        if only is not None:  # the semantic ranking knows no agents: its hits are kept after
-            hits = [h for h in hits if h.thread_id in only]
+        kept = _only(store, only)
+        if kept is not None:  # the semantic ranking knows no agents: its hits are kept after
+            hits = [h for h in hits if h.thread_id in kept]
     led = lead(handles, hits, k)  # one hit per merged response, and where each leads (ADR 0034)
     if len(led) < k and len(hits) == want:  # parts of responses filled the candidates
         said = set(told)
@@ -316,7 +353,7 @@ def _wide(
     store: BaseStore,
     terms: list[str],
     want: int,
-    scope: tuple[str | None, Collection[str] | None],
+    scope: tuple[str | None, Collection[str] | _Source | None],
     told: list[str],
     on_damage: Callable[[str], None] | None,
     progress: Progress | None,
@@ -331,6 +368,9 @@ def _wide(
             found = handles[tid] = store.thread(tid)
         return found
 
+    server = _server(store)
+    if server is not None:
+        return _server_wide(server, handle, terms, want, scope, told, on_damage, progress)
     view = open_store_search(store, progress, handle)
     if view is None:
         return None
@@ -350,6 +390,57 @@ def _wide(
         except (CorruptCache, *_DAMAGE):
             told.clear()
             return None  # the damage is elsewhere (a thread's frame caches): the slow path
+
+
+def _server_wide(
+    server: WideSearchBackend,
+    handle: Callable[[str], Thread],
+    terms: list[str],
+    want: int,
+    scope: tuple[str | None, Collection[str] | _Source | None],
+    told: list[str],
+    on_damage: Callable[[str], None] | None,
+    progress: Progress | None,
+) -> list[Hit] | None:
+    """The hits through the backend's store-wide index (ADR 0041): one query for the runs that
+    hold the terms, across every thread of the scope; rebuilt once when damaged. A connection
+    that may not write answers from the index as it is and says how far it lags."""
+    project, only = scope
+    if only is not None and not isinstance(only, _Source):
+        return None  # a list of threads: ranked thread by thread
+    source = None if only is None else str(only)
+    for attempt in (0, 1):
+        found = server.search_wide(
+            terms, documents_of_lines, project=project, source=source, progress=progress
+        )
+        if found.lagging_threads:
+            told.append(
+                f"the search index lags the log: {found.lagging_threads:,} threads "
+                f"({found.lagging_frames:,} frames) are not indexed yet and this connection "
+                "may not index them (read-only); their hits are missing"
+            )
+        try:
+            corpus = wide_corpus(found, terms)
+            if corpus is None:
+                return []
+            ordinals: dict[tuple[str, int], int] = {}
+            hits = rank([corpus], terms, want, frozenset(), ordinals)
+            threads = {h.thread_id: handle(h.thread_id) for h in hits}
+            checks = dict.fromkeys(threads, corpus)
+            return _with_snippets(
+                threads,
+                hits,
+                terms,
+                on_damage=told.append if on_damage else None,
+                corpora=(checks, ordinals),
+            )
+        except (CorruptCache, *_DAMAGE):
+            told.clear()
+            if attempt or not server.writable():
+                return None  # the damage is elsewhere, or cannot be mended here: the slow path
+            server.rebuild_search(None, documents_of_lines)
+            forget()
+    return None
 
 
 def _ranked_wide(

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, Self
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, Self, runtime_checkable
 
 import msgspec
 
@@ -78,6 +78,9 @@ __all__ = [
     "SearchWatermark",
     "Thread",
     "Tombstone",
+    "WideRun",
+    "WideSearch",
+    "WideSearchBackend",
     "batch_of",
     "check_sealed",
     "deletion_facts",
@@ -912,6 +915,34 @@ class SearchWatermark(NamedTuple):
     """The sum of their (clipped) lengths."""
 
 
+class WideRun(NamedTuple):
+    """A run of one thread's documents that holds a query's terms (a store-wide search)."""
+
+    thread_id: str
+    first_doc: int
+    """Its first document's ordinal in the thread."""
+    n_docs: int
+    records: bytes
+    """The run's document records (16 bytes each, as :class:`SearchBackend` says)."""
+    lists: list[bytes | None]
+    """Each query term's postings in the run (None: it has none): run-relative ordinals
+    (u8 when ``n_docs`` <= 256, else u16), then the counts (u16)."""
+
+
+class WideSearch(NamedTuple):
+    """What a backend's store-wide index holds for a query's terms in a scope."""
+
+    runs: list[WideRun]
+    """The runs holding any of the terms, a thread's together, by first document."""
+    threads: int
+    docs: int
+    total_length: int
+    """The scope's indexed threads, documents and the sum of their lengths."""
+    lagging_threads: int = 0
+    lagging_frames: int = 0
+    """What the index does not hold yet and this connection could not add (read-only)."""
+
+
 class SearchBackend(Protocol):
     """A search index kept by the backend (a server's tables): documents and postings by
     document ordinal, derived from the log by :data:`DocumentsOf` and brought up to it lazily.
@@ -946,4 +977,27 @@ class SearchBackend(Protocol):
     def rebuild_search(self, threads: Sequence[Thread] | None, documents: DocumentsOf) -> int:
         """Drop the index (of ``threads``; None: all of it) and build it again from the log;
         return how many threads were indexed."""
+        ...
+
+
+@runtime_checkable
+class WideSearchBackend(SearchBackend, Protocol):
+    """A :class:`SearchBackend` that also answers store-wide queries itself (ADR 0041)."""
+
+    def search_wide(
+        self,
+        terms: Sequence[str],
+        documents: DocumentsOf,
+        *,
+        project: str | None = None,
+        source: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> WideSearch:
+        """The runs holding any of ``terms`` in the scope (the threads of ``project`` and of
+        ``source``; None: any), the scope's statistics, the index caught up first when this
+        connection may write it (else how far it lags)."""
+        ...
+
+    def writable(self) -> bool:
+        """Whether this connection may write the index."""
         ...

@@ -25,8 +25,8 @@ from continuity.store.postgres.schema import (
     PER_THREAD_TABLES,
     REKEY_VERSION,
     SCHEMA_VERSION,
-    SEARCH_TABLE_NAMES,
 )
+from continuity.store.postgres.search import SEARCH_TABLES
 from continuity.testing.support import msg
 from tests.support.distributed import (
     check_log,
@@ -247,7 +247,7 @@ def _copy_as_v3(pg_stores: PgStores, ref: str, old: str) -> None:
             f"INSERT INTO {old}.{table} (thread_key, {', '.join(cols)}) SELECT o.thread_key, "
             f"{', '.join('x.' + c for c in cols)} FROM {ref}.{table} x {keyed}"
         )
-    for table in SEARCH_TABLE_NAMES:  # the search index, made by a search before
+    for table in SEARCH_TABLES:  # the search index, made by a search before
         rows(f"CREATE TABLE {old}.{table} (LIKE {ref}.{table} INCLUDING ALL)")
         rows(
             f"INSERT INTO {old}.{table} SELECT o.thread_key, "

@@ -34,15 +34,7 @@ READS = [
     ["compile", "t1", "--dry-run", "--format", "text"],
     ["decisions", "t1"],
     ["verify"],
-    pytest.param(
-        ["search", "alpha"],
-        marks=pytest.mark.xfail(
-            reason="search writes its index on the server; (search) makes it answer from the "
-            "index as it is on a read-only server",
-            strict=False,
-        ),
-        id="search",
-    ),
+    ["search", "alpha"],
 ]
 WRITES = [
     (["append", "t1"], "nothing was written"),

@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "continuity.retrieval",  # the package's docstring: a map, no imports
             "continuity.retrieval.store_index",
+            "continuity.retrieval.server_index",
             "continuity.retrieval.embedders",
             "continuity.retrieval.vectors",
             "continuity.retrieval.fusion",

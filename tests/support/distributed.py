@@ -74,6 +74,28 @@ FAN_OUT: Final[tuple[tuple[str, str], ...]] = (
         "the catalog's rebuild and verify: rows whose thread is gone (a co-located join)",
     ),
     (
+        r"^SELECT coalesce\(t\.thread_key, w\.thread_key\), t\.thread_id, .* FROM \w+\.threads t "
+        r"FULL JOIN \w+\.search_threads w ON w\.thread_key = t\.thread_key ",
+        "search: which threads' index lags their head (one co-located join of every thread)",
+    ),
+    (
+        r"^SELECT count\(\*\), coalesce\(sum\(docs\), 0\), coalesce\(sum\(total_length\), 0\) "
+        r"FROM \w+\.search_threads ",
+        "search: the scope's BM25 statistics, a sum over every thread's index row",
+    ),
+    (
+        r"^WITH hit AS \(SELECT p\.thread_key, p\.first_doc, ARRAY\[.*FROM \w+\.search_postings p "
+        r"WHERE p\.terms && ",
+        "search: the store-wide query, one GIN scan of every shard's postings, co-located joins",
+    ),
+    (
+        r"thread_key = ANY\(\$1\)|JOIN unnest\(\$1::bigint\[\], \$2::(?:bigint|int)\[\]"
+        r"(?:, \$3::bigint\[\])?\) AS x\(k, (?:seq|lo|lo, hi)\) ON \w\.thread_key = x\.k"
+        r"|USING unnest\(\$1::bigint\[\], \$2::int\[\]\) AS x\(k, lo\) WHERE r\.thread_key = x\.k",
+        "search catch-up: a batch of up to 512 threads in one transaction, each row named by its "
+        "key (multi-shard on Citus, pruned to the keys' shards where the planner can)",
+    ),
+    (
         r"\brekey_(?:map|ids)\b|^SELECT (?:thread_key, thread_id FROM \w+\.threads|"
         r"DISTINCT thread_id FROM \w+\.tombstones)$|^UPDATE \w+\.\w+ SET thread_key = -1 - ",
         "migration 5 (schema.py _rekey): once per store, before its tables are distributed",

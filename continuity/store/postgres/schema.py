@@ -299,7 +299,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
 )
 DERIVED_TABLES: Final = ("derived_threads", "messages", "checkpoints", "marks", "catalog")
 """The tables derived from ``frames``: a thread's rows there can be dropped and derived again."""
-SEARCH_TABLE_NAMES: Final = ("search_threads", "search_docs", "search_postings")
+SEARCH_TABLE_NAMES: Final = ("search_threads", "search_docs", "search_postings", "search_runs")
 """The search index's tables (made by :mod:`.search` when a search first needs them; the same
 names as its ``SEARCH_TABLES``, here so the store need not import numpy to delete a thread)."""
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version
