@@ -42,8 +42,13 @@ def served() -> Iterator[tuple[ModelServer, anthropic.Anthropic]]:
             Rule(Reply(text="A title"), name="side", main=False, phrase="title"),
         ]
     )
-    with ModelServer(script) as server:
-        yield server, anthropic.Anthropic(base_url=server.url, api_key="test", max_retries=0)
+    # The client is closed with the server: an unclosed client's pooled socket is found by the
+    # garbage collector later, as a ResourceWarning in whatever test runs then.
+    with (
+        ModelServer(script) as server,
+        anthropic.Anthropic(base_url=server.url, api_key="test", max_retries=0) as client,
+    ):
+        yield server, client
 
 
 def _text(message: Message) -> str:
