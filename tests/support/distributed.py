@@ -96,6 +96,12 @@ FAN_OUT: Final[tuple[tuple[str, str], ...]] = (
         "key (multi-shard on Citus, pruned to the keys' shards where the planner can)",
     ),
     (
+        r"^SELECT count\(\*\), coalesce\(sum\(head_seq \+ 1\), 0\) FROM \w+\.threads "
+        r"WHERE head_seq >= 0$",
+        "search on a read-only connection with no index yet: how much lags, a sum over every "
+        "thread",
+    ),
+    (
         r"\brekey_(?:map|ids)\b|^SELECT (?:thread_key, thread_id FROM \w+\.threads|"
         r"DISTINCT thread_id FROM \w+\.tombstones)$|^UPDATE \w+\.\w+ SET thread_key = -1 - ",
         "migration 5 (schema.py _rekey): once per store, before its tables are distributed",
