@@ -53,6 +53,10 @@ _RUNTIME_MODULES = {
         "SearchBackend",
         "SearchDocument",
         "SearchWatermark",
+        # what a server store's store-wide search index answers with (ADR 0041)
+        "WideRun",
+        "WideSearch",
+        "WideSearchBackend",
         "LogReader",
         "LogStamp",  # what a backend gives the store catalog, not API for users
         "batch_of",

@@ -371,3 +371,28 @@ class Launcher:
         self.proc.stdin.close()
         self.proc.wait()
         self.proc.stdout.close()
+
+
+PG_URL_ENV: Final = "CONTINUITY_BENCH_PG_URL"
+"""An external server for the PostgreSQL benchmarks (they make and drop their own schemas)."""
+
+
+@contextmanager
+def pg_server() -> Iterator[str]:
+    """A PostgreSQL server for a benchmark: ``$CONTINUITY_BENCH_PG_URL``, or a throwaway
+    ``pgserver`` in a temporary folder, stopped when the block ends."""
+    external = os.environ.get(PG_URL_ENV)
+    if external:
+        yield external
+        return
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if not runtime or not Path(runtime).is_dir() or Path(runtime).stat().st_mode & 0o077:
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="continuity-xdg-")
+    import pgserver
+
+    with tempfile.TemporaryDirectory(prefix="continuity-bench-pg-") as tmp:
+        server = pgserver.get_server(Path(tmp) / "pgdata", cleanup_mode="stop")  # type: ignore[attr-defined]
+        try:
+            yield server.get_uri()
+        finally:
+            server.cleanup()

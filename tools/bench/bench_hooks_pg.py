@@ -36,7 +36,6 @@ import random
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -54,33 +53,14 @@ from tools.bench._common import (
     emit,
     log,
     median,
+    pg_server,
     time_row,
     timed,
     work_dir,
 )
 
-PG_URL_ENV: Final = "CONTINUITY_BENCH_PG_URL"
 SESSION: Final = "b5e1c0de-0000-4000-8000-000000000030"
 _CWD: Final = "/work/bench-pg"
-
-
-@contextmanager
-def _server() -> Iterator[str]:
-    external = os.environ.get(PG_URL_ENV)
-    if external:
-        yield external
-        return
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if not runtime or not Path(runtime).is_dir() or Path(runtime).stat().st_mode & 0o077:
-        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="continuity-xdg-")
-    import pgserver
-
-    with tempfile.TemporaryDirectory(prefix="continuity-bench-pg-") as tmp:
-        server = pgserver.get_server(Path(tmp) / "pgdata", cleanup_mode="stop")  # type: ignore[attr-defined]
-        try:
-            yield server.get_uri()
-        finally:
-            server.cleanup()
 
 
 @contextmanager
@@ -275,7 +255,7 @@ def run_latency(repeat: int, threads: int) -> Report:
     report = Report(
         "Claude Code hooks: folder vs PostgreSQL store", {"repeat": repeat, "threads": threads}
     )
-    with work_dir("hooks-pg-latency") as work, _server() as url:
+    with work_dir("hooks-pg-latency") as work, pg_server() as url:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
         env["XDG_DATA_HOME"] = str(work / "xdg")
         # Measured, not cut short: recall on a large server store takes longer than a hook's
@@ -320,7 +300,7 @@ def run_latency(repeat: int, threads: int) -> Report:
 def run_sick(repeat: int) -> Report:
     began = time.monotonic()
     report = Report("hooks on a sick PostgreSQL server", {"repeat": repeat})
-    with work_dir("hooks-pg") as work, _server() as up, _silent_listener() as hung:
+    with work_dir("hooks-pg") as work, pg_server() as up, _silent_listener() as hung:
         down = _closed_port_url()
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
         env["XDG_DATA_HOME"] = str(work / "xdg")

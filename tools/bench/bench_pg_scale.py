@@ -28,10 +28,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -42,34 +39,15 @@ from tools.bench._common import (
     emit,
     log,
     median,
+    pg_server,
     time_row,
     timed,
     work_dir,
 )
 
-PG_URL_ENV: Final = "CONTINUITY_BENCH_PG_URL"
 PROJECT: Final = "/home/dev/webapp"
 _SESSION: Final = "b5e1c0de-0000-4000-8000-00000000ca7a"
 _TARGETS: Final = {"threads": 300.0, "sessions": 300.0, "stats": 500.0, "viewer": 300.0}
-
-
-@contextmanager
-def _server() -> Iterator[str]:
-    external = os.environ.get(PG_URL_ENV)
-    if external:
-        yield external
-        return
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if not runtime or not Path(runtime).is_dir() or Path(runtime).stat().st_mode & 0o077:
-        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="continuity-xdg-")
-    import pgserver
-
-    with tempfile.TemporaryDirectory(prefix="continuity-bench-pg-") as tmp:
-        server = pgserver.get_server(Path(tmp) / "pgdata", cleanup_mode="stop")  # type: ignore[attr-defined]
-        try:
-            yield server.get_uri()
-        finally:
-            server.cleanup()
 
 
 def _command(store: str, args: list[str], env: dict[str, str], stdin: str = "") -> float:
@@ -116,7 +94,7 @@ def run(threads: int, repeat: int) -> Report:
         f"store-wide listings, {threads:,} threads: folder store vs PostgreSQL",
         {"threads": threads, "repeat": repeat},
     )
-    with work_dir("pg-scale") as work, _server() as url:
+    with work_dir("pg-scale") as work, pg_server() as url:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
         env["XDG_DATA_HOME"] = str(work / "xdg")
         folder = str(work / "store")

@@ -22,10 +22,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,12 +34,12 @@ from tools.bench._common import (
     log,
     median,
     percentile,
+    pg_server,
     work_dir,
 )
 
 __all__ = ["main", "run"]
 
-PG_URL_ENV: Final = "CONTINUITY_BENCH_PG_URL"
 
 # One process of the run: open the store, wait for the common start, append, report.
 WORKER: Final = r"""
@@ -74,25 +71,6 @@ if args["url"]:
     store.close()
 print(json.dumps({"began": began, "ended": ended, "lat": lat, "frames": n}))
 """
-
-
-@contextmanager
-def _server() -> Iterator[str]:
-    external = os.environ.get(PG_URL_ENV)
-    if external:
-        yield external
-        return
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if not runtime or not Path(runtime).is_dir() or Path(runtime).stat().st_mode & 0o077:
-        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="continuity-xdg-")
-    import pgserver
-
-    with tempfile.TemporaryDirectory(prefix="continuity-bench-pg-") as tmp:
-        server = pgserver.get_server(Path(tmp) / "pgdata", cleanup_mode="stop")  # type: ignore[attr-defined]
-        try:
-            yield server.get_uri()
-        finally:
-            server.cleanup()
 
 
 def _sql(url: str, statement: str) -> None:
@@ -156,7 +134,7 @@ def run(
     cases = [(durable, shared) for durable in (True, False) for shared in (True, False)]
     rates: dict[tuple[str, bool, bool], list[float]] = {}
     lats: dict[tuple[str, bool, bool], list[float]] = {}
-    with _server() as url, work_dir("postgres") as work:
+    with pg_server() as url, work_dir("postgres") as work:
         from continuity.store.jsonl import Store
 
         for r in range(repeat):

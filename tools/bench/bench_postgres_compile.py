@@ -43,12 +43,13 @@ from tools.bench._common import (
     emit,
     log,
     median,
+    pg_server,
     rate_row,
     short_size,
     time_row,
     timed,
 )
-from tools.bench.bench_postgres import _server, _sql
+from tools.bench.bench_postgres import _sql
 
 __all__ = ["main", "run"]
 
@@ -82,7 +83,7 @@ def run(
     jsonl: dict[int, Store] = {}
     pg: dict[int, Any] = {}
     urls: dict[int, str] = {}
-    with _server() as url:
+    with pg_server() as url:
         try:
             for n in sizes:
                 root = cached_thread(n, seed)

@@ -83,7 +83,8 @@ def _rows(name: str, samples: list[tuple[float, float]], baseline: str = "") -> 
 def run(frames: int, runs: int, cold_runs: int, scan_runs: int) -> Report:
     from continuity.maintenance.migrate import migrate_store
     from continuity.store.postgres import PostgresStore
-    from tools.bench.bench_postgres import _server, _sql
+    from tools.bench._common import pg_server
+    from tools.bench.bench_postgres import _sql
 
     report = Report(
         "postgres_search",
@@ -91,7 +92,7 @@ def run(frames: int, runs: int, cold_runs: int, scan_runs: int) -> Report:
     )
     source = cached_thread(frames)
     launcher = Launcher()
-    with _server() as url, work_dir("pgsearch") as work:
+    with pg_server() as url, work_dir("pgsearch") as work:
         schema = "continuity"  # the schema the command line opens
         _sql(url, f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         pg = PostgresStore(url, schema=schema, create=True, durable=False)
@@ -194,14 +195,15 @@ def run_threads(n_threads: int, runs: int) -> Report:
     from continuity.paths import local_dir_of
     from continuity.store.jsonl import Store
     from continuity.store.postgres import PostgresStore
-    from tools.bench.bench_postgres import _server, _sql
+    from tools.bench._common import pg_server
+    from tools.bench.bench_postgres import _sql
     from tools.bench.gen_threads import write_threads
 
     report = Report(
         "postgres_search_threads", {"threads": n_threads, "runs": runs, "queries": list(QUERIES)}
     )
     launcher = Launcher()
-    with _server() as url, work_dir("pgsearch-threads") as work:
+    with pg_server() as url, work_dir("pgsearch-threads") as work:
         schema = "continuity"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
         env["XDG_DATA_HOME"] = str(work / "xdg")
