@@ -76,6 +76,7 @@ def _outcome(store: BaseStore, tid: str, **kw: Any) -> bytes | tuple[str, int]:
 # psycopg_pool's background threads draw from the global `random` (reconnection jitter): when
 # one does during a draw, Hypothesis takes it for a strategy using `random` and warns, and the
 # warning (an error here) then fails the replay as flaky. The strategies here use no `random`.
+@pytest.mark.slow  # 40 examples on three stores: 6 s on a quiet machine, 20 s on a loaded one
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 @settings(
     max_examples=40,
