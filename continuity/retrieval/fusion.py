@@ -82,9 +82,11 @@ def _fused(
     depth: int | None,
     c: int,
     progress: Callable[[int, int], None] | None = None,
+    jobs: int = 1,
+    budget: int | None = None,
 ) -> list[tuple[str, int, float, int, int]]:
     n = depth if depth is not None else max(k, len(bm25_hits))
-    near = nearest(store, query, embedder, thread, project, n, progress)
+    near = nearest(store, query, embedder, thread, project, n, progress, jobs=jobs, budget=budget)
     lexical = [(h.thread_id, h.seq) for h in bm25_hits]
     semantic = [(t, s) for t, s, _c, _k, _r in near]
     scores, _best = _rrf([lexical, semantic], c)
@@ -107,16 +109,19 @@ def fused_hits(
     depth: int | None = None,
     c: int = RRF_C,
     progress: Callable[[int, int], None] | None = None,
+    jobs: int = 1,
+    budget: int | None = None,
 ) -> tuple[list[Hit], list[Hit]]:
     """:func:`fused_search` as hits, in fused order with the fused score, and the hits among
     them that BM25 did not find (no snippet yet: the caller makes one, as for any hit). BM25's
-    hits keep their snippet and matched terms. ``progress`` hears (threads done, threads in
-    all) while the vector cache is made or caught up."""
+    hits keep their snippet and matched terms. ``progress`` hears (documents embedded,
+    documents to embed) while the vector cache is made or caught up, by ``jobs`` processes;
+    ``budget`` caps the documents embedded now (:func:`~.vectors.nearest`)."""
     lexical = {(h.thread_id, h.seq): h for h in bm25_hits}
     out: list[Hit] = []
     new: list[Hit] = []
     for t, s, score, kind, role in _fused(
-        store, query, embedder, bm25_hits, k, thread, project, depth, c, progress
+        store, query, embedder, bm25_hits, k, thread, project, depth, c, progress, jobs, budget
     ):
         found = lexical.get((t, s))
         if found is not None:
