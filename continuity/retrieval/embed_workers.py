@@ -8,8 +8,9 @@ that ``args`` (strings and numbers, such as a model folder) make the same embedd
 (:func:`embedder_spec` reads it from an embedder's optional ``spec`` attribute). An embedder
 without one is embedded in the calling process.
 
-This module imports nothing heavy at its top: a worker sets its BLAS thread count to one (N
-processes on N cores, not N × cores threads) before numpy is imported by the factory's module.
+A worker uses one BLAS thread (N processes on N cores, not N × cores threads): the environment
+says so before numpy is imported (spawn), and numpy's OpenBLAS is told so when it is loaded
+already (fork).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "embed_texts",
     "embedder_spec",
     "make_embedder",
+    "mp_context",
     "start_worker",
 ]
 
@@ -72,6 +74,35 @@ def make_embedder(spec: EmbedderSpec) -> Any:
     return factory(*spec[1])
 
 
+def _one_blas_thread() -> None:
+    """Tell an OpenBLAS this process loaded already to use one thread (best effort)."""
+    import ctypes
+    import re
+
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", f.read())))
+    except OSError:
+        return
+    for path in libs:
+        with contextlib.suppress(OSError):
+            lib = ctypes.CDLL(path)
+            for name in (
+                "scipy_openblas_set_num_threads64_",
+                "openblas_set_num_threads64_",
+                "openblas_set_num_threads",
+            ):
+                if hasattr(lib, name):
+                    getattr(lib, name)(1)
+
+
+def mp_context() -> Any:
+    """Fork on Linux (fast, and no ``__main__`` to import again), spawn elsewhere."""
+    import multiprocessing
+
+    return multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+
+
 def start_worker(spec: EmbedderSpec, parent: int) -> None:
     """A worker's start: one BLAS thread, Ctrl-C left to the parent (which stops the pool and
     says what was kept), death with the parent (Linux), then the embedder."""
@@ -87,6 +118,8 @@ def start_worker(spec: EmbedderSpec, parent: int) -> None:
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the parent died before prctl: nothing to work for
             os._exit(1)
+        if "numpy" in sys.modules:
+            _one_blas_thread()
     _EMBEDDER = make_embedder(spec)
 
 

@@ -446,7 +446,6 @@ def _in_workers(
 ) -> Generator[tuple[_Work, bytes]]:
     """:func:`_embedded` by worker processes: chunks of :data:`CHUNK` documents, at most two
     a worker in flight; a thread's records are yielded once all its chunks are back."""
-    import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
@@ -460,7 +459,7 @@ def _in_workers(
     chunks = iter([(i, lo) for i, w in enumerate(works) for lo in range(0, len(w.docs), CHUNK)])
     pool = ProcessPoolExecutor(
         max_workers=jobs,
-        mp_context=multiprocessing.get_context("spawn"),
+        mp_context=embed_workers.mp_context(),
         initializer=embed_workers.start_worker,
         initargs=(spec, os.getpid()),
     )
