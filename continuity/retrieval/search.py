@@ -584,6 +584,8 @@ def search_prefix(
     k: int,
     exclude_seqs: Iterable[int] = (),
     use_caches: bool = True,
+    embedder: Embedder | None = None,
+    budget: int | None = None,
 ) -> list[Hit]: ...
 @overload
 def search_prefix(
@@ -596,6 +598,8 @@ def search_prefix(
     k: int,
     exclude_seqs: Iterable[int] = (),
     use_caches: bool = True,
+    embedder: Embedder | None = None,
+    budget: int | None = None,
 ) -> list[Hit]: ...
 def search_prefix(
     target: BaseStore | Thread,
@@ -605,13 +609,17 @@ def search_prefix(
     k: int,
     exclude_seqs: Iterable[int] = (),
     use_caches: bool = True,
+    embedder: Embedder | None = None,
+    budget: int | None = None,
 ) -> list[Hit]:
     """The best ``k`` documents of one thread with seq ≤ ``max_seq``, ranked with statistics
     over exactly those documents, with snippets: the result is a function of the log prefix
     alone, through the index or by reading the log (``use_caches=False``, any backend).
 
     ``search_prefix(thread, query, ...)`` with a thread handle, or
-    ``search_prefix(store, thread_id, query, ...)``.
+    ``search_prefix(store, thread_id, query, ...)``. With an ``embedder`` the hits are fused
+    with its ranking of the same prefix (:func:`~.fusion.fused_prefix`; ``budget``: at most
+    that many documents embedded now).
     """
     thread_id: str | None = None
     match target, args:
@@ -626,7 +634,22 @@ def search_prefix(
     terms = query_terms(query)
     # Both paths refuse an unknown thread alike (the index alone would just find nothing).
     thread = resolve_thread(target, thread_id)
+    if embedder is not None:
+        exclude_seqs = frozenset(exclude_seqs)  # read twice
     hits = rank_prefix(
         thread, terms, max_seq=max_seq, k=k, exclude_seqs=exclude_seqs, use_caches=use_caches
     )
+    if embedder is not None:
+        from continuity.retrieval.fusion import fused_prefix
+
+        hits = fused_prefix(
+            thread,
+            query,
+            embedder,
+            hits,
+            max_seq=max_seq,
+            k=k,
+            exclude_seqs=exclude_seqs,
+            budget=budget,
+        )
     return _with_snippets({thread.id: thread}, hits, terms, use_caches=use_caches)

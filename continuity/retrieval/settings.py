@@ -4,7 +4,7 @@ One file, ``<store>/search.json`` (the store's folder on this machine,
 :attr:`~continuity.store.base.BaseStore.local_dir`; a server's is under the default folder),
 written by ``continuity model use NAME`` (``--none`` takes it away)::
 
-    {"model": "sentence-transformers/all-MiniLM-L6-v2", "hook_embed_budget": 32}
+    {"model": "sentence-transformers/all-MiniLM-L6-v2", "embed_budget": 32}
 
 ``model`` is a fetched model's name or a model folder's absolute path. Every search of the
 store fuses it with BM25: ``continuity search`` (``--model`` and ``$CONTINUITY_MODEL`` still
@@ -12,8 +12,9 @@ choose another for one command), ``compile --recall``, the Claude Code hook's
 ``recall_on_prompt``, the viewer's search and the MCP server's ``search`` tool. Without the
 file (or without ``model``) every one of them is BM25 alone, as before.
 
-``hook_embed_budget``: how many documents a hook may embed for its recall (the rest of the
-store is searched as its vector cache holds it: ``continuity index --model`` fills it).
+``embed_budget``: how many documents the Claude Code hook's recall, or one call of the MCP
+server's ``search`` tool, may embed (the rest of the store is searched as its vector cache holds
+it: ``continuity index`` fills it). A command and the viewer embed all they need, with progress.
 
 Reading it costs one small file read and msgspec: the hook path may read it.
 """
@@ -45,8 +46,8 @@ FILE: Final = "search.json"
 class SearchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     model: str | None = None
     """The model every search of the store fuses with BM25 (a name or a folder)."""
-    hook_embed_budget: int = 32
-    """Documents a hook's recall may embed; the rest is searched as cached."""
+    embed_budget: int = 32
+    """Documents a hook's recall or an MCP search may embed; the rest is searched as cached."""
 
 
 def _path(store: BaseStore) -> Path | None:
@@ -65,8 +66,8 @@ def read_search_settings(store: BaseStore) -> SearchSettings:
         return SearchSettings()
     except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise InvalidSettings(f"{path}: {exc} (`continuity model use` rewrites it)") from None
-    if settings.hook_embed_budget < 0:
-        raise InvalidSettings(f"{path}: hook_embed_budget must be 0 or more")
+    if settings.embed_budget < 0:
+        raise InvalidSettings(f"{path}: embed_budget must be 0 or more")
     return settings
 
 
