@@ -67,6 +67,7 @@ __all__ = [
     "MAX_CHARS",
     "Built",
     "EmbeddingInterrupted",
+    "VectorCache",
     "build_vectors",
     "forget_vectors",
     "nearest",
@@ -74,6 +75,7 @@ __all__ = [
     "rebuild_vectors",
     "record_dtype",
     "semantic_search",
+    "vector_caches",
 ]
 
 FOLDER: Final = "vectors"
@@ -220,8 +222,12 @@ def _read_docs(
 def _model_dir(store: BaseStore, embedder: Embedder) -> Path | None:
     if store.cache_dir is None:
         return None
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", embedder.id).strip(".-")[:120] or "model"
-    return store.cache_dir / FOLDER / name
+    return store.cache_dir / FOLDER / _folder_name(embedder.id)
+
+
+def _folder_name(model: str) -> str:
+    """A model id made a folder name (each model its own folder: vectors never mixed)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip(".-")[:120] or "model"
 
 
 def _current(e: _Entry, stamp: LogStamp) -> bool:
@@ -647,6 +653,58 @@ def forget_vectors(store: BaseStore, thread_ids: Sequence[str]) -> None:
                     msgspec.json.encode(msgspec.structs.replace(m, threads=kept)),
                     durable=False,
                 )
+
+
+class VectorCache(msgspec.Struct, frozen=True):
+    """One model's vector cache as :func:`vector_caches` finds it."""
+
+    folder: str
+    model: str | None
+    """The model its manifest names (None: no manifest that reads: it is rebuilt on use)."""
+    threads: int
+    current: int
+    """Threads whose records reach their log's end."""
+    behind: int
+    """Threads with frames not embedded yet (caught up by the next search or `index`)."""
+    damaged: int
+    """Threads whose records do not match their digest (embedded again on use)."""
+    missing: int
+    """Threads with a log and no records."""
+    misplaced: bool
+    """Its manifest names a model whose folder is another: never read (a model's vectors
+    live in the folder its id names; two models are never mixed)."""
+
+
+def vector_caches(store: BaseStore) -> list[VectorCache]:
+    """Every model's vector cache (``verify`` reports them): whose model, how current."""
+    folders = _model_folders(store)
+    if not folders:
+        return []
+    stamps = store.log_stamps(_TAIL)
+    known = {} if stamps is None else {s.thread_id: s for s in stamps}
+    out: list[VectorCache] = []
+    for folder in folders:
+        m = _any_manifest(folder)
+        if m is None:
+            out.append(VectorCache(str(folder), None, 0, 0, 0, 0, len(known), False))
+            continue
+        dtype = record_dtype(m.dim)
+        current = behind = damaged = 0
+        for tid, e in m.threads.items():
+            if _load(folder, tid, e, dtype, cut=False) is None:
+                damaged += 1
+            elif tid in known and _current(e, known[tid]):
+                current += 1
+            else:
+                behind += 1
+        missing = len(set(known) - set(m.threads))
+        misplaced = folder.name != _folder_name(m.model)
+        out.append(
+            VectorCache(
+                str(folder), m.model, len(m.threads), current, behind, damaged, missing, misplaced
+            )
+        )
+    return out
 
 
 def orphaned_vectors(store: BaseStore, logs: set[str]) -> list[tuple[str, str]]:
