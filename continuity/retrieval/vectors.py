@@ -434,6 +434,8 @@ def _embedded(
         if progress is not None:
             progress(done, total)
 
+    if progress is not None and total:
+        progress(0, total)  # the logs are read: embedding starts
     spec = embedder_spec(embedder)
     if jobs <= 1 or spec is None or total <= CHUNK:
         for w in works:
@@ -521,7 +523,10 @@ def _cached_rows(
             p.unlink(missing_ok=True)
     dtype = record_dtype(dim)
     chosen = sorted(stamps) if only is None else [only]
-    plan = _plan(store, folder, stamps, known, dtype, chosen, budget)
+    try:  # reading the logs: nothing is written yet
+        plan = _plan(store, folder, stamps, known, dtype, chosen, budget)
+    except KeyboardInterrupt:
+        raise EmbeddingInterrupted(embedder.id, len(known), len(chosen) - len(known)) from None
     out = plan.out
     threads = {t: e for t, e in known.items() if t not in plan.gone}
     changed = m is None or len(threads) != len(known)

@@ -504,4 +504,4 @@ def test_a_first_fused_search_reports_its_embedding_and_a_current_cache_reports_
     assert heard == []
     store.thread("c").append(fr.message("user", "the sql storage grew"))
     retrieval.search(store, "storage database", k=3, embedder=model, embedding=how)
-    assert heard == [(1, 1)]
+    assert heard == [(0, 1), (1, 1)]
