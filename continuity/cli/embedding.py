@@ -37,19 +37,20 @@ def embedding_progress(*, slow: float = 1.0, tty: bool | None = None) -> Callabl
     """Progress of embedding (documents done, documents to do) on stderr, with the rate and
     the time left: on a terminal a line rewritten in place, elsewhere a line every few seconds;
     nothing for a catch-up done within ``slow`` seconds."""
-    started = time.monotonic()
+    created = time.monotonic()
     on_tty = sys.stderr.isatty() if tty is None else tty
-    state = {"last": 0.0, "shown": False}
+    state = {"last": 0.0, "shown": False, "started": 0.0}
 
     def report(done: int, total: int) -> None:
         now = time.monotonic()
-        elapsed = now - started
-        due = elapsed >= slow and now - state["last"] >= (0.25 if on_tty else 5.0)
+        if not state["started"]:
+            state["started"] = now  # the rate counts from here, not from reading the logs
+        due = now - created >= slow and now - state["last"] >= (0.25 if on_tty else 5.0)
         finished = done >= total
         if not (due or (finished and state["shown"])):
             return
         state["last"], state["shown"] = now, True
-        line = rate_line(done, total, elapsed)
+        line = rate_line(done, total, now - state["started"])
         if on_tty:
             print(f"\r{line}\x1b[K", end="\n" if finished else "", file=sys.stderr, flush=True)
         else:

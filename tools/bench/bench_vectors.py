@@ -42,7 +42,8 @@ __all__ = ["main", "run"]
 ROOT = Path(__file__).resolve().parents[2]
 
 _SEARCH = """
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal (nohup ignores it)
 sys.path.insert(0, {root!r})
 from continuity.cli.embedding import embedding_progress
 from continuity.retrieval.search import Embedding, search
