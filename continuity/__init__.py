@@ -210,6 +210,7 @@ if TYPE_CHECKING:
         StaticEmbedder as StaticEmbedder,
     )
     from continuity.retrieval.search import (
+        Embedding as Embedding,
         Hit as Hit,
         search as search,
         search_prefix as search_prefix,

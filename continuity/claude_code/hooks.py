@@ -320,6 +320,7 @@ def _on_prompt(
             prompt,
             project=cwd if isinstance(cwd, str) else None,
             max_chars=cfg.recall_max_chars,
+            model=_recall_model(store, out),
         )
         if recalled:
             parts.append(recalled)
@@ -328,6 +329,25 @@ def _on_prompt(
         _save_state(store, thread.id, state)
     if parts:
         out.stdout = _context_json("user-prompt-submit", "\n\n".join(parts))
+
+
+def _recall_model(store: BaseStore, out: HookOutcome) -> tuple[Any, int] | None:
+    """The store's model (``continuity model use``) and the documents a recall may embed now
+    (``embed_budget``; the rest is searched as its vector cache holds it), or None: BM25
+    alone. A model that cannot be loaded is a note, and the recall goes on by words alone."""
+    from continuity.errors import ContinuityError
+    from continuity.retrieval.settings import read_search_settings
+
+    try:
+        settings = read_search_settings(store)
+        if not settings.model:
+            return None
+        from continuity.retrieval.models import load_model
+
+        return load_model(settings.model), settings.embed_budget
+    except ContinuityError as exc:
+        out.notes.append(f"recall_on_prompt: {exc}; searched by words alone")
+        return None
 
 
 def _previous_session_pointer(store: BaseStore, thread_id: str, cwd: object) -> str:

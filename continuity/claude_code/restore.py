@@ -11,7 +11,7 @@ selection is logged like every other.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from continuity import frames as fr
 from continuity.agents_table import is_own_compaction
@@ -222,10 +222,18 @@ def preservation_guidance(thread: Thread) -> str:
     return (intro + body)[:GUIDANCE_MAX_CHARS] if body else ""
 
 
-def prompt_recall(thread: Thread, prompt: str, *, project: str | None, max_chars: int) -> str:
+def prompt_recall(
+    thread: Thread,
+    prompt: str,
+    *,
+    project: str | None,
+    max_chars: int,
+    model: tuple[Any, int] | None = None,
+) -> str:
     """What the archive holds for ``prompt`` that Claude no longer has in context: this
     session's messages before its last compaction, and earlier sessions of the same project.
-    "" when nothing is found (or the prompt has nothing searchable)."""
+    "" when nothing is found (or the prompt has nothing searchable). ``model``: (the store's
+    embedder, the documents each of the two searches may embed now) to fuse with BM25."""
     from continuity.retrieval.search import search_prefix
 
     thread_id = thread.id
@@ -236,9 +244,12 @@ def prompt_recall(thread: Thread, prompt: str, *, project: str | None, max_chars
             # made by `continuity compact` does not).
             cps = _checkpoints(open_source(thread))
             if cps:
-                hits += search_prefix(thread, prompt, max_seq=cps[-1].to_seq, k=3)
+                embedder, budget = model if model is not None else (None, None)
+                hits += search_prefix(
+                    thread, prompt, max_seq=cps[-1].to_seq, k=3, embedder=embedder, budget=budget
+                )
         if project:
-            hits += _other_sessions(thread, prompt, project)
+            hits += _other_sessions(thread, prompt, project, model)
     except InvalidQuery:
         return ""
     if not hits:
@@ -255,16 +266,20 @@ def prompt_recall(thread: Thread, prompt: str, *, project: str | None, max_chars
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
-def _other_sessions(thread: Thread, prompt: str, project: str) -> list[Hit]:
+def _other_sessions(
+    thread: Thread, prompt: str, project: str, model: tuple[Any, int] | None
+) -> list[Hit]:
     """The best hits of the project's other sessions, ranked across the whole project (one set
     of statistics). This session and its subagents rank too and are skipped, so the ranking is
     read further down while they crowd out everything else (up to ``_MAX_RANKED`` hits)."""
-    from continuity.retrieval.search import search
+    from continuity.retrieval.search import Embedding, search
 
     thread_id = thread.id
     k = 2 * _OTHER_HITS
+    embedder = None if model is None else model[0]
+    how = Embedding() if model is None else Embedding(budget=model[1])
     while True:
-        found = search(thread.store, prompt, project=project, k=k)
+        found = search(thread.store, prompt, project=project, k=k, embedder=embedder, embedding=how)
         others = [
             h
             for h in found

@@ -126,6 +126,15 @@ def compile_cmd(
         fail(f"--min-recent {min_recent} is more than --recent {recent}", code=2)
     if recall is not None and not recall.strip():
         fail("--recall needs a query (or @anchor)", code=2)
+    fuser = None
+    if recall is not None:  # the store's model, when it has one (`continuity model use`)
+        from continuity.cli.embedding import model_for
+
+        embedder = model_for(store, None)
+        if embedder is not None:
+            from continuity.retrieval.fusion import prefix_fuser
+
+            fuser = prefix_fuser(embedder)
     with errors():
         result = compile_context(
             store,
@@ -134,6 +143,7 @@ def compile_cmd(
             limits=limits,
             log=not dry_run,
             recall=True if recall == "@anchor" else recall,
+            recall_model=fuser,
         )
     kwargs = {"max_chars": max_chars} if fmt == "text" and max_chars is not None else {}
     typer.echo(render(result.bundle, fmt, **kwargs))

@@ -5,7 +5,8 @@ the whole command tree take 60–70 ms of them. ``__main__`` hands a command lin
 ``search`` to :func:`fast_search` first. It runs only what it recognises exactly — ``--store``
 before the command, one query, ``--thread``, ``--project``, ``--agent`` naming a known agent,
 ``--k`` within its range, ``--json`` — and returns None for anything else (help, a bad
-value, an unknown or repeated option, ``--model`` or a model named by ``CONTINUITY_MODEL``)
+value, an unknown or repeated option, ``--model``, a model named by ``CONTINUITY_MODEL`` or
+the store's ``search.json``)
 and for any error, so that the typer command (:mod:`.search_commands`) runs instead and
 owns every message, usage error and exit code. Both print through :func:`print_hits`.
 """
@@ -115,6 +116,7 @@ def fast_search(argv: list[str]) -> int | None:
         return None
     from continuity.paths import resolve_store_location
     from continuity.retrieval.search import search
+    from continuity.retrieval.settings import read_search_settings
     from continuity.store.locate import open_store
 
     damage: list[str] = []
@@ -123,6 +125,8 @@ def fast_search(argv: list[str]) -> int | None:
             resolve_store_location(args.store),
             on_recovery=lambda rec: print(recovery_line(rec), file=sys.stderr),
         ) as store:
+            if read_search_settings(store).model:
+                return None  # the store's model: the typer command fuses
             hits = search(
                 store,
                 args.query,

@@ -1,5 +1,6 @@
-"""``continuity model fetch`` and ``continuity model show``: the static-embedding model that
-``search --model`` fuses with BM25 (:mod:`continuity.retrieval.vectors`, ADR 0033)."""
+"""``continuity model fetch|show|use`` and ``continuity index``: the model that search fuses
+with BM25 (:mod:`continuity.retrieval.vectors`, ADR 0033), the store's choice of it
+(:mod:`continuity.retrieval.settings`) and its vectors built ahead of a search."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from continuity.cli._common import errors
+from continuity.cli._common import errors, fail, open_store
+from continuity.cli.embedding import embedding_progress, kept_on_interrupt, model_for
 
 __all__ = ["register"]
 
@@ -23,7 +25,9 @@ def register(app: typer.Typer) -> None:
     )
     group.command("fetch")(fetch)
     group.command("show")(show)
+    group.command("use")(use)
     app.add_typer(group)
+    app.command("index")(index)
 
 
 def fetch(
@@ -68,3 +72,97 @@ def show(
     typer.echo(f"id: {loaded.id}")
     typer.echo(f"dim: {loaded.dim}")
     typer.echo(f"vocabulary: {len(loaded.tokenizer.vocab)} tokens")
+
+
+def use(
+    ctx: typer.Context,
+    model: Annotated[
+        str | None,
+        typer.Argument(
+            help="A model folder or a fetched model's name (none given: say which is used).",
+            show_default=False,
+        ),
+    ] = None,
+    none: Annotated[
+        bool, typer.Option("--none", help="Use no model: every search is BM25 alone.")
+    ] = False,
+) -> None:
+    """The model every search of this store fuses with BM25: `search`, `compile --recall`, the
+    Claude Code hook's recall_on_prompt, the viewer and the MCP server (in the store's
+    search.json)."""
+    import msgspec
+
+    from continuity.retrieval.models import load_model, resolve_model
+    from continuity.retrieval.settings import read_search_settings, write_search_settings
+
+    store = open_store(ctx)
+    with errors():
+        settings = read_search_settings(store)
+        if model is None and not none:
+            typer.echo(f"model: {settings.model}" if settings.model else "model: none (BM25 alone)")
+            return
+        if model is not None and none:
+            fail("name a model or --none, not both")
+        chosen = None
+        if model is not None:
+            folder = resolve_model(model)
+            loaded = load_model(str(folder))
+            chosen = str(folder.absolute()) if Path(model).expanduser().is_dir() else model
+        path = write_search_settings(store, msgspec.structs.replace(settings, model=chosen))
+    if chosen is None:
+        typer.echo(f"searches of this store use no model now (BM25 alone; {path})")
+        return
+    typer.echo(f"searches of this store fuse {chosen} now (id {loaded.id}; {path})")
+    typer.echo("`continuity index` embeds the store ahead of the first search", err=True)
+
+
+def index(
+    ctx: typer.Context,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            envvar="CONTINUITY_MODEL",
+            metavar="PATH|NAME",
+            help="The model (default: the store's, `continuity model use`).",
+            show_default=False,
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Worker processes (default: one per core, at most 8).",
+            show_default=False,
+        ),
+    ] = None,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Drop the model's vectors and embed all again.")
+    ] = False,
+) -> None:
+    """Embed every document the model's vector cache lacks, ahead of a search (progress on
+    stderr; Ctrl-C keeps every thread done, and the same command goes on from there)."""
+    from continuity.retrieval.embed_workers import default_jobs
+    from continuity.retrieval.vectors import build_vectors
+
+    store = open_store(ctx)
+    embedder = model_for(store, model)
+    if embedder is None:
+        fail("no model: name one with --model, or choose the store's with `continuity model use`")
+    with errors(), kept_on_interrupt():
+        built = build_vectors(
+            store,
+            embedder,
+            jobs=jobs or default_jobs(),
+            progress=embedding_progress(),
+            rebuild=rebuild,
+        )
+    if built is None:
+        typer.echo("this store keeps no caches: a search embeds what it searches in memory")
+        return
+    typer.echo(
+        f"vectors of {built.threads:,} threads ({built.documents:,} documents, "
+        f"{built.embedded:,} embedded now) for model {built.model} in {built.folder}"
+    )

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from continuity.cli._common import agent_option, errors, fail, open_store
+from continuity.cli.embedding import embedding_progress, kept_on_interrupt, model_for
 from continuity.cli.fast_search import K_MAX, hit_agents, print_hits, progress_on_stderr
 
 __all__ = ["register"]
@@ -41,14 +42,26 @@ def search(
             "--model",
             envvar="CONTINUITY_MODEL",
             metavar="PATH|NAME",
-            help="Fuse BM25 with this static-embedding model's semantic hits (a model2vec "
-            "folder, or a name fetched by `continuity model fetch`).",
+            help="Fuse BM25 with this model's semantic hits (a model folder, or a name fetched "
+            "by `continuity model fetch`; default: the store's, `continuity model use`).",
+            show_default=False,
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Worker processes embedding what the model's vector cache lacks "
+            "(default: one per core, at most 8).",
             show_default=False,
         ),
     ] = None,
 ) -> None:
     """The best hits for QUERY across every thread: thread, seq, time, role and a snippet."""
-    from continuity.retrieval.search import search as run_search
+    from continuity.retrieval.embed_workers import default_jobs
+    from continuity.retrieval.search import Embedding, search as run_search
 
     if rerank:
         fail(
@@ -57,15 +70,16 @@ def search(
             "`continuity search QUERY --model NAME`"
         )
     name = agent_option(agent)
-    embedder = None
-    if model is not None:
-        from continuity.retrieval.models import load_model
+    if model is not None:  # a model that is not there is said before the store is opened
+        from continuity.retrieval.models import resolve_model
 
         with errors():
-            embedder = load_model(model)
+            resolve_model(model)
     store = open_store(ctx)
+    embedder = model_for(store, model)
     damage: list[str] = []
-    with errors():
+    how = Embedding(progress=embedding_progress(), jobs=jobs or default_jobs())
+    with errors(), kept_on_interrupt():
         hits = run_search(
             store,
             query,
@@ -76,6 +90,7 @@ def search(
             embedder=embedder,
             on_damage=damage.append,
             progress=progress_on_stderr(),
+            embedding=how,
         )
         agents = hit_agents(store, hits) if as_json else None
     print_hits(hits, query, as_json=as_json, write=typer.echo, agents=agents)

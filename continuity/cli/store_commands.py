@@ -14,6 +14,7 @@ from continuity import frames as fr
 from continuity.cli._common import Options, count, errors, fail, open_store, report_recovery
 from continuity.cli._display import describe, format_ts
 from continuity.errors import ContinuityError, StoreNotFound
+from continuity.store.base import BaseStore
 
 __all__ = ["register"]
 
@@ -286,6 +287,29 @@ def rebuild_index(
         f"rebuilt the caches of {count(len(done.threads), 'thread')} ({count(frames, 'frame')})"
         + (f" and {count(searched, 'search index', 'search indexes')}" if searched else "")
     )
+    with errors():
+        for line in _vectors_kept(store, everything=thread is None):
+            typer.echo(line)
+
+
+def _vectors_kept(store: BaseStore, *, everything: bool) -> list[str]:
+    """The models' vector caches are not rebuilt (minutes to hours of embedding; each record
+    is checked against its log and digest on every read): the vectors of threads that are gone
+    are dropped, and each kept cache is named."""
+    if store.cache_dir is None or not (store.cache_dir / "vectors").is_dir():
+        return []
+    from continuity.retrieval.vectors import forget_vectors, orphaned_vectors, vector_caches
+
+    if everything:
+        gone = sorted({tid for tid, _m in orphaned_vectors(store, set(store.stored_thread_ids()))})
+        if gone:
+            forget_vectors(store, gone)
+    return [
+        f"kept the vectors of model {v.model} ({count(v.threads, 'thread')}; checked on every "
+        "read; `continuity index --rebuild` embeds them again)"
+        for v in vector_caches(store)
+        if v.model is not None
+    ]
 
 
 def stats(

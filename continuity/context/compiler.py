@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import _thread  # not threading: compile runs on the hook path
 import re
-from collections.abc import Iterator, Sequence
-from typing import Final, overload
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Final, overload
 
 import msgspec
 
@@ -71,6 +71,15 @@ from continuity.store.artifacts import artifact_id
 from continuity.store.base import BaseStore, Thread, resolve_thread
 from continuity.summary import CUMULATIVE_V1, decode_summary, is_compaction_block
 from continuity.tokens import Tokenizer, estimate_text
+
+if TYPE_CHECKING:
+    from continuity.retrieval.ranking import Hit
+
+RecallFuser = Callable[[Thread, str, "list[Hit]", int, int, "set[int]"], "list[Hit]"]
+"""What fuses recall's BM25 hits with a model's ranking of the same prefix (the store's model,
+ADR 0033): ``(thread, query, bm25 hits, max seq, k, seqs to leave out) -> hits``, best first
+(:func:`continuity.retrieval.fusion.prefix_fuser` makes one). The context layer knows no model:
+the caller passes it."""
 
 __all__ = [
     "COMPILER_ID",
@@ -230,6 +239,7 @@ class _Compiler:
         self.resets: list[str] = []
         self.notes: list[str] = []
         self.anchor_seq = -1
+        self.fuse_recall: RecallFuser | None = None
         self.elided: dict[int, str] = {}
         """seq → the note of each message that gave up blocks to fit the budget."""
 
@@ -743,16 +753,18 @@ class _Compiler:
             return [], []
         gone = self.source.marks().retracted(self.anchor_seq)
         many = sum(hi - lo + 1 for lo, hi in gone) > _EXCLUDE_MAX
+        left_out = shown if many else {*shown, *(q for lo, hi in gone for q in range(lo, hi + 1))}
+        k = _RECALL_HITS * 8 if many else _RECALL_HITS
         hits = rank_prefix(
             self.thread,
             terms,
             max_seq=before_seq,
-            k=_RECALL_HITS * 8 if many else _RECALL_HITS,
+            k=k,
             use_caches=use_caches,
-            exclude_seqs=shown
-            if many
-            else {*shown, *(q for lo, hi in gone for q in range(lo, hi + 1))},
+            exclude_seqs=left_out,
         )
+        if self.fuse_recall is not None:  # the store's model (ADR 0033), passed by the caller
+            hits = self.fuse_recall(self.thread, query, hits, before_seq, k, left_out)
         if many:  # too many to list: ranked as usual, the retracted ones dropped after
             hits = [h for h in hits if not is_in(gone, h.seq)][:_RECALL_HITS]
         items: list[RecallItem] = []
@@ -1089,6 +1101,7 @@ def compile_context(
     use_caches: bool = True,
     tokenizer: Tokenizer | None = None,
     recall: str | bool | None = None,
+    recall_model: RecallFuser | None = None,
 ) -> CompileResult: ...
 @overload
 def compile_context(
@@ -1101,6 +1114,7 @@ def compile_context(
     use_caches: bool = True,
     tokenizer: Tokenizer | None = None,
     recall: str | bool | None = None,
+    recall_model: RecallFuser | None = None,
 ) -> CompileResult: ...
 def compile_context(
     target: BaseStore | Thread,
@@ -1112,6 +1126,7 @@ def compile_context(
     use_caches: bool = True,
     tokenizer: Tokenizer | None = None,
     recall: str | bool | None = None,
+    recall_model: RecallFuser | None = None,
 ) -> CompileResult:
     """Compile a thread's context at ``anchor`` (a seq, a message id, or the latest):
     ``compile_context(thread)`` with a thread handle, or ``compile_context(store, thread_id)``.
@@ -1125,13 +1140,14 @@ def compile_context(
 
     ``recall`` (a query, or True for the anchor message's text) adds the best search hits from
     before the latest selected summary (or before the window when there is none), within
-    ``limits.recall_budget_tokens`` (default 1,500) and the overall budget.
+    ``limits.recall_budget_tokens`` (default 1,500) and the overall budget. ``recall_model``
+    fuses those hits with a model's (:data:`RecallFuser`; the CLI passes the store's model).
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     _check_limits(limits)
     thread = resolve_thread(target, thread_id)
     try:
-        return _compile(thread, anchor, limits, log, use_caches, tokenizer, recall)
+        return _compile(thread, anchor, limits, log, use_caches, tokenizer, (recall, recall_model))
     except CorruptCache as exc:
         # The caches are derived: rebuild them from the log and select again (a store this
         # process cannot write is read from the log instead). The log itself is never guessed.
@@ -1141,11 +1157,11 @@ def compile_context(
         cache_dir = thread.store.cache_dir
         if cache_dir is None or not caches_writable(cache_dir):
             note_rebuilt(f"the caches of thread {thread.id!r}", exc.reason, "read from the log")
-            return _compile(thread, anchor, limits, log, False, tokenizer, recall)
+            return _compile(thread, anchor, limits, log, False, tokenizer, (recall, recall_model))
         note_rebuilt(f"the caches of thread {thread.id!r}", exc.reason)
         ThreadIndex(thread).rebuild()
         ThreadSearchIndex(thread).rebuild()
-        return _compile(thread, anchor, limits, log, use_caches, tokenizer, recall)
+        return _compile(thread, anchor, limits, log, use_caches, tokenizer, (recall, recall_model))
 
 
 class _Selection(msgspec.Struct, frozen=True):
@@ -1167,10 +1183,12 @@ def _compile(
     log: bool,
     use_caches: bool,
     tokenizer: Tokenizer | None,
-    recall: str | bool | None,
+    recalling: tuple[str | bool | None, RecallFuser | None],
 ) -> CompileResult:
+    recall, c_fuse = recalling
     source = open_source(thread, use_caches=use_caches)
     c = _Compiler(thread, source, limits, tokenizer)
+    c.fuse_recall = c_fuse
     c.anchor_seq = _resolve_anchor(source, anchor)
     selection = _select(c, recall, use_caches)
     bundle = _build_bundle(c, selection)

@@ -512,6 +512,40 @@ def _verify_forgetting(store: BaseStore, report: VerifyReport) -> None:
         report.add(Problem(f"catalog row of thread {tid}", _leftover(tid, deleted), tid))
     for tid, model in orphaned_vectors(store, logs):
         report.add(Problem(f"vectors of thread {tid} ({model})", _leftover(tid, deleted), tid))
+    _verify_vectors(store, report)
+
+
+def _verify_vectors(store: BaseStore, report: VerifyReport) -> None:
+    """Each model's vector cache (ADR 0033): which model, how current (a note: a cache is
+    caught up by the next search, or ``continuity index``); records that do not match their
+    digest, or a manifest in another model's folder, are problems (never read, re-embedded)."""
+    from continuity.retrieval.vectors import vector_caches
+
+    for v in vector_caches(store):
+        name = v.folder.rsplit("/", 1)[-1]
+        if v.model is None:
+            report.notes.append(f"vectors {name}: no manifest that reads (embedded again on use)")
+            continue
+        report.notes.append(
+            f"vectors of model {v.model}: {v.current} thread(s) current, {v.behind} behind their "
+            f"logs, {v.missing} not embedded yet (`continuity index --model` catches up)"
+        )
+        if v.damaged:
+            report.add(
+                Problem(
+                    f"vectors of model {v.model}",
+                    f"{v.damaged} thread(s) whose records do not match their digest "
+                    "(never trusted: embedded again by the next search)",
+                )
+            )
+        if v.misplaced:
+            report.add(
+                Problem(
+                    f"vector cache {name}",
+                    f"its manifest names model {v.model}, whose vectors belong in another "
+                    "folder: never read (delete the folder)",
+                )
+            )
 
 
 def _ticker(

@@ -170,6 +170,8 @@ class Archive:
         self._redactor: Redactor | bool | None = False  # False: not looked up yet
         self._firsts: dict[str, fr.ThreadCreated | None] = {}
         self._embedder: Any = None
+        self.embed_budget: int | None = None
+        """Documents one search may embed now (the store's setting); None: all it needs."""
         self.memo: dict[tuple[str, str], str] = {}
         """What a tool keeps between calls (the text of the artifact being paged)."""
 
@@ -205,14 +207,22 @@ class Archive:
         return value if redactor is None else redactor.redact_json(value)[0]
 
     def embedder(self) -> Any:
-        """The configured model, loaded on first use (None: BM25 alone)."""
-        if self.model is None:
+        """The model to fuse with BM25, loaded on first use: the server's (``--model``,
+        ``$CONTINUITY_MODEL``), else the store's (``continuity model use``, read on each call);
+        None: BM25 alone."""
+        name = self.model
+        if name is None:
+            from continuity.retrieval.settings import read_search_settings
+
+            settings = read_search_settings(self.store)
+            name, self.embed_budget = settings.model, settings.embed_budget
+        if not name:
             return None
-        if self._embedder is None:
+        if self._embedder is None or self._embedder[0] != name:
             from continuity.retrieval.models import load_model
 
-            self._embedder = load_model(self.model)
-        return self._embedder
+            self._embedder = (name, load_model(name))
+        return self._embedder[1]
 
     # -- threads and sessions -----------------------------------------------------------------
 

@@ -98,7 +98,7 @@ def _hit_data(h: Hit) -> dict[str, Any]:
 def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
     """The store's search (lexical, fused with the configured model), one line a hit."""
     from continuity.errors import InvalidQuery
-    from continuity.retrieval.search import search as run_search
+    from continuity.retrieval.search import Embedding, search as run_search
 
     query = arg_str(args, "query")
     if query is None or not query.strip():
@@ -141,6 +141,7 @@ def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
                 k=k,
                 embedder=archive.embedder(),
                 on_damage=damage.append,
+                embedding=Embedding(budget=archive.embed_budget),
             )
         except InvalidQuery as exc:
             raise ToolError(f"{exc}: give words, a path, a command or an error text") from None

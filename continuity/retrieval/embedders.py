@@ -58,6 +58,12 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
 
 
+# An embedder may also have ``spec``: ``("module:callable", args)`` such that
+# ``callable(*args)`` makes the same embedder in another process (args: strings, numbers, such
+# as its model folder). The vector cache embeds in worker processes with it (``--jobs``,
+# :mod:`.embed_workers`); one without a spec embeds in the calling process.
+
+
 class HashedEmbedder:
     """Hashed token features (signed, CRC32 buckets), L2-normalised: no model, no randomness."""
 
@@ -67,6 +73,10 @@ class HashedEmbedder:
     @property
     def id(self) -> str:
         return f"hashed/{self.dim}"
+
+    @property
+    def spec(self) -> tuple[str, tuple[int]]:
+        return "continuity.retrieval.embedders:HashedEmbedder", (self.dim,)
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -307,6 +317,8 @@ class StaticEmbedder:
         self.normalize = bool(config.get("normalize", True))
         raw_max = config.get("max_length", 512)
         self.max_length: int | None = None if raw_max is None else int(raw_max)
+        self.spec = ("continuity.retrieval.embedders:StaticEmbedder", (str(root.absolute()),))
+        """How a worker process makes it again (:mod:`.embed_workers`)."""
         self._id = f"static/{root.name}/{blake3.blake3(matrix.read_bytes()).hexdigest()[:16]}"
         rows = self.embeddings.shape[0]
         top = max(self.tokenizer.vocab.values())

@@ -15,12 +15,12 @@ import msgspec
 from continuity.retrieval.documents import KIND_NAMES, ROLE_NAMES
 from continuity.retrieval.ranking import Hit
 from continuity.retrieval.vectors import nearest
-from continuity.store.base import BaseStore
+from continuity.store.base import BaseStore, Thread
 
 if TYPE_CHECKING:
     from continuity.retrieval.embedders import Embedder  # a protocol: annotations only
 
-__all__ = ["RRF_C", "Key", "fuse", "fused_hits", "fused_search"]
+__all__ = ["RRF_C", "Key", "fuse", "fused_hits", "fused_prefix", "fused_search", "prefix_fuser"]
 
 RRF_C: Final = 60
 
@@ -82,9 +82,11 @@ def _fused(
     depth: int | None,
     c: int,
     progress: Callable[[int, int], None] | None = None,
+    jobs: int = 1,
+    budget: int | None = None,
 ) -> list[tuple[str, int, float, int, int]]:
     n = depth if depth is not None else max(k, len(bm25_hits))
-    near = nearest(store, query, embedder, thread, project, n, progress)
+    near = nearest(store, query, embedder, thread, project, n, progress, jobs=jobs, budget=budget)
     lexical = [(h.thread_id, h.seq) for h in bm25_hits]
     semantic = [(t, s) for t, s, _c, _k, _r in near]
     scores, _best = _rrf([lexical, semantic], c)
@@ -107,16 +109,19 @@ def fused_hits(
     depth: int | None = None,
     c: int = RRF_C,
     progress: Callable[[int, int], None] | None = None,
+    jobs: int = 1,
+    budget: int | None = None,
 ) -> tuple[list[Hit], list[Hit]]:
     """:func:`fused_search` as hits, in fused order with the fused score, and the hits among
     them that BM25 did not find (no snippet yet: the caller makes one, as for any hit). BM25's
-    hits keep their snippet and matched terms. ``progress`` hears (threads done, threads in
-    all) while the vector cache is made or caught up."""
+    hits keep their snippet and matched terms. ``progress`` hears (documents embedded,
+    documents to embed) while the vector cache is made or caught up, by ``jobs`` processes;
+    ``budget`` caps the documents embedded now (:func:`~.vectors.nearest`)."""
     lexical = {(h.thread_id, h.seq): h for h in bm25_hits}
     out: list[Hit] = []
     new: list[Hit] = []
     for t, s, score, kind, role in _fused(
-        store, query, embedder, bm25_hits, k, thread, project, depth, c, progress
+        store, query, embedder, bm25_hits, k, thread, project, depth, c, progress, jobs, budget
     ):
         found = lexical.get((t, s))
         if found is not None:
@@ -132,3 +137,70 @@ def fused_hits(
         out.append(hit)
         new.append(hit)
     return out, new
+
+
+def fused_prefix(
+    thread: Thread,
+    query: str,
+    embedder: Embedder,
+    bm25_hits: Sequence[Hit],
+    *,
+    max_seq: int,
+    k: int,
+    exclude_seqs: Iterable[int] = (),
+    budget: int | None = None,
+    c: int = RRF_C,
+) -> list[Hit]:
+    """A thread prefix's BM25 hits (:func:`~.ranking.rank_prefix`'s, best first) fused with the
+    embedder's ranking of the same documents (seq ≤ ``max_seq``, none of ``exclude_seqs``),
+    as deep as BM25's list and at least ``k``: the best ``k`` hits, in fused order with the
+    fused score; BM25's keep their snippet, the others have none yet. A function of the log
+    prefix and the model (the cache holds the whole thread; later documents are left out).
+    ``budget``: :func:`~.vectors.nearest`'s."""
+    left_out = set(exclude_seqs)
+    depth = max(k, len(bm25_hits))
+    near = [
+        (t, s, kind, role)
+        for t, s, _c, kind, role in nearest(
+            thread.store, query, embedder, thread.id, None, 1 << 30, budget=budget
+        )
+        if s <= max_seq and s not in left_out
+    ][:depth]
+    lexical = {(h.thread_id, h.seq): h for h in bm25_hits}
+    kinds = {(t, s): (kind, role) for t, s, kind, role in near}
+    lists = [list(lexical), [(t, s) for t, s, _k, _r in near]]
+    scores, _best = _rrf(lists, c)
+    out: list[Hit] = []
+    for key in fuse(lists, k, c):
+        score = round(scores[key], 6)
+        found = lexical.get(key)
+        if found is not None:
+            out.append(msgspec.structs.replace(found, score=score))
+            continue
+        kind, role = kinds[key]
+        out.append(
+            Hit(
+                thread_id=key[0],
+                seq=key[1],
+                kind=KIND_NAMES.get(kind, "?"),
+                role=ROLE_NAMES.get(role, ""),
+                score=score,
+            )
+        )
+    return out
+
+
+def prefix_fuser(
+    embedder: Embedder, budget: int | None = None
+) -> Callable[[Thread, str, list[Hit], int, int, set[int]], list[Hit]]:
+    """:func:`fused_prefix` with ``embedder``, as compile's recall takes it
+    (:data:`continuity.context.compiler.RecallFuser`)."""
+
+    def fuser(
+        thread: Thread, query: str, hits: list[Hit], max_seq: int, k: int, exclude: set[int]
+    ) -> list[Hit]:
+        return fused_prefix(
+            thread, query, embedder, hits, max_seq=max_seq, k=k, exclude_seqs=exclude, budget=budget
+        )
+
+    return fuser

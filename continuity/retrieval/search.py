@@ -12,6 +12,7 @@ hashed features, and a real model can be plugged in by the caller (nothing is do
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, overload
 
 import msgspec
@@ -47,7 +48,22 @@ from continuity.store.base import BaseStore, Thread, WideSearchBackend, resolve_
 if TYPE_CHECKING:
     from continuity.retrieval.embedders import Embedder  # a protocol: annotations only
 
-__all__ = ["Hit", "search", "search_prefix"]
+__all__ = ["Embedding", "Hit", "search", "search_prefix"]
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """How a fused search may embed what its model's vector cache lacks (ADR 0033)."""
+
+    progress: Callable[[int, int], None] | None = None
+    """Hears (documents embedded, documents to embed) while the cache is made or caught up."""
+    jobs: int = 1
+    """Worker processes embedding (an embedder with a ``spec``: :mod:`.embed_workers`)."""
+    budget: int | None = None
+    """At most this many documents embedded now (a hook's); the rest searched as cached."""
+
+
+_EMBED_NOW: Final = Embedding()
 
 _SNIPPET: Final = 160
 
@@ -234,6 +250,7 @@ def search(
     rerank: int = 50,
     on_damage: Callable[[str], None] | None = None,
     progress: Progress | None = None,
+    embedding: Embedding = _EMBED_NOW,
 ) -> list[Hit]:
     """The best ``k`` documents for ``query`` across the store (or one thread or project).
 
@@ -252,6 +269,8 @@ def search(
     cache of every searched document) are fused by reciprocal rank fusion: a document no query
     word matches can be found. Deterministic for a given model. (Re-ranking BM25's candidates by
     :class:`HashedEmbedder` similarity, which this replaced, made results worse: ADR 0032.)
+    ``embedding`` says how what the vector cache lacks is embedded (progress, worker
+    processes, a budget).
 
     Hits that lead somewhere (ADR 0034): a summary hit's ``covers``, a subagent hit's
     ``parent_thread_id``, and one hit (``also`` the other seqs) for a merged response's parts.
@@ -265,7 +284,8 @@ def search(
     if agent is not None:
         # a server's store-wide index keeps each thread's source: no thread is listed first
         only = _Source(_agent(agent).source) if _server(store) else _agent_threads(store, agent)
-    return _search(store, query, thread, project, only, k, embedder, rerank, on_damage, progress)
+    fusing = None if embedder is None else (embedder, embedding)
+    return _search(store, query, thread, project, only, k, fusing, rerank, on_damage, progress)
 
 
 class _Source(str):
@@ -302,13 +322,13 @@ def _search(
     project: str | None,
     only: frozenset[str] | _Source | None,
     k: int,
-    embedder: Embedder | None,
+    fusing: tuple[Embedder, Embedding] | None,
     rerank: int,
     on_damage: Callable[[str], None] | None,
     progress: Progress | None,
 ) -> list[Hit]:
     terms = query_terms(query)
-    want = max(candidates(k), rerank if embedder else k)  # room to collapse responses
+    want = max(candidates(k), rerank if fusing else k)  # room to collapse responses
     told: list[str] = []  # said once, after a retry
     handles: dict[str, Thread] = {}  # one per thread: the ranking's, the snippets' and the leads'
     wide = (
@@ -324,10 +344,8 @@ def _search(
     if on_damage is not None:
         for message in dict.fromkeys(told):
             on_damage(message)
-    if embedder is not None:
-        hits = _fused(
-            store, query, embedder, hits, want, thread, project, on_damage, handles, progress
-        )
+    if fusing is not None:
+        hits = _fused(store, query, fusing, hits, want, (thread, project), on_damage, handles)
         kept = _only(store, only)
         if kept is not None:  # the semantic ranking knows no agents: its hits are kept after
             hits = [h for h in hits if h.thread_id in kept]
@@ -341,7 +359,7 @@ def _search(
             project,
             only,
             2 * want,
-            embedder,
+            fusing,
             rerank,
             None if on_damage is None else lambda m: None if m in said else on_damage(m),
             progress,
@@ -520,30 +538,31 @@ def _ranked(
 def _fused(
     store: BaseStore,
     query: str,
-    embedder: Embedder,
+    fusing: tuple[Embedder, Embedding],
     hits: list[Hit],
     want: int,
-    thread: str | None,
-    project: str | None,
+    scope: tuple[str | None, str | None],
     on_damage: Callable[[str], None] | None,
     handles: dict[str, Thread],
-    progress: Progress | None,
 ) -> list[Hit]:
     """BM25's hits fused with the embedder's ranking of the same documents by reciprocal rank
     fusion (ADR 0033); a hit BM25 did not find gets its snippet here (from the start of its
     text: no query term need be in it)."""
     from continuity.retrieval.fusion import fused_hits
 
+    embedder, how = fusing
     fused, new = fused_hits(
         store,
         query,
         embedder,
         hits,
         want,
-        thread=thread,
-        project=project,
+        thread=scope[0],
+        project=scope[1],
         depth=want,
-        progress=progress,
+        progress=how.progress,
+        jobs=how.jobs,
+        budget=how.budget,
     )
     if not new:
         return fused
@@ -565,6 +584,8 @@ def search_prefix(
     k: int,
     exclude_seqs: Iterable[int] = (),
     use_caches: bool = True,
+    embedder: Embedder | None = None,
+    budget: int | None = None,
 ) -> list[Hit]: ...
 @overload
 def search_prefix(
@@ -577,6 +598,8 @@ def search_prefix(
     k: int,
     exclude_seqs: Iterable[int] = (),
     use_caches: bool = True,
+    embedder: Embedder | None = None,
+    budget: int | None = None,
 ) -> list[Hit]: ...
 def search_prefix(
     target: BaseStore | Thread,
@@ -586,13 +609,17 @@ def search_prefix(
     k: int,
     exclude_seqs: Iterable[int] = (),
     use_caches: bool = True,
+    embedder: Embedder | None = None,
+    budget: int | None = None,
 ) -> list[Hit]:
     """The best ``k`` documents of one thread with seq ≤ ``max_seq``, ranked with statistics
     over exactly those documents, with snippets: the result is a function of the log prefix
     alone, through the index or by reading the log (``use_caches=False``, any backend).
 
     ``search_prefix(thread, query, ...)`` with a thread handle, or
-    ``search_prefix(store, thread_id, query, ...)``.
+    ``search_prefix(store, thread_id, query, ...)``. With an ``embedder`` the hits are fused
+    with its ranking of the same prefix (:func:`~.fusion.fused_prefix`; ``budget``: at most
+    that many documents embedded now).
     """
     thread_id: str | None = None
     match target, args:
@@ -607,7 +634,22 @@ def search_prefix(
     terms = query_terms(query)
     # Both paths refuse an unknown thread alike (the index alone would just find nothing).
     thread = resolve_thread(target, thread_id)
+    if embedder is not None:
+        exclude_seqs = frozenset(exclude_seqs)  # read twice
     hits = rank_prefix(
         thread, terms, max_seq=max_seq, k=k, exclude_seqs=exclude_seqs, use_caches=use_caches
     )
+    if embedder is not None:
+        from continuity.retrieval.fusion import fused_prefix
+
+        hits = fused_prefix(
+            thread,
+            query,
+            embedder,
+            hits,
+            max_seq=max_seq,
+            k=k,
+            exclude_seqs=exclude_seqs,
+            budget=budget,
+        )
     return _with_snippets({thread.id: thread}, hits, terms, use_caches=use_caches)

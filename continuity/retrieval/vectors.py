@@ -36,10 +36,12 @@ Fusion with BM25 is :mod:`.fusion`; fetching and finding models, :mod:`.models`.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -60,14 +62,20 @@ if TYPE_CHECKING:
     from continuity.retrieval.embedders import Embedder  # a protocol: annotations only
 
 __all__ = [
+    "CHUNK",
     "FOLDER",
     "MAX_CHARS",
+    "Built",
+    "EmbeddingInterrupted",
+    "VectorCache",
+    "build_vectors",
     "forget_vectors",
     "nearest",
     "orphaned_vectors",
     "rebuild_vectors",
     "record_dtype",
     "semantic_search",
+    "vector_caches",
 ]
 
 FOLDER: Final = "vectors"
@@ -76,7 +84,14 @@ MAX_CHARS: Final = 8_000
 _VERSION: Final = 1
 _TAIL: Final = 67
 """A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
-_BATCH: Final = 512
+CHUNK: Final = 16
+"""Documents per ``embed`` call, and per task a worker process gets: a contextual model's
+working memory grows with the batch (16 documents of 512 tokens: tens of MB), and progress is
+told after each. An embedder must give a text the same vector whatever its batch-mates (the
+cache's bytes must not depend on how documents were batched)."""
+COMMIT_SECONDS: Final = 2.0
+"""While embedding, the manifest is committed this often: an interrupted first search keeps
+every thread embedded up to the last commit (and on Ctrl-C, every one)."""
 
 
 def record_dtype(dim: int) -> np.dtype[np.void]:
@@ -136,19 +151,35 @@ def _doc(store: BaseStore, frame: fr.Frame) -> _Doc | None:
     return _Doc(frame.seq, d.kind, d.role, text_of(frame, summary)[:MAX_CHARS])
 
 
-def _records(docs: Sequence[_Doc], embedder: Embedder, dim: int) -> npt.NDArray[np.void]:
+def _records(
+    docs: Sequence[_Doc],
+    embedder: Embedder,
+    dim: int,
+    tick: Callable[[int], None] | None = None,
+) -> npt.NDArray[np.void]:
     out = np.zeros(len(docs), record_dtype(dim))
-    for lo in range(0, len(docs), _BATCH):
-        chunk = docs[lo : lo + _BATCH]
+    for lo in range(0, len(docs), CHUNK):
+        chunk = docs[lo : lo + CHUNK]
         vectors = np.asarray(embedder.embed([d.text for d in chunk]), dtype=np.float32)
-        if vectors.shape != (len(chunk), dim):
-            raise ModelError(f"embedder {embedder.id} gave vectors of shape {vectors.shape}")
-        part = out[lo : lo + len(chunk)]
-        part["seq"] = [d.seq for d in chunk]
-        part["kind"] = [d.kind for d in chunk]
-        part["role"] = [d.role for d in chunk]
-        part["vec"] = vectors.astype("<f2")
+        _fill(out[lo : lo + len(chunk)], chunk, vectors, embedder.id, dim)
+        if tick is not None:
+            tick(len(chunk))
     return out
+
+
+def _fill(
+    part: npt.NDArray[np.void],
+    chunk: Sequence[_Doc],
+    vectors: npt.NDArray[np.float32],
+    model: str,
+    dim: int,
+) -> None:
+    if vectors.shape != (len(chunk), dim):
+        raise ModelError(f"embedder {model} gave vectors of shape {vectors.shape}")
+    part["seq"] = [d.seq for d in chunk]
+    part["kind"] = [d.kind for d in chunk]
+    part["role"] = [d.role for d in chunk]
+    part["vec"] = vectors.astype("<f2")
 
 
 def _dim(embedder: Embedder) -> int:
@@ -191,8 +222,12 @@ def _read_docs(
 def _model_dir(store: BaseStore, embedder: Embedder) -> Path | None:
     if store.cache_dir is None:
         return None
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", embedder.id).strip(".-")[:120] or "model"
-    return store.cache_dir / FOLDER / name
+    return store.cache_dir / FOLDER / _folder_name(embedder.id)
+
+
+def _folder_name(model: str) -> str:
+    """A model id made a folder name (each model its own folder: vectors never mixed)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip(".-")[:120] or "model"
 
 
 def _current(e: _Entry, stamp: LogStamp) -> bool:
@@ -208,13 +243,16 @@ def _read_manifest(folder: Path, embedder_id: str, dim: int) -> _Manifest | None
     return m if ok else None
 
 
-def _load(folder: Path, tid: str, e: _Entry, dtype: np.dtype[np.void]) -> bytes | None:
-    """A thread's records as its manifest entry describes them, or None (damaged, missing)."""
+def _load(
+    folder: Path, tid: str, e: _Entry, dtype: np.dtype[np.void], *, cut: bool = True
+) -> bytes | None:
+    """A thread's records as its manifest entry describes them, or None (damaged, missing).
+    ``cut``: bytes past them (a writer killed before its manifest) are cut (under the lock)."""
     size = e.rows * dtype.itemsize
     try:
-        with open(folder / f"{tid}.vec", "r+b") as f:
+        with open(folder / f"{tid}.vec", "r+b" if cut else "rb") as f:
             data = f.read(size)
-            if f.read(1):
+            if cut and f.read(1):
                 f.truncate(size)  # a writer killed before its manifest: cut its bytes
     except FileNotFoundError:
         data = b""
@@ -226,37 +264,135 @@ def _load(folder: Path, tid: str, e: _Entry, dtype: np.dtype[np.void]) -> bytes 
 
 
 class _Lock:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, wait: bool = True) -> None:
         self.folder = folder
+        self.wait = wait
         self.fd = -1
+        self.held = False
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> bool:
+        """Whether the lock is held (always, when waiting for it)."""
         private_dirs(self.folder)
         self.fd = os.open(self.folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX if self.wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        self.held = True
+        return True
 
     def __exit__(self, *exc: object) -> None:
         os.close(self.fd)
 
 
-def _catch_up_thread(
-    thread: Thread,
+class EmbeddingInterrupted(KeyboardInterrupt):
+    """Embedding for the vector cache was interrupted (Ctrl-C): every thread embedded so far
+    is committed; the same command goes on from there."""
+
+    def __init__(self, model: str, kept: int, left: int) -> None:
+        super().__init__(model, kept, left)
+        self.model = model
+        self.kept = kept
+        self.left = left
+
+    def __str__(self) -> str:
+        return (
+            f"interrupted: the vectors of {self.kept:,} thread(s) are kept in the cache of model "
+            f"{self.model}, {self.left:,} thread(s) are left to embed; run the same command "
+            "again to go on from there"
+        )
+
+
+class _Work(msgspec.Struct):
+    """A thread to embed: its old entry and records (None: from its start), what reading its
+    log from there found."""
+
+    tid: str
+    have: tuple[_Entry, bytes] | None
+    project: str | None
+    end: int
+    last: tuple[int, bytes]
+    docs: list[_Doc]
+
+
+class _Plan(msgspec.Struct):
+    out: dict[str, tuple[_Entry, bytes]]
+    """Threads whose records are ready (current, or all the budget leaves them)."""
+    work: list[_Work]
+    gone: set[str]
+    """Threads whose entry is to be dropped (no committed frame, or damaged and unreadable)."""
+
+
+def _plan(
+    store: BaseStore,
     folder: Path,
-    old: tuple[_Entry, bytes] | None,
-    embedder: Embedder,
-    dim: int,
-) -> tuple[_Entry, bytes] | None:
-    """The thread's entry and records brought to its log's end (None: no committed frame)."""
-    e, data = old if old is not None else (None, b"")
-    start, from_seq, project = (e.log_end, e.last_seq + 1, e.project) if e else (0, 0, None)
-    project, end, last, docs = _read_docs(thread, start, from_seq, project)
-    if last is None:
-        return old
-    sealed = fr.unseal(last[1])
-    assert sealed is not None  # read_lines checked the chain
-    new = _records(docs, embedder, dim).tobytes()
-    path = folder / f"{thread.id}.vec"
-    if e is None:
+    stamps: dict[str, LogStamp],
+    known: dict[str, _Entry],
+    dtype: np.dtype[np.void],
+    chosen: Sequence[str],
+    budget: _Budget | None,
+) -> _Plan:
+    """What each chosen thread needs: nothing (its records are current), or its new documents
+    embedded. With a ``budget``, a thread that does not fit keeps the records it has."""
+    plan = _Plan({}, [], set())
+    for tid in chosen:
+        stamp = stamps.get(tid)
+        e = known.get(tid)
+        data = _load(folder, tid, e, dtype, cut=budget is None) if e is not None else None
+        have = (e, data) if e is not None and data is not None else None
+        if have is not None and stamp is not None and _current(have[0], stamp):
+            plan.out[tid] = have
+            continue
+        if budget is not None and not budget.open(have):
+            if have is not None:
+                plan.out[tid] = have  # what is cached: no time to catch it up now
+            continue
+        thread = store.thread(tid)
+        if have is not None and not log_holds(thread, have[0].log_end, have[0].digest, exact=False):
+            have = None  # its frames are no longer the log's: embed it again
+        e0 = have[0] if have is not None else None
+        start, from_seq, project = (e0.log_end, e0.last_seq + 1, e0.project) if e0 else (0, 0, None)
+        project, end, last, docs = _read_docs(thread, start, from_seq, project)
+        if last is None:
+            if have is not None:
+                plan.out[tid] = have
+            else:
+                plan.gone.add(tid)
+            continue
+        if budget is not None and not budget.take(len(docs)):
+            if have is not None:
+                plan.out[tid] = have
+            continue
+        plan.work.append(_Work(tid, have, project, end, last, docs))
+    return plan
+
+
+class _Budget:
+    """How many documents a call may still embed (the hook's): once a thread does not fit,
+    nothing more is read or embedded; the project's threads alone are caught up."""
+
+    def __init__(self, documents: int, project: str | None) -> None:
+        self.left = documents
+        self.project = project
+
+    def open(self, have: tuple[_Entry, bytes] | None) -> bool:
+        if self.left <= 0:
+            return False
+        return have is None or self.project is None or have[0].project == self.project
+
+    def take(self, n: int) -> bool:
+        if n > self.left:
+            self.left = 0
+            return False
+        self.left -= n
+        return True
+
+
+def _store_thread(folder: Path, w: _Work, new: bytes, dim: int) -> tuple[_Entry, bytes]:
+    """Write a thread's new records (the manifest commits them) and return its entry."""
+    data = w.have[1] if w.have is not None else b""
+    path = folder / f"{w.tid}.vec"
+    if w.have is None:
         if new:
             atomic_write(path, new, durable=False)  # a cache: rebuilt, not recovered
         else:
@@ -269,9 +405,98 @@ def _catch_up_thread(
             f.seek(len(data))
             f.write(new)
     data += new
+    sealed = fr.unseal(w.last[1])
+    assert sealed is not None  # read_lines checked the chain
     rows = len(data) // record_dtype(dim).itemsize
-    digest = blake3.blake3(data).hexdigest()
-    return _Entry(project, end, last[0], sealed[1].hex(), rows, digest), data
+    entry = _Entry(
+        w.project, w.end, w.last[0], sealed[1].hex(), rows, blake3.blake3(data).hexdigest()
+    )
+    return entry, data
+
+
+def _embedded(
+    works: Sequence[_Work],
+    embedder: Embedder,
+    dim: int,
+    jobs: int,
+    progress: Callable[[int, int], None] | None,
+) -> Generator[tuple[_Work, bytes]]:
+    """Each work's new records, as they are ready: here, or by ``jobs`` worker processes (an
+    embedder with a spec, more than one chunk of documents)."""
+    from continuity.retrieval.embed_workers import embedder_spec
+
+    total = sum(len(w.docs) for w in works)
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None and total:
+        progress(0, total)  # the logs are read: embedding starts
+    spec = embedder_spec(embedder)
+    if jobs <= 1 or spec is None or total <= CHUNK:
+        for w in works:
+            yield w, _records(w.docs, embedder, dim, tick).tobytes()
+        return
+    yield from _in_workers(works, spec, embedder.id, dim, jobs, tick)
+
+
+def _in_workers(
+    works: Sequence[_Work],
+    spec: tuple[str, tuple[object, ...]],
+    model: str,
+    dim: int,
+    jobs: int,
+    tick: Callable[[int], None],
+) -> Generator[tuple[_Work, bytes]]:
+    """:func:`_embedded` by worker processes: chunks of :data:`CHUNK` documents, at most two
+    a worker in flight; a thread's records are yielded once all its chunks are back."""
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    from continuity.retrieval import embed_workers
+
+    records = [np.zeros(len(w.docs), record_dtype(dim)) for w in works]
+    missing = [len(range(0, len(w.docs), CHUNK)) for w in works]
+    for i, w in enumerate(works):
+        if not missing[i]:
+            yield w, b""
+    chunks = iter([(i, lo) for i, w in enumerate(works) for lo in range(0, len(w.docs), CHUNK)])
+    pool = ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=embed_workers.mp_context(),
+        initializer=embed_workers.start_worker,
+        initargs=(spec, os.getpid()),
+    )
+    running: dict[Future[npt.NDArray[np.float32]], tuple[int, int]] = {}
+    try:
+        while True:
+            for i, lo in chunks:
+                texts = [d.text for d in works[i].docs[lo : lo + CHUNK]]
+                running[pool.submit(embed_workers.embed_texts, texts)] = (i, lo)
+                if len(running) >= 2 * jobs:
+                    break
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                i, lo = running.pop(f)
+                chunk = works[i].docs[lo : lo + CHUNK]
+                _fill(records[i][lo : lo + len(chunk)], chunk, f.result(), model, dim)
+                tick(len(chunk))
+                missing[i] -= 1
+                if not missing[i]:
+                    yield works[i], records[i].tobytes()
+    except BrokenProcessPool:
+        raise ModelError(
+            "a worker process embedding documents died (out of memory?); "
+            "--jobs 1 embeds in this process"
+        ) from None
+    finally:
+        pool.shutdown(wait=not running, cancel_futures=True)
 
 
 def _cached_rows(
@@ -282,50 +507,79 @@ def _cached_rows(
     dim: int,
     only: str | None,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    jobs: int = 1,
+    budget: _Budget | None = None,
 ) -> dict[str, tuple[_Entry, bytes]]:
     """Every thread's (or thread ``only``'s) entry and records, brought up to its log's end and
-    committed to the manifest. Held under the folder's lock. ``progress`` hears (threads done,
-    threads in all) after each thread that had to be embedded (a first search embeds them all:
-    minutes at thousands of threads)."""
+    committed to the manifest. Held under the folder's lock. ``progress`` hears (documents
+    embedded, documents to embed) after each chunk (a first search embeds them all: minutes at
+    thousands of threads with a contextual model). The manifest is committed every
+    :data:`COMMIT_SECONDS` and when anything (Ctrl-C) stops it: what was embedded is kept."""
     m = _read_manifest(folder, embedder.id, dim)
     known = dict(m.threads) if m is not None else {}
     if m is None:
         for p in folder.glob("*.vec"):
             p.unlink(missing_ok=True)
     dtype = record_dtype(dim)
-    out: dict[str, tuple[_Entry, bytes]] = {}
-    changed = m is None
     chosen = sorted(stamps) if only is None else [only]
-    for done, tid in enumerate(chosen, 1):
-        stamp = stamps.get(tid)
-        e = known.get(tid)
-        data = _load(folder, tid, e, dtype) if e is not None else None
-        have = (e, data) if e is not None and data is not None else None
-        if have is not None and stamp is not None and _current(have[0], stamp):
-            out[tid] = have
-            continue
-        thread = store.thread(tid)
-        if have is not None and not log_holds(thread, have[0].log_end, have[0].digest, exact=False):
-            have = None  # its frames are no longer the log's: embed it again
-        got = _catch_up_thread(thread, folder, have, embedder, dim)
-        if progress is not None:
-            progress(done, len(chosen))
-        if got is not None:
-            out[tid] = got
-        if got != (e, data):
-            changed = True
-    threads = dict(known)
-    for tid in list(threads):
-        if only is None and tid not in stamps:  # its log is gone
+    try:  # reading the logs: nothing is written yet
+        plan = _plan(store, folder, stamps, known, dtype, chosen, budget)
+    except KeyboardInterrupt:
+        raise EmbeddingInterrupted(embedder.id, len(known), len(chosen) - len(known)) from None
+    out = plan.out
+    threads = {t: e for t, e in known.items() if t not in plan.gone}
+    changed = m is None or len(threads) != len(known)
+    if only is None:
+        for tid in [t for t in threads if t not in stamps]:  # its log is gone
             (folder / f"{tid}.vec").unlink(missing_ok=True)
             del threads[tid]
             changed = True
-    threads.update({tid: e for tid, (e, _d) in out.items()})
-    for tid in [t for t in threads if t not in out and (only is None or t == only)]:
-        del threads[tid]
+    for tid in plan.gone:
+        (folder / f"{tid}.vec").unlink(missing_ok=True)
+    committed = time.monotonic()
+    done = 0
+    try:
+        with contextlib.closing(_embedded(plan.work, embedder, dim, jobs, progress)) as ready:
+            for w, new in ready:
+                out[w.tid] = _store_thread(folder, w, new, dim)
+                threads[w.tid] = out[w.tid][0]
+                done += 1
+                changed = True
+                if time.monotonic() - committed >= COMMIT_SECONDS:
+                    _commit(folder, embedder.id, dim, threads)
+                    committed = time.monotonic()
+    except KeyboardInterrupt:
+        _commit(folder, embedder.id, dim, threads)
+        raise EmbeddingInterrupted(embedder.id, len(threads), len(plan.work) - done) from None
+    except BaseException:
+        _commit(folder, embedder.id, dim, threads)
+        raise
     if changed or not (folder / "manifest.json").exists():
-        manifest = _Manifest(_VERSION, embedder.id, dim, dict(sorted(threads.items())))
-        atomic_write(folder / "manifest.json", msgspec.json.encode(manifest), durable=False)
+        _commit(folder, embedder.id, dim, threads)
+    return out
+
+
+def _commit(folder: Path, model: str, dim: int, threads: dict[str, _Entry]) -> None:
+    manifest = _Manifest(_VERSION, model, dim, dict(sorted(threads.items())))
+    atomic_write(folder / "manifest.json", msgspec.json.encode(manifest), durable=False)
+
+
+def _read_only_rows(
+    folder: Path, embedder: Embedder, dim: int, only: str | None
+) -> dict[str, tuple[_Entry, bytes]]:
+    """The records the cache holds now, as they are (another process is writing it): those
+    that match their digest; nothing is written."""
+    m = _read_manifest(folder, embedder.id, dim)
+    if m is None:
+        return {}
+    dtype = record_dtype(dim)
+    out: dict[str, tuple[_Entry, bytes]] = {}
+    for tid, e in m.threads.items():
+        if only is None or tid == only:
+            data = _load(folder, tid, e, dtype, cut=False)
+            if data is not None:
+                out[tid] = (e, data)
     return out
 
 
@@ -335,6 +589,9 @@ def _rows(
     thread: str | None,
     project: str | None,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    jobs: int = 1,
+    budget: int | None = None,
 ) -> _Rows:
     """The records of the chosen threads: through the vector cache, or embedded now."""
     if thread is not None:
@@ -347,17 +604,25 @@ def _rows(
         listed = store.log_stamps(_TAIL)
         stamps = None if listed is None else {s.thread_id: s for s in listed}
     rows = _Rows()
+    limit = None if budget is None else _Budget(budget, project)
     if folder is None or stamps is None:
         for tid in [thread] if thread is not None else store.threads():
+            if limit is not None and limit.left <= 0:
+                break
             handle = store.thread(tid)
             proj, _end, _last, docs = _read_docs(handle, 0, 0, None)
-            if project is None or proj == project:
+            if (project is None or proj == project) and (limit is None or limit.take(len(docs))):
                 rows.add(tid, _records(docs, embedder, dim))
         return rows
     if thread is not None and thread not in stamps:
         return rows
-    with _Lock(folder):
-        got = _cached_rows(store, folder, stamps, embedder, dim, thread, progress)
+    with _Lock(folder, wait=budget is None) as held:
+        if held:
+            got = _cached_rows(
+                store, folder, stamps, embedder, dim, thread, progress, jobs=jobs, budget=limit
+            )
+        else:  # a hook does not wait for a long build: it searches what is there
+            got = _read_only_rows(folder, embedder, dim, thread)
     for tid in sorted(got):
         e, data = got[tid]
         if project is None or e.project == project:
@@ -395,6 +660,58 @@ def forget_vectors(store: BaseStore, thread_ids: Sequence[str]) -> None:
                 )
 
 
+class VectorCache(msgspec.Struct, frozen=True):
+    """One model's vector cache as :func:`vector_caches` finds it."""
+
+    folder: str
+    model: str | None
+    """The model its manifest names (None: no manifest that reads: it is rebuilt on use)."""
+    threads: int
+    current: int
+    """Threads whose records reach their log's end."""
+    behind: int
+    """Threads with frames not embedded yet (caught up by the next search or `index`)."""
+    damaged: int
+    """Threads whose records do not match their digest (embedded again on use)."""
+    missing: int
+    """Threads with a log and no records."""
+    misplaced: bool
+    """Its manifest names a model whose folder is another: never read (a model's vectors
+    live in the folder its id names; two models are never mixed)."""
+
+
+def vector_caches(store: BaseStore) -> list[VectorCache]:
+    """Every model's vector cache (``verify`` reports them): whose model, how current."""
+    folders = _model_folders(store)
+    if not folders:
+        return []
+    stamps = store.log_stamps(_TAIL)
+    known = {} if stamps is None else {s.thread_id: s for s in stamps}
+    out: list[VectorCache] = []
+    for folder in folders:
+        m = _any_manifest(folder)
+        if m is None:
+            out.append(VectorCache(str(folder), None, 0, 0, 0, 0, len(known), False))
+            continue
+        dtype = record_dtype(m.dim)
+        current = behind = damaged = 0
+        for tid, e in m.threads.items():
+            if _load(folder, tid, e, dtype, cut=False) is None:
+                damaged += 1
+            elif tid in known and _current(e, known[tid]):
+                current += 1
+            else:
+                behind += 1
+        missing = len(set(known) - set(m.threads))
+        misplaced = folder.name != _folder_name(m.model)
+        out.append(
+            VectorCache(
+                str(folder), m.model, len(m.threads), current, behind, damaged, missing, misplaced
+            )
+        )
+    return out
+
+
 def orphaned_vectors(store: BaseStore, logs: set[str]) -> list[tuple[str, str]]:
     """(thread id, model folder) of vector records kept for threads with no log in ``logs``."""
     found: list[tuple[str, str]] = []
@@ -406,20 +723,69 @@ def orphaned_vectors(store: BaseStore, logs: set[str]) -> list[tuple[str, str]]:
     return found
 
 
-def rebuild_vectors(store: BaseStore, embedder: Embedder) -> int:
-    """Drop ``embedder``'s vector cache and embed every thread again (the same bytes for the
-    same logs and model); the documents embedded, or 0 when the store keeps no caches."""
+class Built(msgspec.Struct, frozen=True):
+    """What :func:`build_vectors` did."""
+
+    model: str
+    folder: str
+    threads: int
+    """Threads in the cache (every log's)."""
+    documents: int
+    """Documents in the cache."""
+    embedded: int
+    """Documents embedded now (0: it was current)."""
+
+
+def build_vectors(
+    store: BaseStore,
+    embedder: Embedder,
+    *,
+    jobs: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+    rebuild: bool = False,
+) -> Built | None:
+    """Bring ``embedder``'s vector cache up to every log's end ahead of a search (``continuity
+    index --model``), embedding only what it lacks, by ``jobs`` worker processes when the
+    embedder has a spec (:mod:`.embed_workers`); ``rebuild`` drops the cache first (the same
+    bytes for the same logs and model). ``progress`` hears (documents embedded, documents to
+    embed). Ctrl-C raises :class:`EmbeddingInterrupted` with every finished thread kept. None
+    when the store keeps no caches (nothing to build: a search embeds in memory)."""
     folder = _model_dir(store, embedder)
     if folder is None or store.cache_dir is None:
-        return 0
+        return None
     dim = _dim(embedder)
     stamps = store.log_stamps(_TAIL)
     if stamps is None:
-        return 0
+        return None
+    embedded = 0
+
+    def heard(done: int, total: int) -> None:
+        nonlocal embedded
+        embedded = done
+        if progress is not None:
+            progress(done, total)
+
     with _Lock(folder):
-        (folder / "manifest.json").unlink(missing_ok=True)
-        got = _cached_rows(store, folder, {s.thread_id: s for s in stamps}, embedder, dim, None)
-    return sum(e.rows for e, _d in got.values())
+        if rebuild:
+            (folder / "manifest.json").unlink(missing_ok=True)
+        got = _cached_rows(
+            store, folder, {s.thread_id: s for s in stamps}, embedder, dim, None, heard, jobs=jobs
+        )
+    documents = sum(e.rows for e, _d in got.values())
+    return Built(embedder.id, str(folder), len(got), documents, embedded)
+
+
+def rebuild_vectors(
+    store: BaseStore,
+    embedder: Embedder,
+    *,
+    jobs: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Drop ``embedder``'s vector cache and embed every thread again (the same bytes for the
+    same logs and model); the documents embedded, or 0 when the store keeps no caches."""
+    built = build_vectors(store, embedder, jobs=jobs, progress=progress, rebuild=True)
+    return 0 if built is None else built.documents
 
 
 # --- queries -------------------------------------------------------------------------------------
@@ -451,13 +817,20 @@ def nearest(
     project: str | None,
     k: int,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    jobs: int = 1,
+    budget: int | None = None,
 ) -> list[tuple[str, int, float, int, int]]:
+    """The ``k`` nearest documents as (thread id, seq, cosine, kind, role). ``progress``
+    hears (documents embedded, documents to embed) while the cache is made or caught up, by
+    ``jobs`` processes; ``budget``: embed at most this many documents now (a hook's), and
+    search what the cache holds for the rest (without waiting for another process's lock)."""
     if k <= 0:
         return []
     q = np.asarray(embedder.embed([query]), dtype=np.float32)[0]
     if not q.any():
         return []
-    rows = _rows(store, embedder, thread, project, progress)
+    rows = _rows(store, embedder, thread, project, progress, jobs=jobs, budget=budget)
     if not rows.records:
         return []
     # Threads in id order, records in seq order: the concatenation is in (thread id, seq)

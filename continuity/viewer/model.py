@@ -37,7 +37,7 @@ from continuity.errors import CorruptCache
 from continuity.maintenance.stats import ThreadInfo, list_threads, thread_info
 from continuity.maintenance.verify import verify_store
 from continuity.retrieval.ranking import Hit
-from continuity.retrieval.search import search
+from continuity.retrieval.search import Embedding, search
 from continuity.store.base import BaseStore, Thread
 from continuity.store.derived import CheckpointEntry
 from continuity.summary import (
@@ -71,6 +71,7 @@ __all__ = [
     "highlight",
     "limits_for",
     "search_hits",
+    "store_model",
     "summary_text",
     "thread_rows",
     "timeline",
@@ -696,7 +697,15 @@ def compile_here(
     """What a compile at ``anchor`` would give now, compared with the latest decision before
     it. Nothing is written: the compile is not logged and its bundle is not stored."""
     thread = store.existing_thread(thread_id)
-    result = compile_context(thread, anchor=anchor, limits=limits, log=False, recall=recall)
+    fuser = None
+    embedder = store_model(store) if recall else None
+    if embedder is not None:
+        from continuity.retrieval.fusion import prefix_fuser
+
+        fuser = prefix_fuser(embedder)
+    result = compile_context(
+        thread, anchor=anchor, limits=limits, log=False, recall=recall, recall_model=fuser
+    )
     decision = result.decision
     previous, previous_seq = _previous(
         store, thread, decision.anchor_seq + 1, decision.bundle_artifact_id
@@ -784,6 +793,14 @@ def search_hits(
     def caught_up(done: int, total: int) -> None:
         told("bringing the store-wide search index up to date", done, total, "threads")
 
+    def embedded(done: int, total: int) -> None:
+        told(
+            "embedding documents for the store's model (its first search embeds them all)",
+            done,
+            total,
+            "documents",
+        )
+
     return search(
         store,
         query,
@@ -792,7 +809,27 @@ def search_hits(
         agent=agent or None,
         k=30,
         progress=caught_up,
+        embedder=store_model(store),
+        embedding=Embedding(progress=embedded),
     )
+
+
+_MODELS: dict[str, Any] = {}
+"""The models this process loaded, by the name the store's settings give (loaded once)."""
+
+
+def store_model(store: BaseStore) -> Any:
+    """The store's model (``continuity model use``), loaded once per process; None: BM25."""
+    from continuity.retrieval.settings import read_search_settings
+
+    name = read_search_settings(store).model
+    if not name:
+        return None
+    if name not in _MODELS:
+        from continuity.retrieval.models import load_model
+
+        _MODELS[name] = load_model(name)
+    return _MODELS[name]
 
 
 def _silent(phase: str, done: int = 0, total: int = 0, unit: str = "") -> None:

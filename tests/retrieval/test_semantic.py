@@ -467,26 +467,41 @@ def test_search_fuses_a_model_end_to_end(
 def test_a_first_fused_search_reports_its_embedding_and_a_current_cache_reports_nothing(
     store: Store, model: StaticEmbedder
 ) -> None:
-    """Embedding every thread is the slow part of a first `--model` search: its progress goes to
-    the same callback as the search index's; a later search with the cache current says
-    nothing, and a grown thread is the only one embedded again."""
+    """Embedding every document is the slow part of a first `--model` search: its progress
+    (documents embedded, documents to embed) goes to the embedding's callback, not the search
+    index's; a later search with the cache current says nothing, and a grown thread's new
+    document is the only one embedded again."""
     retrieval.search(store, "storage database", k=3, embedder=model)  # both indexes made
     assert store.cache_dir is not None
+    documents = sum(
+        len(p.read_bytes()) // record_dtype(model.dim).itemsize
+        for p in (store.cache_dir / "vectors").rglob("*.vec")
+    )
     for p in (store.cache_dir / "vectors").rglob("*"):
         if p.is_file():
             p.unlink()  # the vector cache gone: every thread embedded again
     heard: list[tuple[int, int]] = []
+    threads_heard: list[tuple[int, int]] = []
 
     def hear(done: int, total: int) -> None:
         heard.append((done, total))
 
-    retrieval.search(store, "storage database", k=3, embedder=model, progress=hear)
-    threads = len(store.threads())
-    assert heard == [(i, threads) for i in range(1, threads + 1)]
+    how = retrieval.Embedding(progress=hear)
+    retrieval.search(
+        store,
+        "storage database",
+        k=3,
+        embedder=model,
+        embedding=how,
+        progress=lambda d, t: threads_heard.append((d, t)),
+    )
+    assert heard and heard[-1] == (documents, documents)
+    assert all(t == documents for _d, t in heard)
+    assert [d for d, _t in heard] == sorted({d for d, _t in heard})  # it only goes forward
+    assert threads_heard == []  # the search index was current
     heard.clear()
-    retrieval.search(store, "storage database", k=3, embedder=model, progress=hear)
+    retrieval.search(store, "storage database", k=3, embedder=model, embedding=how)
     assert heard == []
     store.thread("c").append(fr.message("user", "the sql storage grew"))
-    retrieval.search(store, "storage database", k=3, embedder=model, progress=hear)
-    grown = sorted(store.threads()).index("c") + 1
-    assert [h for h in heard if h[1] == threads] == [(grown, threads)]
+    retrieval.search(store, "storage database", k=3, embedder=model, embedding=how)
+    assert heard == [(0, 1), (1, 1)]
