@@ -59,6 +59,7 @@ COMMANDS: Final = {
     "retract": "history_commands",
     "serve": "serve_commands",
     "mcp": "mcp_commands",
+    "index": "model_commands",
 }
 """Each command and the module that registers it, in the order ``--help`` lists them."""
 GROUPS: Final = {"model": "model_commands"}
