@@ -1,5 +1,7 @@
-"""``continuity model fetch`` and ``continuity model show``: the static-embedding model that
-``search --model`` fuses with BM25 (:mod:`continuity.retrieval.vectors`, ADR 0033)."""
+"""``continuity model fetch`` and ``continuity model show``: the model (a BERT-family sentence
+encoder or a static-embedding model) that ``search --model`` fuses with BM25
+(:mod:`continuity.retrieval.vectors`, ADR 0033); ``fetch`` also imports a local folder or
+archive."""
 
 from __future__ import annotations
 
@@ -12,13 +14,16 @@ from continuity.cli._common import errors
 
 __all__ = ["register"]
 
-_NAME_HELP = "A model2vec model's name (org/name), default minishlab/potion-base-8M."
+_NAME_HELP = (
+    "A model2vec model's name (org/name), default minishlab/potion-base-8M; or a local model "
+    "folder or archive (.zip, .whl, .tar.gz) holding one, to import."
+)
 
 
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
         name="model",
-        help="The static-embedding model semantic search uses (fetch it once, show it).",
+        help="The model semantic search uses (fetch or import it once, show it).",
         no_args_is_help=True,
     )
     group.command("fetch")(fetch)
@@ -37,15 +42,32 @@ def fetch(
         typer.Option("--url", help="Where models are served (default https://huggingface.co)."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a model already there.")] = False,
+    as_name: Annotated[
+        str | None,
+        typer.Option("--name", help="The name an imported model gets (default: its folder's)."),
+    ] = None,
 ) -> None:
-    """Download a model2vec model once, check that it loads, and put it in place atomically."""
-    from continuity.retrieval.models import DEFAULT_BASE_URL, DEFAULT_MODEL, fetch_model, load_model
+    """Download a model2vec model once, or import a local model folder or archive; check
+    that it loads, and put it in place atomically."""
+    from continuity.retrieval.models import (
+        DEFAULT_BASE_URL,
+        DEFAULT_MODEL,
+        fetch_model,
+        import_model,
+        load_model,
+    )
 
     chosen = name or DEFAULT_MODEL
+    local = Path(chosen).expanduser()
     with errors():
-        folder = fetch_model(chosen, to=to, base_url=url or DEFAULT_BASE_URL, force=force)
+        if local.exists() or chosen.endswith((".zip", ".whl", ".tar.gz", ".tgz")):
+            folder = import_model(local, as_name, to=to, force=force)
+            verb = "imported"
+        else:
+            folder = fetch_model(chosen, to=to, base_url=url or DEFAULT_BASE_URL, force=force)
+            verb = "fetched"
         model = load_model(str(folder))
-    typer.echo(f"fetched {chosen} into {folder} (id {model.id}, {model.dim} dimensions)")
+    typer.echo(f"{verb} {chosen} into {folder} (id {model.id}, {model.dim} dimensions)")
 
 
 def show(

@@ -34,7 +34,15 @@ import numpy.typing as npt
 from continuity.errors import ModelError
 from continuity.retrieval.terms import tokenize
 
-__all__ = ["Embedder", "HashedEmbedder", "StaticEmbedder", "WordPiece", "read_safetensors"]
+__all__ = [
+    "Embedder",
+    "HashedEmbedder",
+    "QueryEmbedder",
+    "StaticEmbedder",
+    "WordPiece",
+    "embed_queries",
+    "read_safetensors",
+]
 
 _DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "F32": np.dtype("<f4"),
@@ -56,6 +64,21 @@ class Embedder(Protocol):
     def id(self) -> str: ...
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+class QueryEmbedder(Embedder, Protocol):
+    """An embedder that embeds a query differently from a document (e5's ``query: `` and
+    ``passage: ``, bge's query instruction): ``embed`` is for documents, ``embed_query`` for
+    queries. Optional: :func:`embed_queries` falls back to ``embed``."""
+
+    def embed_query(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """Queries' vectors: the embedder's ``embed_query`` when it has one, else its ``embed``."""
+    by_query = getattr(embedder, "embed_query", None)
+    got = by_query(texts) if callable(by_query) else embedder.embed(texts)
+    return np.asarray(got, dtype=np.float32)
 
 
 class HashedEmbedder:
