@@ -41,6 +41,7 @@ __all__ = [
     "StaticEmbedder",
     "WordPiece",
     "embed_queries",
+    "parse_safetensors",
     "read_safetensors",
 ]
 
@@ -111,7 +112,12 @@ def read_safetensors(path: Path) -> dict[str, npt.NDArray[Any]]:
     """Every tensor of a ``.safetensors`` file, as numpy arrays (F32, F16, F64, BF16, I32,
     I64). The format: an 8-byte little-endian header length, a JSON header naming each tensor's
     dtype, shape and byte range, then the bytes."""
-    data = path.read_bytes()
+    return parse_safetensors(path.read_bytes(), path)
+
+
+def parse_safetensors(data: bytes, path: Path) -> dict[str, npt.NDArray[Any]]:
+    """:func:`read_safetensors` of a file's bytes already read (``path`` names it in errors);
+    the arrays are views of ``data`` where the dtype allows (read-only)."""
     if len(data) < 8:
         raise ModelError(f"{path}: too short to be a safetensors file")
     n = int.from_bytes(data[:8], "little")

@@ -45,7 +45,7 @@ LONG = " ".join(
     ["The retry loop in the sync worker backs off exponentially when the server answers 503."] * 40
 )
 # sentence-transformers cuts LONG at 256 tokens: the first window's vector
-FUSED_MARGIN = 0.05  # measured: see the report of issue 31
+FUSED_MARGIN = 0.08  # measured: recall@5 0.531 lexical, 0.656 fused (+0.125; issue 31)
 GOLDEN_LONG = [-0.046038, -0.015475, 0.011741, 0.013836, -0.016850, -0.061788, 0.017990, -0.103006]
 
 
@@ -118,14 +118,15 @@ def test_gelu_is_the_exact_one() -> None:
 
 @pytest.mark.slow
 def test_long_texts_in_windows(folder: Path, minilm: BertEmbedder) -> None:
-    first = BertEmbedder(folder, windows="first")
-    assert first.id != minilm.id  # the window rule is part of the id
-    cut = first.embed([LONG])[0]
+    assert minilm.windows == "first"  # what measured best
+    by_mean = BertEmbedder(folder, windows="mean")
+    assert by_mean.id != minilm.id  # the window rule is part of the id
+    cut = minilm.embed([LONG])[0]
     np.testing.assert_allclose(cut[:8], GOLDEN_LONG, atol=2e-6)
     windows, owner = minilm.embed_windows([LONG, "short"])
     assert list(owner).count(0) >= 2 and list(owner).count(1) == 1
     np.testing.assert_allclose(windows[0], cut, atol=1e-5)  # the first window is the cut text
-    mean = minilm.embed([LONG])[0]
+    mean = by_mean.embed([LONG])[0]
     expected = windows[owner == 0].mean(axis=0)
     np.testing.assert_allclose(mean, expected / np.linalg.norm(expected), atol=1e-5)
     assert float(mean @ cut) < 0.9999  # the later windows count
@@ -310,4 +311,7 @@ def test_fused_minilm_is_well_above_lexical(quality: ModuleType, minilm: BertEmb
     fused = report.overall["bm25+model"].recall_at_5
     assert lexical >= 0.53  # unchanged
     assert fused >= lexical + FUSED_MARGIN, (lexical, fused)
+    # meaning rather than words: paraphrases gain most (measured 0.318 -> 0.500)
+    by_kind = report.by_category["paraphrase"]
+    assert by_kind["bm25+model"].recall_at_5 >= by_kind["bm25"].recall_at_5 + 0.1
     assert report.cost["bm25+model"].embed_docs > 1000
