@@ -81,6 +81,7 @@ def show(
     ] = None,
 ) -> None:
     """Where the model is, its id and its dimension."""
+    from continuity.retrieval.bert import BertEmbedder
     from continuity.retrieval.models import load_model, resolve_model
 
     with errors():
@@ -90,3 +91,9 @@ def show(
     typer.echo(f"id: {loaded.id}")
     typer.echo(f"dim: {loaded.dim}")
     typer.echo(f"vocabulary: {len(loaded.tokenizer.vocab)} tokens")
+    if isinstance(loaded, BertEmbedder):
+        typer.echo(f"kind: sentence encoder, {loaded.pooling} pooling, {loaded.max_tokens} tokens")
+        typer.echo(f"query prefix: {loaded.query_prefix!r}")
+        typer.echo(f"document prefix: {loaded.document_prefix!r}")
+    else:
+        typer.echo("kind: static embeddings")

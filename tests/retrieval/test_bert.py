@@ -240,6 +240,9 @@ def test_import_a_folder_a_zip_and_a_wheel(folder: Path, tmp_path: Path, home: P
     out = runner.invoke(app, ["model", "fetch", str(zipped), "--name", "cli"])
     assert out.exit_code == 0, out.output
     assert out.stdout.startswith(f"imported {zipped} into {home / 'cli'}") and "384" in out.stdout
+    shown = runner.invoke(app, ["model", "show", "cli"])
+    assert shown.exit_code == 0, shown.output
+    assert "kind: sentence encoder, mean pooling, 256 tokens" in shown.stdout
     assert sorted(p.name for p in home.iterdir()) == sorted(["cli", "from-wheel", MINILM, "mini"])
 
 
