@@ -1,7 +1,7 @@
 """Search quality on labelled fixture queries: recall@1, recall@5 and MRR@10, by kind and split.
 
     python tools/search_quality.py [--json] [--fixtures DIR] [--queries FILE] [--model DIR]
-        [--derive]
+        [--windows first|mean] [--derive]
 
 Ingests every Claude Code transcript under ``../shared/fixtures/claude-code`` into a temporary
 store (``ingest_transcript(..., final=True)``, sorted path order), runs each query through
@@ -10,7 +10,13 @@ over stemmed, code-aware, field-weighted terms), and, given a model2vec folder (
 once more fused with the model's ranking (``bm25+model``) — and reports, per mode:
 
 * recall@1 and recall@5: the share of queries with an answer among the first 1 or 5 hits;
-* MRR@10: the mean of 1 / rank of the first answer (0 when none is in the top 10).
+* MRR@10: the mean of 1 / rank of the first answer (0 when none is in the top 10);
+
+and what each mode costs: the median wall time of a search (the vector cache warm), the peak
+RSS, and with a model the documents embedded into the vector cache per CPU-second and per
+second, and the cache's size. ``--model`` takes a BERT-family sentence encoder's folder
+(all-MiniLM-L6-v2, e5, bge: :class:`continuity.retrieval.bert.BertEmbedder`; ``--windows``
+picks how a long document is embedded) or a model2vec model's.
 
 Two query sets:
 
@@ -487,7 +493,7 @@ def _missed(report: Report) -> list[str]:
     missed = [r for r in report.results if any(r.rank[m] != 1 for m in modes)]
     if not missed:
         return []
-    lines = ["", "not first in some mode (rank bm25 / bm25+hashed; '-' = not in top 10):"]
+    lines = ["", f"not first in some mode (rank {' / '.join(modes)}; '-' = not in top 10):"]
     for r in missed:
         ranks = " / ".join("-" if r.rank[m] is None else str(r.rank[m]) for m in modes)
         split = f" [{r.split}]" if r.split else ""

@@ -130,6 +130,10 @@ def test_long_texts_in_windows(folder: Path, minilm: BertEmbedder) -> None:
     expected = windows[owner == 0].mean(axis=0)
     np.testing.assert_allclose(mean, expected / np.linalg.norm(expected), atol=1e-5)
     assert float(mean @ cut) < 0.9999  # the later windows count
+    # fewer tokens: another id, more windows
+    short = BertEmbedder(folder, max_tokens=64)
+    assert short.max_tokens == 64 and short.id != minilm.id
+    assert len(short.embed_windows([LONG])[1]) > len(owner) - 1
     # a query is cut, never windowed
     np.testing.assert_allclose(minilm.embed_query([LONG])[0], cut, atol=1e-5)
 
