@@ -207,7 +207,9 @@ if TYPE_CHECKING:
     from continuity.retrieval.embedders import (
         Embedder as Embedder,
         HashedEmbedder as HashedEmbedder,
+        QueryEmbedder as QueryEmbedder,
         StaticEmbedder as StaticEmbedder,
+        embed_queries as embed_queries,
     )
     from continuity.retrieval.search import (
         Embedding as Embedding,

@@ -1,7 +1,7 @@
 """Search quality on labelled fixture queries: recall@1, recall@5 and MRR@10, by kind and split.
 
     python tools/search_quality.py [--json] [--fixtures DIR] [--queries FILE] [--model DIR]
-        [--derive]
+        [--windows first|mean] [--derive]
 
 Ingests every Claude Code transcript under ``../shared/fixtures/claude-code`` into a temporary
 store (``ingest_transcript(..., final=True)``, sorted path order), runs each query through
@@ -10,7 +10,13 @@ over stemmed, code-aware, field-weighted terms), and, given a model2vec folder (
 once more fused with the model's ranking (``bm25+model``) — and reports, per mode:
 
 * recall@1 and recall@5: the share of queries with an answer among the first 1 or 5 hits;
-* MRR@10: the mean of 1 / rank of the first answer (0 when none is in the top 10).
+* MRR@10: the mean of 1 / rank of the first answer (0 when none is in the top 10);
+
+and what each mode costs: the median wall time of a search (the vector cache warm), the peak
+RSS, and with a model the documents embedded into the vector cache per CPU-second and per
+second, and the cache's size. ``--model`` takes a BERT-family sentence encoder's folder
+(all-MiniLM-L6-v2, e5, bge: :class:`continuity.retrieval.bert.BertEmbedder`; ``--windows``
+picks how a long document is embedded) or a model2vec model's.
 
 Two query sets:
 
@@ -35,8 +41,11 @@ says so and exits 0.
 from __future__ import annotations
 
 import argparse
+import resource
+import statistics
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -123,6 +132,21 @@ class QueryResult(msgspec.Struct):
     split: str = ""
 
 
+class Cost(msgspec.Struct):
+    """What a mode costs on the fixture store (this machine; CPU time is per process)."""
+
+    query_ms_p50: float = 0.0
+    """Median wall time of one search (the vector cache warm)."""
+    embed_docs: int = 0
+    """(model modes) Documents embedded into the vector cache."""
+    embed_docs_per_cpu_s: float = 0.0
+    embed_docs_per_s: float = 0.0
+    cache_bytes: int = 0
+    """(model modes) The vector cache's size on disk."""
+    rss_mb: float = 0.0
+    """The process's peak resident set size after the mode ran."""
+
+
 class Report(msgspec.Struct):
     k: int
     threads: int
@@ -138,6 +162,10 @@ class Report(msgspec.Struct):
     """(version 2) Per split (dev, heldout), per mode."""
     by_kind_split: dict[str, dict[str, dict[str, Scores]]] = {}
     """(version 2) Per kind, per split (dev, heldout, all), per mode."""
+    cost: dict[str, Cost] = {}
+    """Per mode, what it costs."""
+    model: str = ""
+    """The model's id, when a mode uses one."""
 
 
 def load_queries(path: Path = QUERIES) -> QuerySet:
@@ -374,17 +402,28 @@ def measure(
     """Run every query in each mode (BM25; BM25 fused with ``embedder``'s ranking when one is
     given) and score the ranks."""
     modes = [*MODES, "bm25+model"] if embedder is not None else list(MODES)
+    cost = {m: Cost() for m in modes}
+    if embedder is not None:
+        cost["bm25+model"] = _embed_cost(store, embedder)
     results = []
+    took: dict[str, list[float]] = {m: [] for m in modes}
     for q in queries.queries:
         wanted = {(a.thread, s) for a in q.answers for s in a.seqs}
         rank: dict[str, int | None] = {}
         top: dict[str, list[str]] = {}
         for mode in modes:
+            started = time.perf_counter()
             hits = search(store, q.query, k=K, embedder=embedder if mode != "bm25" else None)
+            took[mode].append(time.perf_counter() - started)
             found = [i for i, h in enumerate(hits, 1) if (h.thread_id, h.seq) in wanted]
             rank[mode] = found[0] if found else None
             top[mode] = [f"{h.thread_id}@{h.seq}" for h in hits[:5]]
         results.append(QueryResult(q.id, q.group, q.query, rank, top, q.split))
+    for mode in modes:
+        cost[mode].query_ms_p50 = (
+            round(statistics.median(took[mode]) * 1000, 1) if took[mode] else 0
+        )
+        cost[mode].rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     categories = sorted({r.category for r in results})
     report = Report(
         k=K,
@@ -395,6 +434,8 @@ def measure(
         by_category={c: _by_mode([r for r in results if r.category == c]) for c in categories},
         results=results,
         version=queries.version,
+        cost=cost,
+        model=embedder.id if embedder is not None else "",
     )
     if queries.version >= 2:
         report.by_split = {s: _by_mode([r for r in results if r.split == s]) for s in SPLITS}
@@ -410,6 +451,23 @@ def measure(
             for kind in kinds
         }
     return report
+
+
+def _embed_cost(store: Store, embedder: Embedder) -> Cost:
+    """Embed the whole store into the vector cache, timed (CPU and wall), and its size."""
+    from continuity.retrieval.vectors import FOLDER, rebuild_vectors
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    docs = rebuild_vectors(store, embedder)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    root = store.cache_dir / FOLDER if store.cache_dir is not None else None
+    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root else 0
+    return Cost(
+        embed_docs=docs,
+        embed_docs_per_cpu_s=round(docs / cpu, 1) if cpu else 0.0,
+        embed_docs_per_s=round(docs / wall, 1) if wall else 0.0,
+        cache_bytes=size,
+    )
 
 
 def evaluate(
@@ -435,7 +493,7 @@ def _missed(report: Report) -> list[str]:
     missed = [r for r in report.results if any(r.rank[m] != 1 for m in modes)]
     if not missed:
         return []
-    lines = ["", "not first in some mode (rank bm25 / bm25+hashed; '-' = not in top 10):"]
+    lines = ["", f"not first in some mode (rank {' / '.join(modes)}; '-' = not in top 10):"]
     for r in missed:
         ranks = " / ".join("-" if r.rank[m] is None else str(r.rank[m]) for m in modes)
         split = f" [{r.split}]" if r.split else ""
@@ -498,7 +556,25 @@ def _table_v2(report: Report) -> str:
     for split in SPLITS:
         row("all" if split == SPLITS[0] else "", split, report.by_split[split])
     row("", "all", report.overall)
-    return "\n".join(lines + _missed(report) + _problems(report))
+    return "\n".join(lines + _costs(report) + _missed(report) + _problems(report))
+
+
+def _costs(report: Report) -> list[str]:
+    if not report.cost:
+        return []
+    lines = [
+        "",
+        f"{'cost':<12}{'query p50':>10}{'embed docs':>12}{'docs/CPU-s':>12}{'docs/s':>8}"
+        f"{'cache':>10}{'RSS':>9}",
+    ]
+    for mode, c in report.cost.items():
+        lines.append(
+            f"{mode:<12}{c.query_ms_p50:>8.1f}ms{c.embed_docs:>12}{c.embed_docs_per_cpu_s:>12.1f}"
+            f"{c.embed_docs_per_s:>8.1f}{c.cache_bytes / 1e6:>8.2f}MB{c.rss_mb:>7.0f}MB"
+        )
+    if report.model:
+        lines.append(f"model: {report.model}")
+    return lines
 
 
 def _table(report: Report) -> str:
@@ -526,16 +602,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--model",
         type=Path,
         default=None,
-        help="a model2vec model folder: also measure BM25 fused with its ranking (bm25+model)",
+        help="a model folder (a BERT-family sentence encoder or a model2vec model): also "
+        "measure BM25 fused with its ranking (bm25+model)",
+    )
+    parser.add_argument(
+        "--windows",
+        choices=("mean", "first"),
+        default="first",
+        help="(a sentence encoder) a long document's vector: its first window's (the default, "
+        "what measured best on the dev split), or its windows' mean",
     )
     args = parser.parse_args(argv)
     embedder: Embedder | None = None
     if args.model is not None:
         from continuity.errors import ModelError
-        from continuity.retrieval.embedders import StaticEmbedder
+        from continuity.retrieval.bert import BertEmbedder, is_bert_folder
+        from continuity.retrieval.models import load_folder
 
         try:
-            embedder = StaticEmbedder(args.model)
+            folder = Path(args.model)
+            bert = folder.is_dir() and is_bert_folder(folder)
+            embedder = BertEmbedder(folder, windows=args.windows) if bert else load_folder(folder)
         except ModelError as exc:
             print(f"search quality: {exc}", file=sys.stderr)
             return 2

@@ -1,6 +1,8 @@
-"""``continuity model fetch|show|use`` and ``continuity index``: the model that search fuses
-with BM25 (:mod:`continuity.retrieval.vectors`, ADR 0033), the store's choice of it
-(:mod:`continuity.retrieval.settings`) and its vectors built ahead of a search."""
+"""``continuity model fetch|show|use`` and ``continuity index``: the model (a BERT-family
+sentence encoder or a static-embedding model) that search fuses with BM25
+(:mod:`continuity.retrieval.vectors`, ADR 0033; ``fetch`` also imports a local folder or
+archive), the store's choice of it (:mod:`continuity.retrieval.settings`) and its vectors built
+ahead of a search."""
 
 from __future__ import annotations
 
@@ -14,13 +16,16 @@ from continuity.cli.embedding import embedding_progress, kept_on_interrupt, mode
 
 __all__ = ["register"]
 
-_NAME_HELP = "A model2vec model's name (org/name), default minishlab/potion-base-8M."
+_NAME_HELP = (
+    "A model2vec model's name (org/name), default minishlab/potion-base-8M; or a local model "
+    "folder or archive (.zip, .whl, .tar.gz) holding one, to import."
+)
 
 
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
         name="model",
-        help="The static-embedding model semantic search uses (fetch it once, show it).",
+        help="The model semantic search uses (fetch or import it once, show it).",
         no_args_is_help=True,
     )
     group.command("fetch")(fetch)
@@ -41,15 +46,32 @@ def fetch(
         typer.Option("--url", help="Where models are served (default https://huggingface.co)."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a model already there.")] = False,
+    as_name: Annotated[
+        str | None,
+        typer.Option("--name", help="The name an imported model gets (default: its folder's)."),
+    ] = None,
 ) -> None:
-    """Download a model2vec model once, check that it loads, and put it in place atomically."""
-    from continuity.retrieval.models import DEFAULT_BASE_URL, DEFAULT_MODEL, fetch_model, load_model
+    """Download a model2vec model once, or import a local model folder or archive; check
+    that it loads, and put it in place atomically."""
+    from continuity.retrieval.models import (
+        DEFAULT_BASE_URL,
+        DEFAULT_MODEL,
+        fetch_model,
+        import_model,
+        load_model,
+    )
 
     chosen = name or DEFAULT_MODEL
+    local = Path(chosen).expanduser()
     with errors():
-        folder = fetch_model(chosen, to=to, base_url=url or DEFAULT_BASE_URL, force=force)
+        if local.exists() or chosen.endswith((".zip", ".whl", ".tar.gz", ".tgz")):
+            folder = import_model(local, as_name, to=to, force=force)
+            verb = "imported"
+        else:
+            folder = fetch_model(chosen, to=to, base_url=url or DEFAULT_BASE_URL, force=force)
+            verb = "fetched"
         model = load_model(str(folder))
-    typer.echo(f"fetched {chosen} into {folder} (id {model.id}, {model.dim} dimensions)")
+    typer.echo(f"{verb} {chosen} into {folder} (id {model.id}, {model.dim} dimensions)")
 
 
 def show(
@@ -63,6 +85,7 @@ def show(
     ] = None,
 ) -> None:
     """Where the model is, its id and its dimension."""
+    from continuity.retrieval.bert import BertEmbedder
     from continuity.retrieval.models import load_model, resolve_model
 
     with errors():
@@ -72,6 +95,12 @@ def show(
     typer.echo(f"id: {loaded.id}")
     typer.echo(f"dim: {loaded.dim}")
     typer.echo(f"vocabulary: {len(loaded.tokenizer.vocab)} tokens")
+    if isinstance(loaded, BertEmbedder):
+        typer.echo(f"kind: sentence encoder, {loaded.pooling} pooling, {loaded.max_tokens} tokens")
+        typer.echo(f"query prefix: {loaded.query_prefix!r}")
+        typer.echo(f"document prefix: {loaded.document_prefix!r}")
+    else:
+        typer.echo("kind: static embeddings")
 
 
 def use(

@@ -34,7 +34,16 @@ import numpy.typing as npt
 from continuity.errors import ModelError
 from continuity.retrieval.terms import tokenize
 
-__all__ = ["Embedder", "HashedEmbedder", "StaticEmbedder", "WordPiece", "read_safetensors"]
+__all__ = [
+    "Embedder",
+    "HashedEmbedder",
+    "QueryEmbedder",
+    "StaticEmbedder",
+    "WordPiece",
+    "embed_queries",
+    "parse_safetensors",
+    "read_safetensors",
+]
 
 _DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "F32": np.dtype("<f4"),
@@ -62,6 +71,21 @@ class Embedder(Protocol):
 # ``callable(*args)`` makes the same embedder in another process (args: strings, numbers, such
 # as its model folder). The vector cache embeds in worker processes with it (``--jobs``,
 # :mod:`.embed_workers`); one without a spec embeds in the calling process.
+
+
+class QueryEmbedder(Embedder, Protocol):
+    """An embedder that embeds a query differently from a document (e5's ``query: `` and
+    ``passage: ``, bge's query instruction): ``embed`` is for documents, ``embed_query`` for
+    queries. Optional: :func:`embed_queries` falls back to ``embed``."""
+
+    def embed_query(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """Queries' vectors: the embedder's ``embed_query`` when it has one, else its ``embed``."""
+    by_query = getattr(embedder, "embed_query", None)
+    got = by_query(texts) if callable(by_query) else embedder.embed(texts)
+    return np.asarray(got, dtype=np.float32)
 
 
 class HashedEmbedder:
@@ -98,7 +122,12 @@ def read_safetensors(path: Path) -> dict[str, npt.NDArray[Any]]:
     """Every tensor of a ``.safetensors`` file, as numpy arrays (F32, F16, F64, BF16, I32,
     I64). The format: an 8-byte little-endian header length, a JSON header naming each tensor's
     dtype, shape and byte range, then the bytes."""
-    data = path.read_bytes()
+    return parse_safetensors(path.read_bytes(), path)
+
+
+def parse_safetensors(data: bytes, path: Path) -> dict[str, npt.NDArray[Any]]:
+    """:func:`read_safetensors` of a file's bytes already read (``path`` names it in errors);
+    the arrays are views of ``data`` where the dtype allows (read-only)."""
     if len(data) < 8:
         raise ModelError(f"{path}: too short to be a safetensors file")
     n = int.from_bytes(data[:8], "little")

