@@ -22,19 +22,17 @@ and ``pytest tests/agents``; the old folder can be deleted.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from tools.upstream import cache_root
+from tools.upstream import cache_lock, cache_root
 
 NPM_TIMEOUT_S: Final = 600
 
@@ -99,17 +97,6 @@ def executable(pin: NpmPin, base: Path | None = None) -> Path | None:
     return None
 
 
-@contextlib.contextmanager
-def _locked(base: Path) -> Iterator[None]:
-    base.mkdir(parents=True, exist_ok=True)
-    with (base / ".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def npm_install(pin: NpmPin, prefix: Path) -> None:
     npm = shutil.which("npm")
     if npm is None:
@@ -152,7 +139,7 @@ def install_pin(pin: NpmPin, base: Path | None = None) -> Path:
     found = executable(pin, base)
     if found is not None:
         return found
-    with _locked(base):
+    with cache_lock(base):
         found = executable(pin, base)  # another run may have installed it while this one waited
         if found is not None:
             return found

@@ -17,18 +17,16 @@ Debian) or its mirror, and nothing cached, the tests that need it skip, saying w
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from tools.upstream import cache_root
+from tools.upstream import cache_lock, cache_root
 
 VERSION: Final = "1.18"
 """Debian bookworm's PgBouncer: the version the folder is named after."""
@@ -80,17 +78,6 @@ def executable(base: Path | None = None) -> Path | None:
     return root / _BIN if _runs(root) else None
 
 
-@contextlib.contextmanager
-def _locked(base: Path) -> Iterator[None]:
-    base.mkdir(parents=True, exist_ok=True)
-    with (base / ".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def _run(command: list[str], cwd: Path) -> None:
     try:
         done = subprocess.run(
@@ -115,7 +102,7 @@ def install(base: Path | None = None) -> Path:
     found = executable(base)
     if found is not None:
         return found
-    with _locked(base):
+    with cache_lock(base):
         found = executable(base)  # another run may have installed it while this one waited
         if found is not None:
             return found

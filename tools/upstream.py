@@ -153,7 +153,7 @@ def fetch_pin(pin: Pin) -> Path:
     if found is not None:
         return found
     base = upstream_dir()
-    with _locked(base):
+    with cache_lock(base):
         found = source(pin)  # another run may have fetched it while this one waited
         if found is not None:
             return found
@@ -174,7 +174,9 @@ def sha256_of(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _locked(base: Path) -> Iterator[None]:
+def cache_lock(base: Path) -> Iterator[None]:
+    """``base`` (made if missing) locked for one installer at a time (``base/.lock``): the
+    test cache is shared by every process that installs into it."""
     base.mkdir(parents=True, exist_ok=True)
     with (base / ".lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
