@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import random
 import shutil
 import tarfile
 import zipfile
@@ -105,6 +106,28 @@ def test_vectors_are_sentence_transformers(minilm: BertEmbedder) -> None:
     assert q @ got[0] > q @ got[1] + 0.3
     embedder: Embedder = minilm  # the protocol
     assert embedder.id.startswith("bert/6x384/")
+
+
+@pytest.mark.slow
+def test_a_vector_does_not_depend_on_its_batch(minilm: BertEmbedder) -> None:
+    """The vector cache is a cache: rebuilt in one go or caught up a thread at a time, it must
+    hold the same bytes. A document's vector is the same bits whatever it is embedded with
+    (alone, among others, in another order): sequences are packed, never padded, and attention
+    runs over each one's own length."""
+    rng = random.Random(7)
+    words = "the retry loop sync worker backs off when the server answers 503 build failed".split()
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 120))) for _ in range(8)]
+    texts += ["x", LONG]
+    together = minilm.embed(texts)
+    alone = np.stack([minilm.embed([t])[0] for t in texts])
+    order = list(range(len(texts)))
+    rng.shuffle(order)
+    shuffled = minilm.embed([texts[i] for i in order])
+    back = np.empty_like(shuffled)
+    back[order] = shuffled
+    halves = np.concatenate([minilm.embed(texts[:5]), minilm.embed(texts[5:])])
+    for other in (alone, back, halves):
+        assert other.tobytes() == together.tobytes()
 
 
 def test_gelu_is_the_exact_one() -> None:
