@@ -17,7 +17,6 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final
 
-import click
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
@@ -137,7 +136,7 @@ class _Root(TyperGroup):
     """The root: a Ctrl-C during a command is one line and exit 130 (typer would exit 130
     silently, or print "Aborted!" and exit 1, depending on its version)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # typer's own click: not a module of ours to name
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
