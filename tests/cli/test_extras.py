@@ -103,7 +103,7 @@ def test_mcp_without_its_extra(missing: str, tmp_path: Path) -> None:
 def test_the_library_raises_missing_extra_an_import_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(sys.modules, "psycopg", None)  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(MissingExtra) as raised:
         open_store(URL)
     assert isinstance(raised.value, ImportError)  # `except ImportError` still catches it
