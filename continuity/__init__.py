@@ -154,6 +154,7 @@ if TYPE_CHECKING:
         JobInFlight as JobInFlight,
         MessageNotFound as MessageNotFound,
         MigrationConflict as MigrationConflict,
+        MissingExtra as MissingExtra,
         ModelError as ModelError,
         SchemaTooNew as SchemaTooNew,
         SeqConflict as SeqConflict,

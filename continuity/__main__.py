@@ -126,6 +126,16 @@ def _run_hook(args: list[str], store: str | None) -> int:
 
 
 def main() -> None:
+    """Run the command line; a Ctrl-C anywhere (the imports included) is one line on stderr and
+    exit 130, never a traceback. Commands that can say more (ingest: where it stopped) do."""
+    try:
+        _main()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+
+
+def _main() -> None:
     # numpy's OpenBLAS starts a thread per core when it loads (60 ms of a 2-core machine's
     # start-up); the CLI's few small products never use them. A user's setting wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -142,8 +152,10 @@ def main() -> None:
         code = fast_search(sys.argv[1:])
         if code is not None:
             sys.exit(code)
-        if blocked:  # typer needs it: the typer command runs after all
-            del sys.modules["typing_extensions"]
+        if blocked and sys.modules.get("typing_extensions") is None:
+            # typer needs it: the typer command runs after all (opening a PostgreSQL store may
+            # have lifted the block already: psycopg needs it too)
+            sys.modules.pop("typing_extensions", None)
     from continuity.cli.app import main as cli_main
 
     cli_main()

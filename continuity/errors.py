@@ -32,6 +32,7 @@ working::
     ├── ModelError             (ValueError) an embedding model folder that cannot be read
     ├── InvalidSettings        a settings file (Claude Code's, redaction.json) that is unusable
     ├── UnreadableSession      (ValueError) an agent's session file or database that cannot be read
+    ├── MissingExtra           (ImportError) a feature's optional extra is not installed
     └── DemoError              the demo did not run to the end or archived the wrong thing
 
 Every class is importable from the package root too: ``from continuity import SeqConflict``.
@@ -58,6 +59,7 @@ __all__ = [
     "JobInFlight",
     "MessageNotFound",
     "MigrationConflict",
+    "MissingExtra",
     "ModelError",
     "SchemaTooNew",
     "SeqConflict",
@@ -72,8 +74,29 @@ __all__ = [
 ]
 
 
+DISTRIBUTION = "agent-continuity"
+"""The name continuity is installed by from the package index (ADR 0043: ``continuity`` there is
+another project). The import package and the command are ``continuity``."""
+
+
 class ContinuityError(Exception):
     """Base of every error this library raises on purpose."""
+
+
+class MissingExtra(ContinuityError, ImportError):
+    """A feature needs an optional extra that is not installed (a PostgreSQL store needs
+    psycopg, ``continuity serve`` the ASGI stack): ``extra`` names it (``postgres``, ``serve``,
+    ``mcp``…), ``missing`` the module that could not be imported (also ``name``, as for any
+    ImportError), and the message ends with the line that installs it."""
+
+    def __init__(self, feature: str, extra: str, missing: str | None = None) -> None:
+        why = f" ({missing} is missing)" if missing else ""
+        super().__init__(
+            f"{feature} needs the `{extra}` extra{why}: pip install '{DISTRIBUTION}[{extra}]'",
+            name=missing,
+        )
+        self.extra = extra
+        self.missing = missing
 
 
 # --- the store ------------------------------------------------------------------------------

@@ -211,7 +211,9 @@ _encoder: Final = msgspec.json.Encoder()
 
 
 class RefreshResult(msgspec.Struct, frozen=True):
-    """What a refresh did: nothing (``current``), indexed what was new, or rebuilt."""
+    """What a refresh did: nothing (``current``), indexed what was new, or rebuilt.
+    ``frames_applied``: the frames indexed; after a rebuild, every frame of the log (a small log
+    keeps no caches, ADR 0031, and still counts them)."""
 
     mode: Literal["current", "caught_up", "rebuilt"]
     frames_applied: int
@@ -583,9 +585,9 @@ class ThreadIndex:
 
     def rebuild(self, progress: Progress | None = None) -> RefreshResult:
         """Drop the caches and index the whole log again (a small log: drop them, folder and
-        all, and index nothing: ADR 0031)."""
+        all, and index nothing: ADR 0031). Either way the result counts the log's frames."""
         if keeps_none(self.thread) and not self.dir.exists():
-            return RefreshResult("rebuilt", 0)  # nothing to drop: no folder is made for it
+            return self._rebuilt_small()  # nothing to drop: no folder is made for it
         with self._lock():
             log = self.thread.open_log()
             if log is None:
@@ -598,7 +600,13 @@ class ThreadIndex:
                     return RefreshResult("rebuilt", delta.frames)
                 self._remove()
         shutil.rmtree(self.dir, ignore_errors=True)  # a small log: the lock goes too
-        return RefreshResult("rebuilt", 0)
+        return self._rebuilt_small()
+
+    def _rebuilt_small(self) -> RefreshResult:
+        """A small log's rebuild: no caches, and its frames counted as a large log's are (what
+        ``rebuild-index`` and ``verify`` report for the thread agree)."""
+        head = self.thread.head()
+        return RefreshResult("rebuilt", 0 if head is None else head.seq + 1)
 
     def problems(self, fresh: IndexDelta | None = None) -> list[str]:
         """What is wrong with the caches on disk (empty when they are sound or absent).

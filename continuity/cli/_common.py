@@ -2,7 +2,8 @@
 fail, and the options several commands take.
 
 Each command opens the store, calls one or two library functions and turns library errors into
-one clear line on stderr and a non-zero exit (1). Usage errors exit 2 (typer's convention). A
+one clear line on stderr and a non-zero exit (1). Usage errors exit 2 (typer's convention), and
+so does a feature whose optional extra is not installed (:func:`need_extra`). A
 thread id that is not in the store gets the ids it may have meant (:func:`thread_hint`).
 """
 
@@ -21,7 +22,13 @@ from typing import Final, NoReturn
 import typer
 
 from continuity.cli._display import recovery_line
-from continuity.errors import ContinuityError, StoreNotFound, ThreadDeleted, ThreadNotFound
+from continuity.errors import (
+    ContinuityError,
+    MissingExtra,
+    StoreNotFound,
+    ThreadDeleted,
+    ThreadNotFound,
+)
 from continuity.paths import StoreLocation, describe_store, is_store_url
 from continuity.store.base import BaseStore, Recovery
 
@@ -31,6 +38,7 @@ __all__ = [
     "count",
     "errors",
     "fail",
+    "need_extra",
     "open_store",
     "report_recovery",
     "start_run",
@@ -95,6 +103,13 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def need_extra(feature: str, extra: str, exc: ImportError) -> NoReturn:
+    """Exit 2 saying which extra ``feature`` needs and how to install it; ``exc`` is the
+    import that failed (its module is named)."""
+    missing = exc.name.partition(".")[0] if exc.name else None
+    fail(str(MissingExtra(feature, extra, missing)), code=2)
+
+
 _MISSING: Final = re.compile(r"no thread ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
 
 
@@ -148,9 +163,12 @@ def _not_found(exc: ThreadNotFound) -> str:
 
 @contextmanager
 def errors(suffix: str = "") -> Iterator[None]:
-    """Turn a library error, or the OS refusing a file operation, into one line and exit 1."""
+    """Turn a library error, or the OS refusing a file operation, into one line and exit 1
+    (a missing optional extra: exit 2, as a usage error)."""
     try:
         yield
+    except MissingExtra as exc:
+        fail(str(exc), code=2)
     except ThreadDeleted as exc:
         fail(f"{exc}{suffix}")
     except ThreadNotFound as exc:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final
 
 import typer
-from typer.core import TyperCommand, TyperOption
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from continuity.cli._common import start_run
 from continuity.paths import resolve_store_location
@@ -77,8 +77,10 @@ def _show_version(value: bool) -> None:
         return
     from importlib.metadata import PackageNotFoundError, version
 
+    from continuity.errors import DISTRIBUTION
+
     try:
-        number = version("continuity")
+        number = version(DISTRIBUTION)
     except PackageNotFoundError:  # run from a source tree that was never installed
         number = "(not installed: no package metadata)"
     typer.echo(f"continuity {number}")
@@ -130,8 +132,21 @@ class _StoreCommand(TyperCommand):
         super().__init__(name, **{**kwargs, "params": params})
 
 
+class _Root(TyperGroup):
+    """The root: a Ctrl-C during a command is one line and exit 130 (typer would exit 130
+    silently, or print "Aborted!" and exit 1, depending on its version)."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's own click: not a module of ours to name
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+
+
 def _root() -> typer.Typer:
     root = typer.Typer(
+        cls=_Root,
         name="continuity",
         help="An append-only, hash-chained event log for agent conversations.",
         no_args_is_help=True,

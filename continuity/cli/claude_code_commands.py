@@ -477,7 +477,8 @@ def _ingest_codex(ctx: typer.Context, paths: list[Path] | None) -> None:
     roots = paths or [codex_home() / "sessions", codex_home() / "archived_sessions"]
     todo = list(rollouts(p for p in roots if p.exists()))
     if not todo:
-        fail("no Codex rollouts (rollout-*.jsonl, rollout-*.jsonl.zst) found")
+        where = ", ".join(_shown(p) for p in roots)
+        fail(f"no Codex rollouts (rollout-*.jsonl, rollout-*.jsonl.zst) found in {where}")
     store = open_store(ctx, create=True)
     failed: list[tuple[Path, str]] = []
     messages = checkpoints = unknown = 0
@@ -505,7 +506,7 @@ def _transcripts_to_ingest(paths: list[Path]) -> tuple[list[Path], list[tuple[Pa
     when there is no transcript to ingest."""
     files = _transcripts(paths)
     if not files:
-        fail("no transcripts (*.jsonl) found")
+        fail(f"no transcripts (*.jsonl) found in {', '.join(_shown(p) for p in paths)}")
     try:
         todo, skipped = _sort_out(files)
     except KeyboardInterrupt:

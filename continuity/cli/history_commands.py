@@ -35,8 +35,8 @@ def retract_cmd(
     reason: Annotated[str, typer.Option("--reason", help="Why, for the record.")] = "",
 ) -> None:
     """Take messages back out of the conversation: compile, recall and summaries leave them
-    out from now on; the log keeps every byte and `log` shows them marked [retracted].
-    Prints the seq of the retraction frame."""
+    out from now on; the log keeps every byte and `log` shows them marked \\[retracted].
+    Prints the seq of the retraction frame."""  # \[: rich markup would eat "[retracted]"
     from continuity.context.retract import pop_message, retract
 
     if not seqs and not message_ids and not last:

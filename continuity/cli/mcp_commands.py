@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from continuity.cli._common import fail, report_recovery
+from continuity.cli._common import errors, need_extra, report_recovery
+from continuity.paths import is_store_url
 
 __all__ = ["register"]
 
@@ -52,16 +53,17 @@ def mcp(
     try:
         from continuity.mcp_server.server import run_stdio
     except ImportError as exc:
-        missing = (exc.name or "mcp").partition(".")[0]
-        fail(
-            f"continuity mcp needs the `mcp` extra ({missing} is missing): "
-            "pip install 'continuity[mcp]'"
-        )
+        need_extra("continuity mcp", "mcp", exc)
     from continuity.mcp_server.archive import Archive
     from continuity.store.base import BaseStore
     from continuity.store.locate import open_store
 
     location = ctx.obj.location
+    if is_store_url(location):  # the store opens on the first call: say now what it lacks
+        from continuity.store.postgres import need_driver
+
+        with errors():
+            need_driver()
 
     def opener() -> BaseStore:
         return open_store(location, on_recovery=report_recovery)

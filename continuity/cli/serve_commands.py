@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from continuity.cli._common import errors, fail, open_store
+from continuity.cli._common import errors, fail, need_extra, open_store
 
 __all__ = ["register"]
 
@@ -75,10 +75,7 @@ def serve(
 
         from continuity.viewer.app import create_app
     except ImportError as exc:
-        fail(
-            f"continuity serve needs the `serve` extra ({exc.name} is missing): "
-            "pip install 'continuity[serve]'"
-        )
+        need_extra("continuity serve", "serve", exc)
     local = _loopback(host)
     if no_token and not local:
         fail("--no-token is only for a loopback --host: anyone who can reach it could read")

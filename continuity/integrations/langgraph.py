@@ -1,4 +1,4 @@
-"""A LangGraph checkpoint saver whose truth is a continuity log (``continuity[langgraph]``).
+"""A LangGraph checkpoint saver whose truth is a continuity log (the `langgraph` extra).
 
 :class:`ContinuitySaver` implements :class:`langgraph.checkpoint.base.BaseCheckpointSaver`,
 sync and async. One LangGraph ``thread_id`` is one continuity thread; its checkpoints, pending

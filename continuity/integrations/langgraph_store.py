@@ -1,4 +1,4 @@
-"""A LangGraph long-term memory store whose truth is a continuity log (``continuity[langgraph]``).
+"""A LangGraph long-term memory store whose truth is a continuity log (the `langgraph` extra).
 
 :class:`ContinuityStore` implements :class:`langgraph.store.base.BaseStore`, sync and async:
 namespaces, ``put``/``get``/``delete``, ``search`` (LangGraph's filters; a ``query`` ranked by

@@ -29,8 +29,10 @@ __all__ = ["build_server", "run_stdio"]
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
+    from continuity.errors import DISTRIBUTION
+
     try:
-        return version("continuity")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "0"
 

@@ -22,6 +22,7 @@ from typer.testing import CliRunner, Result
 from continuity import frames as fr
 from continuity.cli._common import thread_hint
 from continuity.cli.app import COMMANDS, GROUPS, app
+from continuity.errors import DISTRIBUTION
 from continuity.store.jsonl import JsonlThread, Store
 
 HELLO = '{"role":"user","text":"hello"}\n{"role":"assistant","text":"hi"}\n'
@@ -238,7 +239,7 @@ def test_thread_hint_orders_and_bounds_what_it_offers() -> None:
 def test_version() -> None:
     result = cli("--version")
     assert result.exit_code == 0
-    assert result.stdout == f"continuity {version('continuity')}\n"
+    assert result.stdout == f"continuity {version(DISTRIBUTION)}\n"
     assert result.stderr == ""
 
 
@@ -251,7 +252,7 @@ def test_version_of_a_process() -> None:
         timeout=60,
         check=False,
     )
-    assert (done.returncode, done.stdout) == (0, f"continuity {version('continuity')}\n")
+    assert (done.returncode, done.stdout) == (0, f"continuity {version(DISTRIBUTION)}\n")
 
 
 # --- threads --------------------------------------------------------------------------------

@@ -144,10 +144,10 @@ def test_without_the_sdk_the_command_says_which_extra_to_install(tmp_path: Path)
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=server_env(), check=False
     )
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "error: continuity mcp needs the `mcp` extra (mcp is missing): "
-        "pip install 'continuity[mcp]'"
+        "pip install 'agent-continuity[mcp]'"
     ]
 
 

@@ -98,7 +98,9 @@ def serve(tmp: Path) -> Iterator[str]:
     try:
         import psycopg  # noqa: F401 - the backend's driver: skip the same way without it
     except ImportError:
-        pytest.skip(f"psycopg is not installed (continuity[postgres]) and {PG_URL_ENV} is unset")
+        pytest.skip(
+            f"psycopg is not installed (agent-continuity[postgres]) and {PG_URL_ENV} is unset"
+        )
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if not runtime or not Path(runtime).is_dir() or Path(runtime).stat().st_mode & 0o077:
         # pgserver puts its lock file in the runtime folder, and platformdirs warns unless

@@ -738,9 +738,9 @@ def test_serve_without_the_extra_says_how_to_install_it(tmp_path: Path) -> None:
         "main()\n"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
-    assert run.returncode == 1
+    assert run.returncode == 2
     assert "needs the `serve` extra (uvicorn is missing)" in run.stderr
-    assert "pip install 'continuity[serve]'" in run.stderr
+    assert "pip install 'agent-continuity[serve]'" in run.stderr
 
 
 @pytest.mark.slow

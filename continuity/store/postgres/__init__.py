@@ -39,6 +39,7 @@ from continuity import frames as fr
 from continuity.errors import (
     CorruptFrame,
     JobInFlight,
+    MissingExtra,
     ThreadDeleted,
     ThreadKeyTaken,
     ThreadNotFound,
@@ -531,6 +532,7 @@ class PostgresStore(BaseStore):
         clock: Callable[[], int] | None = None,
         redactor: Callable[[fr.Frame], fr.Frame] | None = None,
     ) -> None:
+        need_driver()
         from continuity.paths import split_schema
         from continuity.store.postgres.db import Database  # psycopg: only when a store is opened
 
@@ -727,3 +729,14 @@ class PostgresStore(BaseStore):
     def close(self) -> None:
         """Close the store's connections (closing twice is harmless); it cannot be used after."""
         self._db.close()
+
+
+def need_driver() -> None:
+    """psycopg and its pool (the ``postgres`` extra), or a :class:`~continuity.MissingExtra`
+    that says how to install them rather than an ImportError from deep in the backend."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:  # not installed, or psycopg without a libpq wrapper (no name)
+        missing = exc.name.partition(".")[0] if exc.name else None
+        raise MissingExtra("a PostgreSQL store", "postgres", missing) from None
