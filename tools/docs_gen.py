@@ -148,7 +148,7 @@ def api_reference() -> str:
 _TITLE: Final = re.compile(r"^#\s*ADR\s+(\d+)\s*[:—-]\s*(.+?)\s*$")
 
 
-def adr_index() -> str:
+def adr_index(folder: Path = ROOT / "adr") -> str:
     out = [
         _GENERATED,
         "# Decisions",
@@ -157,7 +157,7 @@ def adr_index() -> str:
         "this one. This index is generated from the files, so none is left out.",
         "",
     ]
-    for path in sorted((ROOT / "adr").glob("[0-9][0-9][0-9][0-9]-*.md")):
+    for path in sorted(folder.glob("[0-9][0-9][0-9][0-9]-*.md")):
         first = path.read_text().splitlines()[0] if path.stat().st_size else ""
         match = _TITLE.match(first)
         if match is None:
@@ -207,6 +207,16 @@ def _report(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def _load(options: dict[str, Any]) -> list[str]:
+    out = []
+    if "load_before" in options:
+        before, after = options["load_before"], options["load_after"]
+        out.append(f"- **Load average** (1 min): {before:.1f} at the start, {after:.1f} at the end")
+    if options.get("note"):
+        out.append(f"- **Note**: {options['note']}")
+    return out
+
+
 def performance(figures: Path = FIGURES) -> str:
     data = json.loads(figures.read_text())
     env, options = data["env"], data["options"]
@@ -229,6 +239,7 @@ def performance(figures: Path = FIGURES) -> str:
         f" {env['implementation']} {env['python']}",
         f"- **Sizes**: {sizes}",
         f"- **Benchmarks**: {only}",
+        *_load(options),
         "",
         "Every figure is a median over several runs with the p90 beside it (for a rate, the",
         "rate at the 90th-percentile time: the slow end). The machine is shared and noisy:",

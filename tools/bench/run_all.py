@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -162,11 +163,15 @@ def main(argv: list[str] | None = None) -> None:
         "--only", type=_names, default=(), help="comma-separated benchmarks: " + ",".join(NAMES)
     )
     parser.add_argument("--save", type=Path, help="also write the figures as JSON to this file")
+    parser.add_argument("--note", default="", help="with --save: what to know about this run")
     args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
     reports = run_all(seed=args.seed, quick=args.quick, only=args.only)
     emit(reports, args.json)
     if args.save is not None:
-        save(args.save, reports, {"quick": args.quick, "seed": args.seed, "only": list(args.only)})
+        options = {"quick": args.quick, "seed": args.seed, "only": list(args.only)}
+        options |= {"load_before": load, "load_after": os.getloadavg()[0], "note": args.note}
+        save(args.save, reports, options)
 
 
 def _names(text: str) -> tuple[str, ...]:
