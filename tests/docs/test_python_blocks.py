@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
+
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 _EXPECT = re.compile(r"#\s*→\s*(.*)$")
 
