@@ -139,7 +139,7 @@ def api_reference() -> str:
         "",
     ]
     for module, names in public_names().items():
-        out += [f"## `{module}`", "", f"::: {module}", "    options:", "      members:"]
+        out += [f"::: {module}", "    options:", "      members:"]
         out += [f"        - {name}" for name in names]
         out.append("")
     return "\n".join(out)
