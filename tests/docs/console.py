@@ -60,7 +60,8 @@ Blocks with another language tag (```` ```sh ````, ```` ```text ````) are not ru
 one terminal session that starts clean:
 
 * ``CONTINUITY_HOME`` = a new folder that does not exist yet (``continuity init`` creates it);
-  ``HOME`` = a new empty folder; the working directory = a new empty folder;
+  ``HOME``, ``TMPDIR`` (``mktemp``, ``--temp-store``) and the working directory = new empty
+  folders; nothing else of the machine's is written (write ``$TMPDIR``, never ``/tmp``);
 * ``PATH`` starts with the bin folder of the Python running the tests (its ``continuity`` and
   ``python``); ``COLUMNS=100``, ``LANG=C.UTF-8``, ``TZ=UTC``, ``NO_COLOR=1``,
   ``PYTHONUNBUFFERED=1``; every other ``CONTINUITY_*`` and ``XDG_*`` variable is removed;
@@ -359,9 +360,9 @@ class Session:
 
     def __init__(self, root: Path, timeout: float | None = None) -> None:
         self.root = root
-        home, work = root / "home", root / "work"
-        home.mkdir()
-        work.mkdir()
+        home, work, tmp = root / "home", root / "work", root / "tmp"
+        for folder in (home, work, tmp):
+            folder.mkdir()
         self.cwd = work
         self.state = root / ".console-state"
         self.timeout = timeout if timeout is not None else _timeout()
@@ -370,6 +371,7 @@ class Session:
             CONTINUITY_HOME=str(root / "store"),
             HOME=str(home),
             PWD=str(work),
+            TMPDIR=str(tmp),
             PATH=os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
         )
 

@@ -23,7 +23,7 @@ from continuity.errors import CorruptFrame, InvalidQuery, InvalidThreadId, Threa
 from continuity.retrieval import index as si
 from continuity.retrieval.documents import KIND_MESSAGE, KIND_OBSERVATION, KIND_SUMMARY, doc_of
 from continuity.retrieval.embedders import HashedEmbedder
-from continuity.retrieval.fusion import RRF_C
+from continuity.retrieval.fusion import RRF_C, SEMANTIC_WEIGHT
 from continuity.retrieval.index import ThreadSearchIndex
 from continuity.retrieval.ranking import MAX_QUERY_TERMS, query_terms
 from continuity.retrieval.search import Hit, search, search_prefix
@@ -809,7 +809,7 @@ def test_an_embedder_is_fused_deterministically_and_in_order(labelled: Store) ->
     )
     scores = [h.score for h in first]
     assert scores == sorted(scores, reverse=True)
-    assert all(0 < s <= 2 / (RRF_C + 1) + 1e-6 for s in scores)
+    assert all(0 < s <= (1 + SEMANTIC_WEIGHT) / (RRF_C + 1) + 1e-6 for s in scores)
 
 
 class _FavourSeq12:

@@ -25,7 +25,7 @@ from continuity.cli.app import app
 from continuity.errors import ModelError, ThreadNotFound
 from continuity.retrieval import search as retrieval
 from continuity.retrieval.embedders import StaticEmbedder
-from continuity.retrieval.fusion import fuse, fused_hits, fused_search
+from continuity.retrieval.fusion import SEMANTIC_WEIGHT, fuse, fused_hits, fused_search
 from continuity.retrieval.models import MODEL_FILES, fetch_model, model_folder, resolve_model
 from continuity.retrieval.vectors import FOLDER, rebuild_vectors, record_dtype, semantic_search
 from continuity.store.base import BaseStore
@@ -155,16 +155,30 @@ def test_fusion_finds_a_document_bm25_alone_misses(store: Store, model: StaticEm
 
 def test_fuse_is_reciprocal_rank_fusion_with_fixed_ties() -> None:
     a, b, c, d = ("t", 1), ("t", 2), ("u", 0), ("u", 5)
-    # b: 1/61 + 1/62; a: 1/62 + 1/61... equal sums tie on the best rank (1 both), then the key
+    # b: 1/11 + 1/12; a: 1/12 + 1/11... equal sums tie on the best rank (1 both), then the key
     assert fuse([[a, b], [b, a]], 10) == [a, b]
     assert fuse([[b, a], [a, b]], 10) == [a, b]
-    # c only first in one list; d second in both: 2/62 > 1/61
+    # c only first in one list; d second in both: 2/12 > 1/11
     assert fuse([[c, d], [a, d]], 10) == [d, a, c]
     assert fuse([[c, d], [a, d]], 2) == [d, a]
     # a key repeated in a list counts once, at its first place
     assert fuse([[a, a, b]], 10) == [a, b]
     assert fuse([[d], [c]], 10, c=0) == [c, d]  # 1/1 each: the lower key
     assert fuse([], 3) == []
+
+
+def test_fuse_weighs_each_list() -> None:
+    """A list's weight multiplies its reciprocal ranks: the semantic list (weighted
+    SEMANTIC_WEIGHT, ADR 0042) wins a tie of places that equal weights would give BM25's key."""
+    a, b = ("t", 1), ("t", 2)
+    assert fuse([[a, b], [b, a]], 2) == [a, b]  # equal weights: a tie, the lower key
+    assert fuse([[a, b], [b, a]], 2, weights=(1.0, SEMANTIC_WEIGHT)) == [b, a]
+    assert fuse([[a, b], [b, a]], 2, weights=(2.0, 1.0)) == [a, b]
+    # first in BM25 only (1/(c+1)) against second in the weighted list (1.5/(c+2)): c decides
+    assert fuse([[a], [("x", 0), b]], 3, c=10, weights=(1.0, 1.5)) == [("x", 0), b, a]
+    assert fuse([[a], [("x", 0), b]], 3, c=60, weights=(1.0, 1.0)) == [a, ("x", 0), b]
+    with pytest.raises(ValueError, match="1 weights for 2 lists"):
+        fuse([[a], [b]], 2, weights=(1.0,))
 
 
 def test_project_and_thread_filters(store: Store, model: StaticEmbedder) -> None:
