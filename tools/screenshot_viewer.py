@@ -1,4 +1,4 @@
-"""The README's screenshots of ``continuity serve``: the viewer's test store
+"""The documentation's screenshots of ``continuity serve``: the viewer's test store
 (``tests/support/viewer.py``) built in a temporary folder, served, and photographed by headless
 Chromium (Debian's ``chromium`` and ``chromedriver``, through Selenium) at 1280×1000:
 

@@ -1,2 +1,2 @@
-"""The project's own rules: layers, the public API, README and contracts, the tools' bounded
+"""The project's own rules: layers, the public API, contracts, the tools' bounded
 runs."""

@@ -29,10 +29,8 @@ _WRONG = re.compile(
     r"""|(?<![\w.-])continuity\[[\w,\s-]+\]"""
 )
 # Where the old name may stay: the records of how it was (the ADRs, the changelog), and this
-# file. README.md and docs/ are rewritten by another part of issue 32 (h-docs) with the new
-# name; drop them from this set when it is merged.
+# file.
 _MAY_NAME_IT = ("adr/", "CHANGELOG.md", "tests/project/test_distribution.py")
-_PENDING = ("README.md", "docs/")
 
 
 def test_the_distribution_is_agent_continuity_with_a_continuity_command() -> None:
@@ -98,7 +96,7 @@ def test_no_file_tells_users_to_install_the_other_continuity() -> None:
     found = []
     for path in _tracked():
         name = path.relative_to(ROOT).as_posix()
-        if name.startswith(_MAY_NAME_IT + _PENDING) or not path.is_file():
+        if name.startswith(_MAY_NAME_IT) or not path.is_file():
             continue
         try:
             text = path.read_text()
