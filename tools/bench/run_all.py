@@ -31,6 +31,7 @@ from tools.bench import (
     bench_search,
     bench_search_fixtures,
     bench_serve,
+    bench_startup,
     bench_store_search,
     bench_verify_search,
 )
@@ -54,6 +55,7 @@ def run_all(*, seed: int = 0, quick: bool = False) -> list[Report]:
             seed=seed,
         ),
         bench_hooks.run(sizes=(3, 100 // scale), seed=seed),
+        bench_startup.run(repeat=3 if quick else 11),
         bench_search.run(sizes=tuple(n // scale for n in bench_search.DEFAULT_SIZES), seed=seed),
         bench_catalog.run(
             sizes=(1_000,) if quick else bench_catalog.DEFAULT_SIZES,
