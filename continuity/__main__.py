@@ -134,6 +134,13 @@ def main() -> None:
     if hook is not None:
         args, store = hook
         sys.exit(_run_hook(args, store))
+    if sys.argv[1:] == ["--version"]:
+        # Answered before typer and the app are imported (the app's --version prints the same
+        # line): the interpreter's start-up and the package metadata, nothing else.
+        from continuity.cli.version import version_line
+
+        sys.stdout.write(version_line() + "\n")
+        sys.exit(0)
     if "search" in sys.argv[1:4]:
         # Latency-critical too: a plain search runs before typer is imported (60-70 ms).
         blocked = _without_typing_extensions()

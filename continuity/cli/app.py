@@ -75,13 +75,9 @@ _STORE_HELP: Final = (
 def _show_version(value: bool) -> None:
     if not value:
         return
-    from importlib.metadata import PackageNotFoundError, version
+    from continuity.cli.version import version_line
 
-    try:
-        number = version("continuity")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        number = "(not installed: no package metadata)"
-    typer.echo(f"continuity {number}")
+    typer.echo(version_line())
     raise typer.Exit()
 
 
@@ -242,6 +238,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     named = command_of(args) or ""
     module = COMMANDS.get(named) or GROUPS.get(named)
+    if not args or "--help" in args or named in GROUPS:  # help is printed (most likely)
+        from continuity.cli.rich_help import import_help_renderer
+
+        import_help_renderer()
     build_app(MODULES if module is None else [module])(args=args)
 
 
