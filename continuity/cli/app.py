@@ -12,6 +12,7 @@ is where the store comes from) is given the option too (:class:`_StoreCommand`).
 
 from __future__ import annotations
 
+import copy
 import inspect
 import sys
 from collections.abc import Iterable, Sequence
@@ -19,6 +20,7 @@ from typing import Annotated, Any, Final
 
 import typer
 from typer.core import TyperCommand, TyperOption
+from typer.models import CommandInfo, TyperInfo
 
 from continuity.cli._common import start_run
 from continuity.paths import resolve_store_location
@@ -204,11 +206,27 @@ def _register(root: typer.Typer, module: str) -> None:
         raise ValueError(f"no command module {module!r}")
 
 
-def build_app(modules: Iterable[str] = MODULES) -> typer.Typer:
-    """The app with the commands of ``modules`` (default: all of them)."""
+def _name_of(info: CommandInfo | TyperInfo) -> str | None:
+    if isinstance(info, TyperInfo):  # a name not given is a typer placeholder, not None
+        for name in (info.name, info.typer_instance.info.name if info.typer_instance else None):
+            if isinstance(name, str):
+                return name
+        return None
+    if info.name is None and info.callback is not None:
+        return typer.main.get_command_name(info.callback.__name__)
+    return info.name
+
+
+def build_app(modules: Iterable[str] = MODULES, *, only: str | None = None) -> typer.Typer:
+    """The app with the commands of ``modules`` (default: all of them); with ``only``, the one
+    command (or command group) of that name alone: typer builds every registered command's
+    options from its signature, siblings that will not run included."""
     root = _root()
     for module in modules:
         _register(root, module)
+    if only is not None:
+        root.registered_commands = [i for i in root.registered_commands if _name_of(i) == only]
+        root.registered_groups = [i for i in root.registered_groups if _name_of(i) == only]
     for info in root.registered_commands:
         # A command that takes the context reads the store from it: it takes --store too.
         if info.callback is not None and "ctx" in inspect.signature(info.callback).parameters:
@@ -233,16 +251,53 @@ def command_of(args: Sequence[str]) -> str | None:
     return None
 
 
+def _listed(info: CommandInfo) -> CommandInfo:
+    """A copy of a command's registration that lists it as it is (name, help, panel) but has
+    no options to build: for the root's help, which lists the commands and runs none."""
+    assert info.callback is not None
+    original = info.callback
+
+    def listed() -> None:  # never run: the root's help exits before any command
+        raise RuntimeError(f"{original.__name__} was registered for the root's help only")
+
+    listed.__name__, listed.__qualname__ = original.__name__, original.__qualname__
+    listed.__doc__ = original.__doc__
+    copied = copy.copy(info)
+    copied.callback = listed
+    return copied
+
+
+def _for_listing(root: typer.Typer) -> typer.Typer:
+    """``root`` with every command (and every group's commands) replaced by :func:`_listed`."""
+    root.registered_commands = [_listed(info) for info in root.registered_commands]
+    groups = []
+    for info in root.registered_groups:
+        copied = copy.copy(info)
+        copied.typer_instance = _for_listing(copy.copy(info.typer_instance))
+        groups.append(copied)
+    root.registered_groups = groups
+    return root
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the command line (``argv`` defaults to ``sys.argv[1:]``)."""
+    """Run the command line (``argv`` defaults to ``sys.argv[1:]``).
+
+    A command's run builds only that command; the root's help (``--help`` before any command,
+    or no arguments) builds every command as a listing (:func:`_listed`)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    named = command_of(args) or ""
-    module = COMMANDS.get(named) or GROUPS.get(named)
-    if not args or "--help" in args or named in GROUPS:  # help is printed (most likely)
+    named = command_of(args)
+    module = COMMANDS.get(named or "") or GROUPS.get(named or "")
+    helps = not args or "--help" in args
+    if helps or named in GROUPS:  # help is printed (most likely)
         from continuity.cli.rich_help import import_help_renderer
 
         import_help_renderer()
-    build_app(MODULES if module is None else [module])(args=args)
+    if module is not None:
+        build_app([module], only=named)(args=args)
+    elif named is None and helps and "--" not in args:
+        _for_listing(build_app())(args=args)
+    else:  # an unknown command (its error names the known ones), an option typer refuses
+        build_app()(args=args)
 
 
 _app: typer.Typer | None = None
