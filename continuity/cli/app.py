@@ -273,7 +273,8 @@ def _for_listing(root: typer.Typer) -> typer.Typer:
     groups = []
     for info in root.registered_groups:
         copied = copy.copy(info)
-        copied.typer_instance = _for_listing(copy.copy(info.typer_instance))
+        if info.typer_instance is not None:
+            copied.typer_instance = _for_listing(copy.copy(info.typer_instance))
         groups.append(copied)
     root.registered_groups = groups
     return root
