@@ -2,9 +2,14 @@
 ``--version`` options, and the command modules registered on it (each receives the app; none
 imports this module).
 
-A run imports and registers only the module of the command it names: building every command's
-options costs typer more than the work of most commands (about 6 ms of each process). Help, no
-command or an unknown one get the whole app. ``app`` (the whole app) is made on first use.
+A run imports the module of the command it names and builds that command alone: building every
+command's options costs typer more than the work of most commands. The root's help (``--help``
+before any command, or no arguments) lists every command without building their options
+(:func:`_listed`); an unknown command or an option typer refuses gets the whole app. Help is
+rendered without the parts of rich this app does not use (:mod:`.rich_help`), and a bare
+``--version`` never gets here (``continuity.__main__``). ``app`` (the whole app) is made on
+first use. tools/bench/bench_startup.py times all of it; tests/cli/test_startup.py keeps the
+imports out.
 
 ``--store`` goes before the command or after it: every command that takes the context (which
 is where the store comes from) is given the option too (:class:`_StoreCommand`).
