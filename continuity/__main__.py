@@ -151,6 +151,12 @@ def main() -> None:
             sys.exit(code)
         if blocked:  # typer needs it: the typer command runs after all
             del sys.modules["typing_extensions"]
+    # The collector stays off while typer, rich and the app are imported and built (objects that
+    # live as long as the process: 4-5 ms of a command's start-up); the root's callback turns it
+    # back on before the command runs (continuity.cli.app). Help and usage errors exit without.
+    import gc
+
+    gc.disable()
     from continuity.cli.app import main as cli_main
 
     cli_main()

@@ -18,6 +18,7 @@ is where the store comes from) is given the option too (:class:`_StoreCommand`).
 from __future__ import annotations
 
 import copy
+import gc
 import inspect
 import sys
 from collections.abc import Iterable, Sequence
@@ -164,6 +165,9 @@ def _root() -> typer.Typer:
         ] = False,
     ) -> None:
         """An append-only, hash-chained event log for agent conversations."""
+        if not gc.isenabled():  # the console script's start-up turned it off: the command runs
+            gc.freeze()  # with it on, and never traverses what the start-up made
+            gc.enable()
         ctx.obj = start_run(resolve_store_location(store), schema)
 
     return root

@@ -25,7 +25,8 @@ try:
     main()
 except SystemExit as exc:
     code = exc.code or 0
-sys.stderr.write("\\n" + json.dumps([code, sorted(sys.modules)]))
+import gc
+sys.stderr.write("\\n" + json.dumps([code, sorted(sys.modules), gc.isenabled()]))
 """
 
 _RICH_UNUSED = ("rich.markdown", "rich.traceback", "markdown_it", "pygments")
@@ -37,6 +38,11 @@ _STORE = ("continuity.frames", "continuity.store.base", "continuity.store.jsonl"
 def _run(tmp_path: Path, args: list[str]) -> tuple[int, str, set[str]]:
     """The exit code, stdout and imported modules of the console script's entry with ``args``
     (a fresh interpreter in an empty folder, with an empty store)."""
+    return _probe(tmp_path, args)[:3]
+
+
+def _probe(tmp_path: Path, args: list[str]) -> tuple[int, str, set[str], bool]:
+    """:func:`_run`, and whether the garbage collector was on at the end."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
     env.update(CONTINUITY_HOME=str(tmp_path / "store"), COLUMNS="100")
     done = subprocess.run(
@@ -47,8 +53,8 @@ def _run(tmp_path: Path, args: list[str]) -> tuple[int, str, set[str]]:
         timeout=60,
         check=False,
     )
-    code, modules = json.loads(done.stderr.decode().splitlines()[-1])
-    return int(code), done.stdout.decode(), set(modules)
+    code, modules, collecting = json.loads(done.stderr.decode().splitlines()[-1])
+    return int(code), done.stdout.decode(), set(modules), bool(collecting)
 
 
 def _under(modules: set[str], roots: tuple[str, ...]) -> set[str]:
@@ -98,6 +104,15 @@ def test_a_commands_help_imports_its_module_alone_and_no_store(
     if command != "search":  # its fast path (continuity.cli.fast_search) runs first: msgspec
         heavy |= _under(modules, ("msgspec",))
     assert not heavy
+
+
+@pytest.mark.slow
+def test_a_command_runs_with_the_garbage_collector_on(tmp_path: Path) -> None:
+    # off during the start-up (the console script), on again before the command's work
+    code, out, _modules, collecting = _probe(tmp_path, ["init"])
+    assert (code, collecting) == (0, True)
+    assert out.startswith("created store at ")
+    assert not _probe(tmp_path, ["--help"])[3]  # the root's help exits before the callback
 
 
 def test_the_help_renderer_leaves_no_stand_in_behind() -> None:
