@@ -10,7 +10,10 @@
   :mod:`.search_commands` (search) and :mod:`.claude_code_commands` (install, uninstall, ingest,
   sessions, hook, demo) each define commands and a ``register(app)``; none imports the root;
 - :mod:`.fast_search` runs a plain ``continuity search`` before typer is imported, and
-  :mod:`._display` holds the one-line renderings both paths print.
+  :mod:`._display` holds the one-line renderings both paths print;
+- :mod:`.version` is the ``--version`` line (a bare ``continuity --version`` is answered before
+  typer), and :mod:`.rich_help` imports typer's help renderer without the parts of rich the
+  help does not use.
 
 Nothing is imported here, so that ``continuity hook`` and the fast search (dispatched by
 ``continuity.__main__``) never pay for typer.

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn
 
 import typer
 
@@ -30,7 +30,9 @@ from continuity.errors import (
     ThreadNotFound,
 )
 from continuity.paths import StoreLocation, describe_store, is_store_url
-from continuity.store.base import BaseStore, Recovery
+
+if TYPE_CHECKING:  # annotations only: the CLI's start-up does not import the store (issue 32)
+    from continuity.store.base import BaseStore, Recovery
 
 __all__ = [
     "Options",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-import msgspec
-
-from continuity import frames as fr
-from continuity.store.base import Recovery
+if TYPE_CHECKING:  # imported where used: the CLI's start-up does not need them (issue 32)
+    from continuity import frames as fr
+    from continuity.store.base import Recovery
 
 __all__ = ["describe", "format_ts", "hit_leads", "recovery_line"]
 
@@ -50,6 +50,8 @@ def _summaries(n: int) -> str:
 
 
 def _block(block: fr.ContentBlock) -> str:
+    from continuity import frames as fr
+
     if isinstance(block, fr.TextBlock):
         return block.text
     if isinstance(block, fr.ThinkingBlock):
@@ -67,6 +69,10 @@ def _block(block: fr.ContentBlock) -> str:
 
 def describe(frame: fr.Frame, width: int = 100) -> str:
     """What the frame says, on one line."""
+    import msgspec
+
+    from continuity import frames as fr
+
     if isinstance(frame, fr.MessageAppended):
         text = " ".join(_block(b) for b in frame.content)
         return _clip(f"{frame.role}: {text}", width)

@@ -2,9 +2,14 @@
 ``--version`` options, and the command modules registered on it (each receives the app; none
 imports this module).
 
-A run imports and registers only the module of the command it names: building every command's
-options costs typer more than the work of most commands (about 6 ms of each process). Help, no
-command or an unknown one get the whole app. ``app`` (the whole app) is made on first use.
+A run imports the module of the command it names and builds that command alone: building every
+command's options costs typer more than the work of most commands. The root's help (``--help``
+before any command, or no arguments) lists every command without building their options
+(:func:`_listed`); an unknown command or an option typer refuses gets the whole app. Help is
+rendered without the parts of rich this app does not use (:mod:`.rich_help`), and a bare
+``--version`` never gets here (``continuity.__main__``). ``app`` (the whole app) is made on
+first use. tools/bench/bench_startup.py times all of it; tests/cli/test_startup.py keeps the
+imports out.
 
 ``--store`` goes before the command or after it: every command that takes the context (which
 is where the store comes from) is given the option too (:class:`_StoreCommand`).
@@ -12,6 +17,8 @@ is where the store comes from) is given the option too (:class:`_StoreCommand`).
 
 from __future__ import annotations
 
+import copy
+import gc
 import inspect
 import sys
 from collections.abc import Iterable, Sequence
@@ -19,6 +26,7 @@ from typing import Annotated, Any, Final
 
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.models import CommandInfo, TyperInfo
 
 from continuity.cli._common import start_run
 from continuity.paths import resolve_store_location
@@ -75,15 +83,9 @@ _STORE_HELP: Final = (
 def _show_version(value: bool) -> None:
     if not value:
         return
-    from importlib.metadata import PackageNotFoundError, version
+    from continuity.cli.version import version_line
 
-    from continuity.errors import DISTRIBUTION
-
-    try:
-        number = version(DISTRIBUTION)
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        number = "(not installed: no package metadata)"
-    typer.echo(f"continuity {number}")
+    typer.echo(version_line())
     raise typer.Exit()
 
 
@@ -176,6 +178,9 @@ def _root() -> typer.Typer:
         ] = False,
     ) -> None:
         """An append-only, hash-chained event log for agent conversations."""
+        if not gc.isenabled():  # the console script's start-up turned it off: the command runs
+            gc.freeze()  # with it on, and never traverses what the start-up made
+            gc.enable()
         ctx.obj = start_run(resolve_store_location(store), schema)
 
     return root
@@ -223,11 +228,27 @@ def _register(root: typer.Typer, module: str) -> None:
         raise ValueError(f"no command module {module!r}")
 
 
-def build_app(modules: Iterable[str] = MODULES) -> typer.Typer:
-    """The app with the commands of ``modules`` (default: all of them)."""
+def _name_of(info: CommandInfo | TyperInfo) -> str | None:
+    if isinstance(info, TyperInfo):  # a name not given is a typer placeholder, not None
+        for name in (info.name, info.typer_instance.info.name if info.typer_instance else None):
+            if isinstance(name, str):
+                return name
+        return None
+    if info.name is None and info.callback is not None:
+        return typer.main.get_command_name(info.callback.__name__)
+    return info.name
+
+
+def build_app(modules: Iterable[str] = MODULES, *, only: str | None = None) -> typer.Typer:
+    """The app with the commands of ``modules`` (default: all of them); with ``only``, the one
+    command (or command group) of that name alone: typer builds every registered command's
+    options from its signature, siblings that will not run included."""
     root = _root()
     for module in modules:
         _register(root, module)
+    if only is not None:
+        root.registered_commands = [i for i in root.registered_commands if _name_of(i) == only]
+        root.registered_groups = [i for i in root.registered_groups if _name_of(i) == only]
     for info in root.registered_commands:
         # A command that takes the context reads the store from it: it takes --store too.
         if info.callback is not None and "ctx" in inspect.signature(info.callback).parameters:
@@ -252,12 +273,54 @@ def command_of(args: Sequence[str]) -> str | None:
     return None
 
 
+def _listed(info: CommandInfo) -> CommandInfo:
+    """A copy of a command's registration that lists it as it is (name, help, panel) but has
+    no options to build: for the root's help, which lists the commands and runs none."""
+    assert info.callback is not None
+    original = info.callback
+
+    def listed() -> None:  # never run: the root's help exits before any command
+        raise RuntimeError(f"{original.__name__} was registered for the root's help only")
+
+    listed.__name__, listed.__qualname__ = original.__name__, original.__qualname__
+    listed.__doc__ = original.__doc__
+    copied = copy.copy(info)
+    copied.callback = listed
+    return copied
+
+
+def _for_listing(root: typer.Typer) -> typer.Typer:
+    """``root`` with every command (and every group's commands) replaced by :func:`_listed`."""
+    root.registered_commands = [_listed(info) for info in root.registered_commands]
+    groups = []
+    for info in root.registered_groups:
+        copied = copy.copy(info)
+        if info.typer_instance is not None:
+            copied.typer_instance = _for_listing(copy.copy(info.typer_instance))
+        groups.append(copied)
+    root.registered_groups = groups
+    return root
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the command line (``argv`` defaults to ``sys.argv[1:]``)."""
+    """Run the command line (``argv`` defaults to ``sys.argv[1:]``).
+
+    A command's run builds only that command; the root's help (``--help`` before any command,
+    or no arguments) builds every command as a listing (:func:`_listed`)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    named = command_of(args) or ""
-    module = COMMANDS.get(named) or GROUPS.get(named)
-    build_app(MODULES if module is None else [module])(args=args)
+    named = command_of(args)
+    module = COMMANDS.get(named or "") or GROUPS.get(named or "")
+    helps = not args or "--help" in args
+    if helps or named in GROUPS:  # help is printed (most likely)
+        from continuity.cli.rich_help import import_help_renderer
+
+        import_help_renderer()
+    if module is not None:
+        build_app([module], only=named)(args=args)
+    elif named is None and helps and "--" not in args:
+        _for_listing(build_app())(args=args)
+    else:  # an unknown command (its error names the known ones), an option typer refuses
+        build_app()(args=args)
 
 
 _app: typer.Typer | None = None

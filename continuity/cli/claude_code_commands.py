@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Final, Literal
 
-import msgspec
 import typer
 
 from continuity.cli._common import (
@@ -350,6 +349,8 @@ _SNIFF_LINES: Final = 5
 
 def _is_record(raw: bytes) -> bool:
     """Whether a line is a JSON object with a string ``type``, as every transcript line is."""
+    import msgspec
+
     try:
         obj = msgspec.json.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError):
@@ -627,6 +628,8 @@ def sessions(
 ) -> None:
     """The archived sessions of every agent: agent, thread, project, branch, start, messages,
     compactions, title."""
+    import msgspec
+
     from continuity.claude_code.ingest import ingest_redactor
     from continuity.claude_code.sessions import list_sessions
 

@@ -8,7 +8,6 @@ from typing import Annotated, Literal
 
 import typer
 
-from continuity import frames as fr
 from continuity.cli._common import count, errors, fail, open_store
 from continuity.cli._display import format_ts
 
@@ -108,6 +107,7 @@ def compile_cmd(
     The bundle's notes (a summary that cannot be read, a message elided) are printed on stderr
     as warnings; the exit code stays 0 when a bundle was compiled. Limits too small for the
     latest user turn and the tool exchange in flight are an error naming the limit."""
+    from continuity import frames as fr
     from continuity.context.compiler import DEFAULT_BUDGET_TOKENS, compile_context
     from continuity.context.render import render
 
@@ -260,6 +260,8 @@ def decisions(
     as_json: Annotated[bool, typer.Option("--json", help="The frames as JSON lines.")] = False,
 ) -> None:
     """The recent context selection decisions of a thread, readable."""
+    from continuity import frames as fr
+
     store = open_store(ctx)
     with errors():
         handle = store.existing_thread(thread)

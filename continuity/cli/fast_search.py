@@ -17,9 +17,8 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import msgspec
 
 from continuity.cli._display import format_ts, hit_leads, recovery_line
 from continuity.errors import ContinuityError
@@ -35,7 +34,11 @@ _FLAGS = {"--json": "json"}
 _VALUED = {"--thread": "thread", "--project": "project", "--agent": "agent", "--k": "k"}
 
 
-class SearchArgs(msgspec.Struct, kw_only=True):
+@dataclass(slots=True, kw_only=True)
+class SearchArgs:
+    """A plain search's arguments (a dataclass, not a msgspec Struct: the search command's
+    module imports this one, and so does the root's help; msgspec is imported to print)."""
+
     store: str | None = None
     query: str
     thread: str | None = None
@@ -95,7 +98,7 @@ def parse(argv: list[str]) -> SearchArgs | None:
         return None
     if "agent" in seen and not _known_agent(seen):
         return None  # typer says which agents there are
-    return msgspec.convert({**seen, "query": positional[0], "k": int(k)}, SearchArgs)
+    return SearchArgs(**seen, query=positional[0], k=int(k))  # type: ignore[arg-type]
 
 
 def _known_agent(seen: dict[str, str | bool]) -> bool:
@@ -207,6 +210,8 @@ def print_hits(
 ) -> None:
     """Hits as JSON lines (each with the ``agent`` of ``agents``, by thread), or two lines
     each (matched terms in bold on a terminal)."""
+    import msgspec
+
     if as_json:
         for h in hits:
             line = msgspec.json.encode(h)

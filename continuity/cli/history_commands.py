@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import msgspec
 import typer
 
 from continuity.cli._common import count, errors, open_store
@@ -84,6 +83,8 @@ def fork_cmd(
 
     A fork cut short (a crash, Ctrl-C) is finished by running the same command again.
     """
+    import msgspec
+
     from continuity.context.fork import fork, fork_point
 
     store = open_store(ctx)

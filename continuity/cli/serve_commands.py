@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import ipaddress
-import secrets
-import socket
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from continuity.cli._common import errors, fail, need_extra, open_store
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = ["register"]
 
@@ -20,6 +20,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _loopback(host: str) -> bool:
+    import ipaddress
+
     if host == "localhost":
         return True
     try:
@@ -30,6 +32,8 @@ def _loopback(host: str) -> bool:
 
 def _listen(host: str, port: int) -> socket.socket:
     """A listening socket on ``host``:``port`` (0: any free port), or a clear failure."""
+    import socket
+
     try:
         family, kind, proto, _name, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM
@@ -70,6 +74,8 @@ def serve(
 ) -> None:
     """Browse the store in a web browser: every thread, every checkpoint and exactly what the
     model saw. Read-only; prints the address to open (it carries a random token)."""
+    import secrets
+
     try:
         import uvicorn
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import io
 import sys
 from collections.abc import Callable
-from typing import Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Final
 
-import msgspec
 import typer
 
-from continuity import frames as fr
 from continuity.cli._common import Options, count, errors, fail, open_store, report_recovery
 from continuity.cli._display import describe, format_ts
 from continuity.errors import ContinuityError, StoreNotFound
-from continuity.store.base import BaseStore
+
+if TYPE_CHECKING:
+    from continuity.store.base import BaseStore
 
 __all__ = ["register"]
 
@@ -104,6 +104,8 @@ def append(
     Each line is a frame payload {"type": ...} or the message shorthand
     {"role": "user", "text": "..."}. Blank lines are skipped.
     """
+    from continuity import frames as fr
+
     store = open_store(ctx, durable=not no_fsync)
     with errors(" (nothing was written)"):
         handle = store.thread(thread)  # a bad thread id fails before stdin is read
@@ -138,6 +140,10 @@ def log(
     ] = False,
 ) -> None:
     """Show a thread's frames, oldest first."""
+    import msgspec
+
+    from continuity import frames as fr
+
     store = open_store(ctx)
     known = fr.frame_types()
     for t in types or ():
@@ -318,6 +324,8 @@ def stats(
 ) -> None:
     """Counts and sizes: threads, frames, messages, checkpoints, artifacts, caches, and the
     sessions of each agent."""
+    import msgspec
+
     from continuity.maintenance.stats import store_stats
 
     store = open_store(ctx)
@@ -354,6 +362,8 @@ def threads(
 ) -> None:
     """Every thread: its frames, last activity and kind (the agent that wrote it: ``codex
     session``, ``claude-code subagent``, …), the most recently active last."""
+    import msgspec
+
     from continuity.maintenance.stats import list_threads
 
     store = open_store(ctx)

@@ -40,6 +40,7 @@ from tools.bench import (
     bench_search,
     bench_search_fixtures,
     bench_serve,
+    bench_startup,
     bench_store_search,
     bench_verify_search,
 )
@@ -53,6 +54,7 @@ NAMES: Final = (
     "rebuild",
     "compile",
     "hooks",
+    "startup",
     "search",
     "catalog",
     "store_search",
@@ -90,6 +92,7 @@ def run_all(*, seed: int = 0, quick: bool = False, only: tuple[str, ...] = ()) -
             seed=seed,
         ),
         "hooks": lambda: bench_hooks.run(sizes=(3, 100 // scale), seed=seed),
+        "startup": lambda: bench_startup.run(repeat=3 if quick else 11),
         "search": lambda: bench_search.run(
             sizes=tuple(n // scale for n in bench_search.DEFAULT_SIZES), seed=seed
         ),
