@@ -17,8 +17,9 @@ from continuity.cli.embedding import embedding_progress, kept_on_interrupt, mode
 __all__ = ["register"]
 
 _NAME_HELP = (
-    "A model2vec model's name (org/name), default minishlab/potion-base-8M; or a local model "
-    "folder or archive (.zip, .whl, .tar.gz) holding one, to import."
+    "A model's name on the hub (org/name: a sentence encoder such as "
+    "sentence-transformers/all-MiniLM-L6-v2, the default, or a model2vec model); or a local "
+    "model folder or archive (.zip, .whl, .tar.gz) holding one, to import."
 )
 
 
@@ -51,8 +52,8 @@ def fetch(
         typer.Option("--name", help="The name an imported model gets (default: its folder's)."),
     ] = None,
 ) -> None:
-    """Download a model2vec model once, or import a local model folder or archive; check
-    that it loads, and put it in place atomically."""
+    """Download a model once (a sentence encoder or a model2vec model), or import a local model
+    folder or archive; check that it loads, and put it in place atomically."""
     from continuity.retrieval.models import (
         DEFAULT_BASE_URL,
         DEFAULT_MODEL,
@@ -79,7 +80,7 @@ def show(
         str | None,
         typer.Argument(
             help="A model folder or a fetched model's name (default: $CONTINUITY_MODEL, else "
-            "minishlab/potion-base-8M).",
+            "sentence-transformers/all-MiniLM-L6-v2).",
             show_default=False,
         ),
     ] = None,

@@ -25,8 +25,18 @@ from continuity.cli.app import app
 from continuity.errors import ModelError
 from continuity.retrieval.bert import BGE_QUERY_INSTRUCTION, BertEmbedder, gelu
 from continuity.retrieval.embedders import Embedder, StaticEmbedder, embed_queries
-from continuity.retrieval.models import find_model_folder, import_model, load_model
+from continuity.retrieval.models import (
+    DEFAULT_MODEL,
+    MODEL_FILES,
+    OPTIONAL_FILES,
+    fetch_model,
+    find_model_folder,
+    import_model,
+    load_model,
+    model_folder,
+)
 from tests.support.fixtures import shared_fixture
+from tests.support.served import serve_folder
 
 MINILM = "sentence-transformers__all-MiniLM-L6-v2"
 
@@ -238,6 +248,39 @@ def test_bad_folders_are_refused_in_one_line(folder: Path, tmp_path: Path) -> No
         BertEmbedder(wrong)
     with pytest.raises(ModelError, match="not a folder"):
         BertEmbedder(tmp_path / "none")
+
+
+# --- fetching from a hub ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_fetch_brings_the_default_sentence_encoder_whole(
+    folder: Path, minilm: BertEmbedder, tmp_path: Path, home: Path
+) -> None:
+    """`continuity model fetch` with no name brings all-MiniLM-L6-v2 from the hub with the
+    files that make it the model it is (pooling, length); a model that lacks some (as a
+    model2vec model lacks them all) is fetched without them."""
+    www = tmp_path / "www"
+    published = www / DEFAULT_MODEL / "resolve" / "main"
+    for file in (*MODEL_FILES, *OPTIONAL_FILES):
+        if (folder / file).is_file():
+            (published / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(folder / file, published / file)
+    with serve_folder(www) as url:
+        result = CliRunner().invoke(app, ["model", "fetch", "--url", url])
+    assert result.exit_code == 0, result.output
+    fetched = model_folder(DEFAULT_MODEL)
+    assert f"fetched {DEFAULT_MODEL} into {fetched}" in result.output
+    assert (fetched / "1_Pooling" / "config.json").is_file()
+    got = load_model(DEFAULT_MODEL)
+    assert isinstance(got, BertEmbedder) and got.id == minilm.id and got.pooling == "mean"
+    assert got.embed(["retry with backoff"]).tobytes() == minilm.embed(["retry with backoff"]).tobytes()
+    # without its pooling file it is a different model (CLS pooling): a different id
+    (published / "1_Pooling" / "config.json").unlink()
+    with serve_folder(www) as url:
+        again = fetch_model(DEFAULT_MODEL, base_url=url, to=tmp_path / "bare")
+    assert not (again / "1_Pooling").exists()
+    assert load_model(str(again)).id != minilm.id
 
 
 # --- importing model folders -------------------------------------------------------------------

@@ -5,13 +5,10 @@ local HTTP server; the CLI."""
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -32,6 +29,7 @@ from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
 from tests.support.model import build_tiny_model
+from tests.support.served import serve_folder
 
 
 @pytest.fixture(autouse=True)
@@ -341,25 +339,13 @@ def test_import_continuity_loads_no_model_code() -> None:
 # --- fetching a model ----------------------------------------------------------------------------
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """(base URL, folder) of an HTTP server on localhost serving the folder."""
     root = tmp_path / "www"
     root.mkdir()
-    handler = functools.partial(_Quiet, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    worker = threading.Thread(target=server.serve_forever, daemon=True)
-    worker.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", root
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_folder(root) as url:
+        yield url, root
 
 
 def publish(root: Path, name: str, model_dir: Path) -> Path:
@@ -405,14 +391,14 @@ def test_fetch_failures_are_clear_and_leave_nothing(
     assert leftovers(home) == []
     where = publish(root, "org/broken", model_dir)
     (where / "model.safetensors").write_bytes(b"<html>not a model</html>")
-    with pytest.raises(ModelError, match="is not a model2vec model"):
+    with pytest.raises(ModelError, match="is not a model this can load"):
         fetch_model("org/broken", base_url=url)
     assert leftovers(home) == []
     # a failed --force keeps the model that was there
     publish(root, "org/good", model_dir)
     kept = fetch_model("org/good", base_url=url)
     (root / "org/good/resolve/main/tokenizer.json").write_text("nope")
-    with pytest.raises(ModelError, match="is not a model2vec model"):
+    with pytest.raises(ModelError, match="is not a model this can load"):
         fetch_model("org/good", base_url=url, force=True)
     assert leftovers(home) == ["org--good"]
     StaticEmbedder(kept)
