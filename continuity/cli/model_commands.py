@@ -74,6 +74,13 @@ def fetch(
     typer.echo(f"{verb} {chosen} into {folder} (id {model.id}, {model.dim} dimensions)")
 
 
+_ENGINE_TEXT = {
+    "numpy": "numpy (pip install 'continuity[onnx]' for onnxruntime, about 1.5x faster)",
+    "onnx": "onnxruntime (fp32; the same vectors as numpy)",
+    "onnx-int8": "onnxruntime, int8 weights (vectors of their own id)",
+}
+
+
 def show(
     model: Annotated[
         str | None,
@@ -97,6 +104,7 @@ def show(
     typer.echo(f"vocabulary: {len(loaded.tokenizer.vocab)} tokens")
     if isinstance(loaded, BertEmbedder):
         typer.echo(f"kind: sentence encoder, {loaded.pooling} pooling, {loaded.max_tokens} tokens")
+        typer.echo(f"engine: {_ENGINE_TEXT.get(loaded.engine, loaded.engine)}")
         typer.echo(f"query prefix: {loaded.query_prefix!r}")
         typer.echo(f"document prefix: {loaded.document_prefix!r}")
     else:

@@ -92,19 +92,22 @@ def resolve_model(spec: str | None = None) -> Path:
     raise ModelError(f"no model folder at {path}")
 
 
-def load_model(spec: str | None = None) -> BertEmbedder | StaticEmbedder:
+def load_model(
+    spec: str | None = None, *, engine: str | None = None
+) -> BertEmbedder | StaticEmbedder:
     """The embedder of :func:`resolve_model`'s folder: a :class:`~.bert.BertEmbedder` when
-    its ``config.json`` names a BERT-family encoder, else a :class:`~.embedders.StaticEmbedder`."""
-    return load_folder(resolve_model(spec))
+    its ``config.json`` names a BERT-family encoder (run by ``engine``: see
+    :data:`~.bert.ENGINES`), else a :class:`~.embedders.StaticEmbedder`."""
+    return load_folder(resolve_model(spec), engine=engine)
 
 
-def load_folder(folder: Path) -> BertEmbedder | StaticEmbedder:
+def load_folder(folder: Path, *, engine: str | None = None) -> BertEmbedder | StaticEmbedder:
     """The embedder a model folder holds (see :func:`load_model`)."""
     from continuity.retrieval.bert import BertEmbedder, is_bert_folder
     from continuity.retrieval.embedders import StaticEmbedder
 
     if folder.is_dir() and is_bert_folder(folder):
-        return BertEmbedder(folder)
+        return BertEmbedder(folder, engine=engine)
     return StaticEmbedder(folder)
 
 
