@@ -104,7 +104,7 @@ def _key(w: EncoderWeights) -> str:
 
 def graph_path(w: EncoderWeights, home: Path | None = None) -> Path:
     """Where the model's converted graph is kept."""
-    from continuity.retrieval.models import models_home
+    from continuity.paths import models_home
 
     return (home or models_home()) / ".onnx" / f"{_key(w)}.onnx"
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final
 
 from continuity._fs import private_dirs
 from continuity.errors import ModelError
+from continuity.paths import models_home
 
 if TYPE_CHECKING:
     from continuity.retrieval.bert import BertEmbedder
@@ -49,17 +50,6 @@ DEFAULT_BASE_URL: Final = "https://huggingface.co"
 MODEL_FILES: Final = ("model.safetensors", "tokenizer.json", "config.json")
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 _MAX_BYTES: Final = 2 * 1024**3
-
-
-def models_home() -> Path:
-    """Where fetched models live: ``$CONTINUITY_MODELS``, else
-    ``$XDG_CACHE_HOME/continuity/models``, else ``~/.cache/continuity/models``."""
-    chosen = os.environ.get("CONTINUITY_MODELS")
-    if chosen:
-        return Path(chosen).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME")
-    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
-    return base / "continuity" / "models"
 
 
 def _check_name(name: str) -> str:
