@@ -23,6 +23,13 @@ windows whose vectors' mean (re-normalised) is its vector (``windows="mean"``);
 window's score. On the labelled set's dev split the first window measured best (fused recall@5
 0.605, the best window's score 0.605, the mean 0.512; issue 31), and costs the least.
 
+The forward pass runs in numpy, or in onnxruntime (:mod:`.bert_onnx`, the optional ``onnx``
+extra: a graph built from the same weights, about 1.5x the documents a CPU-second) — ``engine``
+(else ``$CONTINUITY_ENGINE``, else ``auto``: onnxruntime when the extra is installed). Both give
+the same vectors (cosine >= 0.9999) and the same ``id``: a store's vector cache is valid whichever
+ran it. ``onnx-int8`` (int8 weights, about 2.5x) gives vectors of their own (cosine 0.98-0.99 with
+fp32's) and an id of its own (``-int8``): it is chosen only when asked for (ADR 0042).
+
 The ``id`` (``bert/<layers>x<dim>/<weights digest>/<pooling>-<settings digest>``) names the
 model by the BLAKE3 digest of its weights file, its pooling, its prefixes, its length and its
 window rule, not by its folder's name: the same model imported under two names shares its
