@@ -28,7 +28,7 @@ extra: a graph built from the same weights, about 1.5x the documents a CPU-secon
 (else ``$CONTINUITY_ENGINE``, else ``auto``: onnxruntime when the extra is installed). Both give
 the same vectors (cosine >= 0.9999) and the same ``id``: a store's vector cache is valid whichever
 ran it. ``onnx-int8`` (int8 weights, about 2.5x) gives vectors of their own (cosine 0.98-0.99 with
-fp32's) and an id of its own (``-int8``): it is chosen only when asked for (ADR 0042).
+fp32's, varying with the batch) and an id of its own (``-int8``): for measurement only.
 
 The ``id`` (``bert/<layers>x<dim>/<weights digest>/<pooling>-<settings digest>``) names the
 model by the BLAKE3 digest of its weights file, its pooling, its prefixes, its length and its
@@ -63,7 +63,10 @@ __all__ = [
 BGE_QUERY_INSTRUCTION: Final = "Represent this sentence for searching relevant passages: "
 WindowRule = Literal["mean", "first"]
 ENGINES: Final = ("auto", "numpy", "onnx", "onnx-int8")
-"""``auto``: onnxruntime when the ``onnx`` extra is installed, else numpy."""
+"""``auto``: onnxruntime when the ``onnx`` extra is installed, else numpy. ``onnx-int8`` is for
+measurement (tools/bench/bench_encoder.py): its activations are quantised per batch, so a
+document's vector depends on what it was batched with, and its dev recall@5 measured 0.581
+against fp32's 0.605 (ADR 0042); never chosen unless named."""
 _TOKEN_BUDGET: Final = 2048
 """A batch holds at most this many tokens (numpy; onnxruntime's batches are smaller, padded:
 :data:`~.bert_onnx.TOKEN_BUDGET`)."""
