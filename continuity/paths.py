@@ -24,6 +24,7 @@ __all__ = [
     "describe_store",
     "is_store_url",
     "local_dir_of",
+    "models_home",
     "resolve_store_location",
     "resolve_store_path",
     "split_schema",
@@ -176,3 +177,15 @@ def local_dir_of(location: StoreLocation, env: Mapping[str, str] | None = None) 
     digest = blake3.blake3(shown.encode()).hexdigest()[:12]
     plain = {k: v for k, v in env.items() if k != "CONTINUITY_HOME"}
     return default_store_path(plain) / "servers" / f"{safe}-{digest}"
+
+
+def models_home() -> Path:
+    """Where fetched models live (:mod:`continuity.retrieval.models`), and the onnx engine's
+    converted graphs (``.onnx/``): ``$CONTINUITY_MODELS``, else
+    ``$XDG_CACHE_HOME/continuity/models``, else ``~/.cache/continuity/models``."""
+    chosen = os.environ.get("CONTINUITY_MODELS")
+    if chosen:
+        return Path(chosen).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME")
+    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
+    return base / "continuity" / "models"

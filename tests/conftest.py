@@ -41,6 +41,10 @@ import os
 # child processes too). tests/caches/test_footprint.py tests the default, where small threads
 # keep none (ADR 0031), and that both give the same answers.
 os.environ.setdefault("CONTINUITY_SMALL_LOG_BYTES", "0")
+# A sentence encoder runs in numpy unless a test asks for onnxruntime: no converted graph is
+# written into the user's models home, and the suite's vectors do not depend on whether the onnx
+# extra is installed. tests/retrieval/test_bert_onnx.py tests the onnx engine and the choice.
+os.environ.setdefault("CONTINUITY_ENGINE", "numpy")
 
 import sys
 from collections.abc import Callable, Iterator

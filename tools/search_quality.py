@@ -1,7 +1,7 @@
 """Search quality on labelled fixture queries: recall@1, recall@5 and MRR@10, by kind and split.
 
     python tools/search_quality.py [--json] [--fixtures DIR] [--queries FILE] [--model DIR]
-        [--windows first|mean] [--derive]
+        [--windows first|mean] [--engine auto|numpy|onnx|onnx-int8] [--derive]
 
 Ingests every Claude Code transcript under ``../shared/fixtures/claude-code`` into a temporary
 store (``ingest_transcript(..., final=True)``, sorted path order), runs each query through
@@ -612,6 +612,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="(a sentence encoder) a long document's vector: its first window's (the default, "
         "what measured best on the dev split), or its windows' mean",
     )
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "numpy", "onnx", "onnx-int8"),
+        default=None,
+        help="(a sentence encoder) what runs it: numpy, onnxruntime (fp32, or int8 weights), "
+        "or auto (onnxruntime when the onnx extra is installed; $CONTINUITY_ENGINE)",
+    )
     args = parser.parse_args(argv)
     embedder: Embedder | None = None
     if args.model is not None:
@@ -622,7 +629,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             folder = Path(args.model)
             bert = folder.is_dir() and is_bert_folder(folder)
-            embedder = BertEmbedder(folder, windows=args.windows) if bert else load_folder(folder)
+            embedder = (
+                BertEmbedder(folder, windows=args.windows, engine=args.engine)
+                if bert
+                else load_folder(folder)
+            )
         except ModelError as exc:
             print(f"search quality: {exc}", file=sys.stderr)
             return 2

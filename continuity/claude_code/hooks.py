@@ -344,7 +344,11 @@ def _recall_model(store: BaseStore, out: HookOutcome) -> tuple[Any, int] | None:
             return None
         from continuity.retrieval.models import load_model
 
-        return load_model(settings.model), settings.embed_budget
+        # numpy unless $CONTINUITY_ENGINE says otherwise: in a one-shot process it loads and
+        # answers a query sooner than onnxruntime (importing it and making its session cost
+        # ~0.4 s more), and its vectors are the onnx engine's (the same id, the same cache)
+        engine = os.environ.get("CONTINUITY_ENGINE") or "numpy"
+        return load_model(settings.model, engine=engine), settings.embed_budget
     except ContinuityError as exc:
         out.notes.append(f"recall_on_prompt: {exc}; searched by words alone")
         return None

@@ -75,6 +75,14 @@ def fetch(
     typer.echo(f"{verb} {chosen} into {folder} (id {model.id}, {model.dim} dimensions)")
 
 
+_ENGINE_TEXT = {
+    "numpy": "numpy (pip install 'continuity[onnx]' for onnxruntime, about 1.5x faster)",
+    "onnx": "onnxruntime (fp32; the same vectors as numpy)",
+    "onnx-int8": "onnxruntime, int8 weights (for measurement: its vectors vary with the batch "
+    "and recall less; an id of their own)",
+}
+
+
 def show(
     model: Annotated[
         str | None,
@@ -98,6 +106,7 @@ def show(
     typer.echo(f"vocabulary: {len(loaded.tokenizer.vocab)} tokens")
     if isinstance(loaded, BertEmbedder):
         typer.echo(f"kind: sentence encoder, {loaded.pooling} pooling, {loaded.max_tokens} tokens")
+        typer.echo(f"engine: {_ENGINE_TEXT.get(loaded.engine, loaded.engine)}")
         typer.echo(f"query prefix: {loaded.query_prefix!r}")
         typer.echo(f"document prefix: {loaded.document_prefix!r}")
     else:

@@ -23,6 +23,13 @@ windows whose vectors' mean (re-normalised) is its vector (``windows="mean"``);
 window's score. On the labelled set's dev split the first window measured best (fused recall@5
 0.605, the best window's score 0.605, the mean 0.512; issue 31), and costs the least.
 
+The forward pass runs in numpy, or in onnxruntime (:mod:`.bert_onnx`, the optional ``onnx``
+extra: a graph built from the same weights, about 1.5x the documents a CPU-second) — ``engine``
+(else ``$CONTINUITY_ENGINE``, else ``auto``: onnxruntime when the extra is installed). Both give
+the same vectors (cosine >= 0.9999) and the same ``id``: a store's vector cache is valid whichever
+ran it. ``onnx-int8`` (int8 weights, about 2.5x) gives vectors of their own (cosine 0.98-0.99 with
+fp32's, varying with the batch) and an id of its own (``-int8``): for measurement only.
+
 The ``id`` (``bert/<layers>x<dim>/<weights digest>/<pooling>-<settings digest>``) names the
 model by the BLAKE3 digest of its weights file, its pooling, its prefixes, its length and its
 window rule, not by its folder's name: the same model imported under two names shares its
@@ -33,7 +40,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -46,15 +53,23 @@ from continuity.retrieval.embedders import WordPiece, parse_safetensors
 
 __all__ = [
     "BGE_QUERY_INSTRUCTION",
+    "ENGINES",
     "BertEmbedder",
+    "bert_embedder",
     "gelu",
     "is_bert_folder",
 ]
 
 BGE_QUERY_INSTRUCTION: Final = "Represent this sentence for searching relevant passages: "
 WindowRule = Literal["mean", "first"]
+ENGINES: Final = ("auto", "numpy", "onnx", "onnx-int8")
+"""``auto``: onnxruntime when the ``onnx`` extra is installed, else numpy. ``onnx-int8`` is for
+measurement (tools/bench/bench_encoder.py): its activations are quantised per batch, so a
+document's vector depends on what it was batched with, and its dev recall@5 measured 0.581
+against fp32's 0.605 (ADR 0042); never chosen unless named."""
 _TOKEN_BUDGET: Final = 2048
-"""A batch holds at most this many (padded) tokens."""
+"""A batch holds at most this many tokens (numpy; onnxruntime's batches are smaller, padded:
+:data:`~.bert_onnx.TOKEN_BUDGET`)."""
 _MAX_WINDOWS: Final = 16
 _GELU_BLOCK: Final = 1 << 16
 """Elements of a block GELU works on at a time (a few hundred kB: in cache)."""
@@ -162,6 +177,7 @@ class BertEmbedder:
         windows: WindowRule = "first",
         stride: float = 0.75,
         max_tokens: int | None = None,
+        engine: str | None = None,
     ) -> None:
         root = Path(folder).expanduser()
         if not root.is_dir():
@@ -195,7 +211,9 @@ class BertEmbedder:
         except OSError as exc:
             raise ModelError(f"{weights}: {exc.strerror or exc}") from None
         digest = blake3.blake3(data, max_threads=blake3.blake3.AUTO).hexdigest()[:16]
+        self.weights_digest = digest
         self._load(parse_safetensors(data, weights), root)
+        self.engine = self._engine(engine)
         settings = f"{self.pooling}|{self.query_prefix}|{self.document_prefix}|{self.max_tokens}"
         settings += f"|{windows}|{stride}"
         if (query_prefix, document_prefix, pooling, windows, stride, max_tokens) == (
@@ -207,10 +225,39 @@ class BertEmbedder:
             None,
         ):
             # the vector cache's workers make the same encoder again from this (--jobs)
-            self.spec = ("continuity.retrieval.bert:BertEmbedder", (str(root.absolute()),))
+            self.spec = (
+                "continuity.retrieval.bert:bert_embedder",
+                (str(root.absolute()), self.engine),
+            )
         tag = blake3.blake3(settings.encode()).hexdigest()[:8]
         shape = f"{self.n_layers}x{self.hidden}"
         self._id = f"bert/{shape}/{digest}/{self.pooling}-{tag}"
+        if self.engine == "onnx-int8":  # not the same vectors: its own cache (ADR 0042)
+            self._id += "-int8"
+
+    def _engine(self, chosen: str | None) -> str:
+        """The engine that runs the forward pass: ``chosen``, else ``$CONTINUITY_ENGINE``,
+        else ``auto`` (onnxruntime when the ``onnx`` extra is installed, else numpy)."""
+        import os
+
+        name = chosen or os.environ.get("CONTINUITY_ENGINE") or "auto"
+        if name not in ENGINES:
+            raise ModelError(f"engine {name!r} is not one of {', '.join(ENGINES)}")
+        from continuity.retrieval import bert_onnx
+
+        if name == "auto":
+            name = "onnx" if bert_onnx.available() else "numpy"
+        if name == "numpy":
+            self._run: Callable[[Sequence[Sequence[int]]], F32] = self._forward
+            self._budget = _TOKEN_BUDGET
+            return name
+        if not bert_onnx.available():
+            raise ModelError(
+                f"engine {name} needs onnx and onnxruntime (pip install 'continuity[onnx]')"
+            )
+        self._run = bert_onnx.OnnxEncoder(self, quantized=name == "onnx-int8")
+        self._budget = bert_onnx.TOKEN_BUDGET
+        return name
 
     # --- loading ---------------------------------------------------------------------------
 
@@ -375,11 +422,11 @@ class BertEmbedder:
             end = start + 1
             while end < len(order):
                 longest = len(seqs[order[end]])
-                if longest * (end - start + 1) > _TOKEN_BUDGET:
+                if longest * (end - start + 1) > self._budget:
                     break
                 end += 1
             chosen = order[start:end]
-            out[chosen] = self._forward([seqs[i] for i in chosen])
+            out[chosen] = self._run([seqs[i] for i in chosen])
             start = end
         return _unit(out)
 
@@ -422,6 +469,11 @@ class BertEmbedder:
             scores /= scores.sum(axis=-1, keepdims=True)
             ctx[o : o + n] = np.matmul(scores, v).transpose(1, 0, 2).reshape(n, self.hidden)
         return ctx
+
+
+def bert_embedder(folder: str, engine: str | None = None) -> BertEmbedder:
+    """A worker's encoder (an embedder's spec): the folder's model run by ``engine``."""
+    return BertEmbedder(folder, engine=engine)
 
 
 def _unit(x: F32) -> F32:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 
 from continuity._fs import private_dirs
 from continuity.errors import ModelError
+from continuity.paths import models_home
 
 if TYPE_CHECKING:
     from continuity.retrieval.bert import BertEmbedder
@@ -65,17 +66,6 @@ _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-
 _MAX_BYTES: Final = 2 * 1024**3
 
 
-def models_home() -> Path:
-    """Where fetched models live: ``$CONTINUITY_MODELS``, else
-    ``$XDG_CACHE_HOME/continuity/models``, else ``~/.cache/continuity/models``."""
-    chosen = os.environ.get("CONTINUITY_MODELS")
-    if chosen:
-        return Path(chosen).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME")
-    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
-    return base / "continuity" / "models"
-
-
 def _check_name(name: str) -> str:
     if not _NAME.fullmatch(name) or ".." in name:
         raise ModelError(f"{name!r} is not a model name (like {DEFAULT_MODEL})")
@@ -106,19 +96,22 @@ def resolve_model(spec: str | None = None) -> Path:
     raise ModelError(f"no model folder at {path}")
 
 
-def load_model(spec: str | None = None) -> BertEmbedder | StaticEmbedder:
+def load_model(
+    spec: str | None = None, *, engine: str | None = None
+) -> BertEmbedder | StaticEmbedder:
     """The embedder of :func:`resolve_model`'s folder: a :class:`~.bert.BertEmbedder` when
-    its ``config.json`` names a BERT-family encoder, else a :class:`~.embedders.StaticEmbedder`."""
-    return load_folder(resolve_model(spec))
+    its ``config.json`` names a BERT-family encoder (run by ``engine``: see
+    :data:`~.bert.ENGINES`), else a :class:`~.embedders.StaticEmbedder`."""
+    return load_folder(resolve_model(spec), engine=engine)
 
 
-def load_folder(folder: Path) -> BertEmbedder | StaticEmbedder:
+def load_folder(folder: Path, *, engine: str | None = None) -> BertEmbedder | StaticEmbedder:
     """The embedder a model folder holds (see :func:`load_model`)."""
     from continuity.retrieval.bert import BertEmbedder, is_bert_folder
     from continuity.retrieval.embedders import StaticEmbedder
 
     if folder.is_dir() and is_bert_folder(folder):
-        return BertEmbedder(folder)
+        return BertEmbedder(folder, engine=engine)
     return StaticEmbedder(folder)
 
 

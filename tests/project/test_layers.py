@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity.retrieval.server_index",
             "continuity.retrieval.embedders",
             "continuity.retrieval.bert",
+            "continuity.retrieval.bert_onnx",
             "continuity.retrieval.vectors",
             "continuity.retrieval.fusion",
             "continuity.retrieval.models",
