@@ -344,11 +344,11 @@ def _recall_model(store: BaseStore, out: HookOutcome) -> tuple[Any, int] | None:
             return None
         from continuity.retrieval.models import load_model
 
-        # numpy unless $CONTINUITY_ENGINE says otherwise: in a one-shot process it loads and
-        # answers a query sooner than onnxruntime (importing it and making its session cost
-        # ~0.4 s more), and its vectors are the onnx engine's (the same id, the same cache)
-        engine = os.environ.get("CONTINUITY_ENGINE") or "numpy"
-        return load_model(settings.model, engine=engine), settings.embed_budget
+        # The engine every other search uses ($CONTINUITY_ENGINE, else onnxruntime when the
+        # extra is installed): numpy would answer ~0.4 s sooner in a one-shot process, but the
+        # documents a hook embeds go into the store's vector cache, and the two engines agree
+        # to a cosine of 0.9999, not to the bit: one cache, one engine (ADR 0042).
+        return load_model(settings.model), settings.embed_budget
     except ContinuityError as exc:
         out.notes.append(f"recall_on_prompt: {exc}; searched by words alone")
         return None

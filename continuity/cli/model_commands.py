@@ -76,7 +76,7 @@ def fetch(
 
 
 _ENGINE_TEXT = {
-    "numpy": "numpy (pip install 'continuity[onnx]' for onnxruntime, about 1.5x faster)",
+    "numpy": "numpy (pip install 'agent-continuity[onnx]' for onnxruntime, about 1.5x faster)",
     "onnx": "onnxruntime (fp32; the same vectors as numpy)",
     "onnx-int8": "onnxruntime, int8 weights (for measurement: its vectors vary with the batch "
     "and recall less; an id of their own)",

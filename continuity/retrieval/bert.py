@@ -253,7 +253,7 @@ class BertEmbedder:
             return name
         if not bert_onnx.available():
             raise ModelError(
-                f"engine {name} needs onnx and onnxruntime (pip install 'continuity[onnx]')"
+                f"engine {name} needs onnx and onnxruntime (pip install 'agent-continuity[onnx]')"
             )
         self._run = bert_onnx.OnnxEncoder(self, quantized=name == "onnx-int8")
         self._budget = bert_onnx.TOKEN_BUDGET

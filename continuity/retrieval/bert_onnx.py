@@ -51,11 +51,12 @@ __all__ = [
 GRAPH_VERSION: Final = "1"
 """Bumped when the graph :func:`build_graph` makes changes (old converted files are ignored)."""
 OPSET: Final = 17
-TOKEN_BUDGET: Final = 512
-"""A batch holds at most this many (padded) tokens: smaller batches measured faster, the
-attention scores of a batch staying in cache (MiniLM, one thread, 150 fixture messages:
-46-47 docs/CPU-s at 256-512 tokens a batch, 40 at 1,024, 34 at 2,048, 23 at 8,192; numpy's
-packed batches 29-31 at 512 or 2,048)."""
+TOKEN_BUDGET: Final = 1
+"""A batch holds at most this many tokens, and always one sequence: so one sequence a run,
+never padded. Padded batches (512 tokens measured fastest: 46-47 docs/CPU-s against 44-45 one
+at a time) made a document's vector depend on what it was batched with (39 of 41 texts differed
+in their last bits alone and together), and the vector cache must hold the same bytes whether it
+was caught up thread by thread or made in one go (ADR 0042)."""
 F32 = npt.NDArray[np.float32]
 
 

