@@ -532,7 +532,7 @@ class PostgresStore(BaseStore):
         clock: Callable[[], int] | None = None,
         redactor: Callable[[fr.Frame], fr.Frame] | None = None,
     ) -> None:
-        need_driver()
+        need_driver(pooled)
         from continuity.paths import split_schema
         from continuity.store.postgres.db import Database  # psycopg: only when a store is opened
 
@@ -731,12 +731,15 @@ class PostgresStore(BaseStore):
         self._db.close()
 
 
-def need_driver() -> None:
-    """psycopg and its pool (the ``postgres`` extra), or a :class:`~continuity.MissingExtra`
-    that says how to install them rather than an ImportError from deep in the backend."""
+def need_driver(pooled: bool = True) -> None:
+    """psycopg and, for a ``pooled`` store, its pool (the ``postgres`` extra), or a
+    :class:`~continuity.MissingExtra` that says how to install them rather than an ImportError
+    from deep in the backend. An unpooled store (a hook) never imports the pool (ADR 0041)."""
     try:
         import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
+
+        if pooled:
+            import psycopg_pool  # noqa: F401
     except ImportError as exc:  # not installed, or psycopg without a libpq wrapper (no name)
         missing = exc.name.partition(".")[0] if exc.name else None
         raise MissingExtra("a PostgreSQL store", "postgres", missing) from None
