@@ -251,15 +251,20 @@ def _quantize(source: Path, dest: Path, keep: list[str]) -> None:
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process, on stderr
-    quantize_dynamic(
-        source,
-        dest,
-        weight_type=QuantType.QInt8,
-        op_types_to_quantize=["MatMul"],
-        nodes_to_exclude=keep,
-        per_channel=True,
-    )
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # its advice to pre-process, on stderr, while it runs only
+    try:
+        quantize_dynamic(
+            source,
+            dest,
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_exclude=keep,
+            per_channel=True,
+        )
+    finally:
+        root.setLevel(level)  # the process's logging is its own
 
 
 class OnnxEncoder:

@@ -7,6 +7,7 @@ refused as it should be."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -116,7 +117,9 @@ def test_converted_once_into_the_models_home(folder: Path, home: Path) -> None:
 def test_int8_is_close_but_its_own_model(
     folder: Path, home: Path, numpy_engine: BertEmbedder
 ) -> None:
+    level = logging.getLogger().level
     small = BertEmbedder(folder, engine="onnx-int8")
+    assert logging.getLogger().level == level  # quantising leaves the process's logging alone
     assert small.id == numpy_engine.id + "-int8"  # its vectors never share numpy's cache
     texts = [*SENTENCES, "The retry loop backs off when the server answers 503."]
     cosines = (small.embed(texts) * numpy_engine.embed(texts)).sum(axis=1)
