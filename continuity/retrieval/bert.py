@@ -210,7 +210,9 @@ class BertEmbedder:
             data = weights.read_bytes()
         except OSError as exc:
             raise ModelError(f"{weights}: {exc.strerror or exc}") from None
-        digest = blake3.blake3(data, max_threads=blake3.blake3.AUTO).hexdigest()[:16]
+        # one thread: a multithreaded hash leaves a thread pool that a forked --jobs worker
+        # would wait on for ever (it hashes the weights again)
+        digest = blake3.blake3(data).hexdigest()[:16]
         self.weights_digest = digest
         self._load(parse_safetensors(data, weights), root)
         self.engine = self._engine(engine)

@@ -9,6 +9,8 @@ import importlib.util
 import json
 import math
 import shutil
+import subprocess
+import sys
 import tarfile
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -221,6 +223,54 @@ def test_bad_folders_are_refused_in_one_line(folder: Path, tmp_path: Path) -> No
         BertEmbedder(wrong)
     with pytest.raises(ModelError, match="not a folder"):
         BertEmbedder(tmp_path / "none")
+
+
+# --- the vector cache in worker processes ------------------------------------------------------
+
+
+_CLI = (sys.executable, "-m", "continuity")
+
+
+def _index(store: Path, folder: Path, jobs: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*_CLI, "--store", str(store), "index", "--model", str(folder), "--jobs", str(jobs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_index_in_worker_processes_matches_one_process(folder: Path, tmp_path: Path) -> None:
+    """`continuity index --jobs 2` with the real encoder: the forked workers load the model
+    again (a multithreaded hash of its weights in the parent once left them waiting for ever on
+    a thread pool they did not have), and the cache they write holds the bytes one process
+    writes."""
+    from continuity import Store, message
+
+    stores = [tmp_path / "two", tmp_path / "one"]
+    for root in stores:
+        store = Store(root, create=True)
+        for t in range(3):
+            store.thread(f"t{t}").append(
+                [
+                    message("user", f"retry number {i} of the sync worker in thread {t}")
+                    for i in range(20)
+                ]
+            )
+    two = _index(stores[0], folder, 2)
+    assert two.returncode == 0, two.stderr
+    assert "60 embedded now" in two.stdout
+    one = _index(stores[1], folder, 1)
+    assert one.returncode == 0, one.stderr
+
+    def files(root: Path) -> dict[str, bytes]:
+        base = root / "cache" / "vectors"
+        return {str(p.relative_to(base)): p.read_bytes() for p in base.rglob("*.vec")}
+
+    assert files(stores[0]) and files(stores[0]) == files(stores[1])
 
 
 # --- fetching from a hub ------------------------------------------------------------------------
