@@ -43,10 +43,10 @@ KEYWORDS: Final = ["memory", "archive", "compaction", "mcp", "hooks", "context"]
 
 
 def _version() -> str:
-    import tomllib
+    """The package's version (pyproject reads it from ``continuity.__version__``)."""
+    from continuity import __version__
 
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    return str(data["project"]["version"])
+    return __version__
 
 
 def _dump(obj: Any) -> bytes:

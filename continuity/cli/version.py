@@ -8,13 +8,9 @@ __all__ = ["version_line"]
 
 
 def version_line() -> str:
-    """``continuity <version>``, the version from the installed package's metadata."""
-    from importlib.metadata import PackageNotFoundError, version
+    """``continuity <version>``: the package's ``__version__``, which is also the distribution's
+    version (pyproject reads it from there), so no package metadata is read (importlib.metadata
+    alone is about 27 ms of a fresh process)."""
+    from continuity import __version__
 
-    from continuity.errors import DISTRIBUTION
-
-    try:
-        number = version(DISTRIBUTION)
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        number = "(not installed: no package metadata)"
-    return f"continuity {number}"
+    return f"continuity {__version__}"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import continuity
 from continuity.errors import DISTRIBUTION, MissingExtra
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +48,12 @@ def test_the_installed_metadata_says_so() -> None:
     except PackageNotFoundError:
         pytest.skip(f"{DISTRIBUTION} is not installed (pip install -e .)")
     assert dist.metadata["Name"] == DISTRIBUTION
-    assert dist.version == PYPROJECT["project"]["version"]
+    # one version: pyproject reads it from continuity.__version__, which --version prints
+    assert PYPROJECT["project"]["dynamic"] == ["version"]
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "continuity.__version__"
+    }
+    assert dist.version == continuity.__version__
     scripts = {e.name: e.value for e in dist.entry_points if e.group == "console_scripts"}
     assert scripts == {"continuity": "continuity.__main__:main"}
     extras = set(dist.metadata.get_all("Provides-Extra") or [])
@@ -137,7 +143,7 @@ def test_a_wheel_of_the_checkout_installs_agent_continuity_with_the_command(
         pytest.skip(f"no build backend from the package index here: {built.stderr.strip()}")
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("*.whl")
-    version = PYPROJECT["project"]["version"]
+    version = continuity.__version__
     assert wheel.name == f"agent_continuity-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel) as z:
         info = f"agent_continuity-{version}.dist-info"
