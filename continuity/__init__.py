@@ -241,8 +241,6 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:  # apart from the block above, which is the public API
     from typing import Any
 
-__version__ = "0.1.0"
-
 _HOMES: dict[str, str] = {}
 
 
@@ -259,7 +257,8 @@ def _homes() -> dict[str, str]:
 def __getattr__(name: str) -> Any:
     if name == "__all__":  # ``from continuity import *``
         return __dir__()
-    home = _homes().get(name)
+    # the version lives where pyproject reads it (continuity._version), imported when asked
+    home = "continuity._version" if name == "__version__" else _homes().get(name)
     if home is None:
         raise AttributeError(f"module 'continuity' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)

@@ -44,7 +44,7 @@ KEYWORDS: Final = ["memory", "archive", "compaction", "mcp", "hooks", "context"]
 
 def _version() -> str:
     """The package's version (pyproject reads it from ``continuity.__version__``)."""
-    from continuity import __version__
+    from continuity._version import __version__
 
     return __version__
 

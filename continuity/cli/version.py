@@ -11,6 +11,6 @@ def version_line() -> str:
     """``continuity <version>``: the package's ``__version__``, which is also the distribution's
     version (pyproject reads it from there), so no package metadata is read (importlib.metadata
     alone is about 27 ms of a fresh process)."""
-    from continuity import __version__
+    from continuity._version import __version__
 
     return f"continuity {__version__}"

@@ -51,7 +51,7 @@ def test_the_installed_metadata_says_so() -> None:
     # one version: pyproject reads it from continuity.__version__, which --version prints
     assert PYPROJECT["project"]["dynamic"] == ["version"]
     assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {
-        "attr": "continuity.__version__"
+        "attr": "continuity._version.__version__"
     }
     assert dist.version == continuity.__version__
     scripts = {e.name: e.value for e in dist.entry_points if e.group == "console_scripts"}

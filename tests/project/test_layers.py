@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity.paths",
             "continuity._fs",
             "continuity._lazy",
+            "continuity._version",
             "continuity.redaction",
             "continuity.agents_table",
         ),
