@@ -67,7 +67,7 @@ keeps the arrows pointing down):
   layer, for compile's recall; store-wide search, vectors and fusion above it);
 - :mod:`continuity.context` — what the model sees: compile, render, convert, compaction;
 - :mod:`continuity.maintenance` — work on a whole store: verify, rebuild-index, stats, migrate;
-- :mod:`continuity.claude_code` — the Claude Code adapter; :mod:`continuity.testing` — the
+- :mod:`continuity.agents.claude_code` — the Claude Code adapter; :mod:`continuity.testing` — the
   contract suites any backend runs; :mod:`continuity.viewer` — ``continuity serve``;
 - the faces: :mod:`continuity.cli`, :mod:`continuity.__main__` (the hook and search fast
   paths) and :mod:`~continuity.aio`, alone as the one async face of the whole library;

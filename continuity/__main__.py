@@ -84,10 +84,11 @@ def _run_hook(args: list[str], store: str | None) -> int:
             _without_typing_extensions()
             from continuity.agents.codex import ingest as _codex  # noqa: F401  (every hook)
             from continuity.agents.codex.hooks import main as codex_hook
+            from continuity.paths import resolve_store_location
         finally:
             gc.freeze()
             gc.enable()
-        code = codex_hook(args, store=store)
+        code = codex_hook(args, store=resolve_store_location(store) if store else None)
         gc.freeze()
         return code
     if agent == "gemini":
@@ -100,12 +101,12 @@ def _run_hook(args: list[str], store: str | None) -> int:
             gc.enable()
         return gemini_main(args, store=resolve_store_location(store) if store else None)
     raw: bytes | None = None
-    from continuity.claude_code.quick import FULL_ENV, MAX_STDIN, QUICK_EVENTS
+    from continuity.agents.claude_code.quick import FULL_ENV, MAX_STDIN, QUICK_EVENTS
 
     if args[:1] and args[0] in QUICK_EVENTS and not os.environ.get(FULL_ENV):
         # An ingest-only hook with nothing new to archive returns here, before the store, the
         # ingest and msgspec are imported (ADR 0038): the input is read once and handed on.
-        from continuity.claude_code.quick import nothing_new
+        from continuity.agents.claude_code.quick import nothing_new
         from continuity.paths import default_store_location, resolve_store_location
 
         raw = sys.stdin.buffer.read(MAX_STDIN)
@@ -114,8 +115,8 @@ def _run_hook(args: list[str], store: str | None) -> int:
             return 0
     try:
         _without_typing_extensions()
-        from continuity.claude_code import ingest as _ingest  # noqa: F401  (every hook ingests)
-        from continuity.claude_code.hooks import main as hook_main
+        from continuity.agents.claude_code import ingest as _ingest  # noqa: F401  (every hook ingests)
+        from continuity.agents.claude_code.hooks import main as hook_main
         from continuity.paths import resolve_store_location  # imported by the hooks anyway
     finally:
         gc.freeze()

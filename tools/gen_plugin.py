@@ -5,8 +5,8 @@
 
 The plugin gives what ``continuity install claude-code`` writes, with ``continuity`` from PATH
 instead of an absolute path: the same hook events, matchers, timeouts and ``async`` flags
-(:func:`continuity.claude_code.install.hook_groups`) and the MCP server
-(:func:`continuity.claude_code.mcp_install.server_entry`). ``tests/claude_code/test_plugin.py``
+(:func:`continuity.agents.claude_code.install.hook_groups`) and the MCP server
+(:func:`continuity.agents.base.mcp.server_entry`). ``tests/agents/claude_code/test_plugin.py``
 checks that the committed files are these and that they follow the documented schemas.
 
     .claude-plugin/marketplace.json                  the marketplace: this repository
@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from continuity.claude_code.install import hook_groups
-from continuity.claude_code.mcp_install import SERVER_NAME, server_entry
+from continuity.agents.base.mcp import SERVER_NAME, server_entry
+from continuity.agents.claude_code.install import hook_groups
 
 __all__ = ["FILES", "PLUGIN_DIR", "ROOT", "main", "render", "stale_files", "write_files"]
 

@@ -33,7 +33,7 @@ characters appear, a prompt when its first 40 characters appear (the whole promp
 An empty set has no coverage (``null``/``—``). Reported for the restore alone, Claude's summary
 alone (the ``isCompactSummary`` line after the cut), and both together, with the restore's length
 against ``restore_max_chars``. It reports; it does not judge: the exit status is 0 whatever the
-figures (tests/claude_code/test_restore_quality.py checks the structure and the budget).
+figures (tests/agents/claude_code/test_restore_quality.py checks the structure and the budget).
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def summary_text(objs: Sequence[dict[str, Any]], after: int) -> str:
 
 def run_restore(path: Path, work: Path) -> dict[str, Any]:
     """Feed ``path`` to the real hooks around its first compaction; the texts they print."""
-    from continuity.claude_code.hooks import HookConfig, run_hook
+    from continuity.agents.claude_code.hooks import HookConfig, run_hook
     from continuity.store.jsonl import Store
 
     raw = path.read_bytes().splitlines(keepends=True)

@@ -71,7 +71,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from continuity import frames as fr  # noqa: E402
-from continuity.claude_code.ingest import ingest_transcript  # noqa: E402
+from continuity.agents.claude_code.ingest import ingest_transcript  # noqa: E402
 from continuity.retrieval.documents import frame_text  # noqa: E402
 from continuity.retrieval.embedders import Embedder  # noqa: E402
 from continuity.retrieval.search import search  # noqa: E402

@@ -1,8 +1,8 @@
 """Adapters for coding agents other than Claude Code: each turns an agent's own session files
-into threads of the archive, incrementally and idempotently, as :mod:`continuity.claude_code`
+into threads of the archive, incrementally and idempotently, as :mod:`continuity.agents.claude_code`
 does for Claude Code (whose reader, redaction, restore and install machinery they reuse).
 
-- :mod:`continuity.agents.common` — what every adapter needs, written once: a per-file cursor
+- :mod:`continuity.agents.base.ingest` — what every adapter needs, written once: a per-file cursor
   in the store's adapter cache, a per-file lock, reading the complete JSON lines after an
   offset, source keys re-derived from a thread's log (re-ingest never duplicates), the
   ``thread_created`` frame with its ``meta`` convention, large tool outputs to artifacts, and

@@ -43,7 +43,7 @@ import msgspec
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, remove_temps
-from continuity.agents_table import agent_of_session, is_own_compaction
+from continuity.agents.table import agent_of_session, is_own_compaction
 from continuity.caches.thread_index import ThreadIndex, caches_writable, check_no_lost_threads
 from continuity.errors import ContinuityError, CorruptFrame, note_rebuilt
 from continuity.redaction import META_KEY, redaction_count
@@ -75,7 +75,7 @@ CATALOG_FILE: Final = "catalog.v1.json"
 _VERSION: Final = 3
 """2: each row carries a checksum (version 1 files, without, are read as absent and rebuilt);
 3: every agent's sessions carry their last message's time and every agent's own compactions
-are counted (:mod:`continuity.agents_table`), not Claude Code's alone (version 2 files are read
+are counted (:mod:`continuity.agents.table`), not Claude Code's alone (version 2 files are read
 as absent and rebuilt)."""
 _TAIL: Final = 67
 """A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
@@ -204,7 +204,7 @@ def _wants_last_message(thread: Thread, first: fr.Frame | None) -> bool:
 
 def wants_last_message(thread_id: str, first: fr.Frame | None) -> bool:
     """Only ``sessions`` shows it: the rows of agents' sessions (Claude Code's, Codex's, …:
-    :mod:`continuity.agents_table`) carry it."""
+    :mod:`continuity.agents.table`) carry it."""
     return (
         isinstance(first, fr.ThreadCreated)
         and agent_of_session(thread_id, first.meta.get("source", "")) is not None

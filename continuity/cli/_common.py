@@ -197,9 +197,9 @@ def errors(suffix: str = "") -> Iterator[None]:
 
 def agent_option(name: str | None) -> str | None:
     """The agent ``--agent`` names (any of its names: ``codex``, ``Gemini CLI``, ``gemini-cli``),
-    as its name in :mod:`continuity.agents_table`; a clear error naming the known ones when it
+    as its name in :mod:`continuity.agents.table`; a clear error naming the known ones when it
     names none."""
-    from continuity.agents_table import agent_named, known_agent_names
+    from continuity.agents.table import agent_named, known_agent_names
 
     if name is None:
         return None

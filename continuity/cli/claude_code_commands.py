@@ -21,8 +21,8 @@ from continuity.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from continuity.claude_code.install import InstallPlan
-    from continuity.claude_code.mcp_install import McpTarget
+    from continuity.agents.base.install import InstallPlan
+    from continuity.agents.base.mcp import McpTarget
     from continuity.paths import StoreLocation
     from continuity.store.base import BaseStore
 
@@ -62,7 +62,7 @@ _APPROVAL: Final = (
 
 def _settings(scope: ScopeOpt, project: Path | None) -> tuple[Path, Path | None]:
     """The settings file of ``scope`` and the project folder its writes must stay in."""
-    from continuity.claude_code.install import project_folder, settings_path
+    from continuity.agents.claude_code.install import project_folder, settings_path
 
     with errors():
         within = project_folder(scope, project)
@@ -83,7 +83,7 @@ def _named_store(ctx: typer.Context) -> StoreLocation | None:
 def _mcp_plan(
     client: ClientOpt, scope: ScopeOpt, project: Path | None, store: StoreLocation | None
 ) -> tuple[McpTarget, dict[str, object], InstallPlan]:
-    from continuity.claude_code.mcp_install import (
+    from continuity.agents.base.mcp import (
         mcp_target,
         plan_mcp_install,
         server_argv,
@@ -150,7 +150,8 @@ def install(
         return
     if client is not None or print_only:
         fail("--client and --print go with `install mcp` (install claude-code takes neither)")
-    from continuity.claude_code.install import apply_plan, plan_install
+    from continuity.agents.base.install import apply_plan
+    from continuity.agents.claude_code.install import plan_install
 
     path, within = _settings(scope, project)
     with errors():
@@ -175,7 +176,7 @@ def install(
     if mcp is not None:
         _report_mcp_install(mcp[0], mcp[2], mcp_backup)
     # Every install, changed or not: the package may have been upgraded since the last one.
-    from continuity.claude_code.install import compile_bytecode
+    from continuity.agents.base.install import compile_bytecode
 
     for report in compile_bytecode():
         typer.echo(report.line())
@@ -190,8 +191,8 @@ def _install_mcp(
     dry_run: bool,
     print_only: bool,
 ) -> None:
-    from continuity.claude_code.install import apply_plan
-    from continuity.claude_code.mcp_install import (
+    from continuity.agents.base.install import apply_plan
+    from continuity.agents.base.mcp import (
         config_snippet,
         mcp_target,
         server_argv,
@@ -226,7 +227,8 @@ def uninstall(
     """Remove continuity's hooks from Claude Code's settings and its MCP server's entry,
     giving back the files from before the install when nothing else changed (everything
     else is kept). `uninstall mcp --client X` removes the MCP server's entry only."""
-    from continuity.claude_code.install import apply_plan, plan_uninstall
+    from continuity.agents.base.install import apply_plan
+    from continuity.agents.claude_code.install import plan_uninstall
 
     if target != "mcp" and client is not None:
         fail("--client goes with `uninstall mcp`")
@@ -290,14 +292,14 @@ def _uninstall_other_agent(
 def _mcp_uninstall_plan(
     client: ClientOpt, scope: ScopeOpt, project: Path | None
 ) -> tuple[McpTarget, InstallPlan]:
-    from continuity.claude_code.mcp_install import mcp_target, plan_mcp_uninstall
+    from continuity.agents.base.mcp import mcp_target, plan_mcp_uninstall
 
     target = mcp_target(client, scope, project)
     return target, plan_mcp_uninstall(target)
 
 
 def _uninstall_mcp(client: ClientOpt, scope: ScopeOpt, project: Path | None, dry: bool) -> None:
-    from continuity.claude_code.install import apply_plan
+    from continuity.agents.base.install import apply_plan
 
     with errors():
         target, plan = _mcp_uninstall_plan(client, scope, project)
@@ -557,8 +559,8 @@ class _IngestRun:
     def one(self, f: Path) -> None:
         """Ingest one transcript. A file that cannot be read is skipped and named; trouble with
         the store stops the run."""
-        from continuity.claude_code.ingest import ingest_transcript
-        from continuity.claude_code.transcript import SKIPPED_OVERSIZE
+        from continuity.agents.base.lines import SKIPPED_OVERSIZE
+        from continuity.agents.claude_code.ingest import ingest_transcript
 
         self.current = f
         with errors(f" (in {_shown(f)}; {self.done} of {self.of} transcripts done before it)"):
@@ -584,7 +586,7 @@ class _IngestRun:
         self.done += 1
 
     def summary(self) -> str:
-        from continuity.claude_code.transcript import MAX_LINE_BYTES
+        from continuity.agents.base.lines import MAX_LINE_BYTES
 
         totals = self.totals
         return (
@@ -630,8 +632,8 @@ def sessions(
     compactions, title."""
     import msgspec
 
-    from continuity.claude_code.ingest import ingest_redactor
-    from continuity.claude_code.sessions import list_sessions
+    from continuity.agents.base.ingest import ingest_redactor
+    from continuity.agents.base.sessions import list_sessions
 
     name = agent_option(agent)
     folder = os.path.abspath(project) if project is not None else None
@@ -674,7 +676,7 @@ def sessions(
 
 def _display(name: str) -> str:
     """The agent's display name (``Codex``) from its name (``codex``)."""
-    from continuity.agents_table import agent_named
+    from continuity.agents.table import agent_named
 
     agent = agent_named(name)
     return agent.display if agent is not None else name
@@ -687,7 +689,7 @@ def hook(
     ],
 ) -> None:
     """Run a Claude Code hook (reads the hook's JSON on stdin; never fails Claude Code)."""
-    from continuity.claude_code.hooks import main
+    from continuity.agents.claude_code.hooks import main
 
     raise typer.Exit(main([event], store=ctx.obj.location))
 
@@ -708,7 +710,7 @@ def demo(
     Uses the configured store (--store, $CONTINUITY_HOME or the default; created if missing)
     with a thread of its own (cc-demo-<uuid>), or a throwaway one with --temp-store.
     """
-    from continuity.claude_code.demo import print_report, run_in_temp
+    from continuity.demo import print_report, run_in_temp
 
     with errors():
         result = run_in_temp(

@@ -31,12 +31,12 @@ def install_codex(
     scope: str, project: Path | None, store: StoreLocation | None, *, dry_run: bool, no_mcp: bool
 ) -> None:
     """Codex's hooks (trusted) and, unless ``no_mcp``, its MCP server; nothing when ``dry_run``."""
+    from continuity.agents.base.install import apply_plan
     from continuity.agents.codex.install import (
         hooks_disabled,
         plan_codex_install,
         project_trusted,
     )
-    from continuity.claude_code.install import apply_plan
 
     where = _scope(scope)
     with errors():
@@ -59,7 +59,7 @@ def install_codex(
     for backup in backups:
         if backup is not None:
             typer.echo(f"previous {backup.name.split('.continuity')[0]} saved to {backup}")
-    from continuity.claude_code.install import compile_bytecode
+    from continuity.agents.base.install import compile_bytecode
 
     for report in compile_bytecode():  # a hook process then never compiles continuity
         typer.echo(report.line())
@@ -76,8 +76,8 @@ def install_codex(
 
 
 def uninstall_codex(scope: str, project: Path | None, *, dry_run: bool, no_mcp: bool) -> None:
+    from continuity.agents.base.install import apply_plan
     from continuity.agents.codex.install import plan_codex_uninstall
-    from continuity.claude_code.install import apply_plan
 
     where = _scope(scope)
     with errors():

@@ -103,7 +103,7 @@ def parse(argv: list[str]) -> SearchArgs | None:
 
 def _known_agent(seen: dict[str, str | bool]) -> bool:
     """Whether ``--agent`` names a known agent (then its name replaces it)."""
-    from continuity.agents_table import agent_named
+    from continuity.agents.table import agent_named
 
     known = agent_named(str(seen["agent"]))
     if known is not None:
@@ -187,9 +187,9 @@ def progress_on_stderr(*, slow: float = 2.0, tty: bool | None = None) -> Callabl
 
 
 def hit_agents(store: BaseStore, hits: Sequence[Hit]) -> dict[str, str]:
-    """The agent (its name in :mod:`continuity.agents_table`; "" for none) of each hit's
+    """The agent (its name in :mod:`continuity.agents.table`; "" for none) of each hit's
     thread: its catalog row's source, found by bisection (a first frame read without one)."""
-    from continuity.agents_table import agent_for_source
+    from continuity.agents.table import agent_for_source
     from continuity.caches.catalog import source_of
 
     found: dict[str, str] = {}

@@ -37,8 +37,8 @@ def install_gemini(
     dry_run: bool,
     mcp: bool,
 ) -> None:
+    from continuity.agents.base.install import apply_plan
     from continuity.agents.gemini.install import plan_install
-    from continuity.claude_code.install import apply_plan
 
     path, within = _target(scope, project)
     with errors():
@@ -59,8 +59,8 @@ def install_gemini(
 def uninstall_gemini(
     scope: Literal["user", "project", "local"], project: Path | None, *, dry_run: bool
 ) -> None:
+    from continuity.agents.base.install import apply_plan
     from continuity.agents.gemini.install import plan_uninstall
-    from continuity.claude_code.install import apply_plan
 
     path, within = _target(scope, project)
     with errors():

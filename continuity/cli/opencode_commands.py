@@ -58,7 +58,7 @@ def ingest_opencode(ctx: typer.Context, paths: list[Path], session: str | None) 
 
 
 def _report(plans: list[object], verb: str) -> None:
-    from continuity.claude_code.install import InstallPlan
+    from continuity.agents.base.install import InstallPlan
 
     for plan in plans:
         assert isinstance(plan, InstallPlan)
@@ -78,8 +78,8 @@ def install_opencode(
     dry_run: bool,
     mcp: bool,
 ) -> None:
+    from continuity.agents.base.install import apply_plan
     from continuity.agents.opencode.install import plan_opencode_install
-    from continuity.claude_code.install import apply_plan
 
     if scope == "local":
         fail("opencode has no local scope (use user or project)")
@@ -98,8 +98,8 @@ def install_opencode(
 def uninstall_opencode(
     scope: Literal["user", "project", "local"], project: Path | None, *, dry_run: bool, mcp: bool
 ) -> None:
+    from continuity.agents.base.install import apply_plan
     from continuity.agents.opencode.install import plan_opencode_uninstall
-    from continuity.claude_code.install import apply_plan
 
     if scope == "local":
         fail("opencode has no local scope (use user or project)")

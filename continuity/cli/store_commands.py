@@ -345,7 +345,7 @@ def stats(
     typer.echo(f"quarantined  {s.quarantined}")
     typer.echo(f"redactions   {s.redactions} in {count(len(s.redactions_by_thread), 'thread')}")
     if s.sessions_by_agent:  # every agent's sessions, side by side
-        from continuity.agents_table import agent_named
+        from continuity.agents.table import agent_named
 
         by_agent = ", ".join(
             f"{found.display if (found := agent_named(name)) else name} {n}"

@@ -1,5 +1,5 @@
 """How a coding agent's messages are read: one rule for each question that both the restore
-(:mod:`continuity.claude_code._restore_extract`) and the default summarizer
+(:mod:`continuity.agents.base._restore_extract`) and the default summarizer
 (:mod:`continuity.context.summarize`) ask of them, so the two never disagree.
 
 - :func:`prompt_text` — the user's own words in a text block: Claude Code's wrapper blocks

@@ -159,7 +159,7 @@ def stale_threads(
 ) -> list[tuple[str, int]]:
     """(thread id, last activity) of every thread whose last frame is older than
     ``older_than_ms`` (of ``agent``'s sessions, in ``project``), oldest first."""
-    from continuity.agents_table import agent_named, agent_of_session
+    from continuity.agents.table import agent_named, agent_of_session
     from continuity.caches.catalog import catalog_view
 
     wanted = None

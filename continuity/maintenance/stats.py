@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from continuity.agents_table import agent_for_source, agent_of_session, is_subagent
+from continuity.agents.table import agent_for_source, agent_of_session, is_subagent
 from continuity.caches.catalog import CatalogRow, catalog_view, read_row, thread_counts
 from continuity.errors import ContinuityError
 from continuity.store.base import BaseStore, Thread
@@ -38,7 +38,7 @@ class StoreStats(msgspec.Struct, frozen=True):
     """The same per thread, for the threads that had any."""
     sessions_by_agent: dict[str, int] = {}
     """The agents' sessions (sub-agents' not counted) by agent name
-    (:mod:`continuity.agents_table`), for the agents that have any."""
+    (:mod:`continuity.agents.table`), for the agents that have any."""
 
 
 def _tree_bytes(root: Path | None) -> int:
@@ -117,7 +117,7 @@ class ThreadInfo(msgspec.Struct, frozen=True, kw_only=True):
     log_bytes: int = 0
     head_digest: str = ""
     agent: str = ""
-    """The agent that wrote it (its name in :mod:`continuity.agents_table`: ``claude-code``,
+    """The agent that wrote it (its name in :mod:`continuity.agents.table`: ``claude-code``,
     ``codex``, …), "" for a thread no agent's adapter made."""
 
 

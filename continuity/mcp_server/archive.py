@@ -26,7 +26,7 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity.agents_table import agent_named
+from continuity.agents.table import agent_named
 from continuity.caches.catalog import CatalogRow, catalog_view
 from continuity.caches.live_session import noted_session
 from continuity.errors import ContinuityError, InvalidThreadId
@@ -192,7 +192,7 @@ class Archive:
 
     def redactor(self) -> Redactor | None:
         if self._redactor is False:
-            from continuity.claude_code.ingest import ingest_redactor
+            from continuity.agents.base.ingest import ingest_redactor
 
             self._redactor = ingest_redactor(self.store)
         return self._redactor if isinstance(self._redactor, Redactor) else None
@@ -240,7 +240,7 @@ class Archive:
 
     def session_rows(self, *, project: str | None, agent: str | None) -> list[CatalogRow]:
         """Sessions (threads with no parent), most recently active first; ``agent``: only
-        those of the agent of that name (:mod:`continuity.agents_table`)."""
+        those of the agent of that name (:mod:`continuity.agents.table`)."""
         wanted = agent_named(agent) if agent is not None else None
         source = wanted.source if wanted is not None else agent
         found = [

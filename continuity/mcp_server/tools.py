@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 from continuity import frames as fr
-from continuity.agents_table import agent_for_source, agent_label, agent_named, known_agent_names
+from continuity.agents.table import agent_for_source, agent_label, agent_named, known_agent_names
 from continuity.caches.catalog import CatalogRow
 from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
@@ -350,7 +350,7 @@ def _title(archive: Archive, row: CatalogRow) -> str:
 
 def _agent(name: str | None) -> str | None:
     """The agent an ``agent`` argument names (any of its names in
-    :mod:`continuity.agents_table`), as its name; :class:`ToolError` listing the agents when it
+    :mod:`continuity.agents.table`), as its name; :class:`ToolError` listing the agents when it
     names none."""
     if name is None:
         return None
@@ -428,7 +428,7 @@ def sessions(archive: Archive, args: dict[str, Any]) -> ToolResult:
 
 def restore(archive: Archive, args: dict[str, Any]) -> ToolResult:
     """What the session's last compaction dropped, packed as the SessionStart restore is."""
-    from continuity.claude_code.restore import RESTORE_MAX_CHARS, restore_context
+    from continuity.agents.base.restore import RESTORE_MAX_CHARS, restore_context
     from continuity.context.sources import open_source
 
     thread = archive.thread(arg_str(args, "thread"))

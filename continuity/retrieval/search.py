@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final, overload
 import msgspec
 
 from continuity import frames as fr
-from continuity.agents_table import Agent, agent_named, known_agent_names
+from continuity.agents.table import Agent, agent_named, known_agent_names
 from continuity.caches.live import marks_of
 from continuity.caches.marks import is_in
 from continuity.caches.thread_index import DAMAGE as _DAMAGE, ThreadIndex, check_no_lost_threads
@@ -223,7 +223,7 @@ def _corpus(thread: Thread) -> Corpus | None:
 
 def _agent_threads(store: BaseStore, agent: str) -> frozenset[str]:
     """The threads the agent named ``agent`` wrote (any of its names in
-    :mod:`continuity.agents_table`), by their first frame's ``source`` as the store catalog
+    :mod:`continuity.agents.table`), by their first frame's ``source`` as the store catalog
     knows it: no log is read but those the catalog has no row for. :class:`InvalidQuery` when
     ``agent`` names no agent."""
     from continuity.caches.catalog import thread_sources  # not on a plain search's path

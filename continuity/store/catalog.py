@@ -22,7 +22,7 @@ from typing import Final, NamedTuple, Protocol
 import msgspec
 
 from continuity import frames as fr
-from continuity.agents_table import agent_of_session, is_own_compaction
+from continuity.agents.table import agent_of_session, is_own_compaction
 from continuity.errors import ContinuityError, CorruptFrame
 from continuity.redaction import META_KEY, redaction_count
 
@@ -68,7 +68,7 @@ class CatalogRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     checkpoints: int = 0
     compactions: int = 0
     """Checkpoints that record an agent's own compaction (Claude Code's, Codex's, …:
-    :func:`~continuity.agents_table.is_own_compaction`)."""
+    :func:`~continuity.agents.table.is_own_compaction`)."""
     redactions: int = 0
 
 

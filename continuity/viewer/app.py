@@ -33,7 +33,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from continuity import frames as fr
-from continuity.agents_table import AGENTS, agent_named, known_agent_names
+from continuity.agents.table import AGENTS, agent_named, known_agent_names
 from continuity.errors import (
     AnchorNotFound,
     ArtifactCorrupt,

@@ -1,4 +1,4 @@
-"""Each adapter writes what the agents table (``continuity/agents_table.py``) says its agent's
+"""Each adapter writes what the agents table (``continuity/agents/table.py``) says its agent's
 threads look like: the faces (sessions, search --agent, the catalog's compaction count, the
 restore's bounds) find an agent's sessions only through that table."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from continuity.agents.codex import ingest as codex
 from continuity.agents.gemini import ingest as gemini
 from continuity.agents.opencode import ingest as opencode
-from continuity.agents_table import agent_for_source, agent_named, is_own_compaction
+from continuity.agents.table import agent_for_source, agent_named, is_own_compaction
 
 
 def test_each_adapter_agrees_with_the_agents_table() -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from continuity import frames as fr
+from continuity.agents.base.install import apply_plan
 from continuity.agents.gemini.install import HOOKS, plan_install, plan_uninstall
-from continuity.claude_code.install import apply_plan
 from continuity.errors import InvalidSettings
 from continuity.store.locate import open_store
 from tests.support.fixtures import shared_fixture

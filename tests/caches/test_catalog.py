@@ -20,8 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from continuity import frames as fr
+from continuity.agents.base.sessions import SessionInfo, list_sessions
 from continuity.caches.catalog import CATALOG_FILE, catalog_view
-from continuity.claude_code.sessions import SessionInfo, list_sessions
 from continuity.cli.app import app
 from continuity.maintenance.stats import ThreadInfo, list_threads, store_stats
 from continuity.maintenance.verify import verify_store
@@ -489,7 +489,7 @@ def _expected_previous(store: BaseStore, project: str, exclude: str) -> SessionI
 def test_previous_session_reads_current_rows_and_never_writes(tmp_store: Store) -> None:
     """The session-start hook's pointer: current rows from the catalog, the other threads from
     their logs, and the catalog file left alone."""
-    from continuity.claude_code.sessions import previous_session
+    from continuity.agents.base.sessions import previous_session
 
     _fill(tmp_store)
     _session(tmp_store, "cc-s1b")  # the same project folder as cc-s1 ("/p/cc-s1")

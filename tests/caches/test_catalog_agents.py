@@ -9,8 +9,8 @@ from pathlib import Path
 import blake3
 import msgspec
 
+from continuity.agents.base.sessions import list_sessions
 from continuity.caches.catalog import CATALOG_FILE, catalog_problems, catalog_view
-from continuity.claude_code.sessions import list_sessions
 from continuity.maintenance.stats import list_threads
 from continuity.store.jsonl import Store
 from tests.support.archive import MINUTE, agent_session

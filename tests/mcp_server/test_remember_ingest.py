@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from continuity import frames as fr
-from continuity.claude_code.ingest import ingest_transcript
+from continuity.agents.claude_code.ingest import ingest_transcript
 from continuity.context.compiler import compile_context
 from continuity.context.render import to_text
 from continuity.maintenance.verify import verify_store

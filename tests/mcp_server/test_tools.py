@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from continuity import frames as fr
+from continuity.agents.claude_code.hooks import run_hook
 from continuity.caches.live_session import live_folder, noted_session
-from continuity.claude_code.hooks import run_hook
 from continuity.context.compiler import compile_context
 from continuity.context.render import to_text
 from continuity.mcp_server.archive import Archive, ToolError, ToolResult, parse_time

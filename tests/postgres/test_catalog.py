@@ -21,8 +21,8 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from continuity import frames as fr
+from continuity.agents.base.sessions import previous_session
 from continuity.caches.catalog import catalog_view, current_rows, rebuild_catalog
-from continuity.claude_code.sessions import previous_session
 from continuity.cli.app import app
 from continuity.maintenance.bulk import rebuild_store
 from continuity.maintenance.migrate import migrate_store

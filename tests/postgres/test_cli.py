@@ -18,11 +18,11 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from continuity import frames as fr
-from continuity.claude_code.ingest import session_thread_id
+from continuity.agents.claude_code.ingest import session_thread_id
 from continuity.cli.app import app
 from continuity.store.jsonl import Store
 from continuity.store.postgres import PostgresStore
-from tests.claude_code.test_hooks import SESSION, Transcript, work
+from tests.agents.claude_code.test_hooks import SESSION, Transcript, work
 from tests.support.narrow import narrow
 from tests.support.pg import TEST_APP
 

@@ -20,7 +20,7 @@ from continuity.store.base import BaseStore
 from continuity.store.outage import HOOK_STORE_OPTIONS
 from continuity.store.postgres.db import Database
 from continuity.testing.store import StoreContract
-from tests.claude_code.test_hooks import SESSION, Transcript, work
+from tests.agents.claude_code.test_hooks import SESSION, Transcript, work
 from tests.postgres.test_cli import db_url, home  # noqa: F401  (fixtures)
 from tests.support.pg import PgStores
 

@@ -24,7 +24,7 @@ from continuity.paths import local_dir_of
 from continuity.store import outage
 from continuity.store.jsonl import Store
 from continuity.store.postgres import PostgresStore
-from tests.claude_code.test_hooks import SESSION, Transcript, work
+from tests.agents.claude_code.test_hooks import SESSION, Transcript, work
 from tests.postgres.test_cli import db_url, home  # noqa: F401  (fixtures)
 from tests.support.narrow import narrow
 from tests.support.pg import TEST_APP
@@ -158,7 +158,7 @@ def test_a_down_server_is_marked_skipped_then_caught_up(
     assert outage.mark_of(local_up) is None and _kept(home, url) == []
 
     jsonl = Store(tmp_path / "jsonl", create=True)
-    from continuity.claude_code.ingest import ingest_transcript
+    from continuity.agents.claude_code.ingest import ingest_transcript
 
     for t in (a, b):
         ingest_transcript(jsonl, t.path, final=True)

@@ -26,7 +26,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity._lazy",
             "continuity._version",
             "continuity.redaction",
-            "continuity.agents_table",
+            "continuity.agents.table",
+            "continuity.registry",
         ),
     ),
     ("store", ("continuity.store",)),
@@ -66,9 +67,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity.maintenance.migrate",
         ),
     ),
-    ("adapters", ("continuity.claude_code",)),
-    # other coding agents' adapters: they build on the Claude Code adapter's reader and install
-    ("agent adapters", ("continuity.agents",)),
+    # the agents wing (ADR 0046): the foundation every adapter builds on, then the adapters,
+    # peers that never import each other (test_agents_are_peers)
+    ("agent foundation", ("continuity.agents.base", "continuity.agents.contract")),
+    ("agents", ("continuity.agents",)),
+    # `continuity demo`: a scripted Claude Code session replayed through the hooks
+    ("demo", ("continuity.demo",)),
     ("testing", ("continuity.testing",)),
     # the web viewer (ADR 0027): `continuity serve` in the CLI imports it
     ("viewer", ("continuity.viewer",)),
@@ -216,11 +220,35 @@ def test_there_is_no_import_cycle(for_types: bool) -> None:
 def test_the_rules_are_checked_on_real_imports() -> None:
     """The parser sees what it must: a function-level import counts, a TYPE_CHECKING one not."""
     edges = _edges()
-    assert "continuity.context.compiler" in edges["continuity.claude_code.restore"]  # in a def
-    assert "continuity.store.locate" in edges["continuity.claude_code.hooks"]  # in a def
+    assert "continuity.context.compiler" in edges["continuity.agents.base.restore"]  # in a def
+    assert "continuity.store.locate" in edges["continuity.agents.base.hook"]  # in a def
     assert "continuity.store.jsonl" in edges["continuity.store.locate"]
     # the root names everything under TYPE_CHECKING, and reads that block with _lazy
     assert edges["continuity"] == {"continuity._lazy"}
+
+
+AGENTS_WING = "continuity.agents"
+
+
+def _agent_package(module: str) -> str | None:
+    """The agent adapter package ``module`` belongs to (``continuity.agents.codex``), or None
+    for the wing's foundation, its table and registry, and every module outside the wing."""
+    parts = module.split(".")
+    if module.startswith(AGENTS_WING + ".") and len(parts) > 2:
+        package = ".".join(parts[:3])
+        if package in _modules() and _modules()[package].name == "__init__.py":
+            return None if parts[2] == "base" else package
+    return None
+
+
+@pytest.mark.parametrize("module", sorted(m for m in _modules() if _agent_package(m) is not None))
+def test_agents_are_peers(module: str) -> None:
+    """An agent's adapter imports the foundation, never another agent's adapter: a fix to one
+    agent is one fix, and a fifth agent is one folder."""
+    mine = _agent_package(module)
+    for target in _edges()[module] | _edges(for_types=True)[module]:
+        other = _agent_package(target)
+        assert other is None or other == mine, f"{module} imports {target}, another agent's"
 
 
 # --- private names stay in their module -------------------------------------------------------

@@ -327,8 +327,8 @@ def test_the_hook_paths_import_nothing_they_do_not_use() -> None:
     probe = (
         "import json, sys\n"
         "sys.modules['typing_extensions'] = None  # as continuity.__main__ does for hooks\n"
-        "import continuity.claude_code.hooks, continuity.claude_code.ingest\n"
-        "import continuity.claude_code.restore, continuity.claude_code.sessions\n"
+        "import continuity.agents.claude_code.hooks, continuity.agents.claude_code.ingest\n"
+        "import continuity.agents.base.restore, continuity.agents.base.sessions\n"
         "import continuity.context.compiler, continuity.context.render\n"
         "import continuity.context.summarize, continuity.context.compaction\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "

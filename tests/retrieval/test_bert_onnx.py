@@ -157,7 +157,7 @@ def test_model_show_names_the_engine(
 
 def test_import_continuity_and_the_hook_do_not_import_onnx() -> None:
     code = (
-        "import sys, continuity, continuity.claude_code.hooks, continuity.retrieval.models, "
+        "import sys, continuity, continuity.agents.claude_code.hooks, continuity.retrieval.models, "
         "continuity.retrieval.bert; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnxruntime')))"
     )

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from continuity import frames as fr
-from continuity.claude_code.hooks import run_hook
-from continuity.claude_code.ingest import ingest_transcript
+from continuity.agents.claude_code.hooks import run_hook
+from continuity.agents.claude_code.ingest import ingest_transcript
 from continuity.cli.app import app
 from continuity.cli.fast_search import fast_search
 from continuity.mcp_server.archive import Archive
@@ -24,7 +24,13 @@ from continuity.mcp_server.tools import search as search_tool
 from continuity.retrieval.settings import FILE, read_search_settings
 from continuity.store.jsonl import Store
 from continuity.viewer.model import search_hits
-from tests.claude_code.test_hooks import Transcript, configure, context_of, hook_modules, work
+from tests.agents.claude_code.test_hooks import (
+    Transcript,
+    configure,
+    context_of,
+    hook_modules,
+    work,
+)
 from tests.support.model import build_tiny_model
 
 PROJECT = "/home/dev/alpha"

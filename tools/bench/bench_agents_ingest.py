@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from continuity.agents.claude_code.ingest import ingest_transcript
 from continuity.agents.codex import rollouts
 from continuity.agents.codex.ingest import ingest_rollout
-from continuity.claude_code.ingest import ingest_transcript
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from tools.bench._common import (

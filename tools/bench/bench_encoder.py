@@ -59,7 +59,7 @@ def documents(count: int) -> list[str]:
         words = ["the", "retry", "loop", "in", "a", "sync", "worker", "backs", "off", "when"]
         rng = np.random.default_rng(7)
         return [" ".join(rng.choice(words, size=int(rng.integers(20, 400)))) for _ in range(count)]
-    from continuity.claude_code.ingest import ingest_transcript
+    from continuity.agents.claude_code.ingest import ingest_transcript
     from continuity.retrieval.documents import frame_text
     from continuity.store.jsonl import Store
 

@@ -63,8 +63,8 @@ from typing import Any, Final
 
 import msgspec
 
-from continuity.claude_code.demo.transcript import TranscriptWriter
-from continuity.claude_code.ingest import ingest_transcript
+from continuity.agents.claude_code.ingest import ingest_transcript
+from continuity.demo.transcript import TranscriptWriter
 from continuity.store.jsonl import Store
 from tools.bench._common import (
     Report,
@@ -517,7 +517,7 @@ _VARIANTS: Final = ("before (full path)", "after (fast path)")
 def run_ingest_only(megabytes: int = 3, repeat: int = 15, seed: int = 0) -> Report:
     """Wall and CPU of the ingest-only hooks, before and after the fast path, and the floor,
     as fresh processes in the same rounds (the variants' order alternates by round)."""
-    from continuity.claude_code.quick import FULL_ENV
+    from continuity.agents.claude_code.quick import FULL_ENV
 
     started = time.perf_counter()
     report = Report(
@@ -777,7 +777,7 @@ def _cprofile(event: str, env: dict[str, str], stdin: bytes, path: Path) -> list
     """cProfile of ``hooks.main`` (the lazy imports it makes included), top functions."""
     code = (
         "import cProfile\n"
-        "from continuity.claude_code.hooks import main\n"
+        "from continuity.agents.claude_code.hooks import main\n"
         f"cProfile.run({f'main([{event!r}])'!r}, {str(path)!r})\n"
     )
     subprocess.run(

@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from continuity.claude_code.demo.transcript import TranscriptWriter
+from continuity.demo.transcript import TranscriptWriter
 from continuity.paths import local_dir_of
 from continuity.store import outage
 from tools.bench._common import (

@@ -152,7 +152,7 @@ def _session(folder: Path, n: int) -> tuple[Path, str]:
     """A new session's transcript in ``_PROJECT`` (one turn) and the hook's payload."""
     import random
 
-    from continuity.claude_code.demo.transcript import TranscriptWriter
+    from continuity.demo.transcript import TranscriptWriter
 
     sid = f"bench-recall-{n:04d}"
     path = folder / f"{sid}.jsonl"

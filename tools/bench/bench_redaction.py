@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from continuity import frames as fr
-from continuity.claude_code.ingest import ingest_transcript
+from continuity.agents.claude_code.ingest import ingest_transcript
 from continuity.redaction import BUILTIN_RULES, Redactor
 from continuity.store.jsonl import Store
 
@@ -47,7 +47,7 @@ FIXTURE = (
 _PROSE = (
     "I looked at the failing test. The parser drops the last line when the file has no "
     "trailing newline, so `read_records` returns one record short. I'll change the loop in "
-    "`continuity/claude_code/transcript.py` to yield the tail after the last newline, add a "
+    "`continuity/agents/claude_code/transcript.py` to yield the tail after the last newline, add a "
     "test with a file that ends mid-line, and run the suite again:\n\n"
     "```python\nfor line in data.split(b'\\n'):\n    if line:\n        yield parse(line)\n```\n\n"
 )

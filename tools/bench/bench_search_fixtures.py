@@ -74,7 +74,7 @@ def _model_rows(folder: Path, queries: list[str], repeat: int) -> list[Row]:
 
 
 def run(repeat: int, n_queries: int, model: Path | None = None) -> Report:
-    from continuity.claude_code.ingest import ingest_transcript
+    from continuity.agents.claude_code.ingest import ingest_transcript
     from continuity.retrieval.search import search
     from continuity.store.jsonl import Store
 

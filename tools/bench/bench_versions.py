@@ -41,8 +41,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
+from continuity.agents.claude_code.ingest import ingest_transcript
 from continuity.caches.thread_index import ThreadIndex
-from continuity.claude_code.ingest import ingest_transcript
 from continuity.store.jsonl import Store
 from tools.bench._common import (
     BENCH_THREAD,

@@ -4,7 +4,7 @@
                                  [--scale F] [--seed S] [--json] [--keep]
 
 ``--payloads`` calls of ``continuity hook <event>`` (every event of
-``continuity/claude_code/hooks.py``, Claude Code's names, unknown names and no name at all),
+``continuity/agents/claude_code/hooks.py``, Claude Code's names, unknown names and no name at all),
 each a fresh process reading one hostile payload on stdin, drawn from these categories:
 
 * input that is not JSON (garbage, a cut payload, trailing bytes, invalid UTF-8, NUL bytes), not
@@ -99,7 +99,7 @@ _MB: Final = 1_000_000
 
 def hook_timeouts() -> dict[str, float]:
     """Each event's timeout in seconds: what ``continuity install`` gives it."""
-    from continuity.claude_code.install import HOOKS
+    from continuity.agents.claude_code.install import HOOKS
 
     out = {event: DEFAULT_TIMEOUT for event in EVENTS}
     for _name, slug, _matcher, timeout in HOOKS:

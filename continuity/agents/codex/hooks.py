@@ -11,18 +11,18 @@ delivered. A hook never breaks the session: any failure is one line on stderr an
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from continuity._fs import private_dirs, read_checked, write_checked
+from continuity.agents.base.hook import HookOutcome, HookSpec, run_guarded
+from continuity.paths import StoreLocation
 from continuity.store.base import BaseStore
 
 if TYPE_CHECKING:
-    import threading
+    pass
 
 __all__ = ["EVENTS", "main", "run_hook"]
 
@@ -37,7 +37,6 @@ EVENTS: Final = {
     "session-end": "SessionEnd",
 }
 _BY_NAME: Final = {v: k for k, v in EVENTS.items()}
-_MAX_STDIN: Final = 16 << 20
 
 
 class _State(msgspec.Struct, kw_only=True):
@@ -47,7 +46,7 @@ class _State(msgspec.Struct, kw_only=True):
 
 
 def _state_path(store: BaseStore, thread_id: str) -> Path | None:
-    from continuity.agents.common import cache_dir
+    from continuity.agents.base.ingest import cache_dir
 
     base = cache_dir(store, "codex")
     return None if base is None else base / "sessions" / f"{thread_id}.json"
@@ -110,7 +109,7 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> str:
         restoring = _load_state(store, tid).restore_pending
     if not restoring or not thread.exists():
         return ""
-    from continuity.claude_code.restore import compacted, restore_context
+    from continuity.agents.base.restore import compacted, restore_context
 
     if not compacted(thread):
         return ""  # the compaction line is not in the rollout yet: the next prompt restores
@@ -119,91 +118,29 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> str:
     return _context(event, text)
 
 
-def _payload(raw: bytes) -> dict[str, Any]:
-    payload = msgspec.json.decode(raw) if raw.strip() else {}
-    if not isinstance(payload, dict):
-        raise ValueError("hook input is not a JSON object")
-    return payload
+def _run(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutcome:
+    return HookOutcome(stdout=run_hook(store, event, payload))
 
 
-def _log(local: Path, label: str, message: str) -> None:
-    from continuity.claude_code.hooks import log_error
-
-    log_error(local, f"{label} (codex)", message, server=True)
-
-
-def _ingest_kept(store: BaseStore, path: Path, final: bool) -> None:
+def _ingest_kept(store: BaseStore, path: Path, final: bool, notes: list[str]) -> None:
     from continuity.agents.codex.ingest import ingest_rollout
 
     ingest_rollout(store, path, final=final)
 
 
-def main(argv: list[str], *, store: str | None = None, stdin: bytes | None = None) -> int:
+SPEC: Final = HookSpec(
+    agent="codex",
+    event_of=_event,
+    run=_run,
+    ingest_kept=_ingest_kept,
+    final_events=frozenset({"stop", "session-end"}),
+    log_suffix=" (codex)",
+)
+"""What the guarded runner (:mod:`continuity.agents.base.hook`) runs for Codex."""
+
+
+def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | None = None) -> int:
     """Run a Codex hook: ``argv`` is ``[event]`` (or empty: the event comes from stdin). On a
     server store, a sick server costs the hook nothing it waits on (ADR 0041; see
-    :mod:`continuity.claude_code.server_guard`)."""
-    from continuity.claude_code import server_guard as guard
-    from continuity.paths import default_store_location, is_store_url, resolve_store_location
-    from continuity.store.locate import open_store
-
-    opened: BaseStore | None = None
-    payload: dict[str, Any] | None = None
-    url = ""
-    event = argv[0] if argv else None
-    timer: threading.Timer | None = None
-    try:
-        location = resolve_store_location(store) if store else default_store_location()
-        payload = _payload(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
-        event = _event(argv[0] if argv else None, payload)
-        if is_store_url(location):
-            url = str(location)
-            down = guard.server_down(url)
-            if down is not None:
-                return _keep(url, event, payload, down[0], news=down[1], busy=False)
-            from continuity.store.outage import HOOK_STORE_OPTIONS
-
-            kept, late = payload, "no answer within the hook's deadline"
-            timer = guard.watchdog(
-                lambda: _keep(url, str(event), kept, late, news=True, busy=False)
-            )
-            opened = open_store(location, create=True, **HOOK_STORE_OPTIONS)
-        else:
-            opened = open_store(location, create=True)
-        out = run_hook(opened, event, payload)
-        notes: list[str] = []
-        if url:
-            guard.catch_up(opened, url, notes, agent="codex", ingest=_ingest_kept, log=_log)
-        for note in notes:
-            sys.stderr.write(f"continuity: {note}\n")
-    except Exception as exc:  # a hook never breaks the session: one line, exit 0
-        failed = guard.unavailable(exc) if url and payload is not None else None
-        if failed is not None and payload is not None:
-            return _keep(
-                url, str(event), payload, guard.one_line(exc), news=True, busy=failed == "busy"
-            )
-        sys.stderr.write(f"continuity: {guard.one_line(exc)}\n")
-        if os.environ.get("CONTINUITY_DEBUG"):
-            import traceback
-
-            traceback.print_exc()
-        return 0
-    finally:
-        if opened is not None:
-            opened.close()
-        if timer is not None:
-            timer.cancel()
-    if out:
-        sys.stdout.buffer.write(out.encode("utf-8", "replace") + b"\n")
-        sys.stdout.buffer.flush()
-    return 0
-
-
-def _keep(
-    url: str, event: str, payload: dict[str, Any], reason: str, *, news: bool, busy: bool
-) -> int:
-    from continuity.claude_code.server_guard import keep_for_later
-
-    final = event in ("stop", "session-end")
-    return keep_for_later(
-        url, event, payload, reason, news=news, busy=busy, agent="codex", final=final, log=_log
-    )
+    :mod:`continuity.agents.base.hook`)."""
+    return run_guarded(SPEC, argv, store=store, stdin=stdin)

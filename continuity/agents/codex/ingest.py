@@ -21,9 +21,9 @@ import blake3
 import msgspec
 
 from continuity import frames as fr
-from continuity.agents import common
+from continuity.agents.base import ingest as common
+from continuity.agents.base.ingest import ingest_redactor
 from continuity.agents.codex.rollout import Compacted, Item, Message, Meta, Record, parse_line
-from continuity.claude_code.ingest import ingest_redactor
 from continuity.redaction import META_KEY, Redactor
 from continuity.store.base import BaseStore, Thread
 

@@ -11,10 +11,10 @@ when the user trusts a hook, and what ``codex app-server``'s ``hooks/list`` repo
 install trusts them, and only them: a handler changed by hand has another hash and Codex asks
 again.
 
-The plans are :class:`~continuity.claude_code.install.InstallPlan`\\ s with the Claude Code
+The plans are :class:`~continuity.agents.claude_code.install.InstallPlan`\\ s with the Claude Code
 install's dry-run diff, backup and byte-exact uninstall. ``config.toml`` is edited as text (the
 trust tables here, the MCP server's ``[mcp_servers.continuity]`` by
-:func:`continuity.claude_code.mcp_install.edit_entry`), every other byte kept; ``hooks.json``
+:func:`continuity.agents.base.mcp.edit_entry`), every other byte kept; ``hooks.json``
 as JSON, as Claude Code's settings are.
 """
 
@@ -32,14 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from continuity.claude_code.install import (
+from continuity.agents.base.install import (
     InstallPlan,
     backup_path,
     confine,
     entry_point,
     read_backup,
     read_text,
-    strip_ours,
+    strip_handlers,
 )
 from continuity.errors import InvalidSettings
 
@@ -201,14 +201,14 @@ def _hooks_install(path: Path, store: Path | str | None, within: Path | None) ->
     backup = backup_path(path)
     read_backup(backup)  # a link planted there is refused before anything is written
     original = _load_hooks(path, before)
-    data = strip_ours(original, _is_ours)
+    data = strip_handlers(original, _is_ours)
     hooks = data.setdefault("hooks", {})
     for event, groups in hook_groups(lambda slug: hook_command(slug, store)).items():
         hooks.setdefault(event, []).extend(groups)
     after = _dump(data)
     if before is not None and original == json.loads(after):
         after = before  # installed exactly like this already: the bytes stay
-    save = before is not None and after != before and strip_ours(original, _is_ours) == original
+    save = before is not None and after != before and strip_handlers(original, _is_ours) == original
     return InstallPlan(
         path, before, after, backup, save_backup=save, within=within, keep_folder=within is None
     )
@@ -222,7 +222,7 @@ def _hooks_uninstall(path: Path, within: Path | None) -> InstallPlan:
     if before is None:
         return InstallPlan(path, None, None, backup, within=within, keep_folder=keep)
     original = _load_hooks(path, before)
-    data = strip_ours(original, _is_ours)
+    data = strip_handlers(original, _is_ours)
     if data == original:
         return InstallPlan(path, before, before, backup, within=within, keep_folder=keep)
     saved = read_backup(backup)
@@ -402,7 +402,7 @@ class CodexInstall:
 
 
 def _mcp(store: Path | str | None, env: Mapping[str, str] | None) -> tuple[Any, dict[str, Any]]:
-    from continuity.claude_code.mcp_install import mcp_target, server_argv, server_entry
+    from continuity.agents.base.mcp import mcp_target, server_argv, server_entry
 
     target = mcp_target("codex", "user", env=env)
     return target, server_entry("codex", server_argv(store))
@@ -429,7 +429,7 @@ def plan_codex_install(
 ) -> CodexInstall:
     """The hooks file with our hooks (ours replaced if there), and the user's ``config.toml``
     with their trust and (``mcp``) the MCP server's entry. Nothing is written."""
-    from continuity.claude_code.mcp_install import edit_entry
+    from continuity.agents.base.mcp import edit_entry
 
     path, within = hooks_path(scope, project_dir, env, home)
     hooks = _hooks_install(path, store, within)
@@ -477,7 +477,7 @@ def plan_codex_uninstall(
     """The hooks file without our hooks, and ``config.toml`` without their trust and (``mcp``)
     the MCP server's entry: each file's backup bytes when it holds exactly what is left (then
     the backup goes), no file when install created it and nothing else is in it."""
-    from continuity.claude_code.mcp_install import edit_entry
+    from continuity.agents.base.mcp import edit_entry
 
     path, within = hooks_path(scope, project_dir, env, home)
     hooks = _hooks_uninstall(path, within)

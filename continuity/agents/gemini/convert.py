@@ -10,7 +10,7 @@ the CLI's notices, never sent to the model: they become ``record_appended`` fram
 
 Keys: ``g:<id>`` a message; ``u:<call id>`` a tool call; ``t:<call id>`` its result;
 ``h:<digest>`` a message's content (a compression's rewrite gives kept messages new ids);
-``r:<id>`` a notice (:func:`continuity.agents.common.frame_keys`' key of a record).
+``r:<id>`` a notice (:func:`continuity.agents.base.ingest.frame_keys`' key of a record).
 """
 
 from __future__ import annotations

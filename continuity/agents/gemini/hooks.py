@@ -12,19 +12,18 @@ on stderr and in the store's ``errors.log``, and stdout is one JSON document or 
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from continuity._fs import read_checked, write_checked
-from continuity.paths import StoreLocation, default_store_location, is_store_url, local_dir_of
+from continuity.agents.base.hook import HookOutcome, HookSpec, run_guarded
+from continuity.paths import StoreLocation
 from continuity.store.base import BaseStore, Thread
 
 if TYPE_CHECKING:
-    import threading
+    pass
 
 __all__ = ["EVENTS", "FINAL_EVENTS", "HookOutcome", "main", "run_hook"]
 
@@ -38,7 +37,6 @@ EVENTS: Final = (
 )
 FINAL_EVENTS: Final = frozenset({"AfterAgent", "SessionEnd"})
 RESTORE_MAX_CHARS: Final = 9_500
-_MAX_STDIN: Final = 16 << 20
 
 
 class SessionState(msgspec.Struct, kw_only=True):
@@ -48,11 +46,6 @@ class SessionState(msgspec.Struct, kw_only=True):
     """The latest checkpoint of a compression the hooks archived."""
     restored: str = ""
     """The checkpoint whose restore was given last."""
-
-
-class HookOutcome(msgspec.Struct):
-    stdout: str = ""
-    notes: list[str] = msgspec.field(default_factory=list)
 
 
 def _state_path(store: BaseStore, thread_id: str) -> Path | None:
@@ -114,7 +107,7 @@ def _restore(store: BaseStore, thread: Thread, out: HookOutcome) -> None:
     latest = state.compressed
     if not latest or state.restored == latest:
         return
-    from continuity.claude_code.restore import restore_context
+    from continuity.agents.base.restore import restore_context
 
     text = restore_context(thread, max_chars=RESTORE_MAX_CHARS)
     out.stdout = msgspec.json.encode(
@@ -142,107 +135,23 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutco
     return out
 
 
-def _log_error(location: StoreLocation, event: str, message: str) -> None:
-    from continuity.claude_code.hooks import log_error
-
-    log_error(local_dir_of(location), f"{event} (gemini)", message, server=is_store_url(location))
+def _ingest_kept(store: BaseStore, path: Path, final: bool, notes: list[str]) -> None:
+    _ingest(store, path, final=final, out=HookOutcome(notes=notes))
 
 
-def _payload(raw: bytes) -> dict[str, Any]:
-    try:
-        payload = msgspec.json.decode(raw) if raw.strip() else {}
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"hook input is not JSON: {exc}") from None
-    if not isinstance(payload, dict):
-        raise ValueError("hook input is not a JSON object")
-    return payload
-
-
-def _log(local: Path, label: str, message: str) -> None:
-    from continuity.claude_code.hooks import log_error
-
-    log_error(local, f"{label} (gemini)", message, server=True)
-
-
-def _keep(
-    url: str, event: str, payload: dict[str, Any], reason: str, *, news: bool, busy: bool
-) -> int:
-    from continuity.claude_code.server_guard import keep_for_later
-
-    final = event in FINAL_EVENTS
-    return keep_for_later(
-        url, event, payload, reason, news=news, busy=busy, agent="gemini", final=final, log=_log
-    )
+SPEC: Final = HookSpec(
+    agent="gemini",
+    event_of=_event_name,
+    run=run_hook,
+    ingest_kept=_ingest_kept,
+    final_events=FINAL_EVENTS,
+    log_suffix=" (gemini)",
+)
+"""What the guarded runner (:mod:`continuity.agents.base.hook`) runs for Gemini CLI."""
 
 
 def main(argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | None = None) -> int:
     """Run one Gemini CLI hook; always 0 (a hook must not break the session). On a server
     store, a sick server costs the hook nothing it waits on (ADR 0041; see
-    :mod:`continuity.claude_code.server_guard`)."""
-    from continuity.claude_code import server_guard as guard
-    from continuity.store.locate import open_store
-
-    event: str | None = argv[0] if argv else None
-    location = store if store is not None else default_store_location()
-    url = str(location) if is_store_url(location) else ""
-    opened: BaseStore | None = None
-    payload: dict[str, Any] | None = None
-    timer: threading.Timer | None = None
-    try:
-        if url:
-            payload = _payload(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
-            event = _event_name(event, payload)
-            down = guard.server_down(url)
-            if down is not None:
-                return _keep(url, event, payload, down[0], news=down[1], busy=False)
-            from continuity.store.outage import HOOK_STORE_OPTIONS
-
-            kept, late = payload, "no answer within the hook's deadline"
-            timer = guard.watchdog(
-                lambda: _keep(url, str(event), kept, late, news=True, busy=False)
-            )
-            opened = open_store(location, create=True, **HOOK_STORE_OPTIONS)
-        else:
-            opened = open_store(location, create=True)
-            payload = _payload(stdin if stdin is not None else sys.stdin.buffer.read(_MAX_STDIN))
-            event = _event_name(event, payload)
-        outcome = run_hook(opened, event, payload)
-        if url:
-            notes = outcome.notes
-
-            def ingest(store: BaseStore, path: Path, final: bool) -> None:
-                _ingest(store, path, final=final, out=outcome)
-
-            guard.catch_up(opened, url, notes, agent="gemini", ingest=ingest, log=_log)
-    except Exception as exc:  # never break the session: report and exit 0
-        if opened is not None:
-            opened.close()
-        if timer is not None:
-            timer.cancel()
-        failed = guard.unavailable(exc) if url and payload is not None else None
-        if failed is not None and payload is not None:
-            return _keep(
-                url, str(event), payload, guard.one_line(exc), news=True, busy=failed == "busy"
-            )
-        message = guard.one_line(exc)
-        sys.stderr.write(f"continuity: {message}\n")
-        _log_error(location, str(event), message)
-        if os.environ.get("CONTINUITY_DEBUG"):
-            import traceback
-
-            traceback.print_exc()
-        return 0
-    try:
-        if outcome.stdout:
-            sys.stdout.buffer.write((outcome.stdout + "\n").encode("utf-8", "replace"))
-            sys.stdout.buffer.flush()
-        for note in outcome.notes:
-            sys.stderr.write(f"continuity: {note}\n")
-    except OSError:
-        pass
-    for note in outcome.notes:
-        _log_error(location, str(event), note)
-    opened.close()
-    if timer is not None:
-        timer.cancel()
-    return 0
+    :mod:`continuity.agents.base.hook`)."""
+    return run_guarded(SPEC, argv, store=store, stdin=stdin)

@@ -29,8 +29,8 @@ from typing import Any, Final, Literal
 import msgspec
 
 from continuity import frames as fr
-from continuity.agents import common
-from continuity.agents.common import FileCursor
+from continuity.agents.base import ingest as common
+from continuity.agents.base.ingest import FileCursor
 from continuity.agents.gemini.convert import Converted, content_key, convert
 from continuity.agents.gemini.records import (
     Header,
@@ -260,7 +260,7 @@ class _Job(msgspec.Struct):
 
     def the_redactor(self) -> Redactor | None:
         if self.redactor == "store":
-            from continuity.claude_code.ingest import ingest_redactor
+            from continuity.agents.base.ingest import ingest_redactor
 
             self.redactor = ingest_redactor(self.store)
         return self.redactor

@@ -4,8 +4,8 @@ One file holds all of it (``~/.gemini/settings.json``, or a project's
 ``.gemini/settings.json``): our handler in ``hooks`` for SessionStart, BeforeAgent, AfterTool,
 AfterAgent, PreCompress and SessionEnd (timeouts in milliseconds), ``hooksConfig.enabled:
 true``, and the MCP server ``mcpServers.continuity``. The file is edited as text
-(:mod:`continuity.claude_code._json_text`): every other byte stays where it was. The plan is an
-:class:`~continuity.claude_code.install.InstallPlan` (dry-run diff, a backup of the settings
+(:mod:`continuity.agents.base._json_text`): every other byte stays where it was. The plan is an
+:class:`~continuity.agents.claude_code.install.InstallPlan` (dry-run diff, a backup of the settings
 from before the install, atomic write), and uninstall gives back the backup's bytes when
 nothing else changed, or removes the file install created.
 """
@@ -18,8 +18,8 @@ import shlex
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from continuity.claude_code._json_text import remove_member, set_member
-from continuity.claude_code.install import (
+from continuity.agents.base._json_text import remove_member, set_member
+from continuity.agents.base.install import (
     InstallPlan,
     backup_path,
     confine,
@@ -27,7 +27,7 @@ from continuity.claude_code.install import (
     read_backup,
     read_text,
 )
-from continuity.claude_code.mcp_install import SERVER_NAME, server_argv, server_entry
+from continuity.agents.base.mcp import SERVER_NAME, server_argv, server_entry
 from continuity.errors import InvalidSettings
 
 __all__ = ["HOOKS", "hook_command", "plan_install", "plan_uninstall", "settings_path"]

@@ -141,7 +141,7 @@ def read_jsonl(
 ) -> ReadResult:
     """The items of the complete lines of a ``.jsonl`` session from byte ``start`` on, a
     message re-appended in the same stretch folded into its first appearance."""
-    from continuity.agents.common import read_lines
+    from continuity.agents.base.ingest import read_lines
 
     lines = read_lines(path, start, _parse, no_newline_before=no_newline_before)
     out = ReadResult(end=lines.end, pending=lines.pending, skipped=dict(lines.skipped))

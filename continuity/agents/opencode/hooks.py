@@ -39,7 +39,7 @@ def _archive(location: StoreLocation, session: str) -> None:
     if is_store_url(location):
         # Bounded like every hook on a server (ADR 0041); a server marked or found down is
         # skipped: this session's next event archives what this one could not.
-        from continuity.claude_code import server_guard as guard
+        from continuity.agents.base import guard
         from continuity.store import outage
 
         down = guard.server_down(str(location))
@@ -87,6 +87,6 @@ def main(args: list[str], *, store: StoreLocation | None = None) -> int:
 
 
 def _log(location: StoreLocation, event: str, message: str) -> None:
-    from continuity.claude_code.hooks import log_error
+    from continuity.agents.base.hook import log_error
 
     log_error(local_dir_of(location), f"{event} (opencode)", message, server=is_store_url(location))

@@ -34,7 +34,8 @@ import msgspec
 
 from continuity import frames as fr
 from continuity._fs import read_checked, write_checked
-from continuity.agents import common
+from continuity.agents.base import ingest as common
+from continuity.agents.base.ingest import ingest_redactor
 from continuity.agents.opencode._frames import (
     Converted,
     assistant_blocks,
@@ -43,7 +44,6 @@ from continuity.agents.opencode._frames import (
     user_blocks,
 )
 from continuity.agents.opencode.source import Message, Session, Source, open_source
-from continuity.claude_code.ingest import ingest_redactor
 from continuity.redaction import META_KEY, Redactor
 from continuity.store.base import BaseStore, Thread
 

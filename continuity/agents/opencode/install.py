@@ -8,8 +8,8 @@ when one was named) filled in; a file of that name that is not ours is refused, 
 overwritten, and uninstall removes the file only when it is ours. The MCP server goes into
 ``opencode.json`` (``~/.config/opencode/opencode.json``, or the project's ``opencode.json``) as
 ``mcp.continuity {type: "local", command: [...]}``, edited as text by
-:mod:`continuity.claude_code.mcp_install`: an uninstall after an install gives back the file's
-bytes. Every change is an :class:`~continuity.claude_code.install.InstallPlan`, so
+:mod:`continuity.agents.base.mcp`: an uninstall after an install gives back the file's
+bytes. Every change is an :class:`~continuity.agents.claude_code.install.InstallPlan`, so
 ``--dry-run`` shows the diffs and nothing is written until both plans are made.
 """
 
@@ -22,14 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Final, Literal
 
-from continuity.claude_code.install import (
-    InstallPlan,
-    backup_path,
-    confine,
-    entry_point,
-    read_text,
-)
-from continuity.claude_code.mcp_install import (
+from continuity.agents.base.install import InstallPlan, backup_path, confine, entry_point, read_text
+from continuity.agents.base.mcp import (
     McpTarget,
     mcp_target,
     plan_mcp_install,

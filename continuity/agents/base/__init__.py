@@ -1,0 +1,1 @@
+"""The foundation every agent adapter builds on."""

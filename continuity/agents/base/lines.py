@@ -1,0 +1,224 @@
+"""Reading JSON-lines session files from an offset, tolerating everything: the reader every
+adapter uses (Claude Code's transcripts, Codex rollouts, Gemini CLI's ``.jsonl`` sessions).
+
+It turns the complete lines of a byte range into records through the adapter's own parse
+function and counts what it skipped; it never raises on content. It imports nothing heavy: it
+runs on the hook path.
+
+Reads cost time linear in the bytes read and memory bounded by one line (ADR 0016): the
+last newline is found by scanning back from the end, nothing past it is parsed, and a line
+is loaded whole only once its end is known and only if it is at most :data:`MAX_LINE_BYTES`
+long; a longer one is skipped and counted (:data:`SKIPPED_OVERSIZE`), never held in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeAlias, TypeVar
+
+import msgspec
+
+__all__ = ["MAX_LINE_BYTES", "SKIPPED_OVERSIZE", "Parse", "ReadResult", "read_json_lines"]
+
+MAX_LINE_BYTES: Final = 64 << 20
+"""The longest transcript line a read loads (64 MiB). A complete line that is longer is skipped
+and counted under :data:`SKIPPED_OVERSIZE`; an unfinished last line that is longer is left for a
+later read, like any unfinished line, without being loaded."""
+SKIPPED_OVERSIZE: Final = "<line too long>"
+
+
+R = TypeVar("R")
+
+
+class ReadResult(msgspec.Struct, Generic[R]):
+    records: list[R] = msgspec.field(default_factory=list)
+    end: int = 0
+    """The offset just past the last complete line read (where the next read starts)."""
+    skipped: Counter[str] = msgspec.field(default_factory=Counter)
+    """Lines that carry no conversation, by type; ``<not json>``/``<not object>`` for bad ones,
+    :data:`SKIPPED_OVERSIZE` for lines over the size cap (never loaded, so not archived)."""
+    pending: int = 0
+    """The bytes after ``end`` (an unfinished last line): they hold no newline, so a caller that
+    passes ``end + pending`` as the next read's ``no_newline_before`` spares it that scan."""
+
+
+_decoder: Final = msgspec.json.Decoder()
+_CHUNK: Final = 1 << 20
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _scrub(value: Any) -> Any:
+    """``value`` with lone UTF-16 surrogates replaced by U+FFFD (they cannot be encoded)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    return value
+
+
+def _decode(raw: bytes) -> Any:
+    """The JSON value of one line; raises ``ValueError`` when it is not JSON.
+
+    Claude Code before 2.1.132 could cut an emoji in half when truncating a tool output and write
+    the lone UTF-16 surrogate as a JSON escape, which strict decoders refuse; a damaged file can
+    hold bytes that are not UTF-8. Such a line costs its broken characters, not the whole line
+    (a lost tool result or reply), and never the read.
+    """
+    try:
+        return _decoder.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass
+    import json  # the rare path only
+
+    try:
+        return _scrub(json.loads(raw.decode("utf-8", "replace")))
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+
+
+Parse: TypeAlias = Callable[[dict[str, Any], int], R | str]
+"""What turns one parsed line (a JSON object) at an offset into a record, or into the name of
+the kind of line it is when it carries nothing to keep (counted in ``skipped``)."""
+
+
+def _take(raw: bytes, offset: int, result: ReadResult[R], parse: Parse[R]) -> None:
+    """Add the record of one complete line to ``result`` (or count why it has none)."""
+    if not raw.strip():
+        return
+    try:
+        obj = _decode(raw)
+    except ValueError:
+        result.skipped["<not json>"] += 1
+        return
+    if not isinstance(obj, dict):
+        result.skipped["<not object>"] += 1
+        return
+    rec = parse(obj, offset)
+    if isinstance(rec, str):
+        result.skipped[rec] += 1
+    else:
+        result.records.append(rec)
+
+
+def _complete_object(raw: bytes) -> bool:
+    """Whether an unterminated last line is already a whole JSON object: a cut object never
+    decodes, so this is a file that ends without a newline, not a line still being written."""
+    if not raw.strip():
+        return False
+    try:
+        return isinstance(_decode(raw), dict)
+    except ValueError:
+        return False
+
+
+def _ends_with_brace(fd: int, lo: int, hi: int) -> bool:
+    """Whether bytes ``[lo, hi)`` may be a whole JSON object, judged by their last bytes alone
+    (a whole object ends with ``}``), so a line still being written is not read to learn that."""
+    n = min(hi - lo, 4096)
+    last = os.pread(fd, n, hi - n).rstrip()
+    return last.endswith(b"}") if last else hi - lo > n
+
+
+def _last_newline(fd: int, lo: int, hi: int) -> int | None:
+    """The offset of the last newline in bytes ``[lo, hi)`` of ``fd`` (None when there is none).
+
+    Reads backwards from ``hi`` one chunk at a time: a long unfinished last line costs one pass
+    over its bytes and one chunk of memory, and nothing before its start is read."""
+    while hi > lo:
+        start = max(lo, hi - _CHUNK)
+        block = os.pread(fd, hi - start, start)
+        found = block.rfind(b"\n")
+        if found >= 0:
+            return start + found
+        if len(block) < hi - start:  # the file shrank under us: read only what is certain
+            return None
+        hi = start
+    return None
+
+
+def _read_lines(
+    fd: int, start: int, stop: int, max_line: int, result: ReadResult[R], parse: Parse[R]
+) -> None:
+    """Add the records of the lines in bytes ``[start, stop)`` (``stop`` just past a newline).
+
+    Chunks are read forwards and split where they hold whole lines. A line that runs past its
+    chunk is not accumulated: once its end is found it is read again in one piece, if it is at
+    most ``max_line`` bytes long, and skipped otherwise."""
+    pos = start  # where the current line starts
+    at = start  # where the next chunk starts
+    while at < stop:
+        chunk = os.pread(fd, min(_CHUNK, stop - at), at)
+        if not chunk:
+            break  # the file shrank under us
+        base, at = at, at + len(chunk)
+        last = chunk.rfind(b"\n")
+        if last < 0:
+            continue  # the current line goes on past this chunk
+        i = pos - base
+        if i < 0:  # the line began in an earlier chunk: it ends at this chunk's first newline
+            first = chunk.find(b"\n")
+            _take_span(fd, pos, base + first - pos, max_line, result, parse)
+            pos = base + first + 1
+            i = first + 1
+        if i <= last:
+            for raw in chunk[i:last].split(b"\n"):
+                if len(raw) > max_line:
+                    result.skipped[SKIPPED_OVERSIZE] += 1
+                else:
+                    _take(raw, pos, result, parse)
+                pos += len(raw) + 1
+        result.end = pos
+
+
+def _take_span(
+    fd: int, offset: int, length: int, max_line: int, result: ReadResult[R], parse: Parse[R]
+) -> None:
+    """Take the line of ``length`` bytes at ``offset``, read in one piece, unless it is over
+    ``max_line`` bytes (then it is only counted: it is never loaded)."""
+    if length > max_line:
+        result.skipped[SKIPPED_OVERSIZE] += 1
+    else:
+        _take(os.pread(fd, length, offset), offset, result, parse)
+
+
+def read_json_lines(
+    path: str | os.PathLike[str],
+    start: int,
+    parse: Parse[R],
+    *,
+    no_newline_before: int = 0,
+    max_line: int | None = None,
+) -> ReadResult[R]:
+    """Parse the complete JSON lines of ``path`` from byte ``start`` on, each object through
+    ``parse`` (any JSONL format: other agents' adapters read their session files with it).
+
+    A partial last line is left for the next read (its length reported as ``pending``); a last
+    line without a newline that is a whole JSON object is read. A line over ``max_line`` bytes
+    (default :data:`MAX_LINE_BYTES`) is skipped, never loaded. ``no_newline_before`` is an
+    offset up to which the caller knows (from an earlier read's ``end + pending``) that the
+    bytes from ``start`` hold no newline: the search for the last newline stops there.
+    """
+    if max_line is None:
+        max_line = MAX_LINE_BYTES
+    result: ReadResult[R] = ReadResult(end=start)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        newline = _last_newline(fd, max(start, min(no_newline_before, size)), size)
+        if newline is not None:
+            _read_lines(fd, start, newline + 1, max_line, result, parse)
+        tail = size - result.end
+        if 0 < tail <= max_line and _ends_with_brace(fd, result.end, size):
+            raw = os.pread(fd, tail, result.end)
+            if _complete_object(raw):
+                _take(raw, result.end, result, parse)
+                result.end = size
+        result.pending = max(0, size - result.end)
+    finally:
+        os.close(fd)
+    return result
