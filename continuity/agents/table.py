@@ -10,10 +10,15 @@ one row here.
 
 from __future__ import annotations
 
+import re
 from typing import Final, NamedTuple
 
 __all__ = [
     "AGENTS",
+    "CLAUDE_CODE",
+    "CODEX",
+    "GEMINI",
+    "OPENCODE",
     "Agent",
     "agent_for_source",
     "agent_label",
@@ -21,8 +26,20 @@ __all__ = [
     "agent_of_session",
     "is_own_compaction",
     "is_subagent",
+    "key",
     "known_agent_names",
+    "known_agents",
+    "register_agent",
 ]
+
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
+_ID_PART: Final = 56
+"""The longest part of a thread id made from an agent's own ids: ``cc-<56>.agent-<56>`` stays
+within the store's 128-character limit."""
+
+
+def _safe(part: str) -> str:
+    return _UNSAFE.sub("_", part)[:_ID_PART] or "unknown"
 
 
 class Agent(NamedTuple):
@@ -37,30 +54,63 @@ class Agent(NamedTuple):
     compactions: tuple[str, ...]
     """The ``cut_rule_id`` prefixes of its own compaction's checkpoints."""
 
+    def thread_id(self, session_id: str) -> str:
+        """The thread of one of its sessions: ``<prefix><session id>``, the id's characters
+        that a thread id cannot hold replaced by ``_``."""
+        return f"{self.thread_prefix}{_safe(session_id)}"
 
-AGENTS: Final = (
-    Agent("claude-code", "claude-code", "Claude Code", "cc-", ("claude_code_compact/",)),
-    Agent("codex", "codex", "Codex", "codex-", ("codex_compact/",)),
-    Agent("gemini", "gemini-cli", "Gemini CLI", "gemini-", ("gemini_cli_compress/",)),
-    Agent("opencode", "opencode", "opencode", "oc-", ("opencode_compact/",)),
+    def subagent_thread_id(self, parent_session: str, session_id: str) -> str:
+        """The thread of a sub-agent's session ``session_id`` started by ``parent_session``:
+        ``<prefix><parent>.agent-<session>``."""
+        return f"{self.thread_id(parent_session)}.agent-{_safe(session_id)}"
+
+
+CLAUDE_CODE: Final = Agent(
+    "claude-code", "claude-code", "Claude Code", "cc-", ("claude_code_compact/",)
 )
+CODEX: Final = Agent("codex", "codex", "Codex", "codex-", ("codex_compact/",))
+GEMINI: Final = Agent("gemini", "gemini-cli", "Gemini CLI", "gemini-", ("gemini_cli_compress/",))
+OPENCODE: Final = Agent("opencode", "opencode", "opencode", "oc-", ("opencode_compact/",))
+AGENTS: Final = (CLAUDE_CODE, CODEX, GEMINI, OPENCODE)
+"""The built-in agents. An outside package's agent joins them when its adapter is registered
+(:func:`register_agent`, which :mod:`continuity.agents.registry` calls)."""
 _BY_SOURCE: Final = {a.source: a for a in AGENTS}
-_OWN_COMPACTIONS: Final = tuple(p for a in AGENTS for p in a.compactions)
+_OWN_COMPACTIONS: list[str] = [p for a in AGENTS for p in a.compactions]
 
 
-def _key(name: str) -> str:
+def key(name: str) -> str:
+    """How a name is compared: case, ``_`` and spaces do not matter (``Gemini CLI`` is
+    ``gemini-cli``)."""
     return "-".join(name.strip().lower().replace("_", " ").split())
 
 
-_BY_NAME: Final = {
-    _key(alias): a for a in AGENTS for alias in (a.name, a.source, a.display, a.thread_prefix[:-1])
-}
+def _aliases(agent: Agent) -> tuple[str, ...]:
+    return (agent.name, agent.source, agent.display, agent.thread_prefix[:-1])
+
+
+_BY_NAME: Final = {key(alias): a for a in AGENTS for alias in _aliases(a)}
+_KNOWN: list[Agent] = list(AGENTS)
+
+
+def register_agent(agent: Agent) -> None:
+    """Add an outside agent's row (or replace the row of the same name): the listings, search,
+    the viewer and the restore then know its threads in this process."""
+    for alias in _aliases(agent):
+        _BY_NAME[key(alias)] = agent
+    _BY_SOURCE[agent.source] = agent
+    _KNOWN[:] = [a for a in _KNOWN if a.name != agent.name] + [agent]
+    _OWN_COMPACTIONS[:] = [p for a in _KNOWN for p in a.compactions]
+
+
+def known_agents() -> tuple[Agent, ...]:
+    """The built-in agents and those registered in this process."""
+    return tuple(_KNOWN)
 
 
 def agent_named(name: str) -> Agent | None:
     """The agent ``name`` names: its name, source or display name (any case), or its thread
     prefix (``cc``, ``oc``); None when it names none."""
-    return _BY_NAME.get(_key(name))
+    return _BY_NAME.get(key(name))
 
 
 def agent_for_source(source: str) -> Agent | None:
@@ -90,9 +140,9 @@ def is_subagent(thread_id: str, parent_thread_id: str | None) -> bool:
 def is_own_compaction(cut_rule_id: str) -> bool:
     """Whether a checkpoint records an agent's own compaction (which takes messages out of the
     agent's context), not one made by continuity."""
-    return cut_rule_id.startswith(_OWN_COMPACTIONS)
+    return cut_rule_id.startswith(tuple(_OWN_COMPACTIONS))
 
 
 def known_agent_names() -> str:
     """The agents' names, for an error message: ``claude-code, codex, gemini, opencode``."""
-    return ", ".join(a.name for a in AGENTS)
+    return ", ".join(a.name for a in _KNOWN)

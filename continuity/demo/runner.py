@@ -29,7 +29,7 @@ import msgspec
 from continuity import frames as fr
 from continuity.agents.base.restore import RESTORE_MAX_CHARS
 from continuity.agents.claude_code.hooks import EVENTS, run_hook
-from continuity.agents.claude_code.ingest import session_thread_id
+from continuity.agents.table import CLAUDE_CODE
 from continuity.demo.script import CWD, HookCall, session
 from continuity.demo.transcript import TranscriptWriter, project_folder_name
 from continuity.errors import DemoError
@@ -109,7 +109,7 @@ def _head_seq(store: BaseStore, thread_id: str) -> int:
 def run_demo(store: BaseStore, workdir: Path, *, session_id: str | None = None) -> DemoResult:
     """Write the scripted session under ``workdir`` and feed it through the hooks into ``store``."""
     session_id = session_id or f"demo-{uuid.uuid4()}"
-    thread_id = session_thread_id(session_id)
+    thread_id = CLAUDE_CODE.thread_id(session_id)
     transcript = workdir / "projects" / project_folder_name(CWD) / f"{session_id}.jsonl"
     writer = TranscriptWriter(
         transcript,

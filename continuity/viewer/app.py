@@ -33,7 +33,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from continuity import frames as fr
-from continuity.agents.table import AGENTS, agent_named, known_agent_names
+from continuity.agents.table import agent_named, known_agent_names, known_agents
 from continuity.errors import (
     AnchorNotFound,
     ArtifactCorrupt,
@@ -259,7 +259,7 @@ def _environment() -> jinja2.Environment:
         url=_url,
         highlight=model.highlight,
         scan_limit=model.SCAN_LIMIT,
-        every_agent=[(a.name, a.display) for a in AGENTS],
+        every_agent=[(a.name, a.display) for a in known_agents()],
     )
     env.filters.update(ts=_ts, size=_size, agent=_agent)
     return env

@@ -12,12 +12,11 @@ from continuity.agents.table import agent_for_source, agent_named, is_own_compac
 
 def test_each_adapter_agrees_with_the_agents_table() -> None:
     cases = [
-        ("codex", codex.SOURCE, codex.CUT_RULE, codex.thread_id("s1")),
-        ("gemini", gemini.SOURCE, gemini.CUT_RULE, gemini.session_thread_id("s1")),
-        ("opencode", opencode.SOURCE_SYSTEM, opencode.CUT_RULE, opencode.session_thread_id("s1")),
+        ("codex", codex.SOURCE, codex.CUT_RULE),
+        ("gemini", gemini.SOURCE, gemini.CUT_RULE),
+        ("opencode", opencode.SOURCE_SYSTEM, opencode.CUT_RULE),
     ]
-    for name, source, cut_rule, thread in cases:
+    for name, source, cut_rule in cases:
         agent = agent_named(name)
         assert agent is not None and agent_for_source(source) == agent, name
         assert is_own_compaction(cut_rule) and cut_rule.startswith(agent.compactions), name
-        assert thread.startswith(agent.thread_prefix), (name, thread)

@@ -17,7 +17,8 @@ import pytest
 
 from continuity import frames as fr
 from continuity.agents.gemini import detect
-from continuity.agents.gemini.ingest import CUT_RULE, ingest_file, session_thread_id
+from continuity.agents.gemini.ingest import CUT_RULE, ingest_file
+from continuity.agents.table import GEMINI
 from continuity.store.base import BaseStore
 from continuity.store.locate import open_store
 from continuity.summary import decode_summary
@@ -55,7 +56,7 @@ def test_every_legacy_json_session_is_archived_message_by_message(tmp_path: Path
         assert detect(path)
         record = json.loads(path.read_text())
         report = ingest_file(store, path, final=True)
-        thread_id = session_thread_id(record["sessionId"])
+        thread_id = GEMINI.thread_id(record["sessionId"])
         frames = _frames(store, thread_id)
         created = frames[0]
         assert isinstance(created, fr.ThreadCreated)
@@ -366,6 +367,4 @@ def test_a_rewritten_json_session_that_lost_a_message_adds_only_the_new_one(
     target.write_text(json.dumps(record, indent=2))
     again = ingest_file(store, target, final=True)
     assert again.messages == 1 and first.messages > 1
-    assert (
-        _messages(_frames(store, session_thread_id(record["sessionId"])))[-1].message_id == "late"
-    )
+    assert _messages(_frames(store, GEMINI.thread_id(record["sessionId"])))[-1].message_id == "late"

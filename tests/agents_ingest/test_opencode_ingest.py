@@ -28,9 +28,9 @@ from continuity.agents.opencode.ingest import (
     ingest_paths,
     ingest_session,
     ingest_source,
-    session_thread_id,
 )
 from continuity.agents.opencode.source import DbSource, StorageSource, data_dir, open_source
+from continuity.agents.table import OPENCODE
 from continuity.store.jsonl import Store
 from continuity.summary import decode_summary
 from tests.support.fixtures import shared_fixture
@@ -78,7 +78,7 @@ def test_the_real_database_archives_messages_tools_the_sub_agent_and_the_compact
     store = _store(tmp_path)
     db = _db(tmp_path)
     report = ingest_source(store, db)
-    root = session_thread_id(ROOT)
+    root = OPENCODE.thread_id(ROOT)
     child = f"{root}.agent-{CHILD}"
     assert report.threads == [root, child]
     assert (report.sessions, report.messages, report.checkpoints) == (2, 12, 1)
@@ -249,7 +249,7 @@ def test_a_growing_session_is_read_from_where_it_stopped_and_holds_back_an_unfin
 ) -> None:
     db = _db(tmp_path)
     store = _store(tmp_path)
-    root = session_thread_id(ROOT)
+    root = OPENCODE.thread_id(ROOT)
     ingest_session(store, db, ROOT)
     before = len(_frames(store, root))
 
@@ -286,7 +286,7 @@ def test_a_final_ingest_takes_an_unfinished_answer_as_it_is(tmp_path: Path) -> N
     store = _store(tmp_path)
     report = ingest_session(store, db, ROOT, final=True)
     assert report.held_back == 0
-    assert "answer 1" in str(_messages(_frames(store, session_thread_id(ROOT)))[-1].content)
+    assert "answer 1" in str(_messages(_frames(store, OPENCODE.thread_id(ROOT)))[-1].content)
 
 
 def test_an_unfinished_answer_opencode_moved_on_from_is_taken(tmp_path: Path) -> None:
@@ -297,7 +297,7 @@ def test_an_unfinished_answer_opencode_moved_on_from_is_taken(tmp_path: Path) ->
     store = _store(tmp_path)
     report = ingest_session(store, db, ROOT)
     assert report.held_back == 0
-    texts = [str(m.content) for m in _messages(_frames(store, session_thread_id(ROOT)))[-4:]]
+    texts = [str(m.content) for m in _messages(_frames(store, OPENCODE.thread_id(ROOT)))[-4:]]
     assert ["answer 1" in texts[1], "answer 2" in texts[3]] == [True, True]
 
 
@@ -310,7 +310,7 @@ def test_a_final_sweep_leaves_a_running_session_s_unfinished_answer(tmp_path: Pa
     store = _store(tmp_path)
     report = ingest_source(store, db, final=True)
     assert report.held_back == 1  # updated just now: opencode may be writing it
-    assert "answer 1" not in str(_messages(_frames(store, session_thread_id(ROOT)))[-1].content)
+    assert "answer 1" not in str(_messages(_frames(store, OPENCODE.thread_id(ROOT)))[-1].content)
 
 
 # --- tool outputs -----------------------------------------------------------------------------
@@ -345,7 +345,7 @@ def test_a_large_tool_output_goes_to_an_artifact_and_a_later_prune_changes_nothi
         _tool_turn(writer, state)
     store = _store(tmp_path)
     ingest_session(store, db, ROOT)
-    root = session_thread_id(ROOT)
+    root = OPENCODE.thread_id(ROOT)
     (result,) = [
         b
         for m in _messages(_frames(store, root))[-1:]
@@ -382,7 +382,7 @@ def test_an_output_pruned_before_it_was_archived_shows_as_cleared(tmp_path: Path
         _tool_turn(writer, state)
     store = _store(tmp_path)
     ingest_session(store, db, ROOT)
-    last = _messages(_frames(store, session_thread_id(ROOT)))[-1]
+    last = _messages(_frames(store, OPENCODE.thread_id(ROOT)))[-1]
     assert last.content == [
         fr.ToolResultBlock(tool_use_id="call_big", content=CLEARED, size=len(CLEARED))
     ]
@@ -416,7 +416,7 @@ def test_reading_while_opencode_writes_sees_what_it_committed(tmp_path: Path) ->
         store = _store(tmp_path)
         report = ingest_session(store, db, ROOT)  # not blocked by the open write
         assert report.messages == 10 + 2
-        head = _frames(store, session_thread_id(ROOT))[0]
+        head = _frames(store, OPENCODE.thread_id(ROOT))[0]
         assert isinstance(head, fr.ThreadCreated) and head.title == "OK."  # uncommitted: unseen
         writer.commit()
         _add_turn(writer, 4, completed=True)  # opencode still writes after our read

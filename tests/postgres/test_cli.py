@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from continuity import frames as fr
-from continuity.agents.claude_code.ingest import session_thread_id
+from continuity.agents.table import CLAUDE_CODE
 from continuity.cli.app import app
 from continuity.store.jsonl import Store
 from continuity.store.postgres import PostgresStore
@@ -222,7 +222,7 @@ def test_hooks_archive_to_the_server_and_lose_nothing_while_it_is_down(
             if isinstance(b, fr.TextBlock)
         ]
     assert any("handle empty files" in x for x in texts)
-    assert t.thread_id == session_thread_id(t.session)
+    assert t.thread_id == CLAUDE_CODE.thread_id(t.session)
 
 
 def test_install_names_the_url_in_the_hook_command(home: Path, tmp_path: Path) -> None:

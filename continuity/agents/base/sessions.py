@@ -8,7 +8,7 @@ import time
 import msgspec
 
 from continuity import frames as fr
-from continuity.agents.table import AGENTS, agent_of_session, is_subagent
+from continuity.agents.table import agent_of_session, is_subagent, known_agents
 from continuity.caches.catalog import CatalogRow, catalog_view, current_rows
 from continuity.store.base import BaseStore, Thread
 
@@ -76,7 +76,7 @@ def _session(row: CatalogRow) -> SessionInfo:
 def session_rows(store: BaseStore, *, include_agents: bool = False) -> list[CatalogRow]:
     """The catalog rows of every agent's sessions (and sub-agents' with ``include_agents``),
     in thread id order; the first problem of a thread that may be one of them is raised."""
-    prefixes = tuple(a.thread_prefix for a in AGENTS)
+    prefixes = tuple(a.thread_prefix for a in known_agents())
     view = catalog_view(store)
 
     def wanted(tid: str) -> bool:

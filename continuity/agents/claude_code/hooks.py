@@ -128,7 +128,8 @@ def _ingest(store: BaseStore, transcript: Path, *, final: bool, notes: list[str]
     """Ingest the transcript (and its subagent files when final); return the session's thread
     (the handle everything after the ingest works on). What could not be archived is added to
     ``notes``."""
-    from continuity.agents.claude_code.ingest import session_thread_id, transcript_kind
+    from continuity.agents.claude_code.ingest import transcript_kind
+    from continuity.agents.table import CLAUDE_CODE
 
     session, _agent = transcript_kind(transcript)
     if transcript.is_file():
@@ -144,7 +145,7 @@ def _ingest(store: BaseStore, transcript: Path, *, final: bool, notes: list[str]
                 for agent in sorted(transcript.parent.glob("agent-*.jsonl")):
                     if agent != transcript and _flat_agent_session(agent) == session:
                         _ingest_file(store, agent, final=True, notes=notes)
-    return store.thread(session_thread_id(session))
+    return store.thread(CLAUDE_CODE.thread_id(session))
 
 
 _SNIFF_BYTES: Final = 1 << 16

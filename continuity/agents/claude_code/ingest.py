@@ -25,7 +25,6 @@ from __future__ import annotations
 import _thread  # not threading: the hook path never needs to import it (0.5 ms)
 import fcntl
 import os
-import re
 from datetime import datetime
 from pathlib import Path
 from typing import Final, Literal, TypeGuard
@@ -46,6 +45,7 @@ from continuity.agents.claude_code.transcript import (
     UserLine,
     read_records,
 )
+from continuity.agents.table import CLAUDE_CODE
 from continuity.errors import note_rebuilt
 from continuity.redaction import META_KEY, Redactor
 from continuity.store.base import BaseStore, Thread
@@ -53,10 +53,8 @@ from continuity.store.base import BaseStore, Thread
 __all__ = [
     "SOURCE_SYSTEM",
     "IngestReport",
-    "agent_thread_id",
     "ingest_redactor",
     "ingest_transcript",
-    "session_thread_id",
     "transcript_kind",
 ]
 
@@ -65,20 +63,6 @@ ARTIFACT_THRESHOLD: Final = 16 * 1024
 PREVIEW_CHARS: Final = 2000
 _RECENT_KEYS: Final = 4096
 _HEAD_BYTES: Final = 4096
-_SAFE_RE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
-
-
-def _safe(part: str) -> str:
-    # 56 keeps the longest id, cc-<56>.agent-<56>, within the store's 128-character limit
-    return _SAFE_RE.sub("_", part)[:56] or "unknown"
-
-
-def session_thread_id(session_id: str) -> str:
-    return f"cc-{_safe(session_id)}"
-
-
-def agent_thread_id(session_id: str, agent_id: str) -> str:
-    return f"cc-{_safe(session_id)}.agent-{_safe(agent_id)}"
 
 
 class Cursor(msgspec.Struct, kw_only=True):
@@ -226,10 +210,10 @@ class _Ingest:
             return self.thread_override
         session = self.session_id or where_session
         if self.agent_id is not None:
-            return agent_thread_id(session or "unknown", self.agent_id)
+            return CLAUDE_CODE.subagent_thread_id(session or "unknown", self.agent_id)
         if sidechain:
-            return agent_thread_id(session or "unknown", agent or "sidechain")
-        return session_thread_id(session or "unknown")
+            return CLAUDE_CODE.subagent_thread_id(session or "unknown", agent or "sidechain")
+        return CLAUDE_CODE.thread_id(session or "unknown")
 
     def redact(self, blocks: list[fr.ContentBlock]) -> tuple[list[fr.ContentBlock], int]:
         """The blocks with their secrets replaced, and how many were (before externalize: an
@@ -540,7 +524,7 @@ class _Route:
         self.job = job
         self.cursor = cursor
         session = job.session_id
-        self.main = job.thread_override or (session_thread_id(session) if session else None)
+        self.main = job.thread_override or (CLAUDE_CODE.thread_id(session) if session else None)
         self.main_started = self.main is not None and job.thread(self.main).exists()
         # A title is a summary line read before the session's thread has a frame, whichever
         # read that was, so that feeding the file in pieces gives the thread the title a single

@@ -24,6 +24,7 @@ from continuity import frames as fr
 from continuity.agents.base import ingest as common
 from continuity.agents.base.ingest import ingest_redactor
 from continuity.agents.codex.rollout import Compacted, Item, Message, Meta, Record, parse_line
+from continuity.agents.table import CODEX
 from continuity.redaction import META_KEY, Redactor
 from continuity.store.base import BaseStore, Thread
 
@@ -34,7 +35,6 @@ CUT_RULE: Final = "codex_compact/v1"
 _UUID: Final = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
 )
-_SAFE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
 _REMOTE_NOTE: Final = (
     "[Codex compacted this conversation with a remote summary that is encrypted: continuity "
     "cannot read it. It is kept as it is; the messages before this point are archived.]"
@@ -58,15 +58,11 @@ class IngestReport(msgspec.Struct):
     restarted: str | None = None
 
 
-def _safe(part: str) -> str:
-    return _SAFE.sub("_", part)[:56] or "unknown"
-
-
 def thread_id(session_id: str, parent_session: str = "") -> str:
     """``codex-<session>``; a sub-agent's ``codex-<parent>.agent-<session>``."""
     if parent_session:
-        return f"codex-{_safe(parent_session)}.agent-{_safe(session_id)}"
-    return f"codex-{_safe(session_id)}"
+        return CODEX.subagent_thread_id(parent_session, session_id)
+    return CODEX.thread_id(session_id)
 
 
 def session_of_name(path: Path) -> str:

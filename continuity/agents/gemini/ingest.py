@@ -45,6 +45,7 @@ from continuity.agents.gemini.records import (
     read_json_record,
     read_jsonl,
 )
+from continuity.agents.table import GEMINI
 from continuity.redaction import META_KEY, Redactor
 from continuity.store.base import BaseStore, Thread
 
@@ -52,32 +53,17 @@ __all__ = [
     "CUT_RULE",
     "SOURCE",
     "IngestReport",
-    "agent_thread_id",
     "detect",
     "ingest_file",
     "ingest_paths",
     "session_files",
-    "session_thread_id",
 ]
 
 SOURCE: Final = "gemini-cli"
 CUT_RULE: Final = "gemini_cli_compress/v1"
 REWIND_REASON: Final = "gemini-cli rewind"
 _RECENT_KEYS: Final = 512
-_SAFE_RE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
 _NAME_RE: Final = re.compile(r"^session-.*\.jsonl?$")
-
-
-def _safe(part: str) -> str:
-    return _SAFE_RE.sub("_", part)[:56] or "unknown"
-
-
-def session_thread_id(session_id: str) -> str:
-    return f"gemini-{_safe(session_id)}"
-
-
-def agent_thread_id(parent_session: str, sub_session: str) -> str:
-    return f"{session_thread_id(parent_session)}.agent-{_safe(sub_session)}"
 
 
 def _parent_of(path: Path) -> str | None:
@@ -458,10 +444,10 @@ def _identify(job: _Job, read: ReadResult, cursor: FileCursor | None) -> None:
     parent = _parent_of(job.path)
     if parent is not None or job.header.get("kind") == "subagent":
         parent = parent or str(job.header.get("parentSessionId") or "unknown")
-        job.parent = session_thread_id(parent)
-        job.thread_id = agent_thread_id(parent, job.session_id)
+        job.parent = GEMINI.thread_id(parent)
+        job.thread_id = GEMINI.subagent_thread_id(parent, job.session_id)
     else:
-        job.thread_id = session_thread_id(job.session_id)
+        job.thread_id = GEMINI.thread_id(job.session_id)
     summary = job.header.get("summary")
     job.title = summary if isinstance(summary, str) else ""
 

@@ -24,7 +24,6 @@ archived before it, so compile starts from opencode's own summary.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from continuity.agents.opencode._frames import (
     user_blocks,
 )
 from continuity.agents.opencode.source import Message, Session, Source, open_source
+from continuity.agents.table import OPENCODE
 from continuity.redaction import META_KEY, Redactor
 from continuity.store.base import BaseStore, Thread
 
@@ -57,7 +57,6 @@ __all__ = [
     "ingest_paths",
     "ingest_session",
     "ingest_source",
-    "session_thread_id",
 ]
 
 SOURCE_SYSTEM: Final = "opencode"
@@ -66,19 +65,6 @@ ARTIFACT_THRESHOLD: Final = common.ARTIFACT_THRESHOLD
 _RECENT_KEYS: Final = 2048
 QUIET_MS: Final = 10 * 60 * 1000
 """A session not updated for this long is over, for a ``final`` ingest of every session."""
-_SAFE_RE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
-
-
-def _safe(part: str) -> str:
-    return _SAFE_RE.sub("_", part)[:56] or "unknown"
-
-
-def session_thread_id(session_id: str) -> str:
-    return f"oc-{_safe(session_id)}"
-
-
-def _agent_thread_id(root_id: str, session_id: str) -> str:
-    return f"{session_thread_id(root_id)}.agent-{_safe(session_id)}"
 
 
 class Cursor(msgspec.Struct, kw_only=True):
@@ -355,15 +341,17 @@ def _thread_ids(source: Source, session: Session) -> tuple[str, str | None]:
     """The session's thread and its parent's (None for a top-level session): a sub-agent
     session hangs under its root session's thread id, its parent named in the frame."""
     if not session.parent_id:
-        return session_thread_id(session.id), None
+        return OPENCODE.thread_id(session.id), None
     ids = [session.id]
     current: Session | None = session
     while current is not None and current.parent_id and current.parent_id not in ids:
         ids.append(current.parent_id)
         current = source.session(current.parent_id)
     root_id, parent_id = ids[-1], ids[1]
-    parent = session_thread_id(root_id) if parent_id == root_id else None
-    return _agent_thread_id(root_id, session.id), parent or _agent_thread_id(root_id, parent_id)
+    parent = OPENCODE.thread_id(root_id) if parent_id == root_id else None
+    return OPENCODE.subagent_thread_id(root_id, session.id), parent or OPENCODE.subagent_thread_id(
+        root_id, parent_id
+    )
 
 
 def _run(

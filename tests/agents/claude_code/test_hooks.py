@@ -23,7 +23,8 @@ import pytest
 from continuity import frames as fr
 from continuity.agents.base import lines as lines_module
 from continuity.agents.claude_code.hooks import main, run_hook
-from continuity.agents.claude_code.ingest import ingest_transcript, session_thread_id
+from continuity.agents.claude_code.ingest import ingest_transcript
+from continuity.agents.table import CLAUDE_CODE
 from continuity.store.jsonl import Store
 from tests.support import transcripts
 from tests.support.fixtures import shared_fixture
@@ -146,7 +147,6 @@ def test_final_hooks_ingest_the_flat_agent_files_of_their_session(
     """Claude Code 2.0.x writes subagents as flat ``agent-<id>.jsonl`` files beside the
     session's: pre-compact and session-end ingest those of this session (by the ``sessionId``
     in their lines), as bulk ingest does, and leave other sessions' files alone."""
-    from continuity.agents.claude_code.ingest import agent_thread_id
 
     project = transcript.path.parent
     other_session = "99999999-2222-4333-8444-555555555555"
@@ -160,8 +160,8 @@ def test_final_hooks_ingest_the_flat_agent_files_of_their_session(
         agents[agent_id] = agent
     work(transcript, ["/work/demo/app.py"], ["pytest -q"])
     transcript.flush()
-    mine = [agent_thread_id(SESSION, a) for a in ("a1", "b2")]
-    theirs = agent_thread_id(other_session, "c3")
+    mine = [CLAUDE_CODE.subagent_thread_id(SESSION, a) for a in ("a1", "b2")]
+    theirs = CLAUDE_CODE.subagent_thread_id(other_session, "c3")
 
     run_hook(tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit"))
     assert not any(tmp_store.thread(t).exists() for t in [*mine, theirs])  # not on every prompt
@@ -652,7 +652,7 @@ def test_a_real_compaction_through_the_hooks(tmp_path: Path) -> None:
     for agent in sorted((src.with_suffix("") / "subagents").glob("agent-*.jsonl")):
         (project / SPOTTER / "subagents" / agent.name).write_bytes(agent.read_bytes())
     store = tmp_path / "store"
-    tid = session_thread_id(SPOTTER)
+    tid = CLAUDE_CODE.thread_id(SPOTTER)
 
     def payload(event: str, **extra: str) -> bytes:
         return json.dumps(
@@ -783,7 +783,7 @@ def test_parallel_hooks_on_a_growing_transcript_lose_and_duplicate_nothing(tmp_p
 
     reference = Store(tmp_path / "reference", create=True)
     ingest_transcript(reference, transcript, final=True)
-    tid = session_thread_id(session)
+    tid = CLAUDE_CODE.thread_id(session)
     archived = Store(store)
     assert archived.threads() == reference.threads()
     got, want = comparable(archived, tid), comparable(reference, tid)

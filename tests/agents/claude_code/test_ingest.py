@@ -25,10 +25,9 @@ import pytest
 
 from continuity import frames as fr
 from continuity.agents.claude_code.ingest import (
-    agent_thread_id,
     ingest_transcript,
-    session_thread_id,
 )
+from continuity.agents.table import CLAUDE_CODE
 from continuity.context.bundle import SummaryItem
 from continuity.context.compiler import compile_context
 from continuity.store.jsonl import Store
@@ -240,7 +239,7 @@ def test_large_sessions_hold_the_expected_counts(rel: str, tmp_path: Path) -> No
     assert want["compactions"] == 1 and want["prompts"] >= 3 and want["tool_uses"] > 100
     store = new_store(tmp_path / "store")
     report = ingest_transcript(store, path, final=True)
-    tid = session_thread_id(path.stem)
+    tid = CLAUDE_CODE.thread_id(path.stem)
     assert report.threads == [tid]
     assert log_counts(store, tid) == want
     # one message per API response: its id is the response's, every response is there once
@@ -273,11 +272,11 @@ def test_nested_subagent_files_are_threads_under_their_session(rel: str, tmp_pat
     assert agents
     store = new_store(tmp_path / "store")
     ingest_transcript(store, session, final=True)
-    main = session_thread_id(session.stem)
+    main = CLAUDE_CODE.thread_id(session.stem)
     for agent_file in agents:
         report = ingest_transcript(store, agent_file, final=True)
         agent = agent_file.stem[len("agent-") :]
-        tid = agent_thread_id(session.stem, agent)
+        tid = CLAUDE_CODE.subagent_thread_id(session.stem, agent)
         assert report.threads == [tid]
         created = frames(store, tid)[0]
         assert isinstance(created, fr.ThreadCreated)
@@ -300,11 +299,11 @@ def test_nested_subagent_with_meta_json(tmp_path: Path) -> None:
     store = new_store(tmp_path / "store")
     ingest_transcript(store, session, final=True)
     report = ingest_transcript(store, agent_file, final=True)
-    tid = agent_thread_id(session.stem, "a0ad4f44468bdf20d")
+    tid = CLAUDE_CODE.subagent_thread_id(session.stem, "a0ad4f44468bdf20d")
     assert report.threads == [tid] and report.messages == 3
     created = frames(store, tid)[0]
     assert isinstance(created, fr.ThreadCreated)
-    assert created.parent_thread_id == session_thread_id(session.stem)
+    assert created.parent_thread_id == CLAUDE_CODE.thread_id(session.stem)
 
 
 def test_flat_subagent_files_are_one_thread_each_under_their_session(tmp_path: Path) -> None:
@@ -316,11 +315,11 @@ def test_flat_subagent_files_are_one_thread_each_under_their_session(tmp_path: P
         objs = objs_of(agent_file)
         session = next(o["sessionId"] for o in objs if o.get("sessionId"))
         report = ingest_transcript(store, agent_file, final=True)
-        tid = agent_thread_id(session, agent_file.stem[len("agent-") :])
+        tid = CLAUDE_CODE.subagent_thread_id(session, agent_file.stem[len("agent-") :])
         assert report.threads == [tid], agent_file.name  # one thread, even if lines disagree
         created = frames(store, tid)[0]
         assert isinstance(created, fr.ThreadCreated)
-        assert created.parent_thread_id == session_thread_id(session)
+        assert created.parent_thread_id == CLAUDE_CODE.thread_id(session)
         assert created.meta["session_id"] == session
         responses = {o["message"]["id"] for o in objs if o["type"] == "assistant"}
         assert len(messages(store, tid)) == sum(o["type"] == "user" for o in objs) + len(responses)
@@ -347,8 +346,8 @@ def test_in_file_sidechains_go_to_their_own_thread(tmp_path: Path) -> None:
     objs = objs_of(path)
     store = new_store(tmp_path / "store")
     report = ingest_transcript(store, path, final=True)
-    main = session_thread_id(path.stem)
-    side = agent_thread_id(path.stem, "sidechain")
+    main = CLAUDE_CODE.thread_id(path.stem)
+    side = CLAUDE_CODE.subagent_thread_id(path.stem, "sidechain")
     assert sorted(report.threads) == sorted([main, side])
     created = frames(store, side)[0]
     assert isinstance(created, fr.ThreadCreated) and created.parent_thread_id == main
@@ -383,7 +382,7 @@ def test_compaction_becomes_a_claude_checkpoint_that_compile_selects(
 
     store = new_store(tmp_path / "store")
     ingest_transcript(store, path, final=True)
-    tid = session_thread_id(path.stem)
+    tid = CLAUDE_CODE.thread_id(path.stem)
     log = frames(store, tid)
     (cp,) = [f for f in log if isinstance(f, fr.CompactionCheckpointCreated)]
     assert cp.summary_kind == "cumulative_v1" and cp.produced_by == "claude-code"
@@ -477,7 +476,7 @@ def test_shrunk_file_is_detected_and_only_new_lines_added(tmp_path: Path) -> Non
     lines = lines_of(path)
     store = new_store(tmp_path / "store")
     ingest_transcript(store, path, final=True)
-    tid = session_thread_id(path.stem)
+    tid = CLAUDE_CODE.thread_id(path.stem)
     before = messages(store, tid)
     extra = _new_turn(path.stem, "/somewhere", "shrunk")
     path.write_bytes(b"".join(lines[: len(lines) // 3] + extra))
@@ -494,7 +493,7 @@ def test_replaced_file_is_detected_and_only_new_lines_added(tmp_path: Path) -> N
     lines = lines_of(path)
     store = new_store(tmp_path / "store")
     ingest_transcript(store, path, final=True)
-    tid = session_thread_id(path.stem)
+    tid = CLAUDE_CODE.thread_id(path.stem)
     before = messages(store, tid)
     # same size or more, different head: the first line is rewritten, one turn is appended
     head = json.loads(lines[0])
@@ -583,7 +582,7 @@ def test_replay_equals_one_shot(rel: str, tmp_path: Path) -> None:
         f.write(data[written:])
     ingest_transcript(store, path, final=True)
     assert_same_logs(store, want)
-    main = session_thread_id(path.stem)
+    main = CLAUDE_CODE.thread_id(path.stem)
     assert len(messages(store, main)) == len(messages(want, main))
 
 
@@ -722,7 +721,7 @@ def test_large_tool_output_goes_to_an_artifact_with_a_preview(tmp_path: Path) ->
     ingest_transcript(store, path, final=True)
     results = [
         b
-        for m in messages(store, session_thread_id("s"))
+        for m in messages(store, CLAUDE_CODE.thread_id("s"))
         for b in m.content
         if isinstance(b, fr.ToolResultBlock)
     ]
@@ -749,7 +748,7 @@ def test_large_tool_outputs_of_a_real_session(tmp_path: Path) -> None:
     ingest_transcript(store, path, final=True)
     got = {
         b.tool_use_id: b
-        for m in messages(store, session_thread_id(path.stem))
+        for m in messages(store, CLAUDE_CODE.thread_id(path.stem))
         for b in m.content
         if isinstance(b, fr.ToolResultBlock) and b.artifact_id is not None
     }
@@ -779,7 +778,7 @@ def test_appending_a_turn_reads_only_the_new_bytes(tmp_path: Path) -> None:
     again = ingest_transcript(store, path, final=True)
     assert again.bytes_read < 2 * new_bytes
     assert again.messages == 1
-    tid = session_thread_id(path.stem)
+    tid = CLAUDE_CODE.thread_id(path.stem)
     assert [m.message_id for m in messages(store, tid)[-2:]] == ["more-u", "msg_more"]
 
 
@@ -841,7 +840,10 @@ def test_thread_meta_and_title_do_not_depend_on_how_the_file_is_fed(tmp_path: Pa
         store = new_store(tmp_path / f"fed-{len(pieces[0])}")
         _feed(path, store, pieces)
         assert_same_logs(store, want)
-    main, sidechain = session_thread_id("syn"), agent_thread_id("syn", "sidechain")
+    main, sidechain = (
+        CLAUDE_CODE.thread_id("syn"),
+        CLAUDE_CODE.subagent_thread_id("syn", "sidechain"),
+    )
     created = frames(want, main)[0]
     assert isinstance(created, fr.ThreadCreated)
     assert created.title == "First title"  # the late one came after the thread began
@@ -872,7 +874,7 @@ def test_response_interleaved_with_its_tool_results_is_one_message(tmp_path: Pat
     path = tmp_path / "syn.jsonl"
     path.write_bytes(b"".join(lines))
     want = one_shot(path, tmp_path / "one-shot")
-    got = messages(want, session_thread_id("syn"))
+    got = messages(want, CLAUDE_CODE.thread_id("syn"))
     assert [m.message_id for m in got] == ["u1", "m1", "r1", "r2", "m2"]
     assert got[1].content == [
         fr.TextBlock(text="reading"),
@@ -906,7 +908,7 @@ def test_a_final_ingest_in_the_middle_of_a_response_loses_and_doubles_nothing(
     with path.open("ab") as f:
         f.write(_reply("a2b3c4d5-rest", 3, "m1", {"type": "text", "text": "y"}))
     assert ingest_transcript(store, path, final=True).messages == 1
-    got = messages(store, session_thread_id("syn"))
+    got = messages(store, CLAUDE_CODE.thread_id("syn"))
     assert [m.message_id for m in got] == ["u1", "m1", "m1#a2b3c4d5"]
     assert [m.content for m in got[1:]] == [[fr.TextBlock(text="x")], [fr.TextBlock(text="y")]]
     shutil.rmtree(store.cache_dir)
@@ -930,19 +932,20 @@ def test_boundary_then_summary_in_a_later_read(tmp_path: Path) -> None:
     assert_same_logs(store, want)
     (cp,) = [
         f
-        for f in frames(store, session_thread_id(path.stem))
+        for f in frames(store, CLAUDE_CODE.thread_id(path.stem))
         if isinstance(f, fr.CompactionCheckpointCreated)
     ]
     assert cp.cut_rule_id == "claude_code_compact/auto"  # the boundary's trigger was kept
 
 
 def test_long_session_and_agent_names_still_make_valid_thread_ids(tmp_path: Path) -> None:
-    from continuity.agents.claude_code.ingest import agent_thread_id, session_thread_id
     from continuity.store.base import validate_thread_id
 
     long = "x" * 300
-    assert validate_thread_id(agent_thread_id(long, long)) == agent_thread_id(long, long)
-    assert validate_thread_id(session_thread_id(long)) == session_thread_id(long)
+    assert validate_thread_id(
+        CLAUDE_CODE.subagent_thread_id(long, long)
+    ) == CLAUDE_CODE.subagent_thread_id(long, long)
+    assert validate_thread_id(CLAUDE_CODE.thread_id(long)) == CLAUDE_CODE.thread_id(long)
 
 
 def test_a_symlink_to_a_transcript_shares_its_cursor(tmp_path: Path) -> None:
@@ -1017,7 +1020,7 @@ def test_a_resumed_session_starting_with_the_summary_still_gets_a_checkpoint(
     path = tmp_path / "syn.jsonl"
     path.write_bytes(b"".join(lines))
     want = one_shot(path, tmp_path / "one-shot")
-    tid = session_thread_id("syn")
+    tid = CLAUDE_CODE.thread_id("syn")
     (cp,) = _claude_checkpoints(want, tid)
     # nothing of this thread is covered: the checkpoint ends at the frame before it
     assert (cp.seq, cp.from_seq, cp.to_seq) == (1, 0, 0)
@@ -1055,9 +1058,9 @@ def test_a_summary_after_only_sidechain_lines_still_gets_a_checkpoint(tmp_path: 
     path = tmp_path / "syn.jsonl"
     path.write_bytes(b"".join(lines))
     store = one_shot(path, tmp_path / "store")
-    (cp,) = _claude_checkpoints(store, session_thread_id("syn"))
+    (cp,) = _claude_checkpoints(store, CLAUDE_CODE.thread_id("syn"))
     assert (cp.seq, cp.to_seq) == (1, 0)
-    assert _claude_checkpoints(store, agent_thread_id("syn", "sidechain")) == []
+    assert _claude_checkpoints(store, CLAUDE_CODE.subagent_thread_id("syn", "sidechain")) == []
 
 
 def test_the_small_fixture_cut_at_its_boundary_gets_a_checkpoint_in_either_chain(
@@ -1070,8 +1073,8 @@ def test_the_small_fixture_cut_at_its_boundary_gets_a_checkpoint_in_either_chain
     at = next(i for i, o in enumerate(objs) if o.get("subtype") == "compact_boundary")
     summary = next(o for o in objs if o.get("isCompactSummary"))
     for name, flag, tid in (
-        ("side", True, agent_thread_id("small", "sidechain")),
-        ("main", False, session_thread_id("small")),
+        ("side", True, CLAUDE_CODE.subagent_thread_id("small", "sidechain")),
+        ("main", False, CLAUDE_CODE.thread_id("small")),
     ):
         path = tmp_path / name / "small.jsonl"
         path.parent.mkdir()

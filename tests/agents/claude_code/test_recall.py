@@ -21,7 +21,8 @@ import pytest
 
 from continuity import frames as fr
 from continuity.agents.claude_code.hooks import HookConfig, main, run_hook
-from continuity.agents.claude_code.ingest import ingest_transcript, session_thread_id
+from continuity.agents.claude_code.ingest import ingest_transcript
+from continuity.agents.table import CLAUDE_CODE
 from continuity.context.compaction import create_checkpoint
 from continuity.retrieval.search import search
 from continuity.store.jsonl import Store
@@ -85,7 +86,7 @@ def spotter(tmp_path: Path) -> tuple[Store, Path, Payload]:
 
 def compaction_to_seq(store: Store) -> int:
     """The to_seq of Claude's own (only) compaction of the spotter session."""
-    thread = store.thread(session_thread_id(SPOTTER))
+    thread = store.thread(CLAUDE_CODE.thread_id(SPOTTER))
     cps = [
         c
         for c in thread.read(types=["compaction_checkpoint_created"])
@@ -124,7 +125,7 @@ def test_recall_is_off_by_default(spotter: tuple[Store, Path, Payload]) -> None:
     assert HookConfig().recall_on_prompt is False
     out = run_hook(store, "user-prompt-submit", payload("where is subagent_pattern defined?"))
     assert (out.exit_code, out.stdout, out.stderr) == (0, "", "")
-    assert store.thread(session_thread_id(SPOTTER)).exists()  # the hook still archived
+    assert store.thread(CLAUDE_CODE.thread_id(SPOTTER)).exists()  # the hook still archived
     assert compaction_to_seq(store) > 0
     configure(store, recall_on_prompt=False)
     out = run_hook(store, "user-prompt-submit", payload("where is subagent_pattern defined?"))
@@ -159,7 +160,7 @@ def test_recall_never_returns_what_is_still_in_context(
     prompt = "sidecar"
     context = prompt_context(store, payload, prompt)
     to_seq = compaction_to_seq(store)
-    whole = search(store, prompt, thread=session_thread_id(SPOTTER), k=5)
+    whole = search(store, prompt, thread=CLAUDE_CODE.thread_id(SPOTTER), k=5)
     assert whole and all(h.seq > to_seq for h in whole), "the premise: the best hits are recent"
     hits = recalled_lines(context)
     assert hits
@@ -175,7 +176,7 @@ def test_a_checkpoint_of_our_own_does_not_move_claudes_boundary(
     store, _, payload = spotter
     run_hook(store, "user-prompt-submit", payload(""))  # ingest
     to_seq = compaction_to_seq(store)
-    tid = session_thread_id(SPOTTER)
+    tid = CLAUDE_CODE.thread_id(SPOTTER)
     head = store.thread(tid).head()
     assert head is not None
     create_checkpoint(store, tid, head.seq - 2, text="our own summary of almost everything")
@@ -191,7 +192,7 @@ def test_subagents_of_this_session_are_never_recalled(
     """The compaction's own subagent transcript holds the conversation Claude still has."""
     store, _, payload = spotter
     run_hook(store, "pre-compact", payload("", "PreCompact", trigger="auto"))
-    tid = session_thread_id(SPOTTER)
+    tid = CLAUDE_CODE.thread_id(SPOTTER)
     agents = [t for t in store.threads() if t.startswith(tid + ".")]
     assert agents
     configure(store, recall_on_prompt=True, restore_on_prompt=False)
@@ -325,7 +326,7 @@ def test_a_prompt_with_nothing_to_search_prints_nothing(
     configure(store, recall_on_prompt=True)
     out = run_hook(store, "user-prompt-submit", payload(prompt))
     assert (out.exit_code, out.stdout, out.stderr) == (0, "", "")
-    assert store.thread(session_thread_id(SPOTTER)).exists()
+    assert store.thread(CLAUDE_CODE.thread_id(SPOTTER)).exists()
 
 
 def test_a_prompt_matching_nothing_prints_nothing(spotter: tuple[Store, Path, Payload]) -> None:
