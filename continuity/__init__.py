@@ -141,6 +141,8 @@ if TYPE_CHECKING:
         ArtifactNotFound as ArtifactNotFound,
         BadFrame as BadFrame,
         CachesReadOnly as CachesReadOnly,
+        CommandInterrupted as CommandInterrupted,
+        CommandRefused as CommandRefused,
         ContextTooSmall as ContextTooSmall,
         ContinuityError as ContinuityError,
         CorruptCache as CorruptCache,
@@ -165,6 +167,7 @@ if TYPE_CHECKING:
         ThreadDeleted as ThreadDeleted,
         ThreadKeyTaken as ThreadKeyTaken,
         ThreadNotFound as ThreadNotFound,
+        UnknownName as UnknownName,
         UnreadableSession as UnreadableSession,
     )
     from continuity.frames import (

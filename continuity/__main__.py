@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _without_typing_extensions() -> bool:
@@ -58,6 +62,30 @@ def _agent_of(args: list[str]) -> str:
     return "claude-code"
 
 
+def _hook_entry(name: str) -> Callable[..., int] | None:
+    """The hook function of the agent ``name`` names; None for no agent. A built-in's comes
+    from the agents table alone: neither the adapter nor the registry is imported on a hook's
+    path. An unknown name is looked up in the registry (an
+    installed package's agent), which reads the packages' metadata once."""
+    import importlib
+
+    from continuity.agents.table import agent_named
+
+    agent = agent_named(name)
+    if agent is None:
+        from continuity.agents.registry import find
+
+        adapter = find(name)
+        if adapter is None:
+            return None
+        agent = adapter.agent
+        if not agent.hook:
+            return adapter.hook
+    module, _, function = agent.hook.partition(":")
+    hook: Callable[..., int] = getattr(importlib.import_module(module), function)
+    return hook
+
+
 def _run_hook(args: list[str], store: str | None) -> int:
     """Run a hook with the garbage collector kept off the start-up and the exit: about 6 ms
     of a 20 ms hook process on a 2-core machine.
@@ -69,59 +97,45 @@ def _run_hook(args: list[str], store: str | None) -> int:
     Freezing again at the end leaves the interpreter's last collection at exit nothing to
     traverse. Nothing else changes: the exit is the usual ``SystemExit``, buffers flushed and
     ``atexit`` handlers run.
-    """
-    agent = _agent_of(args)
-    if agent == "opencode":  # what its plugin runs at session events
-        from continuity.agents.opencode.hooks import main as opencode_hook
-        from continuity.paths import resolve_store_location
 
-        return opencode_hook(args, store=resolve_store_location(store) if store else None)
+    An agent's quick module answers an ingest-only hook with nothing new to archive before the
+    store, the ingest and msgspec are imported (ADR 0038): the input is read once and handed
+    on.
+    """
     import gc
 
-    gc.disable()
-    if agent == "codex":  # the same start-up care: typing_extensions out, the collector off
-        try:
-            _without_typing_extensions()
-            from continuity.agents.codex import ingest as _codex  # noqa: F401  (every hook)
-            from continuity.agents.codex.hooks import main as codex_hook
-            from continuity.paths import resolve_store_location
-        finally:
-            gc.freeze()
-            gc.enable()
-        code = codex_hook(args, store=resolve_store_location(store) if store else None)
-        gc.freeze()
-        return code
-    if agent == "gemini":
-        try:
-            _without_typing_extensions()
-            from continuity.agents.gemini.hooks import main as gemini_main
-            from continuity.paths import resolve_store_location
-        finally:
-            gc.freeze()
-            gc.enable()
-        return gemini_main(args, store=resolve_store_location(store) if store else None)
+    name = _agent_of(args)
     raw: bytes | None = None
-    from continuity.agents.claude_code.quick import FULL_ENV, MAX_STDIN, QUICK_EVENTS
-
-    if args[:1] and args[0] in QUICK_EVENTS and not os.environ.get(FULL_ENV):
-        # An ingest-only hook with nothing new to archive returns here, before the store, the
-        # ingest and msgspec are imported (ADR 0038): the input is read once and handed on.
-        from continuity.agents.claude_code.quick import nothing_new
-        from continuity.paths import default_store_location, resolve_store_location
-
-        raw = sys.stdin.buffer.read(MAX_STDIN)
-        location = resolve_store_location(store) if store else default_store_location()
-        if nothing_new(args[0], raw, location):
-            return 0
+    gc.disable()
     try:
+        from continuity.agents.table import agent_named
+
+        known = agent_named(name)
+        if known is not None and known.quick and args[:1]:
+            import importlib
+
+            quick = importlib.import_module(known.quick)
+            if args[0] in quick.QUICK_EVENTS and not os.environ.get(quick.FULL_ENV):
+                from continuity.paths import default_store_location, resolve_store_location
+
+                raw = sys.stdin.buffer.read(quick.MAX_STDIN)
+                location = resolve_store_location(store) if store else default_store_location()
+                if quick.nothing_new(args[0], raw, location):
+                    return 0
         _without_typing_extensions()
-        from continuity.agents.claude_code import ingest as _ingest  # noqa: F401  (every hook ingests)
-        from continuity.agents.claude_code.hooks import main as hook_main
-        from continuity.paths import resolve_store_location  # imported by the hooks anyway
+        entry = _hook_entry(name)
+        from continuity.paths import resolve_store_location
     finally:
         gc.freeze()
         gc.enable()
-    code = hook_main(args, store=resolve_store_location(store) if store else None, stdin=raw)
+    if entry is None:  # a hook never fails its agent: one line, exit 0
+        from continuity.agents.table import known_agent_names
+
+        sys.stderr.write(
+            f"continuity: unknown agent {name!r} (the agents: {known_agent_names()})\n"
+        )
+        return 0
+    code: int = entry(args, store=resolve_store_location(store) if store else None, stdin=raw)
     gc.freeze()
     return code
 

@@ -32,6 +32,9 @@ working::
     ├── ModelError             (ValueError) an embedding model folder that cannot be read
     ├── InvalidSettings        a settings file (Claude Code's, redaction.json) that is unusable
     ├── UnreadableSession      (ValueError) an agent's session file or database that cannot be read
+    ├── CommandRefused         an agent command cannot do what it was asked (nothing changed)
+    ├── CommandInterrupted     an agent command stopped by Ctrl-C (what was archived is kept)
+    ├── UnknownName            (LookupError) no agent, store scheme or embedder has this name
     ├── MissingExtra           (ImportError) a feature's optional extra is not installed
     └── DemoError              the demo did not run to the end or archived the wrong thing
 
@@ -46,6 +49,8 @@ __all__ = [
     "ArtifactNotFound",
     "BadFrame",
     "CachesReadOnly",
+    "CommandInterrupted",
+    "CommandRefused",
     "ContextTooSmall",
     "ContinuityError",
     "CorruptCache",
@@ -70,6 +75,7 @@ __all__ = [
     "ThreadDeleted",
     "ThreadKeyTaken",
     "ThreadNotFound",
+    "UnknownName",
     "UnreadableSession",
 ]
 
@@ -306,6 +312,28 @@ class InvalidSettings(ContinuityError):
 
 class DemoError(ContinuityError):
     """The demo could not run to the end, or the archive does not hold what it should."""
+
+
+# --- the agents' commands and the registries ----------------------------------------------------
+
+
+class CommandRefused(ContinuityError):
+    """An agent command cannot do what it was asked (a scope the agent does not have, no
+    session file where it looked): the message says why; nothing was changed. ``notes``: lines
+    to show before it (the files skipped, and why)."""
+
+    def __init__(self, message: str, notes: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.notes = list(notes)
+
+
+class CommandInterrupted(ContinuityError):
+    """An agent command stopped by Ctrl-C: the message says where, and what was kept."""
+
+
+class UnknownName(ContinuityError, LookupError):
+    """A name no registry entry and no installed package's entry point has (an agent, a store's
+    URL scheme, an embedder): the message names the known ones."""
 
 
 _NOTED: set[str] = set()

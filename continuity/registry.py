@@ -20,15 +20,11 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar, cast
 
-from continuity.errors import ContinuityError
+from continuity.errors import UnknownName
 
 __all__ = ["Registry", "UnknownName"]
 
 T = TypeVar("T")
-
-
-class UnknownName(ContinuityError, LookupError):
-    """A name no registry entry and no installed package's entry point has."""
 
 
 def _load(path: str) -> object:

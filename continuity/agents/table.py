@@ -53,6 +53,17 @@ class Agent(NamedTuple):
     """Its threads' ids start with this."""
     compactions: tuple[str, ...]
     """The ``cut_rule_id`` prefixes of its own compaction's checkpoints."""
+    adapter: str = ""
+    """Its adapter (``module:attribute``, :mod:`continuity.agents.contract`): what the agent
+    commands use, found by :mod:`continuity.agents.registry`."""
+    hook: str = ""
+    """What ``continuity hook EVENT --agent NAME`` runs (``module:function``, called as
+    ``function(argv, store=…, stdin=…)``): imported by the hook dispatch alone, without the
+    adapter, so that a hook process starts fast. Empty: the adapter's ``hook``."""
+    quick: str = ""
+    """A module that answers a hook with nothing new to archive before the store is opened
+    (``QUICK_EVENTS``, ``FULL_ENV``, ``MAX_STDIN``, ``nothing_new(event, raw, location)``), or
+    empty."""
 
     def thread_id(self, session_id: str) -> str:
         """The thread of one of its sessions: ``<prefix><session id>``, the id's characters
@@ -66,11 +77,42 @@ class Agent(NamedTuple):
 
 
 CLAUDE_CODE: Final = Agent(
-    "claude-code", "claude-code", "Claude Code", "cc-", ("claude_code_compact/",)
+    "claude-code",
+    "claude-code",
+    "Claude Code",
+    "cc-",
+    ("claude_code_compact/",),
+    adapter="continuity.agents.claude_code.adapter:ADAPTER",
+    hook="continuity.agents.claude_code.hooks:main",
+    quick="continuity.agents.claude_code.quick",
 )
-CODEX: Final = Agent("codex", "codex", "Codex", "codex-", ("codex_compact/",))
-GEMINI: Final = Agent("gemini", "gemini-cli", "Gemini CLI", "gemini-", ("gemini_cli_compress/",))
-OPENCODE: Final = Agent("opencode", "opencode", "opencode", "oc-", ("opencode_compact/",))
+CODEX: Final = Agent(
+    "codex",
+    "codex",
+    "Codex",
+    "codex-",
+    ("codex_compact/",),
+    adapter="continuity.agents.codex.adapter:ADAPTER",
+    hook="continuity.agents.codex.hooks:main",
+)
+GEMINI: Final = Agent(
+    "gemini",
+    "gemini-cli",
+    "Gemini CLI",
+    "gemini-",
+    ("gemini_cli_compress/",),
+    adapter="continuity.agents.gemini.adapter:ADAPTER",
+    hook="continuity.agents.gemini.hooks:main",
+)
+OPENCODE: Final = Agent(
+    "opencode",
+    "opencode",
+    "opencode",
+    "oc-",
+    ("opencode_compact/",),
+    adapter="continuity.agents.opencode.adapter:ADAPTER",
+    hook="continuity.agents.opencode.hooks:main",
+)
 AGENTS: Final = (CLAUDE_CODE, CODEX, GEMINI, OPENCODE)
 """The built-in agents. An outside package's agent joins them when its adapter is registered
 (:func:`register_agent`, which :mod:`continuity.agents.registry` calls)."""

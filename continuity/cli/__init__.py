@@ -7,8 +7,9 @@
 - :mod:`.store_commands` (init, append, log, verify, repair, rebuild-index,
   stats, threads),
   :mod:`.context_commands` (compile, checkpoint, compact, decisions),
-  :mod:`.search_commands` (search) and :mod:`.claude_code_commands` (install, uninstall, ingest,
-  sessions, hook, demo) each define commands and a ``register(app)``; none imports the root;
+  :mod:`.search_commands` (search) and :mod:`.agent_commands` (install, uninstall, ingest,
+  sessions, hook, demo: every coding agent's, through its adapter) each define commands and a
+  ``register(app)``; none imports the root;
 - :mod:`.fast_search` runs a plain ``continuity search`` before typer is imported, and
   :mod:`._display` holds the one-line renderings both paths print;
 - :mod:`.version` is the ``--version`` line (a bare ``continuity --version`` is answered before

@@ -52,12 +52,12 @@ COMMANDS: Final = {
     "migrate": "store_commands",
     "delete": "forget_commands",
     "prune": "forget_commands",
-    "install": "claude_code_commands",
-    "uninstall": "claude_code_commands",
-    "ingest": "claude_code_commands",
-    "sessions": "claude_code_commands",
-    "hook": "claude_code_commands",
-    "demo": "claude_code_commands",
+    "install": "agent_commands",
+    "uninstall": "agent_commands",
+    "ingest": "agent_commands",
+    "sessions": "agent_commands",
+    "hook": "agent_commands",
+    "demo": "agent_commands",
     "compile": "context_commands",
     "checkpoint": "context_commands",
     "compact": "context_commands",
@@ -196,10 +196,10 @@ def _register(root: typer.Typer, module: str) -> None:
         from continuity.cli import forget_commands
 
         forget_commands.register(root)
-    elif module == "claude_code_commands":
-        from continuity.cli import claude_code_commands
+    elif module == "agent_commands":
+        from continuity.cli import agent_commands
 
-        claude_code_commands.register(root)
+        agent_commands.register(root)
     elif module == "context_commands":
         from continuity.cli import context_commands
 

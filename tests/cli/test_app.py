@@ -87,9 +87,7 @@ def test_a_run_imports_the_module_of_its_command_alone(tmp_path: Path) -> None:
     code, modules = _cli_modules(tmp_path, ["--store", store, "init"])
     assert code == 0
     assert "continuity.cli.store_commands" in modules
-    assert not {"continuity.cli.context_commands", "continuity.cli.claude_code_commands"} & set(
-        modules
-    )
+    assert not {"continuity.cli.context_commands", "continuity.cli.agent_commands"} & set(modules)
     code, modules = _cli_modules(tmp_path, ["--store", store, "compile", "nobody"])
     assert code == 1  # no such thread: the command ran
     assert "continuity.cli.context_commands" in modules

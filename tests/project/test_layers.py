@@ -69,7 +69,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     # the agents wing (ADR 0046): the foundation every adapter builds on, then the adapters,
     # peers that never import each other (test_agents_are_peers)
-    ("agent foundation", ("continuity.agents.base", "continuity.agents.contract")),
+    (
+        "agent foundation",
+        ("continuity.agents.base", "continuity.agents.contract", "continuity.agents.registry"),
+    ),
     ("agents", ("continuity.agents",)),
     # `continuity demo`: a scripted Claude Code session replayed through the hooks
     ("demo", ("continuity.demo",)),

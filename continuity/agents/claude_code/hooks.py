@@ -16,6 +16,7 @@ import msgspec
 
 from continuity._fs import read_checked, write_checked
 from continuity.agents.base.hook import HookOutcome, HookSpec, log_error, run_guarded
+from continuity.agents.claude_code import ingest as _every_hook_ingests  # noqa: F401  (imported at start-up, with the collector off)
 from continuity.paths import StoreLocation
 from continuity.store.base import BaseStore, Thread
 

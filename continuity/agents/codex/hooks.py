@@ -18,6 +18,7 @@ import msgspec
 
 from continuity._fs import private_dirs, read_checked, write_checked
 from continuity.agents.base.hook import HookOutcome, HookSpec, run_guarded
+from continuity.agents.codex import ingest as _every_hook_ingests  # noqa: F401  (imported at start-up, with the collector off)
 from continuity.paths import StoreLocation
 from continuity.store.base import BaseStore
 

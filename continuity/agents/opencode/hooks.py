@@ -64,8 +64,9 @@ def _archive(location: StoreLocation, session: str) -> None:
     raise LookupError(f"no opencode session {session!r} in {', '.join(map(str, sources))}")
 
 
-def main(args: list[str], *, store: StoreLocation | None = None) -> int:
-    """Archive the session ``--session`` names; ``args`` is ``[event, --session, id]``."""
+def main(args: list[str], *, store: StoreLocation | None = None, stdin: bytes | None = None) -> int:
+    """Archive the session ``--session`` names; ``args`` is ``[event, --session, id]``
+    (``stdin``: unused, the plugin sends nothing)."""
     event = args[0] if args else "?"
     location: StoreLocation | None = None
     try:

@@ -1,0 +1,402 @@
+"""The agent commands: ``install``, ``uninstall``, ``ingest``, ``sessions``, ``hook`` and ``demo``,
+one module for every coding agent.
+
+Each command finds the agent's adapter by name (:mod:`continuity.agents.registry`: the built-ins
+and any an installed package adds) and prints what it did; the work is the adapter's
+(:class:`~continuity.agents.contract.AgentAdapter`). ``install mcp --client X`` registers the
+MCP server with any MCP client (Cursor too, which is no agent continuity archives).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+
+from continuity.cli._common import (
+    agent_option,
+    count,
+    errors,
+    fail,
+    open_store,
+    report_recovery,
+)
+
+if TYPE_CHECKING:
+    from continuity.agents.contract import AgentAdapter, Done
+    from continuity.paths import StoreLocation
+    from continuity.store.base import BaseStore
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("install")(install)
+    app.command("uninstall")(uninstall)
+    app.command("ingest")(ingest)
+    app.command("sessions")(sessions)
+    app.command("hook")(hook)
+    app.command("demo")(demo)
+
+
+def _agents() -> str:
+    """The agents registered (the built-ins; an installed package's agent is found by its name
+    all the same), for the help: ``claude-code, codex, gemini, opencode``."""
+    from continuity.agents.registry import ADAPTERS
+
+    return ", ".join(ADAPTERS.names())
+
+
+ScopeOpt = Literal["user", "project", "local"]
+ClientOpt = Literal["claude-code", "codex", "gemini", "cursor", "opencode"]
+ProjectOpt = Annotated[
+    Path | None, typer.Option("--project", help="The project folder for --scope project/local.")
+]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the change; write nothing.")]
+ClientArg = Annotated[
+    ClientOpt | None,
+    typer.Option("--client", help="With `mcp`: claude-code, codex, gemini or cursor."),
+]
+NoMcpOpt = Annotated[
+    bool,
+    typer.Option("--no-mcp", help="claude-code, codex: the hooks only, not the MCP server."),
+]
+
+
+def _adapter(name: str, *, param: str | None = None) -> AgentAdapter:
+    """The adapter of agent ``name``; an unknown name is a usage error for ``param`` (exit 2),
+    else an error (exit 1), naming the known agents."""
+    from continuity.agents.registry import adapter
+    from continuity.registry import UnknownName
+
+    try:
+        return adapter(name)
+    except UnknownName as exc:
+        if param is not None:
+            raise typer.BadParameter(str(exc), param_hint=param) from None
+        fail(str(exc))
+
+
+def _said(done: Done) -> None:
+    """Print what a command did; exit 1 when it says it failed."""
+    for line in done.err:
+        typer.echo(line, err=True)
+    for line in done.out:
+        typer.echo(line)
+    if done.failed is not None:
+        fail(done.failed)
+
+
+@contextmanager
+def _agent_errors() -> Iterator[None]:
+    """:func:`errors`, and what an adapter refuses (its notes first) or was stopped in (one
+    line, exit 130)."""
+    from continuity.errors import CommandInterrupted, CommandRefused
+
+    with errors():
+        try:
+            yield
+        except CommandRefused as exc:
+            for note in exc.notes:
+                typer.echo(note, err=True)
+            fail(str(exc))
+        except CommandInterrupted as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(130) from None
+
+
+def _named_store(ctx: typer.Context) -> StoreLocation | None:
+    """The store to name in what is installed: None when it is where a hook or server would
+    look by itself (no CONTINUITY_HOME: the agents run them without the installing shell's
+    environment)."""
+    from continuity.paths import default_store_location
+
+    plain_env = {k: v for k, v in os.environ.items() if k != "CONTINUITY_HOME"}
+    location: StoreLocation = ctx.obj.location
+    return location if location != default_store_location(plain_env) else None
+
+
+def install(
+    ctx: typer.Context,
+    target: Annotated[
+        str,
+        typer.Argument(
+            help=f"What to install: an agent ({_agents()}) or mcp.",
+            show_default=False,
+        ),
+    ],
+    scope: Annotated[
+        ScopeOpt,
+        typer.Option("--scope", help="user (~/.claude), project (.claude, committed) or local."),
+    ] = "user",
+    project: ProjectOpt = None,
+    dry_run: DryRunOpt = False,
+    client: ClientArg = None,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="With `mcp`: print the configuration; write nothing.")
+    ] = False,
+    no_mcp: NoMcpOpt = False,
+) -> None:
+    """Add continuity's hooks to Claude Code's settings and register its MCP server
+    (idempotent; other hooks, servers and settings are kept). `install mcp --client X`
+    registers the MCP server with another client (or prints its configuration)."""
+    store = _named_store(ctx)
+    if target != "mcp" and (client is not None or print_only):
+        fail("--client and --print go with `install mcp`")
+    if target == "mcp":
+        _install_mcp(client, scope, project, store, dry_run=dry_run, print_only=print_only)
+        return
+    agent = _adapter(target, param="'target'")
+    with _agent_errors():
+        done = agent.install(scope, project, store, mcp=not no_mcp, dry_run=dry_run)
+    _said(done)
+
+
+def _install_mcp(
+    client: ClientOpt | None,
+    scope: ScopeOpt,
+    project: Path | None,
+    store: StoreLocation | None,
+    *,
+    dry_run: bool,
+    print_only: bool,
+) -> None:
+    from continuity.agents.base.install import apply_plan
+    from continuity.agents.base.mcp import (
+        config_snippet,
+        mcp_target,
+        plan_mcp_install,
+        server_argv,
+        server_entry,
+    )
+    from continuity.agents.base.report import mcp_installed
+
+    if client is None:
+        fail("install mcp needs --client: claude-code, codex, gemini or cursor")
+    with errors():
+        target = mcp_target(client, scope, project)
+        entry = server_entry(client, server_argv(store))
+        if print_only:
+            typer.echo(config_snippet(target, entry), nl=False)
+            return
+        plan = plan_mcp_install(target, entry)
+        if dry_run:
+            typer.echo(plan.diff() or f"{target.path}: MCP server already registered")
+            return
+        backup = apply_plan(plan)
+    for line in mcp_installed(target, plan, backup):
+        typer.echo(line)
+
+
+def uninstall(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help=f"What to remove: an agent ({_agents()}) or mcp.",
+            show_default=False,
+        ),
+    ],
+    scope: Annotated[ScopeOpt, typer.Option("--scope", help="user, project or local.")] = "user",
+    project: ProjectOpt = None,
+    dry_run: DryRunOpt = False,
+    client: ClientArg = None,
+    no_mcp: NoMcpOpt = False,
+) -> None:
+    """Remove continuity's hooks from Claude Code's settings and its MCP server's entry,
+    giving back the files from before the install when nothing else changed (everything
+    else is kept). `uninstall mcp --client X` removes the MCP server's entry only."""
+    if target != "mcp" and client is not None:
+        fail("--client goes with `uninstall mcp`")
+    if target == "mcp":
+        if client is None:
+            fail("uninstall mcp needs --client: claude-code, codex, gemini, cursor or opencode")
+        _uninstall_mcp(client, scope, project, dry_run)
+        return
+    agent = _adapter(target, param="'target'")
+    with _agent_errors():
+        done = agent.uninstall(scope, project, mcp=not no_mcp, dry_run=dry_run)
+    _said(done)
+
+
+def _uninstall_mcp(client: ClientOpt, scope: ScopeOpt, project: Path | None, dry: bool) -> None:
+    from continuity.agents.base.install import apply_plan
+    from continuity.agents.base.mcp import mcp_target, plan_mcp_uninstall
+    from continuity.agents.base.report import mcp_uninstalled
+
+    with errors():
+        target = mcp_target(client, scope, project)
+        plan = plan_mcp_uninstall(target)
+        if dry:
+            typer.echo(plan.diff() or f"{target.path}: no continuity MCP server")
+            return
+        apply_plan(plan)
+    for line in mcp_uninstalled(target, plan):
+        typer.echo(line)
+
+
+def _with_progress(todo: Sequence[Path], one: Callable[[Path], None]) -> None:
+    """``one`` on each file, with a progress bar on a terminal."""
+    if not sys.stderr.isatty():
+        for f in todo:
+            one(f)
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("ingesting", total=len(todo))
+        for f in todo:
+            one(f)
+            bar.advance(task)
+
+
+def ingest(
+    ctx: typer.Context,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Transcript files or folders (default: ~/.claude/projects)."),
+    ] = None,
+    agent: Annotated[
+        str,
+        typer.Option(
+            "--agent",
+            help="Whose sessions: claude-code (default), codex (rollouts; default $CODEX_HOME), "
+            "gemini (default ~/.gemini/tmp) or opencode (its database; default its data folder).",
+        ),
+    ] = "claude-code",
+    session: Annotated[
+        str | None,
+        typer.Option("--session", help="opencode: only this session (what its plugin runs)."),
+    ] = None,
+) -> None:
+    """Import Claude Code transcripts (past sessions), incrementally and without duplicates.
+
+    Files that are not transcripts, or cannot be read, are skipped and named. Interrupted, it
+    says where it stopped; running it again resumes, losing nothing.
+    """
+    adapter = _adapter(agent)
+
+    def opened() -> BaseStore:
+        # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
+        return open_store(ctx, create=True)
+
+    with _agent_errors():
+        done = adapter.ingest(opened, paths or [], session=session, progress=_with_progress)
+    _said(done)
+
+
+def sessions(
+    ctx: typer.Context,
+    agents: Annotated[bool, typer.Option("--agents", help="Include subagent threads.")] = False,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", help="Only this agent's sessions (claude-code, codex, gemini, opencode)."
+        ),
+    ] = None,
+    project: Annotated[
+        str | None, typer.Option("--project", help="Only sessions of this project folder.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object a line, for programs.")
+    ] = False,
+) -> None:
+    """The archived sessions of every agent: agent, thread, project, branch, start, messages,
+    compactions, title."""
+    import msgspec
+
+    from continuity.agents.base.ingest import ingest_redactor
+    from continuity.agents.base.sessions import list_sessions
+
+    name = agent_option(agent)
+    folder = os.path.abspath(project) if project is not None else None
+    store = open_store(ctx)
+    with errors():
+        found = list_sessions(store, include_agents=agents, agent=name, project=folder)
+        redactor = ingest_redactor(store)
+    titles = [
+        redactor.redact_text(s.title)[0] if redactor is not None and s.title else s.title
+        for s in found
+    ]
+    if as_json:
+        lines = [
+            msgspec.json.encode(msgspec.structs.replace(s, title=t)).decode()
+            for s, t in zip(found, titles, strict=True)
+        ]
+        if lines:
+            typer.echo("\n".join(lines))
+        return
+    if not found:
+        scope = f"{_display(name)} " if name else ""
+        where = f" of {folder}" if folder else ""
+        typer.echo(f"no {scope}sessions{where} archived yet")
+        return
+    # the agent's name (one word, what --agent takes): the column splits on whitespace
+    shown = [s.agent or "-" for s in found]
+    width = max(len(a) for a in shown)
+    id_width = max(len(s.thread_id) for s in found)
+    lines = []  # one write for them all: thousands of echoes cost more than the listing
+    for s, who, title in zip(found, shown, titles, strict=True):
+        branch = f" ({s.git_branch})" if s.git_branch else ""
+        named = f"  “{' '.join(title.split())[:80]}”" if title and title.strip() else ""
+        lines.append(
+            f"{who:<{width}}  {s.thread_id:<{id_width}}  {s.project or '-'}{branch}  "
+            f"started {s.started}  "
+            f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}{named}"
+        )
+    typer.echo("\n".join(lines))
+
+
+def _display(name: str) -> str:
+    """The agent's display name (``Codex``) from its name (``codex``)."""
+    from continuity.agents.table import agent_named
+
+    agent = agent_named(name)
+    return agent.display if agent is not None else name
+
+
+def hook(
+    ctx: typer.Context,
+    event: Annotated[
+        str, typer.Argument(help="session-start, user-prompt-submit, pre-compact, stop, …")
+    ],
+    agent: Annotated[
+        str, typer.Option("--agent", help="Whose hook: claude-code (default), codex, gemini, …")
+    ] = "claude-code",
+    session: Annotated[
+        str | None, typer.Option("--session", help="opencode: the session its plugin reports.")
+    ] = None,
+) -> None:
+    """Run a coding agent's hook (reads the hook's JSON on stdin; never fails the agent)."""
+    argv = [event] if session is None else [event, "--session", session]
+    raise typer.Exit(_adapter(agent).hook(argv, store=ctx.obj.location))
+
+
+def demo(
+    ctx: typer.Context,
+    temp_store: Annotated[
+        bool,
+        typer.Option("--temp-store", help="Use a throwaway store (deleted afterwards)."),
+    ] = False,
+    keep: Annotated[
+        bool,
+        typer.Option("--keep", help="Keep the temporary folder (the transcript, the temp store)."),
+    ] = False,
+) -> None:
+    """Replay a scripted Claude Code session through the hooks; show what is archived and restored.
+
+    Uses the configured store (--store, $CONTINUITY_HOME or the default; created if missing)
+    with a thread of its own (cc-demo-<uuid>), or a throwaway one with --temp-store.
+    """
+    from continuity.demo import print_report, run_in_temp
+
+    with errors():
+        result = run_in_temp(
+            None if temp_store else ctx.obj.location, keep=keep, on_recovery=report_recovery
+        )
+    print_report(result, sys.stdout, styled=sys.stdout.isatty())
