@@ -22,7 +22,7 @@ from continuity.agents.contract import AgentAdapter
 from continuity.agents.table import AGENTS, agent_named, key, register_agent
 from continuity.registry import Registry, UnknownName
 
-__all__ = ["ADAPTERS", "adapter", "adapters", "find", "register"]
+__all__ = ["ADAPTERS", "adapter", "adapters", "find", "register", "unregister"]
 
 
 def _canonical(name: str) -> str:
@@ -62,6 +62,17 @@ def adapters(*, installed: bool = False) -> list[AgentAdapter]:
 def register(obj: AgentAdapter) -> None:
     """Register an adapter made at run time (a test's, a program's) under its agent's name."""
     ADAPTERS.register(_checked(obj).agent.name, obj)
+
+
+def unregister(name: str) -> None:
+    """Forget an outside agent's adapter and its row (a test's, when it ends); a built-in
+    stays."""
+    from continuity.agents.table import AGENTS, unregister_agent
+
+    canonical = _canonical(name)
+    if all(agent.name != canonical for agent in AGENTS):
+        ADAPTERS.unregister(canonical)
+        unregister_agent(canonical)
 
 
 def find(name: str) -> AgentAdapter | None:

@@ -30,6 +30,7 @@ __all__ = [
     "known_agent_names",
     "known_agents",
     "register_agent",
+    "unregister_agent",
 ]
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.:@+=-]")
@@ -141,6 +142,19 @@ def register_agent(agent: Agent) -> None:
         _BY_NAME[key(alias)] = agent
     _BY_SOURCE[agent.source] = agent
     _KNOWN[:] = [a for a in _KNOWN if a.name != agent.name] + [agent]
+    _OWN_COMPACTIONS[:] = [p for a in _KNOWN for p in a.compactions]
+
+
+def unregister_agent(name: str) -> None:
+    """Forget an outside agent's row (a built-in's stays): what a test that registered one
+    does when it ends."""
+    agent = _BY_NAME.get(key(name))
+    if agent is None or agent in AGENTS:
+        return
+    for alias in _aliases(agent):
+        _BY_NAME.pop(key(alias), None)
+    _BY_SOURCE.pop(agent.source, None)
+    _KNOWN[:] = [a for a in _KNOWN if a.name != agent.name]
     _OWN_COMPACTIONS[:] = [p for a in _KNOWN for p in a.compactions]
 
 

@@ -197,13 +197,18 @@ def errors(suffix: str = "") -> Iterator[None]:
 
 def agent_option(name: str | None) -> str | None:
     """The agent ``--agent`` names (any of its names: ``codex``, ``Gemini CLI``, ``gemini-cli``),
-    as its name in :mod:`continuity.agents.table`; a clear error naming the known ones when it
-    names none."""
+    as its name in :mod:`continuity.agents.table`; an agent an installed package adds is looked
+    up in the registry; a clear error naming the known ones when it names none."""
     from continuity.agents.table import agent_named, known_agent_names
 
     if name is None:
         return None
     agent = agent_named(name)
+    if agent is None:
+        from continuity.agents.registry import find
+
+        adapter = find(name)
+        agent = adapter.agent if adapter is not None else None
     if agent is None:
         fail(f"unknown agent {name!r}: the agents are {known_agent_names()}")
     return agent.name
