@@ -34,8 +34,11 @@ The terminal summary names any test not marked ``slow`` that took over 5 s.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
+import shutil
+import tempfile
 
 # The suite's tiny threads test the cache machinery: there, every thread keeps its caches (in
 # child processes too). tests/caches/test_footprint.py tests the default, where small threads
@@ -69,6 +72,27 @@ INTEGRATIONS = HERE / "integrations"
 NEEDS = ("slow", "postgres", "browser", "integrations", "agents")
 """What ``--fast`` leaves out."""
 SLOW_NOTE_SECONDS = 5.0
+
+
+# --- a HOME of the suite's own ------------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite writes nothing into the user's HOME but its one cache folder
+    (``$CONTINUITY_TEST_CACHE``, default ``~/.cache/continuity-tests``: the agent clients, the
+    frameworks' sdists, PgBouncer, fetched once and reused): each test process gets a HOME of its
+    own, so what npm, the clients, a browser or a default store would write there goes to a
+    folder deleted at exit. The cache's default is taken from the real HOME first."""
+    os.environ.setdefault(
+        "CONTINUITY_TEST_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "continuity-tests")
+    )
+    home = tempfile.mkdtemp(prefix="continuity-tests-home-")
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    os.environ["HOME"] = home
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        os.environ.pop(name, None)
+    os.environ.pop("CONTINUITY_HOME", None)
 
 
 # --- markers and --fast ------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from continuity.agents.codex.rollout import parse_line
 from continuity.store.base import BaseStore
 from continuity.store.locate import open_store
 from continuity.summary import decode_summary
-from tests.support.fixtures import shared_fixture
+from tests.support.fixtures import fixture_params, shared_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,11 @@ def _kind(f: fr.MessageAppended) -> str:
     return f.meta.get("codex_kind", "message")
 
 
-@pytest.mark.parametrize("path", _fixture_rollouts(), ids=lambda p: p.name[-24:])
+@pytest.mark.parametrize(
+    "path",
+    fixture_params(_fixture_rollouts),
+    ids=lambda p: p.name[-24:] if isinstance(p, Path) else "no-fixtures",
+)
 def test_every_fixture_rollout_is_archived_item_by_item(tmp_path: Path, path: Path) -> None:
     store = _store(tmp_path)
     report = ingest_rollout(store, path)

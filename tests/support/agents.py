@@ -45,14 +45,23 @@ CLEARED: Final = ("ANTHROPIC_", "CLAUDE", "CONTINUITY_", "XDG_", "MCP_")
 Claude Code session, its store."""
 
 
+_UNAVAILABLE: dict[str, str] = {}
+"""Each client that could not be had in this process, and why: the next test that needs it
+skips at once instead of trying npm again (each try can take 15-20 s without a registry)."""
+
+
 def client(name: str) -> Path:
     """The executable of the pinned client ``name`` (``claude-code``, ``inspector``), installed
-    into the cache if need be; skips the test, saying why, when it cannot be had."""
-    try:
-        return agents.install(name)
-    except agents.Unavailable as exc:
-        pin = agents.pin_of(name)
-        pytest.skip(f"{pin.package}@{pin.version} cannot be had here: {exc}")
+    into the cache if need be; skips the test, saying why, when it cannot be had (once per
+    process: a failed install is remembered)."""
+    pin = agents.pin_of(name)
+    why = _UNAVAILABLE.get(name)
+    if why is None:
+        try:
+            return agents.install(name)
+        except agents.Unavailable as exc:
+            why = _UNAVAILABLE[name] = str(exc)
+    pytest.skip(f"{pin.package}@{pin.version} cannot be had here: {why}")
 
 
 @functools.cache
