@@ -22,6 +22,7 @@ and ``pytest tests/agents``; the old folder can be deleted.
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import shutil
 import subprocess
@@ -112,8 +113,10 @@ def npm_install(pin: NpmPin, prefix: Path) -> None:
         f"{pin.package}@{pin.version}",
     ]
     try:
+        # npm's own download cache in the test cache too: nothing lands in the user's ~/.npm
+        env = {**os.environ, "npm_config_cache": str(cache_root() / "npm-cache")}
         done = subprocess.run(
-            command, capture_output=True, text=True, check=False, timeout=NPM_TIMEOUT_S
+            command, capture_output=True, text=True, check=False, timeout=NPM_TIMEOUT_S, env=env
         )
     except subprocess.TimeoutExpired:
         raise Unavailable(
