@@ -22,8 +22,8 @@ and ``pytest tests/agents``; the old folder can be deleted.
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import shutil
 import subprocess
 import sys
