@@ -33,6 +33,7 @@ __all__ = [
     "Block",
     "CheckpointRef",
     "CompactionCheckpointCreated",
+    "ContentBlock",
     "ContextSelectionDecided",
     "ContextSelectionRepeated",
     "Envelope",
