@@ -49,7 +49,8 @@ What is here, by what it is for (each name's docstring says more):
 
 Entry points take a thread handle, or a store and a thread id: ``compile_context(thread)`` and
 ``compile_context(store, "agent-1")`` are the same. The names are imported on first use
-(PEP 562), so ``import continuity`` costs nothing: ``continuity hook …`` starts through it.
+(PEP 562, from the table ``_HOMES`` below), so ``import continuity`` costs nothing:
+``continuity hook …`` starts through it.
 
 Where things are, bottom layer first (ADRs 0012 and 0035; ``tests/project/test_layers.py``
 keeps the arrows pointing down):
@@ -80,10 +81,10 @@ import importlib
 
 TYPE_CHECKING = False  # not typing's: `import continuity` (and every hook) skips typing, 2 ms
 
-# The public API, listed once: these imports are what type checkers and editors read, and
-# what ``_homes`` reads at run time to import a name on first use (PEP 562), so that
-# ``import continuity`` imports nothing (``continuity hook …`` starts through it).
+# What type checkers and editors read: each public name re-exported as itself. The run time
+# serves the same names from ``_HOMES`` below; a test keeps the two equal.
 if TYPE_CHECKING:
+    from continuity._version import __version__ as __version__
     from continuity.aio import AsyncStore as AsyncStore, AsyncThread as AsyncThread
     from continuity.context.bundle import (
         ContextBundle as ContextBundle,
@@ -242,26 +243,148 @@ if TYPE_CHECKING:
     from continuity.tokens import Tokenizer as Tokenizer
 
 if TYPE_CHECKING:  # apart from the block above, which is the public API
-    from typing import Any
+    from typing import Any, Final
 
-_HOMES: dict[str, str] = {}
-
-
-def _homes() -> dict[str, str]:
-    """Each public name's home module, read from the imports under ``TYPE_CHECKING`` above:
-    the one list of the public API. Read once, when the first public name is asked for."""
-    if not _HOMES:
-        from continuity._lazy import type_checking_homes
-
-        _HOMES.update(type_checking_homes(__file__))
-    return _HOMES
+# Each public name and the module it is imported from on first use (PEP 562). A literal, so
+# that serving a name reads no source: ``import continuity`` stays free.
+_HOMES: Final[dict[str, str]] = {
+    "AsyncStore": "continuity.aio",
+    "AsyncThread": "continuity.aio",
+    "ContextBundle": "continuity.context.bundle",
+    "ElidedBlock": "continuity.context.bundle",
+    "MessageItem": "continuity.context.bundle",
+    "RecallItem": "continuity.context.bundle",
+    "SummaryItem": "continuity.context.bundle",
+    "ToolStubBlock": "continuity.context.bundle",
+    "CompactionResult": "continuity.context.compaction",
+    "CutRule": "continuity.context.compaction",
+    "ManualCut": "continuity.context.compaction",
+    "StrideMessages": "continuity.context.compaction",
+    "TokenThreshold": "continuity.context.compaction",
+    "create_checkpoint": "continuity.context.compaction",
+    "run_compaction": "continuity.context.compaction",
+    "CompileResult": "continuity.context.compiler",
+    "compile_context": "continuity.context.compiler",
+    "from_anthropic": "continuity.context.convert",
+    "from_openai": "continuity.context.convert",
+    "from_openai_responses": "continuity.context.convert",
+    "fork": "continuity.context.fork",
+    "fork_point": "continuity.context.fork",
+    "Record": "continuity.context.records",
+    "RecordView": "continuity.context.records",
+    "latest_record": "continuity.context.records",
+    "record": "continuity.context.records",
+    "record_view": "continuity.context.records",
+    "records": "continuity.context.records",
+    "render": "continuity.context.render",
+    "to_anthropic": "continuity.context.render",
+    "to_openai": "continuity.context.render",
+    "to_openai_responses": "continuity.context.render",
+    "to_text": "continuity.context.render",
+    "clear_messages": "continuity.context.retract",
+    "live_messages": "continuity.context.retract",
+    "pop_message": "continuity.context.retract",
+    "retract": "continuity.context.retract",
+    "retracted_spans": "continuity.context.retract",
+    "ExtractiveSummarizer": "continuity.context.summarize",
+    "AnchorNotFound": "continuity.errors",
+    "ArtifactCorrupt": "continuity.errors",
+    "ArtifactNotFound": "continuity.errors",
+    "BadFrame": "continuity.errors",
+    "CachesReadOnly": "continuity.errors",
+    "CommandInterrupted": "continuity.errors",
+    "CommandRefused": "continuity.errors",
+    "ContextTooSmall": "continuity.errors",
+    "ContinuityError": "continuity.errors",
+    "CorruptCache": "continuity.errors",
+    "CorruptFrame": "continuity.errors",
+    "DemoError": "continuity.errors",
+    "InvalidCutRule": "continuity.errors",
+    "InvalidLimits": "continuity.errors",
+    "InvalidQuery": "continuity.errors",
+    "InvalidSettings": "continuity.errors",
+    "InvalidThreadId": "continuity.errors",
+    "JobInFlight": "continuity.errors",
+    "MessageNotFound": "continuity.errors",
+    "MigrationConflict": "continuity.errors",
+    "MissingExtra": "continuity.errors",
+    "ModelError": "continuity.errors",
+    "SchemaTooNew": "continuity.errors",
+    "SeqConflict": "continuity.errors",
+    "StoreBusy": "continuity.errors",
+    "StoreNotFound": "continuity.errors",
+    "StoreRefused": "continuity.errors",
+    "StoreUnavailable": "continuity.errors",
+    "ThreadDeleted": "continuity.errors",
+    "ThreadKeyTaken": "continuity.errors",
+    "ThreadNotFound": "continuity.errors",
+    "UnknownName": "continuity.errors",
+    "UnreadableSession": "continuity.errors",
+    "CheckpointRef": "continuity.frames",
+    "CompactionCheckpointCreated": "continuity.frames",
+    "ContentBlock": "continuity.frames",
+    "ContextSelectionDecided": "continuity.frames",
+    "ContextSelectionRepeated": "continuity.frames",
+    "ForkPoint": "continuity.frames",
+    "Frame": "continuity.frames",
+    "ImageBlock": "continuity.frames",
+    "JobEnded": "continuity.frames",
+    "JobSpawned": "continuity.frames",
+    "Limits": "continuity.frames",
+    "MessageAppended": "continuity.frames",
+    "MessagesRetracted": "continuity.frames",
+    "ObservationRecorded": "continuity.frames",
+    "ProviderBlock": "continuity.frames",
+    "RecallRef": "continuity.frames",
+    "RecordAppended": "continuity.frames",
+    "Role": "continuity.frames",
+    "SeqSpan": "continuity.frames",
+    "SourceRef": "continuity.frames",
+    "TextBlock": "continuity.frames",
+    "ThinkingBlock": "continuity.frames",
+    "ThreadCreated": "continuity.frames",
+    "ToolResultBlock": "continuity.frames",
+    "ToolUseBlock": "continuity.frames",
+    "message": "continuity.frames",
+    "MigrationReport": "continuity.maintenance.migrate",
+    "ThreadCopy": "continuity.maintenance.migrate",
+    "migrate_store": "continuity.maintenance.migrate",
+    "RedactionRule": "continuity.redaction",
+    "Redactor": "continuity.redaction",
+    "load_redactor": "continuity.redaction",
+    "Embedder": "continuity.retrieval.embedders",
+    "HashedEmbedder": "continuity.retrieval.embedders",
+    "QueryEmbedder": "continuity.retrieval.embedders",
+    "StaticEmbedder": "continuity.retrieval.embedders",
+    "embed_queries": "continuity.retrieval.embedders",
+    "Embedding": "continuity.retrieval.search",
+    "Hit": "continuity.retrieval.search",
+    "search": "continuity.retrieval.search",
+    "search_prefix": "continuity.retrieval.search",
+    "BaseStore": "continuity.store.base",
+    "DeletionReport": "continuity.store.base",
+    "Head": "continuity.store.base",
+    "Recovery": "continuity.store.base",
+    "Thread": "continuity.store.base",
+    "Tombstone": "continuity.store.base",
+    "Store": "continuity.store.jsonl",
+    "open_store": "continuity.store.locate",
+    "MemoryStore": "continuity.store.memory",
+    "PostgresStore": "continuity.store.postgres",
+    "AsyncSummarizer": "continuity.summary",
+    "Summarizer": "continuity.summary",
+    "SummaryContent": "continuity.summary",
+    "SummaryDoc": "continuity.summary",
+    "Tokenizer": "continuity.tokens",
+    # the version lives where pyproject reads it
+    "__version__": "continuity._version",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name == "__all__":  # ``from continuity import *``
         return __dir__()
-    # the version lives where pyproject reads it (continuity._version), imported when asked
-    home = "continuity._version" if name == "__version__" else _homes().get(name)
+    home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'continuity' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
@@ -270,4 +393,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*_homes(), "__version__"])
+    return sorted(_HOMES)

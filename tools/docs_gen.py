@@ -5,8 +5,8 @@
 
 - ``docs/cli-reference.md``: every command's own ``--help`` (the venv's ``continuity …
   --help``, ``COLUMNS=100``, no colour), the commands found through the public app;
-- ``docs/api.md``: a mkdocstrings directive for every public name of ``continuity`` (the names
-  listed once in ``continuity/__init__.py``), grouped by the module they live in;
+- ``docs/api.md``: a mkdocstrings directive for every public name of ``continuity`` (the
+  root's table in ``continuity/__init__.py``), grouped by the module they live in;
 - ``docs/decisions.md``: the ADR index, one line per file in ``adr/`` (its title);
 - ``docs/performance.md``: the last saved benchmark figures, ``docs/figures/bench.json``
   (``python -m tools.bench --quick --only … --save docs/figures/bench.json``), with the machine,
@@ -116,15 +116,20 @@ def cli_reference() -> str:
 
 
 def public_names() -> dict[str, list[str]]:
-    """Module → the public names ``continuity`` takes from it, read from the one list in
-    ``continuity/__init__.py`` (the ``if TYPE_CHECKING:`` imports), in the order written."""
+    """Module → the names the package root serves from it, read (with ``ast``) from the root's
+    table in ``continuity/__init__.py`` (``_HOMES``), in the order written; the version's own
+    ground module left out."""
     tree = ast.parse((ROOT / "continuity" / "__init__.py").read_text())
+    table = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "_HOMES"
+    )
+    assert table is not None
     found: dict[str, list[str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            for stmt in node.body:
-                if isinstance(stmt, ast.ImportFrom) and stmt.module:
-                    found.setdefault(stmt.module, []).extend(a.asname or a.name for a in stmt.names)
+    for name, module in ast.literal_eval(table).items():
+        if module != "continuity._version":
+            found.setdefault(module, []).append(name)
     return found
 
 

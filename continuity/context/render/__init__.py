@@ -48,12 +48,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from continuity._lazy import type_checking_homes
 from continuity.context.bundle import ContextBundle, bundle_bytes
 
 # The shapes' modules are loaded on first use (PEP 562, as the package root does): a restore
-# renders text only and a JSON compile none, and neither pays for the other shapes. These
-# imports are the one list of what is served so (continuity._lazy).
+# renders text only and a JSON compile none, and neither pays for the other shapes. Type
+# checkers read these imports; the run time serves the same names from ``_HOMES`` below (a
+# test keeps the two equal).
 if TYPE_CHECKING:
     from continuity.context.layout import ROLE_HINT as ROLE_HINT, Provider as Provider
     from continuity.context.render.anthropic import (
@@ -74,12 +74,20 @@ Format: TypeAlias = Literal["json", "anthropic", "openai", "openai-responses", "
 FORMATS: Final[tuple[Format, ...]] = ("json", "anthropic", "openai", "openai-responses", "text")
 
 _json_encoder: Final = msgspec.json.Encoder()
-_HOMES: dict[str, str] = {}
+_HOMES: Final[dict[str, str]] = {
+    "ROLE_HINT": "continuity.context.layout",
+    "Provider": "continuity.context.layout",
+    "CacheMode": "continuity.context.render.anthropic",
+    "to_anthropic": "continuity.context.render.anthropic",
+    "to_openai": "continuity.context.render.openai_chat",
+    "to_openai_responses": "continuity.context.render.openai_responses",
+    "to_text": "continuity.context.render.text",
+    "CONTINUING": "continuity.context.render.window",
+    "ThinkingMode": "continuity.context.render.window",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if not _HOMES:
-        _HOMES.update(type_checking_homes(__file__))
     if name == "__all__":
         return sorted([*_HOMES, "FORMATS", "Format", "render"])
     home = _HOMES.get(name)
