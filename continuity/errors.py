@@ -38,7 +38,9 @@ working::
     ├── MissingExtra           (ImportError) a feature's optional extra is not installed
     └── DemoError              the demo did not run to the end or archived the wrong thing
 
-Every class is importable from the package root too: ``from continuity import SeqConflict``.
+The base class and the errors a runtime catches to recover and go on are also at the package
+root (``from continuity import SeqConflict``; the list is in ``help(continuity)``, ADR 0048);
+import the others from here: ``from continuity.errors import CorruptFrame``.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@
 
 - ``docs/cli-reference.md``: every command's own ``--help`` (the venv's ``continuity …
   --help``, ``COLUMNS=100``, no colour), the commands found through the public app;
-- ``docs/api.md``: a mkdocstrings directive for every public name of ``continuity`` (the
-  root's table in ``continuity/__init__.py``), grouped by the module they live in;
+- ``docs/api.md``: the names at the package root (its table in ``continuity/__init__.py``), then
+  a mkdocstrings directive for every public name of each module a user imports from (the root's
+  home modules and those beside the loop), grouped by module;
 - ``docs/decisions.md``: the ADR index, one line per file in ``adr/`` (its title);
 - ``docs/performance.md``: the last saved benchmark figures, ``docs/figures/bench.json``
   (``python -m tools.bench --quick --only … --save docs/figures/bench.json``), with the machine,
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import json
 import os
 import re
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 __all__ = [
+    "BESIDE_THE_LOOP",
     "PAGES",
     "ROOT",
     "adr_index",
@@ -40,6 +43,7 @@ __all__ = [
     "main",
     "performance",
     "public_names",
+    "reference_modules",
 ]
 
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -133,17 +137,44 @@ def public_names() -> dict[str, list[str]]:
     return found
 
 
+BESIDE_THE_LOOP: Final = (
+    "continuity.aio",
+    "continuity.context.fork",
+    "continuity.context.records",
+    "continuity.context.retract",
+    "continuity.maintenance.migrate",
+)
+"""Modules a user imports from that serve no name at the root (ADR 0048): the async face,
+forks, a runtime's own records, undo, moving a store."""
+
+
+def reference_modules() -> dict[str, list[str]]:
+    """Module → every public name it documents (its ``__all__``, sorted): the root's home
+    modules and the modules beside the loop, sorted by name."""
+    modules = sorted({*public_names(), *BESIDE_THE_LOOP})
+    return {m: sorted(importlib.import_module(m).__all__) for m in modules}
+
+
 def api_reference() -> str:
+    root = public_names()
     out = [
         _GENERATED,
         "# Python API reference",
         "",
-        "Every public name of `continuity`, from its docstring, grouped by the module it lives",
-        "in (all are imported from the package root: `from continuity import Store`). The",
+        "Every public name of the modules a user of `continuity` imports from, from its",
+        "docstring, grouped by module. What a runtime's loop uses is also at the package root",
+        "(`from continuity import Store`; [ADR 0048](adr/0048-a-root-api.md)); import the",
+        "others from their module (`from continuity.frames import ObservationRecorded`). The",
         "[Python API guide](python-api.md) shows them at work.",
         "",
+        "At the package root:",
+        "",
     ]
-    for module, names in public_names().items():
+    for module, names in root.items():
+        links = ", ".join(f"[`{name}`][{module}.{name}]" for name in names)
+        out.append(f"- `{module}`: {links}")
+    out.append("")
+    for module, names in reference_modules().items():
         out += [f"::: {module}", "    options:", "      members:"]
         out += [f"        - {name}" for name in names]
         out.append("")

@@ -16,6 +16,8 @@
 - :mod:`.records`, :mod:`.retract` and :mod:`.fork`: a runtime's records, undo without deleting,
   and a thread started from another at seq N.
 
-Nothing is imported here; the public names are at the package root
-(``from continuity import compile_context``).
+Nothing is imported here: import from the modules. What a runtime's loop uses (compile, the
+renderers and converters, compaction) is also at the package root
+(``from continuity import compile_context``); undo, records and forks are imported from their
+modules (``from continuity.context.retract import retract``).
 """

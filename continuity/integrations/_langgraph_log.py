@@ -101,7 +101,7 @@ def config_of(thread_id: Any, ns: str, checkpoint_id: str | None) -> RunnableCon
 
 def record_frame(store: BaseStore, kind: str, data: dict[str, Any], key: str) -> fr.Frame:
     """A record frame for a batch; data larger than a frame holds goes to an artifact, as
-    :func:`continuity.record` does it (reads give it back either way)."""
+    :func:`continuity.context.records.record` does it (reads give it back either way)."""
     body = _encoder.encode(data)
     if len(body) > MAX_RECORD_DATA:
         aid = store.artifacts.put(body)

@@ -16,5 +16,6 @@
 - :mod:`.locate` opens the store a location names (a folder or a ``postgresql://`` URL).
 
 The contract suites every backend must pass are in :mod:`continuity.testing`. Nothing is
-imported here; the public names are also at the package root (``from continuity import Store``).
+imported here: import from the modules. The stores, ``open_store`` and the interface
+(``BaseStore``, ``Thread``) are also at the package root (``from continuity import Store``).
 """

@@ -456,7 +456,8 @@ def _check_refs(f: fr.Frame, seq: int, index: int, size: int) -> None:
         if size > MAX_RECORD_DATA + 1024:
             raise BadFrame(
                 f"{where} (record_appended): {size} bytes is more than a record frame holds "
-                f"({MAX_RECORD_DATA}); put large state in an artifact (continuity.record does)"
+                f"({MAX_RECORD_DATA}); put large state in an artifact "
+                "(continuity.context.records.record does)"
             )
 
 

@@ -38,9 +38,17 @@ def test_the_cli_reference_has_a_section_for_every_command() -> None:
 
 
 def test_the_api_reference_names_every_public_name() -> None:
-    assert _committed("docs/api.md") == docs_gen.api_reference(), f"api {STALE}"
-    names = {name for names in docs_gen.public_names().values() for name in names}
-    assert set(continuity.__all__) - {"__version__"} <= names
+    page = _committed("docs/api.md")
+    assert page == docs_gen.api_reference(), f"api {STALE}"
+    at_root = {name for names in docs_gen.public_names().values() for name in names}
+    assert at_root == set(continuity.__all__) - {"__version__"}
+    documented = docs_gen.reference_modules()
+    for module, names in docs_gen.public_names().items():
+        assert set(names) <= set(documented[module]), module
+        for name in names:  # linked from the list of the root's names
+            assert f"[`{name}`][{module}.{name}]" in page
+    for module in docs_gen.BESIDE_THE_LOOP:
+        assert f"::: {module}\n" in page
 
 
 def test_the_adr_index_lists_every_adr() -> None:

@@ -20,9 +20,10 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
 from typer.testing import CliRunner
 
-from continuity import MemoryStore, Store, compile_context, frames as fr, live_messages, search
+from continuity import MemoryStore, Store, compile_context, frames as fr, search
 from continuity.cli.app import app
 from continuity.context.fork import fork_point
+from continuity.context.retract import live_messages
 from continuity.integrations.langgraph import ContinuitySaver
 from tests.support.narrow import narrow
 

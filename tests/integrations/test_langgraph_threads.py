@@ -17,7 +17,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from continuity import MemoryStore, Store, live_messages
+from continuity import MemoryStore, Store
+from continuity.context.retract import live_messages
 from continuity.integrations.langgraph import ContinuitySaver
 from continuity.maintenance.verify import verify_store
 

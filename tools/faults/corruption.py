@@ -291,16 +291,16 @@ def prepare_store(root: Path, frames: int, rng: random.Random) -> Prepared:
     from continuity import (
         Limits,
         Store,
-        ThreadCreated,
         ToolResultBlock,
         ToolUseBlock,
         compile_context,
         create_checkpoint,
         frames as fr,
         message,
-        record,
-        retract,
     )
+    from continuity.context.records import record
+    from continuity.context.retract import retract
+    from continuity.frames import ThreadCreated
 
     ms = [_CLOCK_MS]
 
@@ -401,7 +401,7 @@ class _NoHead:
 
 def _other_checkpoint(store: Store, thread: Thread) -> None:
     """A checkpoint whose summary is not of the cumulative kind (``checkpoints.v1.other``)."""
-    from continuity import CompactionCheckpointCreated
+    from continuity.frames import CompactionCheckpointCreated
 
     head = thread.head()
     assert head is not None
@@ -421,7 +421,8 @@ def _other_checkpoint(store: Store, thread: Thread) -> None:
 
 def _small_thread(store: Store, rng: random.Random) -> dict[int, str]:
     """``cc-tiny``: a session of another project, its frames appended one at a time."""
-    from continuity import ThreadCreated, message
+    from continuity import message
+    from continuity.frames import ThreadCreated
 
     tiny = store.thread(SMALL)
     tiny.append(
