@@ -4,10 +4,12 @@ scheme, an embedder), with the built-ins registered the way an outside package r
 A registry maps names to objects named by import path (``"continuity.store.jsonl:Store"``),
 imported on first use, so listing or registering costs no import. A name it does not know is
 looked up in the registry's entry-point group (``[project.entry-points."continuity.agents"]``
-in an outside package's ``pyproject.toml``), once per process and only then: a run that uses
-built-ins alone (every hook) never scans the installed packages' metadata (tens of
-milliseconds). A program can also :meth:`Registry.register` an object at run time (a test's
-adapter, an embedder made in a notebook).
+in an outside package's ``pyproject.toml``), once per name and process and only then: a run
+that uses built-ins alone (every hook) never scans the installed packages' metadata (tens of
+milliseconds). A scan remembers every name the group has, so a name found once is not looked
+up again; an entry point that does not import says which entry it was (a note on the error). A
+program can also :meth:`Registry.register` an object at run time (a test's adapter, an
+embedder made in a notebook).
 
 Three registries use this: the coding agents (:mod:`continuity.agents.registry`), the store
 schemes :func:`~continuity.store.locate.open_store` opens (:mod:`continuity.store.locate`) and
@@ -18,9 +20,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from continuity.errors import UnknownName
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = ["Registry", "UnknownName"]
 
@@ -55,19 +60,25 @@ class Registry(Generic[T]):
         self._check = check
         self._paths: dict[str, str] = {key(n): p for n, p in builtins.items()}
         self._loaded: dict[str, T] = {}
+        self._order: dict[str, None] = dict.fromkeys(self._paths)
         self._scanned: set[str] = set()
 
     def names(self) -> list[str]:
-        """The names registered so far (built-ins, registered, and entry points loaded), in
-        the order they were registered; :meth:`installed` adds every installed entry point."""
-        return list(dict.fromkeys([*self._paths, *self._loaded]))
+        """The names known so far (built-ins, registered, and entry points found), in the order
+        they became known (a name registered again keeps its place); :meth:`installed` adds
+        every installed entry point."""
+        return list(self._order)
 
     def installed(self) -> list[str]:
-        """Every name, the installed packages' entry points included (scans their metadata)."""
-        from importlib.metadata import entry_points
-
-        found = [self._key(ep.name) for ep in entry_points(group=self.group)]
-        return list(dict.fromkeys([*self.names(), *found]))
+        """Every name, the installed packages' entry points included (scans their metadata;
+        a name known already keeps what it names)."""
+        for ep in self._entry_points():
+            key = self._key(ep.name)
+            if not self.knows(key):
+                self._paths[key] = ep.value
+                self._order[key] = None
+            self._scanned.add(key)
+        return self.names()
 
     def register(self, name: str, obj: T | str) -> None:
         """Register ``obj`` (or its import path, ``"package.module:attr"``) under ``name``,
@@ -75,6 +86,7 @@ class Registry(Generic[T]):
         key = self._key(name)
         self._loaded.pop(key, None)
         self._paths.pop(key, None)
+        self._order[key] = None
         if isinstance(obj, str):
             self._paths[key] = obj
         else:
@@ -85,6 +97,7 @@ class Registry(Generic[T]):
         key = self._key(name)
         self._loaded.pop(key, None)
         self._paths.pop(key, None)
+        self._order.pop(key, None)
         self._scanned.discard(key)
 
     def knows(self, name: str) -> bool:
@@ -96,14 +109,19 @@ class Registry(Generic[T]):
         """The object registered as ``name``, imported on first use; an unknown name is looked
         up in the entry-point group (once). :class:`UnknownName` names the known ones."""
         key = self._key(name)
-        found = self._loaded.get(key)
-        if found is not None:
-            return found
+        if key in self._loaded:
+            return self._loaded[key]
         path = self._paths.get(key)
         if path is None:
             path = self._entry_point(key)
-        obj = _load(path)
-        checked = self._check(obj) if self._check is not None else cast(T, obj)
+        try:
+            obj = _load(path)
+            checked = self._check(obj) if self._check is not None else cast(T, obj)
+        except (ImportError, AttributeError, TypeError) as exc:
+            # A broken entry point's traceback names the outside package's module, not which
+            # registry entry pointed there.
+            exc.add_note(f"continuity: the {self.kind} {key!r} is {path!r} ({self.group})")
+            raise
         self._loaded[key] = checked
         return checked
 
@@ -114,15 +132,18 @@ class Registry(Generic[T]):
         except UnknownName:
             return None
 
+    def _entry_points(self) -> list[EntryPoint]:
+        from importlib.metadata import entry_points
+
+        return list(entry_points(group=self.group))
+
     def _entry_point(self, key: str) -> str:
         if key not in self._scanned:
             self._scanned.add(key)
-            from importlib.metadata import entry_points
-
-            for ep in entry_points(group=self.group):
-                if self._key(ep.name) == key:
-                    self._paths[key] = ep.value
-                    return ep.value
+            self.installed()  # every name the group has, for this one and for the message
+            path = self._paths.get(key)
+            if path is not None:
+                return path
         raise UnknownName(
             f"unknown {self.kind} {key!r}: known are {', '.join(self.names()) or 'none'} "
             f"(an installed package adds one under the entry-point group {self.group!r})"
