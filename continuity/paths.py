@@ -1,9 +1,12 @@
 """Where the store lives when nobody says (ADR 0004), and how a store is named.
 
-A store is named by a *location*: a folder (the embedded JSONL store) or a server URL
-(``postgresql://…``, the PostgreSQL backend, ADR 0025). ``--store`` and ``$CONTINUITY_HOME``
-take either; :func:`resolve_store_location` says which, and
-:func:`continuity.store.locate.open_store` opens it.
+A store is named by a *location*: a folder (the embedded JSONL store) or a URL
+(``scheme://…``): ``postgresql://…`` for the PostgreSQL backend (ADR 0025), another scheme for
+a backend an installed package adds (ADR 0047). ``--store`` and ``$CONTINUITY_HOME`` take
+either; :func:`resolve_store_location` says which, and
+:func:`continuity.store.locate.open_store` opens it. Telling a URL from a folder is a look at
+the text (a folder's path never holds ``://`` in practice), never a lookup: the hooks' fast
+path pays nothing for it.
 """
 
 from __future__ import annotations
@@ -22,20 +25,23 @@ __all__ = [
     "default_store_location",
     "default_store_path",
     "describe_store",
+    "is_postgres_url",
     "is_store_url",
     "local_dir_of",
     "models_home",
     "resolve_store_location",
     "resolve_store_path",
     "split_schema",
+    "url_scheme",
     "valid_schema_name",
     "with_schema",
 ]
 
 StoreLocation = Path | str
-"""A store's folder (a ``Path``) or its server's URL (a ``str``, see :func:`is_store_url`)."""
+"""A store's folder (a ``Path``) or its URL (a ``str``, see :func:`is_store_url`)."""
 
-_URL_SCHEMES: Final = ("postgresql://", "postgres://")
+_POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
+_SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+-.")
 
 
 def _home(env: Mapping[str, str]) -> Path:
@@ -72,14 +78,35 @@ def resolve_store_path(explicit: str | os.PathLike[str] | None) -> Path:
     return default_store_path()
 
 
+def url_scheme(text: object) -> str | None:
+    """The scheme of a store's URL, in lower case (``postgresql`` for ``PostgreSQL://h/db``),
+    or None when ``text`` is no URL: a ``Path``, or a string that does not start with a scheme
+    (a letter, then letters, digits, ``+``, ``-`` or ``.``, RFC 3986) and ``://``."""
+    if not isinstance(text, str):
+        return None
+    scheme, sep, _ = text.partition("://")
+    scheme = scheme.lower()
+    if not sep or not scheme[:1].isalpha() or not _SCHEME_CHARS.issuperset(scheme):
+        return None
+    return scheme
+
+
 def is_store_url(text: object) -> bool:
-    """Whether ``text`` names a store on a server (``postgresql://…`` or ``postgres://…``)
-    rather than a folder."""
-    return isinstance(text, str) and text.lower().startswith(_URL_SCHEMES)
+    """Whether ``text`` names a store by URL (``postgresql://…``, or a scheme a backend adds)
+    rather than a folder. Whether a backend opens that scheme is
+    :func:`~continuity.store.locate.open_store`'s question."""
+    return url_scheme(text) is not None
+
+
+def is_postgres_url(text: object) -> bool:
+    """Whether ``text`` names a PostgreSQL store (``postgresql://…`` or ``postgres://…``): what
+    is PostgreSQL's own (the ``schema`` parameter, a hook's probe of a sick server) applies to
+    these URLs alone."""
+    return isinstance(text, str) and text.lower().startswith(_POSTGRES_SCHEMES)
 
 
 def default_store_location(env: Mapping[str, str] | None = None) -> StoreLocation:
-    """``$CONTINUITY_HOME`` when it is a server URL, else :func:`default_store_path`."""
+    """``$CONTINUITY_HOME`` when it is a URL, else :func:`default_store_path`."""
     env = os.environ if env is None else env
     explicit = env.get("CONTINUITY_HOME")
     if explicit and is_store_url(explicit):
@@ -132,8 +159,9 @@ def valid_schema_name(name: str) -> bool:
 
 
 def split_schema(url: str) -> tuple[str, str | None]:
-    """A store URL's ``schema`` query parameter (the store's schema, continuity's own: libpq
-    does not know it) and the URL without it, for libpq. ``(url, None)`` when it has none."""
+    """A PostgreSQL store URL's ``schema`` query parameter (the store's schema, continuity's
+    own: libpq does not know it) and the URL without it, for libpq. ``(url, None)`` when it
+    has none."""
     base, q, query = url.partition("?")
     if not q:
         return url, None
@@ -159,7 +187,8 @@ def with_schema(url: str, schema: str) -> str:
 def local_dir_of(location: StoreLocation, env: Mapping[str, str] | None = None) -> Path:
     """The folder on this machine for what belongs with the store here: an adapter's settings
     (``claude-code.json``), its ``errors.log``, and caches of its own such as transcript
-    cursors. A folder store's is the folder itself; a server's is
+    cursors. A folder store's is the folder itself; a URL's (a server's, or any other
+    backend's) is
     ``<default folder>/servers/<host>-<database>-<hash of the URL without its password>``, so
     every process of this user on this machine finds the same one (and a hook can log there
     when the server is down)."""
@@ -172,7 +201,7 @@ def local_dir_of(location: StoreLocation, env: Mapping[str, str] | None = None) 
     host = netloc.rpartition("@")[2] or "local"
     name = "-".join(part for part in (host, database) if part)
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:60]
-    import blake3  # only for a server's URL: the hooks' fast path imports this module (4 ms)
+    import blake3  # only for a URL: the hooks' fast path imports this module (4 ms)
 
     digest = blake3.blake3(shown.encode()).hexdigest()[:12]
     plain = {k: v for k, v in env.items() if k != "CONTINUITY_HOME"}

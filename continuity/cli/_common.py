@@ -29,7 +29,7 @@ from continuity.errors import (
     ThreadDeleted,
     ThreadNotFound,
 )
-from continuity.paths import StoreLocation, describe_store, is_store_url
+from continuity.paths import StoreLocation, describe_store, is_postgres_url, is_store_url
 
 if TYPE_CHECKING:  # annotations only: the CLI's start-up does not import the store (issue 32)
     from continuity.store.base import BaseStore, Recovery
@@ -63,17 +63,18 @@ class Options:
         from continuity.paths import split_schema, valid_schema_name, with_schema
 
         if self.schema is None:
-            if is_store_url(self.given):
+            if is_postgres_url(self.given):
                 named = split_schema(str(self.given))[1]
                 if named is not None and not valid_schema_name(named):
                     fail(_bad_schema(named, "the URL's ?schema="))
             return self.given
         if not valid_schema_name(self.schema):
             fail(_bad_schema(self.schema, "--schema"))
-        if not is_store_url(self.given):
+        if not is_postgres_url(self.given):
+            what = "another backend's URL" if is_store_url(self.given) else "a folder"
             fail(
-                f"--schema names a schema of a PostgreSQL store; {self.given} is a folder "
-                "(give --store a postgresql:// URL)"
+                f"--schema names a schema of a PostgreSQL store; {describe_store(self.given)} "
+                f"is {what} (give --store a postgresql:// URL)"
             )
         return with_schema(str(self.given), self.schema)
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from continuity.cli._common import errors, need_extra, report_recovery
-from continuity.paths import is_store_url
+from continuity.paths import is_postgres_url
 
 __all__ = ["register"]
 
@@ -59,7 +59,7 @@ def mcp(
     from continuity.store.locate import open_store
 
     location = ctx.obj.location
-    if is_store_url(location):  # the store opens on the first call: say now what it lacks
+    if is_postgres_url(location):  # the store opens on the first call: say now what it lacks
         from continuity.store.postgres import need_driver
 
         with errors():

@@ -172,7 +172,8 @@ _RUNTIME_MODULES = {
     },
     "continuity.store.jsonl": {"STORE_FORMAT", "JsonlThread"},
     "continuity.store.postgres": {"PostgresArtifactStore", "PostgresThread", "is_postgres_url"},
-    "continuity.store.locate": set(),
+    # a backend's author registers a URL scheme's opener (ADR 0047)
+    "continuity.store.locate": {"STORE_SCHEMES", "StoreOpener"},
     # moving a store: a job on a whole store, beside the loop
     "continuity.maintenance.migrate": {"MigrationReport", "ThreadCopy", "migrate_store"},
     "continuity.store.memory": {"MemoryThread"},

@@ -13,9 +13,11 @@ from continuity.errors import StoreNotFound
 from continuity.paths import (
     default_store_location,
     describe_store,
+    is_postgres_url,
     is_store_url,
     local_dir_of,
     resolve_store_location,
+    url_scheme,
 )
 from continuity.store.jsonl import Store
 from continuity.store.locate import open_store
@@ -23,24 +25,34 @@ from continuity.store.memory import MemoryStore
 
 
 @pytest.mark.parametrize(
-    ("text", "is_url"),
+    ("text", "scheme"),
     [
-        ("postgresql://u@h/db", True),
-        ("postgres://h/db", True),
-        ("POSTGRESQL://h/db", True),
-        ("postgresql:///db?host=/tmp/sock", True),
-        ("/var/lib/continuity", False),
-        ("postgresql", False),  # a folder that happens to have the name
-        ("./postgresql://x", False),
-        ("sqlite://x", False),
+        ("postgresql://u@h/db", "postgresql"),
+        ("postgres://h/db", "postgres"),
+        ("POSTGRESQL://h/db", "postgresql"),
+        ("postgresql:///db?host=/tmp/sock", "postgresql"),
+        ("/var/lib/continuity", None),
+        ("postgresql", None),  # a folder that happens to have the name
+        ("./postgresql://x", None),
+        ("postgresql:/x", None),
+        ("sqlite://x", "sqlite"),  # a URL: whether a backend opens it is open_store's question
+        ("my-store+v2.x://bucket/key", "my-store+v2.x"),
+        ("file:///var/lib/continuity", "file"),  # not a folder: ADR 0047
+        ("2fa://x", None),  # a scheme starts with a letter
+        ("a b://x", None),
+        ("://x", None),
+        ("", None),
     ],
 )
-def test_what_counts_as_a_server_url(text: str, is_url: bool) -> None:
-    assert is_store_url(text) is is_url
+def test_what_counts_as_a_store_url(text: str, scheme: str | None) -> None:
+    assert url_scheme(text) == scheme
+    assert is_store_url(text) is (scheme is not None)
+    assert is_postgres_url(text) is (scheme in ("postgresql", "postgres"))
 
 
 def test_a_path_object_is_never_a_url() -> None:
     assert not is_store_url(Path("postgresql:") / "x")
+    assert not is_postgres_url(Path("postgresql:") / "x")
 
 
 def test_a_url_is_shown_without_its_password() -> None:
@@ -72,6 +84,17 @@ def test_a_server_store_has_a_local_folder_of_its_own(tmp_path: Path) -> None:
     assert "pw1" not in str(one)
     assert one != local_dir_of("postgresql://bob@db.example:5432/other", env)
     assert local_dir_of(tmp_path / "store") == tmp_path / "store"  # a folder store: itself
+
+
+def test_another_backends_url_gets_the_same_treatment(tmp_path: Path) -> None:
+    """A scheme an installed backend adds is named, shown and given a local folder as a
+    server's URL is (ADR 0047)."""
+    url = "objstore://alice:s3cret@bucket.example/team?region=eu&password=s3cret"
+    assert resolve_store_location(url) == url
+    assert describe_store(url) == "objstore://alice:***@bucket.example/team?region=eu&password=***"
+    local = local_dir_of(url, {"XDG_DATA_HOME": str(tmp_path)})
+    assert local.parent == tmp_path / "continuity" / "servers"
+    assert local.name.startswith("bucket.example-team-") and "s3cret" not in str(local)
 
 
 def test_a_folder_location_opens_the_jsonl_store(tmp_path: Path) -> None:

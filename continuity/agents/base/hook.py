@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 
-from continuity.paths import StoreLocation, default_store_location, is_store_url, local_dir_of
+from continuity.paths import StoreLocation, default_store_location, is_postgres_url, local_dir_of
 from continuity.store.base import BaseStore
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class _Run:
         from continuity.store.locate import open_store
 
         self.location = location = self.location or default_store_location()
-        self.server = is_store_url(location)
+        self.server = is_postgres_url(location)  # ADR 0041's guard is PostgreSQL's
         if not self.server:
             self.opened = open_store(location, create=True)
             self.read_input()

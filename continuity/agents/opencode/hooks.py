@@ -14,7 +14,13 @@ from __future__ import annotations
 import os
 import sys
 
-from continuity.paths import StoreLocation, default_store_location, is_store_url, local_dir_of
+from continuity.paths import (
+    StoreLocation,
+    default_store_location,
+    is_postgres_url,
+    is_store_url,
+    local_dir_of,
+)
 
 __all__ = ["main"]
 
@@ -36,7 +42,7 @@ def _archive(location: StoreLocation, session: str) -> None:
     sources = default_sources()
     if not sources:
         raise FileNotFoundError("no opencode data (opencode.db or storage/) in its data folder")
-    if is_store_url(location):
+    if is_postgres_url(location):
         # Bounded like every hook on a server (ADR 0041); a server marked or found down is
         # skipped: this session's next event archives what this one could not.
         from continuity.agents.base import guard

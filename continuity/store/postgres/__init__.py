@@ -44,7 +44,7 @@ from continuity.errors import (
     ThreadKeyTaken,
     ThreadNotFound,
 )
-from continuity.paths import is_store_url
+from continuity.paths import is_postgres_url as _is_postgres_url
 from continuity.store.base import (
     BaseStore,
     DeletionReport,
@@ -95,8 +95,9 @@ N - 1's digest without fetching N - 1's body."""
 def is_postgres_url(text: str) -> bool:
     """Whether ``text`` names a PostgreSQL store (``postgresql://…`` or ``postgres://…``): the
     one rule every place that takes a store's location uses
-    (:func:`continuity.paths.is_store_url`)."""
-    return is_store_url(text)
+    (:func:`continuity.paths.is_postgres_url`; :func:`continuity.paths.is_store_url` also
+    takes the schemes other backends add)."""
+    return _is_postgres_url(text)
 
 
 def _checked_line(thread_id: str, seq: int, line: bytes, parent: bytes) -> bytes:
