@@ -72,7 +72,12 @@ def fetch(
             folder = fetch_model(chosen, to=to, base_url=url or DEFAULT_BASE_URL, force=force)
             verb = "fetched"
         model = load_model(str(folder))
-    typer.echo(f"{verb} {chosen} into {folder} (id {model.id}, {model.dim} dimensions)")
+    typer.echo(f"{verb} {chosen} into {folder} (id {model.id}, {_dim(model)} dimensions)")
+
+
+def _dim(model: object) -> object:
+    """A model's dimension (every built-in embedder has ``dim``; an outside one may not)."""
+    return getattr(model, "dim", "?")
 
 
 _ENGINE_TEXT = {
@@ -95,6 +100,7 @@ def show(
 ) -> None:
     """Where the model is, its id and its dimension."""
     from continuity.retrieval.bert import BertEmbedder
+    from continuity.retrieval.embedders import StaticEmbedder
     from continuity.retrieval.models import load_model, resolve_model
 
     with errors():
@@ -102,15 +108,18 @@ def show(
         loaded = load_model(str(folder))
     typer.echo(f"path: {folder}")
     typer.echo(f"id: {loaded.id}")
-    typer.echo(f"dim: {loaded.dim}")
-    typer.echo(f"vocabulary: {len(loaded.tokenizer.vocab)} tokens")
+    typer.echo(f"dim: {_dim(loaded)}")
+    if isinstance(loaded, BertEmbedder | StaticEmbedder):
+        typer.echo(f"vocabulary: {len(loaded.tokenizer.vocab)} tokens")
     if isinstance(loaded, BertEmbedder):
         typer.echo(f"kind: sentence encoder, {loaded.pooling} pooling, {loaded.max_tokens} tokens")
         typer.echo(f"engine: {_ENGINE_TEXT.get(loaded.engine, loaded.engine)}")
         typer.echo(f"query prefix: {loaded.query_prefix!r}")
         typer.echo(f"document prefix: {loaded.document_prefix!r}")
-    else:
+    elif isinstance(loaded, StaticEmbedder):
         typer.echo("kind: static embeddings")
+    else:
+        typer.echo(f"kind: {type(loaded).__module__}.{type(loaded).__qualname__}")
 
 
 def use(
@@ -125,6 +134,16 @@ def use(
     none: Annotated[
         bool, typer.Option("--none", help="Use no model: every search is BM25 alone.")
     ] = False,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            metavar="KIND",
+            help="Load the model as this embedder kind (bert, static, or one an installed "
+            "package adds) rather than the kind its folder is recognised as.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """The model every search of this store fuses with BM25: `search`, `compile --recall`, the
     Claude Code hook's recall_on_prompt, the viewer and the MCP server (in the store's
@@ -137,17 +156,24 @@ def use(
     store = open_store(ctx)
     with errors():
         settings = read_search_settings(store)
-        if model is None and not none:
-            typer.echo(f"model: {settings.model}" if settings.model else "model: none (BM25 alone)")
+        if model is None and not none and embedder is None:
+            if not settings.model:
+                typer.echo("model: none (BM25 alone)")
+            else:
+                kind = f" (embedder {settings.embedder})" if settings.embedder else ""
+                typer.echo(f"model: {settings.model}{kind}")
             return
         if model is not None and none:
             fail("name a model or --none, not both")
+        if embedder is not None and model is None:
+            fail("--embedder says how to load the model named: name one")
         chosen = None
         if model is not None:
             folder = resolve_model(model)
-            loaded = load_model(str(folder))
+            loaded = load_model(str(folder), kind=embedder)
             chosen = str(folder.absolute()) if Path(model).expanduser().is_dir() else model
-        path = write_search_settings(store, msgspec.structs.replace(settings, model=chosen))
+        replaced = msgspec.structs.replace(settings, model=chosen, embedder=embedder)
+        path = write_search_settings(store, replaced)
     if chosen is None:
         typer.echo(f"searches of this store use no model now (BM25 alone; {path})")
         return

@@ -210,18 +210,18 @@ class Archive:
         """The model to fuse with BM25, loaded on first use: the server's (``--model``,
         ``$CONTINUITY_MODEL``), else the store's (``continuity model use``, read on each call);
         None: BM25 alone."""
-        name = self.model
+        name, kind = self.model, None
         if name is None:
             from continuity.retrieval.settings import read_search_settings
 
             settings = read_search_settings(self.store)
-            name, self.embed_budget = settings.model, settings.embed_budget
+            name, kind, self.embed_budget = settings.model, settings.embedder, settings.embed_budget
         if not name:
             return None
-        if self._embedder is None or self._embedder[0] != name:
+        if self._embedder is None or self._embedder[0] != (name, kind):
             from continuity.retrieval.models import load_model
 
-            self._embedder = (name, load_model(name))
+            self._embedder = ((name, kind), load_model(name, kind=kind))
         return self._embedder[1]
 
     # -- threads and sessions -----------------------------------------------------------------

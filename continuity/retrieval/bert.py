@@ -237,6 +237,19 @@ class BertEmbedder:
         if self.engine == "onnx-int8":  # not the same vectors: its own cache (ADR 0042)
             self._id += "-int8"
 
+    # The embedder kind "bert" (continuity.retrieval.models.EMBEDDERS, ADR 0047):
+
+    @classmethod
+    def recognises(cls, folder: Path) -> bool:
+        """Whether ``folder`` holds a model of this kind (its ``config.json`` names a
+        BERT-family encoder: :func:`is_bert_folder`)."""
+        return folder.is_dir() and is_bert_folder(folder)
+
+    @classmethod
+    def from_folder(cls, folder: Path, *, engine: str | None = None) -> BertEmbedder:
+        """The encoder in ``folder``, run by ``engine`` (see :data:`ENGINES`)."""
+        return cls(folder, engine=engine)
+
     def _engine(self, chosen: str | None) -> str:
         """The engine that runs the forward pass: ``chosen``, else ``$CONTINUITY_ENGINE``,
         else ``auto`` (onnxruntime when the ``onnx`` extra is installed, else numpy)."""

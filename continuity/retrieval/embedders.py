@@ -358,6 +358,23 @@ class StaticEmbedder:
     def id(self) -> str:
         return self._id
 
+    # The embedder kind "static" (continuity.retrieval.models.EMBEDDERS, ADR 0047):
+
+    @classmethod
+    def recognises(cls, folder: Path) -> bool:
+        """Whether ``folder`` looks like a model2vec model: a ``model.safetensors`` (or
+        ``0_StaticEmbedding/model.safetensors``). Its layout has no marker of its own, so
+        :func:`~.models.load_folder` tries this kind last, as the fallback."""
+        return (folder / "model.safetensors").is_file() or (
+            folder / "0_StaticEmbedding" / "model.safetensors"
+        ).is_file()
+
+    @classmethod
+    def from_folder(cls, folder: Path, *, engine: str | None = None) -> StaticEmbedder:
+        """The model in ``folder`` (``engine`` does not apply: numpy alone)."""
+        del engine
+        return cls(folder)
+
     @property
     def dim(self) -> int:
         return int(self.embeddings.shape[1])

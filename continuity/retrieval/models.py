@@ -8,9 +8,20 @@ once (:func:`fetch_model`) into ``$CONTINUITY_MODELS`` (default
 :func:`import_model` installs a model from a local folder or an archive (``.zip``,
 ``.tar.gz``/``.tgz``, ``.whl``: the model folder is found inside it), for a machine that cannot
 reach the hub, the same way; :func:`resolve_model` finds a folder or a fetched model by name and
-:func:`load_model` loads it: a BERT-family sentence encoder (:class:`~.bert.BertEmbedder`, when
-its ``config.json`` names one) or a model2vec model
-(:class:`~.embedders.StaticEmbedder`).
+:func:`load_model` loads it as the embedder kind it names, else as the kind its folder is
+recognised as: a BERT-family sentence encoder (:class:`~.bert.BertEmbedder`, ``bert``, when its
+``config.json`` names one) or a model2vec model (:class:`~.embedders.StaticEmbedder`,
+``static``).
+
+The kinds are a registry by name (:data:`EMBEDDERS`, ADR 0047): an installed package adds one
+under the entry-point group ``continuity.embedders``::
+
+    [project.entry-points."continuity.embedders"]
+    mykind = "my_package.embed:MyEmbedder"
+
+naming an :class:`EmbedderKind` (a class with the two class methods, or any object with the
+two methods). A store's ``search.json`` names the kind of its model when recognition would not
+find it (``continuity model use NAME --embedder mykind``).
 """
 
 from __future__ import annotations
@@ -24,20 +35,24 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 from continuity._fs import private_dirs
 from continuity.errors import ModelError
 from continuity.paths import models_home
+from continuity.registry import Registry
 
 if TYPE_CHECKING:
-    from continuity.retrieval.bert import BertEmbedder
-    from continuity.retrieval.embedders import StaticEmbedder
+    from continuity.retrieval.embedders import Embedder
 
 __all__ = [
     "DEFAULT_MODEL",
+    "EMBEDDERS",
+    "FALLBACK_KIND",
     "MODEL_FILES",
     "OPTIONAL_FILES",
+    "RECOGNISED_FIRST",
+    "EmbedderKind",
     "fetch_model",
     "find_model_folder",
     "import_model",
@@ -97,23 +112,78 @@ def resolve_model(spec: str | None = None) -> Path:
     raise ModelError(f"no model folder at {path}")
 
 
+class EmbedderKind(Protocol):
+    """One kind of embedder a model folder can hold, as :data:`EMBEDDERS` names it."""
+
+    def recognises(self, folder: Path) -> bool:
+        """Whether ``folder`` holds a model of this kind (cheap: a look at its files)."""
+        ...
+
+    def from_folder(self, folder: Path, *, engine: str | None = None) -> Embedder:
+        """The embedder of the model in ``folder``; :class:`~continuity.ModelError` when it
+        cannot be read. ``engine``: what runs it (:data:`~.bert.ENGINES`), where that applies."""
+        ...
+
+
+def _kind(obj: object) -> EmbedderKind:
+    if not all(callable(getattr(obj, m, None)) for m in ("recognises", "from_folder")):
+        raise TypeError(f"an embedder kind names {obj!r}, which has no recognises and from_folder")
+    return cast(EmbedderKind, obj)
+
+
+EMBEDDERS: Registry[EmbedderKind] = Registry(
+    "embedder",
+    "continuity.embedders",
+    {
+        "bert": "continuity.retrieval.bert:BertEmbedder",
+        "static": "continuity.retrieval.embedders:StaticEmbedder",
+    },
+    check=_kind,
+)
+"""The embedder kinds by name (:class:`~continuity.registry.Registry`):
+``EMBEDDERS.register("mykind", MyEmbedder)`` adds one at run time."""
+
+RECOGNISED_FIRST: Final = ("bert",)
+"""The built-in kinds asked, in order, whether they recognise a folder."""
+FALLBACK_KIND: Final = "static"
+"""The kind a folder none of :data:`RECOGNISED_FIRST` recognises is read as: model2vec's layout
+has no marker of its own (a ``config.json`` is optional)."""
+
+
 def load_model(
-    spec: str | None = None, *, engine: str | None = None
-) -> BertEmbedder | StaticEmbedder:
-    """The embedder of :func:`resolve_model`'s folder: a :class:`~.bert.BertEmbedder` when
-    its ``config.json`` names a BERT-family encoder (run by ``engine``: see
-    :data:`~.bert.ENGINES`), else a :class:`~.embedders.StaticEmbedder`."""
-    return load_folder(resolve_model(spec), engine=engine)
+    spec: str | None = None, *, engine: str | None = None, kind: str | None = None
+) -> Embedder:
+    """The embedder of :func:`resolve_model`'s folder, as :func:`load_folder` makes it: of the
+    embedder ``kind`` named, else of the kind the folder is recognised as (a
+    :class:`~.bert.BertEmbedder`, run by ``engine``: see :data:`~.bert.ENGINES`, when its
+    ``config.json`` names a BERT-family encoder, else a :class:`~.embedders.StaticEmbedder`)."""
+    return load_folder(resolve_model(spec), engine=engine, kind=kind)
 
 
-def load_folder(folder: Path, *, engine: str | None = None) -> BertEmbedder | StaticEmbedder:
-    """The embedder a model folder holds (see :func:`load_model`)."""
-    from continuity.retrieval.bert import BertEmbedder, is_bert_folder
-    from continuity.retrieval.embedders import StaticEmbedder
-
-    if folder.is_dir() and is_bert_folder(folder):
-        return BertEmbedder(folder, engine=engine)
-    return StaticEmbedder(folder)
+def load_folder(folder: Path, *, engine: str | None = None, kind: str | None = None) -> Embedder:
+    """The embedder a model folder holds: of the :data:`EMBEDDERS` kind ``kind`` names
+    (:class:`~continuity.registry.UnknownName` for a kind there is not), else recognised: the
+    kinds of :data:`RECOGNISED_FIRST` are asked in order, then :data:`FALLBACK_KIND` reads it,
+    as before there were kinds. Only when none of them reads the folder is every other kind
+    asked whether it recognises it — registered at run time, or installed (their metadata is
+    read then, tens of milliseconds a model that loads never pays) — so what a folder loads as
+    never depends on what this process did before; none: the fallback's error."""
+    if kind is not None:
+        return EMBEDDERS.get(kind).from_folder(folder, engine=engine)
+    builtin = (*RECOGNISED_FIRST, FALLBACK_KIND)
+    for name in RECOGNISED_FIRST:
+        candidate = EMBEDDERS.get(name)
+        if candidate.recognises(folder):
+            return candidate.from_folder(folder, engine=engine)
+    try:
+        return EMBEDDERS.get(FALLBACK_KIND).from_folder(folder, engine=engine)
+    except ModelError:
+        for name in EMBEDDERS.installed():
+            if name not in builtin:
+                candidate = EMBEDDERS.get(name)
+                if candidate.recognises(folder):
+                    return candidate.from_folder(folder, engine=engine)
+        raise
 
 
 def _is_model_folder(folder: Path) -> bool:

@@ -16,6 +16,11 @@ file (or without ``model``) every one of them is BM25 alone, as before.
 server's ``search`` tool, may embed (the rest of the store is searched as its vector cache holds
 it: ``continuity index`` fills it). A command and the viewer embed all they need, with progress.
 
+``embedder`` (ADR 0047), written only by ``continuity model use NAME --embedder KIND``: the
+embedder kind the model is loaded as (``bert``, ``static``, or one an installed package adds,
+:data:`~continuity.retrieval.models.EMBEDDERS`), instead of the kind its folder is recognised
+as. A file without it (every file written before it existed) is read as before.
+
 Reading it costs one small file read and msgspec: the hook path may read it.
 """
 
@@ -48,6 +53,8 @@ class SearchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, o
     """The model every search of the store fuses with BM25 (a name or a folder)."""
     embed_budget: int = 32
     """Documents a hook's recall or an MCP search may embed; the rest is searched as cached."""
+    embedder: str | None = None
+    """The embedder kind ``model`` is loaded as; None: the kind its folder is recognised as."""
 
 
 def _path(store: BaseStore) -> Path | None:
@@ -68,6 +75,8 @@ def read_search_settings(store: BaseStore) -> SearchSettings:
         raise InvalidSettings(f"{path}: {exc} (`continuity model use` rewrites it)") from None
     if settings.embed_budget < 0:
         raise InvalidSettings(f"{path}: embed_budget must be 0 or more")
+    if settings.embedder == "":
+        raise InvalidSettings(f"{path}: embedder names no kind (leave it out to recognise it)")
     return settings
 
 
@@ -84,11 +93,12 @@ def write_search_settings(store: BaseStore, settings: SearchSettings) -> Path:
 
 
 def configured_embedder(store: BaseStore, chosen: str | None = None) -> Embedder | None:
-    """The embedder ``chosen`` names, else the store's configured model, loaded; None when
+    """The embedder ``chosen`` names (of the kind its folder is recognised as), else the
+    store's configured model (of the kind the settings name, if they do), loaded; None when
     neither names one (BM25 alone)."""
-    name = chosen or read_search_settings(store).model
-    if not name:
+    settings = SearchSettings(model=chosen) if chosen else read_search_settings(store)
+    if not settings.model:
         return None
     from continuity.retrieval.models import load_model
 
-    return load_model(name)
+    return load_model(settings.model, kind=settings.embedder)

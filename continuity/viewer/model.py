@@ -814,22 +814,24 @@ def search_hits(
     )
 
 
-_MODELS: dict[str, Any] = {}
-"""The models this process loaded, by the name the store's settings give (loaded once)."""
+_MODELS: dict[tuple[str, str | None], Any] = {}
+"""The models this process loaded, by the name and embedder kind the store's settings give
+(loaded once)."""
 
 
 def store_model(store: BaseStore) -> Any:
     """The store's model (``continuity model use``), loaded once per process; None: BM25."""
     from continuity.retrieval.settings import read_search_settings
 
-    name = read_search_settings(store).model
-    if not name:
+    settings = read_search_settings(store)
+    if not settings.model:
         return None
-    if name not in _MODELS:
+    chosen = (settings.model, settings.embedder)
+    if chosen not in _MODELS:
         from continuity.retrieval.models import load_model
 
-        _MODELS[name] = load_model(name)
-    return _MODELS[name]
+        _MODELS[chosen] = load_model(settings.model, kind=settings.embedder)
+    return _MODELS[chosen]
 
 
 def _silent(phase: str, done: int = 0, total: int = 0, unit: str = "") -> None:

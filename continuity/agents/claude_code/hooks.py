@@ -338,7 +338,7 @@ def _recall_model(store: BaseStore, out: HookOutcome) -> tuple[Any, int] | None:
         # extra is installed): numpy would answer ~0.4 s sooner in a one-shot process, but the
         # documents a hook embeds go into the store's vector cache, and the two engines agree
         # to a cosine of 0.9999, not to the bit: one cache, one engine (ADR 0042).
-        return load_model(settings.model), settings.embed_budget
+        return load_model(settings.model, kind=settings.embedder), settings.embed_budget
     except ContinuityError as exc:
         out.notes.append(f"recall_on_prompt: {exc}; searched by words alone")
         return None
