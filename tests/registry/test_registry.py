@@ -6,6 +6,8 @@ installed packages' metadata (the hooks' start-up)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 
 from continuity.errors import ContinuityError, UnknownName
 from continuity.registry import Registry
+from tests.support.model import build_tiny_model
 
 GROUP = "continuity.tests.things"
 MODULE = "registry_things"
@@ -118,3 +121,35 @@ def test_check_sees_what_is_loaded(site: Path) -> None:
         reg.get("three")
     assert "the thing 'three'" in " ".join(caught.value.__notes__)
     assert reg.get("one") == "one"
+
+
+@pytest.mark.slow  # a fresh process
+def test_builtins_alone_never_read_the_installed_packages_metadata(tmp_path: Path) -> None:
+    """A folder store, a PostgreSQL URL's backend and a model folder of a built-in kind are
+    found without importlib.metadata (the hooks' start-up); an unknown name reads it."""
+    model = build_tiny_model(tmp_path / "model")
+    probe = f"""
+import json, sys
+from pathlib import Path
+from continuity import frames as fr
+from continuity.store.locate import STORE_SCHEMES, open_store
+from continuity.retrieval.models import load_folder
+before = set(sys.modules)
+with open_store(Path({str(tmp_path / "store")!r}), create=True) as store:
+    store.thread("t").append(fr.message("user", "hello"))
+STORE_SCHEMES.get("postgresql"), STORE_SCHEMES.get("POSTGRES")
+load_folder(Path({str(model)!r}))
+builtins = sorted(set(sys.modules) - before)
+STORE_SCHEMES.find("nosuchscheme")
+unknown = sorted(set(sys.modules) - before)
+print(json.dumps(["importlib.metadata" in before, builtins, unknown]))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    already, builtins, unknown = json.loads(out.stdout)
+    assert not already  # nothing read it before the probe started either
+    assert "continuity.store.jsonl" in builtins and "continuity.retrieval.embedders" in builtins
+    assert "continuity.store.postgres" not in builtins  # imported when a URL is opened
+    assert "importlib.metadata" not in builtins
+    assert "importlib.metadata" in unknown  # what the probe would have seen
