@@ -141,7 +141,11 @@ def register_agent(agent: Agent) -> None:
     for alias in _aliases(agent):
         _BY_NAME[key(alias)] = agent
     _BY_SOURCE[agent.source] = agent
-    _KNOWN[:] = [a for a in _KNOWN if a.name != agent.name] + [agent]
+    names = [a.name for a in _KNOWN]
+    if agent.name in names:  # in its place: the order agents are listed in never changes
+        _KNOWN[names.index(agent.name)] = agent
+    else:
+        _KNOWN.append(agent)
     _OWN_COMPACTIONS[:] = [p for a in _KNOWN for p in a.compactions]
 
 
