@@ -95,7 +95,8 @@ DEMO: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     # `demo --temp-store`'s folder: tempfile.mkdtemp("continuity-demo-") under TMPDIR (<W>/tmp),
     # 8 random characters.
     (re.compile(r"(<W>/tmp/continuity-demo-)[A-Za-z0-9_]{8}\b"), r"\1<rand>"),
-    # Its session id, thread id (cc-demo-<uuid>) and checkpoint id (cc-<uuid>): uuid4.
+    # Its checkpoint id (cc-<uuid>), and before its session id was fixed (demo-invoice-service)
+    # its session and thread ids (cc-demo-<uuid>): uuid4.
     (re.compile(_UUID), "<uuid4>"),
     # The content addresses of the two artifacts that hold the thread id (the compaction
     # summary, the restored bundle); the other artifact's address stays checked.

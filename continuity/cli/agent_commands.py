@@ -379,6 +379,15 @@ def hook(
 
 def demo(
     ctx: typer.Context,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="The whole replay: every hook run, the archive, Claude's summary, the "
+            "selection decision and the restored context whole.",
+        ),
+    ] = False,
     temp_store: Annotated[
         bool,
         typer.Option("--temp-store", help="Use a throwaway store (deleted afterwards)."),
@@ -388,15 +397,28 @@ def demo(
         typer.Option("--keep", help="Keep the temporary folder (the transcript, the temp store)."),
     ] = False,
 ) -> None:
-    """Replay a scripted Claude Code session through the hooks; show what is archived and restored.
+    """Replay a scripted Claude Code session through the hooks: what is archived, dropped, restored.
 
     Uses the configured store (--store, $CONTINUITY_HOME or the default; created if missing)
-    with a thread of its own (cc-demo-<uuid>), or a throwaway one with --temp-store.
+    with a thread of its own, cc-demo-invoice-service, or a throwaway one with --temp-store. A
+    store holds the demo once: when it already does, the replay runs in a throwaway store.
     """
+    from continuity.cli._invocation import invoked_as
     from continuity.demo import print_report, run_in_temp
+    from continuity.paths import default_store_location
 
+    location = ctx.obj.location
     with errors():
         result = run_in_temp(
-            None if temp_store else ctx.obj.location, keep=keep, on_recovery=report_recovery
+            None if temp_store else location, keep=keep, on_recovery=report_recovery
         )
-    print_report(result, sys.stdout, styled=sys.stdout.isatty())
+    # the Next lines name the store when the same command without --store would not find it
+    store = None if location == default_store_location() else ctx.obj.described
+    print_report(
+        result,
+        sys.stdout,
+        verbose=verbose,
+        styled=sys.stdout.isatty(),
+        program=invoked_as(),
+        store=store,
+    )

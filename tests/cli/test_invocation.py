@@ -4,7 +4,10 @@ README's one-line quick start leaves a shell with no ``continuity`` on its PATH.
 
 from __future__ import annotations
 
+import os
 import shlex
+import site
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -59,3 +62,55 @@ def test_anything_else_is_the_bare_name() -> None:
     pytest_main = "/usr/lib/python3/site-packages/pytest/__main__.py"
     assert invoked_as(pytest_main, sys.executable, _which({})) == "continuity"
     assert invoked_as("", sys.executable, _which({})) == "continuity"
+
+
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_the_demos_next_lines_run_in_the_quick_starts_shell(tmp_path: Path, how: str) -> None:
+    """As the README's quick start leaves it: ``continuity`` is not on PATH; the demo is run as
+    ``.venv/bin/continuity demo`` (or ``.venv/bin/python -m continuity demo``), and every
+    "Next" line but ``install`` (which writes the agent's settings) runs as printed."""
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    # a venv of its own (its python is .venv/bin/python) that sees this one's packages
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    (bin_dir / "python").symlink_to(base)
+    (tmp_path / ".venv" / "pyvenv.cfg").write_text(f"home = {base.parent}\n")
+    script = bin_dir / "continuity"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom continuity.__main__ import main\nsys.exit(main())\n"
+    )
+    script.chmod(0o755)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "CONTINUITY_HOME": str(tmp_path / "store"),
+        # the tree under test (whatever the venv has installed), and this venv's packages
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *site.getsitepackages()]),
+        "TMPDIR": str(tmp_path),
+        "COLUMNS": "100",
+        "LANG": "C.UTF-8",
+    }
+    command = ".venv/bin/continuity" if how == "script" else ".venv/bin/python -m continuity"
+
+    def shell(line: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", line],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    done = shell(f"{command} demo")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.partition("\nNext ")[2].splitlines()[1:]
+    assert [line.split(" install ")[0] for line in lines[-1:]] == [command]
+    suggested = [line for line in lines if " install " not in line]
+    assert len(suggested) == 3, done.stdout
+    for line in suggested:
+        assert line.startswith(f"{command} "), line
+        ran = shell(line)
+        assert ran.returncode == 0, f"{line}: {ran.stderr}"
+    assert os.listdir(tmp_path / "store" / "threads") == ["cc-demo-invoice-service.jsonl"]

@@ -38,7 +38,7 @@ def _frames(store: Store, thread_id: str) -> list[fr.Frame]:
 
 def test_demo_on_the_configured_store(tmp_path: Path, _isolated: Path) -> None:
     root = tmp_path / "store"
-    result = CliRunner().invoke(app, ["--store", str(root), "demo"])
+    result = CliRunner().invoke(app, ["--store", str(root), "demo", "--verbose"])
     assert result.exit_code == 0, result.stdout + result.stderr
     out = result.stdout
     assert "the context restored to Claude" in out
@@ -62,21 +62,10 @@ def test_demo_on_the_configured_store(tmp_path: Path, _isolated: Path) -> None:
     assert list(_isolated.iterdir()) == []  # the transcript's temporary folder is gone
 
 
-@pytest.mark.slow
-def test_demo_twice_gives_two_threads_and_a_pointer(tmp_path: Path) -> None:
-    root = tmp_path / "store"
-    runner = CliRunner()
-    assert runner.invoke(app, ["--store", str(root), "demo"]).exit_code == 0
-    second = runner.invoke(app, ["--store", str(root), "demo"])
-    assert second.exit_code == 0
-    assert "a pointer to the previous session of this project" in second.stdout
-    assert len([t for t in Store(root).threads() if t.startswith("cc-demo-")]) == 2
-
-
 def test_temp_store_leaves_nothing_behind(_isolated: Path) -> None:
     result = CliRunner().invoke(app, ["demo", "--temp-store"])
     assert result.exit_code == 0, result.stdout + result.stderr
-    assert "a temporary store, deleted at the end" in result.stdout
+    assert "a temporary store, deleted at the end" in " ".join(result.stdout.split())
     assert list(_isolated.iterdir()) == []
     assert not (Path.home() / ".local" / "share" / "continuity").exists()
 
@@ -137,7 +126,7 @@ def test_the_hooks_archive_what_a_one_shot_ingest_does(tmp_path: Path, tmp_store
 def test_report_renders_plain_and_styled(tmp_path: Path, tmp_store: Store, styled: bool) -> None:
     result = run_demo(tmp_store, tmp_path / "work")
     out = io.StringIO()
-    print_report(result, out, styled=styled)
+    print_report(result, out, verbose=True, styled=styled)
     text = out.getvalue()
     assert result.thread_id in text
     assert "recent_messages_v1" in text or "summaries_recent_messages_v1" in text

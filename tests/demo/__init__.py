@@ -1,0 +1,1 @@
+"""``continuity demo``: what it prints, and one demo thread a store."""
