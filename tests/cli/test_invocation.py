@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import site
 import subprocess
 import sys
 from collections.abc import Callable
@@ -84,8 +83,8 @@ def test_the_demos_next_lines_run_in_the_quick_starts_shell(tmp_path: Path, how:
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path / "home"),
         "CONTINUITY_HOME": str(tmp_path / "store"),
-        # the tree under test (whatever the venv has installed), and this venv's packages
-        "PYTHONPATH": os.pathsep.join([str(ROOT), *site.getsitepackages()]),
+        # the tree under test (whatever the venv has installed), and what this process imports
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *(p for p in sys.path if p)]),
         "TMPDIR": str(tmp_path),
         "COLUMNS": "100",
         "LANG": "C.UTF-8",
