@@ -142,9 +142,11 @@ def install(
     ] = False,
     no_mcp: NoMcpOpt = False,
 ) -> None:
-    """Add continuity's hooks to Claude Code's settings and register its MCP server
-    (idempotent; other hooks, servers and settings are kept). `install mcp --client X`
-    registers the MCP server with another client (or prints its configuration)."""
+    """Archive an agent's sessions from now on (its hooks and the MCP server).
+
+    Adds them to the agent's settings (opencode: a plugin). Idempotent: other hooks, servers and
+    settings are kept. `install mcp --client X` registers the MCP server with another client (or
+    prints its configuration)."""
     store = _named_store(ctx)
     if target != "mcp" and (client is not None or print_only):
         fail("--client and --print go with `install mcp`")
@@ -207,9 +209,11 @@ def uninstall(
     client: ClientArg = None,
     no_mcp: NoMcpOpt = False,
 ) -> None:
-    """Remove continuity's hooks from Claude Code's settings and its MCP server's entry,
-    giving back the files from before the install when nothing else changed (everything
-    else is kept). `uninstall mcp --client X` removes the MCP server's entry only."""
+    """Remove what `install` added to an agent's settings.
+
+    Its hooks and the MCP server's entry go; the files from before the install come back when
+    nothing else changed (everything else is kept). `uninstall mcp --client X` removes the MCP
+    server's entry only."""
     if target != "mcp" and client is not None:
         fail("--client goes with `uninstall mcp`")
     if target == "mcp":
@@ -274,10 +278,11 @@ def ingest(
         typer.Option("--session", help="opencode: only this session (what its plugin runs)."),
     ] = None,
 ) -> None:
-    """Import Claude Code transcripts (past sessions), incrementally and without duplicates.
+    """Import an agent's past sessions, incrementally and without duplicates.
 
-    Files that are not transcripts, or cannot be read, are skipped and named. Interrupted, it
-    says where it stopped; running it again resumes, losing nothing.
+    Claude Code's transcripts by default; --agent names another agent. Files that are not
+    transcripts, or cannot be read, are skipped and named. Interrupted, it says where it
+    stopped; running it again resumes, losing nothing.
     """
     adapter = _adapter(agent)
 
@@ -306,8 +311,9 @@ def sessions(
         bool, typer.Option("--json", help="One JSON object a line, for programs.")
     ] = False,
 ) -> None:
-    """The archived sessions of every agent: agent, thread, project, branch, start, messages,
-    compactions, title."""
+    """The archived sessions of every agent, the most recently active last.
+
+    Each line: agent, thread, project, branch, start, messages, compactions, title."""
     import msgspec
 
     from continuity.agents.base.ingest import ingest_redactor
@@ -372,7 +378,7 @@ def hook(
         str | None, typer.Option("--session", help="opencode: the session its plugin reports.")
     ] = None,
 ) -> None:
-    """Run a coding agent's hook (reads the hook's JSON on stdin; never fails the agent)."""
+    """Run a coding agent's hook (its JSON on stdin); never fails the agent."""
     argv = [event] if session is None else [event, "--session", session]
     raise typer.Exit(_adapter(agent).hook(argv, store=ctx.obj.location))
 
@@ -397,11 +403,12 @@ def demo(
         typer.Option("--keep", help="Keep the temporary folder (the transcript, the temp store)."),
     ] = False,
 ) -> None:
-    """Replay a scripted Claude Code session through the hooks: what is archived, dropped, restored.
+    """See it work: a scripted Claude Code session archived, compacted and restored.
 
-    Uses the configured store (--store, $CONTINUITY_HOME or the default; created if missing)
-    with a thread of its own, cc-demo-invoice-service, or a throwaway one with --temp-store. A
-    store holds the demo once: when it already does, the replay runs in a throwaway store.
+    The session is replayed through the real hooks into the configured store (--store,
+    $CONTINUITY_HOME or the default; created if missing) as thread cc-demo-invoice-service, or
+    into a throwaway store with --temp-store. A store holds it once: run again, the replay goes
+    to a throwaway store.
     """
     from continuity.cli._invocation import invoked_as
     from continuity.demo import print_report, run_in_temp

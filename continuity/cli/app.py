@@ -29,50 +29,64 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.models import CommandInfo, TyperInfo
 
 from continuity.cli._common import start_run
+from continuity.cli.rich_help import help_text
 from continuity.paths import resolve_store_location
 
 __all__ = [
     "COMMANDS",
     "GROUPS",
     "MODULES",
+    "PANELS",
     "build_app",
     "command_of",
     "main",
 ]  # and `app`, made on use
 
+PANELS: Final = {
+    "Getting started": ("demo", "install", "sessions", "search", "serve"),
+    "Agents": ("ingest", "uninstall", "hook", "mcp"),
+    "Context and recall": ("compile", "checkpoint", "compact", "decisions", "index", "model"),
+    "The store": ("init", "append", "log", "threads", "stats", "fork", "retract"),
+    "Maintenance": ("verify", "repair", "rebuild-index", "migrate", "delete", "prune"),
+}
+"""The panels ``--help`` groups the commands in, a newcomer's first, and each panel's commands
+in the order it lists them: what to try first, how the agents reach the store, what builds an
+agent's context and what it recalls, the store's own commands, and keeping the store sound."""
 COMMANDS: Final = {
-    "init": "store_commands",
-    "append": "store_commands",
-    "log": "store_commands",
-    "verify": "store_commands",
-    "repair": "store_commands",
-    "rebuild-index": "store_commands",
-    "stats": "store_commands",
-    "threads": "store_commands",
-    "migrate": "store_commands",
-    "delete": "forget_commands",
-    "prune": "forget_commands",
-    "install": "agent_commands",
-    "uninstall": "agent_commands",
-    "ingest": "agent_commands",
-    "sessions": "agent_commands",
-    "hook": "agent_commands",
     "demo": "agent_commands",
+    "install": "agent_commands",
+    "sessions": "agent_commands",
+    "search": "search_commands",
+    "serve": "serve_commands",
+    "ingest": "agent_commands",
+    "uninstall": "agent_commands",
+    "hook": "agent_commands",
+    "mcp": "mcp_commands",
     "compile": "context_commands",
     "checkpoint": "context_commands",
     "compact": "context_commands",
     "decisions": "context_commands",
-    "search": "search_commands",
+    "index": "model_commands",
+    "init": "store_commands",
+    "append": "store_commands",
+    "log": "store_commands",
+    "threads": "store_commands",
+    "stats": "store_commands",
     "fork": "history_commands",
     "retract": "history_commands",
-    "serve": "serve_commands",
-    "mcp": "mcp_commands",
-    "index": "model_commands",
+    "verify": "store_commands",
+    "repair": "store_commands",
+    "rebuild-index": "store_commands",
+    "migrate": "store_commands",
+    "delete": "forget_commands",
+    "prune": "forget_commands",
 }
 """Each command and the module that registers it, in the order ``--help`` lists them."""
 GROUPS: Final = {"model": "model_commands"}
 """Each command group (a command with subcommands of its own) and the module that registers it."""
 MODULES: Final = tuple(dict.fromkeys([*COMMANDS.values(), *GROUPS.values()]))
+_PANEL_OF: Final = {name: panel for panel, names in PANELS.items() for name in names}
+_ORDER: Final = {name: i for i, name in enumerate([*COMMANDS, *GROUPS])}
 
 _STORE_HELP: Final = (
     "The store: a folder, or a PostgreSQL URL (postgresql://user@host/db). Default: "
@@ -146,11 +160,18 @@ class _Root(TyperGroup):
             raise typer.Exit(130) from None
 
 
+_ROOT_HELP: Final = (
+    "Keep every conversation your coding agents have, and give them back what a compaction "
+    "drops.\n\nNew here? Try `continuity demo`, then `continuity install claude-code` (or "
+    "codex, gemini, opencode) to archive your own sessions from now on."
+)
+
+
 def _root() -> typer.Typer:
     root = typer.Typer(
         cls=_Root,
         name="continuity",
-        help="An append-only, hash-chained event log for agent conversations.",
+        help=_ROOT_HELP,
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
@@ -249,11 +270,33 @@ def build_app(modules: Iterable[str] = MODULES, *, only: str | None = None) -> t
     if only is not None:
         root.registered_commands = [i for i in root.registered_commands if _name_of(i) == only]
         root.registered_groups = [i for i in root.registered_groups if _name_of(i) == only]
+    root.registered_commands.sort(key=lambda i: _ORDER.get(_name_of(i) or "", len(_ORDER)))
     for info in root.registered_commands:
         # A command that takes the context reads the store from it: it takes --store too.
         if info.callback is not None and "ctx" in inspect.signature(info.callback).parameters:
             info.cls = _StoreCommand
+    _for_help(root)
     return root
+
+
+def _for_help(typer_app: typer.Typer) -> None:
+    """Give every command (a group's too) its panel and its docstring as help text that wraps
+    in the box (:func:`.rich_help.help_text`)."""
+    for info in typer_app.registered_commands:
+        name = _name_of(info)
+        if name in _PANEL_OF:
+            info.rich_help_panel = _PANEL_OF[name]
+        doc = info.help if isinstance(info.help, str) else None
+        if doc is None and info.callback is not None:
+            doc = info.callback.__doc__
+        if doc:
+            info.help = help_text(doc)
+    for group in typer_app.registered_groups:
+        name = _name_of(group)
+        if name in _PANEL_OF:
+            group.rich_help_panel = _PANEL_OF[name]
+        if group.typer_instance is not None:
+            _for_help(group.typer_instance)
 
 
 def command_of(args: Sequence[str]) -> str | None:

@@ -64,8 +64,10 @@ def delete(
     yes: Annotated[bool, _YES] = False,
     dry_run: Annotated[bool, _DRY] = False,
 ) -> None:
-    """Delete a thread: its log, caches, search entries, vectors and the artifacts no other
-    thread uses. A tombstone records what went and when; the id is never written again."""
+    """Delete a thread, and the artifacts no other thread uses.
+
+    Its log, caches, search entries and vectors go with it. A tombstone records what went and when;
+    the id is never written again."""
     from continuity.maintenance.forget import plan_deletion
 
     store = open_store(ctx)
@@ -106,8 +108,9 @@ def prune(
     dry_run: Annotated[bool, _DRY] = False,
     yes: Annotated[bool, _YES] = False,
 ) -> None:
-    """Delete every thread whose last activity is older than --older-than (as `delete` does,
-    a tombstone each). Needs --yes unless --dry-run."""
+    """Delete every thread whose last activity is older than --older-than.
+
+    Each as `delete` does, leaving a tombstone. Needs --yes unless --dry-run."""
     from continuity.maintenance.forget import parse_duration, plan_deletion, stale_threads
     from continuity.store.base import now_ms
 

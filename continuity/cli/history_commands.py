@@ -33,9 +33,10 @@ def retract_cmd(
     ] = False,
     reason: Annotated[str, typer.Option("--reason", help="Why, for the record.")] = "",
 ) -> None:
-    """Take messages back out of the conversation: compile, recall and summaries leave them
-    out from now on; the log keeps every byte and `log` shows them marked \\[retracted].
-    Prints the seq of the retraction frame."""  # \[: rich markup would eat "[retracted]"
+    """Take messages back: compile, recall and summaries leave them out from now on.
+
+    The log keeps every byte, and `log` shows them marked \\[retracted]. Prints the seq of the
+    retraction frame."""  # \[: rich markup would eat "[retracted]"
     from continuity.context.retract import pop_message, retract
 
     if not seqs and not message_ids and not last:
@@ -77,9 +78,10 @@ def fork_cmd(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Start NEW_THREAD from THREAD at a seq (--at; default: THREAD's last frame): THREAD's
-    frames 1 to that seq are copied at the same seqs, and NEW_THREAD's first frame says where
-    it comes from. THREAD is not changed.
+    """Start NEW_THREAD from THREAD at a seq (--at; default: THREAD's last frame).
+
+    THREAD's frames 1 to that seq are copied at the same seqs, and NEW_THREAD's first frame
+    says where it comes from. THREAD is not changed.
 
     A fork cut short (a crash, Ctrl-C) is finished by running the same command again.
     """

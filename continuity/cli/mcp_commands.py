@@ -47,9 +47,10 @@ def mcp(
         ),
     ] = False,
 ) -> None:
-    """Serve the archive to an agent over MCP (stdio): search, read, sessions, restore and
-    remember. An MCP client (Claude Code, Codex, Cursor…) launches it; it reads the store and
-    writes only what the agent asks it to remember."""
+    """The MCP server (stdio) for agents: search, read, sessions, restore, remember.
+
+    An MCP client (Claude Code, Codex, Cursor…) launches it; it reads the store and writes only
+    what the agent asks it to remember."""
     try:
         from continuity.mcp_server.server import run_stdio
     except ImportError as exc:

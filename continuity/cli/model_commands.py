@@ -145,9 +145,10 @@ def use(
         ),
     ] = None,
 ) -> None:
-    """The model every search of this store fuses with BM25: `search`, `compile --recall`, the
-    Claude Code hook's recall_on_prompt, the viewer and the MCP server (in the store's
-    search.json)."""
+    """The model every search of this store fuses with BM25.
+
+    `search`, `compile --recall`, the Claude Code hook's recall_on_prompt, the viewer and the
+    MCP server all use it (the store's search.json holds it)."""
     import msgspec
 
     from continuity.retrieval.models import load_model, resolve_model
@@ -207,8 +208,10 @@ def index(
         bool, typer.Option("--rebuild", help="Drop the model's vectors and embed all again.")
     ] = False,
 ) -> None:
-    """Embed every document the model's vector cache lacks, ahead of a search (progress on
-    stderr; Ctrl-C keeps every thread done, and the same command goes on from there)."""
+    """Embed every document the model's vector cache lacks, ahead of a search.
+
+    Progress on stderr; Ctrl-C keeps every thread done, and the same command goes on from
+    there."""
     from continuity.retrieval.embed_workers import default_jobs
     from continuity.retrieval.vectors import build_vectors
 

@@ -12,12 +12,13 @@ them (another typer), it is left to import as usual.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from importlib import import_module
 from types import ModuleType
 from typing import Any, Final
 
-__all__ = ["import_help_renderer"]
+__all__ = ["help_text", "import_help_renderer"]
 
 _DEFERRED: Final = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
 """The modules ``typer.rich_utils`` imports but does not need here, and the name it takes."""
@@ -63,3 +64,27 @@ def import_help_renderer() -> None:
         for module, stand_in in placed.items():
             if sys.modules.get(module) is stand_in:
                 del sys.modules[module]
+
+
+_KEPT_LINES: Final = ("- ", "* ", "$ ", " ")
+"""Lines a paragraph keeps on a line of their own: list items, commands, indented text."""
+
+
+def help_text(doc: str) -> str:
+    """A command's docstring as its help: each paragraph one line, which the help box wraps to
+    the terminal (typer's rich mode keeps a docstring's line breaks, so a paragraph wrapped at
+    the source's width breaks again, badly, inside a narrower box). A paragraph that starts
+    with ``\\b`` is kept as it is (typer's mark for it), and so are lines of :data:`_KEPT_LINES`."""
+    paragraphs = []
+    for paragraph in inspect.cleandoc(doc).split("\n\n"):
+        if paragraph.startswith("\b"):
+            paragraphs.append(paragraph)
+            continue
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not line.startswith(_KEPT_LINES):
+                lines[-1] = f"{lines[-1]} {line.strip()}"
+            else:
+                lines.append(line.rstrip())
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)

@@ -59,7 +59,7 @@ def search(
         ),
     ] = None,
 ) -> None:
-    """The best hits for QUERY across every thread: thread, seq, time, role and a snippet."""
+    """The best hits for QUERY across every thread: thread, seq, time, role, snippet."""
     from continuity.retrieval.embed_workers import default_jobs
     from continuity.retrieval.search import Embedding, search as run_search
 

@@ -72,8 +72,9 @@ def serve(
         typer.Option("--poll", min=0.05, max=60, help="Seconds between a live page's looks."),
     ] = 0.5,
 ) -> None:
-    """Browse the store in a web browser: every thread, every checkpoint and exactly what the
-    model saw. Read-only; prints the address to open (it carries a random token)."""
+    """A web viewer of the store: threads, checkpoints and exactly what the model saw.
+
+    Read-only; prints the address to open (it carries a random token)."""
     import secrets
 
     try:

@@ -72,8 +72,10 @@ def register(app: typer.Typer) -> None:
 
 
 def init(ctx: typer.Context) -> None:
-    """Create the store: a folder, or continuity's schema in a PostgreSQL database (created or
-    migrated to this version). Nothing happens to a store that exists and is current."""
+    """Create the store: a folder, or continuity's schema in a PostgreSQL database.
+
+    A schema is created or migrated to this version. Nothing happens to a store that exists and
+    is current."""
     from continuity.store.locate import open_store as open_location
 
     opts: Options = ctx.obj
@@ -99,7 +101,7 @@ def append(
         bool, typer.Option("--no-fsync", help="Skip the fsync after the batch.")
     ] = False,
 ) -> None:
-    """Append JSON lines from stdin as one all-or-nothing batch; print the seqs assigned.
+    """Append JSON lines from stdin as one all-or-nothing batch; print their seqs.
 
     Each line is a frame payload {"type": ...} or the message shorthand
     {"role": "user", "text": "..."}. Blank lines are skipped.
@@ -205,8 +207,9 @@ def verify(
     ] = None,
     jobs: Annotated[int | None, _JOBS] = None,
 ) -> None:
-    """Check every frame of every log, every artifact and cache; report every problem (thread,
-    seq, byte offset, what is wrong) and exit 1 if there is any."""
+    """Check every frame of every log, every artifact and cache; exit 1 on any problem.
+
+    Every problem is reported: its thread, seq, byte offset and what is wrong."""
     from continuity.maintenance.verify import verify_store
 
     store = open_store(ctx)
@@ -242,8 +245,10 @@ def repair(
         bool, typer.Option("--dry-run", help="Say what would be moved; move nothing.")
     ] = False,
 ) -> None:
-    """Move a damaged log's tail, from its first bad frame on, into quarantine (kept, never
-    deleted); the sound frames before it stay as they are and the thread goes on after them."""
+    """Move a damaged log's tail, from its first bad frame on, into quarantine.
+
+    The tail is kept there, never deleted. The sound frames before it stay as they are, and the
+    thread goes on after them."""
     from continuity.maintenance.verify import repair_thread
 
     store = open_store(ctx)
@@ -322,8 +327,9 @@ def stats(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Counts and sizes: threads, frames, messages, checkpoints, artifacts, caches, and the
-    sessions of each agent."""
+    """Counts and sizes: threads, frames, messages, checkpoints, artifacts, caches.
+
+    And the sessions of each agent."""
     import msgspec
 
     from continuity.maintenance.stats import store_stats
@@ -360,8 +366,9 @@ def threads(
         bool, typer.Option("--json", help="One JSON object a line, for programs.")
     ] = False,
 ) -> None:
-    """Every thread: its frames, last activity and kind (the agent that wrote it: ``codex
-    session``, ``claude-code subagent``, …), the most recently active last."""
+    """Every thread: its frames, last activity and kind, the most recently active last.
+
+    The kind is what wrote the thread: codex session, claude-code subagent, …"""
     import msgspec
 
     from continuity.maintenance.stats import list_threads
@@ -421,8 +428,9 @@ def migrate(
         typer.Option("--thread", help="Only this thread (repeatable). Default: every thread."),
     ] = None,
 ) -> None:
-    """Copy every thread and artifact of one store into another (a folder and a PostgreSQL
-    URL, either way), byte for byte; each line is checked against the chain on its way in.
+    """Copy every thread and artifact of one store into another, byte for byte.
+
+    A folder and a PostgreSQL URL, either way. Each line is checked against the chain on its way in.
     Run it again to copy what was added since: what is there is checked and kept."""
     from continuity.maintenance.migrate import migrate_store as copy_store
     from continuity.paths import describe_store, resolve_store_location

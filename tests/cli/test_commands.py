@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer.main
 import typer.testing
 from typer.testing import CliRunner, Result
 
-from continuity.cli.app import app
+from continuity.cli.app import COMMANDS, GROUPS, PANELS, app, build_app, main
+from continuity.cli.rich_help import help_text
 from continuity.paths import default_store_path, resolve_store_path
 
 HELLO = '{"role":"user","text":"hello"}\n{"role":"assistant","text":"hi"}\n'
@@ -598,6 +601,63 @@ def test_every_command_has_help_text() -> None:
         shown = runner.invoke(app, [name, "--help"])
         assert shown.exit_code == 0
         assert (command.help or "").split("\n")[0].split()[0] in shown.stdout
+
+
+_MARKUP = ("``", ":func:`", ":class:`", ":mod:`", ":data:`", ":meth:`", "**")
+"""RST and Markdown a help text must not show (a single `code` quote reads as plain text)."""
+
+
+def _helps(command: Any, path: str) -> Iterator[tuple[str, str]]:
+    """(where, text) of a command's help, its parameters' and its subcommands', recursively
+    (``command``: typer's own click's, which it does not export)."""
+    yield path, command.help or ""
+    for param in command.params:
+        yield f"{path} {param.name}", getattr(param, "help", None) or ""
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _helps(sub, f"{path} {name}")
+
+
+def test_every_help_text_is_prose_that_wraps() -> None:
+    """No markup leaks into a help text, and no paragraph breaks inside a sentence (typer's rich
+    mode keeps a line break where the source wrapped, which breaks again inside the box); a list
+    item, a command or an indented line may start a line of its own."""
+    for where, text in _helps(typer.main.get_command(build_app()), "continuity"):
+        for markup in _MARKUP:
+            assert markup not in text, f"{where}: {markup} in {text!r}"
+        for paragraph in text.split("\n\n"):
+            if paragraph.startswith("\b"):
+                continue
+            for line in paragraph.splitlines()[1:]:
+                assert line.startswith(("- ", "* ", "$ ", " ")), (
+                    f"{where}: a break in {paragraph!r}"
+                )
+
+
+def test_a_docstrings_paragraph_becomes_one_line_and_a_list_keeps_its_lines() -> None:
+    doc = """Do a thing, said on
+        two lines.
+
+        - one
+        - two
+          and more
+        """
+    assert help_text(doc) == "Do a thing, said on two lines.\n\n- one\n- two\n  and more"
+
+
+def test_the_root_help_lists_the_panels_in_order_newcomers_first(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])  # the listing the console script prints, not the whole app's
+    assert exited.value.code in (0, None)
+    out = capsys.readouterr().out
+    titles = re.findall(r"^╭─ (.+?) ─", out, flags=re.M)
+    assert titles == ["Options", *PANELS], out
+    listed = re.findall(r"^│ ([a-z][a-z-]*) ", out, flags=re.M)
+    assert listed == [name for names in PANELS.values() for name in names], out
+    assert set(listed) == set(COMMANDS) | set(GROUPS)
+    assert out.index("demo") < out.index("init")
 
 
 @pytest.mark.slow
