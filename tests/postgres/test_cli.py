@@ -237,6 +237,18 @@ def test_install_names_the_url_in_the_hook_command(home: Path, tmp_path: Path) -
     assert f"CONTINUITY_HOME={url}" in written
 
 
+def test_the_demo_twice_on_a_server_store_leaves_one_thread(db_url: str, home: Path) -> None:
+    first = cli("--store", db_url, "demo")
+    assert first.exit_code == 0, first.output
+    second = cli("--store", db_url, "demo")
+    assert second.exit_code == 0, second.output
+    assert "from an earlier run" in second.stdout
+    with PostgresStore(db_url) as store:
+        assert [t for t in store.threads() if t.startswith("cc-demo-")] == [
+            "cc-demo-invoice-service"
+        ]
+
+
 def test_repair_on_a_server_store_says_what_it_cannot_do(db_url: str, home: Path) -> None:
     import psycopg
 
