@@ -9,13 +9,20 @@ The tests are laid out by subsystem, a folder a part of the library: ``store/``,
 * ``slow`` — a test that takes 0.15 s or more on a quiet machine (child processes, crashes,
   whole fixture sessions, many Hypothesis examples; still run in CI, with bounded examples);
 * ``postgres`` — needs a PostgreSQL server: given to every test that uses ``pg_url``;
-* ``browser`` — drives headless Chromium (``viewer/test_browser.py``);
 * ``integrations`` — imports LangGraph or the Agents SDK: every test in ``integrations/``;
-* ``agents`` — runs a real agent client from npm (Claude Code, the MCP Inspector) against the
-  scripted model server: every test in ``agents/`` (``tools/agents.py`` installs the clients).
+
+and the markers of what a test needs from outside the venv, given only in ``outside/``:
+
+* ``agents`` — runs a real agent client from npm (Claude Code, Codex, Gemini CLI, opencode, the
+  MCP Inspector) against the scripted model server: ``outside/clients/`` (``tools/agents.py``
+  installs the clients);
+* ``browser`` — drives headless Chromium: ``outside/browser/``;
+* ``upstream`` — runs a framework's own test suite from its sdist: ``outside/upstream/``;
+* ``pgbouncer`` — needs PgBouncer: ``outside/pgbouncer/``.
 
 ``pytest --fast`` runs what needs none of those and is not slow, and does not even import the
-``integrations/`` modules (their SDKs take seconds to import): the quick check while working.
+``integrations/`` and ``outside/`` modules (the SDKs take seconds to import): the quick check
+while working.
 The terminal summary names any test not marked ``slow`` that took over 5 s.
 
 **Fixtures** (kept generic so every test module can lean on them):
@@ -69,7 +76,9 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 INTEGRATIONS = HERE / "integrations"
-NEEDS = ("slow", "postgres", "browser", "integrations", "agents")
+OUTSIDE = HERE / "outside"
+NOT_IMPORTED_WHEN_FAST = (INTEGRATIONS, OUTSIDE)
+NEEDS = ("slow", "postgres", "integrations", "agents", "browser", "upstream", "pgbouncer")
 """What ``--fast`` leaves out."""
 SLOW_NOTE_SECONDS = 5.0
 
@@ -102,13 +111,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--fast",
         action="store_true",
-        help="only the tests that are not slow and need no PostgreSQL, browser or agent SDK; "
-        "the integrations/ modules are not even imported",
+        help="only the tests that are not slow and need no PostgreSQL, agent SDK or anything "
+        "outside the venv; the integrations/ and outside/ modules are not even imported",
     )
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    if config.getoption("--fast") and collection_path.is_relative_to(INTEGRATIONS):
+    if config.getoption("--fast") and any(
+        collection_path.is_relative_to(folder) for folder in NOT_IMPORTED_WHEN_FAST
+    ):
         return True
     return None
 

@@ -1,4 +1,5 @@
-"""The real agent clients, from npm, for the tests that run them (issue 28, ``tests/agents/``).
+"""The real agent clients, from npm, for the tests that run them (issue 28,
+``tests/outside/clients/``).
 
 Claude Code's CLI and the MCP Inspector are npm packages. The tests run them headless against
 the suite's own scripted model server (``tests/support/model_server.py``) and against
@@ -16,7 +17,7 @@ rename of a complete install. Without npm or the registry (and nothing cached) t
 need a client skip, saying why.
 
 To move to a new version: change its pin in :data:`PINS`, run ``python -m tools.agents install``
-and ``pytest tests/agents``; the old folder can be deleted.
+and ``pytest tests/outside/clients``; the old folder can be deleted.
 """
 
 from __future__ import annotations

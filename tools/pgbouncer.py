@@ -1,4 +1,4 @@
-"""PgBouncer for the pooler tests (issue 30, ``tests/postgres/test_pgbouncer.py``).
+"""PgBouncer for the pooler tests (issue 30, ``tests/outside/pgbouncer/``).
 
 The tests put a real PgBouncer in transaction pooling mode in front of the test server. It is
 Debian bookworm's package (PgBouncer 1.18), never installed system-wide: ``apt-get download``

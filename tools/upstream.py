@@ -1,11 +1,11 @@
 """The frameworks' own test suites, fetched for running against continuity (issue 27).
 
 LangGraph's checkpointer-parametrized graph tests and the OpenAI Agents SDK's session and runner
-tests run in our CI against continuity (``tests/upstream/``). Their code is theirs: it is never
-copied into this repository. It comes, at test time, from each framework's published source
-distribution at the version pinned below (the version the ``dev`` extra installs, which pins
-it), downloaded from the package index with ``pip download`` into a cache outside the checkout,
-checked against the sha256 recorded here, and extracted once::
+tests run in our CI against continuity (``tests/outside/upstream/``). Their code is theirs: it
+is never copied into this repository. It comes, at test time, from each framework's published
+source distribution at the version pinned below (the version the ``dev`` extra installs, which
+pins it), downloaded from the package index with ``pip download`` into a cache outside the
+checkout, checked against the sha256 recorded here, and extracted once::
 
     python -m tools.upstream fetch          # download, verify and extract the pinned sdists
     python -m tools.upstream path langgraph # where its extracted tree is (fetching if need be)
@@ -17,16 +17,16 @@ archives, ``src/NAME-VERSION/`` their trees. Concurrent runs are safe: one fetch
 holds ``upstream/.lock``, and a tree appears by an atomic rename of a complete extraction.
 Without the network (and nothing cached) the upstream tests skip, saying why.
 
-Running them (``tests/upstream/test_suites.py``; PostgreSQL from ``pgserver`` or
+Running them (``tests/outside/upstream/test_suites.py``; PostgreSQL from ``pgserver`` or
 ``$CONTINUITY_TEST_PG_URL``, as for the rest of the suite)::
 
-    .venv/bin/python -m pytest tests/upstream                          # the bounded CI run
-    CONTINUITY_UPSTREAM=full .venv/bin/python -m pytest tests/upstream  # everything, ~8 min
-    CONTINUITY_UPSTREAM=off  .venv/bin/python -m pytest                  # without them
+    .venv/bin/python -m pytest tests/outside/upstream        # the bounded CI run
+    CONTINUITY_UPSTREAM=full .venv/bin/python -m pytest tests/outside/upstream  # all, ~8 min
+    CONTINUITY_UPSTREAM=off  .venv/bin/python -m pytest      # without them
 
 To move to a new version of a framework: change its pin in ``pyproject.toml``'s ``dev`` extra
 and in :data:`PINS` (``python -m tools.upstream hash NAME VERSION`` prints the sha256), then
-run the full suite and update ``tests/upstream/deselect.toml`` and the floors.
+run the full suite and update ``tests/outside/upstream/deselect.toml`` and the floors.
 """
 
 from __future__ import annotations

@@ -1,1 +1,2 @@
-"""``continuity serve``: HTTP tests, and a real headless browser (marked ``browser``)."""
+"""``continuity serve``: the web viewer over HTTP (its headless-browser tests are in
+``tests/outside/browser/``)."""

@@ -34,6 +34,8 @@ from tests.support.pg import PgStores, schema_for
 from tests.support.pgbouncer import pooled
 from tests.support.processes import reap
 
+pytestmark = pytest.mark.pgbouncer
+
 HELLO = '{"type": "message_appended", "role": "user", "content": [{"type": "text", "text": "%s"}]}'
 
 

@@ -54,7 +54,7 @@ def pytest_plugin_registered(plugin: object, plugin_name: str) -> None:
     if missing:  # a LangGraph whose tests changed shape: say so, do not run the wrong saver
         raise pytest.UsageError(
             f"LangGraph's {plugin_name} has no fixture {', '.join(missing)}: "
-            "the continuity shim (tests/upstream/shims) needs updating for this version"
+            "the continuity shim (tests/outside/upstream/shims) needs updating for this version"
         )
     plugin.sync_checkpointer = sync_checkpointer  # type: ignore[attr-defined]
     plugin.async_checkpointer = async_checkpointer  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from tests.support.model_server import ModelServer, Reply, Rule, Script, ToolCal
 
 pytestmark = [pytest.mark.slow, pytest.mark.agents]
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+ROOT: Final = Path(__file__).resolve().parents[3]
 COMMAND: Final = "echo plugged > plugin-9c1e.txt"
 
 

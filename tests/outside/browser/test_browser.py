@@ -39,7 +39,7 @@ from tests.support.viewer import (
     served,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHOTS = ROOT / "test-artifacts" / "browser"
 WAIT = 15.0
 """Seconds to wait for something a page does by itself (a fetch, the live view): a bound on a

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.upstream.suites import Run, execute, runs
+from tests.outside.upstream.suites import Run, execute, runs
 from tools import upstream
 
 SHOWN: int = 40
@@ -31,6 +31,7 @@ def _tree(run: Run) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.integrations
+@pytest.mark.upstream
 @pytest.mark.parametrize("run", runs(), ids=lambda r: r.id)
 def test_upstream_suite_on_continuity(run: Run, request: pytest.FixtureRequest) -> None:
     tree = _tree(run)
@@ -42,7 +43,7 @@ def test_upstream_suite_on_continuity(run: Run, request: pytest.FixtureRequest) 
     assert not bad, (
         f"{len(bad)} upstream tests failed on continuity ({run.id}; counts "
         f"{outcome.counts()}):\n{listing}\n(a real bug: fix it, or list it in "
-        f"tests/upstream/deselect.toml with the reason)\n{outcome.output[-3000:]}"
+        f"tests/outside/upstream/deselect.toml with the reason)\n{outcome.output[-3000:]}"
     )
     assert not report["stale"], (
         f"deselect entries that match no test of their file ({run.id}): {report['stale']}"

@@ -1,0 +1,1 @@
+"""The viewer (``continuity serve``) in a real headless Chromium, driven by Selenium."""

@@ -1,0 +1,1 @@
+"""The PostgreSQL store through a real PgBouncer in transaction pooling mode."""
