@@ -1,6 +1,6 @@
 """``migrate``: a store copied into another keeps every byte of every log; the copy is checked
 line by line, resumable and idempotent, and refuses a destination that holds another history.
-(The PostgreSQL direction is in ``tests/postgres/test_cli.py``.)"""
+(The PostgreSQL direction is in ``tests/store/postgres/test_cli.py``.)"""
 
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ FAN_OUT: Final[tuple[tuple[str, str], ...]] = (
     ),
     (
         r"^SELECT \* FROM \w+\.search_(?:threads|docs|postings) ORDER BY thread_key",
-        "tests/postgres/test_search.py _rows: the test's own dump of the index, through the "
+        "tests/store/postgres/test_search.py _rows: the test's own dump of the index, through the "
         "store's pool",
     ),
 )

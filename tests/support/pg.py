@@ -10,8 +10,8 @@ session ends, the statements the stores sent and their unique indexes are checke
 rules a store distributed by thread keeps (:mod:`tests.support.distributed`); the session
 fails if one breaks them. Run the whole PostgreSQL suite that way with
 ``CONTINUITY_TEST_PG_DISTRIBUTED=1 .venv/bin/python -m pytest -p no:cacheprovider
-tests/postgres`` (an external server needs ``$CONTINUITY_TEST_PG_LOG``, its log's path, and a
-superuser login).
+tests/store/postgres`` (an external server needs ``$CONTINUITY_TEST_PG_LOG``, its log's path,
+and a superuser login).
 
 Each store lives in a schema of its own, named after the folder a test gives it (so the same
 folder is the same store, as with the JSONL backend); schemas are cheap to make, unlike

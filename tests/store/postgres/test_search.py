@@ -27,7 +27,7 @@ from continuity.testing import FixedClock
 from tests.support.narrow import head_seq
 from tests.support.pg import TEST_APP
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from tools.gen_thread import write_thread  # noqa: E402
 

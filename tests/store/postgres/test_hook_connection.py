@@ -21,7 +21,7 @@ from continuity.store.outage import HOOK_STORE_OPTIONS
 from continuity.store.postgres.db import Database
 from continuity.testing.store import StoreContract
 from tests.agents.claude_code.test_hooks import SESSION, Transcript, work
-from tests.postgres.test_cli import db_url, home  # noqa: F401  (fixtures)
+from tests.store.postgres.test_cli import db_url, home  # noqa: F401  (fixtures)
 from tests.support.pg import PgStores
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

@@ -37,7 +37,7 @@ from tests.support.distributed import (
 )
 from tests.support.pg import PgStores, schema_for, server_log
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from tools.gen_thread import write_thread  # noqa: E402
 

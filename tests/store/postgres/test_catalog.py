@@ -150,7 +150,7 @@ def cli_db(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh database for the CLI's store (its ``continuity`` schema), dropped after."""
     import psycopg
 
-    from tests.postgres.test_cli import _with_database
+    from tests.store.postgres.test_cli import _with_database
 
     name = "cat_" + "".join(c if c.isalnum() else "_" for c in request.node.name)[-40:].lower()
     with psycopg.connect(pg_url, autocommit=True) as conn:

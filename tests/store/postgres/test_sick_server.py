@@ -25,7 +25,7 @@ from continuity.store import outage
 from continuity.store.jsonl import Store
 from continuity.store.postgres import PostgresStore
 from tests.agents.claude_code.test_hooks import SESSION, Transcript, work
-from tests.postgres.test_cli import db_url, home  # noqa: F401  (fixtures)
+from tests.store.postgres.test_cli import db_url, home  # noqa: F401  (fixtures)
 from tests.support.narrow import narrow
 from tests.support.pg import TEST_APP
 

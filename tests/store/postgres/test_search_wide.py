@@ -23,7 +23,7 @@ from continuity.store.jsonl import Store
 from continuity.store.postgres import PostgresStore
 from tests.support.pg import TEST_APP
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from tools.bench.gen_threads import write_threads  # noqa: E402
 

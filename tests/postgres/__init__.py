@@ -1,3 +1,0 @@
-"""The PostgreSQL backend against a real server (pgserver): the contract, derived tables, search,
-faults, processes.
-"""
