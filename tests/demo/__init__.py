@@ -1,1 +1,2 @@
-"""``continuity demo``: what it prints, and one demo thread a store."""
+"""``continuity demo`` (``continuity.demo``): a scripted Claude Code session through the hooks,
+what it prints, and one demo thread a store."""

@@ -1,1 +1,1 @@
-"""The Claude Code adapter: transcripts, ingest, hooks, restore, install, the demo."""
+"""The Claude Code adapter: transcripts, ingest, hooks, recall, install, the plugin."""

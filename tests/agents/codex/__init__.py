@@ -1,0 +1,1 @@
+"""The Codex adapter: rollouts into the archive, and ``continuity install|uninstall codex``."""

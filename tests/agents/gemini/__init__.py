@@ -1,0 +1,1 @@
+"""The Gemini CLI adapter: sessions into the archive, install, and the hooks."""

@@ -1,0 +1,1 @@
+"""The opencode adapter: its database and exports into the archive, install, the CLI."""

@@ -35,7 +35,7 @@ from continuity.store.jsonl import Store
 from continuity.summary import decode_summary
 from tests.support.fixtures import shared_fixture
 
-DB = Path(__file__).resolve().parents[1] / "data" / "opencode" / "opencode-1.18.33.db"
+DB = Path(__file__).resolve().parents[2] / "data" / "opencode" / "opencode-1.18.33.db"
 ROOT = "ses_de5ae599dffewqH0pMyudaCGW5"
 CHILD = "ses_de5ae31f4ffeJiXamn7EnfzK7o"
 SUMMARY = "SUMMARY: the user asked to run echo; it printed hi-from-bash."

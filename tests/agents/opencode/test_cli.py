@@ -22,7 +22,7 @@ from continuity.agents.opencode.install import MARKER
 from continuity.cli.app import app
 from continuity.store.jsonl import Store
 
-DB = Path(__file__).resolve().parents[1] / "data" / "opencode" / "opencode-1.18.33.db"
+DB = Path(__file__).resolve().parents[2] / "data" / "opencode" / "opencode-1.18.33.db"
 ROOT = "ses_de5ae599dffewqH0pMyudaCGW5"
 USER_CONFIG = """{
   "$schema": "https://opencode.ai/config.json",
