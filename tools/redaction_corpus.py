@@ -1,10 +1,10 @@
 """The secrets the redaction quality is measured on (tools/redaction_quality.py) and the rules are
-tested on (tests/store/test_redaction_rules.py): one sample per format, planted as a prompt or a
+tested on (tests/redaction/test_redaction_rules.py): one sample per format, planted as a prompt or a
 tool's output has it, and each provider token bare (no key name in front) too; and benign lines
 of code, commands and logs that hold none.
 
 The secrets are made up at run time from a hash of a label (:func:`fake`, as in
-tests/store/test_redaction.py): the same every run, and no file of the project holds a string a
+tests/redaction/test_redaction.py): the same every run, and no file of the project holds a string a
 secret scanner would flag. A sample is ``before + secret + after``; redacted right, it is
 ``before + [REDACTED:<rule>] + after``.
 """

@@ -18,7 +18,7 @@ Measures, with the default :class:`~continuity.redaction.Redactor`:
 ``--baseline REV`` measures a git revision's ``continuity/`` too (extracted with ``git archive``
 and run in a child process, the same corpus and fixtures) and prints both side by side. It
 reports; it does not judge: the exit status is 0 whatever the figures (the tests in
-tests/store/test_redaction_rules.py hold the floor). Without the fixtures it says so.
+tests/redaction/test_redaction_rules.py hold the floor). Without the fixtures it says so.
 """
 
 from __future__ import annotations

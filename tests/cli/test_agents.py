@@ -16,7 +16,7 @@ from continuity.cli.app import app
 from continuity.cli.fast_search import fast_search
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
-from tests.store.test_redaction import GITHUB_PAT
+from tests.redaction.test_redaction import GITHUB_PAT
 from tests.support.archive import MINUTE, agent_session
 
 T0 = 1_767_603_600_000  # 2026-01-05 09:00 UTC

@@ -12,7 +12,7 @@ import pytest
 from continuity.mcp_server.archive import Archive, ToolError, ToolResult
 from continuity.mcp_server.tools import call_tool
 from continuity.store.jsonl import Store
-from tests.store.test_redaction import GITHUB_PAT
+from tests.redaction.test_redaction import GITHUB_PAT
 from tests.support.archive import MINUTE, agent_session
 
 PROJECT = "/work/shop"

@@ -23,8 +23,8 @@ from continuity.retrieval.index import ThreadSearchIndex
 from continuity.retrieval.search import search, search_prefix
 from continuity.retrieval.terms import tokenize
 from continuity.store.jsonl import Store
+from tests.redaction.test_redaction import GITHUB_PAT
 from tests.retrieval.test_index import _files, small  # noqa: F401 (a fixture)
-from tests.store.test_redaction import GITHUB_PAT
 
 
 def _parts(*texts: str, tool_use_id: str = "toolu_1") -> fr.ToolResultBlock:

@@ -1,3 +1,3 @@
-"""The truth: stores and threads, frames, artifacts, locking and crashes, redaction, the async
-face.
-"""
+"""The truth (``continuity.store``): stores and threads, the backend contract, artifacts,
+locking, crashes and deletion under real processes, locations and the outage mark. The
+PostgreSQL backend: ``postgres/``."""

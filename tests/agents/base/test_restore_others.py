@@ -12,7 +12,7 @@ from continuity.agents.base.restore import RESTORE_MAX_CHARS
 from continuity.agents.claude_code.hooks import run_hook
 from continuity.store.jsonl import Store
 from tests.agents.claude_code.test_hooks import CWD, Transcript, context_of, work
-from tests.store.test_redaction import GITHUB_PAT
+from tests.redaction.test_redaction import GITHUB_PAT
 from tests.support.archive import agent_session
 
 HEADING = "## Also on this project in the same hours (other agents' sessions)\n"

@@ -25,7 +25,7 @@ from continuity.store.jsonl import Store
 from continuity.summary import decode_summary
 from continuity.testing import FixedClock
 from tests.agents.claude_code.test_hooks import Transcript, call_main, read_errors
-from tests.store.test_redaction import (
+from tests.redaction.test_redaction import (
     ANTHROPIC,
     AWS_KEY_ID,
     AWS_SECRET,

@@ -70,7 +70,7 @@ def test_every_rule_added_for_issue_26_has_a_sample_and_a_near_miss() -> None:
     ids = {r.id for r in BUILTIN_RULES}
     assert set(NEAR_MISSES) <= ids
     # every rule the corpus names exists, and every rule without a sample in the older tests
-    # (tests/store/test_redaction.py) has one here and a near miss
+    # (tests/redaction/test_redaction.py) has one here and a near miss
     assert by_rule <= ids
     for rule in set(NEAR_MISSES):
         assert rule in by_rule, rule

@@ -36,7 +36,7 @@ from continuity.redaction import (
 from continuity.store.base import BaseStore, Thread
 from continuity.store.jsonl import Store
 from continuity.store.memory import MemoryStore
-from tests.store.test_redaction import (
+from tests.redaction.test_redaction import (
     ANTHROPIC,
     AWS_KEY_ID,
     BASE64,

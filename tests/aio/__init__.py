@@ -1,0 +1,1 @@
+"""The async face (``continuity.aio``)."""

@@ -1,0 +1,1 @@
+"""The frame schema and the chained line codec (``continuity.frames``)."""

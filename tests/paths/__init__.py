@@ -1,0 +1,1 @@
+"""Naming a store and its folders (``continuity.paths``)."""

@@ -1,0 +1,1 @@
+"""Deterministic token estimates (``continuity.tokens``)."""
