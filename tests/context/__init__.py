@@ -1,3 +1,3 @@
-"""What the model sees: compile and its rule, render and convert, compaction and summaries,
-records, forks.
+"""What the model sees (``continuity.context``): compile and its rule, convert and the provider
+round trips, compaction and summaries, records, forks. Rendering: ``render/``.
 """

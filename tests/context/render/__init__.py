@@ -1,0 +1,2 @@
+"""Rendering a context bundle (``continuity.context.render``): API shapes that always validate,
+bounded text."""
