@@ -1,8 +1,11 @@
 """The suite's shared fixtures, its markers, and ``--fast``.
 
-The tests are laid out by subsystem, a folder a part of the library: ``store/``, ``postgres/``,
-``caches/``, ``retrieval/``, ``context/``, ``claude_code/``, ``cli/``, ``integrations/``,
-``viewer/`` and ``project/`` (the project's own rules), with helpers in ``support/``.
+The tests mirror the package: ``<path>/`` holds the tests of the package ``continuity/<path>/``
+(``store/``, ``store/postgres/``, ``agents/base/``, ``agents/claude_code/``, ``cli/``, …) or of
+the module ``continuity/<path>.py`` (``redaction/``, ``frames/``, …). Beside them: ``project/``
+(the project's own rules and the tools' tests), ``docs/`` (the documentation's examples),
+``outside/`` (the tests that need something from outside the venv), helpers in ``support/`` and
+data in ``data/``. ``project/test_mirror.py`` keeps it so, and says what to move where.
 
 **Markers**, by cost and by what a test needs (``pyproject.toml`` registers them):
 
