@@ -10,6 +10,7 @@ working::
     │   └── StoreBusy          the server gave up waiting: a held lock, a statement over budget
     ├── StoreRefused           the server is read-only, or the role lacks a privilege
     ├── SchemaTooNew           a store's schema was written by a newer continuity
+    ├── UnknownStoreFormat     a folder's store.json is not one any continuity wrote
     ├── MigrationConflict      migrate: a thread in the destination is not the source's
     ├── InvalidThreadId        (ValueError) an id that could escape the store or hide itself
     ├── ThreadNotFound         a read asked for a thread with no frames
@@ -78,6 +79,7 @@ __all__ = [
     "ThreadKeyTaken",
     "ThreadNotFound",
     "UnknownName",
+    "UnknownStoreFormat",
     "UnreadableSession",
 ]
 
@@ -149,6 +151,20 @@ class SchemaTooNew(ContinuityError):
         self.found = found
         self.needed = needed
         self.known = known
+
+
+class UnknownStoreFormat(ContinuityError):
+    """A folder store's ``store.json`` says nothing this continuity understands: it is not
+    JSON, not an object, names another format, or a version no continuity wrote (0, text).
+    The store is not opened (nothing is read or written). Not :class:`StoreNotFound`, whose
+    remedy (``continuity init``) would not help, nor :class:`SchemaTooNew` (a newer version:
+    upgrade continuity): look at the file, which a person or another program changed, and put
+    back what this version writes (the message says it) if the folder is a store. The marker's
+    format is in ``contracts/event_frames.md``; ``path`` is the file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class MigrationConflict(ContinuityError):

@@ -35,9 +35,11 @@ from continuity.errors import (
     CorruptFrame,
     InvalidThreadId,
     JobInFlight,
+    SchemaTooNew,
     StoreNotFound,
     ThreadDeleted,
     ThreadNotFound,
+    UnknownStoreFormat,
 )
 from continuity.store.artifacts import FileArtifactStore
 from continuity.store.base import (
@@ -61,7 +63,13 @@ from continuity.store.base import (
 
 __all__ = ["STORE_FORMAT", "JsonlThread", "Store"]
 
-STORE_FORMAT: Final = {"format": "continuity-store", "version": 1}
+_FORMAT: Final = "continuity-store"
+_VERSION: Final = 1
+STORE_FORMAT: Final = {"format": _FORMAT, "version": _VERSION}
+"""What ``store.json`` holds (``contracts/event_frames.md``, "The store's marker"): the version
+changes only with a layout older code cannot read or write safely, and a store whose marker
+this code does not understand is not opened (:func:`_check_marker`)."""
+_MARKER_MAX: Final = 1 << 16
 
 _CHUNK: Final = 1 << 16
 _QUARANTINE_CHUNK: Final = 3 << 20  # a multiple of 3: the base64 of the chunks joins up
@@ -608,6 +616,7 @@ class Store(BaseStore):
             raise StoreNotFound(
                 f"no continuity store at {self.root} (create one with `continuity init`)"
             )
+        _check_marker(marker)
         self.artifacts = FileArtifactStore(self.root / "artifacts", durable=durable)
 
     def init_layout(self) -> None:
@@ -925,6 +934,42 @@ def _read_line(fd: int, start: int, end: int) -> bytes:
         parts.append(chunk)
         pos += len(chunk)
     return b"".join(parts)
+
+
+def _check_marker(marker: Path) -> None:
+    """Refuse a store whose ``store.json`` this code does not understand: a newer version is
+    :class:`SchemaTooNew`, anything else :class:`UnknownStoreFormat`. Members it does not know
+    are ignored (a newer version may add some without changing the version)."""
+    with open(marker, "rb") as f:
+        raw = f.read(_MARKER_MAX)
+    known = _VERSION
+    try:
+        doc = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        doc = msgspec.UNSET
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        what = "is not JSON" if doc is msgspec.UNSET else "is not a JSON object"
+    elif doc.get("format") != _FORMAT:
+        what = f"names the format {doc.get('format')!r}, not {_FORMAT!r}"
+    elif type(version) is not int or version < 1:
+        what = f"names the version {version!r}, which no continuity wrote"
+    elif version > known:
+        raise SchemaTooNew(
+            f"{marker} says version {version}: the store was made by a newer continuity, "
+            f"and this one knows up to version {known}: upgrade continuity",
+            found=version,
+            needed=version,
+            known=known,
+        )
+    else:
+        return
+    expected = f'{{"format": "{_FORMAT}", "version": {known}}}'
+    raise UnknownStoreFormat(
+        f"{marker} {what}: this is not a store continuity can open (a store's marker says "
+        f"{expected}; nothing was read or written)",
+        path=str(marker),
+    )
 
 
 _LAYOUT: Final = frozenset(("threads", "artifacts", "quarantine", "cache"))
