@@ -753,5 +753,22 @@ def parse_payload(line: bytes | str) -> Frame:
     try:
         frame = msgspec.convert(obj, Frame)
     except msgspec.ValidationError as exc:
-        raise BadFrame(str(exc)) from None
+        raise BadFrame(_outside_closed_set(obj) or str(exc)) from None
     return normalize(frame)
+
+
+def _outside_closed_set(obj: dict[str, Any]) -> str | None:
+    """What is wrong when a field of a closed set (a message's ``role``, a job's ``status``)
+    holds a value outside it, in :func:`message`'s words; None for any other mistake (msgspec
+    then says it, naming the field)."""
+    import typing
+
+    for cls in typing.get_args(Frame):
+        if cls.__struct_config__.tag == obj.get("type"):
+            for field, hint in typing.get_type_hints(cls).items():
+                values = typing.get_args(hint) if typing.get_origin(hint) is Literal else ()
+                if field in obj and values and obj[field] not in values:
+                    return (
+                        f"{field} must be one of {', '.join(map(repr, values))}, not {obj[field]!r}"
+                    )
+    return None
