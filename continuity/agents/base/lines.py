@@ -21,13 +21,24 @@ from typing import Any, Final, Generic, TypeAlias, TypeVar
 
 import msgspec
 
-__all__ = ["MAX_LINE_BYTES", "SKIPPED_OVERSIZE", "Parse", "ReadResult", "read_json_lines"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "SKIPPED_OVERSIZE",
+    "UNREADABLE_KEPT",
+    "Parse",
+    "ReadResult",
+    "line_numbers",
+    "read_json_lines",
+]
 
 MAX_LINE_BYTES: Final = 64 << 20
 """The longest transcript line a read loads (64 MiB). A complete line that is longer is skipped
 and counted under :data:`SKIPPED_OVERSIZE`; an unfinished last line that is longer is left for a
 later read, like any unfinished line, without being loaded."""
 SKIPPED_OVERSIZE: Final = "<line too long>"
+UNREADABLE_KEPT: Final = 5
+"""How many unreadable lines' offsets a read keeps (:attr:`ReadResult.unreadable`): enough to
+say where to look; the count of all of them is in ``skipped``."""
 
 
 R = TypeVar("R")
@@ -43,6 +54,9 @@ class ReadResult(msgspec.Struct, Generic[R]):
     pending: int = 0
     """The bytes after ``end`` (an unfinished last line): they hold no newline, so a caller that
     passes ``end + pending`` as the next read's ``no_newline_before`` spares it that scan."""
+    unreadable: list[int] = msgspec.field(default_factory=list)
+    """Where the first unreadable lines start (``<not json>``/``<not object>``; byte offsets in
+    the file, at most :data:`UNREADABLE_KEPT`), so a report can say which they are."""
 
 
 _decoder: Final = msgspec.json.Decoder()
@@ -86,6 +100,12 @@ Parse: TypeAlias = Callable[[dict[str, Any], int], R | str]
 the kind of line it is when it carries nothing to keep (counted in ``skipped``)."""
 
 
+def _unreadable(result: ReadResult[R], kind: str, offset: int) -> None:
+    result.skipped[kind] += 1
+    if len(result.unreadable) < UNREADABLE_KEPT:
+        result.unreadable.append(offset)
+
+
 def _take(raw: bytes, offset: int, result: ReadResult[R], parse: Parse[R]) -> None:
     """Add the record of one complete line to ``result`` (or count why it has none)."""
     if not raw.strip():
@@ -93,10 +113,10 @@ def _take(raw: bytes, offset: int, result: ReadResult[R], parse: Parse[R]) -> No
     try:
         obj = _decode(raw)
     except ValueError:
-        result.skipped["<not json>"] += 1
+        _unreadable(result, "<not json>", offset)
         return
     if not isinstance(obj, dict):
-        result.skipped["<not object>"] += 1
+        _unreadable(result, "<not object>", offset)
         return
     rec = parse(obj, offset)
     if isinstance(rec, str):
@@ -222,3 +242,22 @@ def read_json_lines(
     finally:
         os.close(fd)
     return result
+
+
+def line_numbers(path: str | os.PathLike[str], offsets: list[int]) -> list[int]:
+    """The line number (from 1) of each line starting at one of ``offsets`` of ``path``: the
+    newlines before it, counted in one pass up to the last offset (for a report that names a
+    few lines; the reads themselves never count lines)."""
+    wanted = sorted(set(offsets))
+    found: dict[int, int] = {}
+    newlines = pos = 0
+    with open(path, "rb") as f:
+        for offset in wanted:
+            while pos < offset:
+                chunk = f.read(min(_CHUNK, offset - pos))
+                if not chunk:
+                    break
+                newlines += chunk.count(b"\n")
+                pos += len(chunk)
+            found[offset] = newlines + 1
+    return [found[o] for o in offsets]

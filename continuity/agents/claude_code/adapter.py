@@ -148,11 +148,13 @@ class _IngestRun:
         )
         self.threads: set[str] = set()
         self.failed: list[tuple[Path, str]] = []
+        self.unreadable: list[tuple[Path, list[int]]] = []
+        """Where the first unreadable lines are, by file (byte offsets; a few in all)."""
 
     def one(self, f: Path) -> None:
         """Ingest one transcript. A file that cannot be read is skipped and named; trouble with
         the store stops the run."""
-        from continuity.agents.base.lines import SKIPPED_OVERSIZE
+        from continuity.agents.base.lines import SKIPPED_OVERSIZE, UNREADABLE_KEPT
         from continuity.agents.claude_code.ingest import ingest_transcript
 
         self.current = f
@@ -176,10 +178,35 @@ class _IngestRun:
             totals["bad"] += sum(r.skipped.get(k, 0) for k in ("<not json>", "<not object>"))
             totals["oversize"] += r.skipped.get(SKIPPED_OVERSIZE, 0)
             self.threads.update(r.threads)
+            room = UNREADABLE_KEPT - sum(len(offsets) for _, offsets in self.unreadable)
+            if r.unreadable and room > 0:
+                self.unreadable.append((f, r.unreadable[:room]))
         self.done += 1
 
     def _where(self, f: Path) -> str:
         return f" (in {shown(f)}; {self.done} of {self.of} transcripts done before it)"
+
+    def unreadable_lines(self) -> list[str]:
+        """Where the unreadable lines the summary counts are: the first few as ``file:line``,
+        then how many more (nothing when there were none)."""
+        from continuity.agents.base.lines import line_numbers
+
+        shown_lines: list[str] = []
+        for f, offsets in self.unreadable:
+            try:
+                numbers = line_numbers(f, offsets)
+            except OSError:  # gone since: its offsets are still a place to look
+                shown_lines += [f"{shown(f)} at byte {o}" for o in offsets]
+            else:
+                shown_lines += [f"{shown(f)}:{n}" for n in numbers]
+        if not shown_lines:
+            return []
+        more = self.totals["bad"] - len(shown_lines)
+        return [
+            "unreadable lines skipped (not JSON objects): "
+            + ", ".join(shown_lines)
+            + (f" and {more} more" if more > 0 else "")
+        ]
 
     def summary(self) -> str:
         from continuity.agents.base.lines import MAX_LINE_BYTES
@@ -287,7 +314,10 @@ class ClaudeCodeAdapter:
             ) from None
         done = Done(
             out=[run.summary()],
-            err=[f"skipped {shown(f)}: {why}" for f, why in [*skipped, *run.failed]],
+            err=[
+                *(f"skipped {shown(f)}: {why}" for f, why in [*skipped, *run.failed]),
+                *run.unreadable_lines(),
+            ],
         )
         if run.failed:
             done.failed = (

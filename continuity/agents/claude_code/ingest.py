@@ -102,6 +102,9 @@ class IngestReport(msgspec.Struct):
     restarted: str | None = None
     """Why the file was read from the start again (lost cursor, shrunk or replaced file)."""
     held_back: bool = False
+    unreadable: list[int] = msgspec.field(default_factory=list)
+    """Where the first unreadable lines of this read start (byte offsets in the file, a few:
+    :data:`~continuity.agents.base.lines.UNREADABLE_KEPT`); ``skipped`` counts them all."""
 
 
 def transcript_kind(path: Path) -> tuple[str, str | None]:
@@ -477,6 +480,7 @@ def _read_new(job: _Ingest, cursor: Cursor | None, start: int, scanned: int) -> 
     read = read_records(job.path, start, no_newline_before=scanned)
     job.report.bytes_read = read.end - start
     job.report.skipped = dict(read.skipped)
+    job.report.unreadable = list(read.unreadable)
     if not job.session_id:
         # A flat agent-<id>.jsonl names its session only in its lines (and they may disagree):
         # the first one decides, once, so the file is one thread under one parent.
