@@ -27,6 +27,7 @@ __all__ = [
     "UNREADABLE_KEPT",
     "Parse",
     "ReadResult",
+    "is_text",
     "line_numbers",
     "read_json_lines",
 ]
@@ -261,3 +262,23 @@ def line_numbers(path: str | os.PathLike[str], offsets: list[int]) -> list[int]:
                 pos += len(chunk)
             found[offset] = newlines + 1
     return [found[o] for o in offsets]
+
+
+_SNIFF: Final = 8192
+
+
+def is_text(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` starts as a text file would: no NUL byte and UTF-8 in its first 8 KiB
+    (a character cut at the end of them is fine). A session file that is not is no agent's:
+    what a hook tells the user when it archived nothing from one."""
+    import codecs
+
+    with open(path, "rb") as f:
+        head = f.read(_SNIFF)
+    if b"\0" in head:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True

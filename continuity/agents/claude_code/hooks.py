@@ -21,7 +21,7 @@ from continuity.paths import StoreLocation
 from continuity.store.base import BaseStore, Thread
 
 if TYPE_CHECKING:
-    pass
+    from continuity.agents.claude_code.ingest import IngestReport
 
 __all__ = ["EVENTS", "HookConfig", "HookOutcome", "log_error", "main", "run_hook"]
 
@@ -182,17 +182,43 @@ def _ingest_file(store: BaseStore, path: Path, *, final: bool, notes: list[str])
     from continuity.agents.claude_code.ingest import ingest_transcript
 
     report = ingest_transcript(store, path, final=final)
+    shown = str(path).encode("utf-8", "backslashreplace").decode()  # errors.log is UTF-8
+    # Each said once: the cursor moves past what was read, so no later hook meets it again.
+    unreadable = _unreadable(path, report)
+    if unreadable:
+        notes.append(f"{shown}: {unreadable}")
     oversize = report.skipped.get(SKIPPED_OVERSIZE, 0)
     if oversize:
-        # Counted once: the cursor moves past a skipped line, so no later hook meets it again.
         lines = "a line" if oversize == 1 else f"{oversize} lines"
         cap = MAX_LINE_BYTES
         size = f"{cap >> 20} MiB" if cap % (1 << 20) == 0 else f"{cap} bytes"
-        shown = str(path).encode("utf-8", "backslashreplace").decode()  # errors.log is UTF-8
         notes.append(
             f"{shown}: {lines} over {size} skipped, not archived "
             "(a transcript line is loaded whole only up to that size)"
         )
+
+
+def _unreadable(path: Path, report: IngestReport) -> str:
+    """What a hook says of what it could not read in ``path`` ("" for nothing): a file that is
+    not text is named as such (it may hold no line at all, and would otherwise archive nothing
+    without a word); else the unreadable lines, counted and the first few placed."""
+    from continuity.agents.base.lines import is_text, line_numbers
+
+    bad = report.skipped.get("<not json>", 0) + report.skipped.get("<not object>", 0)
+    first_read = report.restarted is not None and not report.bytes_read
+    if not (report.messages or report.checkpoints) and (bad or first_read) and not is_text(path):
+        return "not a text file, so not a Claude Code transcript: nothing archived from it"
+    if not bad:
+        return ""
+    try:
+        said = ", ".join(map(str, line_numbers(path, report.unreadable)))
+    except OSError:  # gone since the read: where it was is still a place to look
+        said = ", ".join(f"at byte {o}" for o in report.unreadable)
+    shown = len(report.unreadable)
+    more = f" and {bad - shown} more" if bad > shown else ""
+    if bad == 1:
+        return f"1 unreadable line skipped (not a JSON object): line {said}"
+    return f"{bad} unreadable lines skipped (not JSON objects): lines {said}{more}"
 
 
 def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutcome:
