@@ -119,7 +119,9 @@ class _Run:
         self.timer: threading.Timer | None = None
 
     def label(self, event: object) -> str:
-        return f"{event}{self.spec.log_suffix}"
+        """How ``errors.log`` names the hook: its event, or ``(no event)`` when it failed
+        before one was known (no argument, and input that names none or does not parse)."""
+        return f"{'(no event)' if event is None else event}{self.spec.log_suffix}"
 
     def log(self, local: Path, label: str, message: str) -> None:
         log_error(local, self.label(label), message, server=True)
