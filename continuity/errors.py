@@ -46,6 +46,8 @@ import the others from here: ``from continuity.errors import CorruptFrame``.
 
 from __future__ import annotations
 
+from continuity._install import DISTRIBUTION as DISTRIBUTION, install_line
+
 __all__ = [
     "AnchorNotFound",
     "ArtifactCorrupt",
@@ -84,11 +86,6 @@ __all__ = [
 ]
 
 
-DISTRIBUTION = "agent-continuity"
-"""The name continuity is installed by from the package index (ADR 0043: ``continuity`` there is
-another project). The import package and the command are ``continuity``."""
-
-
 class ContinuityError(Exception):
     """Base of every error this library raises on purpose."""
 
@@ -97,13 +94,15 @@ class MissingExtra(ContinuityError, ImportError):
     """A feature needs an optional extra that is not installed (a PostgreSQL store needs
     psycopg, ``continuity serve`` the ASGI stack): ``extra`` names it (``postgres``, ``serve``,
     ``mcp``…), ``missing`` the module that could not be imported (also ``name``, as for any
-    ImportError), and the message ends with the line that installs it."""
+    ImportError), and the message ends with the line that installs it where continuity was
+    installed from: its checkout, with the installer of its environment (``pip install -e
+    '<checkout>[postgres]'``, ``pipx install --force …``), or the name on the package index
+    (``continuity._install``)."""
 
     def __init__(self, feature: str, extra: str, missing: str | None = None) -> None:
         why = f" ({missing} is missing)" if missing else ""
         super().__init__(
-            f"{feature} needs the `{extra}` extra{why}: pip install '{DISTRIBUTION}[{extra}]'",
-            name=missing,
+            f"{feature} needs the `{extra}` extra{why}: {install_line(extra)}", name=missing
         )
         self.extra = extra
         self.missing = missing

@@ -81,7 +81,7 @@ def _dim(model: object) -> object:
 
 
 _ENGINE_TEXT = {
-    "numpy": "numpy (pip install 'agent-continuity[onnx]' for onnxruntime, about 1.5x faster)",
+    "numpy": "numpy ({onnx} for onnxruntime, about 1.5x faster)",
     "onnx": "onnxruntime (fp32; the same vectors as numpy)",
     "onnx-int8": "onnxruntime, int8 weights (for measurement: its vectors vary with the batch "
     "and recall less; an id of their own)",
@@ -113,7 +113,12 @@ def show(
         typer.echo(f"vocabulary: {len(loaded.tokenizer.vocab)} tokens")
     if isinstance(loaded, BertEmbedder):
         typer.echo(f"kind: sentence encoder, {loaded.pooling} pooling, {loaded.max_tokens} tokens")
-        typer.echo(f"engine: {_ENGINE_TEXT.get(loaded.engine, loaded.engine)}")
+        engine = _ENGINE_TEXT.get(loaded.engine, loaded.engine)
+        if "{onnx}" in engine:
+            from continuity._install import install_line
+
+            engine = engine.format(onnx=install_line("onnx"))
+        typer.echo(f"engine: {engine}")
         typer.echo(f"query prefix: {loaded.query_prefix!r}")
         typer.echo(f"document prefix: {loaded.document_prefix!r}")
     elif isinstance(loaded, StaticEmbedder):

@@ -4,7 +4,7 @@ Each module here imports its runtime's package and is imported only by whoever u
 ``import continuity`` never loads them.
 
 - :mod:`continuity.integrations.langgraph` — a LangGraph checkpoint saver
-  (``pip install 'agent-continuity[langgraph]'``).
+  (the ``langgraph`` extra).
 - :mod:`continuity.integrations.openai_agents` — OpenAI Agents SDK sessions
-  (``pip install 'agent-continuity[openai-agents]'``).
+  (the ``openai-agents`` extra).
 """

@@ -267,9 +267,9 @@ class BertEmbedder:
             self._budget = _TOKEN_BUDGET
             return name
         if not bert_onnx.available():
-            raise ModelError(
-                f"engine {name} needs onnx and onnxruntime (pip install 'agent-continuity[onnx]')"
-            )
+            from continuity._install import install_line
+
+            raise ModelError(f"engine {name} needs onnx and onnxruntime ({install_line('onnx')})")
         self._run = bert_onnx.OnnxEncoder(self, quantized=name == "onnx-int8")
         self._budget = bert_onnx.TOKEN_BUDGET
         return name

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from continuity.errors import DISTRIBUTION, MissingExtra
+from continuity._install import install_line
+from continuity.errors import MissingExtra
 from continuity.store.jsonl import Store
 from continuity.store.locate import open_store
 
@@ -45,8 +46,7 @@ def _one_line(
 ) -> None:
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines() == [
-        f"error: {feature} needs the `{extra}` extra ({missing} is missing): "
-        f"pip install '{DISTRIBUTION}[{extra}]'"
+        f"error: {feature} needs the `{extra}` extra ({missing} is missing): " + install_line(extra)
     ]
     assert done.returncode == 2
     assert done.stdout == ""
@@ -108,7 +108,7 @@ def test_the_library_raises_missing_extra_an_import_error(
         open_store(URL)
     assert isinstance(raised.value, ImportError)  # `except ImportError` still catches it
     assert (raised.value.extra, raised.value.missing) == ("postgres", "psycopg")
-    assert str(raised.value).endswith(f"pip install '{DISTRIBUTION}[postgres]'")
+    assert str(raised.value).endswith(install_line("postgres"))
 
 
 # What the dev extra brings and the core install (msgspec, blake3, zstandard, numpy, typer and

@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from continuity import frames as fr
+from continuity._install import install_line
 from continuity.mcp_server.schemas import TOOLS
 from continuity.store.jsonl import Store
 from tests.support.fixtures import shared_fixture
@@ -146,8 +147,7 @@ def test_without_the_sdk_the_command_says_which_extra_to_install(tmp_path: Path)
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "error: continuity mcp needs the `mcp` extra (mcp is missing): "
-        "pip install 'agent-continuity[mcp]'"
+        "error: continuity mcp needs the `mcp` extra (mcp is missing): " + install_line("mcp")
     ]
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import continuity
-from continuity.errors import DISTRIBUTION, MissingExtra
+from continuity._install import Installed, install_line
+from continuity.errors import DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -113,12 +114,9 @@ def test_no_file_tells_users_to_install_the_other_continuity() -> None:
 
 
 def test_a_missing_extra_names_the_distribution() -> None:
-    exc = MissingExtra("a PostgreSQL store", "postgres", "psycopg")
-    assert str(exc) == (
-        "a PostgreSQL store needs the `postgres` extra (psycopg is missing): "
-        "pip install 'agent-continuity[postgres]'"
-    )
-    assert isinstance(exc, ImportError) and exc.name == "psycopg"
+    # installed from the index; from a checkout the line names it (tests/errors/)
+    where = Installed(DISTRIBUTION, False, "pip", sys.executable, True)
+    assert install_line("postgres", where) == "pip install 'agent-continuity[postgres]'"
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity.paths",
             "continuity._fs",
             "continuity._version",
+            "continuity._install",
             "continuity.redaction",
             "continuity.agents.table",
             "continuity.registry",

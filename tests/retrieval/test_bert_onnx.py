@@ -135,7 +135,7 @@ def test_auto_takes_onnxruntime_when_installed_else_numpy(
     monkeypatch.delenv("CONTINUITY_ENGINE")
     monkeypatch.setattr(bert_onnx, "available", lambda: False)
     assert BertEmbedder(folder).engine == "numpy"
-    with pytest.raises(ModelError, match=r"needs onnx and onnxruntime .*continuity\[onnx\]"):
+    with pytest.raises(ModelError, match=r"needs onnx and onnxruntime .*install.*\[onnx\]"):
         BertEmbedder(folder, engine="onnx")
     with pytest.raises(ModelError, match="engine 'gpu' is not one of auto, numpy, onnx"):
         BertEmbedder(folder, engine="gpu")

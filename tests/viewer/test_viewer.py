@@ -21,6 +21,7 @@ pytest.importorskip("starlette", reason="the viewer needs the serve extra")
 from starlette.testclient import TestClient
 
 from continuity import frames as fr
+from continuity._install import install_line
 from continuity.context.bundle import decode_bundle
 from continuity.context.compiler import compile_context
 from continuity.context.sources import halving, open_source
@@ -740,7 +741,7 @@ def test_serve_without_the_extra_says_how_to_install_it(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert run.returncode == 2
     assert "needs the `serve` extra (uvicorn is missing)" in run.stderr
-    assert "pip install 'agent-continuity[serve]'" in run.stderr
+    assert install_line("serve") in run.stderr
 
 
 @pytest.mark.slow
