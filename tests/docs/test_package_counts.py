@@ -1,0 +1,69 @@
+"""What the README and the getting-started page say an install brings is what it brings: the
+core's count exactly, the dev extra's within a tenth. Counted as pip resolves them, from the
+installed distributions' own requirements (markers evaluated for this Python, extras followed),
+so no index is asked; a test environment without the dev extra skips that count, saying why."""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from continuity.errors import DISTRIBUTION
+
+ROOT = Path(__file__).resolve().parents[2]
+CLAIMS = [
+    ("README.md", r"installs the core \((\d+)\s+packages", ()),
+    ("docs/getting-started.md", r"the core alone \((\d+) packages", ()),
+    ("docs/getting-started.md", r"`dev` extra \(about (\d+) packages", ("dev",)),
+]
+
+
+def closure(name: str, extras: tuple[str, ...]) -> tuple[set[str], set[str]]:
+    """The distributions ``pip install 'name[extras]'`` installs (with ``name``), by their
+    canonical names, and those of them not installed here (whose requirements are unknown)."""
+    requirements = pytest.importorskip("packaging.requirements")
+    utils = pytest.importorskip("packaging.utils")
+    wanted: dict[str, frozenset[str]] = {}
+    missing: set[str] = set()
+    todo = [(name, frozenset(extras))]
+    while todo:
+        dist_name, asked = todo.pop()
+        key = utils.canonicalize_name(dist_name)
+        if key in wanted and asked <= wanted[key]:
+            continue
+        wanted[key] = wanted.get(key, frozenset()) | asked
+        try:
+            dist = metadata.distribution(dist_name)
+        except metadata.PackageNotFoundError:
+            missing.add(key)
+            continue
+        for line in dist.requires or []:
+            req = requirements.Requirement(line)
+            if req.marker is None or any(
+                req.marker.evaluate({"extra": extra}) for extra in wanted[key] or {""}
+            ):
+                todo.append((req.name, frozenset(req.extras)))
+    return set(wanted), missing
+
+
+@pytest.mark.parametrize(
+    ("page", "claim", "extras"), CLAIMS, ids=[c[0] + str(c[2]) for c in CLAIMS]
+)
+def test_the_stated_package_count_is_what_pip_installs(
+    page: str, claim: str, extras: tuple[str, ...]
+) -> None:
+    found = re.search(claim, (ROOT / page).read_text(encoding="utf-8"))
+    assert found, f"{page} no longer says {claim!r}: update CLAIMS here"
+    stated = int(found.group(1))
+    names, missing = closure(DISTRIBUTION, extras)
+    if missing:
+        pytest.skip(f"not installed here, so their requirements are unknown: {sorted(missing)}")
+    if extras:
+        assert abs(len(names) - stated) <= len(names) / 10, (
+            f"{page} says about {stated} packages; pip installs {len(names)}"
+        )
+    else:
+        assert len(names) == stated, f"{page} says {stated} packages; pip installs {sorted(names)}"
