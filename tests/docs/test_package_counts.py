@@ -1,4 +1,4 @@
-"""What the README and the getting-started page say an install brings is what it brings: the
+"""What the README, getting-started and CONTRIBUTING say an install brings is what it brings: the
 core's count exactly, the dev extra's within a tenth. Counted as pip resolves them, from the
 installed distributions' own requirements (markers evaluated for this Python, extras followed),
 so no index is asked; a test environment without the dev extra skips that count, saying why."""
@@ -18,6 +18,7 @@ CLAIMS = [
     ("README.md", r"installs the core \((\d+)\s+packages", ()),
     ("docs/getting-started.md", r"the core alone \((\d+) packages", ()),
     ("docs/getting-started.md", r"`dev` extra \(about (\d+) packages", ("dev",)),
+    ("CONTRIBUTING.md", r"About (\d+)\s+packages", ("dev",)),
 ]
 
 
