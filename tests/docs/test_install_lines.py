@@ -5,6 +5,7 @@ and the README and getting-started say once why."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -52,3 +53,18 @@ def test_the_readme_and_getting_started_say_the_name_is_reserved() -> None:
     for page in ("README.md", "docs/getting-started.md"):
         text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
         assert "`agent-continuity` is reserved for the release" in text, page
+
+
+def test_the_plugin_lines_name_the_marketplace_and_its_plugin() -> None:
+    """``/plugin install <plugin>@<marketplace>``, as ``.claude-plugin/marketplace.json`` names
+    them, wherever a page gives the two commands."""
+    market = json.loads((ROOT / ".claude-plugin" / "marketplace.json").read_text(encoding="utf-8"))
+    plugins = {entry["name"] for entry in market["plugins"]}
+    given = {"README.md": 0, "docs/mcp.md": 0}
+    for page in given:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        assert "/plugin marketplace add " in text, page
+        for plugin, marketplace in re.findall(r"^/plugin install (\S+)@(\S+)$", text, re.M):
+            assert (plugin in plugins, marketplace) == (True, market["name"]), page
+            given[page] += 1
+    assert all(given.values()), given
