@@ -1,11 +1,13 @@
 """What the README, getting-started and CONTRIBUTING say an install brings is what it brings: the
-core's count exactly, the dev extra's within a tenth. Counted as pip resolves them, from the
-installed distributions' own requirements (markers evaluated for this Python, extras followed),
-so no index is asked; a test environment without the dev extra skips that count, saying why."""
+core's count exactly, the dev extra's within a tenth. Counted as pip resolves them: this
+checkout's requirements from its ``pyproject.toml``, the others' from the installed
+distributions' metadata (markers evaluated for this Python, extras followed), so no index is
+asked; an environment that lacks one of them skips that count, saying why."""
 
 from __future__ import annotations
 
 import re
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -22,6 +24,23 @@ CLAIMS = [
 ]
 
 
+def _requirements(dist_name: str, key: str) -> list[str] | None:
+    """The requirements of ``dist_name``: this checkout's own from its ``pyproject.toml`` (an
+    installed copy's metadata may be older), any other's from its installed metadata (None
+    when it is not installed)."""
+    if key == DISTRIBUTION:
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+        extras = project.get("optional-dependencies", {})
+        return [
+            *project["dependencies"],
+            *(f"{r}; extra == '{extra}'" for extra, reqs in extras.items() for r in reqs),
+        ]
+    try:
+        return metadata.distribution(dist_name).requires or []
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def closure(name: str, extras: tuple[str, ...]) -> tuple[set[str], set[str]]:
     """The distributions ``pip install 'name[extras]'`` installs (with ``name``), by their
     canonical names, and those of them not installed here (whose requirements are unknown)."""
@@ -36,12 +55,11 @@ def closure(name: str, extras: tuple[str, ...]) -> tuple[set[str], set[str]]:
         if key in wanted and asked <= wanted[key]:
             continue
         wanted[key] = wanted.get(key, frozenset()) | asked
-        try:
-            dist = metadata.distribution(dist_name)
-        except metadata.PackageNotFoundError:
+        lines = _requirements(dist_name, key)
+        if lines is None:
             missing.add(key)
             continue
-        for line in dist.requires or []:
+        for line in lines:
             req = requirements.Requirement(line)
             if req.marker is None or any(
                 req.marker.evaluate({"extra": extra}) for extra in wanted[key] or {""}
