@@ -97,22 +97,22 @@ def test_the_installer_that_manages_the_environment(
     ("where", "line"),
     [
         (
-            Installed("/src/continuity", True, "pip", "/src/continuity/.venv/bin/python", False),
-            "/src/continuity/.venv/bin/python -m pip install -e '/src/continuity[postgres]'",
+            Installed("/src/checkout", True, "pip", "/src/checkout/.venv/bin/python", False),
+            "/src/checkout/.venv/bin/python -m pip install -e '/src/checkout[postgres]'",
         ),
         (
-            Installed("/src/continuity", True, "pip", "/src/continuity/.venv/bin/python", True),
-            "pip install -e '/src/continuity[postgres]'",
+            Installed("/src/checkout", True, "pip", "/src/checkout/.venv/bin/python", True),
+            "pip install -e '/src/checkout[postgres]'",
         ),
         (
             Installed(
-                "/src/continuity", False, "pipx", "/p/venvs/agent-continuity/bin/python", False
+                "/src/checkout", False, "pipx", "/p/venvs/agent-continuity/bin/python", False
             ),
-            "pipx install --force '/src/continuity[postgres]'",
+            "pipx install --force '/src/checkout[postgres]'",
         ),
         (
-            Installed("/src/continuity", True, "uv tool", "/u/tools/x/bin/python", False),
-            "uv tool install --force --editable '/src/continuity[postgres]'",
+            Installed("/src/checkout", True, "uv tool", "/u/tools/x/bin/python", False),
+            "uv tool install --force --editable '/src/checkout[postgres]'",
         ),
         (
             Installed("/my src", True, "uv", "/my src/.venv/bin/python", False),
