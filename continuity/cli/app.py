@@ -159,6 +159,15 @@ class _Root(TyperGroup):
             typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
 
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        # A Ctrl-C while the command line is parsed, before any command runs, would otherwise
+        # end the process with 130 and nothing said (typer turns it into a silent exit).
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+
 
 _ROOT_HELP: Final = (
     "Keep every conversation your coding agents have, and give them back what a compaction "

@@ -191,3 +191,18 @@ def test_rebuild_index_and_verify_count_the_same_frames(
     assert store.cache_dir is not None
     assert not (store.cache_dir / "threads" / "small").exists()  # and still no caches
     assert (store.cache_dir / "threads" / "big").is_dir()
+
+
+def test_a_ctrl_c_while_the_command_line_is_parsed_is_one_line_and_exit_130(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before any command runs (typer would exit 130 and say nothing): a real Ctrl-C 20 ms
+    after start-up landed there once in a loaded CI run."""
+    import continuity.cli.app as app_module
+
+    def interrupted(_value: bool) -> None:
+        raise KeyboardInterrupt  # the root's eager --version callback runs while parsing
+
+    monkeypatch.setattr(app_module, "_show_version", interrupted)
+    result = CliRunner().invoke(app_module.build_app(), ["--version"])
+    assert (result.exit_code, result.stdout, result.stderr) == (130, "", "interrupted\n")
