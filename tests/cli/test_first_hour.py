@@ -20,6 +20,7 @@ from typer.testing import CliRunner, Result
 from continuity import frames as fr
 from continuity.cli.app import app
 from continuity.store.jsonl import Store
+from tests.support.processes import sigint_as_a_terminal_sends_it
 from tests.support.transcripts import Transcript
 
 # A bracketed phrase in a help text, written escaped (\[…], what rich shows as […]) or not.
@@ -98,6 +99,7 @@ def test_a_ctrl_c_early_in_ingest_is_one_line_and_exit_130(tmp_path: Path) -> No
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=sigint_as_a_terminal_sends_it,
         )
         assert proc.stdout is not None
         assert proc.stdout.readline() == "ready\n"

@@ -24,6 +24,7 @@ from continuity.retrieval.embedders import StaticEmbedder
 from continuity.retrieval.vectors import FOLDER, build_vectors, nearest, vector_caches
 from continuity.store.jsonl import Store
 from tests.support.model import TOPICS, build_tiny_model
+from tests.support.processes import sigint_as_a_terminal_sends_it
 from tests.support.slow_embedder import SlowEmbedder, embedded
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +112,10 @@ def start_build(tmp_path: Path, store: Store, jobs: int) -> subprocess.Popen[byt
     script = tmp_path / "build.py"
     script.write_text(_BUILD.format(root=str(ROOT), store=str(store.root), jobs=jobs))
     return subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=sigint_as_a_terminal_sends_it,
     )
 
 

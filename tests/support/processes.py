@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-__all__ = ["reap"]
+__all__ = ["reap", "sigint_as_a_terminal_sends_it"]
 
 
 def reap(proc: subprocess.Popen[Any], timeout: float = 30) -> int:
@@ -18,3 +18,13 @@ def reap(proc: subprocess.Popen[Any], timeout: float = 30) -> int:
         if pipe is not None:
             pipe.close()
     return code
+
+
+def sigint_as_a_terminal_sends_it() -> None:
+    """A child's SIGINT handled as at a terminal (a ``preexec_fn``): a process started in the
+    background by a non-interactive shell, and so each of its children, ignores SIGINT, and
+    Python then never turns one into ``KeyboardInterrupt``; the tests that press Ctrl-C on a
+    child must not depend on how the suite was started."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
