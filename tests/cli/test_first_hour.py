@@ -87,30 +87,45 @@ _STARTER = (
 )
 
 
+_LOST_BY_CPYTHON = "Exception ignored in: <function _get_module_lock"
+
+
+def _ctrl_c(folder: Path, store: Path, delay: float) -> tuple[float, int, str, str]:
+    """Ingest ``folder`` into ``store`` in a child, and press Ctrl-C ``delay`` s after it is
+    ready: its exit code, stdout and stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STARTER, "--store", str(store), "ingest", str(folder)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_as_a_terminal_sends_it,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return delay, proc.returncode, out, err
+
+
 @pytest.mark.slow
 def test_a_ctrl_c_early_in_ingest_is_one_line_and_exit_130(tmp_path: Path) -> None:
     folder = tmp_path / "projects"
     _transcripts(folder, 300)  # seconds of work: every signal lands before the end
     outcomes = []
     for delay in (0.0, 0.02, 0.06, 0.12, 0.25, 0.4):
-        store = tmp_path / f"store-{delay}"
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _STARTER, "--store", str(store), "ingest", str(folder)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=sigint_as_a_terminal_sends_it,
-        )
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == "ready\n"
-        time.sleep(delay)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-        outcomes.append((delay, proc.returncode, out, err))
+        for _try in range(3):
+            outcome = _ctrl_c(folder, tmp_path / f"store-{delay}-{_try}", delay)
+            # CPython drops a SIGINT that lands in its import system's own weakref callback
+            # ("Exception ignored in: <function _get_module_lock.<locals>.cb …>"): the signal
+            # never reaches continuity, and the command runs on. Not ours to test: press again.
+            if _LOST_BY_CPYTHON not in outcome[3]:
+                break
+        outcomes.append(outcome)
     for delay, code, out, err in outcomes:
         assert "Traceback" not in err, (delay, err)
         lines = err.splitlines()
-        assert (code, len(lines)) == (130, 1), (delay, code, err)
+        assert (code, len(lines)) == (130, 1), (delay, code, err, out[-300:])
         assert lines[0].startswith("interrupted"), (delay, err)
         assert out == "", (delay, out)
 
