@@ -74,16 +74,20 @@ def _transcripts(folder: Path, n: int) -> None:
         t.flush()
 
 
-# Started through a -c program that says when ``continuity.__main__`` is imported (what the
-# console script imports first; 2 ms), so the signal lands in continuity's start-up and work. A
-# SIGINT before that lands in the interpreter's own start-up (site, .pth files), which no code
-# of ours can catch: before Python installs its handler it kills the process outright.
+# Started through a -c program that says "ready" from inside ``continuity.__main__.main`` (what
+# the console script runs), as the first thing its Ctrl-C handling covers, so the signal lands in
+# continuity's start-up and work. A SIGINT before that lands in the interpreter's own start-up
+# (site, .pth files) or in this program's own lines, which no code of ours can catch.
 _STARTER = (
     "import sys\n"
-    "from continuity.__main__ import main\n"
-    "print('ready', flush=True)\n"
+    "import continuity.__main__ as entry\n"
+    "command = entry._main\n"
+    "def started():\n"
+    "    print('ready', flush=True)\n"
+    "    command()\n"
+    "entry._main = started\n"
     "sys.argv = ['continuity', *sys.argv[1:]]\n"
-    "main()\n"
+    "entry.main()\n"
 )
 
 
