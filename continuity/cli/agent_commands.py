@@ -45,11 +45,13 @@ def register(app: typer.Typer) -> None:
 
 
 def _agents() -> str:
-    """The agents registered (the built-ins; an installed package's agent is found by its name
-    all the same), for the help: ``claude-code, codex, gemini, opencode``."""
-    from continuity.agents.registry import ADAPTERS
+    """The agents the table knows (the built-ins; an installed package's agent is found by its
+    name all the same), for the help: ``claude-code, codex, gemini, opencode``. From the table,
+    not the registry: this runs when the module is imported, and ``sessions`` or ``demo`` need
+    no adapter (the registry brings the contract's imports, ~10 ms)."""
+    from continuity.agents.table import known_agent_names
 
-    return ", ".join(ADAPTERS.names())
+    return known_agent_names()
 
 
 ScopeOpt = Literal["user", "project", "local"]
