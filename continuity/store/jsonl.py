@@ -19,7 +19,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import functools
 import os
+import shutil
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -60,6 +62,16 @@ from continuity.store.base import (
     split_lines,
     validate_thread_id,
 )
+from continuity.store.cold import (
+    ColdMove,
+    ColdReader,
+    check_segment,
+    cold_dir,
+    covered_end,
+    punch_hole,
+    segments_of,
+    write_segment,
+)
 
 __all__ = ["STORE_FORMAT", "JsonlThread", "Store"]
 
@@ -69,6 +81,9 @@ STORE_FORMAT: Final = {"format": _FORMAT, "version": _VERSION}
 """What ``store.json`` holds (``contracts/event_frames.md``, "The store's marker"): the version
 changes only with a layout older code cannot read or write safely, and a store whose marker
 this code does not understand is not opened (:func:`_check_marker`)."""
+_TIERED: Final = 2
+"""The layout version of a store whose logs have a cold tier (ADR 0057): older code would read
+the holes as zeros, so the first tiering writes it, and a store never tiered keeps version 1."""
 _MARKER_MAX: Final = 1 << 16
 
 _CHUNK: Final = 1 << 16
@@ -119,8 +134,9 @@ class JsonlThread(Thread):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._refuse_deleted(fd)
-            size = self._recover(fd)
-            head = self._head_at(fd, size)
+            raw = _Raw(self.path, self.id, fd)
+            size = self._recover(raw)
+            head = self._head_at(raw, size)
             created = head is None
             if created:
                 self._refuse_tombstoned(fd)
@@ -158,8 +174,9 @@ class JsonlThread(Thread):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._refuse_deleted(fd)
-            size = self._recover(fd)
-            head = self._head_at(fd, size)
+            raw = _Raw(self.path, self.id, fd)
+            size = self._recover(raw)
+            head = self._head_at(raw, size)
             created = head is None
             if created:
                 self._refuse_tombstoned(fd)
@@ -201,10 +218,11 @@ class JsonlThread(Thread):
         fd = os.open(self.path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # no append runs while the tail moves
+            raw = _Raw(self.path, self.id, fd)
             size = os.fstat(fd).st_size
-            if not 0 <= offset < size or (offset and os.pread(fd, 1, offset - 1) != b"\n"):
+            if not 0 <= offset < size or (offset and raw.pread(1, offset - 1) != b"\n"):
                 raise ValueError(f"byte {offset} is not the start of a line of {self.path}")
-            recovery = self._quarantine(fd, offset, size, reason)
+            recovery = self._quarantine(raw, offset, size, reason)
             os.ftruncate(fd, offset)
             os.fsync(fd)
             return recovery
@@ -225,20 +243,20 @@ class JsonlThread(Thread):
                 f"{self.path}; readers ignore them and the next append moves them to quarantine"
             )
 
-    def _recover(self, fd: int) -> int:
+    def _recover(self, raw: _Raw) -> int:
         """Move a torn or unfinished tail to quarantine and truncate; return the log's size."""
-        size = os.fstat(fd).st_size
+        size = os.fstat(raw.fd).st_size
         if size == 0:
             return 0
         cut = size
         reason = ""
-        if os.pread(fd, 1, size - 1) != b"\n":
-            cut = _line_start(fd, size)
+        if raw.pread(1, size - 1) != b"\n":
+            cut = _line_start(raw, size)
             reason = "torn last line (no newline)"
         # The last complete line must be a sealed frame; frames of an unfinished batch go too.
         while cut > 0:
-            start = _line_start(fd, cut - 1)
-            env = _probe_line(os.pread(fd, cut - 1 - start, start))
+            start = _line_start(raw, cut - 1)
+            env = _probe_line(raw.pread(cut - 1 - start, start))
             if env is None:
                 if reason.startswith("unparsable"):
                     # Two bad lines in a row is not a crash's torn tail: refuse to guess.
@@ -253,12 +271,12 @@ class JsonlThread(Thread):
             break
         if cut == size:
             return size
-        self._quarantine(fd, cut, size, reason or "unfinished batch")
-        os.ftruncate(fd, cut)
-        os.fsync(fd)
+        self._quarantine(raw, cut, size, reason or "unfinished batch")
+        os.ftruncate(raw.fd, cut)
+        os.fsync(raw.fd)
         return cut
 
-    def _quarantine(self, fd: int, cut: int, size: int, reason: str) -> Recovery:
+    def _quarantine(self, raw: _Raw, cut: int, size: int, reason: str) -> Recovery:
         now = now_ms()
         qdir = self._store.root / "quarantine"
         private_dirs(qdir)
@@ -277,7 +295,7 @@ class JsonlThread(Thread):
             out.write(msgspec.json.encode(record)[:-1] + b',"data_b64":"')
             pos = cut
             while pos < size:
-                chunk = os.pread(fd, min(_QUARANTINE_CHUNK, size - pos), pos)
+                chunk = raw.pread(min(_QUARANTINE_CHUNK, size - pos), pos)
                 if not chunk:
                     raise OSError(f"{self.path} ended at byte {pos}, before {size}")
                 out.write(base64.b64encode(chunk))
@@ -289,12 +307,12 @@ class JsonlThread(Thread):
         self._store._report(rec)
         return rec
 
-    def _head_at(self, fd: int, end: int) -> Head | None:
+    def _head_at(self, raw: _Raw, end: int) -> Head | None:
         """The head when the committed log ends at ``end``."""
         if end == 0:
             return None
-        start = _line_start(fd, end - 1)
-        line = os.pread(fd, end - 1 - start, start)
+        start = _line_start(raw, end - 1)
+        line = raw.pread(end - 1 - start, start)
         sealed = fr.unseal(line)
         env = _probe_line(line)
         if sealed is None or env is None:
@@ -303,13 +321,13 @@ class JsonlThread(Thread):
 
     # -- reading (no lock: readers see whole committed batches only) --
 
-    def _visible_end(self, fd: int) -> int:
+    def _visible_end(self, raw: _Raw) -> int:
         """The end of the last committed batch: past a partial line or frames marked ``more``."""
-        size = os.fstat(fd).st_size
-        end = _line_start(fd, size)
+        size = os.fstat(raw.fd).st_size
+        end = _line_start(raw, size)
         while end > 0:
-            start = _line_start(fd, end - 1)
-            env = _probe_line(os.pread(fd, end - 1 - start, start))
+            start = _line_start(raw, end - 1)
+            env = _probe_line(raw.pread(end - 1 - start, start))
             if env is None or not env.more:
                 break
             end = start
@@ -328,9 +346,10 @@ class JsonlThread(Thread):
         except FileNotFoundError:
             return None
         try:
-            return self._head_at(fd, self._visible_end(fd))
+            raw = _Raw(self.path, self.id, fd)
+            return self._head_at(raw, self._visible_end(raw))
         finally:
-            os.close(fd)
+            raw.close()
 
     def committed_size(self) -> int:
         """The byte length of the log's committed frames (a torn or unfinished tail excluded)."""
@@ -339,9 +358,10 @@ class JsonlThread(Thread):
         except FileNotFoundError:
             return 0
         try:
-            return self._visible_end(fd)
+            raw = _Raw(self.path, self.id, fd)
+            return self._visible_end(raw)
         finally:
-            os.close(fd)
+            raw.close()
 
     def offset_of(self, seq: int) -> int | None:
         """The byte offset of frame ``seq`` found by bisection over the log (no cache needed)."""
@@ -350,24 +370,25 @@ class JsonlThread(Thread):
         except FileNotFoundError:
             return None
         try:
-            end = self._visible_end(fd)
-            found = self._locate(fd, end, seq)
+            raw = _Raw(self.path, self.id, fd)
+            end = self._visible_end(raw)
+            found = self._locate(raw, end, seq)
             return found[0] if found is not None else None
         finally:
-            os.close(fd)
+            raw.close()
 
-    def _locate(self, fd: int, end: int, seq: int) -> tuple[int, bytes] | None:
+    def _locate(self, raw: _Raw, end: int, seq: int) -> tuple[int, bytes] | None:
         """(offset, line) of frame ``seq`` within ``[0, end)``, by bisection on byte offsets."""
         if seq < 0 or end == 0:
             return None
         lo, hi = 0, end  # the line starting at lo has seq <= target; hi is an exclusive bound
         while hi - lo > _CHUNK:
             mid = (lo + hi) // 2
-            start = _next_line_start(fd, mid, end)
+            start = _next_line_start(raw, mid, end)
             if start >= hi or start >= end:
                 hi = mid
                 continue
-            line = _read_line(fd, start, end)
+            line = _read_line(raw, start, end)
             env = _probe_line(line)
             if env is None:
                 raise CorruptFrame(self.id, None, start, "not a sealed frame")
@@ -380,7 +401,7 @@ class JsonlThread(Thread):
         pos = lo
         expect: int | None = 0 if lo == 0 else None  # to name a damaged line by its seq
         while pos < end:
-            line = _read_line(fd, pos, end)
+            line = _read_line(raw, pos, end)
             env = _probe_line(line)
             if env is None:
                 raise CorruptFrame(self.id, expect, pos, "not a sealed frame")
@@ -406,35 +427,36 @@ class JsonlThread(Thread):
         except FileNotFoundError:
             return
         try:
-            end = self._visible_end(fd)
+            raw = _Raw(self.path, self.id, fd)
+            end = self._visible_end(raw)
             if from_seq < 0:
                 from_seq = 0
             if to_seq is not None and to_seq < from_seq:
                 return
             pos: int | None = None
             if start_offset is not None and 0 <= start_offset < end:
-                line = _read_line(fd, start_offset, end)
+                line = _read_line(raw, start_offset, end)
                 env = _probe_line(line)
                 if env is not None and env.seq == from_seq:
                     pos = start_offset
             if pos is None:
-                located = self._locate(fd, end, from_seq)
+                located = self._locate(raw, end, from_seq)
                 if located is None:
                     return
                 pos = located[0]
-            yield from self._iter_from(fd, pos, end, from_seq, to_seq)
+            yield from self._iter_from(raw, pos, end, from_seq, to_seq)
         finally:
-            os.close(fd)
+            raw.close()
 
     def _iter_from(
-        self, fd: int, pos: int, end: int, seq: int, to_seq: int | None
+        self, raw: _Raw, pos: int, end: int, seq: int, to_seq: int | None
     ) -> Iterator[tuple[int, bytes]]:
         # Every frame returned is checked against the chain, the first one too: seq 0 against
         # genesis, any other against the digest stored at the end of the line before it (one
         # small pread), so a read that starts in the middle of the log never returns an edited
         # frame unnoticed.
-        prev_digest = fr.GENESIS_DIGEST if seq == 0 else self._digest_before(fd, pos, seq)
-        for at, line in split_lines(lambda n, off: os.pread(fd, n, off), pos, end):
+        prev_digest = fr.GENESIS_DIGEST if seq == 0 else self._digest_before(raw, pos, seq)
+        for at, line in split_lines(lambda n, off: raw.pread(n, off), pos, end):
             if at + len(line) >= end:  # no newline before the committed end
                 raise CorruptFrame(self.id, seq, at, "line without newline inside the log")
             sealed = fr.unseal(line)
@@ -452,13 +474,13 @@ class JsonlThread(Thread):
                 return
             seq += 1
 
-    def _digest_before(self, fd: int, pos: int, seq: int) -> bytes:
+    def _digest_before(self, raw: _Raw, pos: int, seq: int) -> bytes:
         """The digest stored by the line that ends just before ``pos`` (frame ``seq - 1``)."""
         want = fr.SEAL_SUFFIX_LEN
-        tail = os.pread(fd, want + 1, pos - want - 1) if pos > want else b""
+        tail = raw.pread(want + 1, pos - want - 1) if pos > want else b""
         digest = fr.stored_digest(tail[:-1]) if tail.endswith(b"\n") else None
         if digest is None:
-            start = _line_start(fd, max(pos - 1, 0))
+            start = _line_start(raw, max(pos - 1, 0))
             raise CorruptFrame(self.id, seq - 1, start, "not a sealed frame")
         return digest
 
@@ -468,13 +490,14 @@ class JsonlThread(Thread):
         except FileNotFoundError:
             return
         try:
-            pos = self._visible_end(fd)  # every byte before pos is whole lines
+            raw = _Raw(self.path, self.id, fd)
+            pos = self._visible_end(raw)  # every byte before pos is whole lines
             expect: int | None = None
             step = 8192  # most callers want a few frames: start small, grow
             while pos > 0:
-                start = _line_start(fd, max(0, pos - step))
+                start = _line_start(raw, max(0, pos - step))
                 step = min(step * 4, _CHUNK * 4)
-                lines = os.pread(fd, pos - start, start).split(b"\n")
+                lines = raw.pread(pos - start, start).split(b"\n")
                 lines.pop()  # the empty string after the last newline
                 offsets = [start]
                 for line in lines[:-1]:
@@ -494,7 +517,7 @@ class JsonlThread(Thread):
                     elif j > 0:
                         parent = fr.stored_digest(lines[j - 1])
                     else:
-                        parent = self._digest_before(fd, off, env.seq)
+                        parent = self._digest_before(raw, off, env.seq)
                     if parent is None and off == 0:
                         raise CorruptFrame(self.id, 0, 0, f"seq {env.seq} where 0 belongs")
                     if parent is None:  # the line before it, in this chunk, is no frame
@@ -507,7 +530,74 @@ class JsonlThread(Thread):
                     yield env.seq, line
                 pos = start
         finally:
-            os.close(fd)
+            raw.close()
+
+    # -- the cold tier (ADR 0057) --
+
+    def cold_end(self) -> int:
+        """How many bytes at the start of the log are in the cold tier (0 when none)."""
+        return covered_end(segments_of(cold_dir(self.path)) or [])
+
+    def move_to_cold(self, upto: int) -> ColdMove:
+        """Move the log's bytes from the end of its cold tier up to ``upto`` (a line start) into
+        a new compressed segment, then give their disk blocks back (ADR 0057).
+
+        Readers see the same bytes throughout; appends are not held up (the log's lock is taken
+        only for the hole punch, a few milliseconds). The segment is written and checked before
+        any hole is punched, so a crash at any point loses nothing."""
+        folder = cold_dir(self.path)
+        with self._store.job_lock(self.id, "tier"):
+            try:
+                fd = os.open(self.path, os.O_RDWR)
+            except FileNotFoundError:
+                raise ThreadNotFound(f"no thread {self.id!r} in this store", self.id) from None
+            raw = _Raw(self.path, self.id, fd)
+            try:
+                start = self.cold_end()
+                end = self._visible_end(raw)
+                if not start < upto <= end:
+                    raise ValueError(
+                        f"byte {upto} is not past the cold tier's end ({start}) and within the "
+                        f"log's committed bytes ({end})"
+                    )
+                if raw.pread(1, upto - 1) != b"\n":
+                    raise ValueError(f"byte {upto} is not the start of a line of {self.path}")
+                self._store._mark_tiered()
+                seg = write_segment(folder, self.id, raw.pread, start, upto)
+                try:
+                    check_segment(seg, self.id)
+                except BaseException:
+                    Path(seg.path).unlink(missing_ok=True)
+                    raise
+                fcntl.flock(fd, fcntl.LOCK_EX)  # a delete in flight finishes first
+                if os.fstat(fd).st_nlink == 0:  # deleted while the segment was written
+                    self._store._drop_cold(self)
+                    raise ThreadDeleted(f"thread {self.id!r} was deleted", self.id)
+                why = punch_hole(fd, start, upto - start)
+                os.fsync(fd)
+                return ColdMove(start, upto, os.stat(seg.path).st_size, why)
+            finally:
+                raw.close()
+
+
+class _Raw:
+    """A log's open file read through its cold tier (ADR 0057): the bytes of a tiered prefix,
+    a hole in the file, come from its segments. Nothing is listed or opened until a read meets
+    a hole, so an untiered log costs one ``memchr`` per read."""
+
+    __slots__ = ("cold", "fd")
+
+    def __init__(self, path: Path, name: str, fd: int) -> None:
+        self.fd = fd
+        self.cold = ColdReader(cold_dir(path), name, functools.partial(os.pread, fd))
+
+    def pread(self, n: int, offset: int) -> bytes:
+        return self.cold.pread(n, offset)
+
+    def close(self) -> None:
+        """Close the segments read and the file."""
+        self.cold.close()
+        os.close(self.fd)
 
 
 class _LogFile(LogReader):
@@ -515,25 +605,30 @@ class _LogFile(LogReader):
 
     def __init__(self, thread: JsonlThread, fd: int) -> None:
         self._thread = thread
-        self._fd = fd
+        self._raw: _Raw | None = _Raw(thread.path, thread.id, fd)
         self._end: int | None = None
+
+    def _open(self) -> _Raw:
+        if self._raw is None:
+            raise ValueError("read of a closed log")
+        return self._raw
 
     @property
     def end(self) -> int:
         if self._end is None:
-            self._end = self._thread._visible_end(self._fd)
+            self._end = self._thread._visible_end(self._open())
         return self._end
 
     def size(self) -> int:
-        return os.fstat(self._fd).st_size
+        return os.fstat(self._open().fd).st_size
 
     def pread(self, n: int, offset: int) -> bytes:
-        return os.pread(self._fd, n, offset)
+        return self._open().pread(n, offset)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
 
 
 _RACY_NS: Final = 2_000_000_000
@@ -639,6 +734,18 @@ class Store(BaseStore):
 
     def thread(self, thread_id: str) -> JsonlThread:
         return JsonlThread(self, thread_id)
+
+    def _mark_tiered(self) -> None:
+        """Say in ``store.json`` that logs may have a cold tier (version 2), before the first
+        hole is punched, so a continuity that predates it refuses the store instead of reading
+        zeros."""
+        marker = self.root / "store.json"
+        with open(marker, "rb") as f:
+            doc = msgspec.json.decode(f.read(_MARKER_MAX))
+        if isinstance(doc, dict) and doc.get("version", 0) >= _TIERED:
+            return
+        doc = {**doc, "format": _FORMAT, "version": _TIERED}
+        atomic_write(marker, msgspec.json.encode(doc) + b"\n", durable=True)
 
     def threads(self) -> list[str]:
         folder = self.root / "threads"
@@ -801,14 +908,15 @@ class Store(BaseStore):
             return self._deleted_before(thread_id)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # appends wait; they fail once the log is gone
+            raw = _Raw(thread.path, thread.id, fd)
             if os.fstat(fd).st_nlink == 0:
                 return self._deleted_before(thread_id)
             size = os.fstat(fd).st_size
             try:
-                head = thread._head_at(fd, thread._visible_end(fd))
+                head = thread._head_at(raw, thread._visible_end(raw))
             except CorruptFrame:
                 head = None  # a damaged log is deleted too; its tombstone says what it held
-            lines = split_lines(lambda n, o: os.pread(fd, n, o), 0, size, first=_CHUNK)
+            lines = split_lines(lambda n, o: raw.pread(n, o), 0, size, first=_CHUNK)
             n, nbytes, refs, maybe = deletion_facts(line for _o, line in lines)
             earlier = self.tombstone_of(thread_id)
             same = earlier is not None and head is not None and earlier.head_digest == head.digest
@@ -830,7 +938,8 @@ class Store(BaseStore):
             os.unlink(thread.path)
             fsync_dir(thread.path.parent)
         finally:
-            os.close(fd)
+            raw.close()
+        self._drop_cold(thread)
         self._drop_quarantined(thread_id)
         found = refs | {a for a in maybe if self.artifacts.exists(a)}
         return DeletionReport(tombstone=tomb, artifacts=tuple(sorted(found)))
@@ -839,8 +948,19 @@ class Store(BaseStore):
         tomb = self.tombstone_of(thread_id)
         if tomb is None:
             raise ThreadNotFound(f"no thread {thread_id!r} in this store", thread_id)
+        self._drop_cold(self.thread(thread_id))
         self._drop_quarantined(thread_id)
         return DeletionReport(tombstone=tomb, artifacts=(), finished_earlier=True)
+
+    def _drop_cold(self, thread: JsonlThread) -> None:
+        """The cold segments of a deleted log go with it (after the log: a crash in between
+        leaves segments nothing reads, removed by the next delete or verify --repair)."""
+        folder = cold_dir(thread.path)
+        for seg in segments_of(folder) or ():
+            Path(seg.path).unlink(missing_ok=True)
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            fsync_dir(folder.parent)
 
     def _drop_quarantined(self, thread_id: str) -> None:
         """The torn tails recovery moved aside hold the thread's bytes too: they go with it."""
@@ -855,18 +975,23 @@ class Store(BaseStore):
         folder = self.root / "threads"
         for p in sorted(folder.glob("*.jsonl")) if remaining else ():
             try:
-                with open(p, "rb") as f:
-                    carry = b""
-                    while chunk := f.read(_CHUNK * 16):
-                        data = carry + chunk
-                        hit = {n for n in remaining if n in data}
-                        remaining -= hit
-                        found |= {h.decode() for h in hit}
-                        if not remaining:
-                            return found
-                        carry = data[-63:]
+                fd = os.open(p, os.O_RDONLY)
             except FileNotFoundError:
                 continue
+            raw = _Raw(p, p.name[: -len(".jsonl")], fd)  # a cold prefix too
+            try:
+                pos, carry = 0, b""
+                while chunk := raw.pread(_CHUNK * 16, pos):
+                    pos += len(chunk)
+                    data = carry + chunk
+                    hit = {n for n in remaining if n in data}
+                    remaining -= hit
+                    found |= {h.decode() for h in hit}
+                    if not remaining:
+                        return found
+                    carry = data[-63:]
+            finally:
+                raw.close()
         return found
 
     def _report(self, recovery: Recovery) -> None:
@@ -889,13 +1014,13 @@ def _valid_id(name: str) -> bool:
     return True
 
 
-def _line_start(fd: int, pos: int) -> int:
+def _line_start(raw: _Raw, pos: int) -> int:
     """Offset just past the last newline before ``pos`` (0 if there is none): the start of the
     line that contains (or ends with the newline at) ``pos``."""
     step = 4096
     while pos > 0:
         start = max(0, pos - step)
-        chunk = os.pread(fd, pos - start, start)
+        chunk = raw.pread(pos - start, start)
         i = chunk.rfind(b"\n")
         if i >= 0:
             return start + i + 1
@@ -904,10 +1029,10 @@ def _line_start(fd: int, pos: int) -> int:
     return 0
 
 
-def _line_end(fd: int, pos: int, end: int) -> int:
+def _line_end(raw: _Raw, pos: int, end: int) -> int:
     """Offset just past the first newline at or after ``pos`` (``end`` if none before it)."""
     while pos < end:
-        chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
+        chunk = raw.pread(min(_CHUNK, end - pos), pos)
         i = chunk.find(b"\n")
         if i >= 0:
             return pos + i + 1
@@ -915,18 +1040,18 @@ def _line_end(fd: int, pos: int, end: int) -> int:
     return end
 
 
-def _next_line_start(fd: int, pos: int, end: int) -> int:
+def _next_line_start(raw: _Raw, pos: int, end: int) -> int:
     """The first line start at or after ``pos`` (``end`` if none)."""
     # a line starts at pos if the byte before it is a newline
-    return 0 if pos == 0 else _line_end(fd, pos - 1, end)
+    return 0 if pos == 0 else _line_end(raw, pos - 1, end)
 
 
-def _read_line(fd: int, start: int, end: int) -> bytes:
+def _read_line(raw: _Raw, start: int, end: int) -> bytes:
     """The line starting at ``start`` (without its newline)."""
     parts: list[bytes] = []
     pos = start
     while pos < end:
-        chunk = os.pread(fd, min(4096 if not parts else _CHUNK, end - pos), pos)
+        chunk = raw.pread(min(4096 if not parts else _CHUNK, end - pos), pos)
         i = chunk.find(b"\n")
         if i >= 0:
             parts.append(chunk[:i])
@@ -942,7 +1067,7 @@ def _check_marker(marker: Path) -> None:
     are ignored (a newer version may add some without changing the version)."""
     with open(marker, "rb") as f:
         raw = f.read(_MARKER_MAX)
-    known = _VERSION
+    known = _TIERED
     try:
         doc = msgspec.json.decode(raw)
     except msgspec.DecodeError:
