@@ -47,7 +47,7 @@ PANELS: Final = {
     "Agents": ("ingest", "uninstall", "hook", "mcp"),
     "Context and recall": ("compile", "checkpoint", "compact", "decisions", "index", "model"),
     "The store": ("init", "append", "log", "threads", "stats", "fork", "retract"),
-    "Maintenance": ("verify", "repair", "rebuild-index", "migrate", "delete", "prune"),
+    "Maintenance": ("verify", "repair", "rebuild-index", "migrate", "delete", "prune", "tier"),
 }
 """The panels ``--help`` groups the commands in, a newcomer's first, and each panel's commands
 in the order it lists them: what to try first, how the agents reach the store, what builds an
@@ -80,6 +80,7 @@ COMMANDS: Final = {
     "migrate": "store_commands",
     "delete": "forget_commands",
     "prune": "forget_commands",
+    "tier": "tier_commands",
 }
 """Each command and the module that registers it, in the order ``--help`` lists them."""
 GROUPS: Final = {"model": "model_commands"}
@@ -254,6 +255,10 @@ def _register(root: typer.Typer, module: str) -> None:
         from continuity.cli import model_commands
 
         model_commands.register(root)
+    elif module == "tier_commands":
+        from continuity.cli import tier_commands
+
+        tier_commands.register(root)
     else:
         raise ValueError(f"no command module {module!r}")
 

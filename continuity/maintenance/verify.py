@@ -36,7 +36,7 @@ from continuity.caches.catalog import (
     wants_last_message,
 )
 from continuity.caches.thread_index import DAMAGE, IndexDelta, IndexRun, ThreadIndex
-from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError
+from continuity.errors import ArtifactCorrupt, ArtifactNotFound, ContinuityError, CorruptFrame
 from continuity.maintenance.bulk import available_jobs, batches, log_sizes, run_tasks, worker_store
 from continuity.redaction import redaction_count
 from continuity.store.base import BaseStore, LogReader, Recovery, Thread, split_lines
@@ -317,10 +317,14 @@ def _verify_log(
                 check.line(-1, line, env, next_seq, frame)
         else:
             with log:
-                for offset, line, env, next_seq, frame in _with_next_seq(_lines(log)):
-                    check.line(offset, line, env, next_seq, frame)
-                    if tick is not None and not check.frames % _TICK:
-                        tick(report.frames + check.frames)
+                try:
+                    for offset, line, env, next_seq, frame in _with_next_seq(_lines(log)):
+                        check.line(offset, line, env, next_seq, frame)
+                        if tick is not None and not check.frames % _TICK:
+                            tick(report.frames + check.frames)
+                except CorruptFrame as exc:  # a cold segment that cannot be read (ADR 0057)
+                    check.problem(exc.seq, exc.offset, exc.reason)
+                    return None
                 size, committed = log.size(), log.end
                 if size > committed:
                     _check_tail(check, log.pread(size - committed, committed), committed)

@@ -336,7 +336,7 @@ def write_segment(
     private_dirs(folder)
     name = segment_name(start, end)
     tmp = folder / f".{name}.{os.getpid()}.tmp"
-    comp = zstandard.ZstdCompressor(level=_LEVEL)
+    comp = zstandard.ZstdCompressor(level=_LEVEL, write_checksum=True)
     digest = blake3.blake3()
     blocks: list[_Block] = []
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

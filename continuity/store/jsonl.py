@@ -563,6 +563,8 @@ class JsonlThread(Thread):
                 if raw.pread(1, upto - 1) != b"\n":
                     raise ValueError(f"byte {upto} is not the start of a line of {self.path}")
                 self._store._mark_tiered()
+                for stale in folder.glob(".*.tmp"):  # a tiering killed mid-write (we hold the job)
+                    stale.unlink(missing_ok=True)
                 seg = write_segment(folder, self.id, raw.pread, start, upto)
                 try:
                     check_segment(seg, self.id)
@@ -573,7 +575,9 @@ class JsonlThread(Thread):
                 if os.fstat(fd).st_nlink == 0:  # deleted while the segment was written
                     self._store._drop_cold(self)
                     raise ThreadDeleted(f"thread {self.id!r} was deleted", self.id)
-                why = punch_hole(fd, start, upto - start)
+                # From byte 0: a tiering killed after its segment was made but before its hole
+                # was punched left those blocks in place; punching a hole again costs nothing.
+                why = punch_hole(fd, 0, upto)
                 os.fsync(fd)
                 return ColdMove(start, upto, os.stat(seg.path).st_size, why)
             finally:
