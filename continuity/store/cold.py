@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Final, Protocol
 import blake3
 import msgspec
 
+from continuity import frames as fr
 from continuity._fs import fsync_dir, private_dirs
 from continuity.errors import CorruptFrame
 
@@ -46,6 +48,7 @@ __all__ = [
     "check_segment",
     "cold_dir",
     "covered_end",
+    "drop_cached_blocks",
     "punch_hole",
     "segment_name",
     "segments_of",
@@ -56,8 +59,10 @@ BLOCK: Final = 1 << 18
 """Raw bytes per compressed block (cut at a line end; a longer line is a block of its own)."""
 MAGIC: Final = b"continuity-cold-segment-v1\n"
 SUFFIX: Final = ".seg"
-_LEVEL: Final = 12
-_CACHED_BLOCKS: Final = 4
+_LEVEL: Final = 10
+_CACHE_BYTES: Final = 32 << 20
+"""Decompressed blocks kept by a process, shared by its readers (the MCP server, the viewer and
+a search read the same few blocks again and again)."""
 _TAIL: Final = 8 + len(MAGIC)
 
 
@@ -66,6 +71,7 @@ class _Block(msgspec.Struct, array_like=True, frozen=True):
     raw_len: int
     at: int  # offset in the segment file
     length: int
+    first_seq: int  # the seq of the block's first line: a seq is found without a bisection
 
 
 class _Footer(msgspec.Struct, frozen=True):
@@ -135,20 +141,64 @@ def covered_end(segments: list[Segment]) -> int:
 
 
 class _Open:
-    """A segment file opened, its footer read (lazily, on the first read of it)."""
+    """A segment file opened, its footer read (once per process while the file is the same)."""
 
-    __slots__ = ("blocks", "fd", "segment", "starts")
+    __slots__ = ("blocks", "fd", "key", "segment", "starts")
 
     def __init__(self, segment: Segment, log_name: str) -> None:
         self.segment = segment
         self.fd = os.open(segment.path, os.O_RDONLY)
         try:
-            footer = read_footer(self.fd, segment, log_name)
+            st = os.fstat(self.fd)
+            self.key = (segment.path, st.st_ino, st.st_size, st.st_mtime_ns)
+            with _LOCK:
+                known = _FOOTERS.get(segment.path)
+            if known is not None and known[0] == self.key:
+                footer = known[1]
+            else:
+                footer = read_footer(self.fd, segment, log_name)
+                with _LOCK:
+                    if len(_FOOTERS) > 1024:
+                        _FOOTERS.clear()
+                    _FOOTERS[segment.path] = (self.key, footer)
         except BaseException:
             os.close(self.fd)
             raise
         self.blocks = footer.blocks
         self.starts = [b.raw_at for b in footer.blocks]
+
+
+_LOCK: Final = threading.Lock()
+_FOOTERS: dict[str, tuple[tuple[str, int, int, int], _Footer]] = {}
+_BLOCKS: OrderedDict[tuple[tuple[str, int, int, int], int], bytes] = OrderedDict()
+_cached_bytes = [0]
+
+
+def _cached(key: tuple[tuple[str, int, int, int], int]) -> bytes | None:
+    with _LOCK:
+        data = _BLOCKS.get(key)
+        if data is not None:
+            _BLOCKS.move_to_end(key)
+        return data
+
+
+def _keep(key: tuple[tuple[str, int, int, int], int], data: bytes) -> None:
+    with _LOCK:
+        if key in _BLOCKS:
+            return
+        _BLOCKS[key] = data
+        _cached_bytes[0] += len(data)
+        while _cached_bytes[0] > _CACHE_BYTES and len(_BLOCKS) > 1:
+            _k, old = _BLOCKS.popitem(last=False)
+            _cached_bytes[0] -= len(old)
+
+
+def drop_cached_blocks() -> None:
+    """Forget every decompressed block and footer this process keeps (benchmarks, tests)."""
+    with _LOCK:
+        _BLOCKS.clear()
+        _FOOTERS.clear()
+        _cached_bytes[0] = 0
 
 
 def read_footer(fd: int, segment: Segment, log_name: str) -> _Footer:
@@ -194,14 +244,13 @@ class ColdReader:
     still there, and the same.
     """
 
-    __slots__ = ("_cache", "_folder", "_log_name", "_open", "_raw", "end", "segments")
+    __slots__ = ("_folder", "_log_name", "_open", "_raw", "end", "segments")
 
     def __init__(self, folder: Path, log_name: str, raw: Callable[[int, int], bytes]) -> None:
         self._folder = folder
         self._log_name = log_name
         self._raw = raw
         self._open: dict[int, _Open] = {}
-        self._cache: OrderedDict[tuple[int, int], bytes] = OrderedDict()
         self.segments: list[Segment] = []
         self.end = 0  # nothing is listed until a read meets a hole
 
@@ -218,7 +267,6 @@ class ColdReader:
         for opened in self._open.values():
             os.close(opened.fd)
         self._open.clear()
-        self._cache.clear()
 
     def pread(self, n: int, offset: int) -> bytes:
         if n <= 0:
@@ -232,6 +280,25 @@ class ColdReader:
             return head
         rest = self.pread(offset + n - self.end, self.end)
         return head + rest
+
+    def narrow(self, seq: int) -> tuple[int, int | None] | None:
+        """Where frame ``seq`` is, when it is in the cold tier: (the start of its block, the
+        start of the next block or None) — a line start whose seq is at most ``seq``, and a
+        bound past it. None when the log has no cold tier or the seq is not in it."""
+        if not self.end:
+            self.reload()
+        found: tuple[int, int | None] | None = None
+        for seg in self.segments:
+            opened = self._opened(seg)
+            if not opened.blocks or opened.blocks[0].first_seq > seq:
+                break
+            firsts = [b.first_seq for b in opened.blocks]
+            i = _bisect_right(firsts, seq) - 1
+            nxt = opened.blocks[i + 1].raw_at if i + 1 < len(opened.blocks) else None
+            found = (opened.blocks[i].raw_at, nxt)
+            if nxt is not None:
+                break
+        return found
 
     def _cold(self, n: int, offset: int) -> bytes:
         """``n`` bytes at ``offset``, all inside ``[0, end)``."""
@@ -275,15 +342,11 @@ class ColdReader:
         return opened
 
     def _block(self, opened: _Open, block: _Block) -> bytes:
-        key = (opened.segment.start, block.raw_at)
-        data = self._cache.get(key)
-        if data is not None:
-            self._cache.move_to_end(key)
-            return data
-        data = _decompress(opened.fd, block, self._log_name)
-        self._cache[key] = data
-        if len(self._cache) > _CACHED_BLOCKS:
-            self._cache.popitem(last=False)
+        key = (opened.key, block.raw_at)
+        data = _cached(key)
+        if data is None:
+            data = _decompress(opened.fd, block, self._log_name)
+            _keep(key, data)
         return data
 
 
@@ -365,7 +428,10 @@ def write_segment(
             chunk, carry = data[:cut], data[cut:]
             packed = comp.compress(chunk)
             _write_all(fd, packed)
-            blocks.append(_Block(block_at, len(chunk), at, len(packed)))
+            first = fr.envelope(chunk[: chunk.index(b"\n")])
+            if first is None:
+                raise CorruptFrame(log_name, None, block_at, "not a sealed frame")
+            blocks.append(_Block(block_at, len(chunk), at, len(packed), first.seq))
             digest.update(chunk)
             block_at += len(chunk)
             at += len(packed)

@@ -382,6 +382,10 @@ class JsonlThread(Thread):
         if seq < 0 or end == 0:
             return None
         lo, hi = 0, end  # the line starting at lo has seq <= target; hi is an exclusive bound
+        near = raw.cold.narrow(seq)  # in the cold tier: its block, from the segment's index
+        if near is not None:
+            lo = near[0]
+            hi = min(end, near[1]) if near[1] is not None else end
         while hi - lo > _CHUNK:
             mid = (lo + hi) // 2
             start = _next_line_start(raw, mid, end)
