@@ -105,12 +105,21 @@ def prune(
     project: Annotated[
         str | None, typer.Option("--project", help="Only threads of this project folder.")
     ] = None,
+    keep_summaries: Annotated[
+        bool,
+        typer.Option(
+            "--keep-summaries",
+            help="Keep each thread's summary as a thread of its own, <id>.summary.",
+        ),
+    ] = False,
     dry_run: Annotated[bool, _DRY] = False,
     yes: Annotated[bool, _YES] = False,
 ) -> None:
     """Delete every thread whose last activity is older than --older-than.
 
-    Each as `delete` does, leaving a tombstone. Needs --yes unless --dry-run."""
+    Each as `delete` does, leaving a tombstone. With --keep-summaries, each thread's cumulative
+    summary (its newest checkpoint, or one made now) is kept first as a small thread of its own.
+    Needs --yes unless --dry-run."""
     from continuity.maintenance.forget import parse_duration, plan_deletion, stale_threads
     from continuity.store.base import now_ms
 
@@ -125,11 +134,26 @@ def prune(
     store = open_store(ctx)
     with errors():
         found = stale_threads(store, age, now_ms=now_ms(), agent=name, project=folder)
+        if keep_summaries:  # the summaries kept by an earlier prune are what is kept
+            from continuity.maintenance.retain import is_summary_thread
+
+            found = [(tid, ms) for tid, ms in found if not is_summary_thread(store, tid)]
         if not found:
             typer.echo(f"no thread was last active more than {older_than} ago")
             return
         if dry_run:
             _show_plan(plan_deletion(store, [tid for tid, _ms in found]), "would delete")
+            if keep_summaries:
+                typer.echo(f"would keep {count(len(found), 'summary', 'summaries')} first")
             typer.echo("dry run: nothing was removed")
             return
+        if keep_summaries:
+            from continuity.maintenance.retain import keep_summaries as keep
+
+            for k in keep(store, [tid for tid, _ms in found], now_ms=now_ms()):
+                how = "made now" if k.made_now else "its newest checkpoint"
+                typer.echo(
+                    f"kept the summary of {k.thread_id} through seq {k.to_seq} ({how}) "
+                    f"as thread {k.summary_thread_id}"
+                )
     _forget(ctx, [tid for tid, _ms in found], f"prune --older-than {older_than}")

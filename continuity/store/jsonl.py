@@ -1097,7 +1097,7 @@ def _check_marker(marker: Path) -> None:
         )
     else:
         return
-    expected = f'{{"format": "{_FORMAT}", "version": {known}}}'
+    expected = f'{{"format": "{_FORMAT}", "version": {_VERSION}}}'
     raise UnknownStoreFormat(
         f"{marker} {what}: this is not a store continuity can open (a store's marker says "
         f"{expected}; nothing was read or written)",

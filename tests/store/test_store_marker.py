@@ -17,7 +17,7 @@ from continuity.errors import SchemaTooNew, StoreNotFound, UnknownStoreFormat
 from continuity.store.jsonl import STORE_FORMAT, Store
 from continuity.testing import msg
 
-NEWER = b'{"format":"continuity-store","version":2}\n'
+NEWER = b'{"format":"continuity-store","version":3}\n'
 NOT_UNDERSTOOD = {
     "version-0": b'{"format":"continuity-store","version":0}\n',
     "negative": b'{"format":"continuity-store","version":-1}\n',
@@ -68,7 +68,7 @@ def test_a_newer_version_is_schema_too_new(tmp_path: Path, create: bool) -> None
     before = snapshot(root)
     with pytest.raises(SchemaTooNew) as caught:
         Store(root, create=create, durable=False)
-    assert (caught.value.found, caught.value.needed, caught.value.known) == (2, 2, 1)
+    assert (caught.value.found, caught.value.needed, caught.value.known) == (3, 3, 2)
     message = str(caught.value)
     assert "\n" not in message
     assert str(root / "store.json") in message and "upgrade continuity" in message
