@@ -23,6 +23,7 @@ from continuity.maintenance.verify import verify_store
 from continuity.store.cold import BLOCK, cold_dir, segments_of
 from continuity.store.jsonl import JsonlThread, Store
 from continuity.store.memory import MemoryStore
+from tests.support.pg import PgStores
 from tests.support.processes import reap
 
 DAY = 86_400_000
@@ -309,3 +310,15 @@ def test_a_move_killed_at_any_moment_loses_nothing_and_the_next_one_finishes(
     assert not list(folder.glob(".*.tmp")) or store.thread("t").cold_end() == upto
     assert _everything(store.thread("t")) == before
     assert verify_store(store).ok
+
+
+def test_a_tiered_store_migrates_byte_for_byte(store: Store, pg_stores: PgStores) -> None:
+    from continuity.maintenance.migrate import migrate_store
+
+    thread = store.thread("t")
+    _fill(thread, 60)
+    thread.move_to_cold(_line_start_near(thread, 0.8))
+    lines = list(thread.read_lines())
+    for dst in (MemoryStore(), pg_stores.open(store.root / "pg")):
+        migrate_store(store, dst)
+        assert list(dst.thread("t").read_lines()) == lines
