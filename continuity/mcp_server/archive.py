@@ -230,6 +230,12 @@ class Archive:
                 self._embedder = ((name, kind), load_model(name, kind=kind))
             return self._embedder[1]
 
+    @property
+    def loaded_model(self) -> Any:
+        """The model loaded so far (None: none yet)."""
+        found = self._embedder
+        return None if found is None else found[1]
+
     def embedder(self) -> Any:
         """The model to fuse with BM25 (:meth:`model_choice`), loaded on first use; None:
         BM25 alone."""

@@ -39,6 +39,7 @@ PROTOCOL_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-0
 asking for one gets it; any other gets the newest, and decides whether to go on."""
 
 _STRUCTURED_SINCE: Final = "2025-06-18"  # structuredContent is in the revisions from this one
+_WARM_QUERY: Final = "error"  # any query: the warm-up search loads what every search needs
 
 
 def listed_tools() -> list[dict[str, Any]]:
@@ -103,6 +104,8 @@ class Server:
         self._pending: set[rpc.RequestId] = set()
         self._closed = False
         self.warming: threading.Thread | None = None
+        self.warmed = threading.Event()
+        """Set once the background loading is over (done or failed)."""
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -157,12 +160,14 @@ class Server:
         if method == "tools/call":
             self._queue_call(request_id, params)
         elif method == "initialize":
-            self._send(self._initialize(request_id, params))
+            warming = None
             if self._warm and self.warming is None:
-                self.warming = threading.Thread(
+                warming = self.warming = threading.Thread(
                     target=self._warm_up, name="continuity-mcp-warm", daemon=True
                 )
-                self.warming.start()
+            self._send(self._initialize(request_id, params))
+            if warming is not None:  # started once the answer is out: it never delays it
+                warming.start()
         elif method == "ping":
             self._send(rpc.result(request_id, {}))
         elif method == "tools/list":
@@ -267,19 +272,30 @@ class Server:
         return self._version is None or self._version >= _STRUCTURED_SINCE
 
     def _warm_up(self) -> None:
-        """Import and open what the first call needs, then load the sentence encoder the
-        search would (outside the call lock: a ``read`` need not wait for the model). A
-        failure here is left for the call that meets it to report."""
+        """Import and open what the first call needs, load the sentence encoder the search
+        would (outside the call lock: a ``read`` need not wait for the model) and run it once,
+        then one search, which loads the store's index and vectors: the first search an agent
+        makes is then as fast as the next. A failure here is left for the call that meets it
+        to report."""
         try:
             with self._call_lock:
                 archive = self.archive()
-                import continuity.mcp_server.tools  # noqa: F401  (search's numpy among them)
+                import continuity.mcp_server.tools
+                import continuity.retrieval.search  # search's own modules, loaded here
 
                 chosen = archive.model_choice()
             if chosen is not None:
-                archive.load_model(*chosen)
+                from continuity.retrieval.embedders import embed_queries
+
+                embed_queries(archive.load_model(*chosen), [_WARM_QUERY])
+            with self._call_lock:
+                continuity.mcp_server.tools.call_tool(
+                    archive, "search", {"query": _WARM_QUERY, "scope": "all", "limit": 1}
+                )
         except Exception:  # the call that needs it says what is wrong, in one line
             return
+        finally:
+            self.warmed.set()
 
     # -- output -------------------------------------------------------------------------------
 

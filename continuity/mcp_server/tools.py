@@ -26,7 +26,9 @@ from continuity.mcp_server.archive import (
     parse_time,
     stamp,
 )
+from continuity.mcp_server.excerpts import cut_point, head, snippet
 from continuity.mcp_server.turns import CAP, render_frame
+from continuity.retrieval.documents import note_text
 from continuity.retrieval.ranking import Hit
 from continuity.store.base import Thread
 from continuity.tokens import estimate_text
@@ -60,10 +62,7 @@ def _label(h: Hit) -> str:
     return h.kind
 
 
-def _hit_line(n: int, h: Hit) -> str:
-    snippet = _line(h.snippet)
-    if len(snippet) > _SNIPPET:
-        snippet = snippet[:_SNIPPET] + "…"
+def _hit_line(n: int, h: Hit, snippet: str) -> str:
     leads = []
     if h.covers:
         leads.append(f"summary of #{h.covers[0]}–#{h.covers[1]}")
@@ -77,14 +76,14 @@ def _hit_line(n: int, h: Hit) -> str:
     return f"{n}. {h.thread_id} #{h.seq} {stamp(h.ts_ms)} {_label(h)}: {snippet}{tail}"
 
 
-def _hit_data(h: Hit) -> dict[str, Any]:
+def _hit_data(h: Hit, shown: str) -> dict[str, Any]:
     data: dict[str, Any] = {
         "thread": h.thread_id,
         "seq": h.seq,
         "time_ms": h.ts_ms,
         "kind": h.kind,
         "role": h.role,
-        "snippet": _line(h.snippet)[:_SNIPPET],
+        "snippet": shown,
     }
     if h.covers:
         data["covers"] = h.covers
@@ -93,6 +92,45 @@ def _hit_data(h: Hit) -> dict[str, Any]:
     if h.also:
         data["also"] = h.also
     return data
+
+
+def _said(frame: fr.Frame, summary: str | None) -> str:
+    """What a frame says, its line breaks kept (a key's lines are redacted as written): the
+    fields search indexes (:mod:`continuity.retrieval.documents`), one after another."""
+    parts: list[str] = []
+    if isinstance(frame, fr.MessageAppended):
+        for b in frame.content:
+            if isinstance(b, fr.TextBlock | fr.ThinkingBlock | fr.ProviderBlock):
+                parts.append(b.text)
+            elif isinstance(b, fr.ToolUseBlock):
+                parts.append(b.name)
+                parts += [v for v in b.input.values() if isinstance(v, str)]
+            elif isinstance(b, fr.ToolResultBlock):
+                parts.append(b.text)
+    elif isinstance(frame, fr.ObservationRecorded):
+        parts.append(frame.text)
+    elif isinstance(frame, fr.RecordAppended):
+        parts.append(note_text(frame))
+    elif summary is not None:
+        parts.append(summary)
+    return "\n".join(parts)
+
+
+def _shown(archive: Archive, h: Hit) -> str:
+    """A hit's snippet made again from its frame's text, redacted before it is cut (the
+    search's own snippet is cut from the text as written: its edges may split a secret)."""
+    from continuity.retrieval.documents import summary_text
+
+    try:
+        frame = next(_frames(archive.store.thread(h.thread_id), h.seq, h.seq), None)
+        summary = None if frame is None else summary_text(archive.store, frame)
+    except (ContinuityError, OSError):
+        frame = None
+    if frame is None:  # the search read it a moment ago: its snippet, without its edges
+        text = archive.clean(h.snippet)
+        return _line(text[text.find(" ") + 1 : text.rfind(" ")] if " " in text else "")
+    text = _line(snippet(_said(frame, summary), h.terms, archive.clean))
+    return text if len(text) <= _SNIPPET else head(text, _SNIPPET, archive.clean)[0] + "…"
 
 
 def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
@@ -150,6 +188,7 @@ def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
             break
         k = min(k * 4, _MAX_RANKED)
     page = kept[offset : offset + limit]
+    shown = [_shown(archive, h) for h in page]
     more = len(kept) > offset + limit
     where = (
         f"thread {thread_id}"
@@ -165,14 +204,15 @@ def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
             text += " Try other words, scope all, or a wider time range."
     else:
         first = f"Hits {offset + 1}–{offset + len(page)} for {query!r} in {where} (UTC):"
-        lines = [first, *(_hit_line(offset + i + 1, h) for i, h in enumerate(page))]
+        lines = [first, *(_hit_line(offset + i + 1, h, shown[i]) for i, h in enumerate(page))]
         lines.append("read {thread, seq} shows the turns around a hit.")
         if next_cursor:
             lines.append(f"More: search again with cursor {next_cursor!r}.")
         text = "\n".join(lines)
     for what in damage:
         text += f"\nwarning: {what}"
-    data = {"hits": [_hit_data(h) for h in page], "next_cursor": next_cursor}
+    listed = [_hit_data(h, s) for h, s in zip(page, shown, strict=True)]
+    data = {"hits": listed, "next_cursor": next_cursor}
     return ToolResult(archive.clean(text), archive.clean_data(data))
 
 
@@ -193,6 +233,12 @@ def _fit(text: str, budget: int) -> int:
     while chars > 1 and estimate_text(text[:chars]) > budget:
         chars = chars * 3 // 4
     return chars
+
+
+def _between_tokens(text: str, chars: int) -> int:
+    """``chars`` moved back to the whitespace before the token it would split (a page of a
+    long text ends between tokens), if that is close; at least 1."""
+    return max(1, cut_point(text, chars)) if chars < len(text) else len(text)
 
 
 def _range(archive: Archive, thread: Thread, args: dict[str, Any], last: int) -> tuple[int, int]:
@@ -245,7 +291,7 @@ def read(archive: Archive, args: dict[str, Any]) -> ToolResult:
     shown: list[int] = []
     next_pos: dict[str, int] | None = None
     for frame in _frames(thread, start, end):
-        entry = render_frame(frame, archive.store, cap=None if whole else CAP)
+        entry = render_frame(frame, archive.store, cap=None if whole else CAP, clean=archive.clean)
         if entry is None:
             continue
         entry = archive.clean(entry)[skip:]
@@ -254,7 +300,7 @@ def read(archive: Archive, args: dict[str, Any]) -> ToolResult:
         cost = estimate_text(entry) + 1
         if used + cost > max_tokens:
             if not lines:  # one entry larger than the page: this part of it, then the rest
-                chars = _fit(entry, max_tokens - used)
+                chars = _between_tokens(entry, _fit(entry, max_tokens - used))
                 lines.append(entry[:chars] + " …")
                 shown.append(frame.seq)
                 next_pos = {"s": frame.seq, "c": skip + chars}
@@ -315,7 +361,7 @@ def _read_artifact(
         raise ToolError("the cursor is past the artifact's end: call again without it")
     header = f"Artifact {artifact}, {len(text):,} chars"
     rest = text[start:]
-    chars = min(len(rest), _fit(rest, max_tokens - estimate_text(header) - 30))
+    chars = _between_tokens(rest, _fit(rest, max_tokens - estimate_text(header) - 30))
     end = start + chars
     next_cursor = make_cursor("read", listing, {"c": end}) if end < len(text) else None
     header += f", chars {start:,}–{end:,}:"

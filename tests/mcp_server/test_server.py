@@ -334,3 +334,24 @@ def test_the_handshake_does_not_wait_for_the_archive(tmp_path: Path) -> None:
     let_go.set()
     piped.close()
     opened[0].close()
+
+
+def test_the_model_loads_in_the_background_once_initialize_is_answered(tmp_path: Path) -> None:
+    from continuity.retrieval.settings import SearchSettings, write_search_settings
+    from tests.support.model import build_tiny_model
+
+    store = Store(tmp_path / "s", create=True, durable=False)
+    write_search_settings(store, SearchSettings(model=str(build_tiny_model(tmp_path / "tiny"))))
+    archive = Archive(store, PROJECT)
+    piped = Piped(lambda: archive, warm=True)
+    before = archive.loaded_model
+    assert before is None
+    piped.send(_init())
+    assert piped.reply()["id"] == 0
+    assert piped.server.warmed.wait(60)
+    model = archive.loaded_model
+    assert model is not None
+    piped.send(_call(1, "search", {"query": "anything", "scope": "all"}))
+    assert piped.reply()["id"] == 1
+    assert archive.loaded_model is model  # the search used the one loaded, not another
+    piped.close()
