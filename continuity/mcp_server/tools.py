@@ -28,7 +28,7 @@ from continuity.mcp_server.archive import (
 )
 from continuity.mcp_server.excerpts import cut_point, head, snippet
 from continuity.mcp_server.turns import CAP, render_frame
-from continuity.retrieval.documents import note_text
+from continuity.retrieval.documents import NOTE_KINDS, note_text
 from continuity.retrieval.ranking import Hit
 from continuity.store.base import Thread
 from continuity.tokens import estimate_text
@@ -56,13 +56,25 @@ def _position(pos: dict[str, Any], key: str) -> int:
 # --- search -------------------------------------------------------------------------------------
 
 
-def _label(h: Hit) -> str:
+def _label(h: Hit, kind: str) -> str:
     if h.kind == "message":
         return h.role or "message"
+    return kind
+
+
+def _kind(frame: fr.Frame | None, h: Hit) -> str:
+    """A hit's kind as ``read`` names it: an agent's note is a ``decision`` or a ``note``, as
+    it was recorded (search indexes both as notes)."""
+    if isinstance(frame, fr.RecordAppended) and frame.kind in NOTE_KINDS:
+        return frame.kind.rpartition(".")[2]
     return h.kind
 
 
-def _hit_line(n: int, h: Hit, snippet: str) -> str:
+_BY_MEANING: Final = "found by meaning: no word of the query matched"
+
+
+def _hit_line(n: int, h: Hit, shown: tuple[str, str]) -> str:
+    snippet, kind = shown
     leads = []
     if h.covers:
         leads.append(f"summary of #{h.covers[0]}–#{h.covers[1]}")
@@ -72,18 +84,21 @@ def _hit_line(n: int, h: Hit, snippet: str) -> str:
         leads.append("same reply at " + ", ".join(f"#{s}" for s in h.also[:5]))
     if h.retracted:
         leads.append("retracted")
+    if not h.terms:
+        leads.append(_BY_MEANING)
     tail = f" ({'; '.join(leads)})" if leads else ""
-    return f"{n}. {h.thread_id} #{h.seq} {stamp(h.ts_ms)} {_label(h)}: {snippet}{tail}"
+    return f"{n}. {h.thread_id} #{h.seq} {stamp(h.ts_ms)} {_label(h, kind)}: {snippet}{tail}"
 
 
-def _hit_data(h: Hit, shown: str) -> dict[str, Any]:
+def _hit_data(h: Hit, shown: tuple[str, str]) -> dict[str, Any]:
     data: dict[str, Any] = {
         "thread": h.thread_id,
         "seq": h.seq,
         "time_ms": h.ts_ms,
-        "kind": h.kind,
+        "kind": shown[1],
         "role": h.role,
-        "snippet": shown,
+        "snippet": shown[0],
+        "matched": h.terms,
     }
     if h.covers:
         data["covers"] = h.covers
@@ -116,9 +131,10 @@ def _said(frame: fr.Frame, summary: str | None) -> str:
     return "\n".join(parts)
 
 
-def _shown(archive: Archive, h: Hit) -> str:
+def _shown(archive: Archive, h: Hit) -> tuple[str, str]:
     """A hit's snippet made again from its frame's text, redacted before it is cut (the
-    search's own snippet is cut from the text as written: its edges may split a secret)."""
+    search's own snippet is cut from the text as written: its edges may split a secret), and
+    its kind as ``read`` names it."""
     from continuity.retrieval.documents import summary_text
 
     try:
@@ -128,9 +144,11 @@ def _shown(archive: Archive, h: Hit) -> str:
         frame = None
     if frame is None:  # the search read it a moment ago: its snippet, without its edges
         text = archive.clean(h.snippet)
-        return _line(text[text.find(" ") + 1 : text.rfind(" ")] if " " in text else "")
+        return _line(text[text.find(" ") + 1 : text.rfind(" ")] if " " in text else ""), h.kind
     text = _line(snippet(_said(frame, summary), h.terms, archive.clean))
-    return text if len(text) <= _SNIPPET else head(text, _SNIPPET, archive.clean)[0] + "…"
+    if len(text) > _SNIPPET:
+        text = head(text, _SNIPPET, archive.clean)[0] + "…"
+    return text, _kind(frame, h)
 
 
 def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
@@ -285,8 +303,8 @@ def read(archive: Archive, args: dict[str, Any]) -> ToolResult:
         start, skip = _position(pos, "s"), _position(pos, "c")
         if start > end:
             raise ToolError("the cursor is past the range: call again without it")
-    header = f"Thread {thread.id}, seqs #{start}–#{end} of #0–#{last} (UTC):"
-    used = estimate_text(header) + 20
+    # the header names the seqs shown, known once the page is made: its longest form counts
+    used = estimate_text(f"Thread {thread.id}, seqs #{end}–#{end} of #0–#{last} (UTC):") + 30
     lines: list[str] = []
     shown: list[int] = []
     next_pos: dict[str, int] | None = None
@@ -323,6 +341,12 @@ def read(archive: Archive, args: dict[str, Any]) -> ToolResult:
         "last_seq": last,
         "next_cursor": next_cursor,
     }
+    if shown:
+        part = f" (#{shown[-1]} in part)" if next_pos and "c" in next_pos else ""
+        span = f"seqs #{shown[0]}–#{shown[-1]}{part}"
+    else:
+        span = f"nothing to show in seqs #{start}–#{end}"
+    header = f"Thread {thread.id}, {span} of #0–#{last} (UTC):"
     return ToolResult("\n".join([header, *lines]), data)
 
 
