@@ -128,9 +128,12 @@ class Server:
         finally:
             self._calls.put(None)
             worker.join()
-            with self._call_lock:
-                if self._archive is not None:
-                    self._archive.close()
+            # a warm-up still running holds the archive (or soon will): run_stdio ends the
+            # process without waiting for it, and closing is the process's exit then
+            if self.warming is None or self.warmed.is_set() or not self.warming.is_alive():
+                with self._call_lock:
+                    if self._archive is not None:
+                        self._archive.close()
 
     def _skip_rest_of_line(self) -> None:
         while True:
