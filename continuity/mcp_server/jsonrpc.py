@@ -116,15 +116,15 @@ def _not_msgspec_json(line: bytes) -> Incoming | Rejected:
         value = json.loads(line)
     except (ValueError, RecursionError):
         return Rejected(PARSE_ERROR, "Parse error: the line is not JSON (UTF-8, one message)")
-    if isinstance(value, dict):
-        found = _message(value)
-        if isinstance(found, Rejected):
-            return found
-        if found.method is None:  # a reply to us: dropped like any other
-            return found
+    found = _message(value)
+    if isinstance(found, Rejected) or found.method is None:  # a reply to us: dropped anyway
+        return found
+    if _holds_surrogate(value):
         bad = "Invalid params: a string is not Unicode text (it holds a lone UTF-16 surrogate)"
         return Rejected(INVALID_PARAMS, bad, found.id, notification=found.id is None)
-    return _message(value)
+    # what else Python reads and JSON is not: NaN, Infinity
+    bad = "Parse error: the line is not JSON (NaN and Infinity are not JSON numbers)"
+    return Rejected(PARSE_ERROR, bad, found.id, notification=found.id is None)
 
 
 def _message(value: Any) -> Incoming | Rejected:
@@ -196,3 +196,20 @@ def _scalar_id(tok: bytes) -> RequestId | None:
 
 def _has_surrogate(text: str) -> bool:
     return any("\ud800" <= c <= "\udfff" for c in text)
+
+
+def _holds_surrogate(value: Any) -> bool:
+    """Whether a decoded value (any depth; no recursion) has a key or string that is not
+    Unicode text."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, str):
+            if _has_surrogate(v):
+                return True
+        elif isinstance(v, dict):
+            todo += v.keys()
+            todo += v.values()
+        elif isinstance(v, list):
+            todo += v
+    return False

@@ -28,6 +28,8 @@ def test_a_request_a_notification_and_a_reply() -> None:
         (b'{"jsonrpc":"1.0","id":2,"method":"ping"}', rpc.INVALID_REQUEST, 2, False),
         (b'{"jsonrpc":"2.0","id":3,"method":"x","params":{"a":"\\udc00"}}', -32602, 3, False),
         (b'{"jsonrpc":"2.0","method":"x","params":{"a":"\\udc00"}}', -32602, None, True),
+        (b'{"jsonrpc":"2.0","id":4,"method":"x","params":{"a":NaN}}', rpc.PARSE_ERROR, 4, False),
+        (b'{"jsonrpc":"2.0","id":5,"method":"x","params":{"\\ud800":1}}', -32602, 5, False),
     ],
 )
 def test_what_is_not_a_message_is_the_error_to_answer(
