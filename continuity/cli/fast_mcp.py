@@ -65,6 +65,11 @@ def serve(
     ``$CLAUDE_PROJECT_DIR``, else the working directory), until the client closes stdin."""
     from continuity.mcp_server.server import run_stdio
 
+    blocked: object = sys.modules.get("typing_extensions", sys)
+    if blocked is None:
+        # msgspec is in without it (__main__ kept it out); what loads in the background (a
+        # model's runtime) may need it
+        del sys.modules["typing_extensions"]
     where = project or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
 
     def open_archive() -> Archive:

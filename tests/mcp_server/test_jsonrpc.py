@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from continuity.mcp_server import jsonrpc as rpc
 
@@ -66,3 +67,30 @@ def test_a_reply_that_is_not_unicode_text_is_still_one_json_line() -> None:
     line = rpc.encode(rpc.error("\ud800", rpc.INVALID_PARAMS, "bad \udfff"))
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     assert json.loads(line)["error"]["code"] == rpc.INVALID_PARAMS
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_are_a_message_or_an_error_never_an_exception(line: bytes) -> None:
+    assert isinstance(rpc.parse(line), rpc.Incoming | rpc.Rejected)
+    rpc.salvage_id(line)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(_JSON, st.sampled_from(["id", "method", "params", "jsonrpc"]))
+def test_any_json_in_any_member_is_a_message_or_an_error(value: object, member: str) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}}
+    message[member] = value
+    line = json.dumps(message).encode()
+    found = rpc.parse(line)
+    assert isinstance(found, rpc.Incoming | rpc.Rejected)
+    assert json.loads(rpc.encode(rpc.error(getattr(found, "id", None), -1, "x")))
