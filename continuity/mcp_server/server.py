@@ -230,9 +230,13 @@ class Server:
                 return
             if not self._take(call.id):
                 continue
-            answer = self._run(call)
+            try:
+                reply = rpc.result(call.id, self._run(call))
+            except Exception as exc:  # a bug of ours: an answer still, and the worker goes on
+                what = " ".join(f"{type(exc).__name__}: {exc}".split())
+                reply = rpc.error(call.id, rpc.INTERNAL_ERROR, f"Internal error: {what}")
             if self._take(call.id, done=True):
-                self._send(rpc.result(call.id, answer))
+                self._send(reply)
 
     def _take(self, request_id: rpc.RequestId, *, done: bool = False) -> bool:
         """False when the request was cancelled (it is then forgotten); ``done``: forget it."""
@@ -250,11 +254,11 @@ class Server:
         return self._archive
 
     def _run(self, call: _Call) -> dict[str, Any]:
+        from continuity.mcp_server.archive import ToolError
+        from continuity.mcp_server.tools import call_tool
+
         with self._call_lock:
             try:
-                from continuity.mcp_server.archive import ToolError
-                from continuity.mcp_server.tools import call_tool
-
                 found = call_tool(self.archive(), call.name, call.arguments)
             except ToolError as exc:
                 return _tool_error(" ".join(str(exc).split()))

@@ -332,6 +332,7 @@ def test_the_handshake_does_not_wait_for_the_archive(tmp_path: Path) -> None:
     assert len(piped.reply()["result"]["tools"]) == len(TOOLS)
     assert not opened  # the warm-up is still waiting for the archive
     let_go.set()
+    assert piped.server.warmed.wait(60)
     piped.close()
     opened[0].close()
 
@@ -354,4 +355,20 @@ def test_the_model_loads_in_the_background_once_initialize_is_answered(tmp_path:
     piped.send(_call(1, "search", {"query": "anything", "scope": "all"}))
     assert piped.reply()["id"] == 1
     assert archive.loaded_model is model  # the search used the one loaded, not another
+    piped.close()
+
+
+def test_an_archive_that_cannot_be_made_is_a_tool_error_on_each_call() -> None:
+    def open_archive() -> Archive:
+        raise RuntimeError("the disk is gone")
+
+    piped = Piped(open_archive, warm=True)
+    piped.send(_init())
+    assert piped.reply()["id"] == 0
+    assert piped.server.warmed.wait(60)  # the warm-up met it too, and said nothing
+    for request_id in (1, 2):
+        piped.send(_call(request_id, "sessions", {}))
+        got = piped.reply()
+        assert got["id"] == request_id and got["result"]["isError"] is True
+        assert "the disk is gone" in got["result"]["content"][0]["text"]
     piped.close()
