@@ -166,6 +166,16 @@ def _main() -> None:
 
         sys.stdout.write(version_line() + "\n")
         sys.exit(0)
+    if "mcp" in sys.argv[1:4]:
+        # An MCP client waits for the server's first answer: served before typer too.
+        blocked = _without_typing_extensions()
+        from continuity.cli.fast_mcp import fast_mcp
+
+        code = fast_mcp(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
+        if blocked and sys.modules.get("typing_extensions") is None:
+            sys.modules.pop("typing_extensions", None)  # typer needs it
     if "search" in sys.argv[1:4]:
         # Latency-critical too: a plain search runs before typer is imported (60-70 ms).
         blocked = _without_typing_extensions()

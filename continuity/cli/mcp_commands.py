@@ -1,13 +1,13 @@
-"""``continuity mcp``: the MCP server over stdio (:mod:`continuity.mcp_server`, ADR 0038)."""
+"""``continuity mcp``: the MCP server over stdio (:mod:`continuity.mcp_server`, ADRs 0038 and
+0053); a plain command line is served before typer (:mod:`.fast_mcp`)."""
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 
-from continuity.cli._common import errors, need_extra, report_recovery
+from continuity.cli._common import errors
 from continuity.paths import is_postgres_url
 
 __all__ = ["register"]
@@ -51,13 +51,7 @@ def mcp(
 
     An MCP client (Claude Code, Codex, Cursor…) launches it; it reads the store and writes only
     what the agent asks it to remember."""
-    try:
-        from continuity.mcp_server.server import run_stdio
-    except ImportError as exc:
-        need_extra("continuity mcp", "mcp", exc)
-    from continuity.mcp_server.archive import Archive
-    from continuity.store.base import BaseStore
-    from continuity.store.locate import open_store
+    from continuity.cli.fast_mcp import serve
 
     location = ctx.obj.location
     if is_postgres_url(location):  # the store opens on the first call: say now what it lacks
@@ -65,15 +59,4 @@ def mcp(
 
         with errors():
             need_driver()
-
-    def opener() -> BaseStore:
-        return open_store(location, on_recovery=report_recovery)
-
-    where = project or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-    archive = Archive(opener, where, model=model)
-    try:
-        run_stdio(archive, structured=structured)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        archive.close()
+    serve(location, project, model, structured)

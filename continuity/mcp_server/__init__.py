@@ -7,8 +7,9 @@
   redaction of everything served, cursors and one-line errors;
 - :mod:`.turns` renders frames as readable turns within a token budget;
 - :mod:`.tools` is the five tools as plain functions over an :class:`~.archive.Archive`
-  (``search``, ``read``, ``sessions``, ``restore``, ``remember``): tested and timed without the
-  SDK;
-- :mod:`.server` is the glue to the official ``mcp`` SDK (the optional ``mcp`` extra), imported
+  (``search``, ``read``, ``sessions``, ``restore``, ``remember``), tested and timed alone;
+- :mod:`.jsonrpc` reads and writes JSON-RPC 2.0 lines (MCP's stdio transport), and
+  :mod:`.server` speaks MCP over it (the handshake, the tool list, calls in a worker thread,
+  cancellation, the archive and model loaded in the background); no SDK (ADR 0053), imported
   only by ``continuity mcp``.
 """

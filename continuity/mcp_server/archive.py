@@ -17,6 +17,7 @@ import base64
 import binascii
 import datetime as dt
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -170,6 +171,7 @@ class Archive:
         self._redactor: Redactor | bool | None = False  # False: not looked up yet
         self._firsts: dict[str, fr.ThreadCreated | None] = {}
         self._embedder: Any = None
+        self._model_lock = threading.Lock()
         self.embed_budget: int | None = None
         """Documents one search may embed now (the store's setting); None: all it needs."""
         self.memo: dict[tuple[str, str], str] = {}
@@ -206,23 +208,39 @@ class Archive:
         redactor = self.redactor()
         return value if redactor is None else redactor.redact_json(value)[0]
 
-    def embedder(self) -> Any:
-        """The model to fuse with BM25, loaded on first use: the server's (``--model``,
-        ``$CONTINUITY_MODEL``), else the store's (``continuity model use``, read on each call);
-        None: BM25 alone."""
+    def model_choice(self) -> tuple[str, str | None] | None:
+        """The model to fuse with BM25 and its kind: the server's (``--model``,
+        ``$CONTINUITY_MODEL``), else the store's (``continuity model use``, read on each call;
+        its embedding budget too); None: BM25 alone."""
         name, kind = self.model, None
         if name is None:
             from continuity.retrieval.settings import read_search_settings
 
             settings = read_search_settings(self.store)
             name, kind, self.embed_budget = settings.model, settings.embedder, settings.embed_budget
-        if not name:
-            return None
-        if self._embedder is None or self._embedder[0] != (name, kind):
-            from continuity.retrieval.models import load_model
+        return (name, kind) if name else None
 
-            self._embedder = ((name, kind), load_model(name, kind=kind))
-        return self._embedder[1]
+    def load_model(self, name: str, kind: str | None) -> Any:
+        """The model ``name`` of ``kind``, loaded once (a caller that comes while another
+        thread loads it waits for that load: the server loads it in the background)."""
+        with self._model_lock:
+            if self._embedder is None or self._embedder[0] != (name, kind):
+                from continuity.retrieval.models import load_model
+
+                self._embedder = ((name, kind), load_model(name, kind=kind))
+            return self._embedder[1]
+
+    @property
+    def loaded_model(self) -> Any:
+        """The model loaded so far (None: none yet)."""
+        found = self._embedder
+        return None if found is None else found[1]
+
+    def embedder(self) -> Any:
+        """The model to fuse with BM25 (:meth:`model_choice`), loaded on first use; None:
+        BM25 alone."""
+        chosen = self.model_choice()
+        return None if chosen is None else self.load_model(*chosen)
 
     # -- threads and sessions -----------------------------------------------------------------
 

@@ -26,7 +26,9 @@ from continuity.mcp_server.archive import (
     parse_time,
     stamp,
 )
+from continuity.mcp_server.excerpts import cut_point, head, snippet
 from continuity.mcp_server.turns import CAP, render_frame
+from continuity.retrieval.documents import NOTE_KINDS, note_text
 from continuity.retrieval.ranking import Hit
 from continuity.store.base import Thread
 from continuity.tokens import estimate_text
@@ -54,16 +56,25 @@ def _position(pos: dict[str, Any], key: str) -> int:
 # --- search -------------------------------------------------------------------------------------
 
 
-def _label(h: Hit) -> str:
+def _label(h: Hit, kind: str) -> str:
     if h.kind == "message":
         return h.role or "message"
+    return kind
+
+
+def _kind(frame: fr.Frame | None, h: Hit) -> str:
+    """A hit's kind as ``read`` names it: an agent's note is a ``decision`` or a ``note``, as
+    it was recorded (search indexes both as notes)."""
+    if isinstance(frame, fr.RecordAppended) and frame.kind in NOTE_KINDS:
+        return frame.kind.rpartition(".")[2]
     return h.kind
 
 
-def _hit_line(n: int, h: Hit) -> str:
-    snippet = _line(h.snippet)
-    if len(snippet) > _SNIPPET:
-        snippet = snippet[:_SNIPPET] + "…"
+_BY_MEANING: Final = "found by meaning: no word of the query matched"
+
+
+def _hit_line(n: int, h: Hit, shown: tuple[str, str]) -> str:
+    snippet, kind = shown
     leads = []
     if h.covers:
         leads.append(f"summary of #{h.covers[0]}–#{h.covers[1]}")
@@ -73,18 +84,21 @@ def _hit_line(n: int, h: Hit) -> str:
         leads.append("same reply at " + ", ".join(f"#{s}" for s in h.also[:5]))
     if h.retracted:
         leads.append("retracted")
+    if not h.terms:
+        leads.append(_BY_MEANING)
     tail = f" ({'; '.join(leads)})" if leads else ""
-    return f"{n}. {h.thread_id} #{h.seq} {stamp(h.ts_ms)} {_label(h)}: {snippet}{tail}"
+    return f"{n}. {h.thread_id} #{h.seq} {stamp(h.ts_ms)} {_label(h, kind)}: {snippet}{tail}"
 
 
-def _hit_data(h: Hit) -> dict[str, Any]:
+def _hit_data(h: Hit, shown: tuple[str, str]) -> dict[str, Any]:
     data: dict[str, Any] = {
         "thread": h.thread_id,
         "seq": h.seq,
         "time_ms": h.ts_ms,
-        "kind": h.kind,
+        "kind": shown[1],
         "role": h.role,
-        "snippet": _line(h.snippet)[:_SNIPPET],
+        "snippet": shown[0],
+        "matched": h.terms,
     }
     if h.covers:
         data["covers"] = h.covers
@@ -93,6 +107,48 @@ def _hit_data(h: Hit) -> dict[str, Any]:
     if h.also:
         data["also"] = h.also
     return data
+
+
+def _said(frame: fr.Frame, summary: str | None) -> str:
+    """What a frame says, its line breaks kept (a key's lines are redacted as written): the
+    fields search indexes (:mod:`continuity.retrieval.documents`), one after another."""
+    parts: list[str] = []
+    if isinstance(frame, fr.MessageAppended):
+        for b in frame.content:
+            if isinstance(b, fr.TextBlock | fr.ThinkingBlock | fr.ProviderBlock):
+                parts.append(b.text)
+            elif isinstance(b, fr.ToolUseBlock):
+                parts.append(b.name)
+                parts += [v for v in b.input.values() if isinstance(v, str)]
+            elif isinstance(b, fr.ToolResultBlock):
+                parts.append(b.text)
+    elif isinstance(frame, fr.ObservationRecorded):
+        parts.append(frame.text)
+    elif isinstance(frame, fr.RecordAppended):
+        parts.append(note_text(frame))
+    elif summary is not None:
+        parts.append(summary)
+    return "\n".join(parts)
+
+
+def _shown(archive: Archive, h: Hit) -> tuple[str, str]:
+    """A hit's snippet made again from its frame's text, redacted before it is cut (the
+    search's own snippet is cut from the text as written: its edges may split a secret), and
+    its kind as ``read`` names it."""
+    from continuity.retrieval.documents import summary_text
+
+    try:
+        frame = next(_frames(archive.store.thread(h.thread_id), h.seq, h.seq), None)
+        summary = None if frame is None else summary_text(archive.store, frame)
+    except (ContinuityError, OSError):
+        frame = None
+    if frame is None:  # the search read it a moment ago: its snippet, without its edges
+        text = archive.clean(h.snippet)
+        return _line(text[text.find(" ") + 1 : text.rfind(" ")] if " " in text else ""), h.kind
+    text = _line(snippet(_said(frame, summary), h.terms, archive.clean))
+    if len(text) > _SNIPPET:
+        text = head(text, _SNIPPET, archive.clean)[0] + "…"
+    return text, _kind(frame, h)
 
 
 def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
@@ -150,6 +206,7 @@ def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
             break
         k = min(k * 4, _MAX_RANKED)
     page = kept[offset : offset + limit]
+    shown = [_shown(archive, h) for h in page]
     more = len(kept) > offset + limit
     where = (
         f"thread {thread_id}"
@@ -165,14 +222,15 @@ def search(archive: Archive, args: dict[str, Any]) -> ToolResult:
             text += " Try other words, scope all, or a wider time range."
     else:
         first = f"Hits {offset + 1}–{offset + len(page)} for {query!r} in {where} (UTC):"
-        lines = [first, *(_hit_line(offset + i + 1, h) for i, h in enumerate(page))]
+        lines = [first, *(_hit_line(offset + i + 1, h, shown[i]) for i, h in enumerate(page))]
         lines.append("read {thread, seq} shows the turns around a hit.")
         if next_cursor:
             lines.append(f"More: search again with cursor {next_cursor!r}.")
         text = "\n".join(lines)
     for what in damage:
         text += f"\nwarning: {what}"
-    data = {"hits": [_hit_data(h) for h in page], "next_cursor": next_cursor}
+    listed = [_hit_data(h, s) for h, s in zip(page, shown, strict=True)]
+    data = {"hits": listed, "next_cursor": next_cursor}
     return ToolResult(archive.clean(text), archive.clean_data(data))
 
 
@@ -193,6 +251,12 @@ def _fit(text: str, budget: int) -> int:
     while chars > 1 and estimate_text(text[:chars]) > budget:
         chars = chars * 3 // 4
     return chars
+
+
+def _between_tokens(text: str, chars: int) -> int:
+    """``chars`` moved back to the whitespace before the token it would split (a page of a
+    long text ends between tokens), if that is close; at least 1."""
+    return max(1, cut_point(text, chars)) if chars < len(text) else len(text)
 
 
 def _range(archive: Archive, thread: Thread, args: dict[str, Any], last: int) -> tuple[int, int]:
@@ -239,13 +303,13 @@ def read(archive: Archive, args: dict[str, Any]) -> ToolResult:
         start, skip = _position(pos, "s"), _position(pos, "c")
         if start > end:
             raise ToolError("the cursor is past the range: call again without it")
-    header = f"Thread {thread.id}, seqs #{start}–#{end} of #0–#{last} (UTC):"
-    used = estimate_text(header) + 20
+    # the header names the seqs shown, known once the page is made: its longest form counts
+    used = estimate_text(f"Thread {thread.id}, seqs #{end}–#{end} of #0–#{last} (UTC):") + 30
     lines: list[str] = []
     shown: list[int] = []
     next_pos: dict[str, int] | None = None
     for frame in _frames(thread, start, end):
-        entry = render_frame(frame, archive.store, cap=None if whole else CAP)
+        entry = render_frame(frame, archive.store, cap=None if whole else CAP, clean=archive.clean)
         if entry is None:
             continue
         entry = archive.clean(entry)[skip:]
@@ -254,7 +318,7 @@ def read(archive: Archive, args: dict[str, Any]) -> ToolResult:
         cost = estimate_text(entry) + 1
         if used + cost > max_tokens:
             if not lines:  # one entry larger than the page: this part of it, then the rest
-                chars = _fit(entry, max_tokens - used)
+                chars = _between_tokens(entry, _fit(entry, max_tokens - used))
                 lines.append(entry[:chars] + " …")
                 shown.append(frame.seq)
                 next_pos = {"s": frame.seq, "c": skip + chars}
@@ -277,6 +341,12 @@ def read(archive: Archive, args: dict[str, Any]) -> ToolResult:
         "last_seq": last,
         "next_cursor": next_cursor,
     }
+    if shown:
+        part = f" (#{shown[-1]} in part)" if next_pos and "c" in next_pos else ""
+        span = f"seqs #{shown[0]}–#{shown[-1]}{part}"
+    else:
+        span = f"nothing to show in seqs #{start}–#{end}"
+    header = f"Thread {thread.id}, {span} of #0–#{last} (UTC):"
     return ToolResult("\n".join([header, *lines]), data)
 
 
@@ -315,7 +385,7 @@ def _read_artifact(
         raise ToolError("the cursor is past the artifact's end: call again without it")
     header = f"Artifact {artifact}, {len(text):,} chars"
     rest = text[start:]
-    chars = min(len(rest), _fit(rest, max_tokens - estimate_text(header) - 30))
+    chars = _between_tokens(rest, _fit(rest, max_tokens - estimate_text(header) - 30))
     end = start + chars
     next_cursor = make_cursor("read", listing, {"c": end}) if end < len(text) else None
     header += f", chars {start:,}–{end:,}:"

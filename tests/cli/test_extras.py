@@ -1,6 +1,6 @@
 """A feature whose optional extra is not installed is one line naming the extra and the line
 that installs it, and exit 2, never a traceback: on every path from the command line (a
-PostgreSQL store for any command, the fast search, ``migrate``, ``serve``, ``mcp``).
+PostgreSQL store for any command, the fast search, ``migrate``, ``serve``); ``mcp`` needs none.
 
 Each run hides the module for real, in a fresh process (``sys.modules[name] = None``: its
 import fails as if the package were not installed), and runs the real ``continuity``.
@@ -8,6 +8,7 @@ import fails as if the package were not installed), and runs the real ``continui
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +23,11 @@ from continuity.store.locate import open_store
 URL = "postgresql://nobody@127.0.0.1:1/nothing"  # never reached: the driver is missing first
 
 
-def run_without(hidden: list[str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``continuity ARGS`` in a process where the modules ``hidden`` cannot be imported."""
+def run_without(
+    hidden: list[str], *args: str, cwd: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``continuity ARGS`` in a process where the modules ``hidden`` cannot be imported
+    (``stdin``: what it reads; else nothing)."""
     code = (
         "import runpy, sys\n"
         f"for name in {hidden!r}:\n"
@@ -37,7 +41,8 @@ def run_without(hidden: list[str], *args: str, cwd: Path) -> subprocess.Complete
         text=True,
         timeout=60,
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
     )
 
 
@@ -94,10 +99,34 @@ def test_serve_without_its_extra(missing: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("missing", ["mcp", "anyio"])
-def test_mcp_without_its_extra(missing: str, tmp_path: Path) -> None:
-    done = run_without([missing], "--store", str(tmp_path / "s"), "mcp", cwd=tmp_path)
-    _one_line(done, "continuity mcp", "mcp", missing)
+def test_mcp_serves_on_the_core_install_alone(tmp_path: Path) -> None:
+    # no extra since ADR 0053: the MCP server answers without the SDK or anything but the core
+    store = str(tmp_path / "s")
+    Store(tmp_path / "s", create=True, durable=False).close()
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18"},
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "sessions", "arguments": {"scope": "all"}},
+        },
+    ]
+    for args in (["--store", store, "mcp"], ["mcp", "--store", store, "--structured"]):
+        lines = "".join(json.dumps(r) + "\n" for r in requests)
+        done = run_without(NOT_CORE, *args, cwd=tmp_path, stdin=lines)
+        assert (done.returncode, done.stderr) == (0, ""), args
+        answers = [json.loads(line) for line in done.stdout.splitlines()]
+        assert [a["id"] for a in answers] == [1, 2, 3]
+        assert len(answers[1]["result"]["tools"]) == 5
+        assert answers[2]["result"]["isError"] is False, answers[2]
 
 
 def test_the_library_raises_missing_extra_an_import_error(
@@ -124,6 +153,7 @@ NOT_CORE = [
     "uvicorn",
     "jinja2",
     "mcp",
+    "mcp_types",
     "langgraph",
     "langchain_core",
     "agents",

@@ -77,7 +77,7 @@ def test_frames_remembered_between_two_ingests_break_nothing(tmp_path: Path) -> 
     assert report.ok, report
     # and what was remembered is used
     hits = call_tool(archive, "search", {"query": "ocelot decision", "scope": "all"})
-    assert {h["kind"] for h in hits.data["hits"]} >= {"note"}
+    assert {h["kind"] for h in hits.data["hits"]} >= {"decision"}
     again = Store(tmp_path / "pieces")  # a new process's view: from the log and the caches
     thread = again.thread(thread_id)
     cps = [f for f in thread.read() if isinstance(f, fr.CompactionCheckpointCreated)]

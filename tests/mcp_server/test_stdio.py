@@ -14,7 +14,6 @@ import anyio
 import pytest
 
 from continuity import frames as fr
-from continuity._install import install_line
 from continuity.mcp_server.schemas import TOOLS
 from continuity.store.jsonl import Store
 from tests.support.fixtures import shared_fixture
@@ -102,7 +101,6 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("search", {"query": "x", "cursor": "garbage"}, "cursor"),
     ("sessions", {"limit": "many"}, "limit must be an integer"),
     ("remember", {"text": "x", "kind": "summary", "thread": "cc-small"}, "needs to_seq"),
-    ("nope", {}, "no tool 'nope'"),
 ]
 
 
@@ -120,6 +118,12 @@ def test_a_bad_call_is_a_tool_error_and_the_server_goes_on(
                 assert not good.is_error
                 # Text only unless --structured: Claude Code would show the model the data.
                 assert good.structured_content is None and "cc-" in text_of(good)
+            # A tool that does not exist is a protocol error (the spec's -32602), not a result
+            from mcp.shared.exceptions import MCPError
+
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("nope", {})
+            assert raised.value.error.code == -32602 and "nope" in raised.value.error.message
 
     anyio.run(session)
 
@@ -133,22 +137,6 @@ def test_a_missing_store_is_a_tool_error_not_a_dead_server(tmp_path: Path) -> No
             assert got.is_error and "no continuity store" in text_of(got)
 
     anyio.run(session)
-
-
-def test_without_the_sdk_the_command_says_which_extra_to_install(tmp_path: Path) -> None:
-    # sys.modules["mcp"] = None is how Python makes a module not importable
-    code = (
-        "import runpy, sys; sys.modules['mcp'] = None; "
-        f"sys.argv = ['continuity', 'mcp', '--store', {str(tmp_path)!r}]; "
-        "runpy.run_module('continuity', run_name='__main__')"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=server_env(), check=False
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
-        "error: continuity mcp needs the `mcp` extra (mcp is missing): " + install_line("mcp")
-    ]
 
 
 def _hook(store: Path, event: str, payload: dict[str, Any], cwd: Path) -> subprocess.Popen[bytes]:

@@ -261,7 +261,7 @@ def test_remembered_notes_are_found_by_search_and_given_back_by_restore(
     assert said.data["kind"] == "note"
     call(archive, "remember", kind="decision", text="Never deploy the platypus on Fridays.")
     hits = call(archive, "search", query="platypus fridays").data["hits"]
-    assert hits[0]["kind"] == "note" and hits[0]["thread"] == f"cc-{LIVE}"
+    assert hits[0]["kind"] == "decision" and hits[0]["thread"] == f"cc-{LIVE}"
     assert "Never deploy the platypus" in call(archive, "read", seq=hits[0]["seq"]).text
     restored = call(archive, "restore").text
     assert "[decision #" in restored and "zebra cache" in restored

@@ -1,13 +1,18 @@
 """The MCP server (``continuity mcp``): start-up, ``search``, ``read`` and memory over many calls.
 
     python -m tools.bench.bench_mcp [--frames 100000] [--threads 10000] [--repeat 15]
-        [--calls 2000] [--json]
+        [--calls 2000] [--baseline REV] [--start-only] [--json]
 
-* start: ``continuity mcp`` as a fresh process until it answers ``initialize`` (raw JSON-RPC
-  over its stdin and stdout, no client library in the way), beside, in the same run, a fresh
-  ``python -c pass`` and a fresh import of the SDK alone (``mcp.server.lowlevel`` and
-  ``mcp.server.stdio``): the floor the server cannot go under while it uses the SDK. Target
-  300 ms (the issue's);
+* start: ``python -m continuity mcp`` as a fresh process until it answers ``initialize``, and
+  until it answers ``tools/list`` after it (raw JSON-RPC over its stdin and stdout, no client
+  library in the way), interleaved round by round with the same for the server of the tree at
+  ``--baseline`` (default: the commit before ADR 0053, the SDK-based server; extracted once
+  with ``git archive``) and a fresh ``python -c pass``. Target 300 ms quiet, 1 s under load
+  (issue 44);
+* first fused search: on a store whose model is all-MiniLM-L6-v2 (the dev extra's wheel; the
+  store's vectors built ahead by ``continuity index``), a fresh server's first ``search`` sent
+  right after the handshake and after a pause (an agent's first turn), against the next ones,
+  for both trees (issue 44: "the first fused search is as fast as the next");
 * ``search``: the tool's function in-process (what a call runs), p50 over a fixed set of
   queries, on the shared fixture sessions ingested by the real ingest (target 150 ms) and on a
   generated store of ``--threads`` threads (``tools/bench/gen_threads.py``; target 300 ms at
@@ -77,10 +82,19 @@ _INIT: Final = {
 class RawServer:
     """``continuity mcp`` spoken to in raw JSON-RPC lines."""
 
-    def __init__(self, store: Path, cwd: Path) -> None:
+    def __init__(
+        self, store: Path, cwd: Path, *, tree: Path | None = None, project: str | None = None
+    ) -> None:
+        """``tree``: run ``python -m continuity`` from that folder (its ``continuity/``)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CONTINUITY_", "CLAUDE_"))}
+        command = [*continuity_command(), "mcp", "--store", str(store)]
+        if tree is not None:
+            env["PYTHONPATH"] = str(tree)
+            command = [sys.executable, "-m", "continuity", "mcp", "--store", str(store)]
+        if project is not None:
+            command += ["--project", project]
         self.proc = subprocess.Popen(
-            [*continuity_command(), "mcp", "--store", str(store)],
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -109,6 +123,9 @@ class RawServer:
 
     def initialize(self) -> None:
         self.send(_INIT)
+        self.notify_initialized()
+
+    def notify_initialized(self) -> None:
         assert self.proc.stdin is not None
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         self.proc.stdin.write(json.dumps(note).encode() + b"\n")
@@ -188,28 +205,121 @@ def _fresh(argv: list[str], cwd: Path) -> float:
     return time.perf_counter() - started
 
 
-def _start(store: Path, repeat: int) -> list[Row]:
-    starts: list[float] = []
+BASELINE_REV: Final = "8d549d4"
+"""The tree before ADR 0053: ``continuity mcp`` on the official SDK."""
+ROOT: Final = Path(__file__).resolve().parents[2]
+
+
+def baseline_tree(rev: str) -> Path:
+    """The package ``continuity/`` of ``rev`` (extracted once) as a folder to run it from."""
+    root = bench_dir() / f"mcp-baseline-{rev}"
+    if not (root / "continuity" / "__main__.py").is_file():
+        root.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", rev, "continuity"], cwd=ROOT, check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
+    return root
+
+
+def _handshake(tree: Path, store: Path, project: str) -> tuple[float, float]:
+    """Seconds from spawn until ``initialize`` is answered, and until ``tools/list`` is."""
+    started = time.perf_counter()
+    server = RawServer(store, tree, tree=tree, project=project)
+    server.send(_INIT)
+    answered = time.perf_counter() - started
+    server.notify_initialized()
+    server.request("tools/list", {})
+    listed = time.perf_counter() - started
+    server.close()
+    return answered, listed
+
+
+def _start(store: Path, project: str, repeat: int, baseline: Path) -> list[Row]:
+    trees = {"this tree": ROOT, "baseline": baseline}
+    init: dict[str, list[float]] = {name: [] for name in trees}
+    listed: dict[str, list[float]] = {name: [] for name in trees}
     floors: list[float] = []
-    sdk: list[float] = []
-    for _ in range(repeat):
+    for i in range(repeat):
         floors.append(_fresh([sys.executable, "-c", "pass"], store))
-        sdk.append(
-            _fresh([sys.executable, "-c", "import mcp.server.lowlevel, mcp.server.stdio"], store)
-        )
-        started = time.perf_counter()
-        server = RawServer(store, store)
-        server.send(_INIT)
-        starts.append(time.perf_counter() - started)
-        server.close()
-    start, imp = median(starts), median(sdk)
+        order = list(trees) if i % 2 == 0 else list(reversed(trees))
+        for name in order:
+            a, b = _handshake(trees[name], store, project)
+            init[name].append(a)
+            listed[name].append(b)
+    ours, base = median(init["this tree"]), median(init["baseline"])
+    ours_list, base_list = median(listed["this tree"]), median(listed["baseline"])
     return [
-        time_row("start until initialize is answered", starts, target=300.0),
+        time_row("start until initialize is answered", init["this tree"], target=300.0),
+        time_row("start until tools/list is answered", listed["this tree"], target=300.0),
+        time_row("baseline (SDK): start until initialize", init["baseline"]),
+        time_row("baseline (SDK): start until tools/list", listed["baseline"]),
         time_row("floor: python -c pass", floors),
-        time_row("floor: import of the MCP SDK alone", sdk),
-        Row("start / SDK import", start / imp, "x"),
-        Row("start − SDK import (ours)", (start - imp) * 1e3, "ms"),
+        Row("initialize: this tree / baseline", ours / base, "x"),
+        Row("tools/list: this tree / baseline", ours_list / base_list, "x"),
     ]
+
+
+def fused_store() -> tuple[Path, str] | None:
+    """The fixture sessions with all-MiniLM-L6-v2 as the store's model and its vectors built
+    (made once); None without the fixtures or the model's wheel."""
+    fixtures = fixture_store()
+    if fixtures is None:
+        return None
+    from tools.bench.bench_encoder import default_model
+
+    model = default_model()
+    if model is None:
+        return None
+    root = bench_dir() / "mcp-fused"
+    if not (root / "indexed").is_file():
+        import shutil
+
+        log("bench_mcp: copying the fixture store, building its MiniLM vectors")
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(fixtures[0], root)
+        base = [*continuity_command(), "--store", str(root)]
+        subprocess.run([*base, "model", "use", str(model)], check=True, capture_output=True)
+        subprocess.run([*base, "index"], check=True, capture_output=True)
+        (root / "indexed").write_text("ok\n")
+    return root, fixtures[1]
+
+
+def _first_search(tree: Path, store: Path, project: str, pause: float) -> tuple[float, float]:
+    """A fresh server's first fused search (sent ``pause`` seconds after the handshake), and
+    the median of the next three."""
+    server = RawServer(store, tree, tree=tree, project=project)
+    server.initialize()
+    server.request("tools/list", {})
+    time.sleep(pause)
+    times = []
+    for q in QUERIES[:4]:
+        started = time.perf_counter()
+        server.call("search", {"query": q, "scope": "all"})
+        times.append(time.perf_counter() - started)
+    server.close()
+    return times[0], median(times[1:])
+
+
+def _first_search_rows(store: Path, project: str, repeat: int, baseline: Path) -> list[Row]:
+    trees = {"this tree": ROOT, "baseline": baseline}
+    rows = []
+    for pause in (0.0, 3.0):
+        first: dict[str, list[float]] = {name: [] for name in trees}
+        nxt: dict[str, list[float]] = {name: [] for name in trees}
+        for i in range(repeat):
+            for name in list(trees) if i % 2 == 0 else list(reversed(trees)):
+                a, b = _first_search(trees[name], store, project, pause)
+                first[name].append(a)
+                nxt[name].append(b)
+        when = "right after the handshake" if not pause else f"{pause:.0f} s after it"
+        for name in trees:
+            label = "" if name == "this tree" else "baseline (SDK): "
+            rows.append(time_row(f"{label}first fused search, {when}", first[name]))
+            rows.append(time_row(f"{label}next fused searches, {when}", nxt[name]))
+            ratio = median(first[name]) / median(nxt[name])
+            rows.append(Row(f"{label}first / next, {when}", ratio, "x"))
+    return rows
 
 
 def _timed_calls(fn: Callable[[], object], repeat: int) -> list[float]:
@@ -309,13 +419,32 @@ def run(
     repeat: int = 15,
     calls: int = 2_000,
     seed: int = 0,
+    baseline: str = BASELINE_REV,
+    start_only: bool = False,
 ) -> Report:
     rows: list[Row] = []
-    notes: list[str] = []
+    notes: list[str] = [f"baseline: the tree at {baseline} (the SDK-based server)"]
     fixtures = fixture_store()
+    base = baseline_tree(baseline)
+    if fixtures is not None:
+        start_store, project = fixtures
+    else:
+        from continuity.store.jsonl import Store
+
+        start_store, project = bench_dir() / "mcp-empty", "/nowhere"
+        Store(start_store, create=True).close()
+    log("bench_mcp: start-up, paired with the baseline")
+    rows += _start(start_store, project, repeat, base)
+    fused = fused_store()
+    if fused is not None:
+        log("bench_mcp: first fused search against the next, paired with the baseline")
+        rows += _first_search_rows(fused[0], fused[1], max(3, repeat // 3), base)
+    else:
+        notes.append("no fixtures or no MiniLM wheel (dev extra): no first-fused-search rows")
+    params = {"frames": frames, "threads": threads, "repeat": repeat, "calls": calls}
+    if start_only:
+        return Report("bench_mcp", params, rows, notes)
     gen, gen_project = threads_store(threads, seed)
-    log("bench_mcp: start-up")
-    rows += _start(fixtures[0] if fixtures else gen, repeat)
     if fixtures is not None:
         log("bench_mcp: search on the fixture sessions")
         rows += _search_rows("fixtures", fixtures[0], fixtures[1], 150.0)
@@ -328,7 +457,6 @@ def run(
     rows += _read_rows(frames, max(repeat, 30), seed)
     log(f"bench_mcp: memory over {calls:,} calls")
     rows += _memory(fixtures[0] if fixtures else gen, "", calls)
-    params = {"frames": frames, "threads": threads, "repeat": repeat, "calls": calls}
     return Report("bench_mcp", params, rows, notes)
 
 
@@ -338,6 +466,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=10_000, help="the generated store's size")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--calls", type=int, default=2_000, help="calls for the memory figure")
+    parser.add_argument(
+        "--baseline", default=BASELINE_REV, help="the git revision whose server is the baseline"
+    )
+    parser.add_argument(
+        "--start-only", action="store_true", help="start-up and first fused search only"
+    )
     args = parser.parse_args(argv)
     report = run(
         frames=args.frames,
@@ -345,6 +479,8 @@ def main(argv: list[str] | None = None) -> None:
         repeat=args.repeat,
         calls=args.calls,
         seed=args.seed,
+        baseline=args.baseline,
+        start_only=args.start_only,
     )
     emit([report], args.json)
 
