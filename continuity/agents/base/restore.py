@@ -23,8 +23,16 @@ from continuity.store.base import Thread
 if TYPE_CHECKING:  # search imports numpy: only when a prompt is searched
     from continuity.retrieval.search import Hit
 
-__all__ = ["RESTORE_MAX_CHARS", "compacted", "preservation_guidance", "restore_context"]
+__all__ = [
+    "RESTORE_MARK",
+    "RESTORE_MAX_CHARS",
+    "compacted",
+    "preservation_guidance",
+    "restore_context",
+]
 
+RESTORE_MARK: Final = "Restored by continuity from the archive of this session"
+"""In every restore's first line: how a hook finds a restore already in the agent's context."""
 RESTORE_MAX_CHARS: Final = 9_500
 GUIDANCE_MAX_CHARS: Final = 2_000
 _EXTRACT_MESSAGES: Final = 2_000
@@ -150,8 +158,32 @@ def compacted(thread: Thread) -> bool:
     return bool(_checkpoints(open_source(thread)))
 
 
-def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: bool = True) -> str:
-    """The context to give Claude after its latest compaction (or on resume), ≤ ``max_chars``."""
+def _bounds(
+    cps: Sequence[CheckpointEntry], upto: int | None
+) -> tuple[CheckpointEntry | None, CheckpointEntry | None]:
+    """(the compaction before the stretch, the compaction that ends it) for a restore: the
+    latest two checkpoints, or, for ``upto`` (the archive's head when the agent was about to
+    compact), the last one before it and the first at or after it (None: not archived yet)."""
+    if upto is None:
+        return (cps[-2] if len(cps) > 1 else None), (cps[-1] if cps else None)
+    before = [c for c in cps if c.to_seq < upto]
+    after = [c for c in cps if c.to_seq >= upto]
+    return (before[-1] if before else None), (after[0] if after else None)
+
+
+def restore_context(
+    thread: Thread,
+    *,
+    max_chars: int = RESTORE_MAX_CHARS,
+    log: bool = True,
+    upto: int | None = None,
+) -> str:
+    """The context to give Claude after its latest compaction (or on resume), ≤ ``max_chars``.
+
+    ``upto``: the archive's head when the compaction began (recorded by the agent's
+    pre-compaction hook). Claude Code fires SessionStart (``compact``) before the new
+    compaction is in its transcript, so the latest archived checkpoint is then the previous
+    one: the restore must cover the stretch that ends at ``upto``, not the one before it."""
     from continuity.context.compiler import DEFAULT_BUDGET_TOKENS, compile_context
     from continuity.context.render import to_text
 
@@ -160,14 +192,15 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
     head = source.head_seq()
     if head is None:
         raise ContinuityError(f"thread {thread_id} is empty")
-    cps = _checkpoints(source)
-    latest = cps[-1] if cps else None
-    previous = cps[-2] if len(cps) > 1 else None
-    upto = latest.to_seq if latest is not None else head
+    if upto is not None:
+        upto = min(upto, head)
+    previous, latest = _bounds(_checkpoints(source), upto)
+    end = latest.seq if latest is not None else (head if upto is None else upto)
+    upto = latest.to_seq if latest is not None else end
     after = previous.to_seq if previous is not None else -1
     messages = _messages_between(source, after, upto)
     header = (
-        f"# Restored by continuity from the archive of this session (thread {thread_id})\n"
+        f"# {RESTORE_MARK} (thread {thread_id})\n"
         "Exact details from before the compaction, which the summary above may have lost. "
         f"Everything is archived: `continuity log {thread_id}` shows it all.\n\n"
     )
@@ -176,12 +209,12 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
     agents = _subagent_messages(
         thread,
         _ts_of(source, previous.seq) if previous is not None else None,
-        _ts_of(source, latest.seq) if latest is not None else None,
+        None if latest is None and end == head else _ts_of(source, end),
     )
     header += _notes(thread, min(_NOTES_MAX_CHARS, max_chars // 4))
     # What other agents' sessions of the project did in the same stretch (since the previous
     # compaction, or the session's start): a line each.
-    upto_ms = _ts_of(source, latest.seq if latest is not None else head)
+    upto_ms = _ts_of(source, end)
     if upto_ms is not None:
         after_ms = _ts_of(source, previous.seq if previous is not None else 0)
         header += _others(thread, after_ms, upto_ms, min(_OTHERS_MAX_CHARS, max_chars // 8))

@@ -296,6 +296,78 @@ def test_resume_restores_only_a_session_that_compacted(
     assert "`pytest -q`" in context_of(out.stdout, "SessionStart")
 
 
+def test_a_second_compaction_restores_its_own_stretch_before_it_is_in_the_transcript(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    """Claude Code fires SessionStart (compact) before the new compaction's boundary is in the
+    transcript (real-agents.md): the restore covers what PreCompact saw, not the stretch of the
+    previous compaction, and the first prompt's fallback gives the same."""
+    compacted(tmp_store, transcript)  # the first compaction: app.py, pytest
+    run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="compact"))
+    work(transcript, ["/work/demo/views.py"], ["ruff check ."])
+    transcript.flush()
+    run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
+    # the second compaction is not in the transcript yet
+    out = run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="compact"))
+    text = context_of(out.stdout, "SessionStart")
+    assert "`ruff check .`" in text
+    assert "views.py" in text
+    assert "`pytest -q`" not in text  # the first compaction's stretch: restored after it
+
+    # a third, whose restore waits for the first prompt (SessionStart gave nothing), when the
+    # boundary is in the transcript
+    transcript.compaction("The user fixed views.py.")
+    work(transcript, ["/work/demo/urls.py"], ["make docs"])
+    transcript.flush()
+    run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
+    transcript.compaction("The user fixed urls.py.")
+    transcript.flush()
+    text = context_of(
+        run_hook(tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit")).stdout,
+        "UserPromptSubmit",
+    )
+    assert "`make docs`" in text
+    assert "`ruff check .`" not in text
+
+
+def hook_context_line(transcript: Transcript, text: str) -> None:
+    """The attachment line Claude Code writes for a hook's additional context."""
+    transcript.pending.append(
+        {
+            "type": "attachment",
+            "attachment": {
+                "type": "hook_additional_context",
+                "content": [text],
+                "hookName": "SessionStart",
+                "hookEvent": "SessionStart",
+            },
+        }
+    )
+
+
+def test_a_resume_adds_no_restore_when_the_loaded_context_has_one(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    """Claude Code loads a compacted session from its last boundary on, with the restore given
+    after it: a second one would put it into the context twice."""
+    compacted(tmp_store, transcript)
+    given = run_hook(
+        tmp_store, "session-start", transcript.payload("SessionStart", source="compact")
+    )
+    hook_context_line(transcript, context_of(given.stdout, "SessionStart"))
+    transcript.prompt("go on")
+    transcript.flush()
+    out = run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="resume"))
+    assert (out.exit_code, out.stdout) == (0, "")
+
+    # a restore before the last boundary is not loaded: the resume gives one
+    run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
+    transcript.compaction("The user went on.")
+    transcript.flush()
+    out = run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="resume"))
+    assert "Restored by continuity" in context_of(out.stdout, "SessionStart")
+
+
 def test_the_first_prompt_before_the_transcript_exists_is_no_error(
     tmp_store: Store, tmp_path: Path
 ) -> None:
