@@ -90,6 +90,10 @@ def server_entry(client: Client, argv: list[str]) -> dict[str, Any]:
     entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
     if client == "claude-code":
         return {"type": "stdio", **entry}
+    if client == "codex":
+        # Codex starts MCP servers beside the session and does not wait for one that is not
+        # required: a short run (the first turn after a compaction) then had none of our tools.
+        return {**entry, "required": True}
     return entry
 
 
