@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from continuity import frames as fr
+from continuity.agents.base._restore_tools import classify, command_outcome
 from continuity.context.transcript_rules import (
-    COMMAND_TOOLS,
-    PATH_KEYS,
     command_line,
     decision_sentences,
     error_line,
@@ -33,8 +32,6 @@ from continuity.context.transcript_rules import (
 
 __all__ = ["Command", "Extract", "extract"]
 
-_EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
-_READ_TOOLS: Final = frozenset({"Read"})
 _LINE_CHARS: Final = 200
 _COMMAND_CHARS: Final = 200
 _PROMPT_CHARS: Final = 600
@@ -67,13 +64,23 @@ class Command:
 
 
 class _Call:
-    __slots__ = ("command", "name", "path", "position")
+    __slots__ = ("command", "edited", "name", "path", "position", "read")
 
-    def __init__(self, name: str, command: Command | None, path: str | None, position: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: Command | None,
+        path: str | None,
+        position: int,
+        read: list[str],
+        edited: list[str],
+    ) -> None:
         self.name = name
         self.command = command
         self.path = path
         self.position = position
+        self.read = read
+        self.edited = edited
 
 
 class Extract:
@@ -140,22 +147,17 @@ def extract(messages: Sequence[fr.MessageAppended]) -> Extract:
 def _tool_use(out: Extract, block: fr.ToolUseBlock, position: int) -> _Call:
     name = block.name
     tool_input = block.input
+    what = classify(name, tool_input)  # any agent's tools (:mod:`._restore_tools`)
     command: Command | None = None
-    path: str | None = None
-    if name in COMMAND_TOOLS:
-        key = command_line(tool_input.get("command"), _COMMAND_CHARS)
+    if what.command is not None:
+        key = command_line(what.command, _COMMAND_CHARS)
         if key:
             command = out.commands.pop(key, None) or Command(key)
             out.commands[key] = command  # moved to the newest place
             command.runs += 1
     elif name == "TodoWrite":
         out.todos = open_todos(tool_input.get("todos"), _LINE_CHARS)
-    for k in PATH_KEYS:
-        value = tool_input.get(k)
-        if isinstance(value, str) and value.strip():
-            path = " ".join(value.split())
-            break
-    return _Call(name, command, path, position)
+    return _Call(name, command, what.path, position, what.read, what.edited)
 
 
 def _tool_result(
@@ -168,7 +170,12 @@ def _tool_result(
 ) -> None:
     output = tool_output(block)
     command = call.command
-    failed = block.is_error or (command is not None and looks_failed(output))
+    if command is not None:
+        # the exit code, where the agent reports one (Codex, Gemini CLI), else the output
+        code, output = command_outcome(output)
+        failed = block.is_error or (code != 0 if code is not None else looks_failed(output))
+    else:
+        failed = block.is_error
     if command is not None:
         command.seen += 1
         if failed:
@@ -184,22 +191,24 @@ def _tool_result(
             command.last_ok = True
             command.ok_detail = ok_detail(output, _LINE_CHARS)
             out.last_success = position
+            _note(out.read, call.read)  # the files a reading command named (Codex reads so)
         return
-    path = call.path
     if failed:
-        subject = f"{call.name} {path}" if path else call.name
+        subject = f"{call.name} {call.path}" if call.path else call.name
         out.errors.append(f"{subject}: {error_line(output, _LINE_CHARS) or 'failed'}")
         return
-    if path is None:
-        return
-    if call.name in _EDIT_TOOLS:
-        out.edited.pop(path, None)
-        out.edited[path] = None
-        changes.append(path.rsplit("/", 1)[-1])
+    if call.edited:
+        _note(out.edited, call.edited)
+        changes.extend(path.rsplit("/", 1)[-1] for path in call.edited)
         out.last_success = position
-    elif call.name in _READ_TOOLS:
-        out.read.pop(path, None)
-        out.read[path] = None
+    _note(out.read, call.read)
+
+
+def _note(into: dict[str, None], paths: list[str]) -> None:
+    """Each of ``paths`` moved to the newest place of ``into``."""
+    for path in paths:
+        into.pop(path, None)
+        into[path] = None
 
 
 def decisions(text: str) -> list[str]:

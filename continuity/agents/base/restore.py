@@ -13,10 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from continuity import frames as fr
 from continuity.agents.table import is_own_compaction
 from continuity.caches.thread_index import CheckpointEntry
+from continuity.context.bundle import BundleItem, ContextBundle, MessageItem, ToolStubBlock
 from continuity.context.sources import ThreadSource, open_source
+from continuity.context.transcript_rules import is_meta
 from continuity.errors import ContinuityError, InvalidQuery
 from continuity.store.base import Thread
 
@@ -226,16 +230,47 @@ def restore_context(
         # megabytes) is elided in the bundle, not carried whole into a bundle and its artifact.
         # Only the stretch's own turns: those before the previous compaction were given back
         # after it, and Claude's latest summary covers them.
+        # The agent's own injected context (AGENTS.md, Codex's <environment_context>, Gemini
+        # CLI's <session_context>: meta messages) is not the user's words and the agent has it
+        # again: it takes no place in the window.
+        meta = {m.seq for m in messages[-4 * _RECENT_MESSAGES :] if is_meta(m.meta)}
         limits = fr.Limits(
-            recent_messages=min(_RECENT_MESSAGES, len(messages)),
+            recent_messages=min(_RECENT_MESSAGES + len(meta), len(messages)),
             max_summary_refs=0,
             budget_tokens=DEFAULT_BUDGET_TOKENS,
             keep_tool_outputs=2,
         )
         result = compile_context(thread, anchor=upto, limits=limits, log=log)
-        recent = to_text(result.bundle, max_chars=room)
+        recent = to_text(_as_restored(result.bundle, meta, messages), max_chars=room)
     text = header + extract + ("\n\n" + recent if recent else "")
     return text[:max_chars]
+
+
+def _as_restored(
+    bundle: ContextBundle, meta: set[int], messages: Sequence[fr.MessageAppended]
+) -> ContextBundle:
+    """The bundle without the ``meta`` messages, each command result whose exit code (as the
+    agent reports it: Codex, Gemini CLI) is not 0 marked as the error it is."""
+    from continuity.agents.base._restore_tools import failed_results
+
+    failed = failed_results(messages)
+    kept: list[BundleItem] = []
+    for item in bundle.items:
+        if not isinstance(item, MessageItem):
+            kept.append(item)
+            continue
+        if item.seq in meta:
+            continue
+        if failed and any(getattr(b, "tool_use_id", None) in failed for b in item.content):
+            content = [
+                msgspec.structs.replace(b, is_error=True)
+                if isinstance(b, fr.ToolResultBlock | ToolStubBlock) and b.tool_use_id in failed
+                else b
+                for b in item.content
+            ]
+            item = msgspec.structs.replace(item, content=content)
+        kept.append(item)
+    return msgspec.structs.replace(bundle, items=kept)
 
 
 def preservation_guidance(thread: Thread) -> str:
