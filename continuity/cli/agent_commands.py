@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import typer
 
@@ -156,9 +156,40 @@ def install(
         _install_mcp(client, scope, project, store, dry_run=dry_run, print_only=print_only)
         return
     agent = _adapter(target, param="'target'")
+    mcp = not no_mcp
+    if mcp and not dry_run and agent.agent.name in _MCP_CLIENTS:
+        why = _server_cannot_start(store)
+        if why is not None:  # the hooks alone; one line on what the server needs
+            typer.echo(f"{why} (the MCP server was not registered)", err=True)
+            mcp = False
     with _agent_errors():
-        done = agent.install(scope, project, store, mcp=not no_mcp, dry_run=dry_run)
+        done = agent.install(scope, project, store, mcp=mcp, dry_run=dry_run)
     _said(done)
+
+
+_MCP_CLIENTS: Final = ("claude-code", "codex", "gemini", "opencode")
+"""The agents whose install registers the MCP server (unless --no-mcp)."""
+
+
+_STARTS: dict[tuple[str, ...], str | None] = {}
+
+
+def _server_cannot_start(store: StoreLocation | None) -> str | None:
+    """Why the MCP server an install would register cannot serve here, as one line saying
+    what to add, or None when it can (it answered ``initialize``)."""
+    from continuity.agents.base.mcp import cannot_start, server_argv
+
+    # Once a process: whether the command starts does not hang on the store it is given (the
+    # server opens it at the first call), and a probe costs a server's start-up.
+    argv = server_argv(store)
+    key = tuple(server_argv(None))
+    if key not in _STARTS:
+        _STARTS[key] = cannot_start(argv)
+    why = _STARTS[key]
+    if why is None:
+        return None
+    # what it says is what to add (the extra it needs, with the command that installs it)
+    return f"`continuity mcp` cannot start here: {why}"
 
 
 def _install_mcp(
@@ -192,6 +223,9 @@ def _install_mcp(
         if dry_run:
             typer.echo(plan.diff() or f"{target.path}: MCP server already registered")
             return
+        why = _server_cannot_start(store)
+        if why is not None:
+            fail(f"{why} (nothing was registered)")
         backup = apply_plan(plan)
     for line in mcp_installed(target, plan, backup):
         typer.echo(line)
