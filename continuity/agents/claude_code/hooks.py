@@ -261,14 +261,19 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutco
     return out
 
 
+_NO_TRANSCRIPT_YET: Final = frozenset({"session-start", "user-prompt-submit", "session-end"})
+
+
 def _transcript_of(payload: dict[str, Any], event: str) -> Path:
     raw_path = payload.get("transcript_path")
     if not isinstance(raw_path, str) or not raw_path:
         raise ValueError("the hook input has no transcript_path")
     transcript = Path(raw_path).expanduser()
     # A new session's transcript is written after its first prompt is submitted: SessionStart
-    # and the first UserPromptSubmit may both come before it exists (seen with the real CLI).
-    if not transcript.is_file() and event not in ("session-start", "user-prompt-submit"):
+    # and the first UserPromptSubmit may both come before it exists (seen with the real CLI),
+    # and a session that never had a prompt ends without one (`claude mcp list` fires
+    # SessionEnd for the session it starts to check the servers).
+    if not transcript.is_file() and event not in _NO_TRANSCRIPT_YET:
         raise FileNotFoundError(f"transcript {transcript} does not exist")
     return transcript
 

@@ -368,6 +368,18 @@ def test_a_resume_adds_no_restore_when_the_loaded_context_has_one(
     assert "Restored by continuity" in context_of(out.stdout, "SessionStart")
 
 
+def test_a_session_that_ends_before_its_transcript_exists_is_no_error(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    """`claude mcp list` starts a session to check the servers and ends it (SessionEnd) with
+    no transcript written: nothing to archive, and nothing wrong."""
+    never = transcript.payload("SessionEnd", reason="other")
+    never["transcript_path"] = str(transcript.path.with_name("never-written.jsonl"))
+    out = run_hook(tmp_store, "session-end", never)
+    assert (out.exit_code, out.stdout, out.notes) == (0, "", [])
+    assert messages(tmp_store, transcript.thread_id) == []
+
+
 def test_the_first_prompt_before_the_transcript_exists_is_no_error(
     tmp_store: Store, tmp_path: Path
 ) -> None:

@@ -190,3 +190,18 @@ def test_a_resumed_session_has_the_restore_once(session: Session) -> None:
 
 def test_the_hooks_log_no_errors(session: Session) -> None:
     assert session.world.errors_log() == []
+
+
+def test_claude_mcp_list_with_the_user_install_logs_no_error(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """``claude mcp list`` checks the server (it connects) and fires SessionEnd for a session
+    that never wrote a transcript: nothing to archive, and no error in ``errors.log``."""
+    exe = client("claude-code")
+    with ModelServer(Script([])) as server:
+        world = ClaudeWorld(exe, tmp_path_factory.mktemp("claude-mcp-list"), server)
+        world.continuity("install", "claude-code")  # user scope: the hooks fire everywhere
+        listed = world.claude_cmd("mcp", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "continuity" in listed.stdout and "Connected" in listed.stdout, listed.stdout
+    assert world.errors_log() == []
