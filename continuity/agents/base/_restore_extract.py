@@ -87,6 +87,7 @@ class Extract:
     """What :func:`extract` found (lists oldest first)."""
 
     __slots__ = (
+        "answered",
         "commands",
         "decisions",
         "edited",
@@ -106,10 +107,14 @@ class Extract:
         self.decisions: list[str] = []
         self.todos: list[str] | None = None  # the latest TodoWrite's unfinished items
         self.last_success = -1  # position of the latest successful change or command
+        self.answered: set[int] = set()  # prompts whose turn ended with the agent's answer
 
     def open_prompts(self) -> list[str]:
-        """The user's latest requests after which no change or command succeeded."""
-        return [text for at, text in self.prompts if at > self.last_success]
+        """The user's latest requests after which no change or command succeeded and whose
+        turn did not end with the agent's answer (a question answered is no open task)."""
+        return [
+            text for at, text in self.prompts if at > self.last_success and at not in self.answered
+        ]
 
 
 def extract(messages: Sequence[fr.MessageAppended]) -> Extract:
@@ -118,15 +123,24 @@ def extract(messages: Sequence[fr.MessageAppended]) -> Extract:
     changes: list[str] = []  # files changed, in order (for "fixed after editing …")
     failed_at: dict[str, int] = {}  # command key → len(changes) at its latest failure
     seen_prompts: dict[str, int] = {}
+    asked: int | None = None  # the position of the prompt whose turn this is
+    answer = False  # the turn's latest agent message is an answer (text, no tool call)
     for position, message in enumerate(messages):
         is_user = message.role == "user"
         skip_text = is_meta(message.meta)
+        if message.role == "assistant" and not skip_text:
+            answer = any(
+                isinstance(b, fr.TextBlock) and b.text.strip() for b in message.content
+            ) and not any(isinstance(b, fr.ToolUseBlock) for b in message.content)
         for block in message.content:
             if isinstance(block, fr.TextBlock):
                 if skip_text:
                     continue
                 if is_user:
                     if text := prompt_text(block.text, _PROMPT_CHARS):
+                        if asked is not None and answer:
+                            out.answered.add(asked)
+                        asked, answer = position, False
                         if text in seen_prompts:  # said again: its newest place counts
                             out.prompts = [(a, t) for a, t in out.prompts if t != text]
                         seen_prompts[text] = position
@@ -141,6 +155,8 @@ def extract(messages: Sequence[fr.MessageAppended]) -> Extract:
                 call_or_none = calls.pop(block.tool_use_id, None)
                 if call_or_none is not None:
                     _tool_result(out, call_or_none, block, position, changes, failed_at)
+    if asked is not None and answer:
+        out.answered.add(asked)
     return out
 
 
