@@ -250,7 +250,7 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutco
         if isinstance(agent_path, str) and Path(agent_path).is_file():
             _ingest_file(store, Path(agent_path), final=True, notes=out.notes)
     elif event == "pre-compact":
-        _before_compaction(store, thread, cfg, out)
+        _before_compaction(store, thread, cfg, out, manual=payload.get("trigger") == "manual")
     elif event == "session-start":
         _on_session_start(store, thread, cfg, payload, out)
     elif event == "user-prompt-submit":
@@ -278,9 +278,16 @@ def _transcript_of(payload: dict[str, Any], event: str) -> Path:
     return transcript
 
 
-def _before_compaction(store: BaseStore, thread: Thread, cfg: HookConfig, out: HookOutcome) -> None:
+def _before_compaction(
+    store: BaseStore, thread: Thread, cfg: HookConfig, out: HookOutcome, *, manual: bool
+) -> None:
     """Mark a restore as due after the compaction, and tell Claude what its summary must keep
-    (or block the compaction, when configured to)."""
+    (or block the compaction, when configured to).
+
+    Not on a manual ``/compact``: Claude Code (2.1.328) shows a PreCompact hook's output to the
+    user as the command's output, and keeps it in the new context, as well as adding it to the
+    summary's instructions (one text for both; for an automatic compaction the display is
+    suppressed). The restore after the compaction gives the details back either way."""
     from continuity.agents.base.restore import preservation_guidance
 
     if not cfg.block_compaction:  # a blocked compaction leaves nothing to restore
@@ -291,7 +298,7 @@ def _before_compaction(store: BaseStore, thread: Thread, cfg: HookConfig, out: H
         head = thread.head()
         state.restore_upto = -1 if head is None else head.seq
         _save_state(store, thread.id, state)
-    if thread.exists():
+    if thread.exists() and not manual:
         out.stdout = preservation_guidance(thread)
     if cfg.block_compaction:
         out.exit_code = 2

@@ -190,10 +190,26 @@ def test_pre_compact_guidance_stays_within_its_limit(
     for i in range(40):
         work(transcript, [f"/work/demo/{'deep/' * 12}file_{i:03d}.py"], [f"pytest -k case_{i}"])
     transcript.flush()
-    out = run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="manual"))
+    out = run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
     assert out.exit_code == 0
     assert 0 < len(out.stdout) <= GUIDANCE_LIMIT
     assert "file_039.py" in out.stdout  # the newest detail is the one kept
+
+
+def test_a_manual_compaction_gets_no_guidance_shown_as_its_output(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    """Claude Code shows a PreCompact hook's output as /compact's output (and keeps it in the
+    new context): on a manual compaction the hook prints nothing, and the restore is still
+    due."""
+    work(transcript, ["/work/demo/app.py"], ["pytest -q"])
+    transcript.flush()
+    out = run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="manual"))
+    assert (out.exit_code, out.stdout) == (0, "")
+    transcript.compaction("The user fixed app.py.")
+    transcript.flush()
+    restored = run_hook(tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit"))
+    assert "`pytest -q`" in context_of(restored.stdout, "UserPromptSubmit")
 
 
 def test_pre_compact_block_mode_exits_2_after_archiving(

@@ -112,7 +112,10 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
         world = ClaudeWorld(exe, tmp_path_factory.mktemp("claude-restores"), server)
         world.env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = WINDOW
         world.user_settings({"permissions": {"allow": ["Bash"]}})
-        world.continuity("install", "claude-code", "--scope", "project")
+        # The hooks alone: a slow MCP server start (seconds on a loaded machine) makes Claude
+        # Code add "tools no longer available" notes after tool results, which this script's
+        # rules do not expect; restores do not need the server.
+        world.continuity("install", "claude-code", "--scope", "project", "--no-mcp")
         runs: list[ClaudeRun] = []
         try:
             for i, step in enumerate(STEPS):
@@ -168,6 +171,19 @@ def test_each_compaction_restores_what_it_dropped(
     assert len(restores) == 1, [r[:300] for r in restores]
     assert _steps_in(restores[0]) == [dropped], restores[0][:2000]
     assert session.thread in restores[0]
+
+
+def test_each_automatic_compaction_is_told_what_to_keep(session: Session) -> None:
+    """PreCompact's output becomes the summary request's "Additional Instructions" (for an
+    automatic compaction Claude Code does not show it to the user)."""
+    asked = [e.request for e in session.world.server.log if e.rule == "compaction summary"]
+    assert len(asked) == 3
+    for request, step in zip(asked, STEPS, strict=False):
+        assert request is not None
+        instructions = request.last_user_text.split("Additional Instructions:", 1)
+        assert len(instructions) == 2, request.last_user_text[-3000:]
+        assert "When summarizing, keep these exactly" in instructions[1]
+        assert command(step) in instructions[1]
 
 
 def test_the_session_start_hook_gave_each_compaction_its_own_restore(session: Session) -> None:
