@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import typer
 
@@ -156,9 +156,40 @@ def install(
         _install_mcp(client, scope, project, store, dry_run=dry_run, print_only=print_only)
         return
     agent = _adapter(target, param="'target'")
+    mcp = not no_mcp
+    if mcp and not dry_run and agent.agent.name in _MCP_CLIENTS:
+        why = _server_cannot_start(store)
+        if why is not None:  # the hooks alone; one line on what the server needs
+            typer.echo(f"{why} (the MCP server was not registered)", err=True)
+            mcp = False
     with _agent_errors():
-        done = agent.install(scope, project, store, mcp=not no_mcp, dry_run=dry_run)
+        done = agent.install(scope, project, store, mcp=mcp, dry_run=dry_run)
     _said(done)
+
+
+_MCP_CLIENTS: Final = ("claude-code", "codex", "gemini", "opencode")
+"""The agents whose install registers the MCP server (unless --no-mcp)."""
+
+
+_STARTS: dict[tuple[str, ...], str | None] = {}
+
+
+def _server_cannot_start(store: StoreLocation | None) -> str | None:
+    """Why the MCP server an install would register cannot serve here, as one line saying
+    what to add, or None when it can (it answered ``initialize``)."""
+    from continuity.agents.base.mcp import cannot_start, server_argv
+
+    # Once a process: whether the command starts does not hang on the store it is given (the
+    # server opens it at the first call), and a probe costs a server's start-up.
+    argv = server_argv(store)
+    key = tuple(server_argv(None))
+    if key not in _STARTS:
+        _STARTS[key] = cannot_start(argv)
+    why = _STARTS[key]
+    if why is None:
+        return None
+    # what it says is what to add (the extra it needs, with the command that installs it)
+    return f"`continuity mcp` cannot start here: {why}"
 
 
 def _install_mcp(
@@ -192,6 +223,9 @@ def _install_mcp(
         if dry_run:
             typer.echo(plan.diff() or f"{target.path}: MCP server already registered")
             return
+        why = _server_cannot_start(store)
+        if why is not None:
+            fail(f"{why} (nothing was registered)")
         backup = apply_plan(plan)
     for line in mcp_installed(target, plan, backup):
         typer.echo(line)
@@ -268,13 +302,14 @@ def ingest(
         typer.Argument(help="Transcript files or folders (default: ~/.claude/projects)."),
     ] = None,
     agent: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--agent",
-            help="Whose sessions: claude-code (default), codex (rollouts; default $CODEX_HOME), "
-            "gemini (default ~/.gemini/tmp) or opencode (its database; default its data folder).",
+            help="Whose sessions: claude-code, codex (rollouts; default $CODEX_HOME), gemini "
+            "(default ~/.gemini/tmp) or opencode (its database; default its data folder). "
+            "Default: each path's, known by its content; with no path, claude-code's.",
         ),
-    ] = "claude-code",
+    ] = None,
     session: Annotated[
         str | None,
         typer.Option("--session", help="opencode: only this session (what its plugin runs)."),
@@ -282,19 +317,82 @@ def ingest(
 ) -> None:
     """Import an agent's past sessions, incrementally and without duplicates.
 
-    Claude Code's transcripts by default; --agent names another agent. Files that are not
-    transcripts, or cannot be read, are skipped and named. Interrupted, it says where it
-    stopped; running it again resumes, losing nothing.
+    Each path is read as the agent's whose file it is (by its content: a Claude Code
+    transcript, a Codex rollout, a Gemini CLI session, opencode's database or an export);
+    --agent names the agent instead. With no path, Claude Code's transcripts (or the
+    --agent's own folders). Files that are not transcripts, or cannot be read, are skipped and
+    named. Interrupted, it says where it stopped; running it again resumes, losing nothing.
     """
-    adapter = _adapter(agent)
 
     def opened() -> BaseStore:
         # Like the hooks, an import creates the store: `install` then `ingest` needs no `init`.
         return open_store(ctx, create=True)
 
-    with _agent_errors():
-        done = adapter.ingest(opened, paths or [], session=session, progress=_with_progress)
-    _said(done)
+    groups = _by_agent(paths or [], agent, session)
+    ingested = False
+    for adapter, given in groups:
+        with _agent_errors():
+            done = adapter.ingest(opened, given, session=session, progress=_with_progress)
+        _said(done)
+        ingested = True
+    if not ingested:
+        fail("nothing was ingested: no path is a session file of an agent continuity reads")
+
+
+def _owners(path: Path) -> list[AgentAdapter]:
+    """The adapters that read ``path`` as their agent's (by its content). Claude Code's reader
+    takes any file of JSON objects with a ``type``: when another agent's claims the file too,
+    that one's is the file's."""
+    from continuity.agents.registry import adapters
+
+    found = [a for a in adapters() if a.detect(path)]
+    specific = [a for a in found if a.agent.name != "claude-code"]
+    return specific or found
+
+
+def _by_agent(
+    paths: list[Path], agent: str | None, session: str | None
+) -> list[tuple[AgentAdapter, list[Path]]]:
+    """The paths grouped by the adapter that ingests them. ``agent`` given: all of them by its
+    adapter, unless a path is plainly another agent's (then one line naming its --agent, exit
+    1). None: each path by its own agent's (no path: Claude Code's default folders); a path no
+    adapter reads is named on stderr with the formats tried, and skipped."""
+    from continuity.agents.registry import adapters
+
+    if agent is not None:
+        chosen = _adapter(agent)
+        for path in paths:
+            owners = _owners(path) if path.exists() else []
+            if owners and all(o.agent.name != chosen.agent.name for o in owners):
+                other = owners[0].agent
+                fail(
+                    f"{path}: a {other.display} session file, not {chosen.agent.display}'s: "
+                    f"`continuity ingest --agent {other.name} {path}`"
+                )
+        return [(chosen, paths)]
+    if not paths:
+        return [(_adapter("claude-code"), [])]
+    groups: dict[str, tuple[AgentAdapter, list[Path]]] = {}
+    unknown: list[Path] = []
+    for path in paths:
+        owners = _owners(path) if path.exists() else []
+        if not owners and (session is not None or not path.is_file()):
+            # a missing path, a folder of nobody's sessions, or --session without --agent:
+            # Claude Code's (the default agent's) to say what is wrong
+            groups.setdefault("claude-code", (_adapter("claude-code"), []))[1].append(path)
+        elif not owners:
+            unknown.append(path)
+        for owner in owners:
+            groups.setdefault(owner.agent.name, (owner, []))[1].append(path)
+    if unknown:
+        tried = ", ".join(a.agent.display for a in adapters())
+        said = f"not a session file of any agent continuity reads (tried {tried})"
+        if not groups:  # one line, exit 1
+            named = str(unknown[0]) if len(unknown) == 1 else f"{len(unknown)} paths"
+            fail(f"{named}: {said}; nothing was ingested")
+        for path in unknown:
+            typer.echo(f"{path}: {said}; skipped", err=True)
+    return list(groups.values())
 
 
 def sessions(

@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from continuity import frames as fr
+from continuity.agents.base._restore_tools import classify, command_outcome
 from continuity.context.transcript_rules import (
-    COMMAND_TOOLS,
-    PATH_KEYS,
     command_line,
     decision_sentences,
     error_line,
@@ -33,8 +32,6 @@ from continuity.context.transcript_rules import (
 
 __all__ = ["Command", "Extract", "extract"]
 
-_EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
-_READ_TOOLS: Final = frozenset({"Read"})
 _LINE_CHARS: Final = 200
 _COMMAND_CHARS: Final = 200
 _PROMPT_CHARS: Final = 600
@@ -67,19 +64,30 @@ class Command:
 
 
 class _Call:
-    __slots__ = ("command", "name", "path", "position")
+    __slots__ = ("command", "edited", "name", "path", "position", "read")
 
-    def __init__(self, name: str, command: Command | None, path: str | None, position: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: Command | None,
+        path: str | None,
+        position: int,
+        read: list[str],
+        edited: list[str],
+    ) -> None:
         self.name = name
         self.command = command
         self.path = path
         self.position = position
+        self.read = read
+        self.edited = edited
 
 
 class Extract:
     """What :func:`extract` found (lists oldest first)."""
 
     __slots__ = (
+        "answered",
         "commands",
         "decisions",
         "edited",
@@ -99,10 +107,14 @@ class Extract:
         self.decisions: list[str] = []
         self.todos: list[str] | None = None  # the latest TodoWrite's unfinished items
         self.last_success = -1  # position of the latest successful change or command
+        self.answered: set[int] = set()  # prompts whose turn ended with the agent's answer
 
     def open_prompts(self) -> list[str]:
-        """The user's latest requests after which no change or command succeeded."""
-        return [text for at, text in self.prompts if at > self.last_success]
+        """The user's latest requests after which no change or command succeeded and whose
+        turn did not end with the agent's answer (a question answered is no open task)."""
+        return [
+            text for at, text in self.prompts if at > self.last_success and at not in self.answered
+        ]
 
 
 def extract(messages: Sequence[fr.MessageAppended]) -> Extract:
@@ -111,15 +123,24 @@ def extract(messages: Sequence[fr.MessageAppended]) -> Extract:
     changes: list[str] = []  # files changed, in order (for "fixed after editing …")
     failed_at: dict[str, int] = {}  # command key → len(changes) at its latest failure
     seen_prompts: dict[str, int] = {}
+    asked: int | None = None  # the position of the prompt whose turn this is
+    answer = False  # the turn's latest agent message is an answer (text, no tool call)
     for position, message in enumerate(messages):
         is_user = message.role == "user"
         skip_text = is_meta(message.meta)
+        if message.role == "assistant" and not skip_text:
+            answer = any(
+                isinstance(b, fr.TextBlock) and b.text.strip() for b in message.content
+            ) and not any(isinstance(b, fr.ToolUseBlock) for b in message.content)
         for block in message.content:
             if isinstance(block, fr.TextBlock):
                 if skip_text:
                     continue
                 if is_user:
                     if text := prompt_text(block.text, _PROMPT_CHARS):
+                        if asked is not None and answer:
+                            out.answered.add(asked)
+                        asked, answer = position, False
                         if text in seen_prompts:  # said again: its newest place counts
                             out.prompts = [(a, t) for a, t in out.prompts if t != text]
                         seen_prompts[text] = position
@@ -134,28 +155,25 @@ def extract(messages: Sequence[fr.MessageAppended]) -> Extract:
                 call_or_none = calls.pop(block.tool_use_id, None)
                 if call_or_none is not None:
                     _tool_result(out, call_or_none, block, position, changes, failed_at)
+    if asked is not None and answer:
+        out.answered.add(asked)
     return out
 
 
 def _tool_use(out: Extract, block: fr.ToolUseBlock, position: int) -> _Call:
     name = block.name
     tool_input = block.input
+    what = classify(name, tool_input)  # any agent's tools (:mod:`._restore_tools`)
     command: Command | None = None
-    path: str | None = None
-    if name in COMMAND_TOOLS:
-        key = command_line(tool_input.get("command"), _COMMAND_CHARS)
+    if what.command is not None:
+        key = command_line(what.command, _COMMAND_CHARS)
         if key:
             command = out.commands.pop(key, None) or Command(key)
             out.commands[key] = command  # moved to the newest place
             command.runs += 1
     elif name == "TodoWrite":
         out.todos = open_todos(tool_input.get("todos"), _LINE_CHARS)
-    for k in PATH_KEYS:
-        value = tool_input.get(k)
-        if isinstance(value, str) and value.strip():
-            path = " ".join(value.split())
-            break
-    return _Call(name, command, path, position)
+    return _Call(name, command, what.path, position, what.read, what.edited)
 
 
 def _tool_result(
@@ -168,7 +186,12 @@ def _tool_result(
 ) -> None:
     output = tool_output(block)
     command = call.command
-    failed = block.is_error or (command is not None and looks_failed(output))
+    if command is not None:
+        # the exit code, where the agent reports one (Codex, Gemini CLI), else the output
+        code, output = command_outcome(output)
+        failed = block.is_error or (code != 0 if code is not None else looks_failed(output))
+    else:
+        failed = block.is_error
     if command is not None:
         command.seen += 1
         if failed:
@@ -184,22 +207,24 @@ def _tool_result(
             command.last_ok = True
             command.ok_detail = ok_detail(output, _LINE_CHARS)
             out.last_success = position
+            _note(out.read, call.read)  # the files a reading command named (Codex reads so)
         return
-    path = call.path
     if failed:
-        subject = f"{call.name} {path}" if path else call.name
+        subject = f"{call.name} {call.path}" if call.path else call.name
         out.errors.append(f"{subject}: {error_line(output, _LINE_CHARS) or 'failed'}")
         return
-    if path is None:
-        return
-    if call.name in _EDIT_TOOLS:
-        out.edited.pop(path, None)
-        out.edited[path] = None
-        changes.append(path.rsplit("/", 1)[-1])
+    if call.edited:
+        _note(out.edited, call.edited)
+        changes.extend(path.rsplit("/", 1)[-1] for path in call.edited)
         out.last_success = position
-    elif call.name in _READ_TOOLS:
-        out.read.pop(path, None)
-        out.read[path] = None
+    _note(out.read, call.read)
+
+
+def _note(into: dict[str, None], paths: list[str]) -> None:
+    """Each of ``paths`` moved to the newest place of ``into``."""
+    for path in paths:
+        into.pop(path, None)
+        into[path] = None
 
 
 def decisions(text: str) -> list[str]:

@@ -287,6 +287,18 @@ def message(
 # -- frames ------------------------------------------------------------------------------------
 
 
+def git_branch(folder: str) -> str:
+    """The branch checked out in ``folder`` (its ``.git/HEAD``), "" for none or a detached
+    head: for the agents whose session files do not say it (opencode)."""
+    if not folder:
+        return ""
+    try:
+        head = (Path(folder) / ".git" / "HEAD").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else ""
+
+
 def thread_created(
     thread_id: str,
     *,

@@ -124,6 +124,9 @@ class InstallPlan:
     """``after`` is the backup's text, so the backup is removed once it is written."""
     backup_differs: bool = False
     """Uninstall: a backup exists but is not restored (the settings changed since the install)."""
+    drops_backup: bool = False
+    """Uninstall: the backup is removed once ``after`` is written (only our entry was taken
+    out, by an edit checked to change nothing else: an uninstall leaves nothing of ours)."""
     within: Path | None = None
     """The folder every write must stay in (project and local scopes), or None (user scope)."""
     keep_folder: bool = False
@@ -201,7 +204,7 @@ def apply_plan(plan: InstallPlan) -> Path | None:
         atomic_write(plan.backup, plan.before.encode("utf-8"), durable=True)
         written = plan.backup
     atomic_write(target, plan.after.encode("utf-8"), durable=True, keep_mode=True)
-    if plan.restores_backup:
+    if plan.restores_backup or plan.drops_backup:
         plan.backup.unlink(missing_ok=True)
         fsync_dir(plan.backup.parent)
     return written

@@ -13,6 +13,7 @@ original bytes, and a file the install created is removed again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -38,6 +39,7 @@ __all__ = [
     "SERVER_NAME",
     "Client",
     "McpTarget",
+    "cannot_start",
     "config_snippet",
     "edit_entry",
     "mcp_target",
@@ -83,6 +85,71 @@ def server_argv(store: str | os.PathLike[str] | None = None) -> list[str]:
     return [*entry_point(), "mcp", *extra]
 
 
+START_TIMEOUT_S: Final = 30.0
+_PROBE: Final = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    b'"capabilities":{},"clientInfo":{"name":"continuity-install","version":"0"}}}\n'
+)
+
+
+def cannot_start(argv: list[str], *, timeout: float = START_TIMEOUT_S) -> str | None:
+    """Why the server ``argv`` starts cannot serve here (None: it answered MCP's
+    ``initialize``, as a client's first request). Run at install, so that no client is given a
+    server that fails to connect (a core install without what the server needs, a moved
+    interpreter): the reason is the server's last line on stderr, or what went wrong."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                cwd=tempfile.gettempdir(),
+            )
+        except OSError as exc:
+            return f"{argv[0]}: {exc.strerror or exc}"
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(_PROBE)
+            proc.stdin.flush()
+            answer = _first_line(proc.stdout, timeout)
+        except OSError:
+            answer = b""
+        finally:
+            for close in (proc.stdin.close, proc.stdout.close):
+                with contextlib.suppress(OSError):
+                    close()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if b'"result"' in answer and b'"id":1' in answer.replace(b" ", b""):
+            return None
+        err.seek(0)
+        said = [line.strip(" │╭╮╰╯─") for line in err.read().decode(errors="replace").splitlines()]
+        said = [line for line in said if line.strip()]
+        if said:
+            return said[-1].strip()
+        if proc.returncode not in (None, 0):
+            return f"it exited with code {proc.returncode} before answering"
+        return f"it did not answer within {timeout:g} s"
+
+
+def _first_line(stream: Any, timeout: float) -> bytes:
+    """The first line ``stream`` gives within ``timeout`` seconds (b"" if none)."""
+    import threading
+
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return got[0] if got else b""
+
+
 def server_entry(client: Client, argv: list[str]) -> dict[str, Any]:
     """Our server's entry in ``client``'s configuration (a stdio server)."""
     if client == "opencode":  # opencode.json: mcp.<name> {type: "local", command: [argv]}
@@ -90,6 +157,10 @@ def server_entry(client: Client, argv: list[str]) -> dict[str, Any]:
     entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
     if client == "claude-code":
         return {"type": "stdio", **entry}
+    if client == "codex":
+        # Codex starts MCP servers beside the session and does not wait for one that is not
+        # required: a short run (the first turn after a compaction) then had none of our tools.
+        return {**entry, "required": True}
     return entry
 
 
@@ -458,6 +529,7 @@ def plan_mcp_uninstall(target: McpTarget) -> InstallPlan:
         after,
         backup,
         backup_differs=saved is not None,
+        drops_backup=saved is not None,
         within=target.within,
         keep_folder=not target.own_folder,
     )

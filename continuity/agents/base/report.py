@@ -56,8 +56,8 @@ def mcp_uninstalled(target: McpTarget, plan: InstallPlan) -> list[str]:
     lines = [f"removed the MCP server `continuity` from {target.path}"]
     if plan.backup_differs:
         lines.append(
-            f"{target.path} changed since the install: the file from before it stays in "
-            f"{plan.backup}"
+            f"{target.path} changed since the install: only continuity's entry was taken out "
+            f"(its copy from before the install, {plan.backup.name}, was removed)"
         )
     return lines
 

@@ -13,18 +13,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from continuity import frames as fr
 from continuity.agents.table import is_own_compaction
 from continuity.caches.thread_index import CheckpointEntry
+from continuity.context.bundle import BundleItem, ContextBundle, MessageItem, ToolStubBlock
 from continuity.context.sources import ThreadSource, open_source
+from continuity.context.transcript_rules import is_meta
 from continuity.errors import ContinuityError, InvalidQuery
 from continuity.store.base import Thread
 
 if TYPE_CHECKING:  # search imports numpy: only when a prompt is searched
     from continuity.retrieval.search import Hit
 
-__all__ = ["RESTORE_MAX_CHARS", "compacted", "preservation_guidance", "restore_context"]
+__all__ = [
+    "RESTORE_MARK",
+    "RESTORE_MAX_CHARS",
+    "compacted",
+    "preservation_guidance",
+    "restore_context",
+]
 
+RESTORE_MARK: Final = "Restored by continuity from the archive of this session"
+"""In every restore's first line: how a hook finds a restore already in the agent's context."""
 RESTORE_MAX_CHARS: Final = 9_500
 GUIDANCE_MAX_CHARS: Final = 2_000
 _EXTRACT_MESSAGES: Final = 2_000
@@ -150,8 +162,32 @@ def compacted(thread: Thread) -> bool:
     return bool(_checkpoints(open_source(thread)))
 
 
-def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: bool = True) -> str:
-    """The context to give Claude after its latest compaction (or on resume), ≤ ``max_chars``."""
+def _bounds(
+    cps: Sequence[CheckpointEntry], upto: int | None
+) -> tuple[CheckpointEntry | None, CheckpointEntry | None]:
+    """(the compaction before the stretch, the compaction that ends it) for a restore: the
+    latest two checkpoints, or, for ``upto`` (the archive's head when the agent was about to
+    compact), the last one before it and the first at or after it (None: not archived yet)."""
+    if upto is None:
+        return (cps[-2] if len(cps) > 1 else None), (cps[-1] if cps else None)
+    before = [c for c in cps if c.to_seq < upto]
+    after = [c for c in cps if c.to_seq >= upto]
+    return (before[-1] if before else None), (after[0] if after else None)
+
+
+def restore_context(
+    thread: Thread,
+    *,
+    max_chars: int = RESTORE_MAX_CHARS,
+    log: bool = True,
+    upto: int | None = None,
+) -> str:
+    """The context to give Claude after its latest compaction (or on resume), ≤ ``max_chars``.
+
+    ``upto``: the archive's head when the compaction began (recorded by the agent's
+    pre-compaction hook). Claude Code fires SessionStart (``compact``) before the new
+    compaction is in its transcript, so the latest archived checkpoint is then the previous
+    one: the restore must cover the stretch that ends at ``upto``, not the one before it."""
     from continuity.context.compiler import DEFAULT_BUDGET_TOKENS, compile_context
     from continuity.context.render import to_text
 
@@ -160,14 +196,15 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
     head = source.head_seq()
     if head is None:
         raise ContinuityError(f"thread {thread_id} is empty")
-    cps = _checkpoints(source)
-    latest = cps[-1] if cps else None
-    previous = cps[-2] if len(cps) > 1 else None
-    upto = latest.to_seq if latest is not None else head
+    if upto is not None:
+        upto = min(upto, head)
+    previous, latest = _bounds(_checkpoints(source), upto)
+    end = latest.seq if latest is not None else (head if upto is None else upto)
+    upto = latest.to_seq if latest is not None else end
     after = previous.to_seq if previous is not None else -1
     messages = _messages_between(source, after, upto)
     header = (
-        f"# Restored by continuity from the archive of this session (thread {thread_id})\n"
+        f"# {RESTORE_MARK} (thread {thread_id})\n"
         "Exact details from before the compaction, which the summary above may have lost. "
         f"Everything is archived: `continuity log {thread_id}` shows it all.\n\n"
     )
@@ -176,12 +213,12 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
     agents = _subagent_messages(
         thread,
         _ts_of(source, previous.seq) if previous is not None else None,
-        _ts_of(source, latest.seq) if latest is not None else None,
+        None if latest is None and end == head else _ts_of(source, end),
     )
     header += _notes(thread, min(_NOTES_MAX_CHARS, max_chars // 4))
     # What other agents' sessions of the project did in the same stretch (since the previous
     # compaction, or the session's start): a line each.
-    upto_ms = _ts_of(source, latest.seq if latest is not None else head)
+    upto_ms = _ts_of(source, end)
     if upto_ms is not None:
         after_ms = _ts_of(source, previous.seq if previous is not None else 0)
         header += _others(thread, after_ms, upto_ms, min(_OTHERS_MAX_CHARS, max_chars // 8))
@@ -193,16 +230,47 @@ def restore_context(thread: Thread, *, max_chars: int = RESTORE_MAX_CHARS, log: 
         # megabytes) is elided in the bundle, not carried whole into a bundle and its artifact.
         # Only the stretch's own turns: those before the previous compaction were given back
         # after it, and Claude's latest summary covers them.
+        # The agent's own injected context (AGENTS.md, Codex's <environment_context>, Gemini
+        # CLI's <session_context>: meta messages) is not the user's words and the agent has it
+        # again: it takes no place in the window.
+        meta = {m.seq for m in messages[-4 * _RECENT_MESSAGES :] if is_meta(m.meta)}
         limits = fr.Limits(
-            recent_messages=min(_RECENT_MESSAGES, len(messages)),
+            recent_messages=min(_RECENT_MESSAGES + len(meta), len(messages)),
             max_summary_refs=0,
             budget_tokens=DEFAULT_BUDGET_TOKENS,
             keep_tool_outputs=2,
         )
         result = compile_context(thread, anchor=upto, limits=limits, log=log)
-        recent = to_text(result.bundle, max_chars=room)
+        recent = to_text(_as_restored(result.bundle, meta, messages), max_chars=room)
     text = header + extract + ("\n\n" + recent if recent else "")
     return text[:max_chars]
+
+
+def _as_restored(
+    bundle: ContextBundle, meta: set[int], messages: Sequence[fr.MessageAppended]
+) -> ContextBundle:
+    """The bundle without the ``meta`` messages, each command result whose exit code (as the
+    agent reports it: Codex, Gemini CLI) is not 0 marked as the error it is."""
+    from continuity.agents.base._restore_tools import failed_results
+
+    failed = failed_results(messages)
+    kept: list[BundleItem] = []
+    for item in bundle.items:
+        if not isinstance(item, MessageItem):
+            kept.append(item)
+            continue
+        if item.seq in meta:
+            continue
+        if failed and any(getattr(b, "tool_use_id", None) in failed for b in item.content):
+            content = [
+                msgspec.structs.replace(b, is_error=True)
+                if isinstance(b, fr.ToolResultBlock | ToolStubBlock) and b.tool_use_id in failed
+                else b
+                for b in item.content
+            ]
+            item = msgspec.structs.replace(item, content=content)
+        kept.append(item)
+    return msgspec.structs.replace(bundle, items=kept)
 
 
 def preservation_guidance(thread: Thread) -> str:

@@ -62,6 +62,9 @@ class SessionState(msgspec.Struct, kw_only=True):
 
     compactions: int = 0
     restore_pending: bool = False
+    restore_upto: int = -1
+    """The archive's head when the latest compaction began (PreCompact): what that compaction
+    drops ends there. -1: not recorded (the latest archived compaction is restored)."""
 
 
 def _event_name(arg: str | None, payload: dict[str, Any]) -> str:
@@ -247,7 +250,7 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutco
         if isinstance(agent_path, str) and Path(agent_path).is_file():
             _ingest_file(store, Path(agent_path), final=True, notes=out.notes)
     elif event == "pre-compact":
-        _before_compaction(store, thread, cfg, out)
+        _before_compaction(store, thread, cfg, out, manual=payload.get("trigger") == "manual")
     elif event == "session-start":
         _on_session_start(store, thread, cfg, payload, out)
     elif event == "user-prompt-submit":
@@ -258,28 +261,44 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutco
     return out
 
 
+_NO_TRANSCRIPT_YET: Final = frozenset({"session-start", "user-prompt-submit", "session-end"})
+
+
 def _transcript_of(payload: dict[str, Any], event: str) -> Path:
     raw_path = payload.get("transcript_path")
     if not isinstance(raw_path, str) or not raw_path:
         raise ValueError("the hook input has no transcript_path")
     transcript = Path(raw_path).expanduser()
     # A new session's transcript is written after its first prompt is submitted: SessionStart
-    # and the first UserPromptSubmit may both come before it exists (seen with the real CLI).
-    if not transcript.is_file() and event not in ("session-start", "user-prompt-submit"):
+    # and the first UserPromptSubmit may both come before it exists (seen with the real CLI),
+    # and a session that never had a prompt ends without one (`claude mcp list` fires
+    # SessionEnd for the session it starts to check the servers).
+    if not transcript.is_file() and event not in _NO_TRANSCRIPT_YET:
         raise FileNotFoundError(f"transcript {transcript} does not exist")
     return transcript
 
 
-def _before_compaction(store: BaseStore, thread: Thread, cfg: HookConfig, out: HookOutcome) -> None:
+def _before_compaction(
+    store: BaseStore, thread: Thread, cfg: HookConfig, out: HookOutcome, *, manual: bool
+) -> None:
     """Mark a restore as due after the compaction, and tell Claude what its summary must keep
-    (or block the compaction, when configured to)."""
+    (or block the compaction, when configured to).
+
+    Not on a manual ``/compact``: Claude Code (2.1.328) shows a PreCompact hook's output to the
+    user as the command's output, and keeps it in the new context, as well as adding it to the
+    summary's instructions (one text for both; for an automatic compaction the display is
+    suppressed). The restore after the compaction gives the details back either way."""
     from continuity.agents.base.restore import preservation_guidance
 
     if not cfg.block_compaction:  # a blocked compaction leaves nothing to restore
         state = _load_state(store, thread.id)
         state.restore_pending = True
+        # The transcript is complete here; at SessionStart (compact) the new compaction is not
+        # in it yet (claude-code.md): the restore then covers up to this head.
+        head = thread.head()
+        state.restore_upto = -1 if head is None else head.seq
         _save_state(store, thread.id, state)
-    if thread.exists():
+    if thread.exists() and not manual:
         out.stdout = preservation_guidance(thread)
     if cfg.block_compaction:
         out.exit_code = 2
@@ -293,17 +312,23 @@ def _on_session_start(
     the project is archived."""
     source = payload.get("source")
     if source == "resume" and thread.exists():
-        from continuity.agents.base.restore import compacted
+        from continuity.agents.base.restore import RESTORE_MARK, compacted
 
         # A resumed session that never compacted is loaded whole: a restore would only repeat it.
         if not compacted(thread):
             return
+        # Claude Code loads a compacted session from its last compaction on, with the hook
+        # context given then (a restore after that compaction, or at an earlier resume): one
+        # more would put the restore into the context twice.
+        if _context_holds(_transcript_of(payload, "session-start"), RESTORE_MARK):
+            return
     if source in ("compact", "resume") and thread.exists():
         from continuity.agents.base.restore import restore_context
 
-        text = restore_context(thread, max_chars=cfg.restore_max_chars)
-        out.stdout = _context_json("session-start", text)
         state = _load_state(store, thread.id)
+        upto = _pending_upto(state) if source == "compact" else None
+        text = restore_context(thread, max_chars=cfg.restore_max_chars, upto=upto)
+        out.stdout = _context_json("session-start", text)
         if source == "compact":
             state.compactions += 1
         state.restore_pending = False
@@ -312,6 +337,52 @@ def _on_session_start(
         pointer = _previous_session_pointer(store, thread.id, payload.get("cwd"))
         if pointer:
             out.stdout = _context_json("session-start", pointer)
+
+
+def _pending_upto(state: SessionState) -> int | None:
+    """Where the stretch of the compaction being restored ends (recorded at PreCompact), or
+    None: not recorded, the latest archived compaction's."""
+    return state.restore_upto if state.restore_pending and state.restore_upto >= 0 else None
+
+
+_TAIL_CHUNK: Final = 1 << 16
+_TAIL_MAX: Final = 64 << 20
+
+
+def _context_holds(transcript: Path, mark: str) -> bool:
+    """Whether hook context holding ``mark`` is in the transcript after its last
+    ``compact_boundary`` (what Claude Code loads on resume). Read backwards from the end, at
+    most 64 MiB: past that (or in a file that cannot be read) it is taken as absent."""
+    needle = mark.encode()
+    try:
+        f = open(transcript, "rb")  # noqa: SIM115 - closed below, in every path
+    except OSError:
+        return False
+    with f:
+        pos = f.seek(0, 2)
+        tail = b""
+        start = pos
+        while pos > 0 and start - pos < _TAIL_MAX:
+            step = min(_TAIL_CHUNK, pos)
+            pos -= step
+            f.seek(pos)
+            tail = f.read(step) + tail
+            lines = tail.split(b"\n")
+            tail = lines[0] if pos > 0 else b""  # maybe a part of a line: read with the next
+            for raw in reversed(lines[1:] if pos > 0 else lines):
+                if b"compact_boundary" in raw and _is_boundary(raw):
+                    return False
+                if needle in raw and b"hook_additional_context" in raw:
+                    return True
+    return False
+
+
+def _is_boundary(raw: bytes) -> bool:
+    try:
+        obj = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(obj, dict) and obj.get("subtype") == "compact_boundary"
 
 
 def _on_prompt(
@@ -325,7 +396,8 @@ def _on_prompt(
     if restoring:
         from continuity.agents.base.restore import restore_context
 
-        parts.append(restore_context(thread, max_chars=cfg.restore_max_chars))
+        text = restore_context(thread, max_chars=cfg.restore_max_chars, upto=_pending_upto(state))
+        parts.append(text)
     prompt = payload.get("prompt")
     if cfg.recall_on_prompt and isinstance(prompt, str) and prompt.strip():
         from continuity.agents.base.restore import prompt_recall

@@ -7,6 +7,11 @@ the hook dispatch (``continuity/__main__.py``), which starts without the command
 (typer, rich): about a tenth of a second less per event. Like every hook it never fails: an
 error is one line on stderr and in the store's ``errors.log``, and the exit is 0; whatever was not
 archived is archived by the next event, or by ``continuity ingest --agent opencode``.
+
+``restore`` is the one event whose output is read: after archiving, it prints the restore of
+what opencode's latest compaction dropped (nothing when the session never compacted). The
+plugin awaits it in ``experimental.chat.messages.transform``, the hook opencode 1.18 calls with
+the messages it is about to send to the model, and adds it after opencode's summary.
 """
 
 from __future__ import annotations
@@ -32,6 +37,23 @@ def _session_of(args: list[str]) -> str | None:
         if arg.startswith("--session="):
             return arg.removeprefix("--session=")
     return None
+
+
+def _restore(location: StoreLocation, session: str) -> str:
+    """The restore of what opencode's latest compaction of ``session`` dropped ("" when it has
+    not compacted): the plugin puts it after opencode's summary in what goes to the model."""
+    from continuity.agents.base.restore import compacted, restore_context
+    from continuity.agents.table import OPENCODE
+    from continuity.store.locate import open_store
+
+    store = open_store(location)
+    try:
+        thread = store.thread(OPENCODE.thread_id(session))
+        if not thread.exists() or not compacted(thread):
+            return ""
+        return restore_context(thread)
+    finally:
+        store.close()
 
 
 def _archive(location: StoreLocation, session: str) -> None:
@@ -81,6 +103,11 @@ def main(args: list[str], *, store: StoreLocation | None = None, stdin: bytes | 
         if not session:
             raise ValueError("no --session: the opencode plugin names the session it reports")
         _archive(location, session)
+        if event == "restore":  # the one event whose output is read (the plugin awaits it)
+            text = _restore(location, session)
+            if text:
+                sys.stdout.buffer.write(text.encode("utf-8"))  # whatever the locale
+                sys.stdout.flush()
     except Exception as exc:  # a hook never fails the session: report and exit 0
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
         sys.stderr.write(f"continuity: {message}\n")

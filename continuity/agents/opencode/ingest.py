@@ -24,6 +24,7 @@ archived before it, so compile starts from opencode's own summary.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,6 +283,28 @@ def _checkpoint(job: _Job, marker: _Marker, to_seq: int) -> fr.CompactionCheckpo
     )
 
 
+_PLACEHOLDER: Final = re.compile(r"(?:New|Child) session - \d{4}-\d{2}-\d{2}T[\d:.]+Z?")
+"""The title opencode gives a session until its title request answers (the first ingest,
+at the first turn's end, often comes first)."""
+_TITLE_CHARS: Final = 80
+
+
+def _title(job: _Job) -> str:
+    """The session's title: opencode's, or for its placeholder the user's first words (the
+    thread's first frame is written once)."""
+    title = job.session.title
+    if title and not _PLACEHOLDER.fullmatch(title.strip()):
+        return title
+    for item in job.items:
+        if isinstance(item, fr.MessageAppended) and item.role == "user":
+            words = " ".join(
+                " ".join(b.text.split()) for b in item.content if isinstance(b, fr.TextBlock)
+            ).strip()
+            if words:
+                return words if len(words) <= _TITLE_CHARS else words[: _TITLE_CHARS - 1] + "…"
+    return title
+
+
 def _thread_created(job: _Job) -> fr.ThreadCreated:
     s = job.session
     first = next((i.ts_ms for i in job.items if isinstance(i, fr.MessageAppended)), 0)
@@ -289,9 +312,10 @@ def _thread_created(job: _Job) -> fr.ThreadCreated:
         job.thread_id,
         source=SOURCE_SYSTEM,
         project=s.directory,
+        git_branch=common.git_branch(s.directory),
         session_id=s.id,
         transcript=str(job.source.path),
-        title=job.redact_text(s.title),
+        title=job.redact_text(_title(job)),
         parent_thread_id=job.parent_thread_id,
         ts_ms=first or s.time_created,
         extra={"opencode_version": s.version},

@@ -144,7 +144,9 @@ def test_claude_json_changed_since_the_install_keeps_its_changes(claude_json: Pa
     result = ok("uninstall", "claude-code")
     expected = json.dumps(CLAUDE_JSON, indent=2).replace('"numStartups": 42', '"numStartups": 43')
     assert claude_json.read_text(encoding="utf-8") == expected + "\n"
-    assert "stays in" in result.stdout  # the backup from before the install is kept
+    # only our entry was taken out, and nothing of ours is left: not even the backup
+    assert "changed since the install: only continuity's entry was taken out" in result.stdout
+    assert not backup_of(claude_json).exists()
 
 
 def test_local_scope_writes_the_project_entry_of_claude_json(

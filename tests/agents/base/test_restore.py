@@ -146,6 +146,19 @@ def test_open_tasks_are_requests_no_work_followed_and_unfinished_todos() -> None
     assert "Fix the parser\n- todo" not in text
 
 
+def test_a_question_the_agent_answered_is_no_open_task() -> None:
+    s = Session()
+    s.prompt("Which parser does the CLI use?")
+    s.say("It uses the recursive-descent parser in parser.py.")
+    s.prompt("Now make it faster")
+    s.say("I will profile it first.")
+    s.run("false", "Exit code 1", error=True)  # the turn ends in work, not in an answer
+    ex = extract(s.messages)
+    assert ex.open_prompts() == ["Now make it faster"]
+    s.say("Profiling failed; the parser is unchanged.")  # the agent answered: the turn ended
+    assert extract(s.messages).open_prompts() == []
+
+
 def test_decisions_state_a_choice_not_a_step() -> None:
     s = Session()
     s.say(

@@ -235,7 +235,10 @@ def test_ingest_of_a_file_that_is_not_a_transcript_fails(tmp_path: Path) -> None
     assert result.exit_code == 1
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1
-    assert str(readme) in result.stderr and "not a Claude Code transcript" in result.stderr
+    assert result.stderr == (
+        f"error: {readme}: not a session file of any agent continuity reads "
+        "(tried Claude Code, Codex, Gemini CLI, opencode); nothing was ingested\n"
+    )
     assert not (tmp_path / "new").exists()  # nothing was given, so no store was made
 
 
@@ -247,13 +250,20 @@ def test_ingest_of_json_lines_that_are_not_a_transcript_fails(store: Path, tmp_p
     result = run(store, "ingest", str(other), str(notes))
     assert result.exit_code == 1
     assert result.stdout == ""
+    assert result.stderr == (
+        "error: 2 paths: not a session file of any agent continuity reads "
+        "(tried Claude Code, Codex, Gemini CLI, opencode); nothing was ingested\n"
+    )
+    assert threads_bytes(store) == {}
+    # with --agent, that agent's reader says it
+    result = run(store, "ingest", "--agent", "claude-code", str(other), str(notes))
+    assert result.exit_code == 1
     lines = result.stderr.splitlines()
     assert lines[:2] == [
         f"skipped {other}: not a Claude Code transcript",
         f"skipped {notes}: not a Claude Code transcript",
     ]
     assert lines[2] == "error: no Claude Code transcript among the 2 files; nothing was ingested"
-    assert threads_bytes(store) == {}
 
 
 def test_ingest_skips_and_names_what_is_not_a_transcript(

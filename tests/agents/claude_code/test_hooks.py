@@ -190,10 +190,26 @@ def test_pre_compact_guidance_stays_within_its_limit(
     for i in range(40):
         work(transcript, [f"/work/demo/{'deep/' * 12}file_{i:03d}.py"], [f"pytest -k case_{i}"])
     transcript.flush()
-    out = run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="manual"))
+    out = run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
     assert out.exit_code == 0
     assert 0 < len(out.stdout) <= GUIDANCE_LIMIT
     assert "file_039.py" in out.stdout  # the newest detail is the one kept
+
+
+def test_a_manual_compaction_gets_no_guidance_shown_as_its_output(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    """Claude Code shows a PreCompact hook's output as /compact's output (and keeps it in the
+    new context): on a manual compaction the hook prints nothing, and the restore is still
+    due."""
+    work(transcript, ["/work/demo/app.py"], ["pytest -q"])
+    transcript.flush()
+    out = run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="manual"))
+    assert (out.exit_code, out.stdout) == (0, "")
+    transcript.compaction("The user fixed app.py.")
+    transcript.flush()
+    restored = run_hook(tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit"))
+    assert "`pytest -q`" in context_of(restored.stdout, "UserPromptSubmit")
 
 
 def test_pre_compact_block_mode_exits_2_after_archiving(
@@ -294,6 +310,90 @@ def test_resume_restores_only_a_session_that_compacted(
     transcript.flush()
     out = run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="resume"))
     assert "`pytest -q`" in context_of(out.stdout, "SessionStart")
+
+
+def test_a_second_compaction_restores_its_own_stretch_before_it_is_in_the_transcript(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    """Claude Code fires SessionStart (compact) before the new compaction's boundary is in the
+    transcript (real-agents.md): the restore covers what PreCompact saw, not the stretch of the
+    previous compaction, and the first prompt's fallback gives the same."""
+    compacted(tmp_store, transcript)  # the first compaction: app.py, pytest
+    run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="compact"))
+    work(transcript, ["/work/demo/views.py"], ["ruff check ."])
+    transcript.flush()
+    run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
+    # the second compaction is not in the transcript yet
+    out = run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="compact"))
+    text = context_of(out.stdout, "SessionStart")
+    assert "`ruff check .`" in text
+    assert "views.py" in text
+    assert "`pytest -q`" not in text  # the first compaction's stretch: restored after it
+
+    # a third, whose restore waits for the first prompt (SessionStart gave nothing), when the
+    # boundary is in the transcript
+    transcript.compaction("The user fixed views.py.")
+    work(transcript, ["/work/demo/urls.py"], ["make docs"])
+    transcript.flush()
+    run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
+    transcript.compaction("The user fixed urls.py.")
+    transcript.flush()
+    text = context_of(
+        run_hook(tmp_store, "user-prompt-submit", transcript.payload("UserPromptSubmit")).stdout,
+        "UserPromptSubmit",
+    )
+    assert "`make docs`" in text
+    assert "`ruff check .`" not in text
+
+
+def hook_context_line(transcript: Transcript, text: str) -> None:
+    """The attachment line Claude Code writes for a hook's additional context."""
+    transcript.pending.append(
+        {
+            "type": "attachment",
+            "attachment": {
+                "type": "hook_additional_context",
+                "content": [text],
+                "hookName": "SessionStart",
+                "hookEvent": "SessionStart",
+            },
+        }
+    )
+
+
+def test_a_resume_adds_no_restore_when_the_loaded_context_has_one(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    """Claude Code loads a compacted session from its last boundary on, with the restore given
+    after it: a second one would put it into the context twice."""
+    compacted(tmp_store, transcript)
+    given = run_hook(
+        tmp_store, "session-start", transcript.payload("SessionStart", source="compact")
+    )
+    hook_context_line(transcript, context_of(given.stdout, "SessionStart"))
+    transcript.prompt("go on")
+    transcript.flush()
+    out = run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="resume"))
+    assert (out.exit_code, out.stdout) == (0, "")
+
+    # a restore before the last boundary is not loaded: the resume gives one
+    run_hook(tmp_store, "pre-compact", transcript.payload("PreCompact", trigger="auto"))
+    transcript.compaction("The user went on.")
+    transcript.flush()
+    out = run_hook(tmp_store, "session-start", transcript.payload("SessionStart", source="resume"))
+    assert "Restored by continuity" in context_of(out.stdout, "SessionStart")
+
+
+def test_a_session_that_ends_before_its_transcript_exists_is_no_error(
+    tmp_store: Store, transcript: Transcript
+) -> None:
+    """`claude mcp list` starts a session to check the servers and ends it (SessionEnd) with
+    no transcript written: nothing to archive, and nothing wrong."""
+    never = transcript.payload("SessionEnd", reason="other")
+    never["transcript_path"] = str(transcript.path.with_name("never-written.jsonl"))
+    out = run_hook(tmp_store, "session-end", never)
+    assert (out.exit_code, out.stdout, out.notes) == (0, "", [])
+    assert messages(tmp_store, transcript.thread_id) == []
 
 
 def test_the_first_prompt_before_the_transcript_exists_is_no_error(

@@ -447,3 +447,37 @@ def test_the_same_session_from_two_places_is_archived_once(tmp_path: Path) -> No
     second = ingest_source(store, storage)
     assert (first.messages, first.checkpoints) == (5, 1)
     assert (second.messages, second.checkpoints, second.threads) == (0, 0, first.threads)
+
+
+def test_a_placeholder_title_gives_way_to_the_users_words_and_the_branch_is_read(
+    tmp_path: Path,
+) -> None:
+    """opencode titles a session "New session - <time>" until its title request answers, and
+    the first ingest (the first turn's end) often comes first: the thread's first frame, which
+    is written once, takes the user's first words then. The branch is the session folder's
+    checked-out one (opencode's files do not say it)."""
+    db = _db(tmp_path)
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/feature/login\n")
+    con = sqlite3.connect(db)
+    with con:
+        con.execute(
+            "UPDATE session SET title = 'New session - 2026-11-26T12:45:52.464Z', directory = ?",
+            (str(project),),
+        )
+    con.close()
+    store = _store(tmp_path)
+    ingest_source(store, open_source(db))
+    head = _frames(store, OPENCODE.thread_id(ROOT))[0]
+    assert isinstance(head, fr.ThreadCreated)
+    first = next(
+        b.text
+        for m in _messages(_frames(store, OPENCODE.thread_id(ROOT)))
+        if m.role == "user"
+        for b in m.content
+        if isinstance(b, fr.TextBlock)
+    )
+    assert head.title == " ".join(first.split())[:80]
+    assert not head.title.startswith("New session")
+    assert head.meta["git_branch"] == "feature/login"

@@ -35,6 +35,10 @@ SUMMARY: Final = (
 summary that lost the details would."""
 
 
+GUIDANCE: Final = "continuity archives the full session"
+"""In the guidance the PreCompact hook prints (before an automatic compaction)."""
+
+
 def script() -> Script:
     """The model's side of the session (fresh rules: a rule counts the requests it answers)."""
     return Script(
@@ -105,7 +109,9 @@ def compacted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Compacted]:
         world = ClaudeWorld(exe, tmp_path_factory.mktemp("claude-hooks"), server)
         # The user lets the shell tool run (Claude Code refuses bypassPermissions as root).
         world.user_settings({"permissions": {"allow": ["Bash"]}})
-        world.continuity("install", "claude-code", "--scope", "project")
+        # the hooks alone: a slow MCP server start adds notes after tool results that the
+        # script does not expect (the server has its own tests: test_claude_code_mcp.py)
+        world.continuity("install", "claude-code", "--scope", "project", "--no-mcp")
         runs = [
             world.claude("Please write the greeting file.").check(),
             world.claude("/compact", "--continue").check(),
@@ -184,13 +190,18 @@ def test_the_compaction_is_a_checkpoint_over_the_tool_call(compacted: Compacted)
     assert "1 compaction" in sessions, sessions
 
 
-def test_the_pre_compact_hook_reaches_the_summary_request(compacted: Compacted) -> None:
-    """PreCompact's stdout becomes the compaction's "Additional Instructions" (claude-code.md
-    had this unverified)."""
+def test_a_manual_compact_shows_no_guidance_as_its_output(compacted: Compacted) -> None:
+    """Claude Code 2.1.328 shows a PreCompact hook's output as /compact's output (and keeps
+    it in the new context) besides adding it to the summary's instructions: on a manual
+    compaction the hook prints nothing (the restore gives the details back)."""
+    shown = [
+        e["message"]["content"]
+        for e in compacted.runs[1].events
+        if e.get("type") == "user" and "local-command-stdout" in str(e.get("message"))
+    ]
+    assert shown and not any(GUIDANCE in str(s) for s in shown), shown
     asked = _request(compacted.world, "compaction summary")
-    instructions = asked.last_user_text.split("Additional Instructions:", 1)
-    assert len(instructions) == 2, asked.last_user_text[-3000:]
-    assert COMMAND in instructions[1]
+    assert GUIDANCE not in asked.text
 
 
 def test_the_session_start_hook_restores_after_the_compaction(compacted: Compacted) -> None:

@@ -188,8 +188,9 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
         installed = world.continuity("install", "codex").stdout
         world.codex(FIRST)
         # Codex starts MCP servers beside the session and does not wait for a slow one unless
-        # it is required (then it waits for its tools): this run calls it first thing.
-        world.codex("resume", "--last", SECOND, config=("mcp_servers.continuity.required=true",))
+        # it is required: the install marks ours required, so this run's first request (which
+        # calls it) and the first after the compaction of the run before have its tools.
+        world.codex("resume", "--last", SECOND)
         try:
             (rollout,) = (world.codex_home / "sessions").rglob("rollout-*.jsonl")
             thread = "codex-" + rollout.stem[-36:]
@@ -286,6 +287,20 @@ def test_the_restore_reaches_the_model_after_the_compaction(session: Session) ->
     assert len(restored) == 1, [i.get("role") for i in items]
     assert "greeting-7f3a.txt" in restored[0]
     assert session.thread in restored[0]
+
+
+def test_continuitys_tools_are_there_from_the_first_request_on(session: Session) -> None:
+    """Including the first request after the compaction: Codex waits for a required server."""
+    main = [r for r in session.requests if "CONTEXT CHECKPOINT COMPACTION" not in r.text]
+    compaction = next(
+        i for i, r in enumerate(session.requests) if "CONTEXT CHECKPOINT COMPACTION" in r.text
+    )
+    assert session.requests[compaction + 1] in main
+    for request in main:
+        names = [t.get("name") for t in request.body.get("tools", [])]
+        assert "mcp__continuity" in names, names
+    config = (session.world.codex_home / "config.toml").read_text()
+    assert "required = true" in config.split("[mcp_servers.continuity]", 1)[1]
 
 
 def test_the_mcp_search_answered_from_the_archive(session: Session) -> None:

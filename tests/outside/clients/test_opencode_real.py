@@ -38,6 +38,7 @@ QUIET: Final = {
     "OPENCODE_DISABLE_CLAUDE_CODE": "1",
 }
 SUMMARY: Final = "SUMMARY: the user asked to run echo; it printed hi-from-bash."
+AFTER: Final = "What did you run before?"
 
 
 def _script() -> Script:
@@ -67,6 +68,7 @@ def _script() -> Script:
                 main=None,
                 anywhere="context summarization agent",
             ),
+            Rule(Reply(text="I ran echo."), name="after the compaction", phrase=AFTER),
         ]
     )
 
@@ -147,11 +149,31 @@ def test_a_real_session_is_archived_by_the_plugin(tmp_path: Path) -> None:
             check=False,
             timeout=300,
         )
-        server.dump(tmp_path / "requests.jsonl")
         assert run.returncode == 0, run.stderr[-3000:]
         events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
         session = next(e["sessionID"] for e in events if e.get("sessionID"))
+        # the session again, after its compaction: the plugin gives the model the restore
+        again = subprocess.run(
+            [str(exe), "run", AFTER, "--session", session, "--format", "json"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        server.dump(tmp_path / "requests.jsonl")
+        assert again.returncode == 0, again.stderr[-3000:]
         assert server.script.unused() == [], (server.script.unused(), run.stderr[-3000:])
+        (after,) = [e.request for e in server.log if e.rule == "after the compaction"]
+        assert after is not None
+        # opencode's summary replaced the conversation, and continuity's restore follows it
+        assert SUMMARY in after.text
+        restored = [m for m in after.body["messages"] if "Restored by continuity" in json.dumps(m)]
+        assert len(restored) == 1, after.body["messages"]
+        assert restored[0]["role"] == "user"
+        assert "echo hi-from-bash" in json.dumps(restored[0])
+        assert f"oc-{session}" in json.dumps(restored[0])
 
         # the plugin's experimental.session.compacting hook: a pointer to the archive in what
         # the summary is made from
