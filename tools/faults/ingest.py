@@ -124,8 +124,8 @@ def _ts(i: int) -> str:
 
 
 def _claude_line(i: int, text: str, sid: str) -> dict[str, Any]:
-    uuid = f"00000000-0000-4000-8000-{i:012d}"
-    parent = f"00000000-0000-4000-8000-{i - 1:012d}" if i else None
+    uuid = f"{sid[:24]}{i:012d}"
+    parent = f"{sid[:24]}{i - 1:012d}" if i else None
     if i % 2 == 0:
         return {
             "type": "user",
@@ -144,7 +144,7 @@ def _claude_line(i: int, text: str, sid: str) -> dict[str, Any]:
         "timestamp": _ts(i),
         "cwd": "/work/proj",
         "message": {
-            "id": f"msg_{i:08d}",
+            "id": f"msg_{sid[:8]}{i:08d}",
             "role": "assistant",
             "model": "claude-x",
             "content": [{"type": "text", "text": text}],
@@ -152,7 +152,8 @@ def _claude_line(i: int, text: str, sid: str) -> dict[str, Any]:
     }
 
 
-def _codex_line(i: int, text: str) -> dict[str, Any]:
+def _codex_line(i: int, text: str, sid: str) -> dict[str, Any]:
+    del sid  # a rollout's lines carry no ids of their own
     role, kind = ("user", "input_text") if i % 2 == 0 else ("assistant", "output_text")
     return {
         "timestamp": _ts(i),
@@ -161,48 +162,49 @@ def _codex_line(i: int, text: str) -> dict[str, Any]:
     }
 
 
-def _gemini_line(i: int, text: str) -> dict[str, Any]:
+def _gemini_line(i: int, text: str, sid: str) -> dict[str, Any]:
     if i % 2 == 0:
         return {
-            "id": f"g-{i:06d}",
+            "id": f"g-{sid[:8]}-{i:06d}",
             "timestamp": _ts(i),
             "type": "user",
             "content": [{"text": text}],
         }
-    return {"id": f"g-{i:06d}", "timestamp": _ts(i), "type": "gemini", "content": text}
+    return {"id": f"g-{sid[:8]}-{i:06d}", "timestamp": _ts(i), "type": "gemini", "content": text}
 
 
-_SID: Final = "5e551000-0000-4000-8000-00000000f00d"
+SESSION_ID: Final = "5e551000-0000-4000-8000-00000000f00d"
 
 
-def _line(fmt: str, i: int, text: str) -> dict[str, Any]:
+def _line(fmt: str, i: int, text: str, sid: str = SESSION_ID) -> dict[str, Any]:
     if fmt == "claude-code":
-        return _claude_line(i, text, _SID)
+        return _claude_line(i, text, sid)
     if fmt in ("codex", "codex-zst"):
-        return _codex_line(i, text)
-    return _gemini_line(i, text)
+        return _codex_line(i, text, sid)
+    return _gemini_line(i, text, sid)
 
 
-def make_session(fmt: str, n: int, rnd: random.Random) -> Session:
-    """``n`` conversation lines of ``fmt`` (a JSON lines format), each text with its marker."""
+def make_session(fmt: str, n: int, rnd: random.Random, sid: str = SESSION_ID) -> Session:
+    """``n`` conversation lines of ``fmt`` (a JSON lines format), each text with its marker,
+    in session ``sid`` (a uuid: the line ids are made from it)."""
     lines: list[bytes] = []
     markers: list[str | None] = []
     if fmt in ("codex", "codex-zst"):
-        meta = {"id": _SID, "cwd": "/work/proj", "cli_version": "0.125.0", "originator": "x"}
+        meta = {"id": sid, "cwd": "/work/proj", "cli_version": "0.125.0", "originator": "x"}
         head = {"timestamp": _ts(0), "type": "session_meta", "payload": meta}
         lines.append(json.dumps(head).encode())
         markers.append(None)
-        name = f"rollout-2026-03-01T10-00-00-{_SID}.jsonl"
+        name = f"rollout-2026-03-01T10-00-00-{sid}.jsonl"
     elif fmt == "gemini":
-        head = {"sessionId": _SID, "projectHash": "ab" * 32, "startTime": _ts(0), "kind": "main"}
+        head = {"sessionId": sid, "projectHash": "ab" * 32, "startTime": _ts(0), "kind": "main"}
         lines.append(json.dumps(head).encode())
         markers.append(None)
-        name = "session-2026-03-01T10-00-5e551000.jsonl"
+        name = f"session-2026-03-01T10-00-{sid[:8]}.jsonl"
     else:
-        name = f"{_SID}.jsonl"
+        name = f"{sid}.jsonl"
     for i in range(n):
         text = f"{_marker(i)} {_words(rnd, rnd.randrange(3, 40))}"
-        lines.append(json.dumps(_line(fmt, i, text)).encode())
+        lines.append(json.dumps(_line(fmt, i, text, sid)).encode())
         markers.append(_marker(i))
     return Session(lines, markers, name)
 
@@ -213,7 +215,7 @@ def huge_line(fmt: str, i: int, rnd: random.Random) -> bytes:
     text = f"{_marker(i)} " + ("x" * 63 + "\n") * (size // 64)
     if fmt == "gemini" and rnd.random() < 0.5:  # a notice of the CLI (an info record)
         return json.dumps(
-            {"id": f"g-{i:06d}", "timestamp": _ts(i), "type": "info", "content": text}
+            {"id": f"g-notice-{i:06d}", "timestamp": _ts(i), "type": "info", "content": text}
         ).encode()
     return json.dumps(_line(fmt, i, text)).encode()
 
@@ -430,7 +432,9 @@ _SCHEMA: Final = (
 ``tests/data/opencode``)."""
 
 
-def _oc_ids(s: int, m: int) -> tuple[str, str, str]:
+def _oc_ids(s: int, m: int, tag: str = "") -> tuple[str, str, str]:
+    if tag:
+        return f"ses_{tag}{s:04d}", f"msg_{tag}{s:04d}{m:04d}", f"prt_{tag}{s:04d}{m:04d}"
     return (
         f"ses_{s:04d}fuzzsessionaaaaaa",
         f"msg_{s:04d}{m:04d}fuzzmessagebb",
@@ -438,7 +442,9 @@ def _oc_ids(s: int, m: int) -> tuple[str, str, str]:
     )
 
 
-def make_db(path: Path, sessions: int, per: int, rnd: random.Random) -> dict[str, tuple[str, str]]:
+def make_db(
+    path: Path, sessions: int, per: int, rnd: random.Random, tag: str = ""
+) -> dict[str, tuple[str, str]]:
     """An opencode database of ``sessions`` × ``per`` messages, each with one text part holding
     its marker; returns marker -> (message id, part id)."""
     con = sqlite3.connect(path)
@@ -446,13 +452,13 @@ def make_db(path: Path, sessions: int, per: int, rnd: random.Random) -> dict[str
         con.execute(sql)
     where: dict[str, tuple[str, str]] = {}
     for s in range(sessions):
-        sid = _oc_ids(s, 0)[0]
+        sid = _oc_ids(s, 0, tag)[0]
         con.execute(
             "INSERT INTO session VALUES (?,?,?,?,?,?,?,?,?)",
             (sid, "global", None, "s", "/work/proj", f"title {s}", "1.18.33", 1000 + s, 1000 + s),
         )
         for m in range(per):
-            _, mid, pid = _oc_ids(s, m)
+            _, mid, pid = _oc_ids(s, m, tag)
             role = "user" if m % 2 == 0 else "assistant"
             info = {"role": role, "time": {"created": 1000 + m}}
             marker = _marker(s * per + m)
