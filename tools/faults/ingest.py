@@ -48,7 +48,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from tools.faults._common import FamilyResult
 
 __all__ = [
     "FORMATS",
@@ -738,7 +741,9 @@ def run_format(
     return totals
 
 
-def run(*, trials: int = 60, size: int = 200, seed: int | None = None, keep: bool = False) -> Any:
+def run(
+    *, trials: int = 60, size: int = 200, seed: int | None = None, keep: bool = False
+) -> FamilyResult:
     """The family: every format and mutation; a :class:`~tools.faults._common.FamilyResult`."""
     from tools.faults._common import Examples, FamilyResult, Table, scratch, start
 
