@@ -162,13 +162,18 @@ def session_names(store: BaseStore, thread_ids: Sequence[str]) -> list[str]:
 
 
 def _agent_cache_folders(store: BaseStore) -> list[Path]:
-    from continuity.agents.base.ingest import cache_dir
+    """The adapters' cache folders (``<cache>/<agent name or source>``, where
+    :func:`continuity.agents.base.ingest.cache_dir` puts them: this layer sits below the agents
+    wing) and the live-session notes' folder."""
     from continuity.agents.table import known_agents
     from continuity.caches.live_session import live_folder
 
-    folders = {cache_dir(store, n) for a in known_agents() for n in (a.name, a.source)}
-    folders.add(live_folder(store))
-    return sorted(f for f in folders if f is not None and f.is_dir())
+    live = live_folder(store)
+    if live is None:
+        return []
+    base = live.parent
+    folders = {live, *(base / n for a in known_agents() for n in (a.name, a.source))}
+    return sorted(f for f in folders if f.is_dir())
 
 
 def drop_session_notes(store: BaseStore, names: Sequence[str]) -> list[Path]:
