@@ -13,11 +13,21 @@ message left without a part).
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["MAX_PROBES", "Salvaged", "integrity_ok", "rows_until_damage", "salvage"]
+__all__ = [
+    "MAX_PROBES",
+    "Salvaged",
+    "cut_short_copy",
+    "integrity_ok",
+    "rows_until_damage",
+    "salvage",
+]
 
 MAX_PROBES: Final = 1_000_000
 """The most rowids looked up one by one between the two scans of a table (a damaged page holds
@@ -101,6 +111,8 @@ class Salvaged:
     parts_lost: bool = False
     """Some part rows are on a damaged page: a message left without a part had its there."""
     damage: list[str] = field(default_factory=list)
+    unreadable: bool = False
+    """Not one table could be reached (a file SQLite refuses as a whole)."""
 
 
 def _said(table: Table, noun: str) -> str | None:
@@ -133,4 +145,41 @@ def salvage(con: sqlite3.Connection) -> Salvaged:
     said = _said(messages, "message")
     if said:
         out.damage.append(said)
+    out.unreadable = sessions.unreachable and messages.unreachable and parts.unreachable
     return out
+
+
+_HEADER: Final = 100
+
+
+@contextlib.contextmanager
+def cut_short_copy(path: Path) -> Iterator[Path | None]:
+    """A temporary copy of database ``path`` whose header gives its page count as the file's
+    own length, when the file is shorter than its header says (a copy or a disk cut short),
+    else None: SQLite refuses every read of such a file, and reads the copy's whole pages."""
+    import os
+    import tempfile
+
+    with open(path, "rb") as f:
+        head = f.read(_HEADER)
+        size = os.fstat(f.fileno()).st_size
+    if len(head) < _HEADER or not head.startswith(b"SQLite format 3\0"):
+        yield None
+        return
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if not pages or size >= pages * page or size < page:
+        yield None
+        return
+    whole = size // page
+    fd, name = tempfile.mkstemp(suffix=".db")
+    try:
+        with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
+            for _ in range(whole):
+                out.write(src.read(page))
+            out.seek(28)
+            out.write(whole.to_bytes(4, "big"))
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)

@@ -29,12 +29,10 @@ import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
+from continuity.agents.opencode._salvage import Salvaged
 from continuity.errors import UnreadableSession
-
-if TYPE_CHECKING:
-    from continuity.agents.opencode._salvage import Salvaged
 
 __all__ = [
     "DB_NAME",
@@ -253,10 +251,21 @@ class DbSource:
 
     def _salvage(self) -> Salvaged:
         if self._salvaged is None:
-            from continuity.agents.opencode._salvage import salvage
+            from continuity.agents.opencode._salvage import cut_short_copy, salvage
 
-            self._salvaged = self._read(salvage)
-            self.damage.extend(self._salvaged.damage)
+            try:
+                found: Salvaged = self._read(salvage)
+            except UnreadableSession:
+                found = Salvaged(unreadable=True)
+            if found.unreadable:
+                # SQLite refuses every read of a file shorter than its header says: read a
+                # copy whose header says how long it is (opencode's file is never written)
+                with cut_short_copy(self.path) as copy:
+                    if copy is not None:
+                        found = DbSource(copy)._read(salvage)
+                        found.damage.insert(0, "the file (cut short: the pages past its end)")
+            self._salvaged = found
+            self.damage.extend(found.damage)
         return self._salvaged
 
     def sessions(self) -> list[Session]:
