@@ -181,8 +181,8 @@ def _message(p: dict[str, Any], offset: int, ts: str) -> Message | str:
     blocks: list[fr.ContentBlock] = [fr.TextBlock(text=t) for t in texts if t]
     if role == "assistant":
         return Message(offset, ts, "assistant", "message", blocks, item_id=_str(p.get("id")))
-    if role not in ("user", "developer", "system"):
-        return f"response_item/message/{role or '?'}"
+    # user, developer, system; a role not known here (new, or a damaged byte) is kept like
+    # injected context, under its own name, rather than dropped unsaid
     first = texts[0].lstrip() if texts else ""
     if role == "developer" and first.startswith(_CONTINUITY_RESTORE):
         # continuity's own restore, which Codex gave the model as a developer message: it is
