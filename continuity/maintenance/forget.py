@@ -7,17 +7,21 @@ whole-thread: a thread goes with everything derived from it, and a tombstone say
 keeps beside it; :meth:`~continuity.store.base.BaseStore.delete_thread` writes the tombstone
 first), then removes what the layers above keep: the thread's cache folder and job locks, its
 catalog row, the store-wide search index (dropped: the next search builds it again without the
-thread's words) and its vectors in every model's cache; then the artifacts its frames referenced
-that no remaining thread holds (a scan of every remaining log's bytes for each id, and of every
-stored artifact for deltas built on it: when in doubt an artifact stays).
+thread's words) and its vectors in every model's cache; the notes the agents' hooks and
+ingests keep for its session (:func:`drop_session_notes`: file cursors, seen notes, session
+states, the live-session notes); then the artifacts its frames referenced that no remaining
+thread holds (a scan of every remaining log's bytes for each id, and of every stored artifact
+for deltas built on it: when in doubt an artifact stays).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Final, NamedTuple
 
 from continuity.store.base import BaseStore, DeletionReport, Thread, deletion_facts
@@ -25,9 +29,11 @@ from continuity.store.base import BaseStore, DeletionReport, Thread, deletion_fa
 __all__ = [
     "DeletionPlan",
     "Forgotten",
+    "drop_session_notes",
     "forget_threads",
     "parse_duration",
     "plan_deletion",
+    "session_names",
     "stale_threads",
 ]
 
@@ -128,14 +134,90 @@ def _drop_file_caches(store: BaseStore, thread_ids: Sequence[str]) -> None:
         catalog_view(store)  # rewritten without the deleted threads' rows
 
 
+_SHORTEST_NAME: Final = 6
+"""A session id or transcript path shorter than this is not searched for (it could be part of
+anything); the thread id always is."""
+
+
+def session_names(store: BaseStore, thread_ids: Sequence[str]) -> list[str]:
+    """What names the sessions of ``thread_ids`` in an agent's notes: each thread id, and from
+    its first frame the transcript it came from and, for a session's own thread (not a
+    subagent's, whose session id is its parent's), the session id."""
+    from continuity import frames as fr
+
+    names: dict[str, None] = {}
+    for tid in thread_ids:
+        names[tid] = None
+        try:
+            first = next(iter(store.thread(tid).read(to_seq=0)), None)
+        except Exception:  # gone or damaged: its id is still a name
+            continue
+        if not isinstance(first, fr.ThreadCreated):
+            continue
+        found = [first.meta.get("transcript", "")]
+        if first.parent_thread_id is None:
+            found.append(first.meta.get("session_id", ""))
+        names.update((n, None) for n in found if len(n) >= _SHORTEST_NAME)
+    return list(names)
+
+
+def _agent_cache_folders(store: BaseStore) -> list[Path]:
+    """The adapters' cache folders (``<cache>/<agent name or source>``, where
+    :func:`continuity.agents.base.ingest.cache_dir` puts them: this layer sits below the agents
+    wing) and the live-session notes' folder."""
+    from continuity.agents.table import known_agents
+    from continuity.caches.live_session import live_folder
+
+    live = live_folder(store)
+    if live is None:
+        return []
+    base = live.parent
+    folders = {live, *(base / n for a in known_agents() for n in (a.name, a.source))}
+    return sorted(f for f in folders if f.is_dir())
+
+
+def drop_session_notes(store: BaseStore, names: Sequence[str]) -> list[Path]:
+    """Remove every note an agent's hooks or ingest keep that holds one of ``names`` (from
+    :func:`session_names`), in its name or its bytes: file cursors (with their lock file),
+    seen notes, session states, the live-session notes that would still name a deleted thread
+    as current. They are caches: a cursor lost costs a re-read, and a re-read of a deleted
+    session appends nothing (its thread is tombstoned). The files removed."""
+    import msgspec
+
+    needles = set()
+    for name in names:
+        needles.add(name.encode("utf-8", "surrogatepass"))
+        needles.add(msgspec.json.encode(name)[1:-1])  # as a JSON string holds it
+    removed: list[Path] = []
+    for folder in _agent_cache_folders(store):
+        for path in sorted(folder.rglob("*")):
+            if not path.is_file() or path.suffix == ".lock":
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            named = os.fsencode(path.name)
+            if any(n in data or n in named for n in needles):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed.append(path)
+                with contextlib.suppress(FileNotFoundError):
+                    path.with_suffix(".lock").unlink()
+    return removed
+
+
 def forget_threads(
     store: BaseStore, thread_ids: Sequence[str], *, reason: str = "delete"
 ) -> list[Forgotten]:
     """Delete each of ``thread_ids`` (the store's part, under its write lock, tombstone
-    first), then the caches and the artifacts no remaining thread references. A thread whose
-    deletion was cut short (a tombstone, pieces left) is finished."""
+    first), then the caches, the agents' notes of their sessions and the artifacts no
+    remaining thread references. A thread whose deletion was cut short (a tombstone, pieces
+    left) is finished."""
+    names = session_names(store, thread_ids)
     reports = [store.delete_thread(tid, reason=reason) for tid in thread_ids]
     _drop_file_caches(store, thread_ids)
+    drop_session_notes(store, names)
     candidates = set().union(*(r.artifacts for r in reports)) if reports else set()
     removable, kept = _split(store, candidates, store.stored_thread_ids())
     gone = {a for a in removable if store.artifacts.delete(a)}

@@ -32,11 +32,13 @@ def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = shared_fixture("claude-code")
     store = tmp_path_factory.mktemp("mcp") / "store"
     subprocess.run([sys.executable, "-m", "continuity", "--store", str(store), "init"], check=True)
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "continuity", "--store", str(store), "ingest", str(source)],
-        check=True,
         capture_output=True,
     )
+    # exit 1: the fixtures hold lines damaged on purpose (claude-code-log/edge_cases.jsonl),
+    # which ingest names as not archived; everything else is
+    assert done.returncode in (0, 1) and b"Traceback" not in done.stderr, done.stderr
     return store
 
 

@@ -1,6 +1,6 @@
 """Run every fault family and print their tables, then one summary line per family.
 
-    python -m tools.faults [--scale F] [--only writers,kills,corruption,hooks,fulldisk]
+    python -m tools.faults [--scale F] [--only writers,kills,corruption,hooks,fulldisk,ingest]
                            [--jobs 2] [--seed S] [--json] [--keep]
     python -m tools.faults.run_all ...
 
@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from tools.faults import corruption, fulldisk, hooks, kills, writers
+from tools.faults import corruption, fulldisk, hooks, ingest, kills, writers
 from tools.faults._common import FamilyResult, family_parser, finish, log, scaled
 
 __all__ = ["FAMILIES", "main", "run_all"]
@@ -54,12 +54,17 @@ def _fulldisk(scale: float, seed: int | None, jobs: int, keep: bool) -> FamilyRe
     return fulldisk.run(trials=scaled(30, scale), seed=seed, keep=keep)
 
 
+def _ingest(scale: float, seed: int | None, jobs: int, keep: bool) -> FamilyResult:
+    return ingest.run(trials=scaled(60, scale), seed=seed, keep=keep)
+
+
 FAMILIES: dict[str, Runner] = {
     "writers": _writers,
     "kills": _kills,
     "corruption": _corruption,
     "hooks": _hooks,
     "fulldisk": _fulldisk,
+    "ingest": _ingest,
 }
 
 

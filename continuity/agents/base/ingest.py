@@ -33,6 +33,7 @@ import _thread
 import contextlib
 import fcntl
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -56,6 +57,7 @@ __all__ = [
     "FileCursor",
     "Keys",
     "ReadResult",
+    "append_good",
     "cache_dir",
     "checkpoint",
     "externalize",
@@ -65,6 +67,7 @@ __all__ = [
     "locked",
     "message",
     "read_lines",
+    "record",
     "resume",
     "save_cursor",
     "thread_created",
@@ -352,6 +355,56 @@ def externalize(store: BaseStore, blocks: list[fr.ContentBlock]) -> list[fr.Cont
                 )
         out.append(b)
     return out
+
+
+_KIND_PART: Final = re.compile(r"[^a-z0-9_-]")
+
+
+def record_kind(kind: str) -> str:
+    """``kind`` as a record frame takes it (dot-separated parts of lower-case letters, digits,
+    ``_`` and ``-``, each starting with a letter or digit): a line's own kind, damaged or new,
+    never fails its batch."""
+    parts = [_KIND_PART.sub("_", p.lower()) for p in kind.split(".")]
+    parts = [p if p[:1].isalnum() and p[:1].isascii() else f"x{p}" for p in parts]
+    return ".".join(parts) if len(parts) > 1 else f"{parts[0]}.record"
+
+
+def record(
+    store: BaseStore, kind: str, key: str, data: Any, *, ts_ms: int = 0
+) -> fr.RecordAppended:
+    """A record of a line the adapter keeps whole (``data``, redacted by the caller): inline up
+    to :data:`ARTIFACT_THRESHOLD` encoded bytes, else in an artifact the frame points at (a
+    record frame holds at most 64 KiB: one large notice or payload must not fail its batch).
+    ``kind`` is made a valid one (:func:`record_kind`)."""
+    kind = record_kind(kind)
+    raw = msgspec.json.encode(data)
+    if len(raw) > ARTIFACT_THRESHOLD:
+        aid = store.artifacts.put(raw)
+        return fr.RecordAppended(kind=kind, key=key, artifact_id=aid, size=len(raw), ts_ms=ts_ms)
+    return fr.RecordAppended(kind=kind, key=key, data=data, ts_ms=ts_ms)
+
+
+def append_good(
+    thread: Thread, frames: list[fr.Frame]
+) -> tuple[list[tuple[int, fr.Frame]], list[tuple[fr.Frame, str]]]:
+    """Append ``frames`` as one batch; if the store refuses it (:class:`BadFrame`), each frame
+    alone: one frame the store will not take costs that frame, never the others. The frames
+    appended with their seqs, and those refused with why."""
+    from continuity.errors import BadFrame
+
+    try:
+        return list(zip(thread.append(frames), frames, strict=True)), []
+    except BadFrame as exc:
+        if len(frames) == 1:
+            return [], [(frames[0], str(exc))]
+    done: list[tuple[int, fr.Frame]] = []
+    refused: list[tuple[fr.Frame, str]] = []
+    for frame in frames:
+        try:
+            done.append((thread.append(frame)[0], frame))
+        except BadFrame as exc:
+            refused.append((frame, str(exc)))
+    return done, refused
 
 
 def checkpoint(

@@ -22,11 +22,14 @@ from typing import Any, Final, Generic, TypeAlias, TypeVar
 import msgspec
 
 __all__ = [
+    "MAX_DEPTH",
     "MAX_LINE_BYTES",
     "SKIPPED_OVERSIZE",
+    "UNREADABLE",
     "UNREADABLE_KEPT",
     "Parse",
     "ReadResult",
+    "decode_json",
     "is_text",
     "line_numbers",
     "read_json_lines",
@@ -37,6 +40,19 @@ MAX_LINE_BYTES: Final = 64 << 20
 and counted under :data:`SKIPPED_OVERSIZE`; an unfinished last line that is longer is left for a
 later read, like any unfinished line, without being loaded."""
 SKIPPED_OVERSIZE: Final = "<line too long>"
+MAX_DEPTH: Final = 256
+"""The deepest nesting of arrays and objects a line may have. No agent writes lines anywhere
+near it; a deeper one is damage or an attack, and everything that walks a value recursively
+(the decoder, redaction, the encoder of frames) would stop with a ``RecursionError`` at about
+1,000 levels: such a line is counted under ``<nested too deeply>``, never loaded further."""
+UNREADABLE: Final = {
+    "<not json>": "not JSON",
+    "<not object>": "not a JSON object",
+    "<nested too deeply>": f"nested deeper than {MAX_DEPTH} levels",
+    "<not a record>": "not a record of this format",
+}
+"""The kinds of line that hold something the reader could not read, each with what a report
+says of it: counted in ``skipped`` and named in :attr:`ReadResult.unreadable`."""
 UNREADABLE_KEPT: Final = 5
 """How many unreadable lines' offsets a read keeps (:attr:`ReadResult.unreadable`): enough to
 say where to look; the count of all of them is in ``skipped``."""
@@ -56,8 +72,16 @@ class ReadResult(msgspec.Struct, Generic[R]):
     """The bytes after ``end`` (an unfinished last line): they hold no newline, so a caller that
     passes ``end + pending`` as the next read's ``no_newline_before`` spares it that scan."""
     unreadable: list[int] = msgspec.field(default_factory=list)
-    """Where the first unreadable lines start (``<not json>``/``<not object>``; byte offsets in
+    """Where the first unreadable lines start (a kind of :data:`UNREADABLE`; byte offsets in
     the file, at most :data:`UNREADABLE_KEPT`), so a report can say which they are."""
+    reasons: list[str] = msgspec.field(default_factory=list)
+    """Why each of :attr:`unreadable` was not read (a key of :data:`UNREADABLE`)."""
+    oversize: list[int] = msgspec.field(default_factory=list)
+    """Where the first lines over the size cap start (at most :data:`UNREADABLE_KEPT`)."""
+
+    def lost(self) -> int:
+        """How many complete lines this read could not keep: unreadable or over the size cap."""
+        return sum(self.skipped.get(k, 0) for k in (*UNREADABLE, SKIPPED_OVERSIZE))
 
 
 _decoder: Final = msgspec.json.Decoder()
@@ -76,8 +100,36 @@ def _scrub(value: Any) -> Any:
     return value
 
 
+class _TooDeep(ValueError):
+    """A line nested deeper than :data:`MAX_DEPTH`."""
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests arrays and objects more than ``limit`` deep (walked without
+    recursion: the point is to refuse what recursion cannot take)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values() if isinstance(x, dict | list))
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v if isinstance(x, dict | list))
+    return False
+
+
+def _bounded(raw: bytes, value: Any) -> Any:
+    """``value``, unless it nests deeper than :data:`MAX_DEPTH` (checked only when the line
+    holds that many brackets at all: a count in C, so ordinary lines pay nothing more)."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth_over(value, MAX_DEPTH):
+        raise _TooDeep("nested too deeply")
+    return value
+
+
 def _decode(raw: bytes) -> Any:
-    """The JSON value of one line; raises ``ValueError`` when it is not JSON.
+    """The JSON value of one line; raises ``ValueError`` when it is not JSON (:class:`_TooDeep`
+    when it nests deeper than :data:`MAX_DEPTH`).
 
     Claude Code before 2.1.132 could cut an emoji in half when truncating a tool output and write
     the lone UTF-16 surrogate as a JSON escape, which strict decoders refuse; a damaged file can
@@ -85,15 +137,24 @@ def _decode(raw: bytes) -> Any:
     (a lost tool result or reply), and never the read.
     """
     try:
-        return _decoder.decode(raw)
+        return _bounded(raw, _decoder.decode(raw))
     except (msgspec.DecodeError, UnicodeDecodeError):
         pass
+    except RecursionError:  # msgspec's own limit, far past MAX_DEPTH
+        raise _TooDeep("nested too deeply") from None
     import json  # the rare path only
 
     try:
-        return _scrub(json.loads(raw.decode("utf-8", "replace")))
-    except RecursionError as exc:
-        raise ValueError("nested too deeply") from exc
+        return _bounded(raw, _scrub(json.loads(raw.decode("utf-8", "replace"))))
+    except RecursionError:
+        raise _TooDeep("nested too deeply") from None
+
+
+def decode_json(raw: bytes) -> Any:
+    """The JSON value of ``raw`` as the reader takes a line (lone surrogates and bytes that are
+    not UTF-8 replaced), for a format that is one JSON document; raises ``ValueError`` saying
+    why when it is not JSON or nests deeper than :data:`MAX_DEPTH` (never ``RecursionError``)."""
+    return _decode(raw)
 
 
 Parse: TypeAlias = Callable[[dict[str, Any], int], R | str]
@@ -105,6 +166,13 @@ def _unreadable(result: ReadResult[R], kind: str, offset: int) -> None:
     result.skipped[kind] += 1
     if len(result.unreadable) < UNREADABLE_KEPT:
         result.unreadable.append(offset)
+        result.reasons.append(kind)
+
+
+def _too_long(result: ReadResult[R], offset: int) -> None:
+    result.skipped[SKIPPED_OVERSIZE] += 1
+    if len(result.oversize) < UNREADABLE_KEPT:
+        result.oversize.append(offset)
 
 
 def _take(raw: bytes, offset: int, result: ReadResult[R], parse: Parse[R]) -> None:
@@ -113,13 +181,22 @@ def _take(raw: bytes, offset: int, result: ReadResult[R], parse: Parse[R]) -> No
         return
     try:
         obj = _decode(raw)
+    except _TooDeep:
+        _unreadable(result, "<nested too deeply>", offset)
+        return
     except ValueError:
         _unreadable(result, "<not json>", offset)
         return
     if not isinstance(obj, dict):
         _unreadable(result, "<not object>", offset)
         return
-    rec = parse(obj, offset)
+    try:
+        rec = parse(obj, offset)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError):
+        # a JSON object of another shape than the format's (a field of the wrong type): the
+        # parsers expect their format; one line of another never costs the rest of the file
+        _unreadable(result, "<not a record>", offset)
+        return
     if isinstance(rec, str):
         result.skipped[rec] += 1
     else:
@@ -189,7 +266,7 @@ def _read_lines(
         if i <= last:
             for raw in chunk[i:last].split(b"\n"):
                 if len(raw) > max_line:
-                    result.skipped[SKIPPED_OVERSIZE] += 1
+                    _too_long(result, pos)
                 else:
                     _take(raw, pos, result, parse)
                 pos += len(raw) + 1
@@ -202,7 +279,7 @@ def _take_span(
     """Take the line of ``length`` bytes at ``offset``, read in one piece, unless it is over
     ``max_line`` bytes (then it is only counted: it is never loaded)."""
     if length > max_line:
-        result.skipped[SKIPPED_OVERSIZE] += 1
+        _too_long(result, offset)
     else:
         _take(os.pread(fd, length, offset), offset, result, parse)
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from continuity.agents.base.losses import Losses
 from continuity.agents.base.report import count, mcp_installed, mcp_uninstalled, said_with, shown
 from continuity.agents.contract import Done, Opener, Progress, Scope
 from continuity.agents.table import CLAUDE_CODE, Agent
@@ -148,13 +149,14 @@ class _IngestRun:
         )
         self.threads: set[str] = set()
         self.failed: list[tuple[Path, str]] = []
-        self.unreadable: list[tuple[Path, list[int]]] = []
-        """Where the first unreadable lines are, by file (byte offsets; a few in all)."""
+        self.losses = Losses()
+        """What could not be archived: the files that could not be read, the lines that
+        could not, with where and why."""
 
     def one(self, f: Path) -> None:
         """Ingest one transcript. A file that cannot be read is skipped and named; trouble with
         the store stops the run."""
-        from continuity.agents.base.lines import SKIPPED_OVERSIZE, UNREADABLE_KEPT
+        from continuity.agents.base.lines import SKIPPED_OVERSIZE, UNREADABLE
         from continuity.agents.claude_code.ingest import ingest_transcript
 
         self.current = f
@@ -162,11 +164,11 @@ class _IngestRun:
         try:
             r = ingest_transcript(self.store, f, final=True)
         except UnicodeError:
-            self.failed.append((f, "its name is not UTF-8; rename it to ingest it"))
+            self._failed(f, "its name is not UTF-8; rename it to ingest it")
         except OSError as exc:
             if not _same_file(exc.filename, f):
                 raise said_with(exc, self._where(f)) from exc
-            self.failed.append((f, f"cannot be read ({exc.strerror or exc})"))
+            self._failed(f, f"cannot be read: {exc.strerror or exc}")
         except ContinuityError as exc:
             raise said_with(exc, self._where(f)) from exc
         if r is not None:
@@ -175,38 +177,18 @@ class _IngestRun:
             totals["checkpoints"] += r.checkpoints
             totals["duplicates"] += r.duplicates
             totals["repeated"] += r.repeated
-            totals["bad"] += sum(r.skipped.get(k, 0) for k in ("<not json>", "<not object>"))
+            totals["bad"] += sum(r.skipped.get(k, 0) for k in UNREADABLE)
             totals["oversize"] += r.skipped.get(SKIPPED_OVERSIZE, 0)
             self.threads.update(r.threads)
-            room = UNREADABLE_KEPT - sum(len(offsets) for _, offsets in self.unreadable)
-            if r.unreadable and room > 0:
-                self.unreadable.append((f, r.unreadable[:room]))
+            self.losses.add_read(r.lost, r.lost_at)
         self.done += 1
+
+    def _failed(self, f: Path, why: str) -> None:
+        self.failed.append((f, why))
+        self.losses.add_file(f, why)
 
     def _where(self, f: Path) -> str:
         return f" (in {shown(f)}; {self.done} of {self.of} transcripts done before it)"
-
-    def unreadable_lines(self) -> list[str]:
-        """Where the unreadable lines the summary counts are: the first few as ``file:line``,
-        then how many more (nothing when there were none)."""
-        from continuity.agents.base.lines import line_numbers
-
-        shown_lines: list[str] = []
-        for f, offsets in self.unreadable:
-            try:
-                numbers = line_numbers(f, offsets)
-            except OSError:  # gone since: its offsets are still a place to look
-                shown_lines += [f"{shown(f)} at byte {o}" for o in offsets]
-            else:
-                shown_lines += [f"{shown(f)}:{n}" for n in numbers]
-        if not shown_lines:
-            return []
-        more = self.totals["bad"] - len(shown_lines)
-        return [
-            "unreadable lines skipped (not JSON objects): "
-            + ", ".join(shown_lines)
-            + (f" and {more} more" if more > 0 else "")
-        ]
 
     def summary(self) -> str:
         from continuity.agents.base.lines import MAX_LINE_BYTES
@@ -314,15 +296,10 @@ class ClaudeCodeAdapter:
             ) from None
         done = Done(
             out=[run.summary()],
-            err=[
-                *(f"skipped {shown(f)}: {why}" for f, why in [*skipped, *run.failed]),
-                *run.unreadable_lines(),
-            ],
+            err=[f"skipped {shown(f)}: {why}" for f, why in skipped],
         )
-        if run.failed:
-            done.failed = (
-                f"{count(len(run.failed), 'transcript')} could not be ingested (named above)"
-            )
+        if run.losses:
+            done.failed = run.losses.line()
         return done
 
     def hook(

@@ -205,9 +205,9 @@ def _unreadable(path: Path, report: IngestReport) -> str:
     """What a hook says of what it could not read in ``path`` ("" for nothing): a file that is
     not text is named as such (it may hold no line at all, and would otherwise archive nothing
     without a word); else the unreadable lines, counted and the first few placed."""
-    from continuity.agents.base.lines import is_text, line_numbers
+    from continuity.agents.base.lines import UNREADABLE, is_text, line_numbers
 
-    bad = report.skipped.get("<not json>", 0) + report.skipped.get("<not object>", 0)
+    bad = sum(report.skipped.get(k, 0) for k in UNREADABLE)
     first_read = report.restarted is not None and not report.bytes_read
     if not (report.messages or report.checkpoints) and (bad or first_read) and not is_text(path):
         return "not a text file, so not a Claude Code transcript: nothing archived from it"

@@ -105,6 +105,10 @@ class IngestReport(msgspec.Struct):
     unreadable: list[int] = msgspec.field(default_factory=list)
     """Where the first unreadable lines of this read start (byte offsets in the file, a few:
     :data:`~continuity.agents.base.lines.UNREADABLE_KEPT`); ``skipped`` counts them all."""
+    lost: int = 0
+    """Complete lines this read could not archive (unreadable, or over the size cap)."""
+    lost_at: list[str] = msgspec.field(default_factory=list)
+    """The first of them, as ``file line N (why)``."""
 
 
 def transcript_kind(path: Path) -> tuple[str, str | None]:
@@ -481,6 +485,11 @@ def _read_new(job: _Ingest, cursor: Cursor | None, start: int, scanned: int) -> 
     job.report.bytes_read = read.end - start
     job.report.skipped = dict(read.skipped)
     job.report.unreadable = list(read.unreadable)
+    job.report.lost = read.lost()
+    if job.report.lost:
+        from continuity.agents.base.losses import read_places
+
+        job.report.lost_at = read_places(job.path, read)
     if not job.session_id:
         # A flat agent-<id>.jsonl names its session only in its lines (and they may disagree):
         # the first one decides, once, so the file is one thread under one parent.

@@ -189,7 +189,8 @@ def _where(obj: dict[str, Any], offset: int) -> _Where:
 
 
 def _record(obj: dict[str, Any], offset: int) -> Record | str:
-    """The record of one parsed line, or the reason it carries no conversation."""
+    """The record of one parsed line, or the reason it carries no conversation; raises
+    ``ValueError`` for a damaged line (no type, a conversation line without a message)."""
     kind = obj.get("type")
     if kind == "summary":
         return LegacySummary(offset, _str(obj.get("summary")), _str(obj.get("leafUuid")))
@@ -202,11 +203,18 @@ def _record(obj: dict[str, Any], offset: int) -> Record | str:
                 _where(obj, offset), _str(meta.get("trigger")), pre if isinstance(pre, int) else 0
             )
         return f"system/{_str(obj.get('subtype')) or '?'}"
+    if not isinstance(kind, str) or not kind:
+        # every transcript line has a type: this one is damaged (the reader names it)
+        raise ValueError("a line without a type")
     if kind not in _CONVERSATION:
-        return _str(kind) or "<no type>"
+        if isinstance(obj.get("message"), dict):
+            # a kind not known here carrying a message (no line of the fixtures' does): what
+            # it says is the conversation's, and dropping it quietly would lose it unsaid
+            raise ValueError(f"a line of a kind not known here ({kind[:40]!r}) with a message")
+        return kind
     message = obj.get("message")
     if not isinstance(message, dict):
-        return f"{kind}/<no message>"
+        raise ValueError(f"a {kind} line without a message")
     where = _where(obj, offset)
     if kind == "user":
         if obj.get("isCompactSummary") is True:

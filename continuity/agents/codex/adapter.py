@@ -85,28 +85,34 @@ class CodexAdapter:
             raise CommandRefused(
                 f"no Codex rollouts (rollout-*.jsonl, rollout-*.jsonl.zst) found in {where}"
             )
+        from continuity.agents.base.losses import Losses
+
         opened = store()
-        failed: list[tuple[Path, str]] = []
-        messages = checkpoints = unknown = 0
+        losses = Losses()
+        failed = messages = checkpoints = unknown = 0
         for path in todo:
             try:
                 (report,) = ingest_paths(opened, [path])
-            except (OSError, ValueError) as exc:  # a damaged .zst, an unreadable file
-                failed.append((path, f"{type(exc).__name__}: {exc}"))
+            except (OSError, ValueError) as exc:  # a file that is not zstd, an unreadable one
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                losses.add_file(path, why)
+                failed += 1
                 continue
             messages += report.messages
             checkpoints += report.checkpoints
             unknown += sum(report.unknown.values())
+            losses.add_read(report.lost, report.lost_at)
+            if report.cut:
+                losses.add_part("cut file", f"{shown(path)} ({report.cut})")
         done = Done(
             out=[
-                f"{count(len(todo) - len(failed), 'rollout')}: {count(messages, 'new message')}, "
+                f"{count(len(todo) - failed, 'rollout')}: {count(messages, 'new message')}, "
                 f"{count(checkpoints, 'compaction')}, {count(unknown, 'line')} of kinds kept as "
                 "records"
             ],
-            err=[f"skipped {shown(f)}: {why}" for f, why in failed],
         )
-        if failed:
-            done.failed = f"{count(len(failed), 'rollout')} could not be ingested (named above)"
+        if losses:
+            done.failed = losses.line()
         return done
 
     def hook(

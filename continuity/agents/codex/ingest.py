@@ -23,6 +23,7 @@ import msgspec
 from continuity import frames as fr
 from continuity.agents.base import ingest as common
 from continuity.agents.base.ingest import ingest_redactor
+from continuity.agents.base.losses import read_places
 from continuity.agents.codex.rollout import Compacted, Item, Message, Meta, Record, parse_line
 from continuity.agents.table import CODEX
 from continuity.redaction import META_KEY, Redactor
@@ -31,6 +32,7 @@ from continuity.store.base import BaseStore, Thread
 __all__ = ["CUT_RULE", "SOURCE", "IngestReport", "ingest_rollout", "session_of_name", "thread_id"]
 
 SOURCE: Final = "codex"
+_PLACES: Final = 5
 CUT_RULE: Final = "codex_compact/v1"
 _UUID: Final = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
@@ -56,6 +58,13 @@ class IngestReport(msgspec.Struct):
     tool_outputs: int = 0
     bytes_read: int = 0
     restarted: str | None = None
+    lost: int = 0
+    """Complete lines this read could not archive (unreadable, or over the size cap)."""
+    lost_at: list[str] = msgspec.field(default_factory=list)
+    """The first of them, as ``file line N (why)``."""
+    cut: str = ""
+    """Why a compressed rollout ended before its end ("" when whole): what came before the
+    cut is archived, the rest was never in the file."""
 
 
 def thread_id(session_id: str, parent_session: str = "") -> str:
@@ -98,18 +107,8 @@ class _Job:
 
 def _record(job: _Job, item: Meta | Record | Compacted, kind: str) -> fr.RecordAppended:
     data = job.redact_value(item.payload)
-    raw = msgspec.json.encode(data)
-    if len(raw) > common.ARTIFACT_THRESHOLD:
-        aid = job.store.artifacts.put(raw)
-        return fr.RecordAppended(
-            kind=f"{SOURCE}.{kind}",
-            key=_key(item),
-            artifact_id=aid,
-            size=len(raw),
-            ts_ms=common.ts_ms(item.ts),
-        )
-    return fr.RecordAppended(
-        kind=f"{SOURCE}.{kind}", key=_key(item), data=data, ts_ms=common.ts_ms(item.ts)
+    return common.record(
+        job.store, f"{SOURCE}.{kind}", _key(item), data, ts_ms=common.ts_ms(item.ts)
     )
 
 
@@ -208,12 +207,19 @@ def _append(job: _Job, thread: Thread, frames: list[fr.Frame | _Marker]) -> None
 
     def flush() -> None:
         if segment:
-            for seq, f in zip(thread.append(segment), segment, strict=True):
+            done, refused = common.append_good(thread, segment)
+            for seq, f in done:
                 if isinstance(f, fr.MessageAppended):
                     last_msg[:] = [seq]
                     job.report.messages += 1
                 elif isinstance(f, fr.RecordAppended):
                     job.report.records += 1
+            for _, why in refused:
+                job.report.lost += 1
+                if len(job.report.lost_at) < _PLACES:
+                    job.report.lost_at.append(
+                        f"{job.report.path} (a line the store refused: {why})"
+                    )
             segment.clear()
 
     for item in frames:
@@ -266,6 +272,9 @@ def _ingest_file(
     )
     job.report.bytes_read = read.end - start
     job.report.skipped = dict(read.skipped)
+    job.report.lost = read.lost()
+    if job.report.lost:
+        job.report.lost_at = read_places(source, read, named=job.report.path)
     state = _session(read.records, dict(cursor.state) if cursor else {}, shown_as)
     tid = thread_id(state["session_id"], state.get("parent") or "")
     job.report.thread = tid
@@ -327,16 +336,26 @@ def ingest_rollout(
     with common.locked(store, SOURCE, p) as cursor_file:
         if not p.name.endswith(".zst"):
             return _ingest_file(job, p, cursor_file, shown_as=p)
-        plain = _decompressed(store, p)
+        plain, cut = _decompressed(store, p)
         try:
-            return _ingest_file(job, plain, cursor_file, shown_as=p)
+            report = _ingest_file(job, plain, cursor_file, shown_as=p)
         finally:
             plain.unlink(missing_ok=True)
+        report.cut = cut
+        return report
 
 
-def _decompressed(store: BaseStore, path: Path) -> Path:
-    """``path`` decompressed (streamed: memory stays bounded) into a file the reader can seek:
-    in the adapter cache, or beside the system's temporary files for a store without one."""
+_ZST_CHUNK: Final = 1 << 20
+
+
+def _decompressed(store: BaseStore, path: Path) -> tuple[Path, str]:
+    """``path`` decompressed (streamed: memory stays bounded) into a file the reader can seek
+    (in the adapter cache, or beside the system's temporary files for a store without one),
+    and why it stops short ("" when it is whole).
+
+    A rollout cut short (a copy interrupted, a disk filled) or damaged part-way keeps what
+    decompresses before the cut: zstd gives each block out whole, so that is every block
+    before it; the reader then archives its complete lines and leaves the cut one."""
     import tempfile
 
     import zstandard
@@ -347,11 +366,39 @@ def _decompressed(store: BaseStore, path: Path) -> Path:
     fd, name = tempfile.mkstemp(suffix=".jsonl", dir=folder)
     try:
         with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
-            zstandard.ZstdDecompressor().copy_stream(src, out)
-    except zstandard.ZstdError as exc:
-        Path(name).unlink(missing_ok=True)
-        raise ValueError(f"{path} is not a zstandard file: {exc}") from None
+            cut = _copy_frames(src, out, zstandard)
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise
-    return Path(name)
+    if cut.startswith("not zstd: "):
+        Path(name).unlink(missing_ok=True)
+        raise ValueError(f"not a zstandard file ({cut.removeprefix('not zstd: ')})")
+    return Path(name), cut
+
+
+def _copy_frames(src: Any, out: Any, zstandard: Any) -> str:
+    """Decompress every zstd frame of ``src`` into ``out``, as far as they go: "" when they
+    end whole, else why they stop (``not zstd: …`` when not a byte could be decompressed)."""
+    dobj = zstandard.ZstdDecompressor().decompressobj()
+    fed = written = read = 0
+    while chunk := src.read(_ZST_CHUNK):
+        read += len(chunk)
+        while chunk:
+            try:
+                data = dobj.decompress(chunk)
+            except zstandard.ZstdError as exc:
+                if not written:
+                    return f"not zstd: {exc}"
+                return f"damaged near byte {read}: {exc}"
+            out.write(data)
+            written += len(data)
+            fed += len(chunk)
+            if not dobj.eof:
+                break
+            chunk = dobj.unused_data  # the next frame, if the file holds several
+            dobj = zstandard.ZstdDecompressor().decompressobj()
+            fed = 0
+    if fed and not dobj.eof:
+        kept = f"{written} bytes before it kept" if written else "no whole block before it"
+        return f"cut short: it ends inside a zstd frame at byte {read}; {kept}"
+    return ""

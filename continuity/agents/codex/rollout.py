@@ -53,6 +53,7 @@ _EVENT_COPIES: Final = frozenset(
     }
 )
 _SKIPPED_KINDS: Final = frozenset({"turn_context", "token_usage_record"})
+_KNOWN_KINDS: Final = frozenset({"response_item", "event_msg", "compacted", "session_meta"})
 _CONTINUITY_RESTORE: Final = "# Restored by continuity from the archive"
 # injected context Codex sends as a user message: never the user's own words
 _INJECTED_PREFIXES: Final = (
@@ -171,13 +172,17 @@ def _tool_input(raw: Any) -> dict[str, Any]:
 
 
 def _message(p: dict[str, Any], offset: int, ts: str) -> Message | str:
+    if not isinstance(p.get("role"), str):
+        raise ValueError("a message without a role")
+    if not isinstance(p.get("content"), str | list):
+        raise ValueError("a message whose content is neither text nor a list")
     role = _str(p.get("role"))
     texts = _texts(p.get("content"))
     blocks: list[fr.ContentBlock] = [fr.TextBlock(text=t) for t in texts if t]
     if role == "assistant":
         return Message(offset, ts, "assistant", "message", blocks, item_id=_str(p.get("id")))
-    if role not in ("user", "developer", "system"):
-        return f"response_item/message/{role or '?'}"
+    # user, developer, system; a role not known here (new, or a damaged byte) is kept like
+    # injected context, under its own name, rather than dropped unsaid
     first = texts[0].lstrip() if texts else ""
     if role == "developer" and first.startswith(_CONTINUITY_RESTORE):
         # continuity's own restore, which Codex gave the model as a developer message: it is
@@ -225,7 +230,7 @@ def _response_item(p: dict[str, Any], offset: int, ts: str) -> Message | str:
         )
         return Message(offset, ts, "user", kind, [result], item_id=call_id)
     if not kind:
-        return "response_item/<no type>"
+        raise ValueError("a response item without a type")
     # web search, tool search, image generation, ghost snapshot, compaction, and new kinds:
     # kept whole for the provider, with a line of text to find them by
     note = _describe(kind, p)
@@ -268,12 +273,15 @@ def _compacted(p: dict[str, Any], offset: int, ts: str) -> Compacted:
 
 
 def parse_line(obj: dict[str, Any], offset: int) -> Item | str:
-    """The item of one rollout line, or the name of its kind when it is skipped."""
+    """The item of one rollout line, or the name of its kind when it is skipped; raises
+    ``ValueError`` for a line of a known kind that is not of its shape (the reader names it)."""
     kind = _str(obj.get("type"))
     p = obj.get("payload")
     ts = _str(obj.get("timestamp"))
     if not isinstance(p, dict):
-        return f"{kind or '<no type>'}/<no payload>"
+        if kind in _KNOWN_KINDS:  # a damaged line: the reader names it, never drops it quietly
+            raise ValueError(f"a {kind} line whose payload is not an object")
+        return Record(offset, ts, kind or "?", p) if kind else "<no type>/<no payload>"
     if kind == "response_item":
         return _response_item(p, offset, ts)
     if kind == "event_msg":

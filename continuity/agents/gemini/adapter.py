@@ -78,22 +78,27 @@ class GeminiAdapter:
         files = session_files(roots)
         if not files:
             raise CommandRefused(f"no Gemini CLI session files under {', '.join(map(str, roots))}")
+        from continuity.agents.base.losses import Losses
+
         done = Done()
+        losses = Losses()
         failed = messages = 0
         for path in files:
             try:
                 report = ingest_paths(opened, [path], final=True)[0]
             except (OSError, ValueError) as exc:
-                done.err.append(f"skipped {path}: {exc}")
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                losses.add_file(path, why)
                 failed += 1
                 continue
             messages += report.messages
+            losses.add_read(report.lost, report.lost_at)
         done.out.append(
             f"ingested {count(len(files) - failed, 'Gemini CLI session')}: "
             f"{count(messages, 'new message')}"
         )
-        if failed:
-            done.failed = f"{count(failed, 'session file')} could not be ingested (named above)"
+        if losses:
+            done.failed = losses.line()
         return done
 
     def hook(

@@ -122,6 +122,10 @@ class IngestReport(msgspec.Struct):
     bytes_read: int = 0
     restarted: str | None = None
     held_back: bool = False
+    lost: int = 0
+    """What this read could not archive (lines, or a ``.json`` file's messages or the file)."""
+    lost_at: list[str] = msgspec.field(default_factory=list)
+    """The first of them, as ``file line N (why)``."""
 
 
 def frame_keys(frame: fr.Frame) -> list[str]:
@@ -297,10 +301,11 @@ class _Job(msgspec.Struct):
             return
         text = self.redact_text(message_text(record))
         self.pending.append(
-            fr.RecordAppended(
-                kind=f"gemini-cli.{record.get('type')}",
-                key=mid,
-                data={"text": text, "timestamp": record.get("timestamp", "")},
+            common.record(
+                self.store,
+                f"gemini-cli.{record.get('type')}",
+                mid,
+                {"text": text, "timestamp": record.get("timestamp", "")},
                 ts_ms=_ts_ms(record.get("timestamp")),
             )
         )
@@ -509,7 +514,13 @@ def _append(job: _Job) -> None:
 
     def flush() -> None:
         if segment:
-            thread.append(list(segment))
+            _, refused = common.append_good(thread, list(segment))
+            for _, why in refused:
+                job.report.lost += 1
+                if len(job.report.lost_at) < 5:
+                    job.report.lost_at.append(
+                        f"{job.report.path} (a record the store refused: {why})"
+                    )
             segment.clear()
 
     for item in job.pending:
@@ -611,6 +622,7 @@ def _ingest_locked(
     job.report.restarted = why or None
     read, end = _read(job, cursor)
     job.report.skipped = dict(read.skipped)
+    job.report.lost, job.report.lost_at = read.lost, read.lost_at
     _identify(job, read, cursor)
     job.report.session_id = job.session_id
     thread = job.thread = store.thread(job.thread_id)

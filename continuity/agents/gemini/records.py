@@ -100,16 +100,11 @@ class ReadResult(msgspec.Struct):
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     pending: int = 0
     """The bytes of an unfinished last line after ``end``."""
-
-
-_decoder: Final = msgspec.json.Decoder()
-
-
-def _decode(raw: bytes) -> Any:
-    try:
-        return _decoder.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
+    lost: int = 0
+    """What this read could not archive: complete lines (or, in a ``.json``, messages, or the
+    whole file) that are not Gemini CLI records."""
+    lost_at: list[str] = msgspec.field(default_factory=list)
+    """The first of them, as ``file line N (why)``."""
 
 
 def _classify(obj: dict[str, Any], offset: int) -> Item | None:
@@ -133,7 +128,9 @@ def _classify(obj: dict[str, Any], offset: int) -> Item | None:
 
 def _parse(obj: dict[str, Any], offset: int) -> Item | str:
     item = _classify(obj, offset)
-    return "unreadable" if item is None else item
+    if item is None:  # the reader counts and places it as not a record of this format
+        raise ValueError("not a Gemini CLI record")
+    return item
 
 
 def read_jsonl(
@@ -142,9 +139,13 @@ def read_jsonl(
     """The items of the complete lines of a ``.jsonl`` session from byte ``start`` on, a
     message re-appended in the same stretch folded into its first appearance."""
     from continuity.agents.base.ingest import read_lines
+    from continuity.agents.base.losses import read_places
 
     lines = read_lines(path, start, _parse, no_newline_before=no_newline_before)
     out = ReadResult(end=lines.end, pending=lines.pending, skipped=dict(lines.skipped))
+    out.lost = lines.lost()
+    if out.lost:
+        out.lost_at = read_places(path, lines)
     live: dict[str, Message] = {}  # ids appended since the last rewrite or rewind
     for item in cast("list[Item]", lines.records):  # strings are counted, not returned
         if isinstance(item, Message):
@@ -172,20 +173,34 @@ def _open_message(items: list[Item]) -> int | None:
 
 def read_json_record(path: Path, *, final: bool = False) -> ReadResult:
     """The items of a legacy ``.json`` session (read whole: Gemini rewrites it whole)."""
+    from continuity.agents.base.lines import decode_json
+    from continuity.agents.base.report import shown
+
     data = path.read_bytes()
     out = ReadResult(end=len(data))
-    obj = _decode(data)
+    try:
+        obj = decode_json(data)
+    except ValueError as exc:
+        obj, why = None, "not JSON" if str(exc) != "nested too deeply" else str(exc)
+    else:
+        why = "not a JSON object"
     if not isinstance(obj, dict):
+        # A .json session is rewritten whole: one that does not parse (cut, damaged) holds
+        # nothing this reader can place; said, and read whole again when it changes.
         out.skipped["unreadable"] = 1
+        out.lost, out.lost_at = 1, [f"{shown(path)} ({why}: a whole-file session)"]
         return out
     meta = {k: v for k, v in obj.items() if k != "messages"}
     out.items.append(Header(meta, 0))
     messages = obj.get("messages")
-    for m in messages if isinstance(messages, list) else []:
+    for n, m in enumerate(messages if isinstance(messages, list) else [], 1):
         if isinstance(m, dict) and isinstance(m.get("id"), str) and isinstance(m.get("type"), str):
             out.items.append(Message(m, 0))
         else:
             out.skipped["unreadable"] = out.skipped.get("unreadable", 0) + 1
+            out.lost += 1
+            if len(out.lost_at) < 5:
+                out.lost_at.append(f"{shown(path)} message {n} (not a Gemini CLI message)")
     if not final and len(out.items) > 1:
         out.open_at = 0
     return out

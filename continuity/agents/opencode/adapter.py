@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
+from continuity.agents.base.losses import Losses
 from continuity.agents.base.report import count, said_with
 from continuity.agents.contract import Done, Opener, Progress, Scope
 from continuity.agents.table import OPENCODE, Agent
-from continuity.errors import CommandRefused, ContinuityError
+from continuity.errors import CommandRefused, ContinuityError, UnreadableSession
 
 if TYPE_CHECKING:
     from continuity.agents.base.install import InstallPlan
@@ -102,10 +103,18 @@ class OpencodeAdapter:
             )
         opened = store()
         total = IngestReport("")
+        losses = Losses()
         found = False
+        refused: list[Exception] = []
         for path in sources:
             try:
                 src = open_source(path)
+            except UnreadableSession as exc:  # not opencode's, or damaged from its first page
+                refused.append(exc)
+                continue
+            except OSError as exc:
+                raise said_with(exc, f" (in {path})") from exc
+            try:
                 if session is None:
                     total.add(ingest_source(opened, src, final=True))
                     found = True
@@ -113,12 +122,20 @@ class OpencodeAdapter:
                     total.add(ingest_session(opened, src, session, final=False))
                     found = True
                     break
+            except UnreadableSession as exc:  # a damaged source: the others are read
+                losses.add_file(path, str(exc).removeprefix(f"{path}: "))
             except (ContinuityError, OSError) as exc:
                 raise said_with(exc, f" (in {path})") from exc
+        if refused and len(refused) == len(sources):
+            raise CommandRefused(str(refused[0])) from None
+        for said in map(str, refused):
+            losses.add_file(said.split(": ", 1)[0], said.split(": ", 1)[-1])
+        if not found and session is None and losses:
+            found = True  # every source damaged: said below as what was lost
         if not found:
             where = ", ".join(str(p) for p in sources)
             raise CommandRefused(f"no opencode session {session!r} in {where}")
-        return Done(
+        done = Done(
             out=[
                 f"ingested {count(total.sessions, 'opencode session')} into "
                 f"{count(len(total.threads), 'thread')}: {count(total.messages, 'new message')}, "
@@ -131,6 +148,10 @@ class OpencodeAdapter:
                 )
             ]
         )
+        losses.add_parts("record", total.lost, total.lost_at)
+        if losses:
+            done.failed = losses.line()
+        return done
 
     def hook(
         self, argv: list[str], *, store: StoreLocation | None = None, stdin: bytes | None = None

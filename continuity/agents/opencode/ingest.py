@@ -36,6 +36,7 @@ from continuity import frames as fr
 from continuity._fs import read_checked, write_checked
 from continuity.agents.base import ingest as common
 from continuity.agents.base.ingest import ingest_redactor
+from continuity.agents.base.report import shown
 from continuity.agents.opencode._frames import (
     Converted,
     assistant_blocks,
@@ -43,7 +44,13 @@ from continuity.agents.opencode._frames import (
     part_text,
     user_blocks,
 )
-from continuity.agents.opencode.source import Message, Session, Source, open_source
+from continuity.agents.opencode.source import (
+    Message,
+    Session,
+    Source,
+    UnreadableSession,
+    open_source,
+)
 from continuity.agents.table import OPENCODE
 from continuity.redaction import META_KEY, Redactor
 from continuity.store.base import BaseStore, Thread
@@ -64,6 +71,8 @@ SOURCE_SYSTEM: Final = "opencode"
 CUT_RULE: Final = "opencode_compact/v1"
 ARTIFACT_THRESHOLD: Final = common.ARTIFACT_THRESHOLD
 _RECENT_KEYS: Final = 2048
+_PLACES: Final = 5
+"""How many lost places a report names (the count says how many there were)."""
 QUIET_MS: Final = 10 * 60 * 1000
 """A session not updated for this long is over, for a ``final`` ingest of every session."""
 
@@ -95,6 +104,10 @@ class IngestReport(msgspec.Struct):
     """Sessions with an unfinished message left for a later ingest."""
     unchanged: int = 0
     """Sessions skipped because nothing changed since their last ingest."""
+    lost: int = 0
+    """What could not be read: sessions, messages or parts (damaged rows or JSON)."""
+    lost_at: list[str] = msgspec.field(default_factory=list)
+    """The first of them, as ``source: place (why)``."""
 
     def add(self, other: IngestReport) -> None:
         self.threads.extend(t for t in other.threads if t not in self.threads)
@@ -104,6 +117,14 @@ class IngestReport(msgspec.Struct):
         self.duplicates += other.duplicates
         self.held_back += other.held_back
         self.unchanged += other.unchanged
+        self.lost += other.lost
+        self.lost_at.extend(other.lost_at[: max(0, _PLACES - len(self.lost_at))])
+
+    def damaged(self, path: Path, places: list[str]) -> None:
+        """Count ``places`` of source ``path`` as lost (the first few named)."""
+        self.lost += len(places)
+        room = max(0, _PLACES - len(self.lost_at))
+        self.lost_at.extend(f"{shown(path)}: {p}" for p in places[:room])
 
 
 def detect(path: Path) -> bool:
@@ -488,14 +509,30 @@ def ingest_source(
         redactor = ingest_redactor(store)
     total = IngestReport(str(src.path))
     now = int(time.time() * 1000)
+    damage: list[str] = getattr(src, "damage", [])
+    check = getattr(src, "check", None)
+    if callable(check):
+        check()
+    unreadable: list[str] = []
     for session in src.sessions():
         over = final and now - session.time_updated > QUIET_MS
-        total.add(
-            ingest_session(
+        try:
+            report = ingest_session(
                 store, src, session.id, final=over, redactor=redactor, skip_unchanged=True
             )
-        )
+        except UnreadableSession as exc:
+            # one session's rows on a damaged page: the others are read all the same
+            unreadable.append(f"session {session.id} ({_why(exc, src.path)})")
+            continue
+        total.add(report)
+    total.damaged(src.path, [*dict.fromkeys(damage), *unreadable])
     return total
+
+
+def _why(exc: Exception, path: Path) -> str:
+    """What ``exc`` says, less the source's path it starts with (the report names it)."""
+    said = str(exc)
+    return said.split(": ", 1)[1] if said.startswith(str(path)) and ": " in said else said
 
 
 def ingest_paths(store: BaseStore, paths: list[Path], *, final: bool = False) -> list[IngestReport]:

@@ -22,7 +22,7 @@ ordinary read-only way. All of one read happens in one transaction: one snapshot
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import sqlite3
 import urllib.parse
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from continuity.agents.opencode._salvage import Salvaged
 from continuity.errors import UnreadableSession
 
 __all__ = [
@@ -134,12 +135,30 @@ def _parents_first(sessions: list[Session]) -> list[Session]:
     return sorted(sessions, key=lambda s: (level(s), s.time_created, s.id))
 
 
-def _obj(text: str | bytes) -> dict[str, Any]:
+def _obj(text: str | bytes, damage: list[str] | None = None, where: str = "") -> dict[str, Any]:
+    """The JSON object ``text`` holds, or ``{}``; what is not one is added to ``damage`` (as
+    ``where (why)``) when given. Nesting is bounded and never raises (``RecursionError``)."""
+    from continuity.agents.base.lines import decode_json
+
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = decode_json(raw)
+    except ValueError as exc:
+        why = "nested too deeply" if str(exc) == "nested too deeply" else "not JSON"
+        if damage is not None:
+            damage.append(f"{where} ({why})")
         return {}
-    return value if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        if damage is not None:
+            damage.append(f"{where} (not a JSON object)")
+        return {}
+    return value
+
+
+def _text(raw: bytes) -> str:
+    """A text column as Python reads it: a damaged page can hold bytes that are not UTF-8,
+    which cost their characters (U+FFFD), never the read."""
+    return raw.decode("utf-8", "replace")
 
 
 def _int(value: Any) -> int:
@@ -172,6 +191,11 @@ class DbSource:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.damage: list[str] = []
+        """What the reads so far could not read, as ``place (why)``: messages or parts whose
+        JSON is damaged, sessions whose rows are on a damaged page."""
+        self._salvaged: Salvaged | None = None
+        """The database read by :mod:`._salvage` (once damage is found), else None."""
 
     def _uri(self, immutable: bool) -> str:
         quoted = urllib.parse.quote(str(self.path.absolute()))
@@ -202,25 +226,73 @@ class DbSource:
 
     def _once(self, query: Any, immutable: bool) -> Any:
         con = sqlite3.connect(self._uri(immutable), uri=True, isolation_level=None, timeout=5)
+        con.text_factory = _text
         try:
             con.execute("BEGIN")
             try:
                 return query(con)
             finally:
-                con.execute("COMMIT")
+                # a read-only transaction: ending it changes nothing, and on a damaged page
+                # it can fail after the reads are done (or be ended already)
+                with contextlib.suppress(sqlite3.DatabaseError):
+                    con.execute("COMMIT")
         finally:
             con.close()
 
+    def check(self) -> None:
+        """Check the whole file once (SQLite's ``quick_check``: linear in its size, what a
+        sweep of every session can afford, not a hook): a damaged index can give a query
+        fewer rows without an error, so a damaged database is then read by
+        :mod:`._salvage`, never through its indexes."""
+        from continuity.agents.opencode._salvage import integrity_ok
+
+        if not self._read(integrity_ok):
+            self._salvage()
+
+    def _salvage(self) -> Salvaged:
+        if self._salvaged is None:
+            from continuity.agents.opencode._salvage import cut_short_copy, salvage
+
+            try:
+                found: Salvaged = self._read(salvage)
+            except UnreadableSession:
+                found = Salvaged(unreadable=True)
+            if found.unreadable:
+                # SQLite refuses every read of a file shorter than its header says: read a
+                # copy whose header says how long it is (opencode's file is never written)
+                with cut_short_copy(self.path) as copy:
+                    if copy is not None:
+                        found = DbSource(copy)._read(salvage)
+                        found.damage.insert(0, "the file (cut short: the pages past its end)")
+            self._salvaged = found
+            self.damage.extend(found.damage)
+        return self._salvaged
+
     def sessions(self) -> list[Session]:
-        return _parents_first(self._read(_db_sessions))
+        if self._salvaged is None:
+            try:
+                return _parents_first(self._read(_db_sessions))
+            except UnreadableSession:
+                pass  # a damaged page: read what can be
+        return _parents_first([_session_row(r) for r in self._salvage().sessions])
 
     def session(self, session_id: str) -> Session | None:
+        if self._salvaged is not None:
+            rows = self._salvaged.sessions
+            return next((_session_row(r) for r in rows if str(r[0]) == session_id), None)
         found: list[Session] = self._read(lambda con: _db_sessions(con, session_id))
         return found[0] if found else None
 
     def messages(self, session_id: str, from_id: str = "") -> list[Message]:
-        result: list[Message] = self._read(lambda con: _db_messages(con, session_id, from_id))
-        return result
+        if self._salvaged is None:
+            try:
+                result: list[Message] = self._read(
+                    lambda con: _db_messages(con, session_id, from_id, self.damage)
+                )
+                return result
+            except UnreadableSession:
+                pass  # a damaged page: read what can be
+        return _salvaged_messages(self._salvage(), session_id, from_id, self.damage)
 
 
 _SESSION_COLUMNS: Final = "id, parent_id, title, directory, version, time_created, time_updated"
@@ -231,21 +303,24 @@ def _db_sessions(con: sqlite3.Connection, session_id: str | None = None) -> list
     rows = (
         con.execute(sql + " WHERE id = ?", (session_id,)) if session_id else con.execute(sql)
     ).fetchall()
-    return [
-        Session(
-            id=str(r[0]),
-            parent_id=str(r[1]) if r[1] else None,
-            title=str(r[2] or ""),
-            directory=str(r[3] or ""),
-            version=str(r[4] or ""),
-            time_created=_int(r[5]),
-            time_updated=_int(r[6]),
-        )
-        for r in rows
-    ]
+    return [_session_row(r) for r in rows]
 
 
-def _db_messages(con: sqlite3.Connection, session_id: str, from_id: str) -> list[Message]:
+def _session_row(r: Any) -> Session:
+    return Session(
+        id=str(r[0]),
+        parent_id=str(r[1]) if r[1] else None,
+        title=str(r[2] or ""),
+        directory=str(r[3] or ""),
+        version=str(r[4] or ""),
+        time_created=_int(r[5]),
+        time_updated=_int(r[6]),
+    )
+
+
+def _db_messages(
+    con: sqlite3.Connection, session_id: str, from_id: str, damage: list[str] | None = None
+) -> list[Message]:
     messages: dict[str, Message] = {}
     # From a cursor: a range of the id index (what is new, whatever the session's length); from
     # the start: the session's index. ``+session_id`` keeps SQLite from choosing the latter,
@@ -255,7 +330,7 @@ def _db_messages(con: sqlite3.Connection, session_id: str, from_id: str) -> list
         f"SELECT id, data FROM message WHERE {same} = ? AND id >= ? ORDER BY id",
         (session_id, from_id),
     ):
-        info = _obj(data)
+        info = _obj(data, damage, f"session {session_id} message {mid}")
         info["id"], info["sessionID"] = str(mid), session_id
         messages[str(mid)] = Message(str(mid), session_id, info)
     if not messages:
@@ -270,9 +345,37 @@ def _db_messages(con: sqlite3.Connection, session_id: str, from_id: str) -> list
     ):
         message = messages.get(str(mid))
         if message is not None:
-            part = _obj(data)
-            part["id"], part["messageID"], part["sessionID"] = str(pid), str(mid), session_id
-            message.parts.append(part)
+            part = _obj(data, damage, f"session {session_id} part {pid}")
+            if part:
+                part["id"], part["messageID"], part["sessionID"] = str(pid), str(mid), session_id
+                message.parts.append(part)
+    return list(messages.values())
+
+
+def _salvaged_messages(
+    found: Salvaged, session_id: str, from_id: str, damage: list[str]
+) -> list[Message]:
+    """The session's messages from ``from_id`` on, from what :mod:`._salvage` read."""
+    messages: dict[str, Message] = {}
+    for mid, data in sorted(found.messages.get(session_id, [])):
+        if str(mid) < from_id:
+            continue
+        info = _obj(data, damage, f"session {session_id} message {mid}")
+        info["id"], info["sessionID"] = str(mid), session_id
+        messages[str(mid)] = Message(str(mid), session_id, info)
+    for pid, mid, data in sorted(found.parts.get(session_id, []), key=lambda r: (r[1], r[0])):
+        message = messages.get(str(mid))
+        if message is not None:
+            part = _obj(data, damage, f"session {session_id} part {pid}")
+            if part:
+                part["id"], part["messageID"], part["sessionID"] = str(pid), str(mid), session_id
+                message.parts.append(part)
+    if found.parts_lost:  # a message left without a part had its own on a damaged page
+        damage.extend(
+            f"session {session_id} message {m.id} (its parts are on a damaged page)"
+            for m in messages.values()
+            if not m.parts
+        )
     return list(messages.values())
 
 

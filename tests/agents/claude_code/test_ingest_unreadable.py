@@ -51,10 +51,11 @@ def test_ingest_names_the_lines_it_could_not_read(tmp_path: Path) -> None:
     a = _transcript(tmp_path / "a.jsonl", [_prompt(1), "garbage", _prompt(2), "[1, 2]", "{"])
     b = _transcript(tmp_path / "b.jsonl", [_prompt(3), *["nope"] * 5])
     result = CliRunner().invoke(app, ["--store", str(tmp_path / "store"), "ingest", str(a), str(b)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # lines were lost: said, and the exit says so
     assert result.stdout.strip().endswith("0 already archived, 8 unreadable lines skipped")
     assert result.stderr.splitlines() == [
-        f"unreadable lines skipped (not JSON objects): {a}:2, {a}:4, {a}:5, {b}:2, {b}:3 and 3 more"
+        f"error: not archived (8 lines): {a} line 2 (not JSON); {a} line 4 (not a JSON object); "
+        f"{a} line 5 (not JSON); {b} line 2 (not JSON); {b} line 3 (not JSON) and 3 more"
     ]
 
 

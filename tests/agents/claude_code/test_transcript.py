@@ -202,9 +202,12 @@ def test_unknown_line_types_and_fields_are_tolerated(tmp_path: Path) -> None:
         ],
     )
     result = read_records(path)
+    # a kind not known here is skipped and counted; a line without a type, or a conversation
+    # line without a message, is damaged: counted and placed as not a record
     assert result.skipped == Counter(
-        {"hologram-sync": 1, "system/quantum_notice": 1, "<no type>": 1, "user/<no message>": 1}
+        {"hologram-sync": 1, "system/quantum_notice": 1, "<not a record>": 2}
     )
+    assert len(result.unreadable) == 2
     user, assistant = result.records
     assert isinstance(user, UserLine) and user.blocks == [fr.TextBlock(text="hello")]
     assert isinstance(assistant, AssistantPart)
