@@ -83,6 +83,8 @@ def _dim(model: object) -> object:
 _ENGINE_TEXT = {
     "numpy": "numpy ({onnx} for onnxruntime, about 1.5x faster)",
     "onnx": "onnxruntime (fp32; the same vectors as numpy)",
+    "per-use": "numpy for a query or a few texts, onnxruntime once a run is long enough to win "
+    "its session back (fp32; the same vectors either way)",
     "onnx-int8": "onnxruntime, int8 weights (for measurement: its vectors vary with the batch "
     "and recall less; an id of their own)",
 }
@@ -113,7 +115,7 @@ def show(
         typer.echo(f"vocabulary: {len(loaded.tokenizer.vocab)} tokens")
     if isinstance(loaded, BertEmbedder):
         typer.echo(f"kind: sentence encoder, {loaded.pooling} pooling, {loaded.max_tokens} tokens")
-        engine = _ENGINE_TEXT.get(loaded.engine, loaded.engine)
+        engine = _ENGINE_TEXT.get("per-use" if loaded.per_use else loaded.engine, loaded.engine)
         if "{onnx}" in engine:
             from continuity._install import install_line
 

@@ -388,11 +388,32 @@ def _frames(
 
     for unit in units:
         role = unit[0]
-        if batch and (not group or role == "system" or batch[0][0] != role):
+        if batch and (
+            not group
+            or role == "system"
+            or batch[0][0] != role
+            or _stands_alone(unit)
+            or _stands_alone(batch[-1])
+        ):
             flush()
         batch.append(unit)
     flush()
     return frames
+
+
+def _stands_alone(unit: _Unit) -> bool:
+    """Whether a unit is a message of its own: an OpenAI Responses ``compaction`` item stands
+    in for what came before it (:func:`continuity.store.base.provider_checkpoints`), so it is
+    never grouped with the items around it — in one frame with the assistant message before
+    it, that message would be sent after the compaction that replaced it."""
+    _, blocks, env, _ = unit
+    return (
+        env.get("_k") == "item"
+        and len(blocks) == 1
+        and isinstance(blocks[0], fr.ProviderBlock)
+        and blocks[0].provider == "openai.responses"
+        and blocks[0].kind == "compaction"
+    )
 
 
 # --- Anthropic Messages ---------------------------------------------------------------------
@@ -923,10 +944,11 @@ def from_openai_responses(
     items on one side of the conversation make one message: the model's (assistant messages,
     reasoning, function calls, web searches, …) or the caller's (user messages, function call
     outputs, …), so each call pairs with its output in the next message; system and developer
-    messages stay one each. ``message``, ``function_call`` (and ``custom_tool_call``) and
-    ``function_call_output`` become typed blocks, every other item (``reasoning`` with its
-    encrypted content included) a ``ProviderBlock`` kept whole; item ids and status stay in
-    the layout.
+    messages stay one each, and so does a ``compaction`` item (it stands in for what came
+    before it: :func:`continuity.store.base.provider_checkpoints`). ``message``,
+    ``function_call`` (and ``custom_tool_call``) and ``function_call_output`` become typed
+    blocks, every other item (``reasoning`` with its encrypted content included) a
+    ``ProviderBlock`` kept whole; item ids and status stay in the layout.
     """
     conv = _Conv(
         "from_openai_responses", "openai.responses", artifacts, max_inline_bytes, preview_chars

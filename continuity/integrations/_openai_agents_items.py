@@ -28,7 +28,7 @@ from typing import Any, Final
 import msgspec
 
 from continuity import frames as fr
-from continuity.context.bundle import MessageItem
+from continuity.context.bundle import ContextBundle, MessageItem
 from continuity.context.convert import from_openai_responses
 from continuity.context.layout import ROLE_HINT, layout_key
 from continuity.context.render.openai_responses import ResponsesShape
@@ -40,16 +40,23 @@ from continuity.context.render.parts import (
     TextPart,
     part_of,
 )
-from continuity.context.render.system import lone_system_unit
-from continuity.context.render.window import Segment
+from continuity.context.render.system import (
+    lone_system,
+    lone_system_unit,
+    openai_system_role,
+    system_text,
+)
+from continuity.context.render.window import Segment, provider_lead
 from continuity.errors import BadFrame
 from continuity.store.artifacts import ArtifactStore
 from continuity.store.base import Thread
+from continuity.summary import is_compaction_block
 
 __all__ = [
     "KEY_ORDER",
     "OPAQUE",
     "PROVIDER",
+    "compiled_items",
     "frames_for_items",
     "items_of",
     "opaque_frame",
@@ -197,26 +204,77 @@ def items_of(frame: fr.MessageAppended, store: ArtifactStore | None) -> list[dic
     return out if order is None else _in_order(out, _decode(order))
 
 
-def _rendered(frame: fr.MessageAppended, store: ArtifactStore | None) -> list[dict[str, Any]]:
-    item = MessageItem(
-        seq=frame.seq,
-        message_id=frame.message_id,
-        role=frame.role,
-        content=list(frame.content),
-        tokens=0,
-        meta=frame.meta,
+def compiled_items(
+    bundle: ContextBundle, store: ArtifactStore | None, *, system_prefix: str | None = None
+) -> list[dict[str, Any]]:
+    """A compiled bundle as a session's history: the system text (the summaries, recall and
+    the window's system messages) first, as the Responses renderer writes it, then each
+    message of the window as the items it was stored as, with the provider's compaction item
+    where its message was (after the messages a compacted window keeps).
+
+    Not a request (:func:`~continuity.context.render.to_openai_responses` normalises one):
+    the SDK builds its request from these, and matches them against what the model saw, so
+    a call still waiting for its approval and the reasoning items of earlier turns stay as
+    they were added (issue 42)."""
+    out: list[dict[str, Any]] = []
+    role = openai_system_role(bundle, None)
+    lone = lone_system(bundle, system_prefix, PROVIDER)
+    if lone is not None:
+        out.append(lone_system_unit(lone, PROVIDER, role, "input_text"))
+    else:
+        text = system_text(bundle, system_prefix, PROVIDER)
+        if text:
+            out.append({"role": role, "content": text})
+    lead = provider_lead(bundle, PROVIDER)
+    for item in bundle.messages:
+        if item.role == "system":
+            continue  # in the system text
+        if (
+            lead is not None
+            and lead.block is not None
+            and (lead.message_seq is None or item.seq >= lead.message_seq)
+        ):
+            out.append(copy.deepcopy(lead.block.data))
+            if item.seq == lead.message_seq:
+                item = msgspec.structs.replace(
+                    item, content=[b for b in item.content if not is_compaction_block(b)]
+                )
+            lead = None
+        if item.content:
+            rendered = _rendered(item, store)
+            order = item.meta.get(KEY_ORDER)
+            out += rendered if order is None else _in_order(rendered, _decode(order))
+    if lead is not None and lead.block is not None:
+        out.append(copy.deepcopy(lead.block.data))
+    return out
+
+
+def _rendered(
+    frame: fr.MessageAppended | MessageItem, store: ArtifactStore | None
+) -> list[dict[str, Any]]:
+    item = (
+        frame
+        if isinstance(frame, MessageItem)
+        else MessageItem(
+            seq=frame.seq,
+            message_id=frame.message_id,
+            role=frame.role,
+            content=list(frame.content),
+            tokens=0,
+            meta=frame.meta,
+        )
     )
     content = item.content
     if (
         len(content) == 1
         and isinstance(content[0], fr.ProviderBlock)
         and content[0].provider == PROVIDER
-        and layout_key(PROVIDER) not in frame.meta
+        and layout_key(PROVIDER) not in item.meta
         and content[0].kind not in ("input_text", "output_text", "refusal")
     ):
         return [copy.deepcopy(content[0].data)]
-    if frame.role == "system":
-        role = frame.meta.get(ROLE_HINT, "system")
+    if item.role == "system":
+        role = item.meta.get(ROLE_HINT, "system")
         return [lone_system_unit(item, PROVIDER, role, "input_text")]
     seg = Segment(item, PROVIDER)
     shape = ResponsesShape([seg], store)
@@ -241,7 +299,7 @@ def _rendered(frame: fr.MessageAppended, store: ArtifactStore | None) -> list[di
         elif kind == "item" and len(parts) == 1 and isinstance(parts[0], ProviderPart):
             out.append(copy.deepcopy(parts[0].block.data))
         elif kind == "msg" and parts:
-            out.append(shape.message(frame.role, parts))
+            out.append(shape.message(item.role, parts))
         else:
-            raise ValueError(f"seq {frame.seq}: unit {u} ({kind}) cannot be rendered as an item")
+            raise ValueError(f"seq {item.seq}: unit {u} ({kind}) cannot be rendered as an item")
     return out

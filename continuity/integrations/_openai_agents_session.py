@@ -61,10 +61,13 @@ from continuity.aio import AsyncStore, AsyncThread
 from continuity.caches.marks import merge_spans
 from continuity.context.compaction import CompactionResult, CutRule, ManualCut
 from continuity.context.compiler import CompileResult
-from continuity.context.render import to_openai_responses
 from continuity.context.retract import clear_messages, live_messages, pop_message
 from continuity.errors import BadFrame, JobInFlight, SeqConflict
-from continuity.integrations._openai_agents_items import frames_for_items, items_of
+from continuity.integrations._openai_agents_items import (
+    compiled_items,
+    frames_for_items,
+    items_of,
+)
 from continuity.integrations._thread_ids import safe_thread_id
 from continuity.store.base import BaseStore, Head, Thread
 
@@ -575,10 +578,10 @@ class CompiledSession(ContinuitySession):
             # a made-up turn for the renderer to start the window with
             return []
         rendered: list[Any] = await self.store.run_blocking(
-            to_openai_responses,
+            compiled_items,
             result.bundle,
+            self.store.store.artifacts,
             system_prefix=self.system_prefix,
-            artifacts=self.store.store,
         )
         return rendered
 

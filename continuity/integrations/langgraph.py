@@ -53,6 +53,7 @@ from continuity.context.records import record_view
 from continuity.errors import SeqConflict
 from continuity.integrations._langgraph_put import CheckpointPut, CheckpointWriter
 from continuity.integrations._langgraph_read import CheckpointReader, candidates
+from continuity.integrations._langgraph_redact import redacting
 from continuity.integrations._langgraph_threads import LangGraphThreads, continuity_thread_id
 from continuity.integrations.langgraph_store import ContinuityStore
 from continuity.store.base import BaseStore, Thread
@@ -175,7 +176,12 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
 
     def _writer(self) -> CheckpointWriter:
         channel = None if self.encrypts() else self.messages_channel
-        return CheckpointWriter(self.store, self.serde, channel, self._threads.mirrors)
+        return CheckpointWriter(self.store, self._dumper(), channel, self._threads.mirrors)
+
+    def _dumper(self) -> SerializerProtocol:
+        """The serializer values are stored with: the saver's, redacting on a store that
+        redacts (its checkpoint values hold no secret either: issue 40)."""
+        return redacting(self.serde, self.store.redactor)
 
     def encrypts(self) -> bool:
         """Whether the serializer hides what it serializes (an ``EncryptedSerializer``, or any
@@ -300,8 +306,9 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         if not cid:
             raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
         stored = []
+        dumper = self._dumper()
         for idx, (channel, value) in enumerate(writes):
-            kind, raw = self.serde.dumps_typed(value)
+            kind, raw = dumper.dumps_typed(value)
             typed = (
                 lg.to_typed((kind, raw))
                 if len(raw) <= 4096

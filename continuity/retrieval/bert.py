@@ -206,15 +206,13 @@ class BertEmbedder:
         self.windows: WindowRule = windows
         self.stride = stride
         weights = root / "model.safetensors"
-        try:
-            data = weights.read_bytes()
-        except OSError as exc:
-            raise ModelError(f"{weights}: {exc.strerror or exc}") from None
-        # one thread: a multithreaded hash leaves a thread pool that a forked --jobs worker
-        # would wait on for ever (it hashes the weights again)
-        digest = blake3.blake3(data).hexdigest()[:16]
+        # Only the file's header and its digest here: the tensors are read when a text is
+        # first encoded (`model show`, `model use` and a store's settings never pay for them)
+        self._weights_path = weights
+        self._loaded = False
+        self._check_shapes(_tensor_shapes(weights), root)
+        digest = _file_digest(weights)
         self.weights_digest = digest
-        self._load(parse_safetensors(data, weights), root)
         self.engine = self._engine(engine)
         settings = f"{self.pooling}|{self.query_prefix}|{self.document_prefix}|{self.max_tokens}"
         settings += f"|{windows}|{stride}"
@@ -252,7 +250,9 @@ class BertEmbedder:
 
     def _engine(self, chosen: str | None) -> str:
         """The engine that runs the forward pass: ``chosen``, else ``$CONTINUITY_ENGINE``,
-        else ``auto`` (onnxruntime when the ``onnx`` extra is installed, else numpy)."""
+        else ``auto`` (onnxruntime when the ``onnx`` extra is installed, else numpy). Nothing
+        is built here: the weights are read, and an onnxruntime session made, at the first
+        encode (:meth:`_first_run`)."""
         import os
 
         name = chosen or os.environ.get("CONTINUITY_ENGINE") or "auto"
@@ -260,19 +260,70 @@ class BertEmbedder:
             raise ModelError(f"engine {name!r} is not one of {', '.join(ENGINES)}")
         from continuity.retrieval import bert_onnx
 
+        self._adaptive = name == "auto" and bert_onnx.available()
         if name == "auto":
-            name = "onnx" if bert_onnx.available() else "numpy"
-        if name == "numpy":
-            self._run: Callable[[Sequence[Sequence[int]]], F32] = self._forward
-            self._budget = _TOKEN_BUDGET
-            return name
-        if not bert_onnx.available():
+            name = "onnx" if self._adaptive else "numpy"
+        if name != "numpy" and not bert_onnx.available():
             from continuity._install import install_line
 
             raise ModelError(f"engine {name} needs onnx and onnxruntime ({install_line('onnx')})")
-        self._run = bert_onnx.OnnxEncoder(self, quantized=name == "onnx-int8")
-        self._budget = bert_onnx.TOKEN_BUDGET
+        self._run: Callable[[Sequence[Sequence[int]]], F32] = self._first_run
+        numpy_first = name == "numpy" or self._adaptive
+        self._budget = _TOKEN_BUDGET if numpy_first else bert_onnx.TOKEN_BUDGET
         return name
+
+    def _first_run(self, seqs: Sequence[Sequence[int]]) -> F32:
+        """Read the weights, set the engine's runner, and run it."""
+        self._load_weights()
+        if self.engine == "numpy":
+            self._run = self._forward
+        elif self._adaptive:
+            self._run = self._numpy_until_onnx_pays
+        else:
+            self._start_onnx()
+        return self._run(seqs)
+
+    def _start_onnx(self) -> None:
+        from continuity.retrieval import bert_onnx
+
+        self._run = bert_onnx.OnnxEncoder(self, quantized=self.engine == "onnx-int8")
+        self._budget = bert_onnx.TOKEN_BUDGET
+
+    def _numpy_until_onnx_pays(self, seqs: Sequence[Sequence[int]]) -> F32:
+        """``auto`` with onnxruntime there: numpy until the CPU it has spent encoding reaches
+        what reading the weights cost, then an onnxruntime session from then on. Building the
+        session reads the same weights again (its graph holds them), so that is its cost's
+        measure: a query or a few documents (a fresh process's one search) never pay for a
+        session that would not win back its build, and a long run pays at most about twice
+        what the better choice, known ahead, would have (the rent-or-buy rule). The vectors
+        are the same either way (fp32), as is the id."""
+        import time
+
+        started = time.process_time()
+        out = self._forward(seqs)
+        self._numpy_cpu += time.process_time() - started
+        if self._numpy_cpu >= self._load_cpu:
+            self._start_onnx()
+        return out
+
+    def _load_weights(self) -> None:
+        """The tensors, read once (what :meth:`_check_shapes` saw in the header)."""
+        if self._loaded:
+            return
+        import time
+
+        started = time.process_time()
+        weights = self._weights_path
+        try:
+            data = weights.read_bytes()
+        except OSError as exc:
+            raise ModelError(f"{weights}: {exc.strerror or exc}") from None
+        if _digest(data) != self.weights_digest:
+            raise ModelError(f"{weights} changed since the model was opened")
+        self._load(parse_safetensors(data, weights), self.root)
+        self._loaded = True
+        self._load_cpu = time.process_time() - started
+        self._numpy_cpu = 0.0
 
     # --- loading ---------------------------------------------------------------------------
 
@@ -329,17 +380,33 @@ class BertEmbedder:
             return BGE_QUERY_INSTRUCTION, ""
         return "", ""
 
+    def _check_shapes(self, shapes: dict[str, list[int]], root: Path) -> None:
+        """What :meth:`_load` would refuse, seen in the weights file's header alone: no BERT
+        embeddings, a missing tensor, a width or a vocabulary the config does not match; and
+        the model's length as its position embeddings bound it."""
+        prefix = _prefix(shapes, root)
+        needed = [
+            "embeddings.word_embeddings.weight",
+            "embeddings.position_embeddings.weight",
+            "embeddings.LayerNorm.weight",
+            "embeddings.LayerNorm.bias",
+        ]
+        for i in range(self.n_layers):
+            needed += [f"encoder.layer.{i}.{n}" for n in _LAYER_TENSORS]
+        for name in needed:
+            if prefix + name not in shapes:
+                raise ModelError(f"{root}/model.safetensors lacks tensor {name!r}")
+        word = shapes[prefix + "embeddings.word_embeddings.weight"]
+        if len(word) != 2 or word[1] != self.hidden:
+            raise ModelError(f"{root}: embeddings of {word[1:]}, config says {self.hidden}")
+        top = max(self.tokenizer.vocab.values())
+        if top >= word[0]:
+            raise ModelError(f"{root}: the vocabulary names row {top}, the model has {word[0]}")
+        position = shapes[prefix + "embeddings.position_embeddings.weight"]
+        self.max_tokens = min(self.max_tokens, int(position[0]))
+
     def _load(self, tensors: dict[str, npt.NDArray[Any]], root: Path) -> None:
-        prefix = next(
-            (
-                p
-                for p in ("", "bert.", "model.")
-                if f"{p}embeddings.word_embeddings.weight" in tensors
-            ),
-            None,
-        )
-        if prefix is None:
-            raise ModelError(f"{root}/model.safetensors holds no BERT embeddings")
+        prefix = _prefix(tensors, root)
         t = {
             k[len(prefix) :]: v.astype(np.float32)
             for k, v in tensors.items()
@@ -374,6 +441,12 @@ class BertEmbedder:
     @property
     def dim(self) -> int:
         return self.hidden
+
+    @property
+    def per_use(self) -> bool:
+        """Whether the engine is chosen per use (``auto`` with onnxruntime there): numpy for a
+        query or a few texts, onnxruntime once a run is long enough to win its session back."""
+        return self._adaptive
 
     def embed(self, texts: Sequence[str]) -> F32:
         """Documents' unit vectors (the document prefix before each); a long text's is the
@@ -484,6 +557,73 @@ class BertEmbedder:
             scores /= scores.sum(axis=-1, keepdims=True)
             ctx[o : o + n] = np.matmul(scores, v).transpose(1, 0, 2).reshape(n, self.hidden)
         return ctx
+
+
+_LAYER_TENSORS: Final = tuple(
+    f"{part}.{wb}"
+    for part in (
+        "attention.self.query",
+        "attention.self.key",
+        "attention.self.value",
+        "attention.output.dense",
+        "attention.output.LayerNorm",
+        "intermediate.dense",
+        "output.dense",
+        "output.LayerNorm",
+    )
+    for wb in ("weight", "bias")
+)
+_HASH_CHUNK: Final = 1 << 20
+
+
+def _prefix(tensors: dict[str, Any], root: Path) -> str:
+    for p in ("", "bert.", "model."):
+        if f"{p}embeddings.word_embeddings.weight" in tensors:
+            return p
+    raise ModelError(f"{root}/model.safetensors holds no BERT embeddings")
+
+
+def _tensor_shapes(path: Path) -> dict[str, list[int]]:
+    """Each tensor's shape, from a safetensors file's header (8 bytes of its length, then
+    JSON), without reading the tensors."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+            n = int.from_bytes(head, "little") if len(head) == 8 else -1
+            if n < 0 or n > 100 << 20:
+                raise ModelError(f"{path}: not a safetensors file")
+            header = json.loads(f.read(n))
+    except OSError as exc:
+        raise ModelError(f"{path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path}: its header is not JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise ModelError(f"{path}: its header is not an object")
+    shapes: dict[str, list[int]] = {}
+    for name, info in header.items():
+        if name != "__metadata__" and isinstance(info, dict):
+            shape = info.get("shape")
+            if isinstance(shape, list) and all(isinstance(d, int) for d in shape):
+                shapes[name] = shape
+    return shapes
+
+
+def _digest(data: bytes) -> str:
+    # one thread: a multithreaded hash leaves a thread pool that a forked --jobs worker would
+    # wait on for ever (it hashes the weights again)
+    return blake3.blake3(data).hexdigest()[:16]
+
+
+def _file_digest(path: Path) -> str:
+    """:func:`_digest` of a file's bytes, read a chunk at a time (not held in memory)."""
+    h = blake3.blake3()
+    try:
+        with path.open("rb") as f:
+            while chunk := f.read(_HASH_CHUNK):
+                h.update(chunk)
+    except OSError as exc:
+        raise ModelError(f"{path}: {exc.strerror or exc}") from None
+    return h.hexdigest()[:16]
 
 
 def bert_embedder(folder: str, engine: str | None = None) -> BertEmbedder:

@@ -186,6 +186,12 @@ def load_folder(folder: Path, *, engine: str | None = None, kind: str | None = N
         raise
 
 
+def _loads(folder: Path) -> None:
+    """Raise :class:`ModelError` unless ``folder``'s model loads and embeds a text (opening a
+    model reads its metadata only: the weights are read at its first text)."""
+    load_folder(folder).embed(["a model that loads"])
+
+
 def _is_model_folder(folder: Path) -> bool:
     return all((folder / f).is_file() for f in ("model.safetensors", "tokenizer.json")) and (
         (folder / "config.json").is_file()
@@ -270,7 +276,7 @@ def import_model(
         try:
             shutil.copytree(found, part, dirs_exist_ok=True, symlinks=False)
             try:
-                load_folder(part)
+                _loads(part)
             except ModelError as exc:
                 raise ModelError(f"{source} holds no model that loads: {exc}") from None
             _put_in_place(part, dest)
@@ -322,7 +328,7 @@ def fetch_model(
             if folder != part and not any(folder.iterdir()):
                 folder.rmdir()  # the model has no such file: no empty folder either
         try:
-            load_folder(part)
+            _loads(part)
         except ModelError as exc:
             raise ModelError(
                 f"what {base_url} gave for {name} is not a model this can load "

@@ -316,10 +316,11 @@ def provider_checkpoints(
     ``first_seq``) that hold a provider's own compaction make, one per message, unless the
     batch already holds it: its summary is the block as stored, byte for byte (stored with
     ``put_artifact``, else only its id computed); it runs through the seq before the
-    compacting message, or for an OpenAI compaction item, before the user messages that come
-    right before it in the batch (the compacted window ``responses.compact`` returns keeps
-    the user's messages ahead of its item). Its id is derived from the message and the
-    summary, so the same batch makes the same checkpoint on every backend."""
+    compacting message — for an OpenAI compaction item that ends its batch's conversation (a
+    compacted window: ``responses.compact`` returns the messages it keeps, then the item),
+    before the messages that come right before it in the batch (the window: everything from
+    the batch's start or its last frame that is not a message). Its id is derived from the
+    message and the summary, so the same batch makes the same checkpoint on every backend."""
     made: list[fr.CompactionCheckpointCreated] = []
     given = {
         f.to_message_id
@@ -336,8 +337,8 @@ def provider_checkpoints(
         kind, data = found
         aid = put_artifact(data) if put_artifact is not None else artifact_id(data)
         start = i
-        if kind == OPENAI_COMPACTION_V1:
-            while start > 0 and _retained_user_message(frames[start - 1]):
+        if kind == OPENAI_COMPACTION_V1 and _ends_its_window(frames, i):
+            while start > 0 and isinstance(frames[start - 1], fr.MessageAppended):
                 start -= 1
         seq = first_seq + i
         key = f"{thread_id}\n{f.message_id}\n{seq}\n{aid}".encode()
@@ -376,12 +377,17 @@ def provider_summaries(
     return found
 
 
-def _retained_user_message(frame: fr.Frame) -> bool:
-    """A user message that says something (not tool output): what a compacted window keeps."""
-    return (
-        isinstance(frame, fr.MessageAppended)
-        and frame.role == "user"
-        and not any(isinstance(b, fr.ToolResultBlock | fr.ProviderBlock) for b in frame.content)
+def _ends_its_window(frames: Sequence[fr.Frame], i: int) -> bool:
+    """Whether the OpenAI compaction item of message ``i`` ends the conversation of its batch
+    (only items of the API's own, such as Codex's ghost snapshots, after it): the shape of a
+    compacted window (``responses.compact``'s output, Codex's ``replacement_history``), whose
+    messages before the item are kept and the item stands in for everything before them. An
+    item that more of the conversation follows in its batch came in a response (server-side
+    compaction) and stands in for everything before it."""
+    return not any(
+        isinstance(f, fr.MessageAppended)
+        and any(not isinstance(b, fr.ProviderBlock) for b in f.content)
+        for f in frames[i + 1 :]
     )
 
 

@@ -9,7 +9,7 @@ import functools
 import itertools
 import json
 import shutil
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import pytest
@@ -29,6 +29,7 @@ from continuity.summary import (
     OPENAI_COMPACTION_V1,
     PROVIDER_COMPACTION_RULE,
 )
+from tests.support.fixtures import fixture_params, shared_fixture
 
 pydantic = pytest.importorskip("pydantic")
 anthropic_beta = pytest.importorskip("anthropic.types.beta")
@@ -346,6 +347,143 @@ def test_a_compacted_window_keeps_its_user_messages_ahead_of_the_item(
     items = to_openai_responses(compile_context(t, limits=EVERYTHING, log=False).bundle)
     _valid_responses(items)
     assert items == [*output, {"role": "user", "content": "q2"}]
+
+
+def _oldq_olda() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "OLDQ"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": "m1",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "OLDA", "annotations": []}],
+        },
+    ]
+
+
+_CMP: Final = {"type": "compaction", "id": "cmp_1", "encrypted_content": "ENC=="}
+
+
+def test_a_compaction_item_is_never_merged_into_the_message_before_it(
+    memory_store: MemoryStore,
+) -> None:
+    # issue 42: the item went into the assistant message before it, and compile sent that
+    # message after the compaction that replaced it ([OLDQ, compaction, OLDA, AFTER])
+    frames = from_openai_responses([*_oldq_olda(), _CMP, {"role": "user", "content": "AFTER"}])
+    assert [[b.kind for b in f.content if isinstance(b, fr.ProviderBlock)] for f in frames] == [
+        [],
+        [],
+        ["compaction"],
+        [],
+    ]
+    t = memory_store.thread("o")
+    t.append(frames)
+    items = to_openai_responses(compile_context(t, limits=EVERYTHING, log=False).bundle)
+    _valid_responses(items)
+    assert items == [_CMP, {"role": "user", "content": "AFTER"}]
+
+
+def test_a_server_side_compaction_stands_in_for_everything_before_it(
+    memory_store: MemoryStore,
+) -> None:
+    # a response that compacted (context_management): its output is the item, then the reply;
+    # the request's input (OLDQ, OLDA, the new question) is in the same batch before it
+    t = memory_store.thread("o")
+    t.append(from_openai_responses([{"role": "user", "content": "older"}]))
+    reply = {
+        "type": "message",
+        "role": "assistant",
+        "id": "m2",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "A", "annotations": []}],
+    }
+    response = {"id": "resp_1", "output": [_CMP, reply]}
+    t.append(
+        [
+            *from_openai_responses([*_oldq_olda(), {"role": "user", "content": "Q"}]),
+            *from_openai_responses(response),
+        ]
+    )
+    items = to_openai_responses(compile_context(t, limits=EVERYTHING, log=False).bundle)
+    _valid_responses(items)
+    assert [i.get("type", "message") for i in items] == ["compaction", "message"]
+    assert "OLDQ" not in json.dumps(items) and '"Q"' not in json.dumps(items)
+
+
+def test_a_compacted_window_keeps_every_message_ahead_of_the_item(
+    memory_store: MemoryStore,
+) -> None:
+    # what responses.compact returns may keep the model's messages too (Codex's remote
+    # compaction does): all of them stay, in order, ahead of the item
+    t = memory_store.thread("o")
+    t.append(from_openai_responses([{"role": "user", "content": "q0"}]))
+    t.append(from_openai_responses([{"role": "assistant", "content": "a0"}]))
+    window = [*_oldq_olda(), {"role": "user", "content": "q1"}, _CMP]
+    t.append(from_openai_responses(window))
+    t.append(from_openai_responses([{"role": "user", "content": "q2"}]))
+    items = to_openai_responses(compile_context(t, limits=EVERYTHING, log=False).bundle)
+    _valid_responses(items)
+    said = [json.dumps(i) for i in items]
+    assert [s for s in said if "q0" in s or "a0" in s] == []
+    assert [i for i, s in enumerate(said) if any(w in s for w in ("OLDQ", "OLDA", "q1"))] == [
+        0,
+        1,
+        2,
+    ]
+    assert items[3:] == [_CMP, {"role": "user", "content": "q2"}]
+
+
+def _codex_windows() -> list[object]:
+    """Every recorded Codex ``compacted`` line whose ``replacement_history`` holds a
+    compaction item (a remote compaction: the compact endpoint's window)."""
+    found: list[object] = []
+    for path in sorted(shared_fixture("agents").rglob("*.jsonl")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if '"compacted"' not in line:
+                continue
+            value = json.loads(line)
+            history = value.get("payload", {}).get("replacement_history") or []
+            if value.get("type") == "compacted" and any(
+                isinstance(h, dict) and h.get("type") == "compaction" for h in history
+            ):
+                found.append(pytest.param(history, id=f"{path.name[:40]}:{n + 1}"))
+    return found
+
+
+def _said(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """What a list of Responses items says, in order: (kind, text) of each message and
+    compaction item (ids, statuses and items of the API's own aside)."""
+    out = []
+    for i in items:
+        kind = i.get("type", "message")
+        if kind == "compaction":
+            out.append(("compaction", i["encrypted_content"]))
+        elif kind == "message":
+            content = i["content"]
+            text = (
+                content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+            )
+            out.append(("message", text))
+    return out
+
+
+@pytest.mark.parametrize("history", fixture_params(_codex_windows))
+def test_a_recorded_codex_window_compiles_to_itself(
+    memory_store: MemoryStore, history: list[dict[str, Any]]
+) -> None:
+    t = memory_store.thread("codex")
+    t.append(from_openai_responses([{"role": "user", "content": "before the compaction"}]))
+    t.append(from_openai_responses([{"role": "assistant", "content": "an old answer"}]))
+    t.append(from_openai_responses(history))
+    t.append(from_openai_responses([{"role": "user", "content": "next"}]))
+    items = to_openai_responses(compile_context(t, limits=EVERYTHING, log=False).bundle)
+    said = _said(items)
+    # the developer/system messages of the window go into the system item, first
+    kept = [h for h in history if h.get("role") not in ("developer", "system")]
+    expected = [*_said(kept), ("message", "next")]
+    assert [s for s in said if s[1]][-len(expected) :] == expected
+    assert not any("before the compaction" in s[1] or "an old answer" in s[1] for s in said)
 
 
 def test_an_opaque_item_is_a_note_for_anthropic(memory_store: MemoryStore) -> None:

@@ -223,3 +223,41 @@ def test_compiled_history_after_compaction_starts_at_the_summary() -> None:
     compiled = run(backend.get_items())
     assert compiled[0] == SUMMARY
     assert {"role": "user", "content": "old"} not in compiled
+
+
+def test_a_compacted_window_keeps_what_the_endpoint_kept_in_order() -> None:
+    """``responses.compact`` returns the messages it keeps, then the item that stands for the
+    rest: the compiled history is that window, in order (issue 42)."""
+    store = MemoryStore()
+    backend = CompiledSession("c", store, limits=Limits(recent_messages=40))
+    old: list[TResponseInputItem] = [
+        {"role": "user", "content": "old question"},
+        {"role": "assistant", "content": "old answer"},
+    ]
+    run(backend.add_items(old))
+    kept: list[dict[str, Any]] = [
+        {"role": "user", "content": "kept question"},
+        {"role": "assistant", "content": "kept answer"},
+    ]
+    session = _compacting(backend, Client([*kept, SUMMARY]))
+    run(session.run_compaction({"force": True}))
+    run(backend.add_items([{"role": "user", "content": "after"}]))
+    assert run(backend.get_items()) == [*kept, SUMMARY, {"role": "user", "content": "after"}]
+
+
+def test_a_server_side_compaction_in_a_run_stands_for_everything_before_it() -> None:
+    """A response that compacted on the server returns the item, then its reply: the compiled
+    history starts at the item, whatever was stored before it (issue 42)."""
+    from openai.types.responses import ResponseCompactionItem
+
+    store = MemoryStore()
+    backend = CompiledSession("c", store, limits=Limits(recent_messages=40))
+    run(backend.add_items([{"role": "user", "content": "old"}]))
+    item = ResponseCompactionItem(type="compaction", id="cmp_1", encrypted_content="opaque==")
+    model = ScriptedModel([[item, *reply("ok", 7)]], response_ids=True)
+    run(Runner.run(Agent(name="a", model=model), "hi", session=backend))
+    compiled = run(backend.get_items())
+    assert compiled[0] == SUMMARY
+    assert [i.get("role") for i in compiled[1:]] == ["assistant"]
+    said = json.dumps(compiled)
+    assert '"old"' not in said and '"hi"' not in said

@@ -107,6 +107,31 @@ def test_gen_threads_writes_claude_code_threads_deterministically(tmp_path: Path
     assert 1_000 < stats.log_bytes / stats.threads < 20_000
 
 
+def test_a_gen_threads_store_verifies(tmp_path: Path) -> None:
+    """Every artifact a generated frame names is in the store (issue 42: the checkpoints named
+    made-up summaries, 387 missing at 10,000 threads), and each summary is one compile reads."""
+    from continuity import frames as fr
+    from continuity.maintenance.verify import verify_store
+    from continuity.store.jsonl import Store
+    from continuity.summary import decode_summary
+
+    gen = _tool("tools.bench.gen_threads")
+    store = Store(tmp_path / "s", create=True, durable=False, clock=lambda: 1)
+    gen.write_threads(store, 120, seed=5)
+    checkpoints = [
+        f
+        for tid in store.threads()
+        for f in store.thread(tid).read(types=["compaction_checkpoint_created"])
+        if isinstance(f, fr.CompactionCheckpointCreated)
+    ]
+    assert checkpoints  # the seed gives some: the check below is not vacuous
+    for cp in checkpoints:
+        doc = decode_summary(store.artifacts.get(cp.summary_artifact_id))
+        assert doc.to_seq == cp.to_seq and doc.text
+    report = verify_store(store)
+    assert report.ok, report.problems[:5]
+
+
 @pytest.mark.slow
 def test_bench_catalog_runs_and_reports_every_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -429,3 +429,75 @@ def test_fused_minilm_is_well_above_lexical(quality: ModuleType, minilm: BertEmb
     by_kind = report.by_category["paraphrase"]
     assert by_kind["bm25+model"].recall_at_5 >= by_kind["bm25"].recall_at_5 + 0.1
     assert report.cost["bm25+model"].embed_docs > 1000
+
+
+# --- opening a model reads its metadata; the engine is chosen per use (issue 42) ----------------
+
+
+def _no_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make reading the weights' tensors fail: what still works reads metadata only."""
+    import continuity.retrieval.bert as bert
+
+    def refuse(data: bytes, path: Path) -> object:
+        raise AssertionError(f"the tensors of {path} were read")
+
+    monkeypatch.setattr(bert, "parse_safetensors", refuse)
+
+
+def test_model_show_and_use_read_no_tensor(
+    folder: Path, minilm: BertEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_tensors(monkeypatch)
+    opened = BertEmbedder(folder)
+    assert (opened.id, opened.dim, opened.max_tokens) == (minilm.id, 384, minilm.max_tokens)
+    runner = CliRunner()
+    shown = runner.invoke(app, ["model", "show", str(folder)])
+    assert shown.exit_code == 0, shown.output
+    assert f"id: {minilm.id}" in shown.output and "dim: 384" in shown.output
+    store = tmp_path / "store"
+    used = runner.invoke(app, ["--store", str(store), "model", "use", str(folder)])
+    assert used.exit_code == 0, used.output
+    assert minilm.id in used.output
+
+
+def test_a_bad_weights_header_is_refused_when_the_model_is_opened(
+    folder: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(folder, bad)
+    (bad / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}......")
+    with pytest.raises(ModelError, match=r"model\.safetensors"):
+        BertEmbedder(bad)
+
+
+def test_auto_builds_no_onnx_session_for_one_query_and_one_for_a_long_run(
+    folder: Path, minilm: BertEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``auto`` with onnxruntime installed: a fresh process's one query runs in numpy (a
+    session's build would cost more than its faster encoding wins back); a long run switches
+    to onnxruntime once numpy has spent what reading the weights cost. The same vectors."""
+    from continuity.retrieval import bert_onnx
+
+    if not bert_onnx.available():
+        pytest.skip("the onnx extra (onnx, onnxruntime) is not installed")
+    built: list[object] = []
+    real = bert_onnx.OnnxEncoder
+
+    def counting(*args: object, **kwargs: object) -> object:
+        built.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bert_onnx, "OnnxEncoder", counting)
+    monkeypatch.delenv("CONTINUITY_ENGINE", raising=False)
+    numpy_ = BertEmbedder(folder, engine="numpy")
+    auto = BertEmbedder(folder)
+    assert auto.engine == "onnx" and auto.id == numpy_.id
+    query = ["how does the sync worker back off when the server answers 503?"]
+    got = auto.embed_query(query)
+    assert built == []
+    assert np.allclose(got, numpy_.embed_query(query), atol=1e-6)
+    docs = [f"{LONG} ({i})" for i in range(64)]
+    vectors = auto.embed(docs)
+    assert len(built) == 1
+    cosines = (vectors * numpy_.embed(docs)).sum(axis=1)
+    assert cosines.min() >= 0.9999

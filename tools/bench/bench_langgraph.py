@@ -25,8 +25,9 @@ appended) and one ``put_writes`` per checkpoint. Then, at that size, each call i
 
 For the JSONL store (``Store(path, durable=False)``: an fsync per batch would add the same
 constant at every size) and the memory store. The ``vs baseline`` column is the ratio of the
-largest size to the smallest (target: within 1.5x, i.e. flat). ``--quick`` divides the sizes
-by 10.
+largest size to the smallest (target: within 1.5x, i.e. flat), the sizes' threads filled first
+and then timed interleaved, round by round (a size timed in its own block would measure the
+machine's load as it changes, not the saver). ``--quick`` divides the sizes by 10.
 """
 
 from __future__ import annotations
@@ -71,9 +72,10 @@ THREAD: Final = "graph"
 class Filler:
     """Puts checkpoints on one thread the way a graph's steps do."""
 
-    def __init__(self, saver: ContinuitySaver) -> None:
+    def __init__(self, saver: ContinuitySaver, thread: str = THREAD) -> None:
         self.saver = saver
-        self.config: RunnableConfig = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
+        self.thread = thread
+        self.config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
         self.version: str | None = None
         self.ids: list[str] = []
 
@@ -107,27 +109,37 @@ class Filler:
                 log(f"  {len(self.ids):,} checkpoints, {time.perf_counter() - started:.0f} s")
 
 
-def _measure(filler: Filler, repeats: int, rng: random.Random) -> dict[str, list[float]]:
-    saver = filler.saver
-    latest: Any = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
-    picks = [rng.choice(filler.ids) for _ in range(repeats)]
-    calls: dict[str, Callable[[int], object]] = {
+def _calls(filler: Filler, picks: list[str]) -> dict[str, Callable[[int], object]]:
+    saver, thread = filler.saver, filler.thread
+    latest: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    return {
         "get_tuple latest": lambda _: saver.get_tuple(latest),
         "get_tuple by id": lambda r: saver.get_tuple(
-            {"configurable": {"thread_id": THREAD, "checkpoint_ns": "", "checkpoint_id": picks[r]}}
+            {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": picks[r]}}
         ),
         "put": lambda _: filler.put(),
         "put_writes": lambda _: filler.put_writes(),
         "list(limit=10)": lambda _: list(saver.list(latest, limit=10)),
     }
-    times: dict[str, list[float]] = {name: [] for name in _CALLS}
-    for r in range(repeats):  # interleaved, so a slow moment of the machine falls on all alike
-        for name in _CALLS:
-            start = time.perf_counter_ns()
-            found = calls[name](r)
-            times[name].append((time.perf_counter_ns() - start) / 1e9)
-            if name.startswith("get_tuple") and found is None:
-                raise RuntimeError(f"{name}: no checkpoint found")
+
+
+def _measure(
+    fillers: dict[int, Filler], repeats: int, rng: random.Random
+) -> dict[int, dict[str, list[float]]]:
+    """Each call at each size, ``repeats`` times, interleaved: every round times every call at
+    every size (the sizes' order alternating), so a slow moment of the machine falls on all
+    sizes alike and the ratio between sizes measures the saver, not the load."""
+    calls = {n: _calls(f, [rng.choice(f.ids) for _ in range(repeats)]) for n, f in fillers.items()}
+    times: dict[int, dict[str, list[float]]] = {n: {name: [] for name in _CALLS} for n in fillers}
+    order = sorted(fillers)
+    for r in range(repeats):
+        for n in order if r % 2 == 0 else order[::-1]:
+            for name in _CALLS:
+                start = time.perf_counter_ns()
+                found = calls[n][name](r)
+                times[n][name].append((time.perf_counter_ns() - start) / 1e9)
+                if name.startswith("get_tuple") and found is None:
+                    raise RuntimeError(f"{name}: no checkpoint found")
     return times
 
 
@@ -143,15 +155,17 @@ def run(*, sizes: tuple[int, ...] = DEFAULT_SIZES, repeats: int = 50, seed: int 
     rng = random.Random(seed)
     with work_dir("langgraph") as folder:
         for kind in ("jsonl", "memory"):
-            filler = Filler(ContinuitySaver(_store(kind, folder)))
+            saver = ContinuitySaver(_store(kind, folder))
+            fillers = {n: Filler(saver, f"{THREAD}-{n}") for n in sorted(sizes)}
+            for n, filler in fillers.items():
+                log(f"{kind}: filling a thread to {n:,} checkpoints")
+                filler.fill_to(n)
+            gc.collect()
+            times = _measure(fillers, repeats, rng)
             first: dict[str, float] = {}
             for n in sorted(sizes):
-                log(f"{kind}: filling to {n:,} checkpoints")
-                filler.fill_to(n)
-                gc.collect()
-                times = _measure(filler, repeats, rng)
                 for name in _CALLS:
-                    row = time_row(f"{kind}: {name} @{short_size(n)}", times[name])
+                    row = time_row(f"{kind}: {name} @{short_size(n)}", times[n][name])
                     if name not in first:
                         first[name] = row.median
                     else:

@@ -33,6 +33,7 @@ import msgspec
 from continuity import frames as fr
 from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
+from continuity.summary import CUMULATIVE_V1, SummaryDoc, summary_bytes
 from tools.gen_thread import FIXED_CLOCK_MS, generate_frames
 
 __all__ = ["ThreadsStats", "main", "write_threads"]
@@ -109,16 +110,32 @@ def _renumbered(frames: list[fr.Frame], rng: random.Random) -> list[fr.Frame]:
     return out
 
 
-def _checkpoint(frames: list[fr.Frame], rng: random.Random) -> fr.CompactionCheckpointCreated:
-    """A Claude Code ``/compact`` as the adapter records it, after the thread's messages."""
-    messages = sum(isinstance(f, fr.MessageAppended) for f in frames)
+def _checkpoint(
+    store: BaseStore, thread_id: str, frames: list[fr.Frame], rng: random.Random
+) -> fr.CompactionCheckpointCreated:
+    """A Claude Code ``/compact`` as the adapter records it, after the thread's messages, with
+    its summary stored (a checkpoint naming an artifact the store lacks fails ``verify``)."""
+    to_seq = len(frames)  # the thread's frames are seqs 1.. after thread_created
+    texts = [
+        b.text
+        for f in frames
+        if isinstance(f, fr.MessageAppended) and f.role == "user"
+        for b in f.content
+        if isinstance(b, fr.TextBlock)
+    ]
+    doc = SummaryDoc(
+        thread_id=thread_id,
+        to_seq=to_seq,
+        produced_by="claude-code",
+        text="Summary of the session so far.\n" + "\n".join(f"- {t[:120]}" for t in texts[:8]),
+    )
     return fr.CompactionCheckpointCreated(
         checkpoint_id=f"cc-{rng.getrandbits(128):032x}",
         cut_rule_id=rng.choice(("claude_code_compact/auto", "claude_code_compact/manual")),
-        summary_kind="cumulative_v1",
-        summary_artifact_id=f"{rng.getrandbits(256):064x}",
+        summary_kind=CUMULATIVE_V1,
+        summary_artifact_id=store.artifacts.put(summary_bytes(doc)),
         from_seq=0,
-        to_seq=messages,
+        to_seq=to_seq,
         produced_by="claude-code",
         ts_ms=frames[-1].ts_ms + 1_000,
     )
@@ -161,7 +178,7 @@ def write_threads(
             size += turn_bytes
         frames = _renumbered(body, rng)
         if rng.random() < _CHECKPOINT_RATE:
-            frames.append(_checkpoint(frames, rng))
+            frames.append(_checkpoint(store, tid, frames, rng))
         created = fr.ThreadCreated(
             ts_ms=frames[0].ts_ms,
             thread_id=tid,

@@ -128,8 +128,8 @@ CI_RUNS: Final = (
     Run("agents", "jsonl", AGENTS_SESSION_FILES, floor=305),  # 315 pass on a continuity session
     Run("agents", "postgres", AGENTS_SESSION_FILES[:1], floor=30),
     Run("agents", "jsonl", AGENTS_SESSION_FILES[:1], floor=31, session="compiled"),  # 33
-    # 157 pass, 48 of them on a continuity session (the rest build sessions of their own); ~10 s
-    Run("agents", "jsonl", COMPACTION_FILES, floor=45, session="compiled", label="compaction"),
+    # 169 pass, 56 of them on a continuity session (the rest build sessions of their own); ~10 s
+    Run("agents", "jsonl", COMPACTION_FILES, floor=53, session="compiled", label="compaction"),
     Run("lgstore", "jsonl", LANGGRAPH_STORE_FILES, floor=110),  # 117 pass, 86 build a store
     Run("lgstore", "postgres", LANGGRAPH_STORE_FILES, floor=110),  # ~10 s each
 )
