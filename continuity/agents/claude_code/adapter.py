@@ -53,6 +53,11 @@ def _is_record(raw: bytes) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("type"), str)
 
 
+_FIRST_LINE_MAX: Final = 64 << 20
+"""How far past a first line too long to sniff the detector looks for the next line (the
+reader's own cap on a line)."""
+
+
 def is_transcript(path: Path) -> bool:
     """Whether ``path`` reads as a Claude Code transcript: one of its first lines is a
     transcript record, or it holds no line yet (a session that has not begun). Only its first
@@ -60,6 +65,23 @@ def is_transcript(path: Path) -> bool:
     with open(path, "rb") as f:
         head = f.read(_SNIFF_BYTES)
         whole = len(head) < _SNIFF_BYTES or not f.read(1)
+        if not whole and b"\n" not in head and not _starts_record(head):
+            # One first line longer than the read that does not look like a record (damage,
+            # deep nesting): judge by the lines after it, as the reader will read them.
+            f.seek(len(head))
+            skipped = len(head)
+            while skipped < _FIRST_LINE_MAX:
+                chunk = f.read(_SNIFF_BYTES)
+                if not chunk:
+                    return False
+                skipped += len(chunk)
+                at = chunk.find(b"\n")
+                if at >= 0:
+                    head = chunk[at + 1 :] + f.read(_SNIFF_BYTES)
+                    whole = len(head) < _SNIFF_BYTES or not f.read(1)
+                    break
+            else:
+                return False
     lines = head.split(b"\n")
     cut = None if whole else lines.pop()  # a line the read cut short
     seen = 0
@@ -73,8 +95,13 @@ def is_transcript(path: Path) -> bool:
             return False
     if cut is not None and cut.strip():
         # A first line longer than the read (a pasted file, a large tool output): its start.
-        return seen == 0 and cut.lstrip().startswith(b"{") and b'"type"' in cut
+        return seen == 0 and _starts_record(cut)
     return seen == 0
+
+
+def _starts_record(cut: bytes) -> bool:
+    """Whether the start of a line longer than the read looks like a transcript record's."""
+    return cut.lstrip().startswith(b"{") and b'"type"' in cut
 
 
 def _transcripts(paths: Sequence[Path]) -> list[Path]:

@@ -11,21 +11,7 @@ import pytest
 from tests.support.ingest_fuzz import assert_nothing_good_lost
 from tools.faults.ingest import MUTATIONS
 
-_DETECTION = (
-    "a first line nested 100,000 deep and over 64 KiB fills the whole sniff of "
-    "is_transcript, which then cannot tell it a transcript: the file is refused whole, named "
-    "(exit 1), not read line by line (detection by content is issue 40's restore part)"
-)
 
-
-@pytest.mark.parametrize(
-    "mutation",
-    [
-        pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=_DETECTION))
-        if m == "deep-first"
-        else m
-        for m in MUTATIONS["claude-code"]
-    ],
-)
+@pytest.mark.parametrize("mutation", MUTATIONS["claude-code"])
 def test_damaged_transcripts_lose_no_good_line(tmp_path: Path, mutation: str) -> None:
     assert_nothing_good_lost("claude-code", mutation, tmp_path)
