@@ -312,10 +312,17 @@ def sessions(
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object a line, for programs.")
     ] = False,
+    context: Annotated[
+        bool,
+        typer.Option(
+            "--context", help="Show how full each session's context is (the agent's count)."
+        ),
+    ] = False,
 ) -> None:
     """The archived sessions of every agent, the most recently active last.
 
-    Each line: agent, thread, project, branch, start, messages, compactions, title."""
+    Each line: agent, thread, project, branch, start, messages, compactions, title; with
+    --context, the tokens the context held at the latest answer and the model's window."""
     import msgspec
 
     from continuity.agents.base.ingest import ingest_redactor
@@ -325,7 +332,9 @@ def sessions(
     folder = os.path.abspath(project) if project is not None else None
     store = open_store(ctx)
     with errors():
-        found = list_sessions(store, include_agents=agents, agent=name, project=folder)
+        found = list_sessions(
+            store, include_agents=agents, agent=name, project=folder, usage=context
+        )
         redactor = ingest_redactor(store)
     titles = [
         redactor.redact_text(s.title)[0] if redactor is not None and s.title else s.title
@@ -352,10 +361,16 @@ def sessions(
     for s, who, title in zip(found, shown, titles, strict=True):
         branch = f" ({s.git_branch})" if s.git_branch else ""
         named = f"  “{' '.join(title.split())[:80]}”" if title and title.strip() else ""
+        used = ""
+        if context:
+            used = "  context -"
+            if s.context_tokens is not None and s.context_window:
+                pct = 100 * s.context_tokens / s.context_window
+                used = f"  context {s.context_tokens:,}/{s.context_window:,} ({pct:.0f}%)"
         lines.append(
             f"{who:<{width}}  {s.thread_id:<{id_width}}  {s.project or '-'}{branch}  "
             f"started {s.started}  "
-            f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}{named}"
+            f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}{used}{named}"
         )
     typer.echo("\n".join(lines))
 

@@ -37,13 +37,16 @@ def topic(t: Transcript, n: int, turns: int, *, tokens: int = 1_000) -> None:
         t.say("All done: the change is complete." if last else "Edited.", usage=usage(tokens))
 
 
-def long_session(path: Path, *, final_tokens: int) -> Transcript:
-    """Topic 0 (6 turns), topic 1 (6 turns), then 22 turns of topic 2; the last answer's
-    context is ``final_tokens``."""
-    t = Transcript(path, "5e551011-0000-4000-8000-000000000001", "/work")
+SESSION = "5e551011-0000-4000-8000-000000000001"
+
+
+def long_session(folder: Path, *, final_tokens: int) -> Transcript:
+    """Topic 0 (6 turns), topic 1 (6 turns), then 22 turns of topic 2; the last two answers'
+    context is ``final_tokens`` (a hook's ingest holds the last response back: it may grow)."""
+    t = Transcript(folder / f"{SESSION}.jsonl", SESSION, "/work")
     topic(t, 0, 6)
     topic(t, 1, 6)
-    topic(t, 2, 21)
-    topic(t, 2, 1, tokens=final_tokens)
+    topic(t, 2, 20)
+    topic(t, 2, 2, tokens=final_tokens)
     t.flush()
     return t

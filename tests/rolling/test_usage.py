@@ -24,7 +24,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "agents"
 
 
 def test_claude_codes_usage_is_kept_and_summed(tmp_store: Store, tmp_path: Path) -> None:
-    t = long_session(tmp_path / "s.jsonl", final_tokens=123_456)
+    t = long_session(tmp_path, final_tokens=123_456)
     report = ingest_transcript(tmp_store, t.path, final=True)
     thread = tmp_store.thread(report.threads[0])
     last = thread.tail(1, types=["message_appended"])[0]
@@ -48,7 +48,7 @@ def test_a_session_without_figures_has_no_usage(tmp_store: Store, tmp_path: Path
 def test_the_agents_compaction_voids_the_figures_before_it(
     tmp_store: Store, tmp_path: Path
 ) -> None:
-    t = long_session(tmp_path / "s.jsonl", final_tokens=150_000)
+    t = long_session(tmp_path, final_tokens=150_000)
     t.compaction("what we did")
     t.prompt("go on")
     t.flush()
