@@ -159,6 +159,32 @@ def install(
     with _agent_errors():
         done = agent.install(scope, project, store, mcp=not no_mcp, dry_run=dry_run)
     _said(done)
+    if not dry_run:
+        _rolling_settings(ctx.obj.location)
+
+
+def _rolling_settings(location: StoreLocation) -> None:
+    """Write the rolling context manager's settings with their defaults beside the store, when
+    it has none (ADR 0056): where to turn its reminders off. The store is created as a hook
+    would create it; a server store's settings go to its folder on this machine. Nothing here
+    fails an install: without the file the defaults apply."""
+    from continuity.errors import ContinuityError
+    from continuity.paths import is_store_url, local_dir_of
+    from continuity.rolling.settings import SETTINGS_FILE, write_default
+
+    try:
+        if not is_store_url(location):
+            from continuity.store.locate import open_store as open_location
+
+            open_location(location, create=True)
+        folder = local_dir_of(location)
+        if write_default(folder):
+            typer.echo(
+                f"rolling context manager: settings in {folder / SETTINGS_FILE} "
+                "(CONTINUITY_ROLLING=0 turns its reminders off)"
+            )
+    except (ContinuityError, OSError):
+        return
 
 
 def _install_mcp(

@@ -7,10 +7,10 @@ word), and its prompt's terms (stemmed words of four letters or more that are no
 
 A turn starts a new **segment** when it shares nothing distinctive with the current one: no
 file, and none of its distinctive prompt terms among the segment's terms. A term is distinctive
-when it was in fewer than half of the turns before (prefix-only: so a boundary, once drawn,
-never moves as the thread grows). A turn with no distinctive feature at all ("yes", "go on")
-continues the segment. Nothing is tuned on a corpus: the rule is "a new topic is one that
-shares nothing with the current".
+unless it was in half of the turns before or more, once there are four (prefix-only: so a
+boundary, once drawn, never moves as the thread grows). A turn with no distinctive feature at
+all ("yes", "go on") continues the segment. Nothing is tuned on a corpus: the rule is "a new
+topic is one that shares nothing with the current".
 
 A segment's **topic** is its first prompt's first line (and its main files); it is
 **mentioned** by a later turn that touches one of its files or whose prompt says two of its
@@ -143,6 +143,7 @@ _DONE: Final = re.compile(
     re.IGNORECASE,
 )
 _TOP_TERMS: Final = 5
+_FEW: Final = 4  # turns before a term can be too common to tell topics apart
 _TOPIC_CHARS: Final = 90
 
 
@@ -293,7 +294,8 @@ def _boundaries(turns: Sequence[Turn]) -> list[tuple[int, str]]:
     seg_files: set[str] = set()
     for i, t in enumerate(turns):
         if i > 0 and t.prompt:
-            distinct = {w for w in t.terms if df[w] * 2 < i}
+            # common: in half the turns before (once there are a few): it tells no topic
+            distinct = {w for w in t.terms if i < _FEW or df[w] * 2 < i}
             files = set(t.files)
             if (distinct or files) and not (distinct & seg_terms) and not (files & seg_files):
                 named = {_basename(f) for f in seg_files} & set(t.prompt.lower().split())

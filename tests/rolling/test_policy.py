@@ -16,6 +16,8 @@ from continuity.store.base import BaseStore
 from continuity.store.jsonl import Store
 from continuity.summary import SummaryContent
 
+pytestmark = pytest.mark.slow  # loops of hundreds of turns
+
 WINDOW = 32_000
 TOPICS = ("billing invoices", "search ranking", "upload retries", "login sessions", "cache trims")
 
@@ -57,7 +59,6 @@ def _loop(store: BaseStore, tid: str, policy: ContextPolicy, turns: int) -> list
     return sizes
 
 
-@pytest.mark.slow
 def test_two_thousand_turns_in_a_32k_window(tmp_store: Store) -> None:
     tid = "runtime"
     tmp_store.thread(tid).append([fr.ThreadCreated(thread_id=tid)])

@@ -95,3 +95,29 @@ def test_windows_known_configured_and_overridden(monkeypatch: pytest.MonkeyPatch
     assert window_for("claude-x", windows={"claude-x": 64_000}) == (64_000, "config")
     monkeypatch.setenv(WINDOW_ENV, "50000")
     assert window_for("claude-sonnet-4-5", reported=9) == (50_000, "config")
+
+
+def test_sessions_and_mcp_sessions_show_the_context(tmp_store: Store, tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from continuity.cli.app import app
+    from continuity.mcp_server.archive import Archive
+    from continuity.mcp_server.tools import call_tool
+
+    t = long_session(tmp_path, final_tokens=130_000)
+    ingest_transcript(tmp_store, t.path, final=True)
+    store = ["--store", str(tmp_store.root)]
+    shown = CliRunner().invoke(app, [*store, "sessions", "--context"])
+    assert shown.exit_code == 0, shown.output
+    assert "context 130,000/200,000 (65%)" in shown.output
+    plain = CliRunner().invoke(app, [*store, "sessions"])
+    assert "context" not in plain.output
+    as_json = CliRunner().invoke(app, [*store, "sessions", "--context", "--json"])
+    row = json.loads(as_json.output.splitlines()[0])
+    assert (row["context_tokens"], row["context_window"]) == (130_000, 200_000)
+    result = call_tool(Archive(tmp_store, "/work"), "sessions", {})
+    assert "context 130,000 of 200,000 tokens" in result.text
+    assert isinstance(result.data, dict)
+    assert result.data["sessions"][0]["context_tokens"] == 130_000
