@@ -64,11 +64,32 @@ class ContextPolicy:
         self.settings = settings or RollingSettings()
         self.limit = limit
         self._summary_tokens: dict[str, int] = {}
+        self._seen = -1  # the last seq the estimate has taken in
+        self._raw = 0
+        self._after = -1
+        self._summary_at = 0
 
     # -- the size of the next request --------------------------------------------------------
 
     def estimate(self) -> tuple[int, int]:
-        """(estimated tokens of the next request, the seq its raw stretch starts after)."""
+        """(estimated tokens of the next request, the seq its raw stretch starts after): the
+        latest cumulative summary's tokens plus the raw messages' after it. Kept up to date
+        from the frames appended since the last call (a read from the seq after them)."""
+        if self._seen < 0:
+            return self._estimate_whole()
+        for f in self.thread.read(from_seq=self._seen + 1):
+            self._seen = f.seq
+            if isinstance(f, fr.MessageAppended):
+                self._raw += f.tokens
+            elif (
+                isinstance(f, fr.CompactionCheckpointCreated)
+                and f.summary_kind == "cumulative_v1"
+                and f.to_seq >= self._after
+            ):
+                return self._estimate_whole()
+        return self._raw + self._summary_at, self._after
+
+    def _estimate_whole(self) -> tuple[int, int]:
         source = open_source(self.thread)
         head = source.head_seq()
         if head is None:
@@ -77,8 +98,10 @@ class ContextPolicy:
         latest = max(cps, key=lambda c: (c.to_seq, c.seq)) if cps else None
         after = latest.to_seq if latest is not None else -1
         lo = source.message_count_upto(after) if after >= 0 else 0
-        raw = sum(source.message_tokens(lo, source.message_count_upto(head)))
-        return raw + (self._summary(latest.summary_artifact_id) if latest else 0), after
+        self._raw = sum(source.message_tokens(lo, source.message_count_upto(head)))
+        self._summary_at = self._summary(latest.summary_artifact_id) if latest else 0
+        self._after, self._seen = after, head
+        return self._raw + self._summary_at, after
 
     def _summary(self, artifact_id: str) -> int:
         if artifact_id not in self._summary_tokens:

@@ -322,6 +322,8 @@ def segment_turns(turns: Sequence[Turn]) -> list[Segment]:
     starts = _boundaries(turns)
     out: list[Segment] = []
     current = turns[-1].index if turns else 0
+    # each turn's words, files and terms as sets, once (every later segment looks at them)
+    seen = [(set(t.prompt.lower().split()), set(t.files), set(t.terms)) for t in turns]
     for n, (start, why_start) in enumerate(starts):
         end = starts[n + 1][0] if n + 1 < len(starts) else len(turns)
         own = turns[start:end]
@@ -331,14 +333,16 @@ def segment_turns(turns: Sequence[Turn]) -> list[Segment]:
         last = own[-1]
         mentioned = last.index
         file_set, names = set(files), {_basename(f) for f in files}
-        for later in turns[end:]:
-            words = set(later.prompt.lower().split())
+        top_set = set(top)
+        for k in range(len(turns) - 1, end - 1, -1):  # the newest mention is the one wanted
+            words, later_files, later_terms = seen[k]
             if (
-                file_set & set(later.files)
-                or len(set(top) & set(later.terms)) >= 2
-                or names & words
+                not file_set.isdisjoint(later_files)
+                or len(top_set & later_terms) >= 2
+                or not names.isdisjoint(words)
             ):
-                mentioned = later.index
+                mentioned = turns[k].index
+                break
         closed = end < len(turns)
         if last.says_done:
             completed, why = True, "its last answer says done"
