@@ -19,7 +19,14 @@ from continuity import frames as fr
 from continuity.rolling.segments import Segment, Turn, segment_turns, turns_of
 from continuity.store.base import BaseStore, Thread
 
-__all__ = ["FOLDER", "cache_path", "rebuild_segment_caches", "thread_segments", "thread_turns"]
+__all__ = [
+    "FOLDER",
+    "cache_path",
+    "drop_turns",
+    "rebuild_segment_caches",
+    "thread_segments",
+    "thread_turns",
+]
 
 FOLDER: Final = "rolling"
 _VERSION: Final = 1
@@ -38,9 +45,20 @@ _encoder: Final = msgspec.json.Encoder()
 _decoder: Final = msgspec.json.Decoder(_Cache)
 
 
+def _path(store: BaseStore, thread_id: str) -> Path | None:
+    folder = store.cache_dir
+    return None if folder is None else folder / FOLDER / f"{thread_id}.turns.v1.json"
+
+
 def cache_path(thread: Thread) -> Path | None:
-    folder = thread.store.cache_dir
-    return None if folder is None else folder / FOLDER / f"{thread.id}.turns.v1.json"
+    return _path(thread.store, thread.id)
+
+
+def drop_turns(store: BaseStore, thread_id: str) -> None:
+    """Delete the turns cache of ``thread_id`` (a deleted thread's: it holds its prompts)."""
+    path = _path(store, thread_id)
+    if path is not None:
+        path.unlink(missing_ok=True)
 
 
 def _load(path: Path, thread: Thread) -> _Cache | None:

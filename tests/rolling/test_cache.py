@@ -73,3 +73,17 @@ def test_a_store_without_caches_derives_the_same(tmp_store: Store, tmp_path: Pat
     assert thread_segments(memory.thread(t.thread_id)) == thread_segments(
         tmp_store.thread(t.thread_id)
     )
+
+
+def test_deleting_a_thread_deletes_its_turns(tmp_store: Store, tmp_path: Path) -> None:
+    """The cache holds the prompts' first lines: forgetting a thread must not leave them."""
+    from continuity.maintenance.forget import forget_threads
+
+    t = long_session(tmp_path, final_tokens=130_000)
+    ingest_transcript(tmp_store, t.path, final=True)
+    thread = tmp_store.thread(t.thread_id)
+    thread_segments(thread)
+    path = cache_path(thread)
+    assert path is not None and path.exists()
+    forget_threads(tmp_store, [t.thread_id])
+    assert not path.exists()
