@@ -30,6 +30,7 @@ from typing import Final
 import msgspec
 
 from continuity import frames as fr
+from continuity.context.transcript_rules import is_meta, prompt_text
 from continuity.tokens import estimate_text
 
 __all__ = ["Segment", "Turn", "segment_turns", "turns_of"]
@@ -145,6 +146,7 @@ _DONE: Final = re.compile(
 _TOP_TERMS: Final = 5
 _FEW: Final = 4  # turns before a term can be too common to tell topics apart
 _TOPIC_CHARS: Final = 90
+_PROMPT_CHARS: Final = 4_000
 
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
@@ -157,7 +159,7 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     messages: int
     tokens: int
     prompt: str
-    """The prompt's first line (at most 200 characters)."""
+    """The prompt's words, wrappers removed, on one line (at most 200 characters)."""
     terms: list[str]
     files: list[str]
     commands: list[str]
@@ -211,12 +213,18 @@ def _text(blocks: Iterable[fr.ContentBlock]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, fr.TextBlock))
 
 
-def _is_prompt(m: fr.MessageAppended) -> bool:
-    if m.role != "user" or m.meta.get("is_meta") == "true" or m.meta.get("synthetic") == "true":
-        return False
+def _prompt(m: fr.MessageAppended) -> str:
+    """The user's own words in ``m`` (Claude Code's wrappers and noise lines removed), or ""
+    when it is no prompt: a tool's result, the agent's own meta text, an interruption note."""
+    if m.role != "user" or is_meta(m.meta) or m.meta.get("synthetic") == "true":
+        return ""
     if any(isinstance(b, fr.ToolResultBlock) for b in m.content):
-        return False
-    return bool(_text(m.content).strip())
+        return ""
+    return prompt_text(_text(m.content), _PROMPT_CHARS)
+
+
+def _is_prompt(m: fr.MessageAppended) -> bool:
+    return bool(_prompt(m))
 
 
 def _tool_features(m: fr.MessageAppended, files: dict[str, None], cmds: dict[str, None]) -> None:
@@ -264,8 +272,8 @@ def _turn(index: int, group: list[fr.MessageAppended]) -> Turn:
             if isinstance(b, fr.ToolResultBlock):
                 failed = b.is_error
     head = group[0]
-    prompt = _text(head.content).strip() if _is_prompt(head) else ""
-    first_line = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")[:200]
+    prompt = _prompt(head)
+    first_line = prompt[:200]
     return Turn(
         index=index,
         from_seq=head.seq,
@@ -273,7 +281,7 @@ def _turn(index: int, group: list[fr.MessageAppended]) -> Turn:
         messages=len(group),
         tokens=tokens,
         prompt=first_line,
-        terms=terms_of(prompt[:4000]),
+        terms=terms_of(prompt),
         files=list(files),
         commands=list(cmds),
         asks=last_answer.endswith("?"),
