@@ -90,7 +90,8 @@ def queue(
     from continuity.context.records import record
 
     queued = Queued(turn=current, tokens=usage.tokens, window=usage.window, segments=cold)
-    record(thread, KIND, msgspec.to_builtins(queued))
+    # not fsynced: lost in a crash, it costs one reminder again, and the prompt waits on it
+    record(thread, KIND, msgspec.to_builtins(queued), durable=False)
     return queued
 
 
