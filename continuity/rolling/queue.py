@@ -5,8 +5,9 @@ threshold, the segments that are cold (not mentioned for ``cold_turns`` turns, t
 looking completed, at least ``min_messages`` messages) and not compressed yet
 (:mod:`.warm`) are queued. Each reminder is logged as a ``record_appended`` of kind
 :data:`KIND` (the usage, the window and the segments it named, with why), like compile's
-selections: what the agent was asked, and when, can be explained. The latest such record also
-paces the reminders (at most one every ``every_turns`` turns), so there is no state file.
+selections: what the agent was asked, and when, can be explained. The prompts after the latest
+such record pace the reminders (at most one every ``every_turns`` turns), so there is no state
+file, and a paced prompt reads only the frames since that record.
 
 :func:`prompt_reminder` is the prompt hook's whole check. With nothing to do it reads the
 settings and the tail of the log and returns "" (no segmentation, no write).
@@ -19,6 +20,7 @@ from typing import Final
 
 import msgspec
 
+from continuity import frames as fr
 from continuity.rolling.segments import Segment
 from continuity.rolling.settings import RollingSettings, enabled, read_settings
 from continuity.rolling.usage import ContextUsage, session_usage
@@ -54,14 +56,22 @@ def cold_segments(
     ]
 
 
-def _last_reminded_turn(thread: Thread) -> int | None:
+def _paced(thread: Thread, every_turns: int) -> bool:
+    """Whether fewer than ``every_turns`` prompts came since the latest reminder (read from
+    the frames after its record: the cost of the turns since, not of the whole thread)."""
     from continuity.context.records import latest_record
+    from continuity.rolling.segments import is_prompt
 
     found = latest_record(thread, KIND)
-    if found is None or not isinstance(found.data, dict):
-        return None
-    turn = found.data.get("turn")
-    return turn if isinstance(turn, int) else None
+    if found is None:
+        return False
+    prompts = 0
+    for f in thread.read(from_seq=found.seq + 1, types=["message_appended"]):
+        if isinstance(f, fr.MessageAppended) and is_prompt(f):
+            prompts += 1
+            if prompts >= every_turns:
+                return False
+    return True
 
 
 def queue(
@@ -76,13 +86,12 @@ def queue(
 
     if usage.fraction < settings.hot and not force:
         return None
+    if not force and _paced(thread, settings.every_turns):
+        return None
     turns = thread_turns(thread)
     if not turns:
         return None
     current = turns[-1].index
-    last = _last_reminded_turn(thread)
-    if not force and last is not None and current - last < settings.every_turns:
-        return None
     done = [(c.from_seq, c.to_seq) for c in compressed_segments(thread)]
     cold = cold_segments(segment_turns(turns), settings, done)[: settings.max_segments]
     if not cold:

@@ -33,7 +33,7 @@ from continuity import frames as fr
 from continuity.context.transcript_rules import is_meta, prompt_text
 from continuity.tokens import estimate_text
 
-__all__ = ["Segment", "Turn", "segment_turns", "turns_of"]
+__all__ = ["Segment", "Turn", "is_prompt", "segment_turns", "terms_of", "turns_of"]
 
 _WORD: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{3,}")
 _PATH_KEYS: Final = ("file_path", "path", "notebook_path", "filePath", "absolute_path")
@@ -223,7 +223,8 @@ def _prompt(m: fr.MessageAppended) -> str:
     return prompt_text(_text(m.content), _PROMPT_CHARS)
 
 
-def _is_prompt(m: fr.MessageAppended) -> bool:
+def is_prompt(m: fr.MessageAppended) -> bool:
+    """Whether ``m`` starts a turn: a prompt in the user's own words."""
     return bool(_prompt(m))
 
 
@@ -248,7 +249,7 @@ def turns_of(messages: Sequence[fr.MessageAppended], first_index: int = 0) -> li
     be unfinished (the caller recomputes it when more messages come)."""
     groups: list[list[fr.MessageAppended]] = []
     for m in messages:
-        if not groups or _is_prompt(m):
+        if not groups or is_prompt(m):
             groups.append([m])
         else:
             groups[-1].append(m)

@@ -103,3 +103,19 @@ def test_the_hook_process_exits_0_with_a_broken_store(tmp_path: Path) -> None:
     (store / "cache").mkdir(exist_ok=True)
     (store / "cache" / "rolling").write_text("a file where a folder should be")
     assert main(["user-prompt-submit"], store=store, stdin=payload) == 0
+
+
+def test_a_paced_prompt_reads_no_segments(tmp_store: Store, tmp_path: Path) -> None:
+    """Between reminders the check reads the frames since the last one, not the thread's
+    turns (their cache is not even opened)."""
+    from continuity.rolling.cache import cache_path
+
+    t = long_session(tmp_path, final_tokens=130_000)
+    assert _prompt(tmp_store, t)
+    path = cache_path(tmp_store.thread(t.thread_id))
+    assert path is not None and path.exists()
+    path.unlink()
+    topic(t, 2, 1, tokens=131_000)
+    t.flush()
+    assert _prompt(tmp_store, t) == ""
+    assert not path.exists()
