@@ -42,6 +42,7 @@ TOPICS: Final = (
     "Then tidy the quarterly metrics dashboard layout.",
 )
 REMINDER: Final = "compress each with the MCP tool `remember`"
+CARRY_ON: Final = "Please carry on with the dashboard."
 SEGMENT: Final = re.compile(r"(seg-\d+): “([^”]*)”")
 
 
@@ -78,13 +79,16 @@ def script() -> Script:
             ),
             name="load remember",
             anywhere=REMINDER,
+            phrase=CARRY_ON,  # the reminder may come a turn earlier: the topics are answered
             after_tool=False,
         ),
-        Rule(_remember, name="remember", after_tool="ToolSearch"),
+        # matched by what the tool results say, not by being last: Claude Code may append a
+        # system message (a late MCP server's tools) after a tool result
+        Rule(_remember, name="remember", anywhere='"tool_name": "mcp__continuity__remember"'),
         Rule(
             Reply(text="Compressed the old topic.", usage=FULL),
             name="after remember",
-            after_tool="mcp__continuity__remember",
+            anywhere="Recorded your summary",
         ),
     ]
     for i, prompt in enumerate(TOPICS):
@@ -133,7 +137,7 @@ def rolled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rolled]:
         (world.store / "rolling.json").write_text(json.dumps(settings))
         runs = [world.claude(TOPICS[0]).check()]
         runs += [world.claude(p, "--continue").check() for p in TOPICS[1:]]
-        runs.append(world.claude("Please carry on with the dashboard.", "--continue").check())
+        runs.append(world.claude(CARRY_ON, "--continue").check())
         runs.append(world.claude("/compact", "--continue").check())
         runs.append(world.claude("What did we do?", "--continue").check())
         try:
