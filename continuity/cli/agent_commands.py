@@ -165,6 +165,32 @@ def install(
     with _agent_errors():
         done = agent.install(scope, project, store, mcp=mcp, dry_run=dry_run)
     _said(done)
+    if not dry_run:
+        _rolling_settings(ctx.obj.location)
+
+
+def _rolling_settings(location: StoreLocation) -> None:
+    """Write the rolling context manager's settings with their defaults beside the store, when
+    it has none (ADR 0056): where to turn its reminders off. The store is created as a hook
+    would create it; a server store's settings go to its folder on this machine. Nothing here
+    fails an install: without the file the defaults apply."""
+    from continuity.errors import ContinuityError
+    from continuity.paths import is_store_url, local_dir_of
+    from continuity.rolling.settings import SETTINGS_FILE, write_default
+
+    try:
+        if not is_store_url(location):
+            from continuity.store.locate import open_store as open_location
+
+            open_location(location, create=True)
+        folder = local_dir_of(location)
+        if write_default(folder):
+            typer.echo(
+                f"rolling context manager: settings in {folder / SETTINGS_FILE} "
+                "(CONTINUITY_ROLLING=0 turns its reminders off)"
+            )
+    except (ContinuityError, OSError):
+        return
 
 
 _MCP_CLIENTS: Final = ("claude-code", "codex", "gemini", "opencode")
@@ -410,10 +436,17 @@ def sessions(
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object a line, for programs.")
     ] = False,
+    context: Annotated[
+        bool,
+        typer.Option(
+            "--context", help="Show how full each session's context is (the agent's count)."
+        ),
+    ] = False,
 ) -> None:
     """The archived sessions of every agent, the most recently active last.
 
-    Each line: agent, thread, project, branch, start, messages, compactions, title."""
+    Each line: agent, thread, project, branch, start, messages, compactions, title; with
+    --context, the tokens the context held at the latest answer and the model's window."""
     import msgspec
 
     from continuity.agents.base.ingest import ingest_redactor
@@ -423,7 +456,9 @@ def sessions(
     folder = os.path.abspath(project) if project is not None else None
     store = open_store(ctx)
     with errors():
-        found = list_sessions(store, include_agents=agents, agent=name, project=folder)
+        found = list_sessions(
+            store, include_agents=agents, agent=name, project=folder, usage=context
+        )
         redactor = ingest_redactor(store)
     titles = [
         redactor.redact_text(s.title)[0] if redactor is not None and s.title else s.title
@@ -450,10 +485,16 @@ def sessions(
     for s, who, title in zip(found, shown, titles, strict=True):
         branch = f" ({s.git_branch})" if s.git_branch else ""
         named = f"  “{' '.join(title.split())[:80]}”" if title and title.strip() else ""
+        used = ""
+        if context:
+            used = "  context -"
+            if s.context_tokens is not None and s.context_window:
+                pct = 100 * s.context_tokens / s.context_window
+                used = f"  context {s.context_tokens:,}/{s.context_window:,} ({pct:.0f}%)"
         lines.append(
             f"{who:<{width}}  {s.thread_id:<{id_width}}  {s.project or '-'}{branch}  "
             f"started {s.started}  "
-            f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}{named}"
+            f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}{used}{named}"
         )
     typer.echo("\n".join(lines))
 

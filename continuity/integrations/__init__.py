@@ -7,4 +7,6 @@ Each module here imports its runtime's package and is imported only by whoever u
   (the ``langgraph`` extra).
 - :mod:`continuity.integrations.openai_agents` — OpenAI Agents SDK sessions
   (the ``openai-agents`` extra).
+- :mod:`continuity.integrations.anthropic_memory` — Claude's memory tool on a thread's records
+  (the ``anthropic`` extra).
 """

@@ -240,6 +240,10 @@ def rebuild_store(
     # the one index of every thread's documents (ADR 0029), when a search made it
     rebuild_store_search(store, if_present=True, parts=done.documents)
     rebuild_catalog(store, None if thread_ids is None else set(thread_ids), done.rows)
+    # the rolling context manager's turns (ADR 0056), those a hook or a policy made
+    from continuity.rolling.cache import rebuild_segment_caches
+
+    rebuild_segment_caches(store, None if thread_ids is None else set(thread_ids))
     return Rebuilt(done.threads, done.search_indexes)
 
 

@@ -120,8 +120,11 @@ def _drop_file_caches(store: BaseStore, thread_ids: Sequence[str]) -> None:
     cache = store.cache_dir
     if cache is None:
         return
+    from continuity.rolling.cache import drop_turns
+
     for tid in thread_ids:
         shutil.rmtree(cache / "threads" / tid, ignore_errors=True)
+        drop_turns(store, tid)  # the rolling context manager's (ADR 0056)
         for lock in (cache / "jobs").glob(f"{tid}.*.lock") if (cache / "jobs").is_dir() else ():
             lock.unlink(missing_ok=True)
     from continuity.caches.catalog import catalog_view

@@ -205,7 +205,23 @@ _REMEMBER: Final[dict[str, Any]] = {
             "to_seq": {
                 "type": "integer",
                 "minimum": 0,
-                "description": "summary: the last seq it covers (required for a summary).",
+                "description": "summary: the last seq it covers (required for a summary, "
+                "unless segment names it).",
+            },
+            "segment": {
+                "type": "string",
+                "description": "summary: the segment it compresses (seg-N, as a reminder "
+                "names it); its range when from_seq and to_seq are not given.",
+            },
+            "key_decisions": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "summary: the decisions to keep, one a line.",
+            },
+            "key_files": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "summary: the files read or changed that matter, one a line.",
             },
             "thread": _THREAD,
         },

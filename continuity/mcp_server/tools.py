@@ -435,6 +435,18 @@ def _agent_name(source: str) -> str:
     return found.name if found is not None else source
 
 
+def _context_usage(archive: Archive, thread_id: str) -> tuple[int, int] | None:
+    """The session's context tokens and window at its latest answer (ADR 0056), or None."""
+    from continuity.rolling.settings import read_settings
+    from continuity.rolling.usage import session_usage
+
+    settings = read_settings(archive.store.local_dir)
+    found = session_usage(
+        archive.store.thread(thread_id), windows=settings.windows, default=settings.window
+    )
+    return None if found is None else (found.tokens, found.window)
+
+
 def sessions(archive: Archive, args: dict[str, Any]) -> ToolResult:
     """The project's (or every) session, most recently active first."""
     scope = arg_str(args, "scope", choices=("project", "all")) or "project"
@@ -462,11 +474,13 @@ def sessions(archive: Archive, args: dict[str, Any]) -> ToolResult:
             last = row.last_message_ms if row.last_message_ms is not None else row.last_active_ms
             title = _title(archive, row)
             mark = " (current)" if row.thread_id == current else ""
+            used = _context_usage(archive, row.thread_id)
             lines.append(
                 f"- {row.thread_id}{mark} · {agent_label(row.source)}"
                 + (f" · “{title}”" if title else "")
                 + f" · {stamp(row.first_ms)} → {stamp(last)} · {row.frames:,} frames, "
                 f"{row.messages:,} messages, {row.compactions} compactions"
+                + (f" · context {used[0]:,} of {used[1]:,} tokens" if used else "")
                 + (f" · {row.project}" if scope == "all" and row.project else "")
             )
             items.append(
@@ -480,6 +494,8 @@ def sessions(archive: Archive, args: dict[str, Any]) -> ToolResult:
                     "frames": row.frames,
                     "messages": row.messages,
                     "compactions": row.compactions,
+                    "context_tokens": used[0] if used else None,
+                    "context_window": used[1] if used else None,
                     "current": row.thread_id == current,
                 }
             )
@@ -540,13 +556,33 @@ def remember(archive: Archive, args: dict[str, Any]) -> ToolResult:
         seq = record(thread, f"continuity.{kind}", {"text": clean, "by": "agent"})
         said = f"Recorded the {kind} at #{seq} of {thread.id}: search and restore will show it."
         return ToolResult(said, {"thread": thread.id, "seq": seq, "kind": kind})
+    from continuity.rolling.warm import clean_list
+
+    segment = arg_str(args, "segment") or ""
+    if segment and to_seq is None:
+        from continuity.rolling.cache import thread_segments
+
+        found = next((s for s in thread_segments(thread) if s.segment_id == segment), None)
+        if found is None:
+            raise ToolError(f"no segment {segment!r} in thread {thread.id}")
+        from_seq, to_seq = found.from_seq, found.to_seq
     if to_seq is None:
         raise ToolError("a summary needs to_seq: the last seq it covers (from_seq: the first)")
-    return _remember_summary(archive, thread, clean, from_seq or 0, to_seq)
+    keys = (
+        [archive.clean(d) for d in clean_list(args.get("key_decisions"))],
+        [archive.clean(f) for f in clean_list(args.get("key_files"))],
+    )
+    return _remember_summary(archive, thread, clean, from_seq or 0, to_seq, segment, keys)
 
 
 def _remember_summary(
-    archive: Archive, thread: Thread, text: str, from_seq: int, to_seq: int
+    archive: Archive,
+    thread: Thread,
+    text: str,
+    from_seq: int,
+    to_seq: int,
+    segment: str = "",
+    keys: tuple[list[str], list[str]] = ([], []),
 ) -> ToolResult:
     """The agent's summary of ``from_seq..to_seq`` as a cumulative checkpoint through
     ``to_seq``: what came before ``from_seq`` is the summary through ``from_seq - 1`` (an
@@ -583,7 +619,9 @@ def _remember_summary(
             base = None
         if base is not None:
             before = default_summarizer(None).summarize(base.base, base.messages).text.strip()
-    body = f"## #{from_seq}–#{cut}, summarized by the agent\n{text}"
+    from continuity.rolling.warm import record_compressed, summary_body
+
+    body = f"## #{from_seq}–#{cut}, summarized by the agent\n{summary_body(text, *keys)}"
     content = SummaryContent(text=f"{before}\n\n{body}" if before else body)
     frame = commit_checkpoint(
         thread,
@@ -591,12 +629,37 @@ def _remember_summary(
         content,
         produced_by="agent (continuity mcp remember)",
     )
+    # the warm tier's record: what it covers and what it saved (ADR 0056)
+    warm = record_compressed(
+        thread,
+        from_seq=from_seq,
+        to_seq=cut,
+        checkpoint_id=frame.checkpoint_id,
+        text=text,
+        key_decisions=keys[0],
+        key_files=keys[1],
+        segment_id=segment,
+    )
     moved = f" (to_seq moved to #{cut}: a summary never splits a tool call from its result)"
     said = (
         f"Recorded your summary of #{from_seq}–#{cut} as checkpoint {frame.checkpoint_id} at "
         f"#{frame.seq} of {thread.id}{moved if cut != to_seq else ''}: compiles start from it."
     )
-    data = {"thread": thread.id, "seq": frame.seq, "kind": "summary", "to_seq": cut}
+    said += (
+        f" It compresses ~{warm.original_tokens:,} tokens to ~{warm.compressed_tokens:,}"
+        f" ({warm.ratio:.0%})."
+        if warm.original_tokens
+        else ""
+    )
+    data = {
+        "thread": thread.id,
+        "seq": frame.seq,
+        "kind": "summary",
+        "to_seq": cut,
+        "original_tokens": warm.original_tokens,
+        "compressed_tokens": warm.compressed_tokens,
+        "ratio": warm.ratio,
+    }
     return ToolResult(said, data)
 
 

@@ -65,6 +65,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity.maintenance.bulk",
             "continuity.maintenance.stats",
             "continuity.maintenance.migrate",
+            # the rolling context manager (ADR 0056): usage, segments, the queue, the warm
+            # tier and the runtimes' policy; rebuild-index rebuilds its cache, the agents'
+            # hooks and restore and the MCP server call it
+            "continuity.rolling",
         ),
     ),
     # the agents wing (ADR 0046): the foundation every adapter builds on, then the adapters,

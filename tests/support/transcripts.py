@@ -50,17 +50,17 @@ class Transcript:
         self._line("user", message={"role": "user", "content": text})
         self._line("progress", data={"type": "hook_progress"})
 
-    def say(self, text: str) -> None:
-        self._line(
-            "assistant",
-            requestId=f"req_{self.n}",
-            message={
-                "id": f"msg_{self.n}",
-                "role": "assistant",
-                "model": "claude-test",
-                "content": [{"type": "text", "text": text}],
-            },
-        )
+    def say(self, text: str, *, usage: dict[str, int] | None = None) -> None:
+        """An answer; ``usage``: the API's token counts, as Claude Code keeps them."""
+        message: dict[str, Any] = {
+            "id": f"msg_{self.n}",
+            "role": "assistant",
+            "model": "claude-test",
+            "content": [{"type": "text", "text": text}],
+        }
+        if usage is not None:
+            message["usage"] = usage
+        self._line("assistant", requestId=f"req_{self.n}", message=message)
 
     def tool(
         self, name: str, tool_input: dict[str, Any], output: str, *, error: bool = False

@@ -156,6 +156,29 @@ def _others(thread: Thread, after_ms: int | None, upto_ms: int, budget: int) -> 
         return ""
 
 
+def agent_written(
+    thread: Thread,
+    after: int,
+    upto: int,
+    messages: list[fr.MessageAppended],
+    budget: int,
+) -> tuple[str, list[fr.MessageAppended]]:
+    """The agent-written summaries of stretches in ``(after, upto]`` as a section of at most
+    ``budget`` characters, and ``messages`` without those the summaries cover; ("",
+    ``messages``) when there are none or they cannot be read (a restore never fails for
+    them)."""
+    from continuity.rolling.warm import agent_summaries
+
+    try:
+        text, spans = agent_summaries(thread, after, upto, budget)
+    except (ContinuityError, OSError):
+        return "", messages
+    if not spans:
+        return "", messages
+    rest = [m for m in messages if not any(a <= m.seq <= b for a, b in spans)]
+    return text + "\n", rest
+
+
 def compacted(thread: Thread) -> bool:
     """Whether Claude has compacted the session at least once (what a resume loads then is its
     summary and what followed, so a restore has something to give back)."""
@@ -216,6 +239,10 @@ def restore_context(
         None if latest is None and end == head else _ts_of(source, end),
     )
     header += _notes(thread, min(_NOTES_MAX_CHARS, max_chars // 4))
+    # The agent's own summaries of old topics (the warm tier, ADR 0056) stand for their
+    # stretches: the extraction below keeps to what they do not cover.
+    own, messages = agent_written(thread, after, upto, messages, max_chars // 3)
+    header += own
     # What other agents' sessions of the project did in the same stretch (since the previous
     # compaction, or the session's start): a line each.
     upto_ms = _ts_of(source, end)

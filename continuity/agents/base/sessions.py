@@ -29,6 +29,11 @@ class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
     compactions: int = 0
     title: str | None = None
     first_ms: int = 0
+    context_tokens: int | None = None
+    """How full the session's context was at its latest answer, by the agent's own count
+    (:mod:`continuity.rolling.usage`; asked for with ``usage=True``)."""
+    context_window: int | None = None
+    """The model's window, with ``context_tokens``."""
 
 
 def _stamp(ms: int) -> str:
@@ -98,18 +103,38 @@ def list_sessions(
     include_agents: bool = False,
     agent: str | None = None,
     project: str | None = None,
+    usage: bool = False,
 ) -> list[SessionInfo]:
     """Every archived session of every agent (or of the agent named ``agent``, by its name in
     :mod:`continuity.agents.table`; of the project folder ``project``), most recently active
     last, with message and compaction counts (from the store catalog,
-    :mod:`continuity.caches.catalog`)."""
+    :mod:`continuity.caches.catalog`); with ``usage``, how full each one's context was."""
     found = [
         s
         for s in map(_session, session_rows(store, include_agents=include_agents))
         if (agent is None or s.agent == agent) and (project is None or s.project == project)
     ]
     found.sort(key=lambda s: (s.last_active_ms, s.thread_id))
-    return found
+    return _with_usage(store, found) if usage else found
+
+
+def _with_usage(store: BaseStore, found: list[SessionInfo]) -> list[SessionInfo]:
+    """``found`` with each session's context usage (a read of its log's tail each)."""
+    from continuity.rolling.settings import read_settings
+    from continuity.rolling.usage import session_usage
+
+    settings = read_settings(store.local_dir)
+    out = []
+    for s in found:
+        used = session_usage(
+            store.thread(s.thread_id), windows=settings.windows, default=settings.window
+        )
+        out.append(
+            s
+            if used is None
+            else msgspec.structs.replace(s, context_tokens=used.tokens, context_window=used.window)
+        )
+    return out
 
 
 def previous_session(store: BaseStore, project: str, *, exclude: str) -> SessionInfo | None:

@@ -415,8 +415,23 @@ def _on_prompt(
     if restoring:  # delivered only now: a failing recall must not swallow the restore
         state.restore_pending = False
         _save_state(store, thread.id, state)
+    parts.extend(_rolling_reminder(thread, out))
     if parts:
         out.stdout = _context_json("user-prompt-submit", "\n\n".join(parts))
+
+
+def _rolling_reminder(thread: Thread, out: HookOutcome) -> list[str]:
+    """The rolling context manager's reminder to compress cold segments (ADR 0056), when the
+    context is past its hot threshold; a failure is a note, never the prompt's."""
+    from continuity.errors import ContinuityError
+    from continuity.rolling.queue import prompt_reminder
+
+    try:
+        text = prompt_reminder(thread)
+    except (ContinuityError, OSError) as exc:
+        out.notes.append(f"rolling reminder: {exc}")
+        return []
+    return [text] if text else []
 
 
 def _recall_model(store: BaseStore, out: HookOutcome) -> tuple[Any, int] | None:

@@ -646,6 +646,9 @@ class _Route:
             meta["cc_keys"] = ",".join(extra)
         if redacted:
             meta[META_KEY] = str(redacted)
+        usage = next((p.usage for p in reversed(parts) if p.usage), None)  # the last is whole
+        if usage:
+            meta.update((k, str(v)) for k, v in usage.items())
         frame = fr.message(
             "assistant",
             content=job.externalize(blocks),

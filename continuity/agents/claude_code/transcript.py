@@ -75,6 +75,9 @@ class AssistantPart(msgspec.Struct, frozen=True):
     model: str
     blocks: list[fr.ContentBlock]
     synthetic: bool
+    usage: dict[str, int] | None = None
+    """The API's ``usage`` of the response (input, cache creation, cache read, output tokens):
+    how full Claude's context was (:mod:`continuity.rolling.usage`)."""
 
 
 class CompactBoundary(msgspec.Struct, frozen=True):
@@ -228,7 +231,28 @@ def _record(obj: dict[str, Any], offset: int) -> Record | str:
         model=_str(message.get("model")),
         blocks=_blocks(message.get("content")),
         synthetic=obj.get("isApiErrorMessage") is True or message.get("model") == "<synthetic>",
+        usage=_usage(message.get("usage")),
     )
+
+
+_USAGE_KEYS: Final = (
+    ("input_tokens", "usage_input"),
+    ("cache_creation_input_tokens", "usage_cache_creation"),
+    ("cache_read_input_tokens", "usage_cache_read"),
+    ("output_tokens", "usage_output"),
+)
+
+
+def _usage(raw: Any) -> dict[str, int] | None:
+    """A response's token counts by the meta keys they are kept under; None when it has none."""
+    if not isinstance(raw, dict):
+        return None
+    found = {
+        key: value
+        for name, key in _USAGE_KEYS
+        if isinstance(value := raw.get(name), int) and not isinstance(value, bool) and value >= 0
+    }
+    return found or None
 
 
 def read_records(

@@ -20,7 +20,7 @@ from continuity._fs import private_dirs, read_checked, write_checked
 from continuity.agents.base.hook import HookOutcome, HookSpec, run_guarded
 from continuity.agents.codex import ingest as _every_hook_ingests  # noqa: F401  (imported at start-up, with the collector off)
 from continuity.paths import StoreLocation
-from continuity.store.base import BaseStore
+from continuity.store.base import BaseStore, Thread
 
 if TYPE_CHECKING:
     pass
@@ -109,7 +109,7 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> str:
     if event == "user-prompt-submit":
         restoring = _load_state(store, tid).restore_pending
     if not restoring or not thread.exists():
-        return ""
+        return _reminder(event, thread)
     from continuity.agents.base.restore import compacted, restore_context
 
     if not compacted(thread):
@@ -117,6 +117,17 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> str:
     text = restore_context(thread)
     _save_state(store, tid, _State(restore_pending=False))
     return _context(event, text)
+
+
+def _reminder(event: str, thread: Thread) -> str:
+    """At a prompt, the rolling context manager's reminder to compress cold segments (ADR
+    0056), when Codex's context is past the hot threshold; else ""."""
+    if event != "user-prompt-submit":
+        return ""
+    from continuity.rolling.queue import prompt_reminder
+
+    text = prompt_reminder(thread)
+    return _context(event, text) if text else ""
 
 
 def _run(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutcome:

@@ -24,7 +24,15 @@ from continuity import frames as fr
 from continuity.agents.base import ingest as common
 from continuity.agents.base.ingest import ingest_redactor
 from continuity.agents.base.losses import read_places
-from continuity.agents.codex.rollout import Compacted, Item, Message, Meta, Record, parse_line
+from continuity.agents.codex.rollout import (
+    Compacted,
+    Item,
+    Message,
+    Meta,
+    Record,
+    Usage,
+    parse_line,
+)
 from continuity.agents.table import CODEX
 from continuity.redaction import META_KEY, Redactor
 from continuity.store.base import BaseStore, Thread
@@ -172,6 +180,9 @@ def _build(job: _Job, items: list[Item], keys: common.Keys) -> list[fr.Frame | _
     out: list[fr.Frame | _Marker] = []
     seen_meta = False
     for item in items:
+        if isinstance(item, Usage):
+            _note_usage(out, item)
+            continue
         if isinstance(item, Compacted):
             if keys.seen([f"c:{_checkpoint_id(item)}"]):
                 job.report.duplicates += 1
@@ -197,6 +208,18 @@ def _build(job: _Job, items: list[Item], keys: common.Keys) -> list[fr.Frame | _
             job.report.unknown[kind] = job.report.unknown.get(kind, 0) + 1
         out.append(_record(job, item, kind))
     return out
+
+
+def _note_usage(out: list[fr.Frame | _Marker], usage: Usage) -> None:
+    """Put a ``token_count``'s figures into the meta of the assistant message it follows (the
+    newest in this batch; one archived by an earlier ingest keeps its own)."""
+    for i in range(len(out) - 1, -1, -1):
+        frame = out[i]
+        if isinstance(frame, _Marker):  # a compaction since: that message's context is gone
+            return
+        if isinstance(frame, fr.MessageAppended) and frame.role == "assistant":
+            out[i] = msgspec.structs.replace(frame, meta={**frame.meta, **usage.meta})
+            return
 
 
 def _append(job: _Job, thread: Thread, frames: list[fr.Frame | _Marker]) -> None:

@@ -14,6 +14,10 @@ A rollout line is ``{"timestamp", "type", "payload"}`` (``../shared/fixtures/age
   command ends, token counts…), skipped and counted; an event type not known here is kept as a
   record, as is a line kind not known here (``world_state``…), so nothing new is lost.
 - ``turn_context``, ``token_usage_record``: per-turn settings and usage, skipped and counted.
+
+A ``token_count`` event is read as a :class:`Usage` (the last request's tokens and the model's
+window): its figures go into the meta of the assistant message before it (how full Codex's
+context is, :mod:`continuity.rolling.usage`), never a frame of its own.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import msgspec
 
 from continuity import frames as fr
 
-__all__ = ["PROVIDER", "Compacted", "Item", "Message", "Meta", "Record", "parse_line"]
+__all__ = ["PROVIDER", "Compacted", "Item", "Message", "Meta", "Record", "Usage", "parse_line"]
 
 PROVIDER: Final = "openai"
 
@@ -116,7 +120,16 @@ class Record(msgspec.Struct, frozen=True):
     payload: Any
 
 
-Item: TypeAlias = Meta | Message | Compacted | Record
+class Usage(msgspec.Struct, frozen=True):
+    """A ``token_count`` event: the last request's tokens (``total_tokens``: what the context
+    held) and ``model_context_window``, by the meta keys they are kept under."""
+
+    offset: int
+    ts: str
+    meta: dict[str, str]
+
+
+Item: TypeAlias = Meta | Message | Compacted | Record | Usage
 
 
 def _str(v: Any) -> str:
@@ -272,6 +285,26 @@ def _compacted(p: dict[str, Any], offset: int, ts: str) -> Compacted:
     return Compacted(offset, ts, _str(p.get("message")), opaque, p)
 
 
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _usage(info: Any) -> dict[str, str]:
+    """The meta keys of a ``token_count``'s ``info`` (empty when it has no figures)."""
+    if not isinstance(info, dict):
+        return {}
+    last = info.get("last_token_usage")
+    last = last if isinstance(last, dict) else {}
+    found = {
+        "context_tokens": _int(last.get("total_tokens")),
+        "usage_input": _int(last.get("input_tokens")),
+        "usage_cache_read": _int(last.get("cached_input_tokens")),
+        "usage_output": _int(last.get("output_tokens")),
+        "context_window": _int(info.get("model_context_window")),
+    }
+    return {k: str(v) for k, v in found.items() if v is not None}
+
+
 def parse_line(obj: dict[str, Any], offset: int) -> Item | str:
     """The item of one rollout line, or the name of its kind when it is skipped; raises
     ``ValueError`` for a line of a known kind that is not of its shape (the reader names it)."""
@@ -286,6 +319,10 @@ def parse_line(obj: dict[str, Any], offset: int) -> Item | str:
         return _response_item(p, offset, ts)
     if kind == "event_msg":
         sub = _str(p.get("type"))
+        if sub == "token_count":
+            usage = _usage(p.get("info"))
+            if usage:
+                return Usage(offset, ts, usage)
         if sub in _EVENT_COPIES:
             return f"event_msg/{sub}"
         return Record(offset, ts, f"event_msg.{sub or '?'}", p)

@@ -132,6 +132,19 @@ def run_hook(store: BaseStore, event: str, payload: dict[str, Any]) -> HookOutco
         note_hook_session(store, payload, thread.id, "gemini-cli")
     if event == "BeforeAgent":
         _restore(store, thread, out)
+        if not out.stdout:  # the rolling context manager's reminder (ADR 0056)
+            from continuity.rolling.queue import prompt_reminder
+
+            text = prompt_reminder(thread)
+            if text:
+                out.stdout = msgspec.json.encode(
+                    {
+                        "hookSpecificOutput": {
+                            "hookEventName": "BeforeAgent",
+                            "additionalContext": text,
+                        }
+                    }
+                ).decode()
     return out
 
 

@@ -269,6 +269,7 @@ def _add_assistant(job: _Job, m: Message, conv: Converted) -> None:
     agent = info.get("agent") or info.get("mode")
     if isinstance(agent, str) and agent:
         meta["agent"] = agent
+    meta.update(_tokens_meta(info.get("tokens")))
     error = info.get("error")
     blocks = list(conv.blocks)
     if isinstance(error, dict):
@@ -285,6 +286,27 @@ def _add_assistant(job: _Job, m: Message, conv: Converted) -> None:
     if conv.results:
         rmeta = {"pruned": ",".join(conv.pruned)} if conv.pruned else {}
         job.frame("user", conv.results, f"r:{m.id}", m, rmeta)
+
+
+def _tokens_meta(tokens: object) -> dict[str, str]:
+    """An assistant message's ``tokens`` (input, output, reasoning, cache read and write) by the
+    meta keys they are kept under: how full the context was (:mod:`continuity.rolling.usage`)."""
+    if not isinstance(tokens, dict):
+        return {}
+    cache = tokens.get("cache")
+    cache = cache if isinstance(cache, dict) else {}
+    found = {
+        "tokens_input": tokens.get("input"),
+        "tokens_output": tokens.get("output"),
+        "tokens_reasoning": tokens.get("reasoning"),
+        "tokens_cache_read": cache.get("read"),
+        "tokens_cache_write": cache.get("write"),
+    }
+    return {
+        k: str(v)
+        for k, v in found.items()
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    }
 
 
 def _checkpoint_id(m: Message) -> str:

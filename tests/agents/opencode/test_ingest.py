@@ -102,7 +102,16 @@ def test_the_real_database_archives_messages_tools_the_sub_agent_and_the_compact
     result = messages[2].content[0]
     assert isinstance(result, fr.ToolResultBlock)
     assert (result.tool_use_id, result.content) == (call.id, "hi-from-bash\n")
-    assert messages[1].meta == {"model": "fake/fake-model", "agent": "build"}
+    # and its token counts: how full opencode's context was (continuity.rolling.usage)
+    assert messages[1].meta == {
+        "model": "fake/fake-model",
+        "agent": "build",
+        "tokens_input": "1000",
+        "tokens_output": "20",
+        "tokens_reasoning": "0",
+        "tokens_cache_read": "0",
+        "tokens_cache_write": "0",
+    }
     assert all(m.source is not None and m.source.system == "opencode" for m in messages)
 
     # opencode's own compaction: the checkpoint covers up to the answer it summarized
