@@ -81,6 +81,9 @@ def _limits(statement_timeout: float | None, lock_timeout: float | None) -> dict
     return found
 
 
+_OPEN: Final = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
+"""A connection's states inside a transaction (a pipelined one left after an error)."""
+
 _REFUSED_OPTIONS: Final = "unsupported startup parameter"
 """What PgBouncer says to a login that carries ``options`` (it cannot give a pooled server
 session a client's settings)."""
@@ -301,6 +304,32 @@ class Database:
             if settings:  # one round trip (no parameters: the simple query protocol)
                 conn.execute("; ".join(settings))
             yield conn
+
+    @contextmanager
+    def pipelined(self, *, durable: bool) -> Iterator[Connection]:
+        """:meth:`transaction` in pipeline mode: the statements of the block are sent without
+        waiting for their answers, and the commit with them, so the block costs one round
+        trip plus one for each answer it reads (a ``fetch``) before the end. What the server
+        refused is raised at the next read or at the end, the transaction rolled back."""
+        # BEGIN and COMMIT by hand: psycopg's transaction() waits for each of them.
+        with self._pooled() as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    if self._set_local:  # one statement each: a pipeline has no multi-statement
+                        for setting in self._set_local.split("; "):
+                            conn.execute(setting)
+                    if not durable:
+                        conn.execute("SET LOCAL synchronous_commit = off")
+                    yield conn
+                    conn.execute("COMMIT")
+            except BaseException:
+                if not conn.closed and conn.info.transaction_status in _OPEN:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except psycopg.Error:
+                        conn.close()  # dropped (unpooled) or replaced (pooled) by the caller
+                raise
 
     @contextmanager
     def session_lock(self, key: int) -> Iterator[bool]:
