@@ -785,6 +785,12 @@ class BaseStore(ABC):
         keeps none, and compile and search read the log itself."""
         return None
 
+    def derived_bytes(self) -> int:
+        """Bytes of derived data this store keeps outside :attr:`cache_dir` (a server store's
+        derived, catalog and search rows), which ``stats`` counts with the cache folder; 0 for
+        a store that keeps none there."""
+        return 0
+
     @property
     def location(self) -> Path | str | None:
         """Where the store is: its folder, its server's URL (``postgresql://…``), or None (in

@@ -91,6 +91,18 @@ thread of any length is read in bounded memory."""
 _COPY_TYPES: Final = ("int8", "int8", "bytea")
 _COPY_ROWS: Final = 512
 """Batches of this many frames or more are copied in (not pipelined)."""
+_DERIVED_RELATIONS: Final = (
+    "derived_threads",
+    "messages",
+    "checkpoints",
+    "marks",
+    "catalog",
+    "search_threads",
+    "search_docs",
+    "search_postings",
+    "search_runs",
+)
+"""The tables rebuilt from the frames (``stats``' cache bytes)."""
 _MOVED: Final = "continuity: the thread moved since the last append of this store"
 """What the guard of a pipelined append says when the thread is not where the store left it."""
 _KNOWN_THREADS: Final = 1024
@@ -529,7 +541,9 @@ class _LogSql:
         self.copy_frames = f"COPY {s}.frames (thread_key, seq, line) FROM STDIN (FORMAT BINARY)"
         self.insert_frames = (
             f"INSERT INTO {s}.frames (thread_key, seq, line) "
-            "SELECT %s, %s + n - 1, line FROM unnest(%s::bytea[]) WITH ORDINALITY AS x(line, n)"
+            # binary parameters (%b): a text-format bytea array escapes every byte (measured:
+            # 7.6 ms of the client's CPU for 100 frames, against 0.3 ms)
+            "SELECT %b, %b + n - 1, line FROM unnest(%b::bytea[]) WITH ORDINALITY AS x(line, n)"
         )
         # A store's next append when it made the last one: the head row locked as
         # lock_head does, and the statement fails (a text that is no number, the only error
@@ -872,6 +886,19 @@ class PostgresStore(BaseStore):
                     for r in rows
                 ]
         return found
+
+    def derived_bytes(self) -> int:
+        """The bytes on the server (tables, indexes, TOAST) of everything derived from the
+        frames: the derived tables, the catalog and the search index (what ``stats`` prints as
+        cache bytes; the frames, heads, tombstones and artifacts are the store itself)."""
+        with self._db.connection() as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+                "AND c.relkind = 'r' AND c.relname = ANY(%s)",
+                [self.schema, list(_DERIVED_RELATIONS)],
+            ).fetchone()
+        return 0 if row is None else int(row[0])
 
     def close(self) -> None:
         """Close the store's connections (closing twice is harmless); it cannot be used after."""

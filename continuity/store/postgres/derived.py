@@ -75,7 +75,7 @@ class DerivedSql:
         # trip for the whole append; COPY cannot be pipelined).
         self.insert_messages = (
             f"INSERT INTO {s}.messages (thread_key, ordinal, seq, tokens, role, message_id) "
-            "SELECT %s, * FROM unnest(%s::int8[], %s::int8[], %s::int8[], %s::int2[], %s::text[])"
+            "SELECT %b, * FROM unnest(%b::int8[], %b::int8[], %b::int8[], %b::int2[], %b::text[])"
         )
         self.insert_checkpoint = (
             f"INSERT INTO {s}.checkpoints (thread_key, seq, to_seq, checkpoint_id, cut_rule_id, "
