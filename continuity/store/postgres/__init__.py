@@ -887,6 +887,60 @@ class PostgresStore(BaseStore):
                 ]
         return found
 
+    def reclaim_space(self) -> list[str]:
+        """``VACUUM (FULL)`` of every table of the store, then ``CHECKPOINT``: a deleted
+        thread's rows stay in the table, index and TOAST files (and a plain VACUUM only marks
+        their space free, leaving the bytes) until a rewrite; FULL writes each table and its
+        indexes anew and drops the old files. Each table is locked (ACCESS EXCLUSIVE) while it
+        is rewritten: appends wait. The write-ahead log still holds the text until the server
+        recycles those segments after a checkpoint (and any WAL archive or backup keeps it);
+        the checkpoint needs a superuser or ``pg_checkpoint``, and is skipped, saying so,
+        without. A table the role does not own is not rewritten (the server skips it): said.
+        ADR 0054."""
+        import time
+
+        s = self.schema
+        said: list[str] = []
+        sizes = (
+            "SELECT c.relname, c.relfilenode, pg_total_relation_size(c.oid) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+            "AND c.relkind = 'r' ORDER BY c.relname"
+        )
+        conn = self._db.connect()  # autocommit: VACUUM runs outside a transaction
+        with conn:
+            before = {r[0]: (r[1], int(r[2])) for r in conn.execute(sizes, [s]).fetchall()}
+            start = time.monotonic()
+            for table in before:
+                with self._db.mapped():
+                    conn.execute(f"VACUUM (FULL, ANALYZE) {s}.{table}")
+            seconds = time.monotonic() - start
+            after = {r[0]: (r[1], int(r[2])) for r in conn.execute(sizes, [s]).fetchall()}
+            kept = sorted(t for t in before if t in after and after[t][0] == before[t][0])
+            total_before = sum(b for _f, b in before.values())
+            total_after = sum(b for _f, b in after.values())
+            said.append(
+                f"rewrote {len(before) - len(kept)} of {len(before)} tables of schema {s} in "
+                f"{seconds:.1f} s: {total_before:,} -> {total_after:,} bytes"
+            )
+            if kept:
+                said.append(
+                    f"not rewritten (the role does not own them): {', '.join(kept)}; ask the "
+                    f"owner to run VACUUM (FULL) on them"
+                )
+            try:
+                with self._db.mapped():
+                    conn.execute("CHECKPOINT")
+                said.append(
+                    "checkpoint done: the write-ahead log segments holding the deleted text are "
+                    "recycled as the server writes on (WAL archives and backups keep them)"
+                )
+            except StoreRefused:
+                said.append(
+                    "no checkpoint (needs a superuser or pg_checkpoint): the write-ahead log "
+                    "holds the deleted text until the server's next checkpoint recycles it"
+                )
+        return said
+
     def derived_bytes(self) -> int:
         """The bytes on the server (tables, indexes, TOAST) of everything derived from the
         frames: the derived tables, the catalog and the search index (what ``stats`` prints as

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Final
 
 import psycopg
@@ -219,6 +219,10 @@ class Database:
             raise StoreUnavailable(
                 f"cannot connect to PostgreSQL at {self.location}: {_one_line(exc, self._password)}"
             ) from exc
+
+    def mapped(self) -> AbstractContextManager[None]:
+        """psycopg's errors raised in the block as ours, for a connection of :meth:`connect`."""
+        return self._mapped()
 
     @contextmanager
     def _mapped(self) -> Iterator[None]:
