@@ -32,9 +32,9 @@ and then stops answering mid-statement (its process stopped, its machine swappin
 bounded by the server's own timeouts, so the hook gives up here, keeps its transcript and
 exits 0 (Claude Code would kill it at 30 s, keeping nothing)."""
 
-FIRST_ANSWER_SECONDS: Final = 0.8
+FIRST_ANSWER_SECONDS: Final = 1.0
 """How long a hook waits, once the driver is loaded, for the server to log it in and answer its
-first query (the schema check): the statement budget. Behind a pooler the probe proves only the
+first query (the schema check): the hook's 1 s budget. Behind a pooler the probe proves only the
 pooler alive: it answers for a server that is down or frozen, then holds the hook's login or
 query while it waits for that server, where no server-side limit can fire (ADR 0054)."""
 _LATE: Final = "no answer within the hook's deadline"

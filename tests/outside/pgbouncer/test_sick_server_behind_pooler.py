@@ -89,6 +89,6 @@ def test_a_hook_behind_the_pooler_gives_up_on_a_sick_server_and_keeps_its_transc
         local = local_dir_of(url, {"XDG_DATA_HOME": str(xdg)})
     assert done.returncode == 0, done.stderr
     assert "not used" in done.stderr and "transcript kept" in done.stderr, done.stderr
-    assert "deadline" not in done.stderr and "within 0.8 s" in done.stderr, done.stderr
+    assert "deadline" not in done.stderr and "within 1 s" in done.stderr, done.stderr
     assert [p.path.name for p in outage.pending(local)] == [f"{SESSION}.jsonl"]
     assert outage.mark_of(local) is not None
