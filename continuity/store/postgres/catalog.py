@@ -387,6 +387,8 @@ class PostgresCatalog:
             if wanted is not None and tid not in wanted:
                 continue
             known = None if fresh is None else fresh.get(tid)
+            if known is not None and known[0].frames != row.frames:
+                known = None  # read at another head (an append came between): read again
             try:
                 now = known[0] if known is not None else self._from_frames(tid, row.frames - 1)
             except ContinuityError:

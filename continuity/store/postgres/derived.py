@@ -367,9 +367,10 @@ class PostgresDerived:
         """The thread's rows in every derived table, in key order (for tests and checks)."""
         key = self._need_key()
         out: dict[str, list[tuple[Any, ...]]] = {}
-        with self._db.connection() as conn:
-            for table, statement in self._sql.dump.items():
-                out[table] = [tuple(r) for r in conn.execute(statement, [key]).fetchall()]
+        with self._db.connection() as conn, conn.pipeline():  # one round trip for all four
+            cursors = {t: conn.execute(q, [key]) for t, q in self._sql.dump.items()}
+            for table, cur in cursors.items():
+                out[table] = [tuple(r) for r in cur.fetchall()]
         return out
 
     def problems(self) -> list[str]:
