@@ -705,7 +705,10 @@ class PostgresStore(BaseStore):
         self._catalog = PostgresCatalog(self._db, CatalogSql(self.schema))
         self._search: PostgresSearch | None = None
         self.artifacts = PostgresArtifactStore(self._db, durable=durable)
+        import threading
+
         self._known: dict[int, _Known] = {}
+        self._known_lock = threading.Lock()
         """Each thread's state after this store's last append to it (ADR 0054)."""
 
     def last_append(self, key: int) -> _Known | None:
@@ -714,10 +717,11 @@ class PostgresStore(BaseStore):
 
     def appended(self, key: int, state: _State, *, solo: bool) -> None:
         known = self._known
-        known.pop(key, None)
-        known[key] = _Known(state, solo)
-        while len(known) > _KNOWN_THREADS:
-            known.pop(next(iter(known)), None)
+        with self._known_lock:  # the store may be shared by threads
+            known.pop(key, None)
+            known[key] = _Known(state, solo)
+            while len(known) > _KNOWN_THREADS:
+                known.pop(next(iter(known)), None)
 
     def forget_append(self, key: int) -> None:
         self._known.pop(key, None)
@@ -797,6 +801,7 @@ class PostgresStore(BaseStore):
 
         validate_thread_id(thread_id)
         key = thread_key(thread_id)
+        self.forget_append(key)
         sql = self._sql
         search_tables = self._search_tables()
         with self._db.transaction(durable=True) as conn:
