@@ -52,10 +52,15 @@ PROJECT: Final = "/home/dev/webapp"
 _SESSION: Final = "b5e1c0de-0000-4000-8000-00000000ca7a"
 _TARGETS: Final = {"threads": 300.0, "sessions": 300.0, "stats": 500.0, "viewer": 300.0}
 _WORD: Final = "error"
+_VERIFY_OK: Final = (0, 1)
+"""verify's exits: 1 too, as the generated threads name artifacts they do not store (issue
+42 item 7, the same problems on both stores)."""
 """The first search's query (issue 42: the first search after a bulk load builds the index)."""
 
 
-def _command(store: str, args: list[str], env: dict[str, str], stdin: str = "") -> float:
+def _command(
+    store: str, args: list[str], env: dict[str, str], stdin: str = "", *, ok: tuple[int, ...] = (0,)
+) -> float:
     argv = [*continuity_command(), "--store", store, *args]
     seconds, proc = timed(
         lambda: subprocess.run(
@@ -68,7 +73,7 @@ def _command(store: str, args: list[str], env: dict[str, str], stdin: str = "") 
             check=False,
         )
     )
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise RuntimeError(f"{argv} exited with {proc.returncode}: {proc.stderr}")
     return seconds
 
@@ -143,7 +148,9 @@ def run(threads: int, repeat: int) -> Report:
                 times.setdefault(("hook", name), []).append(
                     _command(where, ["hook", "session-start"], env, payload)
                 )
-                times.setdefault(("verify", name), []).append(_command(where, ["verify"], env))
+                times.setdefault(("verify", name), []).append(
+                    _command(where, ["verify"], env, ok=_VERIFY_OK)
+                )
         for store in opened.values():
             store.close()
         labels = {
