@@ -32,7 +32,7 @@ and then stops answering mid-statement (its process stopped, its machine swappin
 bounded by the server's own timeouts, so the hook gives up here, keeps its transcript and
 exits 0 (Claude Code would kill it at 30 s, keeping nothing)."""
 
-FIRST_ANSWER_SECONDS: Final = 1.0
+FIRST_ANSWER_SECONDS: Final = 1.0  # $CONTINUITY_HOOK_FIRST_ANSWER overrides it
 """How long a hook waits, once the driver is loaded, for the server to log it in and answer its
 first query (the schema check): the hook's 1 s budget. Behind a pooler the probe proves only the
 pooler alive: it answers for a server that is down or frozen, then holds the hook's login or
@@ -78,8 +78,12 @@ def open_server_store(
     if sys.modules.get("typing_extensions", False) is None:
         del sys.modules["typing_extensions"]  # kept out by the hook's fast path; psycopg needs it
     need_driver(pooled=False)  # its import (0.1-0.4 s) is not the server's time
-    why = f"logged in or answered nothing within {FIRST_ANSWER_SECONDS:g} s (behind a pooler?)"
-    first = watchdog(lambda: keep(why), FIRST_ANSWER_SECONDS)
+    try:
+        budget = float(os.environ.get("CONTINUITY_HOOK_FIRST_ANSWER") or FIRST_ANSWER_SECONDS)
+    except ValueError:
+        budget = FIRST_ANSWER_SECONDS
+    why = f"logged in or answered nothing within {budget:g} s (behind a pooler?)"
+    first = watchdog(lambda: keep(why), budget)
     try:
         store = open_store(location, create=True, **HOOK_STORE_OPTIONS)
     finally:
