@@ -11,7 +11,7 @@ from continuity.cli._common import agent_option, count, errors, fail, open_store
 from continuity.cli._display import format_ts
 
 if TYPE_CHECKING:
-    from continuity.maintenance.forget import DeletionPlan
+    from continuity.maintenance.forget import DeletionPlan, Forgotten
 
 __all__ = ["register"]
 
@@ -23,6 +23,12 @@ def register(app: typer.Typer) -> None:
 
 _YES = typer.Option("--yes", "-y", help="Delete without asking.")
 _DRY = typer.Option("--dry-run", help="Say what would go; remove nothing.")
+_VACUUM = typer.Option(
+    "--vacuum",
+    help="Then rewrite the store's files so the deleted text is gone from them, not only "
+    "unreachable (PostgreSQL: VACUUM FULL of every table, which blocks writes while it runs, "
+    "and a checkpoint).",
+)
 
 
 def _show_plan(plans: list[DeletionPlan], what: str) -> None:
@@ -41,12 +47,21 @@ def _show_plan(plans: list[DeletionPlan], what: str) -> None:
     typer.echo(line)
 
 
-def _forget(ctx: typer.Context, ids: list[str], reason: str) -> None:
+def _forget(ctx: typer.Context, ids: list[str], reason: str, *, vacuum: bool = False) -> None:
     from continuity.maintenance.forget import forget_threads
 
     store = open_store(ctx)
     with errors():
         done = forget_threads(store, ids, reason=reason)
+    _say_forgotten(done)
+    if vacuum:
+        with errors():
+            said = store.reclaim_space()
+        for line in said or ["--vacuum: nothing to rewrite (deleting removed the files)"]:
+            typer.echo(line)
+
+
+def _say_forgotten(done: list[Forgotten]) -> None:
     for f in done:
         t = f.report.tombstone
         how = "finished deleting" if f.report.finished_earlier else "deleted"
@@ -63,11 +78,13 @@ def delete(
     thread: Annotated[str, typer.Argument(help="The thread to delete, with all derived data.")],
     yes: Annotated[bool, _YES] = False,
     dry_run: Annotated[bool, _DRY] = False,
+    vacuum: Annotated[bool, _VACUUM] = False,
 ) -> None:
     """Delete a thread, and the artifacts no other thread uses.
 
     Its log, caches, search entries and vectors go with it. A tombstone records what went and when;
-    the id is never written again."""
+    the id is never written again. On PostgreSQL the rows' bytes stay in the server's files until
+    pages are rewritten: --vacuum rewrites them."""
     from continuity.maintenance.forget import plan_deletion
 
     store = open_store(ctx)
@@ -79,7 +96,7 @@ def delete(
             if dry_run:
                 typer.echo(f"thread {thread} is deleted already (a tombstone); nothing to remove")
                 return
-            _forget(ctx, [thread], "delete")  # finishes a deletion cut short
+            _forget(ctx, [thread], "delete", vacuum=vacuum)  # finishes a deletion cut short
             return
         plans = plan_deletion(store, [thread])
     if dry_run:
@@ -88,7 +105,7 @@ def delete(
         return
     if not yes and not typer.confirm(f"delete thread {thread} for good?", default=False):
         fail("nothing was deleted")
-    _forget(ctx, [thread], "delete")
+    _forget(ctx, [thread], "delete", vacuum=vacuum)
 
 
 def prune(
@@ -114,6 +131,7 @@ def prune(
     ] = False,
     dry_run: Annotated[bool, _DRY] = False,
     yes: Annotated[bool, _YES] = False,
+    vacuum: Annotated[bool, _VACUUM] = False,
 ) -> None:
     """Delete every thread whose last activity is older than --older-than.
 
@@ -156,4 +174,4 @@ def prune(
                     f"kept the summary of {k.thread_id} through seq {k.to_seq} ({how}) "
                     f"as thread {k.summary_thread_id}"
                 )
-    _forget(ctx, [tid for tid, _ms in found], f"prune --older-than {older_than}")
+    _forget(ctx, [tid for tid, _ms in found], f"prune --older-than {older_than}", vacuum=vacuum)

@@ -84,7 +84,7 @@ def store_stats(store: BaseStore) -> StoreStats:
         log_bytes=sum(r.log_bytes for r in rows),
         artifacts=sum(1 for _ in store.artifacts.ids()),
         artifact_bytes=store.artifacts.stored_bytes(),
-        cache_bytes=_tree_bytes(store.cache_dir),
+        cache_bytes=_tree_bytes(store.cache_dir) + store.derived_bytes(),
         quarantined=len(store.quarantined()),
         redactions=sum(redactions.values()),
         redactions_by_thread=redactions,

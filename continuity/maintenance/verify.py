@@ -309,12 +309,14 @@ def _verify_log(
     check = _LogCheck(thread, report, refs)
     log = thread.open_log()
     size = committed = -1
+    kept = 0  # a backend that keeps no bytes: what its lines would be as a log
     try:
         if log is None:  # a backend that keeps no bytes: its lines, offsets unknown
             for _offset, line, env, next_seq, frame in _with_next_seq(
                 (-1, ln) for _, ln in thread.stored_lines()
             ):
                 check.line(-1, line, env, next_seq, frame)
+                kept += len(line) + 1
         else:
             with log:
                 try:
@@ -334,8 +336,10 @@ def _verify_log(
         report.frames += check.frames
         report.threads += check.frames > 0  # a log without a committed frame is no thread yet
     report.notes += _job_notes(thread.id, check.spawned)
-    if not check.sound or log is None:
+    if not check.sound:
         return None
+    if log is None:  # its row from this pass; the catalog check uses it for the same head
+        return row_of(thread.id, check.facts(), kept), False
     at_rest = check.last is not None and size == committed and _still(thread, size)
     return row_of(thread.id, check.facts(), size), at_rest
 
@@ -592,6 +596,12 @@ def verify_store(
             search_found = _verify_in_workers(
                 store, chosen, report, refs, rows, n_jobs, threads is None, on_progress
             )
+        elif n_jobs > 1 and len(chosen) > 1 and limit is None:
+            # A server's logs: the checks wait on the server, not the CPU; threads share the
+            # store's connection pool (ADR 0054).
+            _verify_in_threads(
+                chosen, report, refs, rows, min(2 * n_jobs, 4), progress, on_progress
+            )
         else:
             for done, thread in enumerate(chosen, start=1):
                 if progress is not None:
@@ -618,6 +628,47 @@ def verify_store(
     ids = None if threads is None else {t.id for t in threads}
     report.quarantined = [r for r in store.quarantined() if ids is None or r.thread_id in ids]
     return report
+
+
+def _verify_in_threads(
+    chosen: Sequence[Thread],
+    report: VerifyReport,
+    refs: dict[str, str],
+    rows: dict[str, Row],
+    workers: int,
+    progress: Callable[[str], None] | None,
+    on_progress: Callable[[int, int, int], None] | None,
+) -> None:
+    """Each thread's log and derived data checked in one of ``workers`` threads (a store whose
+    logs are on a server, used through its pool); the findings added in the threads' order, so
+    the report is the serial one's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(thread: Thread) -> tuple[VerifyReport, dict[str, str], Row | None]:
+        part = VerifyReport()
+        found: dict[str, str] = {}
+        row = _verify_log(thread, part, found)
+        _verify_caches(thread, part)
+        return part, found, row
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="verify") as pool:
+        results = pool.map(one, chosen)
+        for done, (thread, (part, found, row)) in enumerate(
+            zip(chosen, results, strict=True), start=1
+        ):
+            if progress is not None:
+                progress(thread.id)
+            for problem in part.problems:
+                report.add(problem)
+            report.frames += part.frames
+            report.threads += part.threads
+            report.notes += part.notes
+            for aid, where in found.items():
+                refs.setdefault(aid, where)
+            if row is not None:
+                rows[thread.id] = row
+            if on_progress is not None:
+                on_progress(done, len(chosen), report.frames)
 
 
 # --- in worker processes (ADR 0030) ------------------------------------------------------------

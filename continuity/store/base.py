@@ -791,6 +791,18 @@ class BaseStore(ABC):
         keeps none, and compile and search read the log itself."""
         return None
 
+    def reclaim_space(self) -> list[str]:
+        """Rewrite what the store keeps so that deleted threads' bytes are gone from its files,
+        not only unreachable (``delete --vacuum``); one line per thing done or left, for the
+        user. A store whose deletions remove files leaves nothing to rewrite: no lines."""
+        return []
+
+    def derived_bytes(self) -> int:
+        """Bytes of derived data this store keeps outside :attr:`cache_dir` (a server store's
+        derived, catalog and search rows), which ``stats`` counts with the cache folder; 0 for
+        a store that keeps none there."""
+        return 0
+
     @property
     def location(self) -> Path | str | None:
         """Where the store is: its folder, its server's URL (``postgresql://…``), or None (in

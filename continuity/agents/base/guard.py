@@ -32,6 +32,13 @@ and then stops answering mid-statement (its process stopped, its machine swappin
 bounded by the server's own timeouts, so the hook gives up here, keeps its transcript and
 exits 0 (Claude Code would kill it at 30 s, keeping nothing)."""
 
+FIRST_ANSWER_SECONDS: Final = 1.0  # $CONTINUITY_HOOK_FIRST_ANSWER overrides it
+"""How long a hook waits, once the driver is loaded, for the server to log it in and answer its
+first query (the schema check): the hook's 1 s budget. Behind a pooler the probe proves only the
+pooler alive: it answers for a server that is down or frozen, then holds the hook's login or
+query while it waits for that server, where no server-side limit can fire (ADR 0054)."""
+_LATE: Final = "no answer within the hook's deadline"
+
 _CATCH_UP_SECONDS: Final = 5.0
 """A hook that finds many kept transcripts starts no new one after this long: the rest wait
 for the next hook (each ingest is bounded by the statement and lock budgets)."""
@@ -44,12 +51,44 @@ def one_line(exc: BaseException) -> str:
 
 def unavailable(exc: BaseException) -> str | None:
     """``"busy"`` when the server gave up waiting (a held lock, a statement over the budget:
-    the server is there), ``"down"`` when it could not be used at all, else None."""
-    from continuity.errors import StoreBusy, StoreUnavailable
+    the server is there), ``"refused"`` when it is there and refused the write (read-only, a
+    privilege missing), ``"down"`` when it could not be used at all, else None. Only ``"down"``
+    marks the server unreachable; all three keep the transcript for a later hook."""
+    from continuity.errors import StoreBusy, StoreRefused, StoreUnavailable
 
     if isinstance(exc, StoreBusy):
         return "busy"
+    if isinstance(exc, StoreRefused):
+        return "refused"
     return "down" if isinstance(exc, StoreUnavailable) else None
+
+
+def open_server_store(
+    location: str, keep: Callable[[str], object]
+) -> tuple[BaseStore, threading.Timer]:
+    """The server store a hook uses, opened with the hooks' budgets, and the watchdog of the
+    rest of the hook (cancel it when done). The driver is imported first; then the server has
+    :data:`FIRST_ANSWER_SECONDS` to log the hook in and answer the schema check, else
+    ``keep(reason)`` runs and the process ends with exit 0 (a pooler in front of a dead or
+    frozen server)."""
+    from continuity.store.locate import open_store
+    from continuity.store.outage import HOOK_STORE_OPTIONS
+    from continuity.store.postgres import need_driver
+
+    if sys.modules.get("typing_extensions", False) is None:
+        del sys.modules["typing_extensions"]  # kept out by the hook's fast path; psycopg needs it
+    need_driver(pooled=False)  # its import (0.1-0.4 s) is not the server's time
+    try:
+        budget = float(os.environ.get("CONTINUITY_HOOK_FIRST_ANSWER") or FIRST_ANSWER_SECONDS)
+    except ValueError:
+        budget = FIRST_ANSWER_SECONDS
+    why = f"logged in or answered nothing within {budget:g} s (behind a pooler?)"
+    first = watchdog(lambda: keep(why), budget)
+    try:
+        store = open_store(location, create=True, **HOOK_STORE_OPTIONS)
+    finally:
+        first.cancel()
+    return store, watchdog(lambda: keep(_LATE))
 
 
 def server_down(url: str) -> tuple[str, bool] | None:

@@ -43,7 +43,6 @@ __all__ = ["MAX_STDIN", "HookOutcome", "HookSpec", "log_error", "payload_of", "r
 
 MAX_STDIN: Final = 16 << 20
 """The most of a hook's input that is read (an agent's payload is a few KiB)."""
-_LATE: Final = "no answer within the hook's deadline"
 
 
 class HookOutcome(msgspec.Struct):
@@ -163,16 +162,15 @@ class _Run:
             self.read_input()
             return None
         self.read_input()
-        from continuity.agents.base.guard import server_down, watchdog
+        from continuity.agents.base.guard import server_down
 
         down = server_down(str(location))
         if down is not None:
             return self.keep(*down)
         _quiet_driver()
-        from continuity.store.outage import HOOK_STORE_OPTIONS
+        from continuity.agents.base.guard import open_server_store
 
-        self.timer = watchdog(lambda: self.keep(_LATE, True))
-        self.opened = open_store(location, create=True, **HOOK_STORE_OPTIONS)
+        self.opened, self.timer = open_server_store(str(location), lambda why: self.keep(why, True))
         return None
 
     def failed(self, exc: Exception) -> int:
@@ -189,7 +187,7 @@ class _Run:
             self.opened.close()
         failed = unavailable(exc) if self.server and self.payload is not None else None
         if failed is not None:
-            return self.keep(one_line(exc), True, busy=failed == "busy")
+            return self.keep(one_line(exc), True, busy=failed != "down")
         message = one_line(exc)
         sys.stderr.write(f"continuity: {message}\n")
         if self.location is not None:

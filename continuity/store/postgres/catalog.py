@@ -119,9 +119,12 @@ class CatalogSql:
         )
 
 
-def _store(conn: Connection, sql: CatalogSql, key: int, part: CatalogPart) -> bool:
+def _store(
+    conn: Connection, sql: CatalogSql, key: int, part: CatalogPart, *, check: bool = True
+) -> bool:
     """Add ``part`` to the thread's row (make it, for a part from seq 0); False when the row
-    does not end right before the part (behind, or none)."""
+    does not end right before the part (behind, or none). ``check=False``: the caller knows it
+    does, so the answer is not waited for (True)."""
     if part.first_seq == 0:
         conn.execute(
             sql.insert,
@@ -146,7 +149,16 @@ def _store(conn: Connection, sql: CatalogSql, key: int, part: CatalogPart) -> bo
             ],
         )
         return True
-    cur = conn.execute(
+    if check:  # its answer now (in the append's pipeline: a sync, only on this rare path)
+        with conn.pipeline():
+            cur = _advance(conn, sql, key, part)
+        return bool(cur.rowcount == 1)
+    _advance(conn, sql, key, part)
+    return True
+
+
+def _advance(conn: Connection, sql: CatalogSql, key: int, part: CatalogPart) -> Any:
+    return conn.execute(
         sql.advance,
         {
             "seq": part.last_seq,
@@ -162,15 +174,30 @@ def _store(conn: Connection, sql: CatalogSql, key: int, part: CatalogPart) -> bo
             "after": part.first_seq - 1,
         },
     )
-    return cur.rowcount == 1
 
 
 def write_catalog(
-    conn: Connection, sql: CatalogSql, thread_id: str, key: int, lines: Sequence[bytes], first: int
+    conn: Connection,
+    sql: CatalogSql,
+    thread_id: str,
+    key: int,
+    lines: Sequence[bytes],
+    first: int,
+    row_seq: int | None = None,
 ) -> None:
     """Add the batch ``lines`` (frames ``first ..``, just stored in the caller's transaction,
     which holds the thread's head row) to its catalog row; a row behind is caught up from the
-    frames table instead (the batch included)."""
+    frames table instead (the batch included). ``row_seq``: where the row ends, read under the
+    same lock (-1: no row); given, nothing waits for the server's answer unless the row is
+    behind (so the statement can go in a pipeline)."""
+    if row_seq is not None:
+        if row_seq == first - 1 or first == 0:
+            _store(conn, sql, key, catalog_part(thread_id, lines, first), check=False)
+            return
+        mark_row = conn.execute(sql.mark, [key]).fetchone()
+        mark = None if mark_row is None else (int(mark_row[0]), bytes(mark_row[1]))
+        catch_up(conn, sql, thread_id, key, mark, first + len(lines) - 1)
+        return
     if not _store(conn, sql, key, catalog_part(thread_id, lines, first)):
         found = conn.execute(sql.mark, [key]).fetchone()
         mark = None if found is None else (int(found[0]), bytes(found[1]))
@@ -360,6 +387,8 @@ class PostgresCatalog:
             if wanted is not None and tid not in wanted:
                 continue
             known = None if fresh is None else fresh.get(tid)
+            if known is not None and known[0].frames != row.frames:
+                known = None  # read at another head (an append came between): read again
             try:
                 now = known[0] if known is not None else self._from_frames(tid, row.frames - 1)
             except ContinuityError:

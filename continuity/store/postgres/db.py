@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import re
 import threading
+import time
+import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Final
 
 import psycopg
@@ -80,6 +82,12 @@ def _limits(statement_timeout: float | None, lock_timeout: float | None) -> dict
         found["lock_timeout"] = max(1, round(lock_timeout * 1000))
     return found
 
+
+_OPEN: Final = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
+"""A connection's states inside a transaction (a pipelined one left after an error)."""
+
+_FRESH_SECONDS: Final = 2.0
+"""A pooled connection that came back this recently is handed out without a check."""
 
 _REFUSED_OPTIONS: Final = "unsupported startup parameter"
 """What PgBouncer says to a login that carries ``options`` (it cannot give a pooled server
@@ -186,6 +194,8 @@ class Database:
             first.close()
             raise
         self._pool: ConnectionPool[Connection] | None = None
+        self._used: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
+        """When each pooled connection last came back from a block that did not raise."""
         self._held: Connection | None = None
         self._held_lock = threading.Lock()
         self._closed = False
@@ -202,11 +212,22 @@ class Database:
             max_size=max(1, pool_size),
             open=True,
             # A connection the server dropped while it sat in the pool (a restart, an idle
-            # timeout) is found out here and replaced, not handed to a caller.
-            check=ConnectionPool.check_connection,
+            # timeout) is found out here and replaced, not handed to a caller; one used a
+            # moment ago is not asked again (the check is a round trip: 40% of `verify`'s).
+            check=self._check,
             timeout=2 * connect_timeout if limits else max(5.0, 2 * connect_timeout),
             name=f"continuity:{self.location}",
         )
+
+    def _check(self, conn: Connection) -> None:
+        """The pool's check of a connection it is about to hand out: an empty query, unless
+        the connection came back to the pool less than :data:`_FRESH_SECONDS` ago."""
+        last = self._used.get(conn)
+        if last is not None and time.monotonic() - last < _FRESH_SECONDS:
+            return
+        from psycopg_pool import ConnectionPool
+
+        ConnectionPool.check_connection(conn)
 
     def connect(self) -> Connection:
         """A new connection outside the pool (the caller closes it)."""
@@ -216,6 +237,10 @@ class Database:
             raise StoreUnavailable(
                 f"cannot connect to PostgreSQL at {self.location}: {_one_line(exc, self._password)}"
             ) from exc
+
+    def mapped(self) -> AbstractContextManager[None]:
+        """psycopg's errors raised in the block as ours, for a connection of :meth:`connect`."""
+        return self._mapped()
 
     @contextmanager
     def _mapped(self) -> Iterator[None]:
@@ -240,6 +265,7 @@ class Database:
         try:
             with self._mapped(), self._pool.connection() as conn:
                 yield conn
+                self._used[conn] = time.monotonic()  # it answered: fresh for the next caller
         except PoolTimeout:
             # The pool only says it waited: ask the server directly why, if it will not talk.
             self.connect().close()
@@ -301,6 +327,32 @@ class Database:
             if settings:  # one round trip (no parameters: the simple query protocol)
                 conn.execute("; ".join(settings))
             yield conn
+
+    @contextmanager
+    def pipelined(self, *, durable: bool) -> Iterator[Connection]:
+        """:meth:`transaction` in pipeline mode: the statements of the block are sent without
+        waiting for their answers, and the commit with them, so the block costs one round
+        trip plus one for each answer it reads (a ``fetch``) before the end. What the server
+        refused is raised at the next read or at the end, the transaction rolled back."""
+        # BEGIN and COMMIT by hand: psycopg's transaction() waits for each of them.
+        with self._pooled() as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    if self._set_local:  # one statement each: a pipeline has no multi-statement
+                        for setting in self._set_local.split("; "):
+                            conn.execute(setting)
+                    if not durable:
+                        conn.execute("SET LOCAL synchronous_commit = off")
+                    yield conn
+                    conn.execute("COMMIT")
+            except BaseException:
+                if not conn.closed and conn.info.transaction_status in _OPEN:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except psycopg.Error:
+                        conn.close()  # dropped (unpooled) or replaced (pooled) by the caller
+                raise
 
     @contextmanager
     def session_lock(self, key: int) -> Iterator[bool]:

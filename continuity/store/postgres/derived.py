@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["DerivedSql", "PostgresDerived", "Watermark", "catch_up", "write_derived"]
 
 _CATCH_UP_CHUNK: Final = 5000
-_MESSAGE_TYPES: Final = ("int8", "int8", "int8", "int8", "int2", "text")
 _spans_encoder: Final = msgspec.json.Encoder()
 _spans_decoder: Final = msgspec.json.Decoder(list[tuple[int, int]])
 
@@ -72,9 +71,11 @@ class DerivedSql:
             )
             + f" FROM {s}.threads WHERE thread_key = %(key)s AND thread_id = %(tid)s FOR UPDATE"
         )
-        self.copy_messages = (
-            f"COPY {s}.messages (thread_key, ordinal, seq, tokens, role, message_id) "
-            "FROM STDIN (FORMAT BINARY)"
+        # One statement of arrays, not COPY: it can go in the append's pipeline (one round
+        # trip for the whole append; COPY cannot be pipelined).
+        self.insert_messages = (
+            f"INSERT INTO {s}.messages (thread_key, ordinal, seq, tokens, role, message_id) "
+            "SELECT %b, * FROM unnest(%b::int8[], %b::int8[], %b::int8[], %b::int2[], %b::text[])"
         )
         self.insert_checkpoint = (
             f"INSERT INTO {s}.checkpoints (thread_key, seq, to_seq, checkpoint_id, cut_rule_id, "
@@ -176,10 +177,8 @@ def write_derived(
 
 def _insert(conn: Connection, sql: DerivedSql, key: int, derived: Derived) -> None:
     if derived.messages:
-        with conn.cursor().copy(sql.copy_messages) as copy:
-            copy.set_types(_MESSAGE_TYPES)
-            for m in derived.messages:
-                copy.write_row((key, *m))
+        columns = list(zip(*derived.messages, strict=True))
+        conn.execute(sql.insert_messages, [key, *map(list, columns)])
     if derived.checkpoints:
         conn.cursor().executemany(
             sql.insert_checkpoint,
@@ -368,9 +367,10 @@ class PostgresDerived:
         """The thread's rows in every derived table, in key order (for tests and checks)."""
         key = self._need_key()
         out: dict[str, list[tuple[Any, ...]]] = {}
-        with self._db.connection() as conn:
-            for table, statement in self._sql.dump.items():
-                out[table] = [tuple(r) for r in conn.execute(statement, [key]).fetchall()]
+        with self._db.connection() as conn, conn.pipeline():  # one round trip for all four
+            cursors = {t: conn.execute(q, [key]) for t, q in self._sql.dump.items()}
+            for table, cur in cursors.items():
+                out[table] = [tuple(r) for r in cur.fetchall()]
         return out
 
     def problems(self) -> list[str]:

@@ -381,3 +381,24 @@ def test_a_provider_compaction_is_the_same_checkpoint_and_bundle_on_postgres(
     }
     assert len(bundles) == 5
     assert verify_store(pg).ok
+
+
+def test_stats_counts_the_derived_rows_as_cache_bytes(pg_stores: PgStores, tmp_path: Path) -> None:
+    """A server store keeps its caches as rows (derived tables, catalog, search index): `stats`
+    counts their bytes on the server (tables, indexes and TOAST) as the folder store counts
+    its cache folder, not 0."""
+    from continuity.maintenance.stats import store_stats
+    from continuity.retrieval.search import search
+
+    store = pg_stores.open(tmp_path)
+    store.thread("t").append([fr.message("user", f"alpha message {i}") for i in range(50)])
+    search(store, "alpha")  # the search tables too
+    s = store.schema
+    derived = pg_stores.sql(
+        "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r' "
+        "AND c.relname NOT IN ('frames', 'threads', 'artifacts', 'meta', 'tombstones')",
+        [s],
+    )[0][0]
+    assert derived > 0
+    assert store_stats(store).cache_bytes == derived

@@ -93,7 +93,10 @@ def test_a_connection_lost_mid_batch_leaves_no_partial_batch(
         worker.join(10)
     holder.close()
     assert len(outcome) == 1 and isinstance(outcome[0], StoreUnavailable), outcome
-    assert "\n" not in str(outcome[0]) and "terminating connection" in str(outcome[0])
+    said = str(outcome[0])
+    # (the server's words, or libpq's when the pipelined append was reading its answers)
+    assert "\n" not in said
+    assert "terminating connection" in said or "closed the connection unexpectedly" in said
     _assert_whole_batches(t, 10)
     assert pg_stores.sql(f"SELECT count(*) FROM {s}.frames")[0][0] == 11
     assert t.append(msg(11)) == range(11, 12)  # the next append works, on another connection

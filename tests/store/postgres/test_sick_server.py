@@ -70,7 +70,14 @@ def hung_url() -> Iterator[str]:
 
 def _env(xdg: Path, url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
-    return {**env, "XDG_DATA_HOME": str(xdg), "CONTINUITY_HOME": url}
+    # A loaded machine can take over the hooks' 1 s first-answer budget to log in; the budget
+    # has its own tests (tests/outside/pgbouncer), these are about other sicknesses.
+    return {
+        **env,
+        "XDG_DATA_HOME": str(xdg),
+        "CONTINUITY_HOME": url,
+        "CONTINUITY_HOOK_FIRST_ANSWER": "5",
+    }
 
 
 def _hook(
@@ -430,3 +437,41 @@ def test_a_backend_that_stops_answering_mid_statement_meets_the_hooks_deadline(
     local = local_dir_of(db_url, {"XDG_DATA_HOME": str(home)})
     assert outage.mark_of(local) is not None
     assert [p.path.name for p in _kept(home, db_url)] == [f"{SESSION}.jsonl"]
+
+
+def test_a_hook_refused_for_lack_of_privilege_keeps_its_transcript(
+    pg_url: str,
+    home: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A role that may read the store but not write it: the hook's append is refused. The
+    server is there (no mark), and the transcript stays in ``pending/`` for a hook that may
+    write, as the docs say of any hook that could not write."""
+    from continuity.paths import with_schema
+    from tests.store.postgres.test_roles import Roles
+
+    made = Roles(pg_url, "hookro")
+    try:
+        schema = made.schema("store")
+        with PostgresStore(pg_url, schema=schema, create=True) as store:
+            store.thread("other").append(fr.message("user", "made by a writer"))
+        reader = with_schema(
+            made.role(
+                "reader",
+                f"GRANT USAGE ON SCHEMA {schema} TO {{role}}",
+                f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {{role}}",
+            ),
+            schema,
+        )
+        a = Transcript(tmp_path / "projects" / "-work-demo" / f"{SESSION}.jsonl")
+        work(a, ["src/app.py"], ["pytest -q"])
+        a.flush()
+        done = _hook(
+            "user-prompt-submit", a.payload("UserPromptSubmit", prompt="go"), _env(home, reader)
+        )
+    finally:
+        made.drop()
+    assert done.returncode == 0, done.stderr
+    assert "permission denied" in done.stderr and "transcript kept" in done.stderr, done.stderr
+    assert [p.path.name for p in _kept(home, reader)] == [f"{SESSION}.jsonl"]
+    assert outage.mark_of(local_dir_of(reader, {"XDG_DATA_HOME": str(home)})) is None
