@@ -345,7 +345,9 @@ def _search(
         for message in dict.fromkeys(told):
             on_damage(message)
     if fusing is not None:
-        hits = _fused(store, query, fusing, hits, want, (thread, project), on_damage, handles)
+        hits = _fused(
+            store, query, fusing, hits, (want, rerank), (thread, project), on_damage, handles
+        )
         kept = _only(store, only)
         if kept is not None:  # the semantic ranking knows no agents: its hits are kept after
             hits = [h for h in hits if h.thread_id in kept]
@@ -540,17 +542,19 @@ def _fused(
     query: str,
     fusing: tuple[Embedder, Embedding],
     hits: list[Hit],
-    want: int,
+    sizes: tuple[int, int],
     scope: tuple[str | None, str | None],
     on_damage: Callable[[str], None] | None,
     handles: dict[str, Thread],
 ) -> list[Hit]:
-    """BM25's hits fused with the embedder's ranking of the same documents by reciprocal rank
-    fusion (ADR 0033); a hit BM25 did not find gets its snippet here (from the start of its
-    text: no query term need be in it)."""
+    """BM25's hits fused with the embedder's ranking of the same documents
+    (:func:`~.fusion.fused_order`, ADR 0052): the first ``want`` of one ranking fused
+    ``depth`` deep, whatever ``want`` is (``sizes``: (want, depth)); a hit BM25 did not find
+    gets its snippet here (from the start of its text: no query term need be in it)."""
     from continuity.retrieval.fusion import fused_hits
 
     embedder, how = fusing
+    want, depth = sizes
     fused, new = fused_hits(
         store,
         query,
@@ -559,7 +563,7 @@ def _fused(
         want,
         thread=scope[0],
         project=scope[1],
-        depth=want,
+        depth=depth,
         progress=how.progress,
         jobs=how.jobs,
         budget=how.budget,
