@@ -26,6 +26,7 @@ from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, Inval
 from continuity.retrieval.documents import Doc, doc_of, documents_of_lines, summary_text, text_of
 from continuity.retrieval.index import ThreadSearchIndex
 from continuity.retrieval.leads import candidates, lead
+from continuity.retrieval.projects import in_project, project_scope
 from continuity.retrieval.ranking import (
     Corpus,
     Hit,
@@ -208,7 +209,8 @@ def _threads(
         handle = store.thread(tid)
         if project is not None:
             first = next(iter(handle.read(to_seq=0)), None)
-            if not (isinstance(first, fr.ThreadCreated) and first.meta.get("project") == project):
+            stored = first.meta.get("project") if isinstance(first, fr.ThreadCreated) else None
+            if not in_project(stored if isinstance(stored, str) else None, project):
                 continue
         chosen.append(handle)
     return chosen
@@ -285,7 +287,8 @@ def search(
         # a server's store-wide index keeps each thread's source: no thread is listed first
         only = _Source(_agent(agent).source) if _server(store) else _agent_threads(store, agent)
     fusing = None if embedder is None else (embedder, embedding)
-    return _search(store, query, thread, project, only, k, fusing, rerank, on_damage, progress)
+    scope = project_scope(project)  # however its path is written, and its subfolders
+    return _search(store, query, thread, scope, only, k, fusing, rerank, on_damage, progress)
 
 
 class _Source(str):

@@ -57,6 +57,7 @@ from continuity.errors import ModelError
 from continuity.retrieval.documents import doc_of, may_be_document, summary_text, text_of
 from continuity.retrieval.embedders import embed_queries
 from continuity.retrieval.index import log_holds
+from continuity.retrieval.projects import in_project
 from continuity.store.base import BaseStore, LogStamp, Thread
 
 if TYPE_CHECKING:
@@ -379,7 +380,7 @@ class _Budget:
     def open(self, have: tuple[_Entry, bytes] | None) -> bool:
         if self.left <= 0:
             return False
-        return have is None or self.project is None or have[0].project == self.project
+        return have is None or in_project(have[0].project, self.project)
 
     def take(self, n: int) -> bool:
         if n > self.left:
@@ -612,7 +613,7 @@ def _rows(
                 break
             handle = store.thread(tid)
             proj, _end, _last, docs = _read_docs(handle, 0, 0, None)
-            if (project is None or proj == project) and (limit is None or limit.take(len(docs))):
+            if in_project(proj, project) and (limit is None or limit.take(len(docs))):
                 rows.add(tid, _records(docs, embedder, dim))
         return rows
     if thread is not None and thread not in stamps:
@@ -626,7 +627,7 @@ def _rows(
             got = _read_only_rows(folder, embedder, dim, thread)
     for tid in sorted(got):
         e, data = got[tid]
-        if project is None or e.project == project:
+        if in_project(e.project, project):
             rows.add(tid, np.frombuffer(data, dtype))
     return rows
 
