@@ -27,7 +27,7 @@ import msgspec
 
 from continuity.retrieval.documents import KIND_NAMES, ROLE_NAMES
 from continuity.retrieval.ranking import Hit
-from continuity.retrieval.vectors import nearest
+from continuity.retrieval.vectors import nearest_covered
 from continuity.store.base import BaseStore, Thread
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ __all__ = [
     "fused_order",
     "fused_prefix",
     "fused_search",
+    "partly_embedded",
     "prefix_fuser",
 ]
 
@@ -185,11 +186,34 @@ def _fused(
     progress: Callable[[int, int], None] | None = None,
     jobs: int = 1,
     budget: int | None = None,
+    first: str | None = None,
+    told: Callable[[str], None] | None = None,
 ) -> list[tuple[str, int, float, int, int]]:
-    near = nearest(
-        store, query, embedder, thread, project, depth, progress, jobs=jobs, budget=budget
+    near, missing = nearest_covered(
+        store,
+        query,
+        embedder,
+        thread,
+        project,
+        depth,
+        progress,
+        jobs=jobs,
+        budget=budget,
+        first=first,
     )
+    if missing:  # a ranking of part of the scope is no ranking of the scope: BM25's alone
+        if told is not None:
+            told(partly_embedded(missing))
+        return [(h.thread_id, h.seq, h.score, 0, 0) for h in bm25_hits[:k]]
     return _ordered(bm25_hits, [(t, s, kind, role) for t, s, _c, kind, role in near], k, depth)
+
+
+def partly_embedded(missing: int) -> str:
+    """What a search says when the model's vectors leave threads of its scope out."""
+    return (
+        f"ranked by words alone: {missing:,} thread(s) in scope are not embedded yet by the "
+        "model in use (each search catches up a few; `continuity index` embeds them all now)"
+    )
 
 
 def _ordered(
@@ -241,14 +265,30 @@ def fused_hits(
     progress: Callable[[int, int], None] | None = None,
     jobs: int = 1,
     budget: int | None = None,
+    first: str | None = None,
+    told: Callable[[str], None] | None = None,
 ) -> tuple[list[Hit], list[Hit]]:
     """:func:`fused_search` as hits, in fused order with the fused score, and the hits among
     them that BM25 did not find (no snippet yet: the caller makes one, as for any hit). BM25's
     hits keep their snippet and matched terms. ``progress`` hears (documents embedded,
     documents to embed) while the vector cache is made or caught up, by ``jobs`` processes;
-    ``budget`` caps the documents embedded now (:func:`~.vectors.nearest`)."""
+    ``budget`` caps the documents embedded now, thread ``first`` (the live session) first
+    (:func:`~.vectors.nearest_covered`). While threads in scope are not all embedded, the hits
+    are BM25's alone, and ``told`` hears so (:func:`partly_embedded`)."""
     fused = _fused(
-        store, query, embedder, bm25_hits, k, thread, project, depth, progress, jobs, budget
+        store,
+        query,
+        embedder,
+        bm25_hits,
+        k,
+        thread,
+        project,
+        depth,
+        progress,
+        jobs,
+        budget,
+        first,
+        told,
     )
     return _as_hits(bm25_hits, fused)
 
@@ -272,12 +312,13 @@ def fused_prefix(
     are left out). ``budget``: :func:`~.vectors.nearest`'s."""
     left_out = set(exclude_seqs)
     depth = max(k, len(bm25_hits))
+    found, missing = nearest_covered(
+        thread.store, query, embedder, thread.id, None, 1 << 30, budget=budget, first=thread.id
+    )
+    if missing:  # the thread is not all embedded yet: BM25's ranking alone
+        return list(bm25_hits[:k])
     near = [
-        (t, s, kind, role)
-        for t, s, _c, kind, role in nearest(
-            thread.store, query, embedder, thread.id, None, 1 << 30, budget=budget
-        )
-        if s <= max_seq and s not in left_out
+        (t, s, kind, role) for t, s, _c, kind, role in found if s <= max_seq and s not in left_out
     ][:depth]
     return _as_hits(bm25_hits, _ordered(bm25_hits, near, k, depth))[0]
 

@@ -61,7 +61,11 @@ class Embedding:
     jobs: int = 1
     """Worker processes embedding (an embedder with a ``spec``: :mod:`.embed_workers`)."""
     budget: int | None = None
-    """At most this many documents embedded now (a hook's); the rest searched as cached."""
+    """At most this many documents embedded now (a hook's); the rest caught up by later
+    searches. Until every thread in scope is embedded the search ranks by BM25 alone and says
+    so (``on_damage``)."""
+    first: str | None = None
+    """The thread a budget catches up first: the live session."""
 
 
 _EMBED_NOW: Final = Embedding()
@@ -169,6 +173,7 @@ def _with_snippets(
                 snippet=snippet,
                 terms=matched,
                 retracted=h.kind == "message" and is_in(gone[h.thread_id], h.seq),
+                message_id=frame.message_id if isinstance(frame, fr.MessageAppended) else "",
             )
         )
     return out
@@ -240,21 +245,51 @@ def _thread_sources(store: BaseStore) -> dict[str, str]:
     return thread_sources(store)
 
 
+class _StoreModel:
+    """The default embedder of :func:`search`: the store's model (``continuity model use``)."""
+
+    def __repr__(self) -> str:
+        return "STORE_MODEL"
+
+
+STORE_MODEL: Final = _StoreModel()
+"""``search(..., embedder=STORE_MODEL)`` (the default): fuse the store's model, if it has one."""
+
+_loaded: dict[tuple[str, str | None], Embedder] = {}  # a model is loaded once a process
+
+
+def _store_model(store: BaseStore) -> Embedder | None:
+    from continuity.retrieval.settings import read_search_settings
+
+    settings = read_search_settings(store)
+    if not settings.model:
+        return None
+    key = (settings.model, settings.embedder)
+    found = _loaded.get(key)
+    if found is None:
+        from continuity.retrieval.models import load_model
+
+        found = _loaded[key] = load_model(settings.model, kind=settings.embedder)
+    return found
+
+
 def search(
     store: BaseStore,
     query: str,
     *,
-    thread: str | None = None,
+    thread: str | Collection[str] | None = None,
     project: str | None = None,
     agent: str | None = None,
     k: int = 10,
-    embedder: Embedder | None = None,
+    embedder: Embedder | _StoreModel | None = STORE_MODEL,
     rerank: int = 50,
     on_damage: Callable[[str], None] | None = None,
     progress: Progress | None = None,
     embedding: Embedding = _EMBED_NOW,
 ) -> list[Hit]:
-    """The best ``k`` documents for ``query`` across the store (or one thread or project).
+    """The best ``k`` documents for ``query`` across the store (or one thread, several
+    threads — ``thread=["a", "b"]`` — or one project: its folder however written, and its
+    subfolders).
 
     Across the store or a project, a store that keeps caches is searched through its
     store-wide index (:mod:`continuity.retrieval.store_index`, ADR 0029): the postings of the
@@ -265,17 +300,21 @@ def search(
     summary artifact is missing or damaged raises :class:`ArtifactCorrupt`, or, with
     ``on_damage``, is told to it (once per hit) and shown without the summary.
 
-    Brings each searched thread's index up to date first (incremental). With an ``embedder``
-    (a :class:`~.embedders.StaticEmbedder` model, ADR 0033) BM25's best ``rerank``
-    candidates and the embedder's best ``rerank`` documents by cosine similarity (over a vector
-    cache of every searched document) are fused by reciprocal rank fusion: a document no query
-    word matches can be found. Deterministic for a given model. (Re-ranking BM25's candidates by
-    :class:`HashedEmbedder` similarity, which this replaced, made results worse: ADR 0032.)
+    Brings each searched thread's index up to date first (incremental). ``embedder`` is by
+    default the store's model (:data:`STORE_MODEL`: ``continuity model use``, loaded once a
+    process), or one given (:func:`continuity.retrieval.models.load_model`), or None for BM25
+    alone. With one, BM25's best ``rerank`` candidates and the embedder's best ``rerank``
+    documents by cosine similarity (over a vector cache of every searched document) are fused
+    (:func:`~.fusion.fused_order`, ADR 0052): a document no query word matches can be found,
+    and no BM25 hit sinks more than one place. Deterministic for a given model; one ranking
+    whatever ``k`` is, so a bigger ``k`` only adds hits after the same first ones.
     ``embedding`` says how what the vector cache lacks is embedded (progress, worker
-    processes, a budget).
+    processes, a budget); until every thread in scope is embedded the hits are BM25's, and
+    ``on_damage`` hears so.
 
     Hits that lead somewhere (ADR 0034): a summary hit's ``covers``, a subagent hit's
-    ``parent_thread_id``, and one hit (``also`` the other seqs) for a merged response's parts.
+    ``parent_thread_id``, and one hit (``also`` the other seqs) for a merged response's parts;
+    a message hit's ``message_id``.
 
     ``agent`` keeps the threads that agent wrote (:func:`_agent_threads`): the store-wide
     index ranks their documents alone, as it does a project's.
@@ -286,6 +325,14 @@ def search(
     if agent is not None:
         # a server's store-wide index keeps each thread's source: no thread is listed first
         only = _Source(_agent(agent).source) if _server(store) else _agent_threads(store, agent)
+    if thread is not None and not isinstance(thread, str):  # several threads
+        chosen = frozenset(store.existing_thread(t).id for t in thread)
+        if isinstance(only, _Source):
+            only = _only(store, only)
+        only = chosen if only is None else chosen & only
+        thread = None
+    if isinstance(embedder, _StoreModel):
+        embedder = _store_model(store)
     fusing = None if embedder is None else (embedder, embedding)
     scope = project_scope(project)  # however its path is written, and its subfolders
     return _search(store, query, thread, scope, only, k, fusing, rerank, on_damage, progress)
@@ -570,6 +617,8 @@ def _fused(
         progress=how.progress,
         jobs=how.jobs,
         budget=how.budget,
+        first=how.first or scope[0],
+        told=on_damage,
     )
     if not new:
         return fused

@@ -4,6 +4,7 @@ queries, re-ranking."""
 
 from __future__ import annotations
 
+import functools
 import random
 import shutil
 import time
@@ -301,8 +302,11 @@ def test_hits_say_where_when_who_and_what_matched(labelled: Store, clock: FixedC
         ts_ms=clock.ms,
         snippet="Bash alembic upgrade head Apply migrations",
         terms=["alembic"],
+        message_id=hit.message_id,
     )
     assert hit.score > 0
+    frame = next(iter(labelled.thread("proj").read(from_seq=9, to_seq=9)))
+    assert isinstance(frame, fr.MessageAppended) and hit.message_id == frame.message_id != ""
 
 
 def test_field_weights_order_the_same_word_input_prose_output(tmp_store: Store) -> None:
@@ -573,7 +577,9 @@ def test_an_index_view_is_none_before_the_first_refresh(tmp_store: Store) -> Non
 PREFIX_FRAMES = 90
 
 
+@functools.cache
 def _prefix_frames() -> list[fr.Frame]:
+    """Made once: both stores get the same frames (message ids included)."""
     rng = random.Random(2024)
     out = list(_small_frames(rng, PREFIX_FRAMES))
     # exact duplicates, so that ties occur within the thread
