@@ -43,7 +43,7 @@ from continuity.retrieval.store_index import (
     open_store_search,
     rebuild_store_search,
 )
-from continuity.retrieval.terms import SURFACE, token_spans, words_of
+from continuity.retrieval.terms import SURFACE, as_written, token_spans, words_of
 from continuity.store.base import BaseStore, Thread, WideSearchBackend, resolve_thread
 
 if TYPE_CHECKING:
@@ -127,6 +127,7 @@ def _with_snippets(
 
     out = []
     gone: dict[str, list[tuple[int, int]]] = {}
+    written = as_written(terms)
     for h in hits:
         thread = threads[h.thread_id]
         if h.thread_id not in gone:
@@ -174,6 +175,7 @@ def _with_snippets(
                 terms=matched,
                 retracted=h.kind == "message" and is_in(gone[h.thread_id], h.seq),
                 message_id=frame.message_id if isinstance(frame, fr.MessageAppended) else "",
+                exact=any(t in written for t in held),
             )
         )
     return out

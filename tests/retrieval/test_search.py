@@ -303,6 +303,7 @@ def test_hits_say_where_when_who_and_what_matched(labelled: Store, clock: FixedC
         snippet="Bash alembic upgrade head Apply migrations",
         terms=["alembic"],
         message_id=hit.message_id,
+        exact=True,
     )
     assert hit.score > 0
     frame = next(iter(labelled.thread("proj").read(from_seq=9, to_seq=9)))
@@ -835,3 +836,29 @@ def test_an_embedder_can_reorder_the_bm25_candidates(labelled: Store) -> None:
     plain = search(labelled, "deploy slack", k=3)
     assert plain[0].seq != 12
     assert search(labelled, "deploy slack", k=3, embedder=_FavourSeq12())[0].seq == 12
+
+
+def test_a_hit_says_whether_a_query_word_is_in_it_as_written(tmp_store: Store) -> None:
+    """``exact``: the query's word as written, not only another word of its stem; the CLI
+    notes when no hit has one (issue 44)."""
+    from continuity.cli.fast_search import NO_EXACT_WORD, print_hits
+
+    tmp_store.thread("x").append(
+        [
+            fr.ThreadCreated(),
+            text("user", "the migrations ran twice"),
+            text("user", "one migration failed"),
+            text("user", "deploy src/retry_cache.py"),
+        ]
+    )
+    assert {h.seq: h.exact for h in search(tmp_store, "migrations", k=5)}[1]
+    assert {h.seq: h.exact for h in search(tmp_store, "migrating", k=5)} == {1: False, 2: False}
+    assert [h.exact for h in search(tmp_store, "src/retry_cache.py", k=5)] == [True]
+    lines: list[str] = []
+    print_hits(search(tmp_store, "migrating", k=5), "migrating", as_json=False, write=lines.append)
+    assert lines[-1] == NO_EXACT_WORD
+    lines.clear()
+    print_hits(
+        search(tmp_store, "migrations", k=5), "migrations", as_json=False, write=lines.append
+    )
+    assert NO_EXACT_WORD not in lines
