@@ -12,6 +12,7 @@ hashed features, and a real model can be plugged in by the caller (nothing is do
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, overload
 
@@ -109,8 +110,10 @@ def _with_snippets(
     use_caches: bool = True,
     on_damage: Callable[[str], None] | None = None,
     corpora: tuple[dict[str, Corpus], dict[tuple[str, int], int]] | None = None,
+    frames: dict[tuple[str, int], fr.Frame] | None = None,
 ) -> list[Hit]:
-    """``hits`` (of the given threads) with their time, snippet and matched terms. A summary
+    """``hits`` (of the given threads) with their time, snippet and matched terms (``frames``:
+    those already read, by (thread id, seq), through the same offset index). A summary
     hit whose artifact is missing or damaged is told to ``on_damage`` (and kept, its snippet
     made of the checkpoint frame alone), or raises when there is no ``on_damage``. With the
     ``corpora`` the hits were ranked from (by thread) and each hit's document ordinal, each
@@ -134,10 +137,12 @@ def _with_snippets(
             if use_caches:
                 ThreadIndex.current(thread)  # up to date, or read from the log (a full disk)
             gone[h.thread_id] = marks_of(thread, use_caches=use_caches).retracted()
-        read = readers.get(h.thread_id)
-        if read is None:
-            read = readers[h.thread_id] = reader(thread)
-        frame = read(h.seq)
+        frame = None if frames is None else frames.get((h.thread_id, h.seq))
+        if frame is None:
+            read = readers.get(h.thread_id)
+            if read is None:
+                read = readers[h.thread_id] = reader(thread)
+            frame = read(h.seq)
         if frame is None:  # the index names a frame the log does not hold
             raise CorruptFrame(
                 thread.id, h.seq, -1, "the search index names this frame but the log ends before it"
@@ -179,6 +184,71 @@ def _with_snippets(
             )
         )
     return out
+
+
+class _Pending:
+    """What a lazy search defers (issue 44: re-reading, checking and snippeting every ranked
+    candidate was most of a query's time, so its cost grew with ``k`` and a fused search
+    snippeted BM25's 50): the ranking's corpora, to check and snippet only the hits shown."""
+
+    def __init__(self) -> None:
+        self.checks: dict[str, Corpus] = {}
+        self.ordinals: dict[tuple[str, int], int] = {}
+
+    def snippets(
+        self,
+        threads: dict[str, Thread],
+        hits: list[Hit],
+        terms: list[str],
+        on_damage: Callable[[str], None] | None,
+        frames: dict[tuple[str, int], fr.Frame],
+    ) -> list[Hit]:
+        """``hits`` with their snippets: BM25's checked against the corpora they were ranked
+        from, the semantic ranking's alone from the start of their text (``frames``: those
+        :func:`~.leads.lead` read already)."""
+        ranked = [h for h in hits if (h.thread_id, h.seq) in self.ordinals]
+        found = [h for h in hits if (h.thread_id, h.seq) not in self.ordinals]
+        shown = {
+            (h.thread_id, h.seq): h
+            for h in _with_snippets(
+                {h.thread_id: threads[h.thread_id] for h in ranked},
+                ranked,
+                terms,
+                on_damage=on_damage,
+                corpora=(self.checks, self.ordinals),
+                frames=frames,
+            )
+        }
+        if found:
+            alone = _with_snippets(
+                {h.thread_id: threads[h.thread_id] for h in found},
+                found,
+                [],
+                on_damage=on_damage,
+                frames=frames,
+            )
+            shown.update({(h.thread_id, h.seq): h for h in alone})
+        return [shown[(h.thread_id, h.seq)] for h in hits]
+
+
+_LAZY: Final[ContextVar[_Pending | None]] = ContextVar("continuity_lazy_snippets", default=None)
+
+
+def _shown(
+    threads: dict[str, Thread],
+    hits: list[Hit],
+    terms: list[str],
+    on_damage: Callable[[str], None] | None,
+    corpora: tuple[dict[str, Corpus], dict[tuple[str, int], int]],
+) -> list[Hit]:
+    """The ranked ``hits`` with snippets now, or, in a lazy search, as they are (their corpora
+    kept to check and snippet the hits shown)."""
+    pending = _LAZY.get()
+    if pending is None:
+        return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=corpora)
+    pending.checks.update(corpora[0])
+    pending.ordinals.update(corpora[1])
+    return hits
 
 
 def _check_indexed(
@@ -378,32 +448,41 @@ def _search(
     rerank: int,
     on_damage: Callable[[str], None] | None,
     progress: Progress | None,
+    lazy: bool = True,
 ) -> list[Hit]:
     terms = query_terms(query)
     want = max(candidates(k), rerank if fusing else k)  # room to collapse responses
     told: list[str] = []  # said once, after a retry
     handles: dict[str, Thread] = {}  # one per thread: the ranking's, the snippets' and the leads'
-    wide = (
-        _wide(store, terms, want, (project, only), told, on_damage, progress, handles)
-        if thread is None
-        else None
-    )
-    if wide is not None:
-        hits = wide
-    else:
-        listed = _only(store, only)
-        hits = _per_thread(store, terms, want, thread, project, told, on_damage, handles, listed)
-    if on_damage is not None:
-        for message in dict.fromkeys(told):
-            on_damage(message)
-    if fusing is not None:
-        hits = _fused(
-            store, query, fusing, hits, (want, rerank), (thread, project), on_damage, handles
+    pending = _Pending() if lazy else None
+    token = _LAZY.set(pending)
+    try:
+        wide = (
+            _wide(store, terms, want, (project, only), told, on_damage, progress, handles)
+            if thread is None
+            else None
         )
-        kept = _only(store, only)
-        if kept is not None:  # the semantic ranking knows no agents: its hits are kept after
-            hits = [h for h in hits if h.thread_id in kept]
-    led = lead(handles, hits, k)  # one hit per merged response, and where each leads (ADR 0034)
+        if wide is not None:
+            hits = wide
+        else:
+            listed = _only(store, only)
+            hits = _per_thread(
+                store, terms, want, thread, project, told, on_damage, handles, listed
+            )
+        if on_damage is not None:
+            for message in dict.fromkeys(told):
+                on_damage(message)
+        if fusing is not None:
+            hits = _fused(
+                store, query, fusing, hits, (want, rerank), (thread, project), on_damage, handles
+            )
+            kept = _only(store, only)
+            if kept is not None:  # the semantic ranking knows no agents: its hits are kept after
+                hits = [h for h in hits if h.thread_id in kept]
+    finally:
+        _LAZY.reset(token)
+    frames: dict[tuple[str, int], fr.Frame] = {}  # read once: for the leads and the snippets
+    led = lead(handles, hits, k, frames)  # one hit per merged response, where each leads (ADR 34)
     if len(led) < k and len(hits) == want:  # parts of responses filled the candidates
         said = set(told)
         return _search(
@@ -417,8 +496,34 @@ def _search(
             rerank,
             None if on_damage is None else lambda m: None if m in said else on_damage(m),
             progress,
+            lazy,
         )[:k]
-    return led
+    if pending is None:
+        return led
+    late: list[str] = []
+    try:
+        shown = pending.snippets(handles, led, terms, late.append if on_damage else None, frames)
+    except (CorruptCache, *_DAMAGE):
+        # A damaged index shows when a hit is checked: the eager path finds and mends it.
+        said = set(told)
+        return _search(
+            store,
+            query,
+            thread,
+            project,
+            only,
+            k,
+            fusing,
+            rerank,
+            None if on_damage is None else lambda m: None if m in said else on_damage(m),
+            progress,
+            lazy=False,
+        )
+    if on_damage is not None:
+        for message in dict.fromkeys(late):
+            if message not in told:
+                on_damage(message)
+    return shown
 
 
 def _wide(
@@ -499,12 +604,8 @@ def _server_wide(
             hits = rank([corpus], terms, want, frozenset(), ordinals)
             threads = {h.thread_id: handle(h.thread_id) for h in hits}
             checks = dict.fromkeys(threads, corpus)
-            return _with_snippets(
-                threads,
-                hits,
-                terms,
-                on_damage=told.append if on_damage else None,
-                corpora=(checks, ordinals),
+            return _shown(
+                threads, hits, terms, told.append if on_damage else None, (checks, ordinals)
             )
         except (CorruptCache, *_DAMAGE):
             told.clear()
@@ -532,7 +633,7 @@ def _ranked_wide(
     hits = rank([corpus], terms, k, frozenset(), ordinals)
     threads = {h.thread_id: handle(h.thread_id) for h in hits}
     checks = dict.fromkeys(threads, corpus)
-    return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=(checks, ordinals))
+    return _shown(threads, hits, terms, on_damage, (checks, ordinals))
 
 
 def _per_thread(
@@ -586,7 +687,7 @@ def _ranked(
     ordinals: dict[tuple[str, int], int] = {}
     hits = rank(corpora, terms, k, frozenset(), ordinals)
     checks = {c.thread_id: c for c in corpora}
-    return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=(checks, ordinals))
+    return _shown(threads, hits, terms, on_damage, (checks, ordinals))
 
 
 def _fused(
@@ -622,11 +723,11 @@ def _fused(
         first=how.first or scope[0],
         told=on_damage,
     )
-    if not new:
-        return fused
     for h in new:
         if h.thread_id not in handles:
             handles[h.thread_id] = store.thread(h.thread_id)
+    if not new or _LAZY.get() is not None:  # a lazy search snippets the hits it shows
+        return fused
     threads = {h.thread_id: handles[h.thread_id] for h in new}
     shown = {(h.thread_id, h.seq): h for h in _with_snippets(threads, new, [], on_damage=on_damage)}
     return [shown.get((h.thread_id, h.seq), h) for h in fused]

@@ -41,6 +41,7 @@ import fcntl
 import os
 import re
 import time
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -188,11 +189,22 @@ def _fill(
     part["vec"] = vectors.astype("<f2")
 
 
+_dims: weakref.WeakKeyDictionary[Embedder, int] = weakref.WeakKeyDictionary()
+"""Each embedder's dimension: its probe embedded once, not once a search (a query's worth)."""
+
+
 def _dim(embedder: Embedder) -> int:
+    try:
+        return _dims[embedder]
+    except (KeyError, TypeError):  # not probed yet, or an embedder that takes no weak reference
+        pass
     probe = np.asarray(embedder.embed(["dimension"]), dtype=np.float32)
     if probe.ndim != 2 or probe.shape[0] != 1 or probe.shape[1] < 1:
         raise ModelError(f"embedder {embedder.id} gave vectors of shape {probe.shape}")
-    return int(probe.shape[1])
+    dim = int(probe.shape[1])
+    with contextlib.suppress(TypeError):
+        _dims[embedder] = dim
+    return dim
 
 
 def _project_of(frame: fr.Frame) -> str | None:
