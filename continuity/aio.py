@@ -51,11 +51,11 @@ import functools
 import inspect
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, Callable, Collection, Iterable, Iterator
 from concurrent.futures import Executor
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from os import PathLike
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from continuity import frames as fr
 from continuity.store.base import BaseStore, Head, Thread, batch_of
@@ -452,22 +452,23 @@ async def search(
     target: AsyncStore | BaseStore,
     query: str,
     *,
-    thread: str | None = None,
+    thread: str | Collection[str] | None = None,
     project: str | None = None,
     k: int = 10,
-    embedder: Embedder | None = None,
+    embedder: Embedder | Literal["store"] | None = "store",
     rerank: int = 50,
     on_damage: Callable[[str], None] | None = None,
 ) -> list[Hit]:
-    """:func:`continuity.search` in a worker (the same arguments and hits). ``on_damage`` is
-    called on the event loop, after the search, once per damaged summary it was told of."""
+    """:func:`continuity.search` in a worker (the same arguments and hits; ``"store"``, the
+    default embedder, is the store's model). ``on_damage`` is called on the event loop, after
+    the search, once per damaged summary it was told of."""
     sync, store = _unwrap(target)
     if not isinstance(sync, BaseStore):
         raise TypeError("search takes a store; search_prefix takes a thread")
     told: list[str] = []
 
     def run() -> list[Hit]:
-        from continuity.retrieval.search import search as search_sync
+        from continuity.retrieval.search import STORE_MODEL, search as search_sync
 
         return search_sync(
             sync,
@@ -475,7 +476,7 @@ async def search(
             thread=thread,
             project=project,
             k=k,
-            embedder=embedder,
+            embedder=STORE_MODEL if embedder == "store" else embedder,
             rerank=rerank,
             on_damage=told.append if on_damage is not None else None,
         )

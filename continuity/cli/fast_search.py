@@ -27,9 +27,21 @@ if TYPE_CHECKING:
     from continuity.retrieval.search import Hit
     from continuity.store.base import BaseStore
 
-__all__ = ["K_MAX", "fast_search", "hit_agents", "parse", "print_hits", "progress_on_stderr"]
+__all__ = [
+    "K_MAX",
+    "NO_EXACT_WORD",
+    "fast_search",
+    "hit_agents",
+    "parse",
+    "print_hits",
+    "progress_on_stderr",
+]
 
 K_MAX = 1000
+NO_EXACT_WORD = (
+    "note: no word of the query is in these hits as written: they match other forms of its "
+    "words (a stem) or its meaning (the model)"
+)
 _FLAGS = {"--json": "json"}
 _VALUED = {"--thread": "thread", "--project": "project", "--agent": "agent", "--k": "k"}
 
@@ -238,6 +250,8 @@ def print_hits(
             f"({h.score:.3f}){gone}{leads}"
         )
         write(f"    {snippet}")
+    if not any(h.exact for h in hits):
+        write(NO_EXACT_WORD)
 
 
 def highlight(text: str, terms: list[str]) -> str:

@@ -1,11 +1,21 @@
-"""Fusion: BM25's hits and the semantic ranking's, joined by reciprocal rank fusion (ADR 0033).
+"""Fusion: BM25's hits and the semantic ranking's, joined so that BM25's are never lost (ADR 0052).
 
-:func:`fuse` scores each document ``Σ w / (c + rank)`` over the lists it is in (rank from 1;
-``w`` the list's weight, 1 unless given), ties to the better best rank, then the lower key;
-:func:`fused_hits` fuses a search's BM25 hits with the nearest documents by cosine
-(:func:`.vectors.nearest`), as hits: BM25's list weighs 1 and the semantic list
-:data:`SEMANTIC_WEIGHT`, with ``c`` = :data:`RRF_C` (ADR 0042: chosen on the labelled set's dev
-split; ADR 0033 had c = 60 and equal weights).
+The fused ranking of a query is one list, whatever ``k`` asks for (pages are its slices):
+
+1. **reciprocal rank fusion** of BM25's first :data:`FUSE_DEPTH` hits and the semantic
+   ranking's first :data:`FUSE_DEPTH` documents: each scores ``Σ w / (c + rank)`` over the lists
+   it is in (``c`` = :data:`RRF_C`, both lists weighing 1: :data:`SEMANTIC_WEIGHT`);
+2. **BM25's confident head is kept**: its top hit stays first when it scores at least
+   :data:`CONFIDENT_GAP` times the second (or is BM25's only hit);
+3. **no BM25 hit sinks more than** :data:`SLACK` **place**: the fused list is merged with BM25's
+   so that BM25's hit at rank ``r`` is at rank ``r + SLACK`` or better. The fused top ``k``
+   therefore holds BM25's top ``k - SLACK`` whatever the model says: fusion can add what
+   words miss, never take away much of what they found;
+4. BM25's hits past the fused depth follow in BM25's order.
+
+:func:`fuse` is step 1 alone (kept for callers that fuse other lists); :func:`fused_order` is
+the whole rule over keys; :func:`fused_hits` applies it to a search's hits and the nearest
+documents by cosine (:func:`.vectors.nearest`).
 """
 
 from __future__ import annotations
@@ -17,31 +27,44 @@ import msgspec
 
 from continuity.retrieval.documents import KIND_NAMES, ROLE_NAMES
 from continuity.retrieval.ranking import Hit
-from continuity.retrieval.vectors import nearest
+from continuity.retrieval.vectors import nearest_covered
 from continuity.store.base import BaseStore, Thread
 
 if TYPE_CHECKING:
     from continuity.retrieval.embedders import Embedder  # a protocol: annotations only
 
 __all__ = [
+    "CONFIDENT_GAP",
+    "FUSE_DEPTH",
     "RRF_C",
     "SEMANTIC_WEIGHT",
+    "SLACK",
     "Key",
     "fuse",
     "fused_hits",
+    "fused_order",
     "fused_prefix",
     "fused_search",
+    "partly_embedded",
     "prefix_fuser",
 ]
 
 RRF_C: Final = 10
-"""RRF's ``c``: 10 (ADR 0042). With the semantic list weighted 1.5 it measured 0.651 recall@5 on
-the dev split at every BM25 depth tried (10, 20, 50), where c = 60 with equal weights gave
-0.605."""
+"""RRF's ``c`` (ADR 0042; kept by the cross-validation of ADR 0052)."""
 
-SEMANTIC_WEIGHT: Final = 1.5
-"""The semantic list's weight in the fused score (BM25's is 1): a contextual encoder's ranking
-is the better of the two on paraphrases, BM25's on exact words (ADR 0042)."""
+SEMANTIC_WEIGHT: Final = 1.0
+"""The semantic list's weight in RRF (BM25's is 1). ADR 0042's 1.5 was fitted on one split and
+lost to BM25 on the command/file set; chosen by leaving each evaluation set out (ADR 0052)."""
+
+FUSE_DEPTH: Final = 50
+"""How deep each list is fused, whatever ``k``: a fixed depth is what makes the first page the
+head of a longer one (a depth that grew with ``k`` re-ranked every page)."""
+
+SLACK: Final = 1
+"""A BM25 hit at rank ``r`` is at rank ``r + SLACK`` or better in the fused list."""
+
+CONFIDENT_GAP: Final = 1.3
+"""BM25's top hit is kept first when its score is at least this many times the second's."""
 
 _WEIGHTS: Final = (1.0, SEMANTIC_WEIGHT)  # (BM25's list, the semantic list)
 
@@ -80,6 +103,55 @@ def fuse(
     return sorted(scores, key=lambda key: (-scores[key], best[key], key))[:k]
 
 
+def fused_order(
+    lexical: Sequence[Key],
+    semantic: Sequence[Key],
+    *,
+    confident: bool = False,
+    depth: int = FUSE_DEPTH,
+) -> tuple[list[Key], dict[Key, float]]:
+    """The fused ranking of BM25's keys (best first, as deep as the caller has them) and the
+    semantic ranking's (best first): RRF of both lists' first ``depth``, BM25's top key first
+    when ``confident``, merged so that BM25's key at rank ``r`` is at rank ``r + SLACK`` or
+    better, then BM25's keys past the fused ones. Every key of ``lexical`` is in it, and of
+    ``semantic`` those within ``depth``. With the RRF scores (a key past ``depth``: none).
+
+    The first ``n`` keys depend on ``lexical[:n]``, ``lexical[:depth]`` and
+    ``semantic[:depth]`` alone, so a longer BM25 list never changes a shorter page."""
+    lists = [list(dict.fromkeys(lexical[:depth])), list(dict.fromkeys(semantic[:depth]))]
+    scores, best = _rrf(lists, RRF_C, _WEIGHTS)
+    ranked = sorted(scores, key=lambda key: (-scores[key], best[key], key))
+    if confident and lexical:
+        ranked.remove(lexical[0])
+        ranked.insert(0, lexical[0])
+    bm25 = list(dict.fromkeys(lexical))
+    out: list[Key] = []
+    placed: set[Key] = set()
+    li = fi = 0
+    while True:
+        while li < len(bm25) and bm25[li] in placed:
+            li += 1
+        while fi < len(ranked) and ranked[fi] in placed:
+            fi += 1
+        if li < len(bm25) and (li + 1 + SLACK <= len(out) + 1 or fi >= len(ranked)):
+            key = bm25[li]  # its deadline: BM25's rank + SLACK
+        elif fi < len(ranked):
+            key = ranked[fi]
+        else:
+            break
+        out.append(key)
+        placed.add(key)
+    return out, scores
+
+
+def confident_head(hits: Sequence[Hit]) -> bool:
+    """Whether BM25's top hit stands clear of the rest: its only hit, or one scoring at least
+    :data:`CONFIDENT_GAP` times the second."""
+    if not hits:
+        return False
+    return len(hits) == 1 or hits[0].score >= CONFIDENT_GAP * hits[1].score
+
+
 def fused_search(
     store: BaseStore,
     query: str,
@@ -89,17 +161,15 @@ def fused_search(
     *,
     thread: str | None = None,
     project: str | None = None,
-    depth: int | None = None,
-    c: int = RRF_C,
+    depth: int = FUSE_DEPTH,
 ) -> list[tuple[str, int, float]]:
     """BM25's hits (best first, as :func:`~.search.search` ranked them, for the
-    same ``thread``/``project``) fused with the ``depth`` (default: as many as BM25's, at least
-    ``k``) semantic hits by reciprocal rank fusion: the best ``k`` as (thread id, seq, fused
-    score rounded to 6 decimals)."""
+    same ``thread``/``project``) fused with the semantic ranking by :func:`fused_order`: the
+    best ``k`` as (thread id, seq, RRF score rounded to 6 decimals; 0 past the fused depth)."""
     return [
         (t, s, score)
         for (t, s, score, _kind, _role) in _fused(
-            store, query, embedder, bm25_hits, k, thread, project, depth, c
+            store, query, embedder, bm25_hits, k, thread, project, depth
         )
     ]
 
@@ -112,50 +182,60 @@ def _fused(
     k: int,
     thread: str | None,
     project: str | None,
-    depth: int | None,
-    c: int,
+    depth: int,
     progress: Callable[[int, int], None] | None = None,
     jobs: int = 1,
     budget: int | None = None,
+    first: str | None = None,
+    told: Callable[[str], None] | None = None,
 ) -> list[tuple[str, int, float, int, int]]:
-    n = depth if depth is not None else max(k, len(bm25_hits))
-    near = nearest(store, query, embedder, thread, project, n, progress, jobs=jobs, budget=budget)
+    near, missing = nearest_covered(
+        store,
+        query,
+        embedder,
+        thread,
+        project,
+        depth,
+        progress,
+        jobs=jobs,
+        budget=budget,
+        first=first,
+    )
+    if missing:  # a ranking of part of the scope is no ranking of the scope: BM25's alone
+        if told is not None:
+            told(partly_embedded(missing))
+        return [(h.thread_id, h.seq, h.score, 0, 0) for h in bm25_hits[:k]]
+    return _ordered(bm25_hits, [(t, s, kind, role) for t, s, _c, kind, role in near], k, depth)
+
+
+def partly_embedded(missing: int) -> str:
+    """What a search says when the model's vectors leave threads of its scope out."""
+    return (
+        f"ranked by words alone: {missing:,} thread(s) in scope are not embedded yet by the "
+        "model in use (each search catches up a few; `continuity index` embeds them all now)"
+    )
+
+
+def _ordered(
+    bm25_hits: Sequence[Hit], near: Sequence[tuple[str, int, int, int]], k: int, depth: int
+) -> list[tuple[str, int, float, int, int]]:
+    """The first ``k`` of :func:`fused_order` as (thread id, seq, score, kind, role)."""
     lexical = [(h.thread_id, h.seq) for h in bm25_hits]
-    semantic = [(t, s) for t, s, _c, _k, _r in near]
-    scores, _best = _rrf([lexical, semantic], c, _WEIGHTS)
-    kinds = {(t, s): (kind, role) for t, s, _c, kind, role in near}
+    semantic = [(t, s) for t, s, _k, _r in near]
+    order, scores = fused_order(lexical, semantic, confident=confident_head(bm25_hits), depth=depth)
+    kinds = {(t, s): (kind, role) for t, s, kind, role in near}
     return [
-        (t, s, round(scores[(t, s)], 6), *kinds.get((t, s), (0, 0)))
-        for t, s in fuse([lexical, semantic], k, c, _WEIGHTS)
+        (t, s, round(scores.get((t, s), 0.0), 6), *kinds.get((t, s), (0, 0))) for t, s in order[:k]
     ]
 
 
-def fused_hits(
-    store: BaseStore,
-    query: str,
-    embedder: Embedder,
-    bm25_hits: Sequence[Hit],
-    k: int,
-    *,
-    thread: str | None = None,
-    project: str | None = None,
-    depth: int | None = None,
-    c: int = RRF_C,
-    progress: Callable[[int, int], None] | None = None,
-    jobs: int = 1,
-    budget: int | None = None,
+def _as_hits(
+    bm25_hits: Sequence[Hit], fused: Sequence[tuple[str, int, float, int, int]]
 ) -> tuple[list[Hit], list[Hit]]:
-    """:func:`fused_search` as hits, in fused order with the fused score, and the hits among
-    them that BM25 did not find (no snippet yet: the caller makes one, as for any hit). BM25's
-    hits keep their snippet and matched terms. ``progress`` hears (documents embedded,
-    documents to embed) while the vector cache is made or caught up, by ``jobs`` processes;
-    ``budget`` caps the documents embedded now (:func:`~.vectors.nearest`)."""
     lexical = {(h.thread_id, h.seq): h for h in bm25_hits}
     out: list[Hit] = []
     new: list[Hit] = []
-    for t, s, score, kind, role in _fused(
-        store, query, embedder, bm25_hits, k, thread, project, depth, c, progress, jobs, budget
-    ):
+    for t, s, score, kind, role in fused:
         found = lexical.get((t, s))
         if found is not None:
             out.append(msgspec.structs.replace(found, score=score))
@@ -172,6 +252,47 @@ def fused_hits(
     return out, new
 
 
+def fused_hits(
+    store: BaseStore,
+    query: str,
+    embedder: Embedder,
+    bm25_hits: Sequence[Hit],
+    k: int,
+    *,
+    thread: str | None = None,
+    project: str | None = None,
+    depth: int = FUSE_DEPTH,
+    progress: Callable[[int, int], None] | None = None,
+    jobs: int = 1,
+    budget: int | None = None,
+    first: str | None = None,
+    told: Callable[[str], None] | None = None,
+) -> tuple[list[Hit], list[Hit]]:
+    """:func:`fused_search` as hits, in fused order with the fused score, and the hits among
+    them that BM25 did not find (no snippet yet: the caller makes one, as for any hit). BM25's
+    hits keep their snippet and matched terms. ``progress`` hears (documents embedded,
+    documents to embed) while the vector cache is made or caught up, by ``jobs`` processes;
+    ``budget`` caps the documents embedded now, thread ``first`` (the live session) first
+    (:func:`~.vectors.nearest_covered`). While threads in scope are not all embedded, the hits
+    are BM25's alone, and ``told`` hears so (:func:`partly_embedded`)."""
+    fused = _fused(
+        store,
+        query,
+        embedder,
+        bm25_hits,
+        k,
+        thread,
+        project,
+        depth,
+        progress,
+        jobs,
+        budget,
+        first,
+        told,
+    )
+    return _as_hits(bm25_hits, fused)
+
+
 def fused_prefix(
     thread: Thread,
     query: str,
@@ -182,45 +303,24 @@ def fused_prefix(
     k: int,
     exclude_seqs: Iterable[int] = (),
     budget: int | None = None,
-    c: int = RRF_C,
 ) -> list[Hit]:
     """A thread prefix's BM25 hits (:func:`~.ranking.rank_prefix`'s, best first) fused with the
-    embedder's ranking of the same documents (seq ≤ ``max_seq``, none of ``exclude_seqs``),
-    as deep as BM25's list and at least ``k``: the best ``k`` hits, in fused order with the
-    fused score; BM25's keep their snippet, the others have none yet. A function of the log
-    prefix and the model (the cache holds the whole thread; later documents are left out).
-    ``budget``: :func:`~.vectors.nearest`'s."""
+    embedder's ranking of the same documents (seq ≤ ``max_seq``, none of ``exclude_seqs``) by
+    :func:`fused_order`, both lists as deep as BM25's and at least ``k``: the best ``k`` hits,
+    in fused order with the fused score; BM25's keep their snippet, the others have none yet. A
+    function of the log prefix and the model (the cache holds the whole thread; later documents
+    are left out). ``budget``: :func:`~.vectors.nearest`'s."""
     left_out = set(exclude_seqs)
     depth = max(k, len(bm25_hits))
+    found, missing = nearest_covered(
+        thread.store, query, embedder, thread.id, None, 1 << 30, budget=budget, first=thread.id
+    )
+    if missing:  # the thread is not all embedded yet: BM25's ranking alone
+        return list(bm25_hits[:k])
     near = [
-        (t, s, kind, role)
-        for t, s, _c, kind, role in nearest(
-            thread.store, query, embedder, thread.id, None, 1 << 30, budget=budget
-        )
-        if s <= max_seq and s not in left_out
+        (t, s, kind, role) for t, s, _c, kind, role in found if s <= max_seq and s not in left_out
     ][:depth]
-    lexical = {(h.thread_id, h.seq): h for h in bm25_hits}
-    kinds = {(t, s): (kind, role) for t, s, kind, role in near}
-    lists = [list(lexical), [(t, s) for t, s, _k, _r in near]]
-    scores, _best = _rrf(lists, c, _WEIGHTS)
-    out: list[Hit] = []
-    for key in fuse(lists, k, c, _WEIGHTS):
-        score = round(scores[key], 6)
-        found = lexical.get(key)
-        if found is not None:
-            out.append(msgspec.structs.replace(found, score=score))
-            continue
-        kind, role = kinds[key]
-        out.append(
-            Hit(
-                thread_id=key[0],
-                seq=key[1],
-                kind=KIND_NAMES.get(kind, "?"),
-                role=ROLE_NAMES.get(role, ""),
-                score=score,
-            )
-        )
-    return out
+    return _as_hits(bm25_hits, _ordered(bm25_hits, near, k, depth))[0]
 
 
 def prefix_fuser(

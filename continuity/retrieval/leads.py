@@ -46,16 +46,27 @@ def response_of(message_id: str) -> str:
 class _Reader:
     """One frame at a seq of the hits' threads, each thread's reader made once."""
 
-    def __init__(self, threads: Mapping[str, Thread]) -> None:
+    def __init__(
+        self,
+        threads: Mapping[str, Thread],
+        frames: dict[tuple[str, int], fr.Frame] | None = None,
+    ) -> None:
         self.threads = threads
         self._read: dict[str, Callable[[int], fr.Frame | None]] = {}
         self._parents: dict[str, str] = {}
+        self.frames = frames if frames is not None else {}
 
     def frame(self, thread_id: str, seq: int) -> fr.Frame | None:
+        found = self.frames.get((thread_id, seq))
+        if found is not None:
+            return found
         read = self._read.get(thread_id)
         if read is None:
             read = self._read[thread_id] = _reader(self.threads[thread_id])
-        return read(seq)
+        found = read(seq)
+        if found is not None:
+            self.frames[(thread_id, seq)] = found
+        return found
 
     def parent(self, thread_id: str) -> str:
         found = self._parents.get(thread_id)
@@ -73,13 +84,19 @@ def _reader(thread: Thread) -> Callable[[int], fr.Frame | None]:
     return lambda seq: next(iter(thread.read(from_seq=seq, to_seq=seq)), None)
 
 
-def lead(threads: Mapping[str, Thread], hits: Sequence[Hit], k: int) -> list[Hit]:
+def lead(
+    threads: Mapping[str, Thread],
+    hits: Sequence[Hit],
+    k: int,
+    frames: dict[tuple[str, int], fr.Frame] | None = None,
+) -> list[Hit]:
     """The best ``k`` of ``hits`` (ranked, best first, of the given thread handles: the
     search's own, so no thread is looked up again) with where each leads: a summary's
     ``covers``, a thread's ``parent_thread_id``, and one hit per merged assistant response
     (the best-ranked part, the other parts' seqs in ``also``, ascending). Parts ranked after
-    the ``k``-th kept hit are still named in ``also``; nothing else about a hit changes."""
-    reader = _Reader(threads)
+    the ``k``-th kept hit are still named in ``also``; nothing else about a hit changes.
+    ``frames``: the frames read, by (thread id, seq), kept for the caller (the snippets)."""
+    reader = _Reader(threads, frames)
     kept: list[Hit] = []
     also: list[list[int]] = []
     response_at: dict[tuple[str, str], int] = {}  # (thread, response id) → index in kept

@@ -78,6 +78,11 @@ class Hit(msgspec.Struct, frozen=True, kw_only=True):
     """The parent its thread's ``thread_created`` names (a subagent's session), else ``""``."""
     also: list[int] = []
     """The other seqs of the same merged assistant response that matched, ascending."""
+    message_id: str = ""
+    """A message hit: its frame's ``message_id`` (what a caller keys its own records by)."""
+    exact: bool = False
+    """A word of the query is in the document as the query wrote it (case aside), not only a
+    word of the same stem; False for a hit the semantic ranking alone found."""
 
 
 def query_terms(query: str) -> list[str]:

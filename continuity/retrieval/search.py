@@ -12,6 +12,7 @@ hashed features, and a real model can be plugged in by the caller (nothing is do
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, overload
 
@@ -26,6 +27,7 @@ from continuity.errors import ArtifactCorrupt, CorruptCache, CorruptFrame, Inval
 from continuity.retrieval.documents import Doc, doc_of, documents_of_lines, summary_text, text_of
 from continuity.retrieval.index import ThreadSearchIndex
 from continuity.retrieval.leads import candidates, lead
+from continuity.retrieval.projects import in_project, project_scope
 from continuity.retrieval.ranking import (
     Corpus,
     Hit,
@@ -42,7 +44,7 @@ from continuity.retrieval.store_index import (
     open_store_search,
     rebuild_store_search,
 )
-from continuity.retrieval.terms import SURFACE, token_spans, words_of
+from continuity.retrieval.terms import SURFACE, as_written, token_spans, words_of
 from continuity.store.base import BaseStore, Thread, WideSearchBackend, resolve_thread
 
 if TYPE_CHECKING:
@@ -60,7 +62,11 @@ class Embedding:
     jobs: int = 1
     """Worker processes embedding (an embedder with a ``spec``: :mod:`.embed_workers`)."""
     budget: int | None = None
-    """At most this many documents embedded now (a hook's); the rest searched as cached."""
+    """At most this many documents embedded now (a hook's); the rest caught up by later
+    searches. Until every thread in scope is embedded the search ranks by BM25 alone and says
+    so (``on_damage``)."""
+    first: str | None = None
+    """The thread a budget catches up first: the live session."""
 
 
 _EMBED_NOW: Final = Embedding()
@@ -104,8 +110,10 @@ def _with_snippets(
     use_caches: bool = True,
     on_damage: Callable[[str], None] | None = None,
     corpora: tuple[dict[str, Corpus], dict[tuple[str, int], int]] | None = None,
+    frames: dict[tuple[str, int], fr.Frame] | None = None,
 ) -> list[Hit]:
-    """``hits`` (of the given threads) with their time, snippet and matched terms. A summary
+    """``hits`` (of the given threads) with their time, snippet and matched terms (``frames``:
+    those already read, by (thread id, seq), through the same offset index). A summary
     hit whose artifact is missing or damaged is told to ``on_damage`` (and kept, its snippet
     made of the checkpoint frame alone), or raises when there is no ``on_damage``. With the
     ``corpora`` the hits were ranked from (by thread) and each hit's document ordinal, each
@@ -122,16 +130,19 @@ def _with_snippets(
 
     out = []
     gone: dict[str, list[tuple[int, int]]] = {}
+    written = as_written(terms)
     for h in hits:
         thread = threads[h.thread_id]
         if h.thread_id not in gone:
             if use_caches:
                 ThreadIndex.current(thread)  # up to date, or read from the log (a full disk)
             gone[h.thread_id] = marks_of(thread, use_caches=use_caches).retracted()
-        read = readers.get(h.thread_id)
-        if read is None:
-            read = readers[h.thread_id] = reader(thread)
-        frame = read(h.seq)
+        frame = None if frames is None else frames.get((h.thread_id, h.seq))
+        if frame is None:
+            read = readers.get(h.thread_id)
+            if read is None:
+                read = readers[h.thread_id] = reader(thread)
+            frame = read(h.seq)
         if frame is None:  # the index names a frame the log does not hold
             raise CorruptFrame(
                 thread.id, h.seq, -1, "the search index names this frame but the log ends before it"
@@ -168,9 +179,76 @@ def _with_snippets(
                 snippet=snippet,
                 terms=matched,
                 retracted=h.kind == "message" and is_in(gone[h.thread_id], h.seq),
+                message_id=frame.message_id if isinstance(frame, fr.MessageAppended) else "",
+                exact=any(t in written for t in held),
             )
         )
     return out
+
+
+class _Pending:
+    """What a lazy search defers (issue 44: re-reading, checking and snippeting every ranked
+    candidate was most of a query's time, so its cost grew with ``k`` and a fused search
+    snippeted BM25's 50): the ranking's corpora, to check and snippet only the hits shown."""
+
+    def __init__(self) -> None:
+        self.checks: dict[str, Corpus] = {}
+        self.ordinals: dict[tuple[str, int], int] = {}
+
+    def snippets(
+        self,
+        threads: dict[str, Thread],
+        hits: list[Hit],
+        terms: list[str],
+        on_damage: Callable[[str], None] | None,
+        frames: dict[tuple[str, int], fr.Frame],
+    ) -> list[Hit]:
+        """``hits`` with their snippets: BM25's checked against the corpora they were ranked
+        from, the semantic ranking's alone from the start of their text (``frames``: those
+        :func:`~.leads.lead` read already)."""
+        ranked = [h for h in hits if (h.thread_id, h.seq) in self.ordinals]
+        found = [h for h in hits if (h.thread_id, h.seq) not in self.ordinals]
+        shown = {
+            (h.thread_id, h.seq): h
+            for h in _with_snippets(
+                {h.thread_id: threads[h.thread_id] for h in ranked},
+                ranked,
+                terms,
+                on_damage=on_damage,
+                corpora=(self.checks, self.ordinals),
+                frames=frames,
+            )
+        }
+        if found:
+            alone = _with_snippets(
+                {h.thread_id: threads[h.thread_id] for h in found},
+                found,
+                [],
+                on_damage=on_damage,
+                frames=frames,
+            )
+            shown.update({(h.thread_id, h.seq): h for h in alone})
+        return [shown[(h.thread_id, h.seq)] for h in hits]
+
+
+_LAZY: Final[ContextVar[_Pending | None]] = ContextVar("continuity_lazy_snippets", default=None)
+
+
+def _shown(
+    threads: dict[str, Thread],
+    hits: list[Hit],
+    terms: list[str],
+    on_damage: Callable[[str], None] | None,
+    corpora: tuple[dict[str, Corpus], dict[tuple[str, int], int]],
+) -> list[Hit]:
+    """The ranked ``hits`` with snippets now, or, in a lazy search, as they are (their corpora
+    kept to check and snippet the hits shown)."""
+    pending = _LAZY.get()
+    if pending is None:
+        return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=corpora)
+    pending.checks.update(corpora[0])
+    pending.ordinals.update(corpora[1])
+    return hits
 
 
 def _check_indexed(
@@ -208,7 +286,8 @@ def _threads(
         handle = store.thread(tid)
         if project is not None:
             first = next(iter(handle.read(to_seq=0)), None)
-            if not (isinstance(first, fr.ThreadCreated) and first.meta.get("project") == project):
+            stored = first.meta.get("project") if isinstance(first, fr.ThreadCreated) else None
+            if not in_project(stored if isinstance(stored, str) else None, project):
                 continue
         chosen.append(handle)
     return chosen
@@ -238,21 +317,51 @@ def _thread_sources(store: BaseStore) -> dict[str, str]:
     return thread_sources(store)
 
 
+class _StoreModel:
+    """The default embedder of :func:`search`: the store's model (``continuity model use``)."""
+
+    def __repr__(self) -> str:
+        return "STORE_MODEL"
+
+
+STORE_MODEL: Final = _StoreModel()
+"""``search(..., embedder=STORE_MODEL)`` (the default): fuse the store's model, if it has one."""
+
+_loaded: dict[tuple[str, str | None], Embedder] = {}  # a model is loaded once a process
+
+
+def _store_model(store: BaseStore) -> Embedder | None:
+    from continuity.retrieval.settings import read_search_settings
+
+    settings = read_search_settings(store)
+    if not settings.model:
+        return None
+    key = (settings.model, settings.embedder)
+    found = _loaded.get(key)
+    if found is None:
+        from continuity.retrieval.models import load_model
+
+        found = _loaded[key] = load_model(settings.model, kind=settings.embedder)
+    return found
+
+
 def search(
     store: BaseStore,
     query: str,
     *,
-    thread: str | None = None,
+    thread: str | Collection[str] | None = None,
     project: str | None = None,
     agent: str | None = None,
     k: int = 10,
-    embedder: Embedder | None = None,
+    embedder: Embedder | _StoreModel | None = STORE_MODEL,
     rerank: int = 50,
     on_damage: Callable[[str], None] | None = None,
     progress: Progress | None = None,
     embedding: Embedding = _EMBED_NOW,
 ) -> list[Hit]:
-    """The best ``k`` documents for ``query`` across the store (or one thread or project).
+    """The best ``k`` documents for ``query`` across the store (or one thread, several
+    threads — ``thread=["a", "b"]`` — or one project: its folder however written, and its
+    subfolders).
 
     Across the store or a project, a store that keeps caches is searched through its
     store-wide index (:mod:`continuity.retrieval.store_index`, ADR 0029): the postings of the
@@ -263,17 +372,21 @@ def search(
     summary artifact is missing or damaged raises :class:`ArtifactCorrupt`, or, with
     ``on_damage``, is told to it (once per hit) and shown without the summary.
 
-    Brings each searched thread's index up to date first (incremental). With an ``embedder``
-    (a :class:`~.embedders.StaticEmbedder` model, ADR 0033) BM25's best ``rerank``
-    candidates and the embedder's best ``rerank`` documents by cosine similarity (over a vector
-    cache of every searched document) are fused by reciprocal rank fusion: a document no query
-    word matches can be found. Deterministic for a given model. (Re-ranking BM25's candidates by
-    :class:`HashedEmbedder` similarity, which this replaced, made results worse: ADR 0032.)
+    Brings each searched thread's index up to date first (incremental). ``embedder`` is by
+    default the store's model (:data:`STORE_MODEL`: ``continuity model use``, loaded once a
+    process), or one given (:func:`continuity.retrieval.models.load_model`), or None for BM25
+    alone. With one, BM25's best ``rerank`` candidates and the embedder's best ``rerank``
+    documents by cosine similarity (over a vector cache of every searched document) are fused
+    (:func:`~.fusion.fused_order`, ADR 0052): a document no query word matches can be found,
+    and no BM25 hit sinks more than one place. Deterministic for a given model; one ranking
+    whatever ``k`` is, so a bigger ``k`` only adds hits after the same first ones.
     ``embedding`` says how what the vector cache lacks is embedded (progress, worker
-    processes, a budget).
+    processes, a budget); until every thread in scope is embedded the hits are BM25's, and
+    ``on_damage`` hears so.
 
     Hits that lead somewhere (ADR 0034): a summary hit's ``covers``, a subagent hit's
-    ``parent_thread_id``, and one hit (``also`` the other seqs) for a merged response's parts.
+    ``parent_thread_id``, and one hit (``also`` the other seqs) for a merged response's parts;
+    a message hit's ``message_id``.
 
     ``agent`` keeps the threads that agent wrote (:func:`_agent_threads`): the store-wide
     index ranks their documents alone, as it does a project's.
@@ -284,8 +397,17 @@ def search(
     if agent is not None:
         # a server's store-wide index keeps each thread's source: no thread is listed first
         only = _Source(_agent(agent).source) if _server(store) else _agent_threads(store, agent)
+    if thread is not None and not isinstance(thread, str):  # several threads
+        chosen = frozenset(store.existing_thread(t).id for t in thread)
+        if isinstance(only, _Source):
+            only = _only(store, only)
+        only = chosen if only is None else chosen & only
+        thread = None
+    if isinstance(embedder, _StoreModel):
+        embedder = _store_model(store)
     fusing = None if embedder is None else (embedder, embedding)
-    return _search(store, query, thread, project, only, k, fusing, rerank, on_damage, progress)
+    scope = project_scope(project)  # however its path is written, and its subfolders
+    return _search(store, query, thread, scope, only, k, fusing, rerank, on_damage, progress)
 
 
 class _Source(str):
@@ -326,30 +448,41 @@ def _search(
     rerank: int,
     on_damage: Callable[[str], None] | None,
     progress: Progress | None,
+    lazy: bool = True,
 ) -> list[Hit]:
     terms = query_terms(query)
     want = max(candidates(k), rerank if fusing else k)  # room to collapse responses
     told: list[str] = []  # said once, after a retry
     handles: dict[str, Thread] = {}  # one per thread: the ranking's, the snippets' and the leads'
-    wide = (
-        _wide(store, terms, want, (project, only), told, on_damage, progress, handles)
-        if thread is None
-        else None
-    )
-    if wide is not None:
-        hits = wide
-    else:
-        listed = _only(store, only)
-        hits = _per_thread(store, terms, want, thread, project, told, on_damage, handles, listed)
-    if on_damage is not None:
-        for message in dict.fromkeys(told):
-            on_damage(message)
-    if fusing is not None:
-        hits = _fused(store, query, fusing, hits, want, (thread, project), on_damage, handles)
-        kept = _only(store, only)
-        if kept is not None:  # the semantic ranking knows no agents: its hits are kept after
-            hits = [h for h in hits if h.thread_id in kept]
-    led = lead(handles, hits, k)  # one hit per merged response, and where each leads (ADR 0034)
+    pending = _Pending() if lazy else None
+    token = _LAZY.set(pending)
+    try:
+        wide = (
+            _wide(store, terms, want, (project, only), told, on_damage, progress, handles)
+            if thread is None
+            else None
+        )
+        if wide is not None:
+            hits = wide
+        else:
+            listed = _only(store, only)
+            hits = _per_thread(
+                store, terms, want, thread, project, told, on_damage, handles, listed
+            )
+        if on_damage is not None:
+            for message in dict.fromkeys(told):
+                on_damage(message)
+        if fusing is not None:
+            hits = _fused(
+                store, query, fusing, hits, (want, rerank), (thread, project), on_damage, handles
+            )
+            kept = _only(store, only)
+            if kept is not None:  # the semantic ranking knows no agents: its hits are kept after
+                hits = [h for h in hits if h.thread_id in kept]
+    finally:
+        _LAZY.reset(token)
+    frames: dict[tuple[str, int], fr.Frame] = {}  # read once: for the leads and the snippets
+    led = lead(handles, hits, k, frames)  # one hit per merged response, where each leads (ADR 34)
     if len(led) < k and len(hits) == want:  # parts of responses filled the candidates
         said = set(told)
         return _search(
@@ -363,8 +496,34 @@ def _search(
             rerank,
             None if on_damage is None else lambda m: None if m in said else on_damage(m),
             progress,
+            lazy,
         )[:k]
-    return led
+    if pending is None:
+        return led
+    late: list[str] = []
+    try:
+        shown = pending.snippets(handles, led, terms, late.append if on_damage else None, frames)
+    except (CorruptCache, *_DAMAGE):
+        # A damaged index shows when a hit is checked: the eager path finds and mends it.
+        said = set(told)
+        return _search(
+            store,
+            query,
+            thread,
+            project,
+            only,
+            k,
+            fusing,
+            rerank,
+            None if on_damage is None else lambda m: None if m in said else on_damage(m),
+            progress,
+            lazy=False,
+        )
+    if on_damage is not None:
+        for message in dict.fromkeys(late):
+            if message not in told:
+                on_damage(message)
+    return shown
 
 
 def _wide(
@@ -445,12 +604,8 @@ def _server_wide(
             hits = rank([corpus], terms, want, frozenset(), ordinals)
             threads = {h.thread_id: handle(h.thread_id) for h in hits}
             checks = dict.fromkeys(threads, corpus)
-            return _with_snippets(
-                threads,
-                hits,
-                terms,
-                on_damage=told.append if on_damage else None,
-                corpora=(checks, ordinals),
+            return _shown(
+                threads, hits, terms, told.append if on_damage else None, (checks, ordinals)
             )
         except (CorruptCache, *_DAMAGE):
             told.clear()
@@ -478,7 +633,7 @@ def _ranked_wide(
     hits = rank([corpus], terms, k, frozenset(), ordinals)
     threads = {h.thread_id: handle(h.thread_id) for h in hits}
     checks = dict.fromkeys(threads, corpus)
-    return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=(checks, ordinals))
+    return _shown(threads, hits, terms, on_damage, (checks, ordinals))
 
 
 def _per_thread(
@@ -532,7 +687,7 @@ def _ranked(
     ordinals: dict[tuple[str, int], int] = {}
     hits = rank(corpora, terms, k, frozenset(), ordinals)
     checks = {c.thread_id: c for c in corpora}
-    return _with_snippets(threads, hits, terms, on_damage=on_damage, corpora=(checks, ordinals))
+    return _shown(threads, hits, terms, on_damage, (checks, ordinals))
 
 
 def _fused(
@@ -540,17 +695,19 @@ def _fused(
     query: str,
     fusing: tuple[Embedder, Embedding],
     hits: list[Hit],
-    want: int,
+    sizes: tuple[int, int],
     scope: tuple[str | None, str | None],
     on_damage: Callable[[str], None] | None,
     handles: dict[str, Thread],
 ) -> list[Hit]:
-    """BM25's hits fused with the embedder's ranking of the same documents by reciprocal rank
-    fusion (ADR 0033); a hit BM25 did not find gets its snippet here (from the start of its
-    text: no query term need be in it)."""
+    """BM25's hits fused with the embedder's ranking of the same documents
+    (:func:`~.fusion.fused_order`, ADR 0052): the first ``want`` of one ranking fused
+    ``depth`` deep, whatever ``want`` is (``sizes``: (want, depth)); a hit BM25 did not find
+    gets its snippet here (from the start of its text: no query term need be in it)."""
     from continuity.retrieval.fusion import fused_hits
 
     embedder, how = fusing
+    want, depth = sizes
     fused, new = fused_hits(
         store,
         query,
@@ -559,16 +716,18 @@ def _fused(
         want,
         thread=scope[0],
         project=scope[1],
-        depth=want,
+        depth=depth,
         progress=how.progress,
         jobs=how.jobs,
         budget=how.budget,
+        first=how.first or scope[0],
+        told=on_damage,
     )
-    if not new:
-        return fused
     for h in new:
         if h.thread_id not in handles:
             handles[h.thread_id] = store.thread(h.thread_id)
+    if not new or _LAZY.get() is not None:  # a lazy search snippets the hits it shows
+        return fused
     threads = {h.thread_id: handles[h.thread_id] for h in new}
     shown = {(h.thread_id, h.seq): h for h in _with_snippets(threads, new, [], on_damage=on_damage)}
     return [shown.get((h.thread_id, h.seq), h) for h in fused]

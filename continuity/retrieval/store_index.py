@@ -70,6 +70,7 @@ from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable,
 from continuity.errors import CachesReadOnly, ContinuityError, note_rebuilt
 from continuity.retrieval.documents import Doc, doc_of_line
 from continuity.retrieval.index import empty_files, log_holds, watermark_problem
+from continuity.retrieval.projects import in_project
 from continuity.retrieval.ranking import Corpus, Part
 from continuity.retrieval.segments import (
     BLOCK,
@@ -324,7 +325,7 @@ class StoreSearchView:
                 i
                 for i, e in enumerate(m.threads)
                 if e.docs
-                and (project is None or e.project == project)
+                and in_project(e.project, project)
                 and (only is None or e.thread_id in only)
             ]
             n_docs = sum(m.threads[i].docs for i in chosen)

@@ -149,6 +149,15 @@ def tokenize(text: str) -> list[str]:
     return list(chain.from_iterable(cast("list[tuple[str, ...]]", found)))  # no None left
 
 
+def as_written(terms: Iterable[str]) -> frozenset[str]:
+    """The query ``terms`` a document holds only if it has a word the way the query wrote it:
+    each surface form (``=migrations``), and each other term but the stem of one
+    (``migrat`` stands for other words too: only ``=migrations`` says the word is there)."""
+    terms = list(terms)
+    stems = {_words(t[len(SURFACE) :])[0] for t in terms if t.startswith(SURFACE)}
+    return frozenset(t for t in terms if t not in stems)
+
+
 def words_of(chunk: str, terms: Iterable[str]) -> list[str]:
     """For each of ``terms`` (tokens of ``chunk``), the text it stands for, lowercased: the
     chunk's part whose stem it is ("migrat" in "db/migrations" → "migrations"), else itself."""

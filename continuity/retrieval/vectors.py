@@ -41,6 +41,7 @@ import fcntl
 import os
 import re
 import time
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -57,6 +58,7 @@ from continuity.errors import ModelError
 from continuity.retrieval.documents import doc_of, may_be_document, summary_text, text_of
 from continuity.retrieval.embedders import embed_queries
 from continuity.retrieval.index import log_holds
+from continuity.retrieval.projects import in_project
 from continuity.store.base import BaseStore, LogStamp, Thread
 
 if TYPE_CHECKING:
@@ -72,6 +74,7 @@ __all__ = [
     "build_vectors",
     "forget_vectors",
     "nearest",
+    "nearest_covered",
     "orphaned_vectors",
     "rebuild_vectors",
     "record_dtype",
@@ -127,6 +130,9 @@ class _Rows:
     def __init__(self) -> None:
         self.threads: list[str] = []
         self.records: list[npt.NDArray[np.void]] = []
+        self.missing = 0
+        """Threads in scope whose documents are not all embedded (a budget stopped, or another
+        process holds the cache): the ranking is of part of the scope."""
 
     def add(self, tid: str, records: npt.NDArray[np.void]) -> None:
         if len(records):
@@ -183,11 +189,22 @@ def _fill(
     part["vec"] = vectors.astype("<f2")
 
 
+_dims: weakref.WeakKeyDictionary[Embedder, int] = weakref.WeakKeyDictionary()
+"""Each embedder's dimension: its probe embedded once, not once a search (a query's worth)."""
+
+
 def _dim(embedder: Embedder) -> int:
+    try:
+        return _dims[embedder]
+    except (KeyError, TypeError):  # not probed yet, or an embedder that takes no weak reference
+        pass
     probe = np.asarray(embedder.embed(["dimension"]), dtype=np.float32)
     if probe.ndim != 2 or probe.shape[0] != 1 or probe.shape[1] < 1:
         raise ModelError(f"embedder {embedder.id} gave vectors of shape {probe.shape}")
-    return int(probe.shape[1])
+    dim = int(probe.shape[1])
+    with contextlib.suppress(TypeError):
+        _dims[embedder] = dim
+    return dim
 
 
 def _project_of(frame: fr.Frame) -> str | None:
@@ -198,14 +215,18 @@ def _project_of(frame: fr.Frame) -> str | None:
 
 
 def _read_docs(
-    thread: Thread, start: int, from_seq: int, project: str | None
+    thread: Thread, start: int, from_seq: int, project: str | None, limit: int | None = None
 ) -> tuple[str | None, int, tuple[int, bytes] | None, list[_Doc]]:
     """(project, end, the last line read, documents) of ``thread``'s committed lines from seq
-    ``from_seq`` (whose line starts at byte ``start``)."""
+    ``from_seq`` (whose line starts at byte ``start``); with a ``limit``, reading stops after
+    that many documents (the rest is caught up by a later call: a budget never skips a thread
+    for being too big for it)."""
     end = start
     last: tuple[int, bytes] | None = None
     docs: list[_Doc] = []
     for seq, line in thread.read_lines(from_seq=from_seq, start_offset=start):
+        if limit is not None and len(docs) >= limit and last is not None:
+            break
         if seq == 0:
             project = _project_of(thread.decode(seq, line))
         if may_be_document(line):
@@ -353,40 +374,51 @@ def _plan(
             have = None  # its frames are no longer the log's: embed it again
         e0 = have[0] if have is not None else None
         start, from_seq, project = (e0.log_end, e0.last_seq + 1, e0.project) if e0 else (0, 0, None)
-        project, end, last, docs = _read_docs(thread, start, from_seq, project)
+        limit = None if budget is None else budget.left
+        project, end, last, docs = _read_docs(thread, start, from_seq, project, limit)
         if last is None:
             if have is not None:
                 plan.out[tid] = have
             else:
                 plan.gone.add(tid)
             continue
-        if budget is not None and not budget.take(len(docs)):
-            if have is not None:
-                plan.out[tid] = have
-            continue
+        if budget is not None:
+            budget.take(len(docs))  # within it: what is left is caught up by the next call
         plan.work.append(_Work(tid, have, project, end, last, docs))
     return plan
 
 
 class _Budget:
-    """How many documents a call may still embed (the hook's): once a thread does not fit,
-    nothing more is read or embedded; the project's threads alone are caught up."""
+    """How many documents a call may still embed (a hook's, the MCP server's): threads are
+    caught up in turn (``first`` first: the live session), a thread too big for what is left
+    up to it, the rest of it by the next call; the project's threads alone are caught up."""
 
-    def __init__(self, documents: int, project: str | None) -> None:
+    def __init__(self, documents: int, project: str | None, first: str | None = None) -> None:
         self.left = documents
         self.project = project
+        self.first = first
 
     def open(self, have: tuple[_Entry, bytes] | None) -> bool:
         if self.left <= 0:
             return False
-        return have is None or self.project is None or have[0].project == self.project
+        return have is None or in_project(have[0].project, self.project)
 
-    def take(self, n: int) -> bool:
-        if n > self.left:
-            self.left = 0
-            return False
-        self.left -= n
-        return True
+    def take(self, n: int) -> None:
+        self.left -= min(n, self.left)
+
+    def order(self, chosen: list[str], known: dict[str, _Entry]) -> list[str]:
+        """``first``, then the threads of the project being caught up, then those never
+        embedded (a new session among them), then the rest."""
+
+        def rank(tid: str) -> tuple[int, str]:
+            if tid == self.first:
+                return (0, tid)
+            e = known.get(tid)
+            if e is not None and self.project is not None and in_project(e.project, self.project):
+                return (1, tid)
+            return (2 if e is None else 3, tid)
+
+        return sorted(chosen, key=rank)
 
 
 def _store_thread(folder: Path, w: _Work, new: bytes, dim: int) -> tuple[_Entry, bytes]:
@@ -511,11 +543,12 @@ def _cached_rows(
     *,
     jobs: int = 1,
     budget: _Budget | None = None,
-) -> dict[str, tuple[_Entry, bytes]]:
+) -> tuple[dict[str, tuple[_Entry, bytes]], list[str]]:
     """Every thread's (or thread ``only``'s) entry and records, brought up to its log's end and
-    committed to the manifest. Held under the folder's lock. ``progress`` hears (documents
-    embedded, documents to embed) after each chunk (a first search embeds them all: minutes at
-    thousands of threads with a contextual model). The manifest is committed every
+    committed to the manifest, and the threads left behind (a ``budget`` ran out). Held under
+    the folder's lock. ``progress`` hears (documents embedded, documents to embed) after each
+    chunk (a first search embeds them all: minutes at thousands of threads with a contextual
+    model). The manifest is committed every
     :data:`COMMIT_SECONDS` and when anything (Ctrl-C) stops it: what was embedded is kept."""
     m = _read_manifest(folder, embedder.id, dim)
     known = dict(m.threads) if m is not None else {}
@@ -524,6 +557,8 @@ def _cached_rows(
             p.unlink(missing_ok=True)
     dtype = record_dtype(dim)
     chosen = sorted(stamps) if only is None else [only]
+    if budget is not None:
+        chosen = budget.order(chosen, known)
     try:  # reading the logs: nothing is written yet
         plan = _plan(store, folder, stamps, known, dtype, chosen, budget)
     except KeyboardInterrupt:
@@ -558,7 +593,8 @@ def _cached_rows(
         raise
     if changed or not (folder / "manifest.json").exists():
         _commit(folder, embedder.id, dim, threads)
-    return out
+    behind = [t for t in chosen if t not in plan.gone and t in stamps]
+    return out, [t for t in behind if t not in out or not _current(out[t][0], stamps[t])]
 
 
 def _commit(folder: Path, model: str, dim: int, threads: dict[str, _Entry]) -> None:
@@ -593,8 +629,10 @@ def _rows(
     *,
     jobs: int = 1,
     budget: int | None = None,
+    first: str | None = None,
 ) -> _Rows:
-    """The records of the chosen threads: through the vector cache, or embedded now."""
+    """The records of the chosen threads: through the vector cache, or embedded now (with a
+    ``budget``, ``first`` caught up first), and how many threads in scope they leave out."""
     if thread is not None:
         store.existing_thread(thread)  # an unknown thread is an error, not a miss
     dim = _dim(embedder)
@@ -605,30 +643,49 @@ def _rows(
         listed = store.log_stamps(_TAIL)
         stamps = None if listed is None else {s.thread_id: s for s in listed}
     rows = _Rows()
-    limit = None if budget is None else _Budget(budget, project)
-    if folder is None or stamps is None:
+    limit = None if budget is None else _Budget(budget, project, first)
+    if folder is None or stamps is None:  # no cache to keep: embedded now, whole threads
         for tid in [thread] if thread is not None else store.threads():
-            if limit is not None and limit.left <= 0:
-                break
             handle = store.thread(tid)
             proj, _end, _last, docs = _read_docs(handle, 0, 0, None)
-            if (project is None or proj == project) and (limit is None or limit.take(len(docs))):
-                rows.add(tid, _records(docs, embedder, dim))
+            if not in_project(proj, project):
+                continue
+            if limit is not None and len(docs) > limit.left:
+                rows.missing += 1
+                continue
+            if limit is not None:
+                limit.take(len(docs))
+            rows.add(tid, _records(docs, embedder, dim))
         return rows
     if thread is not None and thread not in stamps:
         return rows
     with _Lock(folder, wait=budget is None) as held:
         if held:
-            got = _cached_rows(
+            got, behind = _cached_rows(
                 store, folder, stamps, embedder, dim, thread, progress, jobs=jobs, budget=limit
             )
         else:  # a hook does not wait for a long build: it searches what is there
             got = _read_only_rows(folder, embedder, dim, thread)
+            chosen = sorted(stamps) if thread is None else [thread]
+            behind = [t for t in chosen if t not in got or not _current(got[t][0], stamps[t])]
     for tid in sorted(got):
         e, data = got[tid]
-        if project is None or e.project == project:
+        if in_project(e.project, project):
             rows.add(tid, np.frombuffer(data, dtype))
+    rows.missing = sum(1 for tid in behind if _in_scope(store, tid, got.get(tid), project))
     return rows
+
+
+def _in_scope(
+    store: BaseStore, tid: str, got: tuple[_Entry, bytes] | None, project: str | None
+) -> bool:
+    """Whether a thread left behind is in the search's project (its entry says, or its log)."""
+    if project is None:
+        return True
+    if got is not None and got[0].log_end > 0:
+        return in_project(got[0].project, project)
+    first = next(iter(store.thread(tid).read(to_seq=0)), None)
+    return first is not None and in_project(_project_of(first), project)
 
 
 def _model_folders(store: BaseStore) -> list[Path]:
@@ -769,7 +826,7 @@ def build_vectors(
     with _Lock(folder):
         if rebuild:
             (folder / "manifest.json").unlink(missing_ok=True)
-        got = _cached_rows(
+        got, _behind = _cached_rows(
             store, folder, {s.thread_id: s for s in stamps}, embedder, dim, None, heard, jobs=jobs
         )
     documents = sum(e.rows for e, _d in got.values())
@@ -826,14 +883,35 @@ def nearest(
     hears (documents embedded, documents to embed) while the cache is made or caught up, by
     ``jobs`` processes; ``budget``: embed at most this many documents now (a hook's), and
     search what the cache holds for the rest (without waiting for another process's lock)."""
+    return nearest_covered(
+        store, query, embedder, thread, project, k, progress, jobs=jobs, budget=budget
+    )[0]
+
+
+def nearest_covered(
+    store: BaseStore,
+    query: str,
+    embedder: Embedder,
+    thread: str | None,
+    project: str | None,
+    k: int,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    jobs: int = 1,
+    budget: int | None = None,
+    first: str | None = None,
+) -> tuple[list[tuple[str, int, float, int, int]], int]:
+    """:func:`nearest`, and how many threads in scope the ranking leaves out because their
+    documents are not all embedded yet (0: it ranks the whole scope). With a ``budget``,
+    thread ``first`` (the live session) is caught up before the others."""
     if k <= 0:
-        return []
+        return [], 0
     q = embed_queries(embedder, [query])[0]  # a query prefix where the model has one
     if not q.any():
-        return []
-    rows = _rows(store, embedder, thread, project, progress, jobs=jobs, budget=budget)
+        return [], 0
+    rows = _rows(store, embedder, thread, project, progress, jobs=jobs, budget=budget, first=first)
     if not rows.records:
-        return []
+        return [], rows.missing
     # Threads in id order, records in seq order: the concatenation is in (thread id, seq)
     # order, so a stable sort by score breaks ties by it.
     scores = np.concatenate(
@@ -847,7 +925,7 @@ def nearest(
     else:
         candidates = np.arange(len(scores))
     order = candidates[np.argsort(-scores[candidates], kind="stable")][:k]
-    return [
+    found = [
         (
             rows.threads[int(owner[i])],
             int(records["seq"][i]),
@@ -858,3 +936,4 @@ def nearest(
         for i in order
         if scores[i] > 0
     ]
+    return found, rows.missing

@@ -58,7 +58,8 @@ LONG = " ".join(
     ["The retry loop in the sync worker backs off exponentially when the server answers 503."] * 40
 )
 # sentence-transformers cuts LONG at 256 tokens: the first window's vector
-FUSED_MARGIN = 0.12  # measured: recall@5 0.531 lexical, 0.703 fused (+0.172; ADR 0042)
+FUSED_MARGIN = 0.05  # measured: recall@5 0.531 lexical, 0.594 fused (+0.063; ADR 0052: the
+# guarded fusion; ADR 0042's unguarded one measured 0.703 here and lost to BM25 elsewhere)
 GOLDEN_LONG = [-0.046038, -0.015475, 0.011741, 0.013836, -0.016850, -0.061788, 0.017990, -0.103006]
 
 
@@ -425,9 +426,9 @@ def test_fused_minilm_is_well_above_lexical(quality: ModuleType, minilm: BertEmb
     fused = report.overall["bm25+model"].recall_at_5
     assert lexical >= 0.53  # unchanged
     assert fused >= lexical + FUSED_MARGIN, (lexical, fused)
-    # meaning rather than words: paraphrases gain (measured 0.318 -> 0.500)
+    # meaning rather than words: paraphrases gain (measured 0.318 -> 0.364; ADR 0052)
     by_kind = report.by_category["paraphrase"]
-    assert by_kind["bm25+model"].recall_at_5 >= by_kind["bm25"].recall_at_5 + 0.1
+    assert by_kind["bm25+model"].recall_at_5 > by_kind["bm25"].recall_at_5
     assert report.cost["bm25+model"].embed_docs > 1000
 
 

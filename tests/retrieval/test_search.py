@@ -4,6 +4,7 @@ queries, re-ranking."""
 
 from __future__ import annotations
 
+import functools
 import random
 import shutil
 import time
@@ -301,8 +302,12 @@ def test_hits_say_where_when_who_and_what_matched(labelled: Store, clock: FixedC
         ts_ms=clock.ms,
         snippet="Bash alembic upgrade head Apply migrations",
         terms=["alembic"],
+        message_id=hit.message_id,
+        exact=True,
     )
     assert hit.score > 0
+    frame = next(iter(labelled.thread("proj").read(from_seq=9, to_seq=9)))
+    assert isinstance(frame, fr.MessageAppended) and hit.message_id == frame.message_id != ""
 
 
 def test_field_weights_order_the_same_word_input_prose_output(tmp_store: Store) -> None:
@@ -573,7 +578,9 @@ def test_an_index_view_is_none_before_the_first_refresh(tmp_store: Store) -> Non
 PREFIX_FRAMES = 90
 
 
+@functools.cache
 def _prefix_frames() -> list[fr.Frame]:
+    """Made once: both stores get the same frames (message ids included)."""
     rng = random.Random(2024)
     out = list(_small_frames(rng, PREFIX_FRAMES))
     # exact duplicates, so that ties occur within the thread
@@ -829,3 +836,29 @@ def test_an_embedder_can_reorder_the_bm25_candidates(labelled: Store) -> None:
     plain = search(labelled, "deploy slack", k=3)
     assert plain[0].seq != 12
     assert search(labelled, "deploy slack", k=3, embedder=_FavourSeq12())[0].seq == 12
+
+
+def test_a_hit_says_whether_a_query_word_is_in_it_as_written(tmp_store: Store) -> None:
+    """``exact``: the query's word as written, not only another word of its stem; the CLI
+    notes when no hit has one (issue 44)."""
+    from continuity.cli.fast_search import NO_EXACT_WORD, print_hits
+
+    tmp_store.thread("x").append(
+        [
+            fr.ThreadCreated(),
+            text("user", "the migrations ran twice"),
+            text("user", "one migration failed"),
+            text("user", "deploy src/retry_cache.py"),
+        ]
+    )
+    assert {h.seq: h.exact for h in search(tmp_store, "migrations", k=5)}[1]
+    assert {h.seq: h.exact for h in search(tmp_store, "migrating", k=5)} == {1: False, 2: False}
+    assert [h.exact for h in search(tmp_store, "src/retry_cache.py", k=5)] == [True]
+    lines: list[str] = []
+    print_hits(search(tmp_store, "migrating", k=5), "migrating", as_json=False, write=lines.append)
+    assert lines[-1] == NO_EXACT_WORD
+    lines.clear()
+    print_hits(
+        search(tmp_store, "migrations", k=5), "migrations", as_json=False, write=lines.append
+    )
+    assert NO_EXACT_WORD not in lines

@@ -166,11 +166,12 @@ def test_fuse_is_reciprocal_rank_fusion_with_fixed_ties() -> None:
 
 
 def test_fuse_weighs_each_list() -> None:
-    """A list's weight multiplies its reciprocal ranks: the semantic list (weighted
-    SEMANTIC_WEIGHT, ADR 0042) wins a tie of places that equal weights would give BM25's key."""
+    """A list's weight multiplies its reciprocal ranks: a heavier list wins a tie of places
+    that equal weights (the search's: SEMANTIC_WEIGHT is 1, ADR 0052) give the lower key."""
     a, b = ("t", 1), ("t", 2)
     assert fuse([[a, b], [b, a]], 2) == [a, b]  # equal weights: a tie, the lower key
-    assert fuse([[a, b], [b, a]], 2, weights=(1.0, SEMANTIC_WEIGHT)) == [b, a]
+    assert fuse([[a, b], [b, a]], 2, weights=(1.0, SEMANTIC_WEIGHT)) == [a, b]
+    assert fuse([[a, b], [b, a]], 2, weights=(1.0, 1.5)) == [b, a]
     assert fuse([[a, b], [b, a]], 2, weights=(2.0, 1.0)) == [a, b]
     # first in BM25 only (1/(c+1)) against second in the weighted list (1.5/(c+2)): c decides
     assert fuse([[a], [("x", 0), b]], 3, c=10, weights=(1.0, 1.5)) == [("x", 0), b, a]
@@ -250,13 +251,13 @@ def test_a_grown_thread_is_caught_up_alone_and_equals_a_rebuild(
     )
     hits = semantic_search(store, "fsync", counting, k=5)
     assert keys(hits)[:2] == [("c", 2), ("a", 1)]
-    assert counting.texts == 1 + 1 + 2  # the probe, the query, the two new documents
+    assert counting.texts == 1 + 2  # the query, the two new documents (probed once before)
     after = cache_files(store)
     changed = {n for n in after if after[n] != before.get(n)}
     assert {Path(n).name for n in changed} == {"c.vec", "manifest.json"}
     counting.texts = 0
     assert semantic_search(store, "fsync", counting, k=5) == hits
-    assert counting.texts == 2  # current: nothing embedded but the probe and the query
+    assert counting.texts == 1  # current: nothing embedded but the query
     rebuild_vectors(store, model)
     assert cache_files(store) == after
 

@@ -201,3 +201,26 @@ def test_the_mcp_search_tool_uses_the_stores_model(store: Store, model_dir: Path
     assert archive.embedder() is not None and archive.embed_budget == 32
     after = search_tool(archive, {"query": "storage database", "scope": "all"})
     assert PERSIST in after.text
+
+
+def test_the_python_search_uses_the_stores_model_several_threads_and_gives_message_ids(
+    store: Store, model_dir: Path
+) -> None:
+    """``continuity.search`` fuses the store's model (``embedder=None``: BM25 alone), takes
+    several threads, and each message hit carries its frame's ``message_id``."""
+    import continuity
+
+    store.thread("c").append([fr.ThreadCreated(), fr.message("user", "keep it on the disk")])
+    lexical = continuity.search(store, "storage database", k=3)
+    assert ("a", 1) not in [(h.thread_id, h.seq) for h in lexical]
+    use(store, model_dir)
+    fused = continuity.search(store, "storage database", k=3)
+    assert ("a", 1) in [(h.thread_id, h.seq) for h in fused]
+    assert continuity.search(store, "storage database", k=3, embedder=None) == lexical
+    two = continuity.search(store, "disk", thread=["a", "c"], k=10, embedder=None)
+    assert {h.thread_id for h in two} == {"a", "c"}
+    assert continuity.search(store, "disk", thread=("c",), k=10, embedder=None)[0].thread_id == "c"
+    ids = {
+        f.seq: f.message_id for f in store.thread("a").read() if isinstance(f, fr.MessageAppended)
+    }
+    assert all(h.message_id == ids[h.seq] and h.message_id for h in fused if h.thread_id == "a")

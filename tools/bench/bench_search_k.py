@@ -1,0 +1,88 @@
+"""A search's cost against k, lazy snippets against eager, and warm fused against lexical.
+
+    python -m tools.bench.bench_search_k [--rounds 3] [--store DIR] [--model DIR]
+
+On the store of every agent's fixture sessions (:mod:`tools.search_sets`; ``--store`` keeps it
+and its vector cache between runs), warm, in-process: for k = 1, 5, 10, 25, each of a few
+agent questions is searched lexical (lazy: the hits shown are checked and snippeted; eager:
+every ranked candidate, as before issue 44) and fused with the model (MiniLM from the dev extra
+by default), all interleaved in the same rounds. Prints medians (ms) and the ratios that do not
+depend on the machine: cost at k over cost at 1, fused over lexical. Without the fixtures it
+says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from continuity.retrieval import search as retrieval
+from continuity.retrieval.embedders import Embedder
+from continuity.retrieval.models import load_folder
+from continuity.store.jsonl import Store
+from tools.search_sets import FIXTURES, _minilm, ingest_all
+
+KS: Final = (1, 5, 10, 25)
+QUERIES: Final = (
+    "why did we put the context setting in the generated config",
+    "the phoenix server would not start",
+    "opaque set warnings from the type checker",
+    "where did we set the compaction threshold",
+    "the terminal widget would not scroll back",
+    "the hand written migration for the message index",
+)
+
+
+def _eager(store: Store, query: str, k: int) -> None:
+    retrieval._search(store, query, None, None, None, k, None, 50, None, None, lazy=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--store", type=Path)
+    parser.add_argument("--model", type=Path)
+    args = parser.parse_args(argv)
+    if not (FIXTURES / "claude-code").is_dir():
+        print(f"no fixtures at {FIXTURES}: nothing measured")
+        return 0
+    folder = args.model or _minilm()
+    embedder: Embedder | None = load_folder(folder) if folder is not None else None
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(args.store or Path(tmp) / "store", create=True, durable=False)
+        ingest_all(store, FIXTURES)
+        runs: dict[str, Callable[[str, int], object]] = {
+            "lexical": lambda q, k: retrieval.search(store, q, k=k, embedder=None),
+            "lexical eager": lambda q, k: _eager(store, q, k),
+        }
+        if embedder is not None:
+            runs["fused"] = lambda q, k: retrieval.search(store, q, k=k, embedder=embedder)
+        for q in QUERIES:  # warm: indexes, vector cache, the model
+            for run in runs.values():
+                run(q, 25)
+        times: dict[tuple[str, int], list[float]] = {(m, k): [] for m in runs for k in KS}
+        for _ in range(args.rounds):
+            for q in QUERIES:
+                for k in KS:
+                    for mode, run in runs.items():
+                        start = time.perf_counter()
+                        run(q, k)
+                        times[(mode, k)].append(time.perf_counter() - start)
+    med = {key: statistics.median(v) * 1000 for key, v in times.items()}
+    print(f"{'mode':14}" + "".join(f"{'k=' + str(k):>10}" for k in KS) + "   k=25 / k=1")
+    for mode in runs:
+        row = "".join(f"{med[(mode, k)]:>8.1f}ms" for k in KS)
+        print(f"{mode:14}{row}   {med[(mode, 25)] / med[(mode, 1)]:.2f}")
+    if embedder is not None:
+        ratios = "  ".join(f"k={k}: {med[('fused', k)] / med[('lexical', k)]:.2f}" for k in KS)
+        print(f"fused / lexical  {ratios}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
