@@ -258,7 +258,10 @@ class Archive:
 
     def session_rows(self, *, project: str | None, agent: str | None) -> list[CatalogRow]:
         """Sessions (threads with no parent), most recently active first; ``agent``: only
-        those of the agent of that name (:mod:`continuity.agents.table`)."""
+        those of the agent of that name (:mod:`continuity.agents.table`); ``project``: the
+        project's and its subfolders', however its path is written."""
+        from continuity.retrieval.projects import in_project
+
         wanted = agent_named(agent) if agent is not None else None
         source = wanted.source if wanted is not None else agent
         found = [
@@ -266,7 +269,7 @@ class Archive:
             for r in self.rows()
             if r.created
             and r.parent_thread_id is None
-            and (project is None or r.project == project)
+            and in_project(r.project, project)
             and (source is None or r.source == source)
         ]
         found.sort(key=lambda r: (_active_ms(r), r.thread_id), reverse=True)

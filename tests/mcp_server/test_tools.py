@@ -7,6 +7,8 @@ the real hook (``run_hook``), which also notes the live session.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -327,3 +329,37 @@ def test_a_missing_store_is_a_tool_error_on_each_call(tmp_path: Path) -> None:
     archive = Archive(lambda: open_store(str(tmp_path / "none")), PROJECT)
     with pytest.raises(ToolError, match=r"no continuity store|does not exist|not found"):
         call(archive, "sessions")
+
+
+@pytest.mark.parametrize("written", [PROJECT + "/", PROJECT + "/./", "/work/demo-a/sub/.."])
+def test_sessions_find_the_project_however_its_path_is_written(
+    tmp_path: Path, tmp_store: Store, written: str
+) -> None:
+    _session(tmp_path, tmp_store, OLD, PROJECT, 2)
+    _session(tmp_path, tmp_store, LIVE, PROJECT + "/services/api", 2)  # a subfolder of it
+    _session(tmp_path, tmp_store, ELSEWHERE, PROJECT + "-other", 2)  # a sibling, not in it
+    listed = call(Archive(tmp_store, written), "sessions")
+    assert sorted(s["thread"] for s in listed.data["sessions"]) == [f"cc-{OLD}", f"cc-{LIVE}"]
+
+
+def test_sessions_without_times_come_after_the_timed_ones(tmp_path: Path) -> None:
+    # ingested now, it would list first if its untimed lines took the time of the ingest; they
+    # take the transcript's last change, older than the timed session
+    tmp_store = Store(tmp_path / "s", create=True, durable=False)
+    timed = _session(tmp_path, tmp_store, OLD, PROJECT, 2)
+    untimed = Transcript(tmp_path / "transcripts" / f"{LIVE}.jsonl", LIVE, PROJECT)
+    untimed.prompt("an old transcript whose lines carry no timestamp")
+    untimed.say("so nobody knows when it happened")
+    untimed.flush()
+    lines = [json.loads(line) for line in untimed.path.read_text().splitlines()]
+    untimed.path.write_text("".join(json.dumps(untimestamped(obj)) + "\n" for obj in lines))
+    last_written = 1_735_689_600  # 2025-01-01: the file is older than the timed session
+    os.utime(untimed.path, (last_written, last_written))
+    run_hook(tmp_store, "user-prompt-submit", untimed.payload("UserPromptSubmit", prompt="go"))
+    listed = call(Archive(tmp_store, PROJECT), "sessions", scope="all")
+    threads = [s["thread"] for s in listed.data["sessions"]]
+    assert threads == [timed.thread_id, f"cc-{LIVE}"], threads
+
+
+def untimestamped(line: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in line.items() if k != "timestamp"}

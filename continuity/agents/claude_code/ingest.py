@@ -164,6 +164,7 @@ class _Ingest:
         self.redactor = redactor
         self.path = path
         self.final = final
+        self._untimed_ms: int | None = None
         self.session_id, self.agent_id = transcript_kind(path)
         self.thread_override = thread_override
         self.report = IngestReport(_printable(path))
@@ -174,6 +175,20 @@ class _Ingest:
         """The keys this read added to ``known`` (a line matching only these repeats one of
         the same read: it is counted as repeated, not as already archived)."""
         self._threads: dict[str, Thread] = {}
+
+    def ts_ms(self, stamp: str) -> int:
+        """A line's time; a line without one (an old or hand-made transcript) takes the
+        transcript's last change, the best evidence of when it happened — never the time it is
+        ingested, which would list a years-old session as the newest."""
+        found = _ts_ms(stamp)
+        if found:
+            return found
+        if self._untimed_ms is None:
+            try:
+                self._untimed_ms = self.path.stat().st_mtime_ns // 1_000_000
+            except OSError:
+                self._untimed_ms = 0
+        return self._untimed_ms
 
     def thread(self, thread_id: str) -> Thread:
         """The handle of a thread this transcript feeds (made, and its id checked, once)."""
@@ -616,7 +631,7 @@ class _Route:
             content=job.externalize(blocks),
             message_id=item.where.uuid or keys[0],
             source=fr.SourceRef(system=SOURCE_SYSTEM, key=keys[0]),
-            ts_ms=_ts_ms(item.where.timestamp),
+            ts_ms=self.job.ts_ms(item.where.timestamp),
         )
         self._note_meta(batch.thread_id, item)
         batch.frames.append(msgspec.structs.replace(frame, meta=meta) if meta else frame)
@@ -654,7 +669,7 @@ class _Route:
             content=job.externalize(blocks),
             message_id=message_id,
             source=fr.SourceRef(system=SOURCE_SYSTEM, key=keys[0]),
-            ts_ms=_ts_ms(head.where.timestamp),
+            ts_ms=self.job.ts_ms(head.where.timestamp),
         )
         self._note_meta(batch.thread_id, head)
         batch.frames.append(msgspec.structs.replace(frame, meta=meta))
@@ -779,5 +794,5 @@ def _claude_checkpoint(
         from_seq=0,
         to_seq=to_seq,
         produced_by=SOURCE_SYSTEM,
-        ts_ms=_ts_ms(marker.summary.where.timestamp),
+        ts_ms=job.ts_ms(marker.summary.where.timestamp),
     )
