@@ -685,7 +685,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         # The whole block; or, cut short (no END), the lines of key material after BEGIN.
         r"-----BEGIN[A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
         r"(?:[\s\S]{0,16384}?-----END[A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
-        r"|(?:(?:\r?\n|\\r?\\n)+(?:[A-Za-z0-9+/=]{8,}|(?:Proc-Type|DEK-Info): [^\r\n\\]*))*)",
+        r"|(?:(?:\r?\n|(?:\\r)?\\n)+(?:[A-Za-z0-9+/=]{8,}|(?:Proc-Type|DEK-Info): [^\r\n\\]*))*)",
         keywords=("PRIVATE KEY",),
     ),
     RedactionRule(

@@ -125,6 +125,15 @@ POSITIVES: list[tuple[str, str, str, str]] = [
         '\\n", "client_email": "x@y.iam.gserviceaccount.com"}',
     ),
     (
+        "private-key",  # `cat sa.json` cut mid-key: escaped line breaks, no END line (issue 40)
+        '{"type": "service_account", "private_key": "',
+        "-----BEGIN PRIVATE KEY-----\\n"
+        + "\\n".join(fake(f"sac{i}", 64, BASE64) for i in range(6))
+        + "\\n"
+        + fake("sac-tail", 20, BASE64),
+        "",
+    ),
+    (
         "private-key",  # cut short by an output limit: the key material after BEGIN still goes
         "output truncated:\n",
         "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"
