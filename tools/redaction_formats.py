@@ -79,10 +79,16 @@ class Format(NamedTuple):
     env: str = ""  # the name it is kept under (token, keyed)
     lines: tuple[tuple[str, str, str], ...] = ()  # (context, before, after): password, key
     fragments: tuple[str, ...] = ()  # key: what must not survive (its lines)
+    hidden: str = ""  # a URL's secret part (the rest of the URL may stay)
 
 
 def _t(name: str, family: str, shape: str, env: str) -> Format:
-    return Format(name, family, "token", render(shape, name), env)
+    secret = render(shape, name)
+    if "://" not in secret:
+        return Format(name, family, "token", secret, env)
+    # a URL whose path or userinfo is the credential: that part must go, the host may stay
+    start = shape.index("{")
+    return Format(name, family, "token", secret, env, hidden=secret[start:].rstrip("/"))
 
 
 def _k(name: str, family: str, shape: str, env: str) -> Format:
@@ -253,7 +259,6 @@ _TOKENS: Final[list[Format]] = [
     _t("Paystack secret", "paystack", "sk_live_{h40}", "PAYSTACK_SECRET_KEY"),
     _t("Braintree token", "braintree", "access_token$production${l16}${h32}", "BT_ACCESS_TOKEN"),
     _t("Adyen API key", "adyen", "AQE{u100}", "ADYEN_API_KEY"),
-    _t("Coinbase CDP key", "coinbase", "organizations/{x}/apiKeys/{x}", "CDP_API_KEY_NAME"),
     # messaging, mail, commerce, payments, analytics
     _t("Slack bot token", "slack", "xoxb-{d12}-{d13}-{a24}", "SLACK_BOT_TOKEN"),
     _t("Slack user token", "slack", "xoxp-{d12}-{d12}-{d13}-{h32}", "SLACK_USER_TOKEN"),
@@ -327,7 +332,6 @@ _TOKENS: Final[list[Format]] = [
     _t("Turso token", "turso", "eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCJ9.eyJ{u80}.{u86}", "TURSO_AUTH"),
     _t("Doppler service account", "doppler", "dp.sa.{a43}", "DOPPLER_TOKEN"),
     _t("Infisical token", "infisical", "st.{x}.{h32}.{h32}", "INFISICAL_TOKEN"),
-    _t("Akeyless access id", "akeyless", "p-{l12}am", "AKEYLESS_ACCESS_ID"),
     _t("Keygen token", "keygen", "prod-{h64}v3", "KEYGEN_TOKEN"),
     _t("Fastly token", "fastly", "fst_{u32}", "FASTLY_API_TOKEN"),
     _t("Aiven token", "aiven", "AVNS_{u21}", "AIVEN_PASSWORD"),
@@ -828,7 +832,7 @@ def _escaped(text: str) -> str:
 
 def _token_contexts(f: Format) -> list[tuple[str, str]]:
     s, env, vendor = f.secret, f.env, _vendor(f)
-    return [
+    contexts = [
         ("export", f"$ export {env}={s}\n$ ./deploy.sh\n"),
         ("dotenv", f"# .env\nDEBUG=false\n{env}={s}\nPORT=8080\n"),
         (
@@ -858,6 +862,9 @@ def _token_contexts(f: Format) -> list[tuple[str, str]]:
         ("prose", f"Here is the key I made this morning: {s} - it expires next week."),
         ("json_escaped", _escaped(f"$ cat .env\nDEBUG=1\n{env}={s}\nPORT=80\n")),
     ]
+    if f.hidden:  # a URL is not a header's value or a URL's password
+        return [c for c in contexts if c[0] not in ("custom_header", "curl", "url_userinfo")]
+    return contexts
 
 
 def _keyed_contexts(f: Format) -> list[tuple[str, str]]:
@@ -906,8 +913,9 @@ def planted() -> list[Planted]:
     for f in FORMATS:
         if f.kind in ("token", "keyed"):
             contexts = _token_contexts(f) if f.kind == "token" else _keyed_contexts(f)
+            frags = _windows(f.hidden or f.secret)
             for context, text in contexts:
-                out.append(Planted(f.name, f.family, f.kind, context, text, _windows(f.secret)))
+                out.append(Planted(f.name, f.family, f.kind, context, text, frags))
         elif f.kind == "password":
             for _, before, after in f.lines:
                 text = before + f.secret + after
