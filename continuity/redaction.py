@@ -541,6 +541,49 @@ def _run_end(text: str, at: int) -> int:
     return end
 
 
+class _PgpassRule(RedactionRule):
+    """A ``.pgpass`` line, found from its ``:port:`` (a literal the engine skips to): the
+    line must start with a host name (or ``*``) just before it."""
+
+    __slots__ = ()
+
+    def secret_span(self, text: str, m: re.Match[str]) -> tuple[int, int] | None:
+        line_start = max(text.rfind("\n", 0, m.start()), text.rfind("\r", 0, m.start())) + 1
+        if not _PGPASS_HOST.fullmatch(text, line_start, m.start()):
+            return None
+        return super().secret_span(text, m)
+
+
+_PGPASS_HOST: Final = re.compile(r"[ \t]*(?:[A-Za-z0-9*][A-Za-z0-9.*_-]*|\[[0-9a-fA-F:]+\])")
+
+
+class _HeaderRule(RedactionRule):
+    """``X-Acme-Api-Key: <value>``: found from the name's last word; the whole name (a word
+    with a dash in it) must start a line, or a curl ``-H '…'``."""
+
+    __slots__ = ()
+
+    def secret_span(self, text: str, m: re.Match[str]) -> tuple[int, int] | None:
+        start = m.start()
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "-"):
+            start -= 1
+        name = text[start : m.start()]
+        if "-" not in name or not name[:1].isalpha() or m.start() - start > 64:
+            return None
+        lead = text[max(0, start - 24) : start].rstrip(" \t")
+        if not (
+            start == 0
+            or not lead
+            or lead.endswith(("\n", "\r", "\\n"))
+            or _HEADER_FLAG.search(lead)
+        ):
+            return None
+        return super().secret_span(text, m)
+
+
+_HEADER_FLAG: Final = re.compile(r"(?:-H|--header)[ \t=]*[\"']$", re.IGNORECASE)
+
+
 class _XmlSecretRule(RedactionRule):
     """``<password>…</password>`` and ``<add key="ClearTextPassword" value="…" />``: an XML
     element or a key/value pair whose name names a secret (:func:`_key_strength`)."""
@@ -768,6 +811,30 @@ def _machine_made(segment: str) -> bool:
     return not (vowel_share >= 0.3 and change_rate < 0.35)
 
 
+def _plain_json(run: str) -> bool:
+    """Whether ``run`` is base64 of a JSON object none of whose strings looks random (a
+    cursor, a state: data that names things; a Grafana key's ``{"k":"<random>"…}`` is not)."""
+    try:
+        value = json.loads(binascii.a2b_base64(run.translate(_URLSAFE) + "=" * (-len(run) % 4)))
+    except (binascii.Error, ValueError):
+        return False
+    if not isinstance(value, dict):
+        return False
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and random_run(item):
+            return False
+    return True
+
+
+_URLSAFE: Final = str.maketrans("-_", "+/")
+
+
 def _random_hex(value: str) -> bool:
     """Hex drawn at random: digits and letters both (a tenth of each at least), many of the
     sixteen characters (not ``aaaa…`` or ``1bbbb…``)."""
@@ -775,6 +842,8 @@ def _random_hex(value: str) -> bool:
     return 0.1 * len(value) <= digits <= 0.9 * len(value) and len(set(value.lower())) >= 10
 
 
+_LONG_WORD: Final = re.compile(r"[A-Za-z0-9_.+/=~-]{20}")
+_TWO_DIGITS: Final = re.compile(r"\d[^\d]*\d")
 _DATA_CHARS: Final = 512
 """A run this long is data (an encrypted payload, a blob), not a token, unless a name says
 otherwise (the assignment rule takes it then) or a rule knows its shape (a JWT, a 1Password
@@ -797,11 +866,15 @@ class _RandomTokenRule(RedactionRule):
         super().__init__("random-token", _TOKEN_RUN)
 
     def apply(self, text: str, lowered: str | None = None) -> tuple[str, int]:
+        if len(text) < 20 or _LONG_WORD.search(text) is None:
+            return text, 0
         regex = self.compile()
         marker = self.marker
         parts: list[str] = []
         pos = n = 0
         for m in regex.finditer(text):
+            if _TWO_DIGITS.search(text, m.start(), m.end()) is None:
+                continue
             for start, end in self._secrets(text, m.start(), m.end()):
                 if start < pos:
                     continue
@@ -863,6 +936,8 @@ class _RandomTokenRule(RedactionRule):
         if len(body) < 32 and not named and not re.fullmatch(r"[A-Z0-9]{20,31}", run):
             return False
         if not random_run(run):
+            return False
+        if run.startswith("eyJ") and _plain_json(run):
             return False
         segments = [g for g in re.split(r"[^A-Za-z0-9]+", body) if len(g) >= 12 and not _hexish(g)]
         if sum(len(g) for g in segments if _machine_made(g)) < min(16, len(body)):
@@ -1161,11 +1236,12 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
     ),
     RedactionRule(
         "cli-secret-flag",  # --password hunter2, --token=…, -storepass …, -passin pass:…
-        r"(?<![a-z0-9_-])--?(?:[a-z][a-z0-9-]{0,30}?)?(?:pass(?:in|out|word|wd|phrase)?|token"
+        r"--?(?:[a-z][a-z0-9-]{0,30}?)?(?:pass(?:in|out|word|wd|phrase)?|token"
         r"|api-?key|secret|secret-key|storepass|keypass)(?:=|[ \t]+)[\"']?"
         r"""(?:pass:)?(?P<secret>[^\s"']{6,})""",
         keywords=("pass", "-token", "-api", "secret"),
         lowered=True,
+        boundary=_TOKEN,  # a flag starts a word
         accept=_plausible_flag_value,
     ),
     RedactionRule(
@@ -1211,10 +1287,9 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
         keywords=("machine",),
         accept=_plausible_password,
     ),
-    RedactionRule(
+    _PgpassRule(
         "pgpass-password",  # ~/.pgpass: hostname:port:database:username:password
-        r"(?m)^[ \t]*(?:[A-Za-z0-9*][A-Za-z0-9.*_-]*|\[[0-9a-fA-F:]+\]):(?:\d{1,5}|\*)"
-        r":[^\s:]+:[^\s:]+:(?P<secret>(?:[^\s:\\]|\\.){4,})[ \t]*$",
+        r":(?:\d{1,5}|\*):[^\s:]+:[^\s:]+:(?P<secret>(?:[^\s:\\]|\\.){4,})[ \t]*(?=[\r\n]|\Z)",
         keywords=(":",),
         accept=_plausible_password,
     ),
@@ -1276,12 +1351,10 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
         lowered=True,
         accept=_has_digit,
     ),
-    RedactionRule(
+    _HeaderRule(
         "secret-header",  # X-Acme-Api-Key: …, X-Acme-Auth: …, DD-API-KEY: … (a line, or -H '…')
-        r"(?:^|[\r\n]|\\n|-h[ \t]*[\"']|--header[ \t=]*[\"'])[ \t]*"
-        r"(?P<name>[a-z][a-z0-9]*-[a-z0-9-]{0,60}?(?:key|token|secret|auth|password|passwd"
-        r"|signature|session|credential|credentials|sid|pat))[ \t]*:[ \t]*"
-        r"(?P<secret>[a-z0-9._~+/=%$!|:-]{8,})",
+        r"(?:key|token|secret|auth|password|passwd|signature|session|credentials?|sid|pat)"
+        r"[ \t]*:[ \t]*(?P<secret>[a-z0-9._~+/=%$!|:-]{8,})",
         keywords=(
             "key",
             "token",
