@@ -128,6 +128,7 @@ class RedactionRule:
         "keywords",
         "lowered",
         "pattern",
+        "probes",
         "token",
     )
 
@@ -155,6 +156,8 @@ class RedactionRule:
         self.boundary = frozenset(boundary)
         self.accept = accept
         self.token = token
+        hay = 2 if token else 1 if self.fold else 0  # long words, lowered text, text
+        self.probes = tuple((hay, k) for k in self.keywords)
         self._compiled: re.Pattern[str] | None = None
         self._folded: re.Pattern[str] | None = None
         self._group: int | str = 0
@@ -815,7 +818,9 @@ def _plain_json(run: str) -> bool:
     """Whether ``run`` is base64 of a JSON object none of whose strings looks random (a
     cursor, a state: data that names things; a Grafana key's ``{"k":"<random>"…}`` is not)."""
     try:
-        value = json.loads(binascii.a2b_base64(run.translate(_URLSAFE) + "=" * (-len(run) % 4)))
+        value = json.loads(
+            binascii.a2b_base64(run.translate(_FROM_URLSAFE) + "=" * (-len(run) % 4))
+        )
     except (binascii.Error, ValueError):
         return False
     if not isinstance(value, dict):
@@ -832,7 +837,7 @@ def _plain_json(run: str) -> bool:
     return True
 
 
-_URLSAFE: Final = str.maketrans("-_", "+/")
+_FROM_URLSAFE: Final = str.maketrans("-_", "+/")
 
 
 def _random_hex(value: str) -> bool:
@@ -1315,19 +1320,7 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
         r"[?&](?P<name>code|key|api_?key|apikey|token|access_token|auth|auth_token|secret"
         r"|client_secret|password|pwd|session|sessionid|sid|signature|x-amz-signature"
         r"|x-goog-signature)=(?P<secret>[A-Za-z0-9_.~%+/=-]{16,})",
-        keywords=(
-            "code=",
-            "key=",
-            "token=",
-            "auth=",
-            "secret=",
-            "password=",
-            "pwd=",
-            "session=",
-            "sessionid=",
-            "sid=",
-            "signature=",
-        ),
+        keywords=("?", "&"),  # the pattern starts at one of them: the engine skips to it
         lowered=True,
         accept=_query_secret,
     ),
@@ -1767,6 +1760,7 @@ class Redactor:
             return text, 0
         lowered: str | None = None
         words: str | None = None
+        found: dict[tuple[int, str], bool] = {}  # a keyword shared by rules is looked for once
         total = 0
         for rule in rules:
             if rule.fold and lowered is None:
@@ -1778,8 +1772,11 @@ class Redactor:
                     hay = words
                 else:
                     hay = (lowered or text) if rule.fold else text
-                for keyword in rule.keywords:
-                    if keyword in hay:
+                for probe in rule.probes:
+                    hit = found.get(probe)
+                    if hit is None:
+                        hit = found[probe] = probe[1] in hay
+                    if hit:
                         break
                 else:
                     continue
@@ -1787,6 +1784,7 @@ class Redactor:
             if n:
                 total += n
                 lowered = words = None
+                found.clear()
         return text, total
 
     def redact_bytes(self, data: bytes) -> tuple[bytes, int]:
