@@ -798,9 +798,9 @@ def _machine_made(segment: str) -> bool:
         last = kind
     if not letters:
         return False
-    low = segment.lower()
-    pairs = [low[i : i + 2] for i in range(len(low) - 1) if low[i : i + 2].isalpha()]
-    if len(pairs) >= 5 and sum(p in _COMMON_PAIRS for p in pairs) >= 0.2 * len(pairs):
+    pairs = [segment[i : i + 2] for i in range(len(segment) - 1)]
+    pairs = [p for p in pairs if p.isalpha() and p.islower()]  # as written: words are lower
+    if len(pairs) >= 6 and sum(p in _COMMON_PAIRS for p in pairs) >= 0.25 * len(pairs):
         return False  # English letter pairs: words run together
     trigrams = [segment[i : i + 3] for i in range(len(segment) - 2)]
     if len(set(trigrams)) < 0.8 * len(trigrams):  # a pattern repeated (eHh4eHh4…)
@@ -936,6 +936,8 @@ class _RandomTokenRule(RedactionRule):
         named = prefix is not None and any(
             w.lower() in _SECRET_PREFIX_WORDS for w in re.split(r"[_-]", prefix.group(1)) if w
         )
+        if re.fullmatch(r"[A-Za-z]{1,4}(?:[0-9a-f]{32,}|[0-9A-F]{32,})", run):
+            return False  # an id: a type's letters and hex (a Twilio account SID)
         if _hexish(body.replace("_", "")) or _hexish(body[1:]):  # a digest, an anchor's id
             return named and len(body) >= 32 and _random_hex(body)
         if len(body) < 32 and not named and not re.fullmatch(r"[A-Z0-9]{20,31}", run):
@@ -964,6 +966,9 @@ class _RandomTokenRule(RedactionRule):
                 ):
                     return False  # a line of a block of base64: a certificate's body
         return True
+
+
+_KEY_TAIL: Final = re.compile(r"[A-Za-z0-9+/=]{16,}(?:\\r)?(?:\\n)?\r?$")
 
 
 class _KeyTailRule(RedactionRule):
@@ -1001,6 +1006,10 @@ class _KeyTailRule(RedactionRule):
                 first = cursor = begin
             if first == m.start() or first < pos:
                 continue
+            # the line the cut went through: its tail of key material goes too ("...F71TH…")
+            tail = _KEY_TAIL.search(text, max(pos, first - 4096), max(first - 1, pos))
+            if tail is not None and tail.end() >= first - 3:
+                first = tail.start()
             parts.append(text[pos:first])
             parts.append(marker)
             pos = m.end()
@@ -1069,10 +1078,15 @@ def _query_secret(value: str) -> bool:
     return random_run(bare) or (len(bare) >= 32 and _hexish(bare))
 
 
+_WORDY: Final = re.compile(r"[A-Za-z]+[0-9]{0,4}(?:[._/-][A-Za-z]+[0-9]{0,4})*")
+
+
 def _header_value(value: str) -> bool:
     """A header's value that is a credential: random, or 20 hex and more (the name says what
     it is); not a scheme word (``Bearer``), a number or a date."""
     value = value.rstrip(":")
+    if len(value) >= 12 and _looks_random(value) and not _WORDY.fullmatch(value):
+        return True
     return random_run(value) or (len(value) >= 20 and _hexish(value))
 
 
@@ -1192,6 +1206,15 @@ _PROVIDER_RULES: Final[tuple[RedactionRule, ...]] = (
     _token("dropbox-token", rf"sl\.(?:[A-Za-z]\.)?{_URLSAFE}{{130,}}", "sl."),
     _token("mapbox-secret-token", rf"sk\.eyJ{_URLSAFE}{{50,4096}}\.{_URLSAFE}{{20,}}", "sk.eyJ"),
     _token("yandex-api-key", rf"AQVN{_URLSAFE}{{35,38}}", "AQVN"),
+    _token("firebase-server-key", rf"AAAA{_URLSAFE}{{7}}:APA91b{_URLSAFE}{{100,}}", ":APA91b"),
+    _token(
+        "uuid-token",  # LaunchDarkly sdk-/api-/mob-<uuid>, HubSpot pat-na1-<uuid>
+        rf"(?:sdk|api|mob|pat-(?:na|eu|ap)\d)-{_UUID}",
+        "sdk-",
+        "api-",
+        "mob-",
+        "pat-",
+    ),
     _token("twitter-bearer-token", r"A{21}[A-Za-z0-9]{10,80}%3D[A-Za-z0-9]{30,}", "A" * 20),
     _token(
         "encoded-private-key",  # base64 of "-----BEGIN … PRIVATE KEY" (kubeconfig, a Secret)
@@ -1332,9 +1355,13 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
     RedactionRule(
         "webhook-url",  # Discord and Microsoft Teams webhooks: the path is the credential
         r"(?:discord(?:app)?\.com/api/webhooks/\d+/|\.webhook\.office\.com/webhookb2/)"
-        r"""(?P<secret>[^\s"'<>)]{30,})"""
-        r"|hooks\.zapier\.com/hooks/catch/(?P<zap>\d+/[A-Za-z0-9]+)",
-        keywords=("/api/webhooks/", "webhookb2/", "hooks.zapier.com"),
+        r"""(?P<secret>[^\s"'<>)]{30,})""",
+        keywords=("/api/webhooks/", "webhookb2/"),
+    ),
+    RedactionRule(
+        "zapier-webhook",  # the path after catch/ is the credential
+        r"hooks\.zapier\.com/hooks/catch/(?P<secret>\d+/[A-Za-z0-9]+)",
+        keywords=("hooks.zapier.com",),
     ),
     RedactionRule(
         "authorization-token",  # Authorization: token …, Bot …, SSWS …, sso-key …

@@ -571,6 +571,21 @@ IN_CONTEXT: Final[list[Sample]] = [
         "\n",
     ),
     Sample(
+        "Firebase server key",
+        "firebase-server-key",
+        "FCM_SERVER_KEY=",
+        "AAAA" + fake("fcm1", 7, URLSAFE) + ":APA91b" + fake("fcm2", 134, URLSAFE),
+        "\n",
+    ),
+    Sample("LaunchDarkly SDK key", "uuid-token", "ld: ", "sdk-" + _uuid("ld-sdk"), "\n"),
+    Sample(
+        "Zapier webhook",
+        "zapier-webhook",
+        "curl -X POST https://hooks.zapier.com/hooks/catch/",
+        fake("zap1", 7, DIGITS) + "/" + fake("zap2", 6, LOWALNUM),
+        "/ -d x",
+    ),
+    Sample(
         "unknown vendor token in prose",
         "random-token",
         "the new key is ",
@@ -749,6 +764,9 @@ NEAR_MISSES: Final[dict[str, list[str]]] = {
     "query-secret": ["https://x.io/cb?code=200&state=ok", "?key=value&token=abc"],
     "secret-header": ["X-Session-Expires: 2026-01-01T00:00:00Z", "X-Api-Key: <your key>"],
     "minisign-secret-key": ["RWRTY0Iy short"],
+    "firebase-server-key": ["AAAA:APA91b short"],
+    "uuid-token": ["api-version 2", "sdk-" + "x" * 36],
+    "zapier-webhook": ["https://hooks.zapier.com/hooks/catch/ docs"],
     "random-token": [
         "msg_01XFDUDYJgAACzvnptvVoYEL toolu_01A09q90qw90lq917835lq9 req_011CVhCz5ABCDEFGH",
         "isValidUuidFilename('f52d1386-9d4c-4671-a31e-62dd6600a759.jsonl')",

@@ -87,6 +87,9 @@ def _t(name: str, family: str, shape: str, env: str) -> Format:
     if "://" not in secret:
         return Format(name, family, "token", secret, env)
     # a URL whose path or userinfo is the credential: that part must go, the host may stay
+    user = re.search(r"://(?:[^/@:]*:)?([^/@]+)@", secret)
+    if user:
+        return Format(name, family, "token", secret, env, hidden=user.group(1))
     start = shape.index("{")
     return Format(name, family, "token", secret, env, hidden=secret[start:].rstrip("/"))
 
