@@ -595,6 +595,12 @@ class _XmlSecretRule(RedactionRule):
 
     def secret_span(self, text: str, m: re.Match[str]) -> tuple[int, int] | None:
         name, group = (m.group("tag"), "secret") if m.group("tag") else (m.group("key"), "v")
+        if (
+            group == "v"
+            and m.start() > 0
+            and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_")
+        ):
+            return None  # monkey="…": not a key attribute
         strength = _key_strength(name)
         value = m.group(group)
         if strength == _NOT_A_SECRET or value.startswith(MARKER_PREFIX):
@@ -627,6 +633,8 @@ class _CookieRule(RedactionRule):
             start, end = m.span("secret")
             if start < pos:
                 continue
+            if hay[m.start()] == "-" and m.start() > 0 and not text[m.start() - 1].isspace():
+                continue  # a flag starts a word
             for pair in re.finditer(r"([^=;,\s]+)=([^;\s]*)", text[start:end]):
                 name, value = pair.group(1), pair.group(2)
                 if name.lower() in _COOKIE_ATTRIBUTES or len(value) < 8:
@@ -1324,8 +1332,8 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
     _XmlSecretRule(
         "xml-secret",  # <password>…</password> (Maven), <add key="ClearTextPassword" value="…"/>
         r"<(?P<tag>[A-Za-z_][\w.:-]{0,64})>(?P<secret>[^<>\s]{4,})</(?P=tag)>"
-        r"|\bkey[ \t]*=[ \t]*\"(?P<key>[^\"]{1,64})\"[ \t]+value[ \t]*=[ \t]*\"(?P<v>[^\"]+)\"",
-        keywords=("</", "value"),
+        r"|key[ \t]*=[ \t]*\"(?P<key>[^\"]{1,64})\"[ \t]+value[ \t]*=[ \t]*\"(?P<v>[^\"]+)\"",
+        keywords=("</", "value=", "value ="),
     ),
     RedactionRule(
         "bundler-credentials",  # BUNDLE_GEMS__CONTRIBSYS__COM=user:password
@@ -1334,7 +1342,7 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
     ),
     _CookieRule(
         "cookie-value",  # Cookie: / Set-Cookie: headers, curl -b: a session's value
-        r"(?:(?:set-)?cookie[ \t]*:|(?:^|[ \t])(?:-b|--cookie)[ \t]+[\"']?)(?P<secret>[^\r\n\"']*)",
+        r"(?:cookie[ \t]*:|-b[ \t]+[\"']?|--cookie[ \t]+[\"']?)(?P<secret>[^\r\n\"']*)",
         keywords=("cookie", "-b"),
         lowered=True,
     ),
