@@ -88,7 +88,9 @@ def _api(root: Path, samples: list[Planted], redactor: Redactor | None) -> None:
     for i in range(0, len(samples), 20):
         chunk = samples[i : i + 20]
         thread = store.thread(f"api-{i}")
-        frames: list[fr.Frame] = [fr.ThreadCreated(title=chunk[0].text[:200])]
+        # a title is a sample's first line or two (never a key's body cut from its BEGIN and END)
+        title = next((s.text[:200] for s in chunk if s.kind != "key"), "a title")
+        frames: list[fr.Frame] = [fr.ThreadCreated(title=title)]
         for j, s in enumerate(chunk):
             use = f"t{i}-{j}"
             frames += [
