@@ -62,6 +62,7 @@ import functools
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -227,6 +228,32 @@ class RedactionRule:
 
     def __repr__(self) -> str:
         return f"RedactionRule({self.id!r})"
+
+
+class _Lazy:
+    """A pattern compiled on first use: importing this module (every hook does) compiles
+    none of the helpers' patterns, only what a text calls for."""
+
+    __slots__ = ("_compiled", "_flags", "_pattern")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._pattern = pattern
+        self._flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    def _get(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self._pattern, self._flags)
+        return self._compiled
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self._get().search(text, pos, endpos)
+
+    def match(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self._get().match(text, pos, endpos)
+
+    def fullmatch(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self._get().fullmatch(text, pos, endpos)
 
 
 # --- the assignment rule: a key that names a secret, and a value that looks like one --------
@@ -557,7 +584,7 @@ class _PgpassRule(RedactionRule):
         return super().secret_span(text, m)
 
 
-_PGPASS_HOST: Final = re.compile(r"[ \t]*(?:[A-Za-z0-9*][A-Za-z0-9.*_-]*|\[[0-9a-fA-F:]+\])")
+_PGPASS_HOST: Final = _Lazy(r"[ \t]*(?:[A-Za-z0-9*][A-Za-z0-9.*_-]*|\[[0-9a-fA-F:]+\])")
 
 
 class _HeaderRule(RedactionRule):
@@ -584,7 +611,7 @@ class _HeaderRule(RedactionRule):
         return super().secret_span(text, m)
 
 
-_HEADER_FLAG: Final = re.compile(r"(?:-H|--header)[ \t=]*[\"']$", re.IGNORECASE)
+_HEADER_FLAG: Final = _Lazy(r"(?:-H|--header)[ \t=]*[\"']$", re.IGNORECASE)
 
 
 class _XmlSecretRule(RedactionRule):
@@ -697,16 +724,16 @@ _SECRET_PREFIX_WORDS: Final = frozenset(
         "sbox",
     ]
 )
-_HASH_LEAD: Final = re.compile(
+_HASH_LEAD: Final = _Lazy(
     r"(?:(?:sha\d*|md5|blake2[bs]?\d*|h1|crc32c?|xxh\d*|etag|integrity|nonce|base64)[\"']?"
     r"[:=, -]*|\$(?:2[abxy]?|1|5|6|y|argon2\w*|scrypt|pbkdf2[\w-]*)\$[^\s$]*\$?"
     r"|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com)[ \t]+)$",
     re.IGNORECASE,
 )
-_HASH_HEAD: Final = re.compile(r"(?:sha\d+|md5|blake2[bs]?\d*)[-=]", re.IGNORECASE)
+_HASH_HEAD: Final = _Lazy(r"(?:sha\d+|md5|blake2[bs]?\d*)[-=]", re.IGNORECASE)
 _BLOB_CHARS: Final = 256
-_BASE64_LINE: Final = re.compile(r"""[ \t"'b]*[A-Za-z0-9+/]{60,}={0,2}(?:\\n)?\\?["',]*[ \t]*""")
-_BASE64_LAST: Final = re.compile(r"""[ \t"'b]*[A-Za-z0-9+/]{16,}={0,2}(?:\\n)?\\?["',]*[ \t]*""")
+_BASE64_LINE: Final = _Lazy(r"""[ \t"'b]*[A-Za-z0-9+/]{60,}={0,2}(?:\\n)?\\?["',]*[ \t]*""")
+_BASE64_LAST: Final = _Lazy(r"""[ \t"'b]*[A-Za-z0-9+/]{16,}={0,2}(?:\\n)?\\?["',]*[ \t]*""")
 
 
 _VOWELS: Final = frozenset("aeiouAEIOU")
@@ -855,8 +882,8 @@ def _random_hex(value: str) -> bool:
     return 0.1 * len(value) <= digits <= 0.9 * len(value) and len(set(value.lower())) >= 10
 
 
-_LONG_WORD: Final = re.compile(r"[A-Za-z0-9_.+/=~-]{20}")
-_TWO_DIGITS: Final = re.compile(r"\d[^\d]*\d")
+_LONG_WORD: Final = _Lazy(r"[A-Za-z0-9_.+/=~-]{20}")
+_TWO_DIGITS: Final = _Lazy(r"\d[^\d]*\d")
 _DATA_CHARS: Final = 512
 """A run this long is data (an encrypted payload, a blob), not a token, unless a name says
 otherwise (the assignment rule takes it then) or a rule knows its shape (a JWT, a 1Password
@@ -976,7 +1003,7 @@ class _RandomTokenRule(RedactionRule):
         return True
 
 
-_KEY_TAIL: Final = re.compile(r"[A-Za-z0-9+/=]{16,}(?:\\r)?(?:\\n)?\r?$")
+_KEY_TAIL: Final = _Lazy(r"[A-Za-z0-9+/=]{16,}(?:\\r)?(?:\\n)?\r?$")
 
 
 class _KeyTailRule(RedactionRule):
@@ -1086,7 +1113,7 @@ def _query_secret(value: str) -> bool:
     return random_run(bare) or (len(bare) >= 32 and _hexish(bare))
 
 
-_WORDY: Final = re.compile(r"[A-Za-z]+[0-9]{0,4}(?:[._/-][A-Za-z]+[0-9]{0,4})*")
+_WORDY: Final = _Lazy(r"[A-Za-z]+[0-9]{0,4}(?:[._/-][A-Za-z]+[0-9]{0,4})*")
 
 
 def _header_value(value: str) -> bool:
