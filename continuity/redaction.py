@@ -62,6 +62,7 @@ import functools
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -128,6 +129,7 @@ class RedactionRule:
         "keywords",
         "lowered",
         "pattern",
+        "probes",
         "token",
     )
 
@@ -155,6 +157,8 @@ class RedactionRule:
         self.boundary = frozenset(boundary)
         self.accept = accept
         self.token = token
+        hay = 2 if token else 1 if self.fold else 0  # long words, lowered text, text
+        self.probes = tuple((hay, k) for k in self.keywords)
         self._compiled: re.Pattern[str] | None = None
         self._folded: re.Pattern[str] | None = None
         self._group: int | str = 0
@@ -226,6 +230,32 @@ class RedactionRule:
         return f"RedactionRule({self.id!r})"
 
 
+class _Lazy:
+    """A pattern compiled on first use: importing this module (every hook does) compiles
+    none of the helpers' patterns, only what a text calls for."""
+
+    __slots__ = ("_compiled", "_flags", "_pattern")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._pattern = pattern
+        self._flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    def _get(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self._pattern, self._flags)
+        return self._compiled
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self._get().search(text, pos, endpos)
+
+    def match(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self._get().match(text, pos, endpos)
+
+    def fullmatch(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self._get().fullmatch(text, pos, endpos)
+
+
 # --- the assignment rule: a key that names a secret, and a value that looks like one --------
 
 _SECRET_WORDS: Final = frozenset(
@@ -289,9 +319,13 @@ _PLACEHOLDERS: Final = frozenset(
     ]
 )
 _MIN_VALUE_CHARS: Final = 8
-_WORDS_JOINED: Final = r"[a-z]+(?:-[a-z]+)+|[A-Z]+(?:_[A-Z]+)+"
-"""``proxy-handled``, ``REDACTED_API_KEY``: words joined, no digit: a value a program names
-(a mode, a placeholder, a constant), not a key."""
+_WORDS_JOINED: Final = (
+    r"(?:[A-Z]+|[A-Za-z][a-z]*)(?:[-_]+(?:[A-Z]+|[A-Za-z][a-z]*))+"
+    r"|(?:[A-Z][a-z]*){2,}|[a-z]+(?:[A-Z][a-z]+)+"
+)
+"""``proxy-handled``, ``refresh_token``, ``REDACTED_API_KEY``, ``InvalidAllowCredentials``:
+words joined, no digit: a value a program names (a mode, a placeholder, a constant, a type),
+not a key."""
 
 
 _NOT_A_SECRET: Final = 0
@@ -301,9 +335,11 @@ _STRONG: Final = 2
 
 def _key_strength(key: str) -> int:
     """How surely an assignment's key names a secret. Strong: its last word is one
-    (``DB_PASSWORD``, ``authToken``, ``client-secret``), or it is ``<qualifier> key``
-    (``api_key``, ``secretKey``, ``SIGNING_KEY``). Weak: any other environment name ending in
-    ``_KEY`` or ``_PASS`` (``STRIPE_KEY``, but also ``SORT_KEY``): its value must look random.
+    (``DB_PASSWORD``, ``authToken``, ``client-secret``, ``NGROK_AUTHTOKEN``), or it is
+    ``<qualifier> key`` (``api_key``, ``secretKey``, ``SIGNING_KEY``), or a private key's id.
+    Weak: any other environment name ending in ``_KEY`` or ``_PASS`` (``STRIPE_KEY``, but also
+    ``SORT_KEY``), and the names whose last word may name a credential or something else
+    (``..._PAT``, ``X-Acme-Auth``, ``sessionid``): their value must look random.
     ``max_tokens``, ``sort_key`` and ``password_file`` name no secret."""
     words = [w for w in re.split(_WORD_SPLIT, key.strip("\"'")) if w]
     if not words:
@@ -312,16 +348,25 @@ def _key_strength(key: str) -> int:
     if low[-1] == "base" and len(low) > 1:  # SECRET_KEY_BASE
         low.pop()
     last = low[-1]
-    if last in _SECRET_WORDS or (len(low) == 1 and last.endswith(_COMPOUND_ENDINGS)):
-        return _STRONG  # DB_PASSWORD, authToken; PGPASSWORD, MYSQLPASSWORD as one word
+    if "public" in low or "publickey" in low:  # publicKeyToken, PUBLIC_KEY: not secrets
+        return _NOT_A_SECRET
+    if last in _SECRET_WORDS or last.endswith(_COMPOUND_ENDINGS):
+        return _STRONG  # DB_PASSWORD, authToken; PGPASSWORD, NGROK_AUTHTOKEN as one word
     if len(low) > 1 and last in ("key", "pass"):
         if low[-2] in _KEY_QUALIFIERS:
             return _STRONG
         if re.fullmatch(_ENV_NAME, key):
             return _WEAK
+    if low[-2:] == ["key", "id"] and "private" in low:  # a service account's private_key_id
+        return _STRONG
+    if last in _WEAK_WORDS:
+        return _WEAK
     return _NOT_A_SECRET
 
 
+_WEAK_WORDS: Final = frozenset(
+    ["auth", "pat", "sessionid", "sid", "dsn", "signature", "cookie", "creds", "authkey"]
+)
 _COMPOUND_ENDINGS: Final = ("password", "passwd", "passphrase", "secret", "token", "apikey")
 
 
@@ -333,16 +378,68 @@ def _may_name_secret(key: str) -> bool:
     return any(word in low for word in _SECRET_KEY_WORDS)
 
 
-_SECRET_KEY_WORDS: Final = ("key", "secret", "token", "pass", "pwd", "credential")
+_SECRET_KEY_WORDS: Final = (
+    "key",
+    "secret",
+    "token",
+    "pass",
+    "pwd",
+    "credential",
+    "auth",
+    "pat",
+    "sid",
+    "sessionid",
+    "dsn",
+    "signature",
+    "cookie",
+    "creds",
+)
 
 
 def _looks_random(value: str) -> bool:
     """What a key, unlike a setting or a variable, almost always is: it holds a digit, and it
     is no identifier (``created_at``, ``access_token_v2``) unless a long one without ``_``
-    (``a1B2c3D4e5F6``)."""
+    (``a1B2c3D4e5F6``) or one whose words are not words (``n7b5H8zP_MO6Rban7JL2``: see
+    :func:`random_run`)."""
     if not any(c.isdigit() for c in value):
         return False
-    return not re.fullmatch(_IDENTIFIER, value) or ("_" not in value and len(value) >= 12)
+    if not re.fullmatch(_IDENTIFIER, value) or ("_" not in value and len(value) >= 12):
+        return True
+    return random_run(value)
+
+
+_CHUNKS: Final = r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])"
+_WORDLIKE: Final = r"[A-Za-z][a-z]*\d{0,3}|[A-Z]+\d{0,3}|\d+[a-z]{0,2}"
+_RANDOM_MIN_CHARS: Final = 12
+"""How many characters of a run must be in pieces that are not words for it to be random."""
+
+
+def random_run(run: str) -> bool:
+    """Whether ``run`` (a run of characters without whitespace) looks machine-made rather than
+    written: cut at punctuation and at a lower-to-upper case change, its pieces are not words
+    (``Parse``, ``utf8``, ``v2``, ``2026``) for 12 characters or more, it holds two digits and
+    four letters, and it is not hex (a digest, a uuid, a commit: their own rules decide, by
+    what is around them). A key's characters are drawn at random, so a digit lands between
+    letters; a name's are words."""
+    digits = letters = 0
+    for c in run:
+        if c.isdigit():
+            digits += 1
+        elif c.isalpha():
+            letters += 1
+    if digits < 2 or letters < 4:
+        return False
+    if re.fullmatch(r"[0-9a-f_.:-]+|[0-9A-F_.:-]+", run):
+        return False
+    odd = 0
+    wordlike = re.compile(_WORDLIKE)
+    for piece in re.split(_CHUNKS, run):
+        if len(piece) > 3 and not wordlike.fullmatch(piece):
+            odd += len(piece)
+    if odd < _RANDOM_MIN_CHARS:
+        return False
+    segments = [g for g in re.split(r"[^A-Za-z0-9]+", run) if len(g) >= 8]
+    return any(_machine_made(g) for g in segments)
 
 
 def _plausible_value(value: str) -> bool:
@@ -358,6 +455,8 @@ def _plausible_value(value: str) -> bool:
     low = value.lower()
     if low in _PLACEHOLDERS or low.startswith("your") or len(set(low)) == 1:
         return False
+    if low.rstrip("0123456789") in _PLACEHOLDERS or "..." in value or "\u2026" in value:
+        return False  # password1, an example cut short
     if re.fullmatch(_WORDS_JOINED, value):  # a setting's word or a constant's name
         return False
     return not _is_reference(value)
@@ -369,7 +468,10 @@ def _is_reference(value: str) -> bool:
     digit in it is key material, not a name)."""
     if not re.fullmatch(_DOTTED, value):
         return False
-    return not any(len(part) >= 16 and _has_digit(part) for part in value.split("."))
+    parts = value.split(".")
+    if len(parts[0]) >= 4 and parts[-1][:1].isupper() and not random_run(parts[-1]):
+        return True  # module.TypeName2
+    return not any(len(part) >= 16 and _has_digit(part) for part in parts)
 
 
 _VALUE: Final = (
@@ -435,11 +537,13 @@ class _AssignmentRule(RedactionRule):
         after = v.end()
         if after < len(text) and text[after] in "([":  # a call or a subscript: code
             return None
-        if len(bare) == _MAX_BARE_VALUE and re.compile(_BARE_CHAR).match(text, after):
-            return None  # a run of a kilobyte and more without a separator: data, not a value
         if not _plausible_value(bare):
             return None
         env_name = strength == _STRONG and bool(re.fullmatch(_ENV_NAME, key))
+        if len(bare) == _MAX_BARE_VALUE:  # a long value (a whole credentials file in base64)
+            if not (env_name or _looks_random(bare)):
+                return None
+            after = _run_end(text, after)
         if sep == ":":
             line_start = text.rfind("\n", 0, start) + 1
             leading = re.compile(_LINE_LEAD).fullmatch(
@@ -449,7 +553,506 @@ class _AssignmentRule(RedactionRule):
                 return None
         if not (env_name or _looks_random(bare)):
             return None
-        return v.span("bare")
+        return v.start("bare"), after
+
+
+_last_run: list[tuple[str, int, int]] = [("", 0, 0)]
+
+
+def _run_end(text: str, at: int) -> int:
+    """Where the run of value characters that goes on at ``at`` ends. The last answer is kept:
+    in a line of ``token:a1token:a1…`` every match is in the same run, which is read once."""
+    cached, start, end = _last_run[0]
+    if cached is text and start <= at <= end:
+        return end
+    m = re.compile(f"{_BARE_CHAR}*").match(text, at)
+    end = m.end() if m else at
+    _last_run[0] = (text, at, end)
+    return end
+
+
+class _PgpassRule(RedactionRule):
+    """A ``.pgpass`` line, found from its ``:port:`` (a literal the engine skips to): the
+    line must start with a host name (or ``*``) just before it."""
+
+    __slots__ = ()
+
+    def secret_span(self, text: str, m: re.Match[str]) -> tuple[int, int] | None:
+        line_start = max(text.rfind("\n", 0, m.start()), text.rfind("\r", 0, m.start())) + 1
+        if not _PGPASS_HOST.fullmatch(text, line_start, m.start()):
+            return None
+        return super().secret_span(text, m)
+
+
+_PGPASS_HOST: Final = _Lazy(r"[ \t]*(?:[A-Za-z0-9*][A-Za-z0-9.*_-]*|\[[0-9a-fA-F:]+\])")
+
+
+class _HeaderRule(RedactionRule):
+    """``X-Acme-Api-Key: <value>``: found from the name's last word; the whole name (a word
+    with a dash in it) must start a line, or a curl ``-H '…'``."""
+
+    __slots__ = ()
+
+    def secret_span(self, text: str, m: re.Match[str]) -> tuple[int, int] | None:
+        start = m.start()
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "-"):
+            start -= 1
+        name = text[start : m.start()]
+        if "-" not in name or not name[:1].isalpha() or m.start() - start > 64:
+            return None
+        lead = text[max(0, start - 24) : start].rstrip(" \t")
+        if not (
+            start == 0
+            or not lead
+            or lead.endswith(("\n", "\r", "\\n"))
+            or _HEADER_FLAG.search(lead)
+        ):
+            return None
+        return super().secret_span(text, m)
+
+
+_HEADER_FLAG: Final = _Lazy(r"(?:-H|--header)[ \t=]*[\"']$", re.IGNORECASE)
+
+
+class _XmlSecretRule(RedactionRule):
+    """``<password>…</password>`` and ``<add key="ClearTextPassword" value="…" />``: an XML
+    element or a key/value pair whose name names a secret (:func:`_key_strength`)."""
+
+    __slots__ = ()
+
+    def secret_span(self, text: str, m: re.Match[str]) -> tuple[int, int] | None:
+        name, group = (m.group("tag"), "secret") if m.group("tag") else (m.group("key"), "v")
+        if (
+            group == "v"
+            and m.start() > 0
+            and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_")
+        ):
+            return None  # monkey="…": not a key attribute
+        strength = _key_strength(name)
+        value = m.group(group)
+        if strength == _NOT_A_SECRET or value.startswith(MARKER_PREFIX):
+            return None
+        if not _plausible_password(value) or (strength == _WEAK and not _looks_random(value)):
+            return None
+        return m.span(group)
+
+
+_COOKIE_ATTRIBUTES: Final = frozenset(
+    ["path", "domain", "expires", "max-age", "samesite", "secure", "httponly", "priority"]
+)
+_SESSION_NAMES: Final = ("sess", "sid", "auth", "token", "remember", "jwt", "login", "secret")
+
+
+class _CookieRule(RedactionRule):
+    """The values of a ``Cookie:`` or ``Set-Cookie:`` header (or of ``curl -b``) that hold a
+    session: a cookie whose name says so (``sessionid``, ``connect.sid``, ``PHPSESSID``,
+    ``laravel_session``, ``remember_token``) or whose value is random; the attributes
+    (``Path``, ``Expires``) and short values (``lang=en``) stay."""
+
+    __slots__ = ()
+
+    def apply(self, text: str, lowered: str | None = None) -> tuple[str, int]:
+        regex, hay = self._target(text, lowered)
+        marker = self.marker
+        parts: list[str] = []
+        pos = n = 0
+        for m in regex.finditer(hay):
+            start, end = m.span("secret")
+            if start < pos:
+                continue
+            if hay[m.start()] == "-" and m.start() > 0 and not text[m.start() - 1].isspace():
+                continue  # a flag starts a word
+            for pair in re.finditer(r"([^=;,\s]+)=([^;\s]*)", text[start:end]):
+                name, value = pair.group(1), pair.group(2)
+                if name.lower() in _COOKIE_ATTRIBUTES or len(value) < 8:
+                    continue
+                if value.startswith(MARKER_PREFIX) or not _plausible_password(value):
+                    continue
+                low = name.lower()
+                if not (any(w in low for w in _SESSION_NAMES) or _looks_random(value)):
+                    continue
+                at = start + pair.start(2)
+                parts.append(text[pos:at])
+                parts.append(marker)
+                pos = at + len(value)
+                n += 1
+        if not n:
+            return text, 0
+        parts.append(text[pos:])
+        return "".join(parts), n
+
+
+_TOKEN_RUN: Final = r"(?<![A-Za-z0-9_.+/=~-])[A-Za-z0-9][A-Za-z0-9_.+/=~-]{19,}"
+_PREFIX: Final = r"((?:[A-Za-z][A-Za-z0-9]{0,11}[_-]){1,3})"
+_SECRET_PREFIX_WORDS: Final = frozenset(
+    [
+        "sk",
+        "rk",
+        "pk",
+        "pat",
+        "sat",
+        "key",
+        "keys",
+        "tok",
+        "tkn",
+        "token",
+        "secret",
+        "sec",
+        "esecret",
+        "live",
+        "test",
+        "prod",
+        "api",
+        "apikey",
+        "ak",
+        "as",
+        "auth",
+        "oauth",
+        "access",
+        "refresh",
+        "session",
+        "sess",
+        "priv",
+        "private",
+        "pw",
+        "pass",
+        "admin",
+        "bot",
+        "app",
+        "svc",
+        "service",
+        "sbox",
+    ]
+)
+_HASH_LEAD: Final = _Lazy(
+    r"(?:(?:sha\d*|md5|blake2[bs]?\d*|h1|crc32c?|xxh\d*|etag|integrity|nonce|base64)[\"']?"
+    r"[:=, -]*|\$(?:2[abxy]?|1|5|6|y|argon2\w*|scrypt|pbkdf2[\w-]*)\$[^\s$]*\$?"
+    r"|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com)[ \t]+)$",
+    re.IGNORECASE,
+)
+_HASH_HEAD: Final = _Lazy(r"(?:sha\d+|md5|blake2[bs]?\d*)[-=]", re.IGNORECASE)
+_BLOB_CHARS: Final = 256
+_BASE64_LINE: Final = _Lazy(r"""[ \t"'b]*[A-Za-z0-9+/]{60,}={0,2}(?:\\n)?\\?["',]*[ \t]*""")
+_BASE64_LAST: Final = _Lazy(r"""[ \t"'b]*[A-Za-z0-9+/]{16,}={0,2}(?:\\n)?\\?["',]*[ \t]*""")
+
+
+_VOWELS: Final = frozenset("aeiouAEIOU")
+_PIECES: Final = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+"
+"""A run cut where its characters change class (``Public``, ``MLKEM``, ``1024``): random
+characters make pieces of two characters on average, words of five."""
+_COMMON_PAIRS: Final = frozenset(
+    [
+        "th",
+        "he",
+        "in",
+        "er",
+        "an",
+        "re",
+        "on",
+        "at",
+        "en",
+        "nd",
+        "ti",
+        "es",
+        "or",
+        "te",
+        "of",
+        "ed",
+        "is",
+        "it",
+        "al",
+        "ar",
+        "st",
+        "to",
+        "nt",
+        "ng",
+        "se",
+        "ha",
+        "as",
+        "ou",
+        "io",
+        "le",
+        "ve",
+        "co",
+        "me",
+        "de",
+        "hi",
+        "ri",
+        "ro",
+        "ic",
+        "ne",
+        "ea",
+        "ra",
+        "ce",
+        "li",
+        "ch",
+        "ll",
+        "be",
+        "ma",
+        "si",
+        "om",
+        "ur",
+        "ca",
+        "el",
+        "ta",
+        "la",
+        "ns",
+        "ge",
+        "ly",
+        "ei",
+        "ut",
+        "il",
+        "ss",
+        "ff",
+        "tt",
+        "ee",
+        "oo",
+        "us",
+        "ol",
+        "ad",
+        "ow",
+    ]
+)
+"""The fifty-odd commonest letter pairs of English (and of the names code is written in): a
+random run of letters holds about one in fourteen of them, words one in three."""
+
+
+def _machine_made(segment: str) -> bool:
+    """Whether an alphanumeric ``segment`` reads as drawn at random rather than as words run
+    together (``arm64ssh2libxmljs``, ``i8i16i32i64isize``, a mangled C++ name): random
+    characters change class (upper, lower, digit) at most steps and hold few vowels (a fifth
+    of their letters); words change class seldom and are a third or more vowels."""
+    letters = vowels = changes = 0
+    last = ""
+    for c in segment:
+        kind = "d" if c.isdigit() else "u" if c.isupper() else "l"
+        if kind != "d":
+            letters += 1
+            vowels += c in _VOWELS
+        changes += kind != last
+        last = kind
+    if not letters:
+        return False
+    pairs = [segment[i : i + 2] for i in range(len(segment) - 1)]
+    pairs = [p for p in pairs if p.isalpha() and p.islower()]  # as written: words are lower
+    if len(pairs) >= 6 and sum(p in _COMMON_PAIRS for p in pairs) >= 0.25 * len(pairs):
+        return False  # English letter pairs: words run together
+    trigrams = [segment[i : i + 3] for i in range(len(segment) - 2)]
+    if len(set(trigrams)) < 0.8 * len(trigrams):  # a pattern repeated (eHh4eHh4…)
+        return False
+    if len(segment) / len(re.findall(_PIECES, segment)) >= 3.3:
+        return False  # MLKEM1024PublicKey, crc32ttf2woff2bufferutil: pieces as long as words
+    vowel_share = vowels / letters
+    change_rate = (changes - 1) / max(len(segment) - 1, 1)
+    if vowel_share >= 0.4 or change_rate < 0.2:
+        return False
+    return not (vowel_share >= 0.3 and change_rate < 0.35)
+
+
+def _plain_json(run: str) -> bool:
+    """Whether ``run`` is base64 of a JSON object none of whose strings looks random (a
+    cursor, a state: data that names things; a Grafana key's ``{"k":"<random>"…}`` is not)."""
+    try:
+        value = json.loads(
+            binascii.a2b_base64(run.translate(_FROM_URLSAFE) + "=" * (-len(run) % 4))
+        )
+    except (binascii.Error, ValueError):
+        return False
+    if not isinstance(value, dict):
+        return False
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and random_run(item):
+            return False
+    return True
+
+
+_FROM_URLSAFE: Final = str.maketrans("-_", "+/")
+
+
+def _random_hex(value: str) -> bool:
+    """Hex drawn at random: digits and letters both (a tenth of each at least), many of the
+    sixteen characters (not ``aaaa…`` or ``1bbbb…``)."""
+    digits = sum(c.isdigit() for c in value)
+    return 0.1 * len(value) <= digits <= 0.9 * len(value) and len(set(value.lower())) >= 10
+
+
+_LONG_WORD: Final = _Lazy(r"[A-Za-z0-9_.+/=~-]{20}")
+_TWO_DIGITS: Final = _Lazy(r"\d[^\d]*\d")
+_DATA_CHARS: Final = 512
+"""A run this long is data (an encrypted payload, a blob), not a token, unless a name says
+otherwise (the assignment rule takes it then) or a rule knows its shape (a JWT, a 1Password
+service account token)."""
+
+
+class _RandomTokenRule(RedactionRule):
+    """A token no rule knows, found by its look alone: a run of 20 or more token characters
+    whose pieces are not words (:func:`random_run`), bare, in prose, in a header or under a
+    neutral key. An id (``msg_01…``, ``toolu_01…``, ``call_…``, a uuid, a commit, a digest)
+    is not one: a run of 32 characters or more counts on its own, a shorter one only after a
+    prefix that names a secret (``sk_``, ``live_``, ``pat_``), an all-capital one of 20 like
+    an access key id; hex counts only after such a prefix; what a hash name or ``base64,``
+    leads, a base64 blob of more than 256 characters and a line of a base64 block (a
+    certificate's body) are data."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__("random-token", _TOKEN_RUN)
+
+    def apply(self, text: str, lowered: str | None = None) -> tuple[str, int]:
+        if len(text) < 20 or _LONG_WORD.search(text) is None:
+            return text, 0
+        regex = self.compile()
+        marker = self.marker
+        parts: list[str] = []
+        pos = n = 0
+        for m in regex.finditer(text):
+            if _TWO_DIGITS.search(text, m.start(), m.end()) is None:
+                continue
+            for start, end in self._secrets(text, m.start(), m.end()):
+                if start < pos:
+                    continue
+                parts.append(text[pos:start])
+                parts.append(marker)
+                pos = end
+                n += 1
+        if not n:
+            return text, 0
+        parts.append(text[pos:])
+        return "".join(parts), n
+
+    def _secrets(self, text: str, start: int, end: int) -> list[tuple[int, int]]:
+        while end > start and text[end - 1] in ".-_~":
+            end -= 1
+        if _HASH_LEAD.search(text, max(0, start - 24), start) or _HASH_HEAD.match(text, start):
+            return []
+        found: list[tuple[int, int]] = []
+        while True:  # NAME=value=…: each part alone
+            at = text.find("=", start, end)
+            while at >= 0 and at + 1 < end and text[at + 1] == "=":
+                at += 1
+            if at < 0 or at + 1 >= end:
+                return found + self._secrets_of(text, start, end)
+            if "/" not in text[start:at]:
+                found += self._secrets_of(text, start, text.find("=", start, end))
+            start = at + 1
+
+    def _secrets_of(self, text: str, start: int, end: int) -> list[tuple[int, int]]:
+        ext = re.search(r"\.[a-z][a-z0-9]{0,4}$", text[start:end])
+        if ext:  # a file's name: its stem
+            end = start + ext.start()
+        run = text[start:end]
+        if len(run) < 20 or len(run) >= _DATA_CHARS or not any(c.isdigit() for c in run):
+            return []
+        if "/" in run and "+" not in run and not run.endswith("="):  # a path: its pieces
+            out: list[tuple[int, int]] = []
+            at = start
+            for piece in run.split("/"):
+                if len(piece) >= 20 and self._is_secret(text, at, at + len(piece)):
+                    out.append((at, at + len(piece)))
+                at += len(piece) + 1
+            return out
+        return [(start, end)] if self._is_secret(text, start, end) else []
+
+    def _is_secret(self, text: str, start: int, end: int) -> bool:
+        run = text[start:end]
+        if _HASH_LEAD.search(text, max(0, start - 16), start):
+            return False
+        if run[:2] in ("0x", "0X") and _hexish(run[2:]):  # a number
+            return False
+        prefix = re.match(_PREFIX, run)
+        body = run[prefix.end() :] if prefix else run
+        named = prefix is not None and any(
+            w.lower() in _SECRET_PREFIX_WORDS for w in re.split(r"[_-]", prefix.group(1)) if w
+        )
+        if re.fullmatch(r"[A-Za-z]{1,4}(?:[0-9a-f]{32,}|[0-9A-F]{32,})", run):
+            return False  # an id: a type's letters and hex (a Twilio account SID)
+        if _hexish(body.replace("_", "")) or _hexish(body[1:]):  # a digest, an anchor's id
+            return named and len(body) >= 32 and _random_hex(body)
+        if len(body) < 32 and not named and not re.fullmatch(r"[A-Z0-9]{20,31}", run):
+            return False
+        if not random_run(run):
+            return False
+        if run.startswith("eyJ") and _plain_json(run):
+            return False
+        segments = [g for g in re.split(r"[^A-Za-z0-9]+", body) if len(g) >= 12 and not _hexish(g)]
+        if sum(len(g) for g in segments if _machine_made(g)) < min(16, len(body)):
+            return False
+        if re.fullmatch(r"[A-Za-z0-9+/]+={0,2}", run):  # base64 alone: a blob or a block
+            if len(run) > _BLOB_CHARS:
+                return False
+            line_start = text.rfind("\n", 0, start) + 1
+            line_end = text.find("\n", end)
+            line_end = len(text) if line_end < 0 else line_end
+            if _BASE64_LAST.fullmatch(text, line_start, line_end):
+                before = max(0, text.rfind("\n", 0, line_start - 1) + 1)
+                prev, nxt = text[before : max(line_start - 1, 0)], text[line_end + 1 :]
+                if (
+                    _BASE64_LINE.fullmatch(prev)
+                    or _BASE64_LINE.match(nxt)
+                    or "-----BEGIN" in prev
+                    or nxt.lstrip().startswith("-----END")
+                ):
+                    return False  # a line of a block of base64: a certificate's body
+        return True
+
+
+_KEY_TAIL: Final = _Lazy(r"[A-Za-z0-9+/=]{16,}(?:\\r)?(?:\\n)?\r?$")
+
+
+class _KeyTailRule(RedactionRule):
+    """The body of a private key whose BEGIN line was cut off: the lines of key material
+    (base64 or hex, line breaks real or escaped) just above its END line."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(
+            "private-key",
+            r"-{4,5} ?END(?:[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?| OpenVPN Static key V\d) ?-{4,5}",
+            keywords=("PRIVATE KEY", "Static key"),
+        )
+
+    def apply(self, text: str, lowered: str | None = None) -> tuple[str, int]:
+        marker = self.marker
+        parts: list[str] = []
+        pos = n = 0
+        line = re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]+: [^\r\n\\]*)[ \t]*")
+        for m in self.compile().finditer(text):
+            first = m.start()
+            cursor = m.start()
+            while True:  # walk back over the lines of key material
+                if text.endswith("\n", 0, cursor):
+                    brk = 2 if text.endswith("\r\n", 0, cursor) else 1
+                elif text.endswith("\\n", 0, cursor):
+                    brk = 4 if text.endswith("\\r\\n", 0, cursor) else 2
+                else:
+                    break
+                stop = cursor - brk
+                begin = max(text.rfind("\n", 0, stop), text.rfind("\\n", 0, stop) + 1) + 1
+                if begin <= pos or not line.fullmatch(text, begin, stop):
+                    break
+                first = cursor = begin
+            if first == m.start() or first < pos:
+                continue
+            # the line the cut went through: its tail of key material goes too ("...F71TH…")
+            tail = _KEY_TAIL.search(text, max(pos, first - 4096), max(first - 1, pos))
+            if tail is not None and tail.end() >= first - 3:
+                first = tail.start()
+            parts.append(text[pos:first])
+            parts.append(marker)
+            pos = m.end()
+            n += 1
+        if not n:
+            return text, 0
+        parts.append(text[pos:])
+        return "".join(parts), n
 
 
 # --- the built-in rules ----------------------------------------------------------------------
@@ -477,6 +1080,49 @@ def _plausible_flag_value(value: str) -> bool:
     """A password or token given on a command line: not a reference or a mask, and with a
     digit in it (``--password prompt`` and ``--token-file`` are not secrets)."""
     return _plausible_password(value) and _has_digit(value) and "://" not in value
+
+
+def _url_password(value: str) -> bool:
+    """A URL's password: plausible, not a port followed by a path (``host:8080/a@b``), not
+    the placeholder of an example (``user:pass@``, ``:TOKEN@``, ``[password]``, a short
+    word, ``a%20secret``)."""
+    if not _plausible_password(value) or value.split("/", 1)[0].isdigit():
+        return False
+    if value[0] in "[(]" or value[-1] == "]" or "%20" in value or re.match(r"\d+[,/]", value):
+        return False
+    return not (value.isalpha() and len(value) < 12)
+
+
+def _hexish(value: str) -> bool:
+    return re.fullmatch(r"[0-9a-f]+|[0-9A-F]+", value.replace("-", "")) is not None
+
+
+def _url_token(value: str) -> bool:
+    """A URL's user that is a token (``https://<token>@host``): random, or 32 hex and more."""
+    return random_run(value) or (len(value) >= 32 and _hexish(value))
+
+
+def _plausible_cli_password(value: str) -> bool:
+    """A password a tool's flag takes: not a reference, a mask, the next flag or a prompt."""
+    return _plausible_password(value) and value[0] not in "-/" and value.lower() != "prompt"
+
+
+def _query_secret(value: str) -> bool:
+    """A query parameter's value that is a key: random, or 32 hex and more."""
+    bare = value.rstrip("=").replace("%3D", "").replace("%3d", "")
+    return random_run(bare) or (len(bare) >= 32 and _hexish(bare))
+
+
+_WORDY: Final = _Lazy(r"[A-Za-z]+[0-9]{0,4}(?:[._/-][A-Za-z]+[0-9]{0,4})*")
+
+
+def _header_value(value: str) -> bool:
+    """A header's value that is a credential: random, or 20 hex and more (the name says what
+    it is); not a scheme word (``Bearer``), a number or a date."""
+    value = value.rstrip(":")
+    if len(value) >= 12 and _looks_random(value) and not _WORDY.fullmatch(value):
+        return True
+    return random_run(value) or (len(value) >= 20 and _hexish(value))
 
 
 def _user_and_password(value: str) -> bool:
@@ -595,6 +1241,15 @@ _PROVIDER_RULES: Final[tuple[RedactionRule, ...]] = (
     _token("dropbox-token", rf"sl\.(?:[A-Za-z]\.)?{_URLSAFE}{{130,}}", "sl."),
     _token("mapbox-secret-token", rf"sk\.eyJ{_URLSAFE}{{50,4096}}\.{_URLSAFE}{{20,}}", "sk.eyJ"),
     _token("yandex-api-key", rf"AQVN{_URLSAFE}{{35,38}}", "AQVN"),
+    _token("firebase-server-key", rf"AAAA{_URLSAFE}{{7}}:APA91b{_URLSAFE}{{100,}}", ":APA91b"),
+    _token(
+        "uuid-token",  # LaunchDarkly sdk-/api-/mob-<uuid>, HubSpot pat-na1-<uuid>
+        rf"(?:sdk|api|mob|pat-(?:na|eu|ap)\d)-{_UUID}",
+        "sdk-",
+        "api-",
+        "mob-",
+        "pat-",
+    ),
     _token("twitter-bearer-token", r"A{21}[A-Za-z0-9]{10,80}%3D[A-Za-z0-9]{30,}", "A" * 20),
     _token(
         "encoded-private-key",  # base64 of "-----BEGIN … PRIVATE KEY" (kubeconfig, a Secret)
@@ -643,18 +1298,89 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
         accept=_plausible_password,
     ),
     RedactionRule(
-        "cli-secret-flag",  # --password hunter2, --token=…, --api-key …, --client-secret …
-        r"--(?:password|passwd|token|api-key|apikey|api-token|access-token|auth-token|secret"
-        r"""|client-secret|secret-key)(?:=|[ \t]+)["']?(?P<secret>[^\s"']{6,})""",
-        keywords=("--pass", "-token", "--api", "-secret"),
+        "cli-secret-flag",  # --password hunter2, --token=…, -storepass …, -passin pass:…
+        r"--?(?:[a-z][a-z0-9-]{0,30}?)?(?:pass(?:in|out|word|wd|phrase)?|token"
+        r"|api-?key|secret|secret-key|storepass|keypass)(?:=|[ \t]+)[\"']?"
+        r"""(?:pass:)?(?P<secret>[^\s"']{6,})""",
+        keywords=("pass", "-token", "-api", "secret"),
         lowered=True,
+        boundary=_TOKEN,  # a flag starts a word
         accept=_plausible_flag_value,
+    ),
+    RedactionRule(
+        "cli-tool-password",  # the tools whose password flag names no password
+        r"(?:\bldap[a-z]*[ \t][^\n|;&]{0,512}?[ \t]-w[ \t]*"
+        r"|\b(?:sqlcmd|bcp|osql|isql)[ \t][^\n|;&]{0,512}?[ \t]-P[ \t]*"
+        r"|\bmongo(?:sh|dump|restore|export|import)?[ \t][^\n|;&]{0,512}?[ \t]-p[ \t]+"
+        r"|\b(?:un)?zip[ \t](?:[^\n|;&]{0,512}?[ \t])?-P[ \t]+"
+        r"|\b7z[ar]?[ \t][^\n|;&]{0,512}?[ \t]-p"
+        r"|\bopenssl[ \t][^\n|;&]{0,512}?[ \t]-k[ \t]+"
+        r"|\b(?:xfreerdp|wlfreerdp|sdl-freerdp)[ \t][^\n|;&]{0,512}?[ \t]/p:"
+        r"|\brdesktop[ \t][^\n|;&]{0,512}?[ \t]-p[ \t]*"
+        r"|\bnet[ \t]+use[ \t]+(?:[a-z]:[ \t]+)?\\\\\S+[ \t]+"
+        r"|\baws[ \t]+configure[ \t]+set[ \t]+(?:aws_secret_access_key|aws_session_token)"
+        r"[ \t]+"
+        r"|\b(?:smbclient|rpcclient|smbmap|smbget|smbcacls|net)[ \t][^\n|;&]{0,512}?"
+        r"(?-i:-U|--user=)[ \t]*[\"']?[^\s%\"']+%)"
+        r"""[\"']?(?P<secret>[^\s"']{4,})""",
+        keywords=(
+            "ldap",
+            "sqlcmd",
+            "bcp",
+            "osql",
+            "isql",
+            "mongo",
+            "zip",
+            "7z",
+            "openssl",
+            "freerdp",
+            "rdesktop",
+            "net use",
+            "aws configure",
+            "smb",
+            "rpcclient",
+            "net ",
+        ),
+        ignore_case=True,
+        accept=_plausible_cli_password,
     ),
     RedactionRule(
         "netrc-password",  # machine host login user password secret (one line or several)
         r"machine[ \t]+\S+\s+login[ \t]+\S+\s+password[ \t]+(?P<secret>\S+)",
         keywords=("machine",),
         accept=_plausible_password,
+    ),
+    _PgpassRule(
+        "pgpass-password",  # ~/.pgpass: hostname:port:database:username:password
+        r":(?:\d{1,5}|\*):[^\s:]+:[^\s:]+:(?P<secret>(?:[^\s:\\]|\\.){4,})[ \t]*(?=[\r\n]|\Z)",
+        keywords=(":",),
+        accept=_plausible_password,
+    ),
+    _XmlSecretRule(
+        "xml-secret",  # <password>…</password> (Maven), <add key="ClearTextPassword" value="…"/>
+        r"<(?P<tag>[A-Za-z_][\w.:-]{0,64})>(?P<secret>[^<>\s]{4,})</(?P=tag)>"
+        r"|key[ \t]*=[ \t]*\"(?P<key>[^\"]{1,64})\"[ \t]+value[ \t]*=[ \t]*\"(?P<v>[^\"]+)\"",
+        keywords=("</", "value=", "value ="),
+    ),
+    RedactionRule(
+        "bundler-credentials",  # BUNDLE_GEMS__CONTRIBSYS__COM=user:password
+        r"""BUNDLE_[A-Z0-9_]*__[A-Z0-9]+[ \t]*[=:][ \t]*["']?(?P<secret>[^\s"':]+:[^\s"']+)""",
+        keywords=("BUNDLE_",),
+    ),
+    _CookieRule(
+        "cookie-value",  # Cookie: / Set-Cookie: headers, curl -b: a session's value
+        r"(?:cookie[ \t]*:|-b[ \t]+[\"']?|--cookie[ \t]+[\"']?)(?P<secret>[^\r\n\"']*)",
+        keywords=("cookie", "-b"),
+        lowered=True,
+    ),
+    RedactionRule(
+        "query-secret",  # ?code=<function key>, &api_key=, &access_token=, &client_secret=
+        r"[?&](?P<name>code|key|api_?key|apikey|token|access_token|auth|auth_token|secret"
+        r"|client_secret|password|pwd|session|sessionid|sid|signature|x-amz-signature"
+        r"|x-goog-signature)=(?P<secret>[A-Za-z0-9_.~%+/=-]{16,})",
+        keywords=("?", "&"),  # the pattern starts at one of them: the engine skips to it
+        lowered=True,
+        accept=_query_secret,
     ),
     RedactionRule(
         "putty-private-key",  # the private lines of a .ppk file
@@ -668,12 +1394,36 @@ _CONTEXT_RULES: Final[tuple[RedactionRule, ...]] = (
         keywords=("/api/webhooks/", "webhookb2/"),
     ),
     RedactionRule(
+        "zapier-webhook",  # the path after catch/ is the credential
+        r"hooks\.zapier\.com/hooks/catch/(?P<secret>\d+/[A-Za-z0-9]+)",
+        keywords=("hooks.zapier.com",),
+    ),
+    RedactionRule(
         "authorization-token",  # Authorization: token …, Bot …, SSWS …, sso-key …
         r"""authorization["']?[ \t]*[:=][ \t]*["']?(?:token|bot|ssws|sso-key|apikey|api-key|key)"""
         r"[ \t]+(?P<secret>[a-z0-9._~+/:=-]{16,})",
         keywords=("authorization",),
         lowered=True,
         accept=_has_digit,
+    ),
+    _HeaderRule(
+        "secret-header",  # X-Acme-Api-Key: …, X-Acme-Auth: …, DD-API-KEY: … (a line, or -H '…')
+        r"(?:key|token|secret|auth|password|passwd|signature|session|credentials?|sid|pat)"
+        r"[ \t]*:[ \t]*(?P<secret>[a-z0-9._~+/=%$!|:-]{8,})",
+        keywords=(
+            "key",
+            "token",
+            "secret",
+            "auth",
+            "pass",
+            "signature",
+            "session",
+            "credential",
+            "sid",
+            "pat",
+        ),
+        lowered=True,
+        accept=_header_value,
     ),
 )
 """Secrets known by what is around them: a command's flag, a config file's key, a header."""
@@ -683,10 +1433,21 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
     RedactionRule(
         "private-key",
         # The whole block; or, cut short (no END), the lines of key material after BEGIN.
-        r"-----BEGIN[A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:[\s\S]{0,16384}?-----END[A-Z0-9 ]{0,32}PRIVATE KEY(?: BLOCK)?-----"
-        r"|(?:(?:\r?\n|\\r?\\n)+(?:[A-Za-z0-9+/=]{8,}|(?:Proc-Type|DEK-Info): [^\r\n\\]*))*)",
-        keywords=("PRIVATE KEY",),
+        # PEM, PGP, SSH.com (---- BEGIN SSH2 … ----) and OpenVPN static keys.
+        r"-{4,5} ?BEGIN(?:[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?| OpenVPN Static key V\d) ?-{4,5}"
+        r"(?:[\s\S]{0,16384}?-{4,5} ?END(?:[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?"
+        r"| OpenVPN Static key V\d) ?-{4,5}"
+        r"|(?:(?:\r?\n|(?:\\r)?\\n)+[ \t]*"
+        r"(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]+: [^\r\n\\]*))*)",
+        keywords=("PRIVATE KEY", "Static key"),
+    ),
+    _KeyTailRule(),
+    RedactionRule(
+        "minisign-secret-key",  # base64 of "Ed" "Sc"|"\0\0" "B2": an encrypted or bare secret key
+        r"RW(?:RTY0Iy|QAAEIy)[A-Za-z0-9+/]{100,}={0,2}",
+        keywords=("RWRTY0Iy", "RWQAAEIy"),
+        boundary=_TOKEN,
+        token=True,
     ),
     RedactionRule(
         "anthropic-api-key",  # sk-ant-api03-…, sk-ant-admin01-…, sk-ant-oat01-… (OAuth)
@@ -714,6 +1475,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         r"""["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-z0-9/+=]{40,})(?![a-z0-9/+=])""",
         keywords=("access", "aws_secret", "awssecret", "token"),
         lowered=True,
+        accept=_has_digit,  # not a type's name
     ),
     RedactionRule(
         "github-token",  # classic (ghp_ gho_ ghu_ ghs_ ghr_) and fine-grained (github_pat_)
@@ -779,7 +1541,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
     ),
     RedactionRule(
         "bearer-token",  # Authorization: Bearer <token> (a token holds a digit; a word does not)
-        r"bearer[ \t]+(?P<secret>[a-z0-9._~+/-]{16,}=*)(?![a-z0-9._~+/=-])",
+        r"bearer[ \t]+(?P<secret>[a-z0-9._~+/:$%!|-]{16,}=*)(?![a-z0-9._~+/=:$%!|-])",
         keywords=("bearer",),
         lowered=True,
         boundary=_WORD,
@@ -802,10 +1564,16 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
         accept=_has_digit,
     ),
     RedactionRule(
-        "url-password",  # scheme://user:password@host
-        r"""://[^\s/:@"'<>]{0,256}:(?P<secret>[^\s/@"'<>]{1,256})@""",
+        "url-password",  # scheme://user:password@host (a password may hold '/', a port not)
+        r"""://[^\s/:@"'<>]{0,256}:(?P<secret>[^\s@"'<>]{1,256})@""",
         keywords=("://",),
-        accept=_plausible_password,
+        accept=_url_password,
+    ),
+    RedactionRule(
+        "url-user-token",  # https://<token>@host: a token as the user, no password
+        r"""://(?P<secret>[A-Za-z0-9_.~%-]{16,256})@""",
+        keywords=("://",),
+        accept=_url_token,
     ),
     RedactionRule(
         "curl-user",  # curl -u user:password
@@ -816,6 +1584,7 @@ BUILTIN_RULES: Final[tuple[RedactionRule, ...]] = (
     ),
     *_CONTEXT_RULES,
     _AssignmentRule(),
+    _RandomTokenRule(),
 )
 """Every built-in rule, in the order they are tried (the most specific first, so a key with a
 known shape is named by its provider's rule rather than by the assignment it sits in)."""
@@ -906,15 +1675,14 @@ class _Planner:
         strings = self.strings
         for k, item in v.items():
             if isinstance(item, str):
-                if (
-                    k in OPAQUE_KEYS
-                    or k == "data"
-                    or len(item) >= _BINARY_MIN_CHARS
-                    or item.startswith("data:")
-                ) and opaque(k, item, v):
+                if k in OPAQUE_KEYS:
                     mark(_KEEP)
                 elif isinstance(k, str) and self.secret_key(k, item):
-                    mark(_FIELD)
+                    mark(_FIELD)  # a secret's name first: base64 of a whole credentials file
+                elif (
+                    k == "data" or len(item) >= _BINARY_MIN_CHARS or item.startswith("data:")
+                ) and opaque(k, item, v):
+                    mark(_KEEP)
                 else:
                     mark(len(strings))
                     strings.append(item)
@@ -1024,7 +1792,7 @@ class Redactor:
         disable: Iterable[str] = (),
     ) -> None:
         base = list(BUILTIN_RULES if rules is None else rules)
-        generic = [r for r in base if isinstance(r, _AssignmentRule)]
+        generic = [r for r in base if isinstance(r, _AssignmentRule | _RandomTokenRule)]
         chosen = [*(r for r in base if r not in generic), *extra, *generic]
         off = set(disable)
         unknown = off - {r.id for r in chosen}
@@ -1054,6 +1822,7 @@ class Redactor:
             return text, 0
         lowered: str | None = None
         words: str | None = None
+        found: dict[tuple[int, str], bool] = {}  # a keyword shared by rules is looked for once
         total = 0
         for rule in rules:
             if rule.fold and lowered is None:
@@ -1065,8 +1834,11 @@ class Redactor:
                     hay = words
                 else:
                     hay = (lowered or text) if rule.fold else text
-                for keyword in rule.keywords:
-                    if keyword in hay:
+                for probe in rule.probes:
+                    hit = found.get(probe)
+                    if hit is None:
+                        hit = found[probe] = probe[1] in hay
+                    if hit:
                         break
                 else:
                     continue
@@ -1074,6 +1846,7 @@ class Redactor:
             if n:
                 total += n
                 lowered = words = None
+                found.clear()
         return text, total
 
     def redact_bytes(self, data: bytes) -> tuple[bytes, int]:

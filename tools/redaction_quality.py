@@ -13,7 +13,15 @@ Measures, with the default :class:`~continuity.redaction.Redactor`:
   ``agents/``): every string of every JSON line (or JSON file) is redacted as text, except the
   payloads redaction leaves alone (:func:`continuity.redaction.opaque`); the redactions per
   fixture file, with the first ``--show`` of them in context, so a reader can judge them;
-* the redactions on the corpus's benign lines (code, commands, logs, near misses).
+* the redactions on the corpus's benign lines (code, commands, logs, near misses);
+* the **large corpus** of ``tools/redaction_formats.py`` (issue 40: some three hundred formats in
+  every context of their kind): the share redacted per context, for the visible part and the
+  held-out part apart; a sample counts as redacted when none of its fragments (every 12
+  characters of a token, every line of a key) is left. Only the visible part's misses are
+  listed (``--show-held-out`` lists the others too);
+* with ``--code DIR`` (``--code site`` for this interpreter's site-packages), the **redactions
+  per 100k lines of real code**: every source file under DIR redacted whole, as a tool output
+  that printed it would be.
 
 ``--baseline REV`` measures a git revision's ``continuity/`` too (extracted with ``git archive``
 and run in a child process, the same corpus and fixtures) and prints both side by side. It
@@ -105,6 +113,98 @@ def fixture_redactions(root: Path, show: int) -> dict[str, Any]:
     }
 
 
+def formats_report(show_held_out: bool = False) -> dict[str, Any]:
+    """The large corpus (:mod:`tools.redaction_formats`) redacted by the default redactor:
+    per part (visible, held-out) and context, how many samples lost every fragment."""
+    from continuity.redaction import Redactor
+    from tools.redaction_formats import FORMATS, HELD_OUT, planted
+
+    redactor = Redactor()
+    parts: dict[str, dict[str, list[int]]] = {"visible": {}, "held_out": {}}
+    missed: dict[str, list[str]] = {"visible": [], "held_out": []}
+    for p in planted():
+        part = "held_out" if p.held_out else "visible"
+        out, _ = redactor.redact_text(p.text)
+        ok = not any(fragment in out for fragment in p.fragments)
+        counts = parts[part].setdefault(p.context, [0, 0])
+        counts[0] += ok
+        counts[1] += 1
+        if not ok and (part == "visible" or show_held_out):
+            missed[part].append(f"{p.format} [{p.kind}] in {p.context}: {_context(out, 0)}")
+    formats = {(f.name, f.kind) for f in FORMATS}
+    held = {(f.name, f.kind) for f in FORMATS if f.family in HELD_OUT}
+    return {
+        "formats": len(formats),
+        "held_out_formats": len(held),
+        "families": len({f.family for f in FORMATS}),
+        "held_out_families": sorted(HELD_OUT),
+        "contexts": {
+            k: {c: {"redacted": v[0], "samples": v[1]} for c, v in d.items()}
+            for k, d in parts.items()
+        },
+        "missed": missed,
+    }
+
+
+SOURCE_SUFFIXES: Final = (
+    ".py",
+    ".pyi",
+    ".js",
+    ".ts",
+    ".json",
+    ".toml",
+    ".cfg",
+    ".ini",
+    ".yaml",
+    ".yml",
+    ".md",
+    ".txt",
+    ".html",
+    ".c",
+    ".h",
+    ".pem",
+)
+
+
+def code_redactions(root: Path, show: int) -> dict[str, Any]:
+    """Redactions per 100k lines in every source file under ``root`` (each redacted whole)."""
+    from continuity.redaction import MARKER_PREFIX, Redactor
+
+    redactor = Redactor()
+    lines = redactions = files = 0
+    by_rule: dict[str, int] = {}
+    examples: list[str] = []
+    for path in sorted(root.rglob("*")):
+        if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
+            continue
+        try:
+            text = path.read_text("utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        files += 1
+        lines += text.count("\n") + 1
+        out, n = redactor.redact_text(text)
+        if not n:
+            continue
+        redactions += n
+        at = out.find(MARKER_PREFIX)
+        while at >= 0:
+            rule = out[at + len(MARKER_PREFIX) : out.find("]", at)]
+            by_rule[rule] = by_rule.get(rule, 0) + 1
+            if len(examples) < show:
+                examples.append(f"{path.relative_to(root)}: …{_context(out, at)}…")
+            at = out.find(MARKER_PREFIX, at + 1)
+    return {
+        "root": str(root),
+        "files": files,
+        "lines": lines,
+        "redactions": redactions,
+        "per_100k_lines": 1e5 * redactions / max(lines, 1),
+        "by_rule": dict(sorted(by_rule.items(), key=lambda kv: -kv[1])),
+        "examples": examples,
+    }
+
+
 def measure(fixtures: Path | None, show: int) -> dict[str, Any]:
     """The figures for the ``continuity`` this process imports."""
     import continuity.redaction as redaction
@@ -167,6 +267,37 @@ def _baseline(rev: str, fixtures: Path | None, show: int) -> dict[str, Any]:
         return report
 
 
+def _print_formats(r: dict[str, Any]) -> None:
+    print(
+        f"== large corpus: {r['formats']} formats of {r['families']} families "
+        f"({r['held_out_formats']} formats held out: {len(r['held_out_families'])} families)"
+    )
+    for part, contexts in r["contexts"].items():
+        total = sum(c["samples"] for c in contexts.values())
+        done = sum(c["redacted"] for c in contexts.values())
+        worst = min(100 * c["redacted"] / c["samples"] for c in contexts.values())
+        print(
+            f"  {part:<9} {done}/{total} ({100 * done / total:.2f} %), worst context {worst:.1f} %"
+        )
+        for name, c in sorted(contexts.items()):
+            rate = 100 * c["redacted"] / c["samples"]
+            print(f"    {name:<18} {c['redacted']:>4}/{c['samples']:<4} ({rate:6.2f} %)")
+    for part, missed in r["missed"].items():
+        for m in missed:
+            print(f"  missed ({part}): {m}")
+
+
+def _print_code(r: dict[str, Any]) -> None:
+    print(
+        f"== benign code: {r['redactions']} redactions in {r['lines']:,} lines of {r['files']:,} "
+        f"files under {r['root']} ({r['per_100k_lines']:.2f} per 100k lines)"
+    )
+    for rule, n in r["by_rule"].items():
+        print(f"    {n:>5}  {rule}")
+    for e in r["examples"]:
+        print(f"    e.g. {e}")
+
+
 def _print(name: str, r: dict[str, Any]) -> None:
     print(f"== {name}: {r['module']} ({r['rules']} rules)")
     for label in ("in_context", "bare"):
@@ -204,8 +335,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fixtures", type=Path, default=FIXTURES, help="../shared/fixtures")
     parser.add_argument("--show", type=int, default=10, help="fixture redactions to show")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--code", help="a folder of source code ('site': site-packages)")
+    parser.add_argument("--show-held-out", action="store_true", help="list held-out misses")
+    parser.add_argument("--only", choices=["formats", "code"], help="measure only this")
     args = parser.parse_args(argv)
     fixtures = args.fixtures if args.fixtures.is_dir() else None
+    if args.only == "formats":
+        _print_formats(formats_report(args.show_held_out))
+        return
+    code: Path | None = None
+    if args.code:
+        import sysconfig
+
+        code = Path(sysconfig.get_paths()["purelib"] if args.code == "site" else args.code)
+    if args.only == "code" and code is not None:
+        _print_code(code_redactions(code, args.show))
+        return
     reports = {"this tree": measure(fixtures, args.show)}
     if args.baseline:
         reports = {args.baseline: _baseline(args.baseline, fixtures, args.show), **reports}
@@ -214,6 +359,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     for name, r in reports.items():
         _print(name, r)
+    _print_formats(formats_report(args.show_held_out))
+    if code is not None:
+        _print_code(code_redactions(code, args.show))
 
 
 if __name__ == "__main__":

@@ -125,6 +125,15 @@ POSITIVES: list[tuple[str, str, str, str]] = [
         '\\n", "client_email": "x@y.iam.gserviceaccount.com"}',
     ),
     (
+        "private-key",  # `cat sa.json` cut mid-key: escaped line breaks, no END line (issue 40)
+        '{"type": "service_account", "private_key": "',
+        "-----BEGIN PRIVATE KEY-----\\n"
+        + "\\n".join(fake(f"sac{i}", 64, BASE64) for i in range(6))
+        + "\\n"
+        + fake("sac-tail", 20, BASE64),
+        "",
+    ),
+    (
         "private-key",  # cut short by an output limit: the key material after BEGIN still goes
         "output truncated:\n",
         "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"
@@ -166,7 +175,6 @@ NEGATIVES = [
     "commit 3f786850e387550fdab836ed7e6dc881de23001b (HEAD -> main)",
     "id 123e4567-e89b-12d3-a456-426614174000 digest " + "ab" * 32,
     "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChw",
-    "pip install scikit-learn; see task-sk-" + fake("task", 40) + " and disk-usage",
     "the docs write keys as sk-ant-api03-... or sk-proj-...; never paste one here",
     "TOKEN=1\nMAX_TOKENS=4096\nmax_tokens=1024\nSORT_KEY=created_at\nCACHE_KEY=user\n",
     "def f(token=None, key=lambda x: x):\n    password = get_password()\n"
@@ -223,6 +231,14 @@ def test_near_misses_are_left_alone(text: str) -> None:
     assert out is text
 
 
+def test_sk_inside_a_word_is_no_openai_key() -> None:
+    # the random run after it is a token all the same (the rule that finds any random run)
+    text = "pip install scikit-learn; see task-sk-" + fake("task", 40) + " and disk-usage"
+    out, n = Redactor().redact_text(text)
+    want = "pip install scikit-learn; see " + marker("random-token") + " and disk-usage"
+    assert (out, n) == (want, 1)
+
+
 def test_a_text_full_of_secrets_loses_all_of_them_and_redacting_again_changes_nothing() -> None:
     text = "\n".join(before + secret + after for _, before, secret, after in POSITIVES)
     redactor = Redactor()
@@ -251,6 +267,16 @@ def test_text_that_lowers_to_another_length_is_still_searched_in_place() -> None
         f"Authorization: Bearer {marker('bearer-token')} İ"
     )
     assert n == 2
+
+
+@pytest.mark.parametrize("sep", ["=", ": "])
+def test_a_value_over_a_kilobyte_after_a_secret_name_goes_whole(sep: str) -> None:
+    long = fake("kilobyte", 2500, BASE64)
+    text = f"REGISTRY_PASSWORD{sep}{long}\nnext line"
+    assert Redactor().redact_text(text) == (
+        f"REGISTRY_PASSWORD{sep}{marker('secret-assignment')}\nnext line",
+        1,
+    )
 
 
 def test_bytes_that_are_not_utf8_survive() -> None:
@@ -496,7 +522,7 @@ def test_a_config_disables_rules_and_adds_its_own(tmp_path: Path) -> None:
     ids = redactor.rule_ids
     assert "jwt" not in ids and "url-password" not in ids
     # the config's rules come before the generic assignment rule
-    assert ids[-3:] == ["acme-token", "internal-pin", "secret-assignment"]
+    assert ids[-4:] == ["acme-token", "internal-pin", "secret-assignment", "random-token"]
     token = "acme_" + fake("acme", 16)
     out, n = redactor.redact_text(f"ACME_TOKEN={token}; PIN Code: 123456; https://a:b2b2b2@h")
     assert (
