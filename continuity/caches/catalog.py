@@ -44,7 +44,7 @@ import msgspec
 from continuity import frames as fr
 from continuity._fs import atomic_write, remove_temps
 from continuity.agents.table import agent_of_session, is_own_compaction, thread_kind
-from continuity.caches.listing import STAT_FILE, encode_stat_file
+from continuity.caches.listing import STAT_FILE, encode_stat_file, stat_file_header, vouches
 from continuity.caches.thread_index import ThreadIndex, caches_writable, check_no_lost_threads
 from continuity.errors import ContinuityError, CorruptFrame, note_rebuilt
 from continuity.redaction import META_KEY, redaction_count
@@ -691,16 +691,15 @@ def _vouch(
     try:
         marker = (path.parent.parent / "store.json").read_bytes()
         side = path.with_name(STAT_FILE)
-        listing = _listing(kept)
-        if listing is None:
-            return
-        body = encode_stat_file(marker, data, logs, listing)
+        header = stat_file_header(marker, data, logs)
         try:
-            if side.read_bytes() == body:
-                return
+            if vouches(side.read_bytes(), header):
+                return  # the listing after it is the same function of the same catalog
         except OSError:
             pass
-        atomic_write(side, body, durable=False)
+        listing = _listing(kept)
+        if listing is not None:
+            atomic_write(side, encode_stat_file(marker, data, logs, listing), durable=False)
     except OSError:
         pass  # a cache: the listing stands, the next one takes the full path again
 

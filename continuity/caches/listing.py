@@ -6,8 +6,8 @@ the machinery to catch a row up. At 10,000 threads that is most of a listing's C
 the catalog is found current for every log, it also writes ``<store>/cache/listing.v1`` (see
 :func:`encode_stat_file`): a digest of ``store.json``, of the catalog file's bytes and of each
 log's (inode, size, mtime, ctime) as it was when its stamp was read and matched its row, then
-the ``threads`` listing of those rows as the command prints it. It is written only when every
-log's last change was well before that read (the racy-time rule of
+the ``threads`` listing of those rows as the command prints it (after its own digest). It is
+written only when every log's last change was well before that read (the racy-time rule of
 :meth:`~continuity.store.jsonl.Store.log_stamps`: any write changes a file's ctime, and a
 change within the clock's granularity of the read would not show).
 
@@ -29,7 +29,15 @@ from typing import Final
 
 import blake3
 
-__all__ = ["STAT_FILE", "content_digest", "current_listing", "encode_stat_file", "logs_digest"]
+__all__ = [
+    "STAT_FILE",
+    "content_digest",
+    "current_listing",
+    "encode_stat_file",
+    "logs_digest",
+    "stat_file_header",
+    "vouches",
+]
 
 STAT_FILE: Final = "listing.v1"
 _MAGIC: Final = b"continuity-listing 1"
@@ -55,12 +63,35 @@ def _header(marker: bytes, catalog: bytes, count: int, logs: str) -> bytes:
     return _prefix(marker, catalog) + f"{count} {logs}\n".encode()
 
 
+def stat_file_header(
+    marker: bytes, catalog: bytes, logs: list[tuple[str, int, int, int, int]]
+) -> bytes:
+    """The first line of :func:`encode_stat_file`'s file: all that it vouches for (the listing
+    after it is a function of the catalog's bytes)."""
+    return _header(marker, catalog, len(logs), logs_digest(logs))
+
+
 def encode_stat_file(
     marker: bytes, catalog: bytes, logs: list[tuple[str, int, int, int, int]], listing: bytes
 ) -> bytes:
     """The file that vouches for ``catalog`` (its bytes) with ``logs`` as they are, and holds
     ``listing``: what ``continuity threads`` prints of its rows."""
-    return _header(marker, catalog, len(logs), logs_digest(logs)) + listing
+    return stat_file_header(marker, catalog, logs) + _sealed(listing)
+
+
+def _sealed(listing: bytes) -> bytes:
+    return content_digest(listing).encode() + b"\n" + listing
+
+
+def _unsealed(sealed: bytes) -> bytes | None:
+    """The listing after its digest line, None when they do not match (a damaged file)."""
+    digest, newline, listing = sealed.partition(b"\n")
+    return listing if newline and digest == content_digest(listing).encode() else None
+
+
+def vouches(found: bytes, header: bytes) -> bool:
+    """Whether the file ``found`` has ``header`` and an undamaged listing."""
+    return found.startswith(header) and _unsealed(found[len(header) :]) is not None
 
 
 def current_listing(root: Path) -> bytes | None:
@@ -105,4 +136,4 @@ def current_listing(root: Path) -> bytes | None:
         os.close(dir_fd)
     if len(logs) != int(parts[4]) or logs_digest(logs).encode() != parts[5]:
         return None
-    return listing
+    return _unsealed(listing)

@@ -154,3 +154,17 @@ def test_only_the_plain_command_line_is_taken(
     argv: list[str], expected: tuple[str | None] | None
 ) -> None:
     assert parse_store(argv, "threads") == expected
+
+
+def test_a_damaged_listing_is_not_printed_and_the_next_full_listing_mends_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = _store(tmp_path)
+    expected = _typer(store)
+    listing = store.root / "cache" / STAT_FILE
+    data = listing.read_bytes()
+    listing.write_bytes(data.replace(b"codex subagent", b"codex sessions", 1))
+    assert _fast(store, capsys) is None
+    assert _typer(store) == expected
+    assert listing.read_bytes() == data
+    assert _fast(store, capsys) == expected
