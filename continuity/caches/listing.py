@@ -36,6 +36,7 @@ __all__ = [
     "encode_stat_file",
     "logs_digest",
     "stat_file_header",
+    "vouched_catalog",
     "vouches",
 ]
 
@@ -97,6 +98,21 @@ def vouches(found: bytes, header: bytes) -> bool:
 def current_listing(root: Path) -> bytes | None:
     """What ``continuity threads`` prints of the folder store at ``root``, when the file
     vouches for every log as it is now; None otherwise (list the full way)."""
+    found = _vouched(root)
+    return None if found is None else _unsealed(found[1])
+
+
+def vouched_catalog(root: Path) -> bytes | None:
+    """The catalog file's bytes when the listing file vouches for every log of the folder store
+    at ``root`` as it is now (every row is current); None otherwise."""
+    found = _vouched(root)
+    if found is None or _unsealed(found[1]) is None:
+        return None  # a damaged listing: the full way writes it again
+    return found[0]
+
+
+def _vouched(root: Path) -> tuple[bytes, bytes] | None:
+    """The catalog's bytes and the listing file's sealed listing, when the file vouches."""
     try:
         found = (root / "cache" / STAT_FILE).read_bytes()
         marker = (root / "store.json").read_bytes()
@@ -136,4 +152,4 @@ def current_listing(root: Path) -> bytes | None:
         os.close(dir_fd)
     if len(logs) != int(parts[4]) or logs_digest(logs).encode() != parts[5]:
         return None
-    return _unsealed(listing)
+    return catalog, listing

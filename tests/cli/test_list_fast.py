@@ -41,8 +41,11 @@ def _store(tmp_path: Path) -> Store:
     store = Store(tmp_path / "s", create=True, durable=False)
     t = 1_700_000_000_000
     for i, agent in enumerate(AGENTS):
-        _session(store, f"s{i}", agent.source, t=t + i * 1000)
-        _session(store, f"s{i}.agent-x", agent.source, parent=f"s{i}", t=t + i * 1000 + 1)
+        tid = f"{agent.thread_prefix}s{i}"
+        _session(store, tid, agent.source, t=t + i * 1000)
+        _session(store, f"{tid}.agent-x", agent.source, parent=tid, t=t + i * 1000 + 1)
+    _session(store, "s1", AGENTS[1].source, t=t + 7)  # its source, not its id: no session
+    _session(store, "s0.agent-x", AGENTS[0].source, parent="s1", t=t + 8)
     _session(store, "runtime", "my-runtime", t=t - 5)
     store.clock = lambda: t  # the same time as s0: the id breaks the tie
     store.thread("plain").append(fr.message("user", "no source", message_id="p1"))
@@ -93,7 +96,7 @@ def test_a_changed_log_is_left_to_the_typer_command(
     os.remove(store.root / "threads" / "s0.agent-x.jsonl")
     assert _fast(store, capsys) is None
     deleted = _typer(store)
-    assert "s0.agent-x" not in deleted
+    assert not any(line.startswith("s0.agent-x ") for line in deleted.splitlines())
     assert _fast(store, capsys) == deleted
 
     _session(store, "new", "my-runtime", t=1_800_000_000_000)
@@ -168,3 +171,29 @@ def test_a_damaged_listing_is_not_printed_and_the_next_full_listing_mends_it(
     assert _typer(store) == expected
     assert listing.read_bytes() == data
     assert _fast(store, capsys) == expected
+
+
+@pytest.mark.parametrize(
+    "command", [["threads", "--json"], ["sessions"], ["sessions", "--agents", "--json"], ["stats"]]
+)
+def test_the_other_listings_read_a_vouched_catalog_as_the_full_check_does(
+    tmp_path: Path, command: list[str]
+) -> None:
+    store = _store(tmp_path)
+    _typer(store)
+    listing = store.root / "cache" / STAT_FILE
+
+    def shown() -> list[str]:
+        result = CliRunner().invoke(app, ["--store", str(store.root), *command])
+        assert result.exit_code == 0, result.output
+        return [line for line in result.stdout.splitlines() if not line.startswith("cache bytes")]
+
+    for change in range(2):
+        vouched = shown()  # the listing file vouches: no log opened
+        assert listing.is_file()
+        listing.unlink()
+        assert shown() == vouched  # the full check of every log
+        if not change:
+            tid = f"{AGENTS[2].thread_prefix}s2"
+            store.thread(tid).append(fr.message("user", "later", message_id="s2-later"))
+            assert shown() != vouched
