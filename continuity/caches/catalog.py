@@ -47,6 +47,7 @@ from continuity.agents.table import agent_of_session, is_own_compaction, thread_
 from continuity.caches.listing import (
     STAT_FILE,
     encode_stat_file,
+    log_line,
     stat_file_header,
     vouched_catalog,
     vouches,
@@ -714,12 +715,12 @@ def _vouch(
         return
     settled: dict[str, tuple[int, int, int, int]] = settled_stats()
     by_id = {row.thread_id: row for row in kept}
-    logs: list[tuple[str, int, int, int, int]] = []
+    logs: list[str] = []
     for stamp in stamps:
         key = settled.get(stamp.thread_id)
         if key is None or not _current(by_id.get(stamp.thread_id), stamp):
             return
-        logs.append((stamp.thread_id, *key))
+        logs.append(log_line(stamp.thread_id, *key))
     try:
         marker = (path.parent.parent / "store.json").read_bytes()
         side = path.with_name(STAT_FILE)

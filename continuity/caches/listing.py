@@ -34,6 +34,7 @@ __all__ = [
     "content_digest",
     "current_listing",
     "encode_stat_file",
+    "log_line",
     "logs_digest",
     "stat_file_header",
     "vouched_catalog",
@@ -49,11 +50,16 @@ def content_digest(data: bytes) -> str:
     return blake3.blake3(data).hexdigest(16)
 
 
-def logs_digest(logs: list[tuple[str, int, int, int, int]]) -> str:
-    """128 bits of the blake3 of every log's (thread id, inode, size, mtime_ns, ctime_ns),
-    whatever their order."""
-    lines = sorted(f"{tid} {ino} {size} {mtime} {ctime}" for tid, ino, size, mtime, ctime in logs)
-    return content_digest("\n".join(lines).encode())
+def logs_digest(logs: list[str]) -> str:
+    """128 bits of the blake3 of every log's :func:`log_line`, in the folder's order (the
+    order ``os.scandir`` gives both the writer and the reader of the file: another order is a
+    digest that does not match, read the full way)."""
+    return content_digest("\n".join(logs).encode())
+
+
+def log_line(thread_id: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -> str:
+    """What the digest covers of one log: its thread id, inode, size, mtime and ctime."""
+    return f"{thread_id} {ino} {size} {mtime_ns} {ctime_ns}"
 
 
 def _prefix(marker: bytes, catalog: bytes) -> bytes:
@@ -64,17 +70,13 @@ def _header(marker: bytes, catalog: bytes, count: int, logs: str) -> bytes:
     return _prefix(marker, catalog) + f"{count} {logs}\n".encode()
 
 
-def stat_file_header(
-    marker: bytes, catalog: bytes, logs: list[tuple[str, int, int, int, int]]
-) -> bytes:
+def stat_file_header(marker: bytes, catalog: bytes, logs: list[str]) -> bytes:
     """The first line of :func:`encode_stat_file`'s file: all that it vouches for (the listing
     after it is a function of the catalog's bytes)."""
     return _header(marker, catalog, len(logs), logs_digest(logs))
 
 
-def encode_stat_file(
-    marker: bytes, catalog: bytes, logs: list[tuple[str, int, int, int, int]], listing: bytes
-) -> bytes:
+def encode_stat_file(marker: bytes, catalog: bytes, logs: list[str], listing: bytes) -> bytes:
     """The file that vouches for ``catalog`` (its bytes) with ``logs`` as they are, and holds
     ``listing``: what ``continuity threads`` prints of its rows."""
     return stat_file_header(marker, catalog, logs) + _sealed(listing)
@@ -128,7 +130,7 @@ def _vouched(root: Path) -> tuple[bytes, bytes] | None:
         or not parts[4].isdigit()
     ):
         return None
-    logs: list[tuple[str, int, int, int, int]] = []
+    logs: list[str] = []
     try:
         dir_fd = os.open(root / "threads", os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -145,7 +147,9 @@ def _vouched(root: Path) -> tuple[bytes, bytes] | None:
                     continue  # removed since the folder was listed: as log_stamps does
                 if st.st_size <= 0 or not stat.S_ISREG(st.st_mode):
                     continue  # log_stamps skips these too
-                logs.append((name[:-6], st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+                logs.append(
+                    log_line(name[:-6], st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                )
     except OSError:
         return None
     finally:
