@@ -689,7 +689,10 @@ def _vouched_rows(store: BaseStore, path: Path | None) -> list[CatalogRow] | Non
     a folder store as it is now (:func:`~continuity.caches.listing.vouched_catalog`: one stat
     a log, none opened): what the full check would find, every row current and nothing to
     write. None otherwise."""
-    if path is None or getattr(store, "settled_stats", None) is None:
+    if path is None or getattr(store, "stamps_read", True):
+        # not a folder store, or a long-lived reader (the MCP server, the viewer) whose store
+        # has read the stamps once already: its memo is as cheap, and a check that fails
+        # would cost a second stat of every log
         return None
     data = vouched_catalog(path.parent.parent)
     if data is None:

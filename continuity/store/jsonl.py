@@ -809,6 +809,12 @@ class Store(BaseStore):
                 memo.pop(name, None)
         return found
 
+    @property
+    def stamps_read(self) -> bool:
+        """Whether :meth:`log_stamps` has read this store's logs before (its memo then makes
+        the next call one stat a log)."""
+        return bool(self._stamp_memo)
+
     def settled_stats(self) -> dict[str, tuple[int, int, int, int]]:
         """The (inode, size, mtime, ctime) of each log at :meth:`log_stamps`' last read of it,
         by thread id, for the logs whose last change was well before that read (the racy-time
