@@ -101,20 +101,35 @@ def current_listing(root: Path) -> bytes | None:
     """What ``continuity threads`` prints of the folder store at ``root``, when the file
     vouches for every log as it is now; None otherwise (list the full way)."""
     found = _vouched(root)
-    return None if found is None else _unsealed(found[1])
+    listing = None if found is None else _unsealed(found[1])
+    if listing is None:
+        _UNVOUCHED.add(root)
+    return listing
 
 
 def vouched_catalog(root: Path) -> bytes | None:
     """The catalog file's bytes when the listing file vouches for every log of the folder store
     at ``root`` as it is now (every row is current); None otherwise."""
+    if root in _UNVOUCHED:  # the fast path just found it is not: once, not twice
+        _UNVOUCHED.discard(root)
+        return None
     found = _vouched(root)
     if found is None or _unsealed(found[1]) is None:
         return None  # a damaged listing: the full way writes it again
     return found[0]
 
 
+_UNVOUCHED: Final[set[Path]] = set()
+"""The stores whose listing the fast path found not vouched for in this process: the full
+way that follows it (the typer command) does not make the same check again."""
+
+
 def _vouched(root: Path) -> tuple[bytes, bytes] | None:
     """The catalog's bytes and the listing file's sealed listing, when the file vouches."""
+    return _check(root)
+
+
+def _check(root: Path) -> tuple[bytes, bytes] | None:
     try:
         found = (root / "cache" / STAT_FILE).read_bytes()
         marker = (root / "store.json").read_bytes()
