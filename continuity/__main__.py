@@ -166,6 +166,17 @@ def _main() -> None:
 
         sys.stdout.write(version_line() + "\n")
         sys.exit(0)
+    if "threads" in sys.argv[1:5]:
+        # A listing of every thread: answered from the catalog alone, before typer, when one
+        # stat a log shows the store is as the last full listing left it.
+        blocked = _without_typing_extensions()
+        from continuity.cli.fast_list import fast_threads
+
+        code = fast_threads(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
+        if blocked and sys.modules.get("typing_extensions") is None:
+            sys.modules.pop("typing_extensions", None)  # typer needs it
     if "mcp" in sys.argv[1:4]:
         # An MCP client waits for the server's first answer: served before typer too.
         blocked = _without_typing_extensions()

@@ -30,6 +30,7 @@ __all__ = [
     "known_agent_names",
     "known_agents",
     "register_agent",
+    "thread_kind",
     "unregister_agent",
 ]
 
@@ -195,6 +196,18 @@ def agent_of_session(thread_id: str, source: str) -> Agent | None:
 def is_subagent(thread_id: str, parent_thread_id: str | None) -> bool:
     """Whether an agent's session is a sub-agent's (a parent, or ``.agent-`` in its id)."""
     return parent_thread_id is not None or ".agent-" in thread_id
+
+
+def thread_kind(thread_id: str, created: bool, source: str, parent_thread_id: str | None) -> str:
+    """What ``continuity threads`` calls a thread: ``<source> session`` or ``<source>
+    subagent`` for an agent's threads, else the ``source`` its creator recorded, or ``other``
+    (``created``: its first frame is a ``thread_created``)."""
+    if not created:
+        return "other"
+    if agent_for_source(source) is not None:
+        sub = is_subagent(thread_id, parent_thread_id)
+        return f"{source} subagent" if sub else f"{source} session"
+    return source or "other"
 
 
 def is_own_compaction(cut_rule_id: str) -> bool:

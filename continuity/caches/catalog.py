@@ -43,7 +43,15 @@ import msgspec
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, remove_temps
-from continuity.agents.table import agent_of_session, is_own_compaction
+from continuity.agents.table import agent_of_session, is_own_compaction, thread_kind
+from continuity.caches.listing import (
+    STAT_FILE,
+    encode_stat_file,
+    log_line,
+    stat_file_header,
+    vouched_catalog,
+    vouches,
+)
 from continuity.caches.thread_index import ThreadIndex, caches_writable, check_no_lost_threads
 from continuity.errors import ContinuityError, CorruptFrame, note_rebuilt
 from continuity.redaction import META_KEY, redaction_count
@@ -348,11 +356,24 @@ class _Loaded(NamedTuple):
     """The others: their thread ids (when still readable) and places in the file."""
 
 
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:  # none, or not a file (the folder it is in gone, a folder in its place)
+        return None
+
+
 def _load(path: Path) -> dict[str, CatalogRow] | None:
+    """See :func:`_load_data`."""
+    data = _read_bytes(path)
+    return None if data is None else _load_data(path, data)
+
+
+def _load_data(path: Path, data: bytes) -> dict[str, CatalogRow] | None:
     """The sound rows on disk by thread id; None when there is no catalog or it does not decode
     (a damaged catalog is read as empty: every row is read again and the file rewritten). A row
     whose checksum fails is left out (read again from its log), with a note on stderr."""
-    loaded = _load_checked(path)
+    loaded = _checked(path, data)
     if loaded is None:
         return None
     if loaded.damaged:
@@ -369,6 +390,10 @@ def _load_checked(path: Path) -> _Loaded | None:
         data = path.read_bytes()
     except OSError:  # none, or not a file (the folder it is in gone, a folder in its place)
         return None
+    return _checked(path, data)
+
+
+def _checked(path: Path, data: bytes) -> _Loaded | None:
     try:
         found = _decoder.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError):
@@ -519,15 +544,18 @@ def _encode(rows: list[CatalogRow]) -> bytes:
     return _encoder.encode(_CatalogFile(_VERSION, [msgspec.Raw(r) for r in raws], checks)) + b"\n"
 
 
-def _write(store: BaseStore, path: Path, rows: list[CatalogRow]) -> None:
+def _write(store: BaseStore, path: Path, rows: list[CatalogRow]) -> bytes | None:
+    """Write the catalog of ``rows``; its bytes, or None when it could not be written."""
     cache_dir = store.cache_dir
     if cache_dir is None or not caches_writable(cache_dir):
-        return  # a read-only store is read the slow way, every time
+        return None  # a read-only store is read the slow way, every time
+    data = _encode(rows)
     try:
         os.makedirs(cache_dir, exist_ok=True)
-        atomic_write(path, _encode(rows), durable=False)  # a cache: rebuilt, not recovered
+        atomic_write(path, data, durable=False)  # a cache: rebuilt, not recovered
     except OSError:
-        pass  # the answer stands; the next read catches up again
+        return None  # the answer stands; the next read catches up again
+    return data
 
 
 def fresh_row(thread: Thread) -> CatalogRow | None:
@@ -558,11 +586,22 @@ def catalog_view(store: BaseStore, *, fresh: Mapping[str, CatalogRow] | None = N
     if own is not None:
         return _own_view(store, own.rows())
     path = _path(store)
+    vouched = _vouched_rows(store, path)
+    if vouched is not None:
+        return CatalogView(vouched, {})
+    return _checked_view(store, path, fresh)
+
+
+def _checked_view(
+    store: BaseStore, path: Path | None, fresh: Mapping[str, CatalogRow] | None
+) -> CatalogView:
+    """:func:`catalog_view` the full way: every log's stamp against its row."""
     stamps = store.log_stamps(_TAIL) if path is not None else None
     if path is None or stamps is None:
         check_no_lost_threads(store)
         return _read_all(store, [store.thread(tid) for tid in store.threads()])
-    old = _load(path)
+    data = _read_bytes(path)
+    old = None if data is None else _load_data(path, data)
     known = old or {}
     rows: list[CatalogRow] = []
     kept: list[CatalogRow] = []
@@ -607,8 +646,98 @@ def catalog_view(store: BaseStore, *, fresh: Mapping[str, CatalogRow] | None = N
         elif row is not None:
             dirty = True  # its old row is dropped
     if dirty or len(kept) != len(known):
-        _write(store, path, kept)
+        data = _write(store, path, kept)
+    if not problems:
+        _vouch(store, path, data, kept, stamps)
     return CatalogView(rows, problems)
+
+
+class _Listed(NamedTuple):
+    thread_id: str
+    frames: int
+    last_active_ms: int
+    kind: str
+    problem: str | None = None
+
+
+def _listing(rows: list[CatalogRow]) -> bytes | None:
+    """What ``continuity threads`` prints of ``rows`` (:func:`~continuity.cli._display.
+    render_threads`, as :func:`~continuity.maintenance.stats.list_threads` orders them); None
+    when there is none or it holds an escape sequence (click strips them from a pipe)."""
+    from continuity.cli._display import render_threads
+
+    if not rows:
+        return None
+    listed = sorted(
+        (
+            _Listed(
+                r.thread_id,
+                r.frames,
+                r.last_active_ms,
+                thread_kind(r.thread_id, r.created, r.source, r.parent_thread_id),
+            )
+            for r in rows
+        ),
+        key=lambda t: (t.last_active_ms, t.thread_id),
+    )
+    text = render_threads(listed)
+    return None if "\x1b" in text else (text + "\n").encode()
+
+
+def _vouched_rows(store: BaseStore, path: Path | None) -> list[CatalogRow] | None:
+    """The catalog's rows, sorted by thread id, when the listing file vouches for every log of
+    a folder store as it is now (:func:`~continuity.caches.listing.vouched_catalog`: one stat
+    a log, none opened): what the full check would find, every row current and nothing to
+    write. None otherwise."""
+    if path is None or getattr(store, "stamps_read", True):
+        # not a folder store, or a long-lived reader (the MCP server, the viewer) whose store
+        # has read the stamps once already: its memo is as cheap, and a check that fails
+        # would cost a second stat of every log
+        return None
+    data = vouched_catalog(path.parent.parent)
+    if data is None:
+        return None
+    rows = _load_data(path, data)
+    if rows is None:
+        return None
+    return [rows[tid] for tid in sorted(rows)]
+
+
+def _vouch(
+    store: BaseStore,
+    path: Path,
+    data: bytes | None,
+    kept: list[CatalogRow],
+    stamps: list[LogStamp],
+) -> None:
+    """Write the stat file that lets the next listing skip opening the logs
+    (:mod:`continuity.caches.listing`), when the catalog ``data`` is current for every log and
+    every log's stat is settled; else leave it (a stale one vouches for nothing current)."""
+    settled_stats = getattr(store, "settled_stats", None)
+    if data is None or settled_stats is None or len(kept) != len(stamps):
+        return
+    settled: dict[str, tuple[int, int, int, int]] = settled_stats()
+    by_id = {row.thread_id: row for row in kept}
+    logs: list[str] = []
+    for stamp in stamps:
+        key = settled.get(stamp.thread_id)
+        if key is None or not _current(by_id.get(stamp.thread_id), stamp):
+            return
+        logs.append(log_line(stamp.thread_id, *key))
+    try:
+        marker = (path.parent.parent / "store.json").read_bytes()
+        side = path.with_name(STAT_FILE)
+        header = stat_file_header(marker, data, logs)
+        try:
+            if vouches(side.read_bytes(), header):
+                return  # the listing after it is the same function of the same catalog
+        except OSError:
+            pass
+        listing = _listing(kept)
+        if listing is not None:
+            atomic_write(side, encode_stat_file(marker, data, logs, listing), durable=False)
+    except OSError:
+        pass  # a cache: the listing stands, the next one takes the full path again
 
 
 def _own_view(store: BaseStore, found: CatalogRows) -> CatalogView:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, NoReturn
 
 import typer
 
-from continuity.cli._display import recovery_line
+from continuity.cli._display import count, recovery_line
 from continuity.errors import (
     ContinuityError,
     MissingExtra,
@@ -213,10 +213,6 @@ def agent_option(name: str | None) -> str | None:
     if agent is None:
         fail(f"unknown agent {name!r}: the agents are {known_agent_names()}")
     return agent.name
-
-
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
 def report_recovery(rec: Recovery) -> None:

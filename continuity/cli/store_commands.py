@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Final
 import typer
 
 from continuity.cli._common import Options, count, errors, fail, open_store, report_recovery
-from continuity.cli._display import describe, format_ts
+from continuity.cli._display import describe, format_ts, render_threads
 from continuity.errors import ContinuityError, StoreNotFound
 
 if TYPE_CHECKING:
@@ -398,17 +398,7 @@ def threads(
     if not rows:
         typer.echo("no threads in this store yet")
         return
-    width = max(len(r.thread_id) for r in rows)
-    frames_width = max(len(count(r.frames, "frame")) for r in rows)
-    table = []
-    for r in rows:
-        kind = f"unreadable: {r.problem}" if r.problem else r.kind
-        last = format_ts(r.last_active_ms) if r.last_active_ms else "-"
-        table.append(
-            f"{r.thread_id:<{width}}  {count(r.frames, 'frame'):>{frames_width}}  "
-            f"{last:<19}  {kind}"
-        )
-    typer.echo("\n".join(table))
+    typer.echo(render_threads(rows))
 
 
 _FIELDS: Final = ("thread_id", "frames", "last_active", "last_active_ms", "kind")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from continuity.agents.table import agent_for_source, agent_of_session, is_subagent
+from continuity.agents.table import agent_for_source, agent_of_session, is_subagent, thread_kind
 from continuity.caches.catalog import CatalogRow, catalog_view, read_row, thread_counts
 from continuity.errors import ContinuityError
 from continuity.store.base import BaseStore, Thread
@@ -123,12 +123,7 @@ class ThreadInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 def _kind(row: CatalogRow) -> str:
     # As `sessions` decides: the adapter marks its threads' first frame with its source.
-    if not row.created:
-        return "other"
-    if agent_for_source(row.source) is not None:
-        sub = is_subagent(row.thread_id, row.parent_thread_id)
-        return f"{row.source} subagent" if sub else f"{row.source} session"
-    return row.source or "other"
+    return thread_kind(row.thread_id, row.created, row.source, row.parent_thread_id)
 
 
 def _agent(row: CatalogRow) -> str:

@@ -809,6 +809,23 @@ class Store(BaseStore):
                 memo.pop(name, None)
         return found
 
+    @property
+    def stamps_read(self) -> bool:
+        """Whether :meth:`log_stamps` has read this store's logs before (its memo then makes
+        the next call one stat a log)."""
+        return bool(self._stamp_memo)
+
+    def settled_stats(self) -> dict[str, tuple[int, int, int, int]]:
+        """The (inode, size, mtime, ctime) of each log at :meth:`log_stamps`' last read of it,
+        by thread id, for the logs whose last change was well before that read (the racy-time
+        rule above): a later stat equal to one of these means the log still has the stamp
+        read then. The store catalog persists them for the listings' fast path."""
+        return {
+            name[:-6]: known.key[:4]
+            for name, known in self._stamp_memo.items()
+            if known.key[3] < known.read_ns - _RACY_NS
+        }
+
     def _has_frames(self, path: Path) -> bool:
         # A log holding only a batch cut short by a crash has bytes but no committed frame.
         try:
