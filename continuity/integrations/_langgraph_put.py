@@ -17,13 +17,10 @@ from continuity import frames as fr
 from continuity.context.fork import fork
 from continuity.context.records import Record, RecordView, record_view
 from continuity.errors import BadFrame, InvalidThreadId
+from continuity.integrations._langgraph_values import INLINE, Bases
 from continuity.store.base import BaseStore, Thread, validate_thread_id
 
 __all__ = ["INLINE", "CheckpointPut", "CheckpointWriter", "Prepared", "branch_id", "node_path"]
-
-INLINE: Final = 512
-"""A changed channel's value up to this many bytes is kept in the checkpoint record itself
-(no artifact, no file to make durable besides the log)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,17 +59,22 @@ class CheckpointWriter:
         serde: SerializerProtocol,
         messages_channel: str | None,
         mirrors: dict[str, mirror.LiveMirror] | None = None,
+        bases: Bases | None = None,
     ) -> None:
         self.store = store
         self.serde = serde
         self.messages_channel = messages_channel
         self.mirrors: dict[str, mirror.LiveMirror] = {} if mirrors is None else mirrors
         """What each mirror thread shows, kept between puts (the saver's threads own it)."""
+        self.bases = Bases() if bases is None else bases
+        """The base each channel's values are stored as deltas against (the saver's threads
+        own them too)."""
 
     def prepare(self, put: CheckpointPut) -> Prepared:
         """What a put stores whatever the thread holds: the serialized checkpoint and
         metadata, and the changed channels' values (an artifact each; inline in the record
-        up to :data:`INLINE` bytes). Done before the thread's lock is taken, once per put."""
+        up to :data:`INLINE` bytes; a delta against an earlier value, inline, while that pays:
+        :mod:`._langgraph_values`). Done before the thread's lock is taken, once per put."""
         values = put.checkpoint["channel_values"]
         changed: dict[str, list[Any]] = {}
         for channel, version in put.checkpoint["channel_versions"].items():
@@ -85,7 +87,8 @@ class CheckpointWriter:
             if len(raw) <= INLINE:
                 changed[channel] = [version, kind, "", lg.to_typed((kind, raw))[1]]
             else:
-                changed[channel] = [version, kind, self.store.artifacts.put(raw)]
+                key = (put.thread_id, put.ns, channel)
+                changed[channel] = [version, kind, *self.bases.store_value(self.store, key, raw)]
         rest = {k: v for k, v in put.checkpoint.items() if k != "channel_values"}
         return Prepared(
             changed,

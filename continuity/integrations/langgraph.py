@@ -172,11 +172,13 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     # used, as `with_allowlist` gives a clone of the saver (sharing its threads) another one.
 
     def _reader(self) -> CheckpointReader:
-        return CheckpointReader(self.store, self.serde)
+        return CheckpointReader(self.store, self.serde, self._threads.bases)
 
     def _writer(self) -> CheckpointWriter:
         channel = None if self.encrypts() else self.messages_channel
-        return CheckpointWriter(self.store, self._dumper(), channel, self._threads.mirrors)
+        return CheckpointWriter(
+            self.store, self._dumper(), channel, self._threads.mirrors, self._threads.bases
+        )
 
     def _dumper(self) -> SerializerProtocol:
         """The serializer values are stored with: the saver's, redacting on a store that
