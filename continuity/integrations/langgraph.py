@@ -177,7 +177,12 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     def _writer(self) -> CheckpointWriter:
         channel = None if self.encrypts() else self.messages_channel
         return CheckpointWriter(
-            self.store, self._dumper(), channel, self._threads.mirrors, self._threads.bases
+            self.store,
+            self._dumper(),
+            channel,
+            self._threads.mirrors,
+            self._threads.bases,
+            self._threads.known,
         )
 
     def _dumper(self) -> SerializerProtocol:
@@ -321,9 +326,11 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         with self._threads.lock(thread.id):
             self._threads.ensure(thread, tid)
             data = {"task_id": task_id, "task_path": task_path, "writes": stored}
-            thread.append(
-                lg.record_frame(self.store, lg.WRITES, data, lg.checkpoint_key(ns, str(cid)))
-            )
+            frame = lg.record_frame(self.store, lg.WRITES, data, lg.checkpoint_key(ns, str(cid)))
+            known = self._threads.known.pop(thread.id, None)
+            given = thread.append(frame)
+            if known is not None and known.appended(given, [frame]):
+                self._threads.known[thread.id] = known  # still all that was written since
 
     # --- deletes: tombstones ---------------------------------------------------------------
 

@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 
 import continuity.integrations._langgraph_log as lg
 from continuity import Store
 from continuity.context.records import records
 from continuity.integrations._langgraph_values import DELTA
 from continuity.integrations.langgraph import ContinuitySaver
-from tests.integrations.test_langgraph_graphs import config, tool_graph
+from tests.integrations.test_langgraph_graphs import config, texts, tool_graph
 
 
 def _turns(saver: object, n: int) -> None:
@@ -94,9 +95,10 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
     from continuity import Store
     from continuity.integrations.langgraph import ContinuitySaver
-    from tests.integrations.test_langgraph_graphs import config, tool_graph
+    from tests.integrations.test_langgraph_graphs import config, texts, tool_graph
 
     graph = tool_graph(ContinuitySaver(Store(sys.argv[1], create=True)))
     i = 0
@@ -137,3 +139,71 @@ def test_a_writer_killed_at_any_moment_leaves_every_checkpoint_readable(tmp_path
             assert again is not None
             assert isinstance(again.checkpoint["channel_values"].get("messages", []), list)
         saver.close()
+
+
+# --- a put answered from what the saver wrote itself (ADR 0059) ------------------------------
+
+
+def _put(saver: ContinuitySaver, parent: str | None, cid: str, texts_: list[str]) -> None:
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = cid
+    checkpoint["channel_values"] = {
+        "messages": [HumanMessage(t, id=f"m-{t}") for t in texts_],
+    }
+    checkpoint["channel_versions"] = {"messages": f"{cid}.v"}
+    configurable: dict[str, Any] = {"thread_id": "t", "checkpoint_ns": ""}
+    if parent is not None:
+        configurable["checkpoint_id"] = parent
+    saver.put({"configurable": configurable}, checkpoint, {"step": 0}, {"messages": f"{cid}.v"})
+
+
+def _shown(saver: ContinuitySaver) -> list[str]:
+    return [text for _id, text in texts(saver, "t")]
+
+
+@pytest.mark.parametrize("other_kind", ["saver", pytest.param("process", marks=pytest.mark.slow)])
+def test_a_write_by_another_writer_is_seen_by_the_next_put(tmp_path: Path, other_kind: str) -> None:
+    """Saver A knows the thread as its own puts left it; another writer then puts a branch.
+    A's next put (a branch from A's checkpoint) must see that write, as a saver that knows
+    nothing does: the other branch is kept as a fork and the thread shows A's branch."""
+    folder = tmp_path / "s"
+    a = ContinuitySaver(Store(folder, create=True))
+    _put(a, None, "c1", ["one"])
+    _put(a, "c1", "c2", ["one", "two"])
+    if other_kind == "saver":
+        _put(ContinuitySaver(Store(folder)), "c2", "c3", ["one", "two", "three"])
+    else:
+        code = (
+            "import sys; from tests.integrations.test_langgraph_values import _put;"
+            "from continuity import Store;"
+            "from continuity.integrations.langgraph import ContinuitySaver;"
+            "_put(ContinuitySaver(Store(sys.argv[1])), 'c2', 'c3', ['one', 'two', 'three'])"
+        )
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        root = Path(__file__).resolve().parents[2]
+        subprocess.run([sys.executable, "-c", code, str(folder)], check=True, env=env, cwd=root)
+    _put(a, "c2", "c4", ["one", "two", "four"])  # a branch from c2, beside c3
+    # the reference: one saver that knows nothing, the same puts
+    ref = ContinuitySaver(Store(tmp_path / "ref", create=True))
+    for parent, cid, says in [
+        (None, "c1", ["one"]),
+        ("c1", "c2", ["one", "two"]),
+        ("c2", "c3", ["one", "two", "three"]),
+        ("c2", "c4", ["one", "two", "four"]),
+    ]:
+        _put(ContinuitySaver(ref.store), parent, cid, says)
+    assert _shown(a) == _shown(ref) == ["one", "two", "four"]
+    forks = [t for t in a.store.threads() if t != "t"]
+    assert len(forks) == 1
+    assert _shown_thread(a, forks[0]) == ["one", "two", "three"]
+    tup = a.get_tuple(config("t"))
+    assert tup is not None and tup.checkpoint["id"] == "c4"
+    assert [m.content for m in tup.checkpoint["channel_values"]["messages"]] == [
+        "one",
+        "two",
+        "four",
+    ]
+
+
+def _shown_thread(saver: ContinuitySaver, thread_id: str) -> list[str]:
+    return [text for _id, text in texts(saver, thread_id)]
