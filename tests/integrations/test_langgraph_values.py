@@ -95,10 +95,9 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.base import empty_checkpoint
     from continuity import Store
     from continuity.integrations.langgraph import ContinuitySaver
-    from tests.integrations.test_langgraph_graphs import config, texts, tool_graph
+    from tests.integrations.test_langgraph_graphs import config, tool_graph
 
     graph = tool_graph(ContinuitySaver(Store(sys.argv[1], create=True)))
     i = 0
