@@ -7,7 +7,8 @@ one). Here a changed value over :data:`INLINE` bytes is written as a zstd delta 
 *base* of its channel (an artifact this process already made durable), inline in the
 checkpoint record, so the put is one log append and one sync. A new base is written when the
 deltas stop paying: once the delta bytes written against the base (each one larger than the one
-before, as the value moves away from it) reach what the base itself cost to store, or a delta
+before, as the value moves away from it) reach what the base itself cost to write (its
+compressed bytes in whole blocks, and the blocks its syncs commit: :func:`_written`), or a delta
 would not fit a record comfortably (:data:`DELTA_MAX`). That is the rent-or-buy rule: the log
 never holds more delta bytes than about twice what storing every base whole would have cost,
 and a conversation that grows by a constant a step writes a base every O(sqrt(size)) steps.
@@ -46,6 +47,9 @@ DELTA_MAX: Final = 16 << 10
 _LEVEL: Final = 3
 _CACHED: Final = 8
 """Bases whose bytes a process keeps for reading deltas back (the newest few)."""
+_BLOCK: Final = 4096
+_SYNCED: Final = 3
+"""Metadata blocks a new file's fsync and its folder's commit (:func:`_written`)."""
 _KEPT: Final = 64 << 20
 """The bytes of current bases a process keeps for writing deltas against."""
 
@@ -55,7 +59,7 @@ class _Base:
     aid: str
     raw: bytes
     cost: int
-    """What storing it took: its compressed size (the price of writing a new one)."""
+    """What storing it took (the price of writing a new one): :func:`_written`."""
     rent: int = 0
     """Delta bytes written against it since."""
     compressor: Any = None
@@ -91,7 +95,7 @@ class Bases:
                     base.rent += len(delta)
                     self._current.move_to_end(key)
                     return [DELTA + base.aid, base64.b64encode(delta).decode("ascii")]
-        cost = len(zstandard.ZstdCompressor(level=_LEVEL).compress(raw))
+        cost = _written(len(zstandard.ZstdCompressor(level=_LEVEL).compress(raw)))
         aid = store.artifacts.put(raw)  # durable (as the store is) before any record names it
         with self._lock:
             old = self._current.pop(key, None)
@@ -122,6 +126,14 @@ class Bases:
         with self._lock:
             self._remember(aid, raw)
         return raw
+
+
+def _written(stored: int) -> int:
+    """What writing a new durable artifact of ``stored`` bytes costs the device: its data in the
+    whole blocks a file system writes, and the blocks its two syncs commit besides (its inode,
+    its folder's entry, the journal's commit record). A delta appended to the log shares the
+    log's one sync."""
+    return -(-stored // _BLOCK) * _BLOCK + _SYNCED * _BLOCK
 
 
 def decode_delta(base: bytes, delta: bytes) -> bytes:
