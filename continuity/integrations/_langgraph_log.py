@@ -30,6 +30,7 @@ from langchain_core.runnables import RunnableConfig
 
 from continuity import frames as fr
 from continuity.context.records import Record, RecordView
+from continuity.integrations._langgraph_values import Bases, value_bytes
 from continuity.store.base import MAX_RECORD_DATA, BaseStore
 
 __all__ = [
@@ -123,15 +124,15 @@ def from_typed(value: list[str]) -> tuple[str, bytes]:
     return value[0], base64.b64decode(value[1])
 
 
-def blob_value(store: BaseStore, blob: list[Any]) -> tuple[str, bytes] | None:
+def blob_value(
+    store: BaseStore, blob: list[Any], bases: Bases | None = None
+) -> tuple[str, bytes] | None:
     """A checkpoint record's channel entry as typed serializer bytes: ``[version, type,
-    artifact id]`` (the artifact's bytes) or ``[version, type, "", base64]`` (inline); None
-    for ``[version]`` (an empty channel)."""
-    if len(blob) < 3:
-        return None
-    if len(blob) > 3 and not blob[2]:
-        return blob[1], base64.b64decode(blob[3])
-    return blob[1], store.artifacts.get(blob[2])
+    artifact id]`` (the artifact's bytes), ``[version, type, "", base64]`` (inline) or
+    ``[version, type, "delta:<base id>", base64]`` (a delta against an artifact,
+    :mod:`._langgraph_values`, whose bytes ``bases`` may hold); None for ``[version]`` (an
+    empty channel)."""
+    return value_bytes(store, blob, bases)
 
 
 class Cuts:

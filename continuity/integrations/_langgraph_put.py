@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import blake3
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
@@ -17,13 +17,11 @@ from continuity import frames as fr
 from continuity.context.fork import fork
 from continuity.context.records import Record, RecordView, record_view
 from continuity.errors import BadFrame, InvalidThreadId
+from continuity.integrations._langgraph_known import Known, Memo, Unknown
+from continuity.integrations._langgraph_values import INLINE, Bases
 from continuity.store.base import BaseStore, Thread, validate_thread_id
 
 __all__ = ["INLINE", "CheckpointPut", "CheckpointWriter", "Prepared", "branch_id", "node_path"]
-
-INLINE: Final = 512
-"""A changed channel's value up to this many bytes is kept in the checkpoint record itself
-(no artifact, no file to make durable besides the log)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,17 +60,26 @@ class CheckpointWriter:
         serde: SerializerProtocol,
         messages_channel: str | None,
         mirrors: dict[str, mirror.LiveMirror] | None = None,
+        bases: Bases | None = None,
+        known: dict[str, Known] | None = None,
     ) -> None:
         self.store = store
         self.serde = serde
         self.messages_channel = messages_channel
         self.mirrors: dict[str, mirror.LiveMirror] = {} if mirrors is None else mirrors
         """What each mirror thread shows, kept between puts (the saver's threads own it)."""
+        self.known: dict[str, Known] = {} if known is None else known
+        """What this process's own writes tell it about each thread (:mod:`._langgraph_known`);
+        read and replaced under the thread's lock."""
+        self.bases = Bases() if bases is None else bases
+        """The base each channel's values are stored as deltas against (the saver's threads
+        own them too)."""
 
     def prepare(self, put: CheckpointPut) -> Prepared:
         """What a put stores whatever the thread holds: the serialized checkpoint and
         metadata, and the changed channels' values (an artifact each; inline in the record
-        up to :data:`INLINE` bytes). Done before the thread's lock is taken, once per put."""
+        up to :data:`INLINE` bytes; a delta against an earlier value, inline, while that pays:
+        :mod:`._langgraph_values`). Done before the thread's lock is taken, once per put."""
         values = put.checkpoint["channel_values"]
         changed: dict[str, list[Any]] = {}
         for channel, version in put.checkpoint["channel_versions"].items():
@@ -85,7 +92,8 @@ class CheckpointWriter:
             if len(raw) <= INLINE:
                 changed[channel] = [version, kind, "", lg.to_typed((kind, raw))[1]]
             else:
-                changed[channel] = [version, kind, self.store.artifacts.put(raw)]
+                key = (put.thread_id, put.ns, channel)
+                changed[channel] = [version, kind, *self.bases.store_value(self.store, key, raw)]
         rest = {k: v for k, v in put.checkpoint.items() if k != "channel_values"}
         return Prepared(
             changed,
@@ -99,9 +107,23 @@ class CheckpointWriter:
         first (the caller tries again)."""
         head = thread.head()
         assert head is not None  # the saver made the thread
-        with record_view(thread) as view:
-            batch, after = self._batch(view, head.seq + 1, put, prepared)
-            thread.append(batch, expected_seq=head.seq + 1)
+        known = self.known.pop(thread.id, None)
+        answers = None
+        if known is not None and known.head_seq == head.seq and self.store.redactor is None:
+            try:  # nobody wrote since this process did: what it knows answers the questions
+                # Known and Memo answer what a RecordView does (latest, records, read)
+                batch, after = self._batch(cast(RecordView, known), head.seq + 1, put, prepared)
+                answers = known
+            except Unknown:
+                answers = None
+        if answers is None:
+            with record_view(thread) as view:
+                memo = Memo(view)
+                batch, after = self._batch(cast(RecordView, memo), head.seq + 1, put, prepared)
+                answers = Known(thread, head.seq, memo.answers)
+        given = thread.append(batch, expected_seq=head.seq + 1)
+        if self.store.redactor is None and answers.appended(given, batch):
+            self.known[thread.id] = answers
         if after is not None:
             self.mirrors[thread.id] = after
 
@@ -113,6 +135,7 @@ class CheckpointWriter:
         thread's mirror shows after them (None: unchanged)."""
         cuts = lg.Cuts(view)
         ns, checkpoint = put.ns, put.checkpoint
+        new_ns = view.latest(lg.NAMESPACE, ns) is None  # asked first: nothing done yet
         parent = lg.find_checkpoint(cuts, ns, put.parent_id) if put.parent_id else None
         blobs = self._blobs(cuts, parent, put, prepared.changed)
         state = parent.data.get("mirror") if parent is not None else None
@@ -138,7 +161,7 @@ class CheckpointWriter:
         key = lg.checkpoint_key(ns, checkpoint["id"])
         batch.append(lg.record_frame(self.store, lg.CHECKPOINT, record_data, key))
         batch.append(fr.RecordAppended(kind=lg.LATEST, key=ns, data={"id": checkpoint["id"]}))
-        if view.latest(lg.NAMESPACE, ns) is None:
+        if new_ns:
             batch.append(fr.RecordAppended(kind=lg.NAMESPACE, key=ns))
         return batch + extra, after
 
@@ -213,6 +236,8 @@ class CheckpointWriter:
         if state is None or state["thread"] != thread.id or state["seq"] != position:
             reason = _BRANCH
             if change.retract and current is not None:
+                if isinstance(cast(object, view), Known):
+                    raise Unknown("a branch is archived from a full view")
                 batch.append(self._archive(thread, put, current))
         frames, after = change.frames(store, next_seq, checkpoint_id, reason)
         # the fork record goes after the change (the archive is taken at the position before)

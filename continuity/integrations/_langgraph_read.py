@@ -19,6 +19,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 import continuity.integrations._langgraph_log as lg
 from continuity.context.records import Record
+from continuity.integrations._langgraph_values import Bases
 from continuity.store.base import BaseStore
 
 __all__ = ["CheckpointReader", "candidates"]
@@ -65,9 +66,13 @@ class CheckpointReader:
     per call: :meth:`~langgraph.checkpoint.base.BaseCheckpointSaver.with_allowlist` gives a
     saver's clone another one) and the store holding the values."""
 
-    def __init__(self, store: BaseStore, serde: SerializerProtocol) -> None:
+    def __init__(
+        self, store: BaseStore, serde: SerializerProtocol, bases: Bases | None = None
+    ) -> None:
         self.store = store
         self.serde = serde
+        self.bases = bases
+        """The bases of delta values this process knows (:mod:`._langgraph_values`)."""
 
     def metadata(self, rec: Record) -> Any:
         """A checkpoint record's metadata."""
@@ -83,7 +88,7 @@ class CheckpointReader:
         checkpoint = self.serde.loads_typed(lg.from_typed(data["checkpoint"]))
         values: dict[str, Any] = {}
         for channel, blob in data["blobs"].items():
-            typed = lg.blob_value(self.store, blob)
+            typed = lg.blob_value(self.store, blob, self.bases)
             if typed is not None:
                 values[channel] = self.serde.loads_typed(typed)
         if metadata is None:
@@ -114,7 +119,7 @@ class CheckpointReader:
                 collected[write[1]].append(write)
             for ch in list(remaining):
                 blob = anc.data["blobs"].get(ch)
-                typed = None if blob is None else lg.blob_value(self.store, blob)
+                typed = None if blob is None else lg.blob_value(self.store, blob, self.bases)
                 if typed is not None:
                     seeds[ch] = self.serde.loads_typed(typed)
                     remaining.discard(ch)

@@ -8,8 +8,10 @@ from collections.abc import Iterator
 
 from continuity import frames as fr
 from continuity.errors import BadFrame
+from continuity.integrations._langgraph_known import Known
 from continuity.integrations._langgraph_log import META_THREAD
 from continuity.integrations._langgraph_mirror import LiveMirror
+from continuity.integrations._langgraph_values import Bases
 from continuity.integrations._thread_ids import safe_thread_id
 from continuity.store.base import BaseStore, Thread
 
@@ -34,6 +36,10 @@ class LangGraphThreads:
         self._ours: set[str] = set()
         self.closed = False
         """Set when the saver is closed: every call is refused from then on."""
+        self.known: dict[str, Known] = {}
+        """What this process's own writes tell it about each thread (:mod:`._langgraph_known`)."""
+        self.bases = Bases()
+        """The bases channel values are stored as deltas against (:mod:`._langgraph_values`)."""
         self.mirrors: dict[str, LiveMirror] = {}
         """What each mirror thread shows as of its position, kept between puts (a write
         holds its thread's lock while it reads and updates its entry)."""

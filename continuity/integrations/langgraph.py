@@ -172,11 +172,18 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
     # used, as `with_allowlist` gives a clone of the saver (sharing its threads) another one.
 
     def _reader(self) -> CheckpointReader:
-        return CheckpointReader(self.store, self.serde)
+        return CheckpointReader(self.store, self.serde, self._threads.bases)
 
     def _writer(self) -> CheckpointWriter:
         channel = None if self.encrypts() else self.messages_channel
-        return CheckpointWriter(self.store, self._dumper(), channel, self._threads.mirrors)
+        return CheckpointWriter(
+            self.store,
+            self._dumper(),
+            channel,
+            self._threads.mirrors,
+            self._threads.bases,
+            self._threads.known,
+        )
 
     def _dumper(self) -> SerializerProtocol:
         """The serializer values are stored with: the saver's, redacting on a store that
@@ -319,9 +326,11 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         with self._threads.lock(thread.id):
             self._threads.ensure(thread, tid)
             data = {"task_id": task_id, "task_path": task_path, "writes": stored}
-            thread.append(
-                lg.record_frame(self.store, lg.WRITES, data, lg.checkpoint_key(ns, str(cid)))
-            )
+            frame = lg.record_frame(self.store, lg.WRITES, data, lg.checkpoint_key(ns, str(cid)))
+            known = self._threads.known.pop(thread.id, None)
+            given = thread.append(frame)
+            if known is not None and known.appended(given, [frame]):
+                self._threads.known[thread.id] = known  # still all that was written since
 
     # --- deletes: tombstones ---------------------------------------------------------------
 
