@@ -43,14 +43,18 @@ def test_bench_versions_compares_two_trees(tmp_path: Path, monkeypatch: pytest.M
         commands += [
             "hook user-prompt-submit, one new turn, 1 MB",
             "hook session-start (compact) after a compaction, 1 MB",
+            "hook post-tool-use, one new tool call, 1 MB",
+            "hook stop, nothing new, 1 MB",
+            "hook session-end, one new turn, 1 MB",
         ]
     for name in commands:
-        before, after = rows[f"{name} (before)"], rows[f"{name} (after)"]
-        assert before.median > 0 and after.median > 0
-        assert after.baseline == "before" and after.ratio == pytest.approx(
-            after.median / before.median
-        )
-    assert len(rows) == 1 + 2 * len(commands)
+        for what in (name, f"{name}, CPU"):  # the wall time, and the process's CPU time
+            before, after = rows[f"{what} (before)"], rows[f"{what} (after)"]
+            assert before.median > 0 and after.median > 0
+            assert after.baseline == "before" and after.ratio == pytest.approx(
+                after.median / before.median
+            )
+    assert len(rows) == 1 + 4 * len(commands)
     assert not (tmp_path / "bench" / "work").exists() or not any(
         (tmp_path / "bench" / "work").iterdir()
     )
