@@ -102,3 +102,34 @@ def test_a_hook_process_loads_no_archive_modules(tmp_path: Path) -> None:
         loaded = set(json.loads(proc.stdout))
         assert "continuity.store.jsonl" in loaded, event  # it did open the store
         assert not loaded & {"shutil", "bz2", "lzma"}, event
+
+
+def test_a_prompt_hook_that_restores_nothing_compiles_no_transcript_rules(tmp_path: Path) -> None:
+    """The transcript rules compile 14 patterns when imported; a prompt hook with nothing to
+    restore or remind never uses them (the rolling reminder's segmenter imports them when it
+    segments)."""
+    transcript = _transcript(tmp_path)
+    probe = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: sys.stdout.write(json.dumps(sorted(sys.modules))))\n"
+        "from continuity.__main__ import main\n"
+        "sys.argv = ['continuity', 'hook', 'user-prompt-submit']\n"
+        "main()\n"
+    )
+    payload = {
+        "session_id": SESSION,
+        "transcript_path": str(transcript),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "Rename it.",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=_env(tmp_path / "store"),
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stderr) == (0, b""), proc.stderr
+    loaded = set(json.loads(proc.stdout))
+    assert "continuity.rolling.queue" in loaded  # the reminder was looked at
+    assert "continuity.context.transcript_rules" not in loaded
