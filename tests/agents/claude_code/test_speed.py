@@ -75,7 +75,8 @@ def test_a_hook_process_runs_its_work_with_the_collector_on_and_exits_as_usual(
 
 def test_a_hook_process_loads_no_archive_modules(tmp_path: Path) -> None:
     """``shutil`` imports bz2, lzma and zlib (about 1 ms of every hook): the store and its
-    caches remove folders with it rarely, and import it then, not on every hook's path."""
+    caches remove folders with it rarely, and import it then, not on every hook's path; the
+    cold tier's lock needs ``_thread``, not ``threading``."""
     transcript = _transcript(tmp_path)
     probe = (
         "import atexit, json, sys\n"
@@ -101,7 +102,7 @@ def test_a_hook_process_loads_no_archive_modules(tmp_path: Path) -> None:
         assert (proc.returncode, proc.stderr) == (0, b""), proc.stderr
         loaded = set(json.loads(proc.stdout))
         assert "continuity.store.jsonl" in loaded, event  # it did open the store
-        assert not loaded & {"shutil", "bz2", "lzma"}, event
+        assert not loaded & {"shutil", "bz2", "lzma", "threading"}, event
 
 
 def test_a_prompt_hook_that_restores_nothing_compiles_no_transcript_rules(tmp_path: Path) -> None:
