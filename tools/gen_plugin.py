@@ -86,7 +86,8 @@ def _hooks() -> Any:
     return {
         "description": "continuity archives the session and restores context after compaction "
         "(needs `continuity` on PATH)",
-        "hooks": hook_groups(lambda slug: f"continuity hook {slug}"),
+        # exec: the hook replaces the shell (see hook_shell_command in agents/base/install.py)
+        "hooks": hook_groups(lambda slug: f"exec continuity hook {slug}"),
     }
 
 

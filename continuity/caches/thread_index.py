@@ -31,7 +31,6 @@ import fcntl
 import functools
 import mmap
 import os
-import shutil
 import struct
 import time
 from array import array
@@ -599,6 +598,8 @@ class ThreadIndex:
                     self._write_fresh(delta)
                     return RefreshResult("rebuilt", delta.frames)
                 self._remove()
+        import shutil  # not at the top: it imports bz2, lzma and zlib, a hook's 1 ms
+
         shutil.rmtree(self.dir, ignore_errors=True)  # a small log: the lock goes too
         return self._rebuilt_small()
 
@@ -1265,6 +1266,8 @@ def rebuild_all(
         if folder.is_dir():
             for sub in folder.iterdir():
                 if sub.is_dir() and sub.name not in results:
+                    import shutil  # not at the top: it imports bz2, lzma and zlib, a hook's 1 ms
+
                     shutil.rmtree(sub, ignore_errors=True)
     return results
 

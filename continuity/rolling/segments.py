@@ -30,7 +30,6 @@ from typing import Final
 import msgspec
 
 from continuity import frames as fr
-from continuity.context.transcript_rules import is_meta, prompt_text
 from continuity.tokens import estimate_text
 
 __all__ = ["Segment", "Turn", "is_prompt", "segment_turns", "terms_of", "turns_of"]
@@ -216,6 +215,10 @@ def _text(blocks: Iterable[fr.ContentBlock]) -> str:
 def _prompt(m: fr.MessageAppended) -> str:
     """The user's own words in ``m`` (Claude Code's wrappers and noise lines removed), or ""
     when it is no prompt: a tool's result, the agent's own meta text, an interruption note."""
+    # Imported here: the rules compile 14 patterns, and every prompt hook imports this module
+    # (the reminder's queue) though most never segment anything (issue 43)
+    from continuity.context.transcript_rules import is_meta, prompt_text
+
     if m.role != "user" or is_meta(m.meta) or m.meta.get("synthetic") == "true":
         return ""
     if any(isinstance(b, fr.ToolResultBlock) for b in m.content):

@@ -21,7 +21,6 @@ import contextlib
 import fcntl
 import functools
 import os
-import shutil
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -984,6 +983,8 @@ class Store(BaseStore):
         for seg in segments_of(folder) or ():
             Path(seg.path).unlink(missing_ok=True)
         if folder.exists():
+            import shutil  # not at the top: it imports bz2, lzma and zlib, a hook's 1 ms
+
             shutil.rmtree(folder, ignore_errors=True)
             fsync_dir(folder.parent)
 

@@ -43,14 +43,18 @@ def test_bench_versions_compares_two_trees(tmp_path: Path, monkeypatch: pytest.M
         commands += [
             "hook user-prompt-submit, one new turn, 1 MB",
             "hook session-start (compact) after a compaction, 1 MB",
+            "hook post-tool-use, one new tool call, 1 MB",
+            "hook stop, nothing new, 1 MB",
+            "hook session-end, one new turn, 1 MB",
         ]
     for name in commands:
-        before, after = rows[f"{name} (before)"], rows[f"{name} (after)"]
-        assert before.median > 0 and after.median > 0
-        assert after.baseline == "before" and after.ratio == pytest.approx(
-            after.median / before.median
-        )
-    assert len(rows) == 1 + 2 * len(commands)
+        for what in (name, f"{name}, CPU"):  # the wall time, and the process's CPU time
+            before, after = rows[f"{what} (before)"], rows[f"{what} (after)"]
+            assert before.median > 0 and after.median > 0
+            assert after.baseline == "before" and after.ratio == pytest.approx(
+                after.median / before.median
+            )
+    assert len(rows) == 1 + 4 * len(commands)
     assert not (tmp_path / "bench" / "work").exists() or not any(
         (tmp_path / "bench" / "work").iterdir()
     )
@@ -161,3 +165,25 @@ def test_bench_search_fixtures_runs_and_reports_every_row() -> None:
         fresh.median / rows["baseline: python -c 'import continuity'"].median
     )
     assert rows["search() in-process (warm)"].n == 2
+
+
+@pytest.mark.slow
+@pytest.mark.agents
+def test_bench_agent_overhead_runs_the_real_cli_in_each_world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTINUITY_BENCH_DIR", str(tmp_path / "bench"))
+    bench = _tool("tools.bench.bench_agent_overhead")
+    exes, notes = bench.available(["claude-code"])
+    if not exes:
+        pytest.skip(f"no cached Claude Code CLI: {notes}")
+    report = bench.run(rounds=1, names=("claude-code",), turns=1)
+    rows = {r.metric: r for r in report.rows}
+    for what in ("wall", "CPU"):
+        base = rows[f"claude-code: session {what}, without"]
+        assert base.median > 0 and base.n == 1
+        for world in ("hooks", "hooks + MCP"):
+            row = rows[f"claude-code: session {what}, {world}"]
+            assert row.baseline == "without"
+            assert row.ratio == pytest.approx(row.median / base.median)
+    assert len(rows) == 6

@@ -200,6 +200,7 @@ class Session:
             "session-start": "SessionStart",
             "post-tool-use": "PostToolUse",
             "stop": "Stop",
+            "session-end": "SessionEnd",
         }
         return msgspec.json.encode(
             {

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import io
 import os
+import resource
 import subprocess
 import sys
 import tarfile
@@ -80,6 +81,11 @@ __all__ = [
 ROOT: Final = Path(__file__).resolve().parents[2]
 VARIANTS: Final = ("before", "after")
 SEARCH_QUERY: Final = dict(QUERIES)["command"]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def extract_revision(rev: str, into: Path) -> Path:
@@ -157,27 +163,65 @@ class _Commands:
         self.stores = stores
         self.sessions = sessions
         self.cli = continuity_command()
+        self.last = (0.0, 0.0)
+        """The wall and CPU seconds of the last command's timed process."""
 
     def all(self, frames: int, mb: int) -> dict[str, Callable[[str], float]]:
         found: dict[str, Callable[[str], float]] = {}
         if self.sessions:
             found[f"hook user-prompt-submit, one new turn, {mb} MB"] = self.prompt
             found[f"hook session-start (compact) after a compaction, {mb} MB"] = self.restore
+            found[f"hook post-tool-use, one new tool call, {mb} MB"] = self.post_tool_use
+            found[f"hook stop, nothing new, {mb} MB"] = self.stop
+            found[f"hook session-end, one new turn, {mb} MB"] = self.session_end
         if self.stores:
             size = short_size(frames)
             found[f"continuity compile --dry-run @{size}"] = self.compile
             found[f"continuity search (command) @{size}"] = self.search
         return found
 
+    def _timed(self, argv: list[str], env: dict[str, str], stdin: bytes = b"") -> bytes:
+        """Run one fresh process; its wall and CPU time (user + system, from the rusage of
+        the children waited for: one at a time here) go to :attr:`last`."""
+        cpu = _children_cpu()
+        seconds, out = run_process(argv, env, stdin)
+        self.last = (seconds, _children_cpu() - cpu)
+        return out
+
     def prompt(self, variant: str) -> float:
         s = self.sessions[variant]
         prompt = s.add_turn()
         env = tree_env(self.trees[variant], s.store)
         payload = s.payload("user-prompt-submit", prompt=prompt)
-        seconds, out = run_process([*self.cli, "hook", "user-prompt-submit"], env, payload)
+        out = self._timed([*self.cli, "hook", "user-prompt-submit"], env, payload)
         if out:
             raise RuntimeError(f"user-prompt-submit printed {out[:200]!r}")
-        return seconds
+        return self.last[0]
+
+    def post_tool_use(self, variant: str) -> float:
+        s = self.sessions[variant]
+        fields = s.add_tool_call()
+        env = tree_env(self.trees[variant], s.store)
+        payload = s.payload("post-tool-use", **fields)
+        self._timed([*self.cli, "hook", "post-tool-use"], env, payload)
+        return self.last[0]
+
+    def stop(self, variant: str) -> float:
+        """Stop after the hook before it archived everything: the unchanged transcript's
+        quick answer (where the tree has one)."""
+        s = self.sessions[variant]
+        env = tree_env(self.trees[variant], s.store)
+        payload = s.payload("stop", stop_hook_active=False)
+        self._timed([*self.cli, "hook", "stop"], env, payload)
+        return self.last[0]
+
+    def session_end(self, variant: str) -> float:
+        s = self.sessions[variant]
+        s.add_turn()
+        env = tree_env(self.trees[variant], s.store)
+        payload = s.payload("session-end", reason="other")
+        self._timed([*self.cli, "hook", "session-end"], env, payload)
+        return self.last[0]
 
     def restore(self, variant: str) -> float:
         s = self.sessions[variant]
@@ -187,15 +231,17 @@ class _Commands:
         run_process([*self.cli, "hook", "pre-compact"], env, pre)
         s.add_compaction()
         start = s.payload("session-start", source="compact")
-        seconds, out = run_process([*self.cli, "hook", "session-start"], env, start)
+        out = self._timed([*self.cli, "hook", "session-start"], env, start)
         if b"additionalContext" not in out:
             raise RuntimeError(f"session-start restored nothing: {out[:200]!r}")
-        return seconds
+        return self.last[0]
 
     def _store_cli(self, variant: str, *args: str) -> float:
         store = self.stores[variant]
         argv = [*self.cli, "--store", str(store.root), *args]
+        cpu = _children_cpu()
         seconds, _ = run_process(argv, tree_env(self.trees[variant]), stderr_ok=True)  # its report
+        self.last = (seconds, _children_cpu() - cpu)
         return seconds
 
     def compile(self, variant: str) -> float:
@@ -242,11 +288,13 @@ def run(
                 )
         else:
             report.notes.append(f"no fixtures at {FIXTURES}: the hooks were not measured")
-        commands = _Commands(trees, stores, sessions).all(frames, transcript_mb)
+        timed = _Commands(trees, stores, sessions)
+        commands = timed.all(frames, transcript_mb)
         plain = [sys.executable, "-c", "pass"]
         samples: dict[tuple[str, str], list[float]] = {
             (name, v): [] for name in commands for v in VARIANTS
         }
+        cpu: dict[tuple[str, str], list[float]] = {k: [] for k in samples}
         interpreter: list[float] = []
         log(f"bench_versions: {repeat} rounds of {len(commands)} commands × {len(VARIANTS)} trees")
         for i in range(repeat + 1):  # the first round warms up (bytecode, page cache)
@@ -259,6 +307,7 @@ def run(
                     seconds = command(variant)
                     if i:
                         samples[(name, variant)].append(seconds)
+                        cpu[(name, variant)].append(timed.last[1])
     base = median(interpreter)
     report.rows.append(time_row("python -c pass", interpreter))
     for name in commands:
@@ -269,6 +318,11 @@ def run(
         report.rows.append(row)
         row = time_row(f"{name} (after)", after)
         row.baseline, row.ratio = "before", median(after) / median(before)
+        report.rows.append(row)
+        before, after = cpu[(name, "before")], cpu[(name, "after")]
+        report.rows.append(time_row(f"{name}, CPU (before)", before))
+        row = time_row(f"{name}, CPU (after)", after)
+        row.baseline, row.ratio = "before", median(after) / max(median(before), 1e-9)
         report.rows.append(row)
     report.notes.append(
         f"before: {baseline} (git archive); after: the working tree {ROOT}; the two interleaved, "

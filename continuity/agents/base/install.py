@@ -18,6 +18,7 @@ import contextlib
 import difflib
 import json
 import os
+import shlex
 import shutil
 import stat
 import sys
@@ -39,6 +40,7 @@ __all__ = [
     "compile_bytecode",
     "confine",
     "entry_point",
+    "hook_shell_command",
     "read_backup",
     "read_text",
     "strip_handlers",
@@ -64,6 +66,23 @@ def entry_point() -> list[str]:
     if beside.is_file() and os.access(beside, os.X_OK):
         return [str(beside)]
     return [str(Path(sys.executable).absolute()), "-m", "continuity"]
+
+
+def hook_shell_command(argv: list[str], store: Path | str | None = None) -> str:
+    """The shell line an agent runs for a hook: ``argv`` quoted, ``CONTINUITY_HOME`` set first
+    when a store is given, and on POSIX through ``exec``.
+
+    The agents run a hook as ``/bin/sh -c LINE``, and dash (Debian's ``sh``) forks for the
+    command instead of becoming it: a shell stays waiting above the hook. When Claude Code
+    exits it ends its background (``async``) hooks by signalling the shell's process group and
+    waits until no process of the group is left; the shell and the hook die together, and the
+    orphaned hook stays a zombie in the group until something reaps it: Claude Code's exit
+    waited 1.3-1.8 s for it after every ``claude -p`` with a tool call (issue 43). With
+    ``exec`` the hook is the agent's own child, reaped at once; one fork less for every hook
+    of every agent. Windows shells do not all know ``exec``: the line stays plain there."""
+    prefix = f"CONTINUITY_HOME={shlex.quote(str(store))} " if store is not None else ""
+    run = "" if os.name == "nt" else "exec "
+    return prefix + run + " ".join(shlex.quote(p) for p in argv)
 
 
 def read_text(path: Path, kind: str = "JSON") -> str | None:

@@ -44,6 +44,9 @@ _OTHER_HITS: Final = 3
 _RECENT_MESSAGES: Final = 40  # as many as the room left allows: to_text keeps the newest
 _MAX_RANKED: Final = 384
 _NOTES: Final = 20  # of each kind
+_NOTE_KINDS: Final = ("continuity.note", "continuity.decision")
+""":data:`continuity.retrieval.documents.NOTE_KINDS`, named here: importing the search's
+documents (its terms and stemmer) cost every restore a millisecond for two strings."""
 _NOTES_MAX_CHARS: Final = 1_500
 _OTHERS_MAX_CHARS: Final = 800
 
@@ -113,10 +116,9 @@ def _notes(thread: Thread, budget: int) -> str:
     """The decisions and notes the agent recorded in this session (the MCP ``remember``
     tool), the newest that fit ``budget`` characters, oldest first; "" when there are none."""
     from continuity.context.records import records
-    from continuity.retrieval.documents import NOTE_KINDS
 
     found: list[tuple[int, str, str]] = []
-    for kind in NOTE_KINDS:
+    for kind in _NOTE_KINDS:
         for r in records(thread, kind, limit=_NOTES):
             text = r.data.get("text") if isinstance(r.data, dict) else None
             if isinstance(text, str) and text.strip():

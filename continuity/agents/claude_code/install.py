@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -25,6 +24,7 @@ from continuity.agents.base.install import (
     backup_path,
     confine,
     entry_point,
+    hook_shell_command,
     read_backup,
     read_text,
     strip_handlers,
@@ -92,8 +92,7 @@ def project_folder(scope: Scope, project_dir: Path | None = None) -> Path | None
 
 def hook_command(slug: str, store: Path | str | None = None) -> str:
     """The shell command Claude Code runs for one of our hooks."""
-    prefix = f"CONTINUITY_HOME={shlex.quote(str(store))} " if store is not None else ""
-    return prefix + " ".join(shlex.quote(p) for p in [*entry_point(), "hook", slug])
+    return hook_shell_command([*entry_point(), "hook", slug], store)
 
 
 def hook_groups(command: Callable[[str], str]) -> dict[str, list[dict[str, Any]]]:

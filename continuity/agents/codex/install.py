@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from continuity.agents.base.install import (
     backup_path,
     confine,
     entry_point,
+    hook_shell_command,
     read_backup,
     read_text,
     strip_handlers,
@@ -105,9 +105,7 @@ def hooks_path(
 
 def hook_command(slug: str, store: Path | str | None = None) -> str:
     """The shell command Codex runs for one of our hooks."""
-    prefix = f"CONTINUITY_HOME={shlex.quote(str(store))} " if store is not None else ""
-    argv = [*entry_point(), "hook", slug, "--agent", "codex"]
-    return prefix + " ".join(shlex.quote(p) for p in argv)
+    return hook_shell_command([*entry_point(), "hook", slug, "--agent", "codex"], store)
 
 
 def hook_groups(command: Callable[[str], str]) -> dict[str, list[dict[str, Any]]]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -24,6 +23,7 @@ from continuity.agents.base.install import (
     backup_path,
     confine,
     entry_point,
+    hook_shell_command,
     read_backup,
     read_text,
 )
@@ -56,9 +56,7 @@ def settings_path(scope: Scope, project_dir: Path | None = None, home: Path | No
 
 def hook_command(event: str, store: Path | str | None = None) -> str:
     """The shell command Gemini CLI runs for one of our hooks."""
-    prefix = f"CONTINUITY_HOME={shlex.quote(str(store))} " if store is not None else ""
-    argv = [*entry_point(), "hook", event, "--agent", "gemini"]
-    return prefix + " ".join(shlex.quote(p) for p in argv)
+    return hook_shell_command([*entry_point(), "hook", event, "--agent", "gemini"], store)
 
 
 def _is_ours(handler: Any) -> bool:

@@ -4,6 +4,8 @@ error and what fixed it, open tasks and decisions, and the budget on a huge sess
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -340,3 +342,31 @@ def test_the_restore_and_the_summary_read_an_output_alike(output: str) -> None:
         )
     else:
         assert summarized == f"`make` → error: {command.error}"
+
+
+def test_the_restore_reads_the_notes_search_indexes_without_importing_search(
+    tmp_path: Path,
+) -> None:
+    """The restore's notes are the kinds the search indexes as notes; finding them costs the
+    restore no import of the search's documents (its terms and stemmer: about 1 ms a hook)."""
+    from continuity.agents.base.restore import _NOTE_KINDS
+    from continuity.retrieval.documents import NOTE_KINDS
+
+    assert _NOTE_KINDS == NOTE_KINDS
+    probe = (
+        "import sys\n"
+        "from continuity.agents.base.restore import _notes\n"
+        "from continuity.context.records import record\n"
+        "from continuity.store.jsonl import Store\n"
+        f"t = Store({str(tmp_path / 'store')!r}, create=True).thread('t')\n"
+        "record(t, 'continuity.decision', {'text': 'use blake3'})\n"
+        "print(_notes(t, 1000))\n"
+        "print('continuity.retrieval.documents' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    notes, imported = done.stdout.strip().rsplit("\n", 1)
+    assert "use blake3" in notes
+    assert imported == "False"

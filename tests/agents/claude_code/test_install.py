@@ -119,7 +119,8 @@ def test_install_adds_ours_and_keeps_theirs(settings: Path) -> None:
         (h,) = handlers
         assert h["type"] == "command" and isinstance(h["timeout"], int)
         argv = shlex.split(h["command"])
-        assert Path(argv[0]).is_absolute()
+        assert argv[0] == "exec"  # the hook replaces the shell (hook_shell_command)
+        assert Path(argv[1]).is_absolute()
         assert argv[-2:] == ["hook", SLUGS[event]]
     assert ours["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
     assert ours["PreCompact"][0]["matcher"] == "manual|auto"
@@ -382,7 +383,7 @@ def test_the_installed_command_runs_from_anywhere(
     assert cli(*args, "install", "claude-code").exit_code == 0
     data = json.loads(settings.read_text())
     command = our_handlers(data)["UserPromptSubmit"][0]["command"]
-    assert command.startswith(("/", "CONTINUITY_HOME="))
+    assert command.startswith(("exec /", "CONTINUITY_HOME="))
 
     session = "abcdef01-0000-4000-8000-000000000000"
     transcript = tmp_path / "projects" / "p" / f"{session}.jsonl"

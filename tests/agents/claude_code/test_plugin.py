@@ -143,7 +143,7 @@ def test_the_hooks_file_has_the_hook_shape() -> None:
             for handler in group["hooks"]:
                 assert set(handler) <= {"type", "command", "timeout", "async"}
                 assert handler["type"] == "command"
-                assert re.fullmatch(r"continuity hook [a-z-]+", handler["command"])
+                assert re.fullmatch(r"exec continuity hook [a-z-]+", handler["command"])
                 assert isinstance(handler["timeout"], int) and handler["timeout"] > 0
                 assert handler.get("async", False) is (event in ASYNC_EVENTS)
 
@@ -176,6 +176,6 @@ def test_the_plugin_hooks_are_what_install_claude_code_writes(tmp_path: Path) ->
             for handler in group["hooks"]:
                 m = slug.search(handler["command"])
                 assert m is not None
-                handler["command"] = f"continuity hook {m.group(1)}"
+                handler["command"] = f"exec continuity hook {m.group(1)}"
     assert installed == load(PLUGIN / "hooks" / "hooks.json")["hooks"]
     assert set(installed) == {event for event, *_ in HOOKS}

@@ -71,3 +71,66 @@ def test_a_hook_process_runs_its_work_with_the_collector_on_and_exits_as_usual(
     assert seen["frozen"] > 1000  # the modules' objects, frozen before the work
     store = Store(tmp_path / "store")
     assert store.threads() == [f"cc-{SESSION}"]
+
+
+def test_a_hook_process_loads_no_archive_modules(tmp_path: Path) -> None:
+    """``shutil`` imports bz2, lzma and zlib (about 1 ms of every hook): the store and its
+    caches remove folders with it rarely, and import it then, not on every hook's path; the
+    cold tier's lock needs ``_thread``, not ``threading``."""
+    transcript = _transcript(tmp_path)
+    probe = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: sys.stdout.write(json.dumps(sorted(sys.modules))))\n"
+        "from continuity.__main__ import main\n"
+        "sys.argv = ['continuity', 'hook', sys.argv[1]]\n"
+        "main()\n"
+    )
+    for event, name in (("user-prompt-submit", "UserPromptSubmit"), ("session-end", "SessionEnd")):
+        payload = {
+            "session_id": SESSION,
+            "transcript_path": str(transcript),
+            "hook_event_name": name,
+            "prompt": "Rename it.",
+        }
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, event],
+            input=json.dumps(payload).encode(),
+            capture_output=True,
+            env=_env(tmp_path / "store"),
+            timeout=60,
+        )
+        assert (proc.returncode, proc.stderr) == (0, b""), proc.stderr
+        loaded = set(json.loads(proc.stdout))
+        assert "continuity.store.jsonl" in loaded, event  # it did open the store
+        assert not loaded & {"shutil", "bz2", "lzma", "threading"}, event
+
+
+def test_a_prompt_hook_that_restores_nothing_compiles_no_transcript_rules(tmp_path: Path) -> None:
+    """The transcript rules compile 14 patterns when imported; a prompt hook with nothing to
+    restore or remind never uses them (the rolling reminder's segmenter imports them when it
+    segments)."""
+    transcript = _transcript(tmp_path)
+    probe = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: sys.stdout.write(json.dumps(sorted(sys.modules))))\n"
+        "from continuity.__main__ import main\n"
+        "sys.argv = ['continuity', 'hook', 'user-prompt-submit']\n"
+        "main()\n"
+    )
+    payload = {
+        "session_id": SESSION,
+        "transcript_path": str(transcript),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "Rename it.",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=_env(tmp_path / "store"),
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stderr) == (0, b""), proc.stderr
+    loaded = set(json.loads(proc.stdout))
+    assert "continuity.rolling.queue" in loaded  # the reminder was looked at
+    assert "continuity.context.transcript_rules" not in loaded

@@ -117,7 +117,7 @@ def test_user_install_into_a_fresh_codex_home(codex_home: Path) -> None:
         (handler,) = [h for e, _g, h in ours.values() if e == event]
         argv = shlex.split(handler["command"])
         assert argv[-4:] == ["hook", slug, "--agent", "codex"]
-        assert Path(argv[0]).is_absolute()
+        assert argv[0] == "exec" and Path(argv[1]).is_absolute()
         assert handler["timeout"] == timeout
     # every one of our hooks is trusted, by its key and its hash, and nothing else is
     assert _trust(config) == {k: hook_hash(e, g, h) for k, (e, g, h) in ours.items()}
