@@ -63,7 +63,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -883,6 +883,12 @@ def _random_hex(value: str) -> bool:
 
 
 _LONG_WORD: Final = _Lazy(r"[A-Za-z0-9_.+/=~-]{20}")
+
+
+def _spans(regex: re.Pattern[str]) -> Callable[[str], Iterable[tuple[int, int]]]:
+    return lambda text: (m.span() for m in regex.finditer(text))
+
+
 _TWO_DIGITS: Final = _Lazy(r"\d[^\d]*\d")
 _DATA_CHARS: Final = 512
 """A run this long is data (an encrypted payload, a blob), not a token, unless a name says
@@ -905,17 +911,28 @@ class _RandomTokenRule(RedactionRule):
     def __init__(self) -> None:
         super().__init__("random-token", _TOKEN_RUN)
 
-    def apply(self, text: str, lowered: str | None = None) -> tuple[str, int]:
-        if len(text) < 20 or _LONG_WORD.search(text) is None:
+    def apply(
+        self,
+        text: str,
+        lowered: str | None = None,
+        runs: Callable[[str], Iterable[tuple[int, int]]] | None = None,
+    ) -> tuple[str, int]:
+        """``runs``, when given, finds the pattern's matches (spans) another way (RE2: the
+        maximal runs of 20 or more token characters that start with a letter or a digit, which
+        are what the pattern matches)."""
+        if len(text) < 20:
             return text, 0
-        regex = self.compile()
+        if runs is None:
+            if _LONG_WORD.search(text) is None:
+                return text, 0
+            runs = _spans(self.compile())
         marker = self.marker
         parts: list[str] = []
         pos = n = 0
-        for m in regex.finditer(text):
-            if _TWO_DIGITS.search(text, m.start(), m.end()) is None:
+        for m_start, m_end in runs(text):
+            if _TWO_DIGITS.search(text, m_start, m_end) is None:
                 continue
-            for start, end in self._secrets(text, m.start(), m.end()):
+            for start, end in self._secrets(text, m_start, m_end):
                 if start < pos:
                     continue
                 parts.append(text[pos:start])
@@ -1781,6 +1798,7 @@ characters: its import (some 6 ms) has paid for itself by then, the keywords bei
 at about 10 ns a character instead of 70 (ADR 0049). A hook that redacts a few messages never
 loads it."""
 _redacted_chars: list[int] = [0]
+_RUN_HEADS: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _re2_engine: list[Any] = []  # [the extension module] once loaded, [None] when not installed
 
 
@@ -1807,7 +1825,7 @@ class _KeywordSets:
     (lone surrogates too) and matched as Latin-1 bytes: a keyword is in the text exactly when
     its UTF-8 bytes are in the text's, so the rules tried are those the scan tries."""
 
-    __slots__ = ("_always", "_sets")
+    __slots__ = ("_always", "_runs", "_sets", "_unanchored")
 
     def __init__(self, rules: Iterable[RedactionRule], engine: Any) -> None:
         keys: dict[int, list[str]] = {0: [], 1: [], 2: []}
@@ -1833,6 +1851,30 @@ class _KeywordSets:
                 raise RuntimeError("RE2 could not compile the redaction keywords")
             self._sets.append((hay, kset, [(hay, k) for k in words]))
         self._always = frozenset(always)
+        self._runs = engine.RE2(rb"[A-Za-z0-9_.+/=~-]{20,}", options)
+        self._unanchored = engine.RE2.Anchor.UNANCHORED
+
+    def runs(self, text: str) -> Iterator[tuple[int, int]]:
+        """The spans of ``text`` that :data:`_TOKEN_RUN` matches, found by RE2 in its UTF-8
+        bytes: the maximal runs of 20 or more token characters (all ASCII: a byte of a
+        character beyond ASCII is never one) that start with a letter or a digit."""
+        data = text.encode("utf-8", "surrogatepass")
+        ascii_only = len(data) == len(text)
+        size = len(data)
+        at = byte_at = char_at = 0
+        while True:
+            start, end = self._runs.Match(self._unanchored, data, at, size)[0]
+            if start < 0:
+                return
+            at = end
+            if data[start] not in _RUN_HEADS:
+                continue
+            if ascii_only:
+                yield start, end
+                continue
+            char_at += len(data[byte_at:start].decode("utf-8", "surrogatepass"))
+            byte_at = start
+            yield char_at, char_at + end - start
 
     def present(self, text: str, lowered: str) -> set[tuple[int, str]]:
         """The probes ``(haystack, keyword)`` found in ``text`` (``lowered`` is its
@@ -1935,7 +1977,10 @@ class Redactor:
         for rule in rules:
             if rule.keywords and present.isdisjoint(rule.probes):
                 continue
-            text, n = rule.apply(text, lowered)
+            if isinstance(rule, _RandomTokenRule):
+                text, n = rule.apply(text, lowered, sets.runs)
+            else:
+                text, n = rule.apply(text, lowered)
             if n:  # a marker may hold a keyword: look again, in the text as it is now
                 total += n
                 lowered = text.lower()

@@ -44,10 +44,14 @@ def test_the_gates_agree_on_odd_texts() -> None:
         "Password: ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8 and the rest",  # the marker holds "token"
         "",
         "x",
+        # random tokens after characters beyond ASCII (RE2 finds the runs in UTF-8 bytes)
+        "naïve café → Zx9Qw3Er7Ty1Ui5Op2As8Df4Gh6Jk0LzMn3Bv7Cx \udcff -Zx9Qw3Er7Ty1Ui5Op2As8Df4Gh",
+        "日本語 token: Qm8Xr2Lp9Wz4Tn7Ks3Vb6Hd1Fg5Jy0Ca",
     ]
     for text in texts:
         assert scan.redact_text(text) == fast.redact_text(text), text
     assert fast.redact_text(texts[0])[1] == 2
+    assert fast.redact_text(texts[-2])[1] == 1
 
 
 def test_a_process_loads_re2_only_once_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
