@@ -122,3 +122,7 @@ def _fresh(root: Path, folder: Path | None, rounds: int) -> dict[str, list[float
                     if rounds_left < rounds:  # the first round wrote the bytecode
                         spent[mode].append(time.perf_counter() - start)
     return spent
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
