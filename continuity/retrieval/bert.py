@@ -39,9 +39,7 @@ vectors, and vectors from one id are never mixed with another's.
 from __future__ import annotations
 
 import json
-import os
 import re
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -213,7 +211,7 @@ class BertEmbedder:
         self._weights_path = weights
         self._loaded = False
         self._check_shapes(_tensor_shapes(weights), root)
-        digest, self._hashed = _file_digest(weights)
+        digest = _file_digest(weights)
         self.weights_digest = digest
         self.engine = self._engine(engine)
         settings = f"{self.pooling}|{self.query_prefix}|{self.document_prefix}|{self.max_tokens}"
@@ -317,16 +315,10 @@ class BertEmbedder:
         started = time.process_time()
         weights = self._weights_path
         try:
-            with weights.open("rb") as f:
-                unchanged = _settled(os.fstat(f.fileno()), self._hashed)
-                data = f.read()
-                unchanged = unchanged and _settled(os.fstat(f.fileno()), self._hashed)
+            data = weights.read_bytes()
         except OSError as exc:
             raise ModelError(f"{weights}: {exc.strerror or exc}") from None
-        # Hashed when the model was opened: the same file, unchanged since (its stat, and
-        # settled well before that hash), is not hashed again (a fresh process's first query
-        # paid for both: issue 44).
-        if not unchanged and _digest(data) != self.weights_digest:
+        if _digest(data) != self.weights_digest:
             raise ModelError(f"{weights} changed since the model was opened")
         self._load(parse_safetensors(data, weights), self.root)
         self._loaded = True
@@ -416,7 +408,7 @@ class BertEmbedder:
     def _load(self, tensors: dict[str, npt.NDArray[Any]], root: Path) -> None:
         prefix = _prefix(tensors, root)
         t = {
-            k[len(prefix) :]: v.astype(np.float32, copy=False)  # float32's a view: read only
+            k[len(prefix) :]: v.astype(np.float32)
             for k, v in tensors.items()
             if k.startswith(prefix)
         }
@@ -622,38 +614,16 @@ def _digest(data: bytes) -> str:
     return blake3.blake3(data).hexdigest()[:16]
 
 
-_Hashed = tuple[tuple[int, int, int, int], int]
-"""A file's stat (inode, size, mtime, ctime) when it was hashed, and the time it was."""
-_RACY_NS: Final = 2_000_000_000
-
-
-def _file_digest(path: Path) -> tuple[str, _Hashed | None]:
-    """:func:`_digest` of a file's bytes, read a chunk at a time (not held in memory), and its
-    stat as hashed (None when it changed while it was read)."""
+def _file_digest(path: Path) -> str:
+    """:func:`_digest` of a file's bytes, read a chunk at a time (not held in memory)."""
     h = blake3.blake3()
     try:
         with path.open("rb") as f:
-            before = os.fstat(f.fileno())
-            at = time.time_ns()
             while chunk := f.read(_HASH_CHUNK):
                 h.update(chunk)
-            same = _stat_key(before) == _stat_key(os.fstat(f.fileno()))
     except OSError as exc:
         raise ModelError(f"{path}: {exc.strerror or exc}") from None
-    return h.hexdigest()[:16], ((_stat_key(before), at) if same else None)
-
-
-def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _settled(st: os.stat_result, hashed: _Hashed | None) -> bool:
-    """Whether a file whose stat is ``st`` holds the bytes ``hashed`` saw: the same stat, last
-    changed well before it was hashed (any write changes the ctime; a change within the
-    clock's granularity of the hash is not trusted, as git treats a "racily clean" file)."""
-    return (
-        hashed is not None and _stat_key(st) == hashed[0] and st.st_ctime_ns < hashed[1] - _RACY_NS
-    )
+    return h.hexdigest()[:16]
 
 
 def bert_embedder(folder: str, engine: str | None = None) -> BertEmbedder:
