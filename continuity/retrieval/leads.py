@@ -100,8 +100,11 @@ def lead(
     kept: list[Hit] = []
     also: list[list[int]] = []
     response_at: dict[tuple[str, str], int] = {}  # (thread, response id) → index in kept
+    answering: set[str] = set()  # threads with a kept response: past the cut, the only ones read
     for h in hits:
         full = len(kept) >= k  # past the cut, a hit only adds to a kept response's ``also``
+        if full and h.thread_id not in answering:
+            continue  # no kept response of its thread for it to be part of: not read
         if h.kind == "message" and h.role == "assistant":
             frame = reader.frame(h.thread_id, h.seq)
             if isinstance(frame, fr.MessageAppended) and frame.message_id:
@@ -112,6 +115,7 @@ def lead(
                     continue
                 if not full:
                     response_at[key] = len(kept)
+                    answering.add(h.thread_id)
         if full:
             continue
         covers: list[int] = []

@@ -130,14 +130,16 @@ class _Rows:
     def __init__(self) -> None:
         self.threads: list[str] = []
         self.records: list[npt.NDArray[np.void]] = []
+        self.wide: list[npt.NDArray[np.float32]] = []
         self.missing = 0
         """Threads in scope whose documents are not all embedded (a budget stopped, or another
         process holds the cache): the ranking is of part of the scope."""
 
-    def add(self, tid: str, records: npt.NDArray[np.void]) -> None:
+    def add(self, tid: str, records: npt.NDArray[np.void], folder: Path | None = None) -> None:
         if len(records):
             self.threads.append(tid)
             self.records.append(records)
+            self.wide.append(_wide(folder, tid, records))
 
 
 # --- documents and their vectors ---------------------------------------------------------------
@@ -265,24 +267,84 @@ def _read_manifest(folder: Path, embedder_id: str, dim: int) -> _Manifest | None
     return m if ok else None
 
 
+class _Held:
+    """A thread's records as this process last read and checked them: trusted again while the
+    file's stat (inode, size, mtime, ctime) is what it was and it was settled when read (any
+    write changes its ctime; a change within the clock's granularity of the read is read
+    again, as :meth:`~continuity.store.jsonl.Store.log_stamps` treats a log), and the manifest
+    still names the same digest. ``wide``: the vectors widened to float32, made once."""
+
+    __slots__ = ("data", "digest", "key", "read_ns", "wide")
+
+    def __init__(self, key: tuple[int, int, int, int], digest: str, data: bytes) -> None:
+        self.key = key
+        self.digest = digest
+        self.data = data
+        self.read_ns = time.time_ns()
+        self.wide: npt.NDArray[np.float32] | None = None
+
+
+_HELD: Final[dict[Path, dict[str, _Held]]] = {}
+"""By model folder and thread: the records read and checked (issue 44: reading and hashing
+every thread's file, and widening every vector, on every query was a third of a warm fused
+query). Pruned to the threads of the folder's last full read."""
+_RACY_NS: Final = 2_000_000_000
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _load(
     folder: Path, tid: str, e: _Entry, dtype: np.dtype[np.void], *, cut: bool = True
 ) -> bytes | None:
     """A thread's records as its manifest entry describes them, or None (damaged, missing).
-    ``cut``: bytes past them (a writer killed before its manifest) are cut (under the lock)."""
+    ``cut``: bytes past them (a writer killed before its manifest) are cut (under the lock).
+    Records this process read and checked are not read again while their file is unchanged
+    (:class:`_Held`)."""
     size = e.rows * dtype.itemsize
+    path = folder / f"{tid}.vec"
+    held = _HELD.get(folder, {}).get(tid)
+    if held is not None and held.digest == e.blake3 and len(held.data) == size:
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+        if (
+            st is not None
+            and held.key == _stat_key(st)
+            and st.st_ctime_ns < held.read_ns - _RACY_NS
+        ):
+            return held.data
+    key = None
     try:
-        with open(folder / f"{tid}.vec", "r+b" if cut else "rb") as f:
+        with open(path, "r+b" if cut else "rb") as f:
+            before = _stat_key(os.fstat(f.fileno()))
             data = f.read(size)
             if cut and f.read(1):
                 f.truncate(size)  # a writer killed before its manifest: cut its bytes
+            if before == _stat_key(os.fstat(f.fileno())):
+                key = before
     except FileNotFoundError:
         data = b""
     except OSError:
         return None
     if len(data) != size or blake3.blake3(data).hexdigest() != e.blake3:
         return None
+    if key is not None and key[1] == size:
+        _HELD.setdefault(folder, {})[tid] = _Held(key, e.blake3, data)
     return data
+
+
+def _wide(folder: Path | None, tid: str, records: npt.NDArray[np.void]) -> npt.NDArray[np.float32]:
+    """A thread's vectors as float32 (the same array whether made now or held)."""
+    held = None if folder is None else _HELD.get(folder, {}).get(tid)
+    base: object = records.base  # the bytes it was made from
+    if held is None or held.data is not base:
+        return records["vec"].astype(np.float32)
+    if held.wide is None:
+        held.wide = records["vec"].astype(np.float32)
+    return held.wide
 
 
 class _Lock:
@@ -668,10 +730,12 @@ def _rows(
             got = _read_only_rows(folder, embedder, dim, thread)
             chosen = sorted(stamps) if thread is None else [thread]
             behind = [t for t in chosen if t not in got or not _current(got[t][0], stamps[t])]
+    if thread is None and folder in _HELD:  # threads gone or not held: forgotten
+        _HELD[folder] = {t: h for t, h in _HELD[folder].items() if t in got and h.data is got[t][1]}
     for tid in sorted(got):
         e, data = got[tid]
         if in_project(e.project, project):
-            rows.add(tid, np.frombuffer(data, dtype))
+            rows.add(tid, np.frombuffer(data, dtype), folder)
     rows.missing = sum(1 for tid in behind if _in_scope(store, tid, got.get(tid), project))
     return rows
 
@@ -914,26 +978,29 @@ def nearest_covered(
         return [], rows.missing
     # Threads in id order, records in seq order: the concatenation is in (thread id, seq)
     # order, so a stable sort by score breaks ties by it.
-    scores = np.concatenate(
-        [np.round((r["vec"].astype(np.float32) @ q).astype(np.float64), 6) for r in rows.records]
-    )
-    owner = np.repeat(np.arange(len(rows.threads)), [len(r) for r in rows.records])
-    records = np.concatenate(rows.records)
+    scores = np.concatenate([np.round((w @ q).astype(np.float64), 6) for w in rows.wide])
+    sizes = [len(r) for r in rows.records]
+    owner = np.repeat(np.arange(len(rows.threads)), sizes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     if k < len(scores):
         floor = np.partition(scores, len(scores) - k)[len(scores) - k]
         candidates = np.flatnonzero(scores >= floor)
     else:
         candidates = np.arange(len(scores))
     order = candidates[np.argsort(-scores[candidates], kind="stable")][:k]
-    found = [
-        (
-            rows.threads[int(owner[i])],
-            int(records["seq"][i]),
-            float(scores[i]),
-            int(records["kind"][i]),
-            int(records["role"][i]),
+    found = []
+    for i in order:
+        if scores[i] <= 0:
+            continue
+        t = int(owner[i])
+        record = rows.records[t][int(i - starts[t])]
+        found.append(
+            (
+                rows.threads[t],
+                int(record["seq"]),
+                float(scores[i]),
+                int(record["kind"]),
+                int(record["role"]),
+            )
         )
-        for i in order
-        if scores[i] > 0
-    ]
     return found, rows.missing

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from continuity import frames as fr
 from continuity.cli.app import app
 from continuity.errors import ModelError, ThreadNotFound
-from continuity.retrieval import search as retrieval
+from continuity.retrieval import search as retrieval, vectors
 from continuity.retrieval.embedders import StaticEmbedder
 from continuity.retrieval.fusion import SEMANTIC_WEIGHT, fuse, fused_hits, fused_search
 from continuity.retrieval.models import MODEL_FILES, fetch_model, model_folder, resolve_model
@@ -506,3 +506,22 @@ def test_a_first_fused_search_reports_its_embedding_and_a_current_cache_reports_
     store.thread("c").append(fr.message("user", "the sql storage grew"))
     retrieval.search(store, "storage database", k=3, embedder=model, embedding=how)
     assert heard == [(0, 1), (1, 1)]
+
+
+@pytest.mark.parametrize("damage", [_torn, _garbage, Path.unlink, _grown])
+def test_records_held_in_the_process_are_not_trusted_once_their_file_changes(
+    store: Store,
+    model: StaticEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    damage: Callable[[Path], object],
+) -> None:
+    # Every file counts as settled: the records read are held, and the next search takes them
+    # from memory while the file's stat is unchanged (issue 44); a changed file is read again.
+    monkeypatch.setattr(vectors, "_RACY_NS", -(10**18))
+    want = semantic_search(store, "storage sql", model, k=10)
+    assert semantic_search(store, "storage sql", model, k=10) == want  # from what is held
+    files = cache_files(store)
+    (folder,) = {Path(n).parts[0] for n in files}
+    damage(store.cache_dir / FOLDER / folder / "a.vec")
+    assert semantic_search(store, "storage sql", model, k=10) == want
+    assert cache_files(store) == files  # the damaged file was embedded again, not skipped
