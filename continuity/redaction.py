@@ -1804,8 +1804,10 @@ _re2_engine: list[Any] = []  # [the extension module] once loaded, [None] when n
 
 def _load_re2() -> Any:
     if not _re2_engine:
-        try:
-            from re2 import _re2 as engine
+        import importlib
+
+        try:  # the extension module itself: its Set and Latin-1 options (ADR 0049)
+            engine = importlib.import_module("re2._re2")
         except ImportError:
             engine = None
         _re2_engine.append(engine)

@@ -661,10 +661,10 @@ class _Listed(NamedTuple):
 
 
 def _listing(rows: list[CatalogRow]) -> bytes | None:
-    """What ``continuity threads`` prints of ``rows`` (:func:`~continuity.cli._display.
+    """What ``continuity threads`` prints of ``rows`` (:func:`~continuity._text.
     render_threads`, as :func:`~continuity.maintenance.stats.list_threads` orders them); None
     when there is none or it holds an escape sequence (click strips them from a pipe)."""
-    from continuity.cli._display import render_threads
+    from continuity._text import render_threads
 
     if not rows:
         return None

@@ -17,9 +17,8 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from continuity.errors import CommandRefused, ContinuityError
-from continuity.store.base import BaseStore, split_lines
-from continuity.store.cold import ColdMove
+from continuity.errors import ContinuityError
+from continuity.store.base import BaseStore, ColdMove, split_lines
 
 __all__ = [
     "DEFAULT_KEEP_FRAMES",
@@ -81,25 +80,20 @@ def plan_tier(
     keep_frames: int = DEFAULT_KEEP_FRAMES,
 ) -> TierPlan | None:
     """The stretch of ``thread_id``'s log that is cold now (None when nothing is)."""
-    from continuity.store.jsonl import JsonlThread
-
     if keep_frames < 0:
         raise ValueError(f"keep_frames must be 0 or more, not {keep_frames}")
     thread = store.existing_thread(thread_id)
-    if not isinstance(thread, JsonlThread):
-        raise CommandRefused(
-            f"{type(store).__name__} has no cold tier: it is the folder store's (ADR 0057)"
-        )
-    head = thread.head()
-    if head is None:
-        return None
-    last_allowed = head.seq - keep_frames
-    cutoff = now_ms - older_than_ms
-    cold = thread.cold_end()
-    log = thread.open_log()
+    log = thread.open_log() if thread.has_cold_tier else None
     if log is None:
+        thread.move_to_cold(0)  # a backend without a cold tier refuses, saying so
         return None
     with log:
+        head = thread.head()
+        if head is None:
+            return None
+        last_allowed = head.seq - keep_frames
+        cutoff = now_ms - older_than_ms
+        cold = thread.cold_end()
         first: int | None = None
         last = -1
         end = cold
@@ -135,8 +129,6 @@ def tier_threads(
 ) -> list[Tiered]:
     """Move the cold stretch of each thread's log into the cold tier (see :func:`plan_tier`);
     a stretch under ``min_bytes`` is left for later. ``on_thread`` hears each one as it is done."""
-    from continuity.store.jsonl import JsonlThread
-
     done: list[Tiered] = []
     for tid in thread_ids:
         plan = plan_tier(
@@ -144,9 +136,7 @@ def tier_threads(
         )
         moved = None
         if plan is not None and plan.bytes >= min_bytes and not dry_run:
-            thread = store.thread(tid)
-            assert isinstance(thread, JsonlThread)
-            moved = thread.move_to_cold(plan.end)
+            moved = store.thread(tid).move_to_cold(plan.end)
         result = Tiered(plan, moved)
         done.append(result)
         if on_thread is not None:

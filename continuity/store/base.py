@@ -171,6 +171,17 @@ class Tombstone(msgspec.Struct, frozen=True, kw_only=True):
     time_ms: int
 
 
+class ColdMove(msgspec.Struct, frozen=True):
+    """What one move into a log's cold tier did (ADR 0057): its bytes ``[start, end)`` are now
+    in a compressed segment of ``stored`` bytes; ``not_freed`` says why their disk blocks stay,
+    if they do."""
+
+    start: int
+    end: int
+    stored: int
+    not_freed: str | None = None
+
+
 class DeletionReport(msgspec.Struct, frozen=True, kw_only=True):
     """What :meth:`BaseStore.delete_thread` did: the tombstone it wrote (or found, when the
     deletion was finished by a second run) and the artifact ids the log referenced (those no
@@ -590,6 +601,23 @@ class Thread(ABC):
         """Append one frame or a batch, all or nothing; return the seqs given to the caller's
         frames. ``expected_seq`` is the seq the first of them must get (else :class:`SeqConflict`).
         """
+
+    has_cold_tier: bool = False
+    """Whether this backend keeps a cold tier (ADR 0057): the folder store's threads do."""
+
+    def cold_end(self) -> int:
+        """How many bytes at the start of the log are in its cold tier (ADR 0057); 0 for a
+        backend without one."""
+        return 0
+
+    def move_to_cold(self, upto: int) -> ColdMove:
+        """Move the log's bytes from the end of its cold tier up to ``upto`` into compressed
+        segments (ADR 0057): the folder store's; any other backend refuses."""
+        from continuity.errors import CommandRefused
+
+        raise CommandRefused(
+            f"{type(self.store).__name__} has no cold tier: it is the folder store's (ADR 0057)"
+        )
 
     def append_sealed(self, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
         """Store lines sealed elsewhere as they are (``continuity migrate``: a log moved between

@@ -38,6 +38,7 @@ import msgspec
 from continuity import frames as fr
 from continuity._fs import fsync_dir, private_dirs
 from continuity.errors import CorruptFrame
+from continuity.store.base import ColdMove
 
 __all__ = [
     "BLOCK",
@@ -92,16 +93,6 @@ def cold_dir(log_path: Path) -> Path:
 
 def segment_name(start: int, end: int) -> str:
     return f"{start:015d}-{end:015d}{SUFFIX}"
-
-
-class ColdMove(msgspec.Struct, frozen=True):
-    """What one move into the cold tier did: the log's bytes ``[start, end)`` are now in a
-    segment of ``stored`` bytes; ``not_freed`` says why their disk blocks stay, if they do."""
-
-    start: int
-    end: int
-    stored: int
-    not_freed: str | None = None
 
 
 class Segment(msgspec.Struct, frozen=True):

@@ -45,6 +45,7 @@ from continuity.errors import (
 from continuity.store.artifacts import FileArtifactStore
 from continuity.store.base import (
     BaseStore,
+    ColdMove,
     DeletionReport,
     Head,
     LogReader,
@@ -62,7 +63,6 @@ from continuity.store.base import (
     validate_thread_id,
 )
 from continuity.store.cold import (
-    ColdMove,
     ColdReader,
     check_segment,
     cold_dir,
@@ -96,6 +96,8 @@ def _probe_line(line: bytes) -> fr.Envelope | None:
 
 class JsonlThread(Thread):
     """A thread stored as ``threads/<id>.jsonl``."""
+
+    has_cold_tier = True
 
     def __init__(self, store: Store, thread_id: str) -> None:
         super().__init__(thread_id)

@@ -165,25 +165,3 @@ def test_bench_search_fixtures_runs_and_reports_every_row() -> None:
         fresh.median / rows["baseline: python -c 'import continuity'"].median
     )
     assert rows["search() in-process (warm)"].n == 2
-
-
-@pytest.mark.slow
-@pytest.mark.agents
-def test_bench_agent_overhead_runs_the_real_cli_in_each_world(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CONTINUITY_BENCH_DIR", str(tmp_path / "bench"))
-    bench = _tool("tools.bench.bench_agent_overhead")
-    exes, notes = bench.available(["claude-code"])
-    if not exes:
-        pytest.skip(f"no cached Claude Code CLI: {notes}")
-    report = bench.run(rounds=1, names=("claude-code",), turns=1)
-    rows = {r.metric: r for r in report.rows}
-    for what in ("wall", "CPU"):
-        base = rows[f"claude-code: session {what}, without"]
-        assert base.median > 0 and base.n == 1
-        for world in ("hooks", "hooks + MCP"):
-            row = rows[f"claude-code: session {what}, {world}"]
-            assert row.baseline == "without"
-            assert row.ratio == pytest.approx(row.median / base.median)
-    assert len(rows) == 6

@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "continuity.summary",
             "continuity.paths",
             "continuity._fs",
+            "continuity._text",
             "continuity._version",
             "continuity._install",
             "continuity.redaction",

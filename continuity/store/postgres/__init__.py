@@ -274,7 +274,7 @@ class PostgresThread(Thread):
                 except StoreRefused as exc:  # the guard's failure, as the store maps it
                     if _MOVED not in str(exc):
                         raise
-                known = known._replace(solo=False)  # someone else writes this thread too
+                known = _Known(known.state, False)  # someone else writes this thread too
             with self._db.pipelined(durable=sync) as conn:
                 state = self._lock(conn, clock)
                 after = self._write(conn, state, seal, clock)
