@@ -456,6 +456,7 @@ def test_model_show_and_use_read_no_tensor(
     assert shown.exit_code == 0, shown.output
     assert f"id: {minilm.id}" in shown.output and "dim: 384" in shown.output
     store = tmp_path / "store"
+    assert runner.invoke(app, ["--store", str(store), "init"]).exit_code == 0
     used = runner.invoke(app, ["--store", str(store), "model", "use", str(folder)])
     assert used.exit_code == 0, used.output
     assert minilm.id in used.output
