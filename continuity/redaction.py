@@ -850,29 +850,55 @@ def _machine_made(segment: str) -> bool:
 
 
 def _plain_json(run: str) -> bool:
-    """Whether ``run`` is base64 of a JSON object none of whose strings looks random (a
-    cursor, a state: data that names things; a Grafana key's ``{"k":"<random>"…}`` is not)."""
+    """Whether ``run`` is base64 of a JSON object — or of a msgpack map or array (a LangGraph
+    checkpoint value as its saver keeps it, whose strings its serializer redacted already) —
+    none of whose strings looks random (a cursor, a state: data that names things; a Grafana
+    key's ``{"k":"<random>"…}`` is not)."""
     try:
-        value = json.loads(
-            binascii.a2b_base64(run.translate(_FROM_URLSAFE) + "=" * (-len(run) % 4))
-        )
+        raw = binascii.a2b_base64(run.translate(_FROM_URLSAFE) + "=" * (-len(run) % 4))
     except (binascii.Error, ValueError):
         return False
-    if not isinstance(value, dict):
+    try:
+        value: Any = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        value = _msgpack_container(raw)
+    if not isinstance(value, dict | list) or not value:
         return False
     stack: list[Any] = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
+            stack.extend(item.keys())
             stack.extend(item.values())
-        elif isinstance(item, list):
+        elif isinstance(item, list | tuple):
             stack.extend(item)
+        elif isinstance(item, bytes) and len(item) > 2:
+            inner = _msgpack_container(item)
+            if inner is None:
+                return False  # opaque bytes inside: not data that names things
+            stack.append(inner)
         elif isinstance(item, str) and random_run(item):
             return False
     return True
 
 
+def _msgpack_container(raw: bytes) -> Any:
+    """``raw`` as one whole msgpack map or array (its extension types' bytes kept as bytes),
+    else None."""
+    if not raw or not (0x80 <= raw[0] <= 0x9F or raw[0] in (0xDC, 0xDD, 0xDE, 0xDF)):
+        return None
+    import msgspec
+
+    try:
+        return msgspec.msgpack.decode(raw, ext_hook=lambda _code, data: bytes(data))
+    except (msgspec.DecodeError, ValueError, TypeError, UnicodeDecodeError):
+        return None
+
+
 _FROM_URLSAFE: Final = str.maketrans("-_", "+/")
+_MSGPACK_CONTAINER_B64: Final = frozenset("ghijklmn3")
+"""The first base64 character of a msgpack map or array (fixmap/fixarray 0x80-0x9f: g-n;
+array/map 16/32 0xdc-0xdf: 3)."""
 
 
 def _random_hex(value: str) -> bool:
@@ -996,7 +1022,7 @@ class _RandomTokenRule(RedactionRule):
             return False
         if not random_run(run):
             return False
-        if run.startswith("eyJ") and _plain_json(run):
+        if (run.startswith("eyJ") or run[:1] in _MSGPACK_CONTAINER_B64) and _plain_json(run):
             return False
         segments = [g for g in re.split(r"[^A-Za-z0-9]+", body) if len(g) >= 12 and not _hexish(g)]
         if sum(len(g) for g in segments if _machine_made(g)) < min(16, len(body)):

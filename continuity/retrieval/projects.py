@@ -59,6 +59,8 @@ def in_project(stored: str | None, scope: str | None) -> bool:
         return True
     if not stored:
         return False
+    if stored == scope:  # as written, whatever it is (a project named, not a path)
+        return True
     wanted = project_scope(scope)
     assert wanted is not None
     for have in _forms(stored) if stored.startswith("/") or os.path.isabs(stored) else (stored,):

@@ -146,7 +146,7 @@ def test_model_show_names_the_engine(
 ) -> None:
     got = CliRunner().invoke(app, ["model", "show", str(folder)])
     assert got.exit_code == 0, got.output
-    assert "engine: onnxruntime (fp32; the same vectors as numpy)" in got.output
+    assert "engine: numpy for a query or a few texts, onnxruntime once a run is long" in got.output
     monkeypatch.setenv("CONTINUITY_ENGINE", "numpy")
     got = CliRunner().invoke(app, ["model", "show", str(folder)])
     assert "engine: numpy" in got.output
