@@ -150,6 +150,20 @@ def main() -> None:
         sys.exit(130)
 
 
+def _fast_path(module: str, name: str) -> None:
+    """Run ``module.name`` on the command line and exit with its code; return when it leaves
+    the command to typer (``typing_extensions`` unblocked again: typer needs it; opening a
+    PostgreSQL store may have lifted the block already, psycopg needs it too)."""
+    import importlib
+
+    blocked = _without_typing_extensions()
+    code = getattr(importlib.import_module(module), name)(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    if blocked and sys.modules.get("typing_extensions") is None:
+        sys.modules.pop("typing_extensions", None)
+
+
 def _main() -> None:
     # numpy's OpenBLAS starts a thread per core when it loads (60 ms of a 2-core machine's
     # start-up); the CLI's few small products never use them. A user's setting wins.
@@ -166,39 +180,17 @@ def _main() -> None:
 
         sys.stdout.write(version_line() + "\n")
         sys.exit(0)
-    if "threads" in sys.argv[1:5]:
-        # A listing of every thread: answered from the catalog alone, before typer, when one
-        # stat a log shows the store is as the last full listing left it.
-        blocked = _without_typing_extensions()
-        from continuity.cli.fast_list import fast_threads
-
-        code = fast_threads(sys.argv[1:])
-        if code is not None:
-            sys.exit(code)
-        if blocked and sys.modules.get("typing_extensions") is None:
-            sys.modules.pop("typing_extensions", None)  # typer needs it
-    if "mcp" in sys.argv[1:4]:
-        # An MCP client waits for the server's first answer: served before typer too.
-        blocked = _without_typing_extensions()
-        from continuity.cli.fast_mcp import fast_mcp
-
-        code = fast_mcp(sys.argv[1:])
-        if code is not None:
-            sys.exit(code)
-        if blocked and sys.modules.get("typing_extensions") is None:
-            sys.modules.pop("typing_extensions", None)  # typer needs it
-    if "search" in sys.argv[1:4]:
-        # Latency-critical too: a plain search runs before typer is imported (60-70 ms).
-        blocked = _without_typing_extensions()
-        from continuity.cli.fast_search import fast_search
-
-        code = fast_search(sys.argv[1:])
-        if code is not None:
-            sys.exit(code)
-        if blocked and sys.modules.get("typing_extensions") is None:
-            # typer needs it: the typer command runs after all (opening a PostgreSQL store may
-            # have lifted the block already: psycopg needs it too)
-            sys.modules.pop("typing_extensions", None)
+    # Latency-critical commands answered before typer is imported (60-70 ms) when their
+    # command line is plain: a listing of every thread from the catalog alone, when one stat a
+    # log shows the store is as the last full listing left it; an MCP server, whose client
+    # waits for its first answer; a search. Each returns None to leave it to the typer command.
+    for word, within, module, name in (
+        ("threads", 5, "continuity.cli.fast_list", "fast_threads"),
+        ("mcp", 4, "continuity.cli.fast_mcp", "fast_mcp"),
+        ("search", 4, "continuity.cli.fast_search", "fast_search"),
+    ):
+        if word in sys.argv[1:within]:
+            _fast_path(module, name)
     # The collector stays off while typer, rich and the app are imported and built (objects that
     # live as long as the process: 4-5 ms of a command's start-up); the root's callback turns it
     # back on before the command runs (continuity.cli.app). Help and usage errors exit without.
