@@ -1,19 +1,21 @@
 """The LangGraph checkpoint saver: whether its calls stay flat as a thread's checkpoints grow.
 
     python -m tools.bench.bench_langgraph [--sizes 100,100000] [--repeats 50] [--quick] [--json]
-    python -m tools.bench.bench_langgraph --turns 300 [--json]
+    python -m tools.bench.bench_langgraph --turns 300 [--durability async|sync|exit] [--json]
 
 ``--turns N``: an agent loop instead, side by side with LangGraph's ``SqliteSaver`` (issue 27):
 the same tool-calling graph (a scripted model that calls a tool, then answers: four messages a
-turn) runs N turns on a ``ContinuitySaver`` over a JSONL store with its default durability
-(an fsync per batch) and on a ``SqliteSaver`` file (its default: WAL, a commit per call), in one
-process, the two interleaved turn by turn (the order alternating), LangGraph's default
-durability for both. Reported: the median turn of each, the median of the per-turn ratios, and
-the first 50 and last 50 turns of each (target: ratio <= 1.3); how much continuity's turn grows
-from the first 50 turns to the last against how much SQLite's does (the graph's own work grows
-with the conversation, whoever stores it: flat is within 1.2x of SQLite's growth); and the log
-syncs continuity makes a turn (``os.fdatasync`` and ``os.fsync`` calls counted; SQLite's own,
-inside its C library, are not: ``strace -f -c`` counts them, about 9 a turn).
+turn) runs N turns on a ``ContinuitySaver`` over a JSONL store with its default durability (a
+sync per put; in an ``async`` or ``exit`` run a task's writes ride on the next put's sync, ADR
+0065) and on a ``SqliteSaver`` file (its default: WAL, a commit and its sync per call), in one
+process, the two interleaved turn by turn (the order alternating), with the same LangGraph
+durability for both (``--durability``; LangGraph's default, ``async``). Reported: the median
+turn of each, the median of the per-turn ratios, and the first 50 and last 50 turns of each
+(target: ratio <= 1.3); how much continuity's turn grows from the first 50 turns to the last
+against how much SQLite's does (the graph's own work grows with the conversation, whoever
+stores it: flat is within 1.2x of SQLite's growth); and the log syncs continuity makes a turn
+(``os.fdatasync`` and ``os.fsync`` calls counted; SQLite's own, inside its C library, are not:
+``strace -f -c`` counts them, about 9 a turn).
 
 One LangGraph thread is filled with ``N`` checkpoints through ``ContinuitySaver.put``, each as a
 graph step makes it: a ``step`` channel that changes every time, a ``messages`` channel of two
@@ -220,14 +222,15 @@ def _agent_graph(saver: Any) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-def run_turns(turns: int = 300) -> Report:
-    """The agent loop side by side with SqliteSaver (see the module's docstring)."""
+def run_turns(turns: int = 300, durability: str = "async") -> Report:
+    """The agent loop side by side with SqliteSaver (see the module's docstring), both graphs
+    invoked with LangGraph's ``durability`` (its default: ``"async"``)."""
     import sqlite3
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     started = time.perf_counter()
-    report = Report("bench_langgraph --turns", {"turns": turns})
+    report = Report("bench_langgraph --turns", {"turns": turns, "durability": durability})
     config: RunnableConfig = {"configurable": {"thread_id": THREAD}}
     with work_dir("langgraph-turns") as folder:
         ours = ContinuitySaver(Store(folder / "continuity", create=True))
@@ -244,7 +247,7 @@ def run_turns(turns: int = 300) -> Report:
                 for name in order:
                     syncs.counting = name == "continuity"
                     start = time.perf_counter_ns()
-                    graphs[name].invoke(question, config)
+                    graphs[name].invoke(question, config, durability=durability)
                     times[name].append((time.perf_counter_ns() - start) / 1e9)
                 if (i + 1) % 50 == 0:
                     log(f"  {i + 1} turns")
@@ -276,9 +279,10 @@ def run_turns(turns: int = 300) -> Report:
     )
     report.rows.append(Row("continuity: log syncs a turn", syncs.calls / turns, "syncs"))
     report.notes.append(
-        "paired in one process, turns interleaved with the order alternating; LangGraph's default "
-        "durability (async); JSONL store with its default durability (a sync per put, a task's "
-        "writes riding on it), SqliteSaver with its own (WAL, a commit and its sync per call)"
+        f"paired in one process, turns interleaved with the order alternating; LangGraph's "
+        f"durability {durability!r}; JSONL store with its default durability (a sync per put; "
+        "a task's writes ride on it unless the run is 'sync'), SqliteSaver with its own (WAL, a "
+        "commit and its sync per call)"
     )
     report.seconds = time.perf_counter() - started
     return report
@@ -321,9 +325,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--turns", type=int, default=0, help="an agent loop of this many turns vs SqliteSaver"
     )
+    parser.add_argument(
+        "--durability",
+        choices=("async", "sync", "exit"),
+        default="async",
+        help="LangGraph's durability for --turns (its default: async)",
+    )
     args = parser.parse_args(argv)
     if args.turns:
-        emit([run_turns(args.turns)], args.json)
+        emit([run_turns(args.turns, args.durability)], args.json)
         return
     sizes = tuple(max(10, n // 10) for n in args.sizes) if args.quick else args.sizes
     emit([run(sizes=sizes, repeats=args.repeats, seed=args.seed)], args.json)
