@@ -338,12 +338,13 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         """Store a task's writes for a checkpoint: one record (values over 4 KiB as artifacts).
         A write already stored for ``(task_id, idx)`` is kept, as LangGraph's savers do.
 
-        In a graph run with ``durability="async"`` (LangGraph's default) or ``"exit"``, a
-        task's writes are appended without a sync of their own: the sync of the checkpoint
-        put after them makes them durable with it (one sync a step, ADR 0065); an error, an
-        interrupt, a resume or a scheduled write is synced at once, as is every write of a
-        ``durability="sync"`` run or of a call made outside a graph run. Either way the write
-        is in the log (every reader sees it, a killed process loses nothing) when the call
+        In a graph run with ``durability="async"`` (LangGraph's default), a task's writes are
+        appended without a sync of their own: the sync of the checkpoint put after the step
+        makes them durable with it (one sync a step, ADR 0065); an error, an interrupt, a
+        resume or a scheduled write is synced at once, as is every write of a ``"sync"`` or
+        ``"exit"`` run (an ``"exit"`` run stores its pending writes after its last put) or of a
+        call made outside a graph run. Either way the write is in the log (every reader sees
+        it, a killed process loses nothing) when the call
         returns."""
         tid = self._thread_of(config)
         configurable = config["configurable"]
@@ -556,13 +557,12 @@ default, ``"async"``) and its runtime (absent: a call made outside a graph run).
 
 def _sync_deferred(configurable: Mapping[str, Any], writes: Sequence[tuple[str, Any]]) -> bool:
     """Whether a ``put_writes`` may leave its sync to the next put's (ADR 0065): a task's
-    ordinary writes in a graph run whose durability is ``"async"`` or ``"exit"``. LangGraph
-    waits for no ``put_writes`` before the next step in any mode; ``"async"`` accepts that a
-    crash during the run loses what was not yet written. The special writes (an error, an
-    interrupt, a resume, a scheduled task) may end a run with no put after them: synced."""
-    if _RUNTIME not in configurable:
-        return False
-    if configurable.get(_DURABILITY, "async") not in ("async", "exit"):
+    ordinary writes in a graph run with ``durability="async"``, where a checkpoint is put after
+    every step and LangGraph accepts that a crash during the run loses what was not yet
+    written. Not in a ``"sync"`` run, nor an ``"exit"`` one (its pending writes come after its
+    last put), nor outside a run; never the special writes (an error, an interrupt, a resume,
+    a scheduled task), which can end a run with no put after them."""
+    if _RUNTIME not in configurable or configurable.get(_DURABILITY, "async") != "async":
         return False
     return not any(channel in WRITES_IDX_MAP for channel, _value in writes)
 

@@ -236,3 +236,27 @@ def test_a_writer_killed_mid_turn_leaves_a_history_a_new_process_resumes(
     chain = [tup.checkpoint["id"] for tup in saver.list(config("t"))]
     assert last.checkpoint["id"] in chain
     saver.close()
+
+
+@pytest.mark.parametrize(
+    ("durability", "synced"),
+    [(None, False), ("async", False), ("sync", True), ("exit", True)],
+)
+def test_which_run_leaves_a_tasks_writes_to_the_next_puts_sync(
+    tmp_path: Path, syncs: list[tuple[str, int]], durability: str | None, synced: bool
+) -> None:
+    """Only an ``async`` run (LangGraph's default) puts a checkpoint after a step's writes; an
+    ``exit`` run stores its pending writes after its last put, so they are synced at once."""
+    saver = ContinuitySaver(Store(tmp_path / "s", create=True))
+    _ask(tool_graph(saver), 0)
+    latest = saver.get_tuple(config("t"))
+    assert latest is not None
+    configurable = {**latest.config["configurable"], "__pregel_runtime": object()}
+    if durability is not None:
+        configurable["__pregel_durability"] = durability
+    syncs.clear()
+    saver.put_writes({"configurable": configurable}, [("messages", [])], "a-task")
+    assert bool(syncs) is synced
+    saver.close()  # what still waits is synced on close
+    log = tmp_path / "s" / "threads" / "t.jsonl"
+    assert syncs[-1] == ("t.jsonl", log.stat().st_size)

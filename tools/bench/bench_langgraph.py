@@ -6,16 +6,16 @@
 ``--turns N``: an agent loop instead, side by side with LangGraph's ``SqliteSaver`` (issue 27):
 the same tool-calling graph (a scripted model that calls a tool, then answers: four messages a
 turn) runs N turns on a ``ContinuitySaver`` over a JSONL store with its default durability (a
-sync per put; in an ``async`` or ``exit`` run a task's writes ride on the next put's sync, ADR
-0065) and on a ``SqliteSaver`` file (its default: WAL, a commit and its sync per call), in one
-process, the two interleaved turn by turn (the order alternating), with the same LangGraph
-durability for both (``--durability``; LangGraph's default, ``async``). Reported: the median
-turn of each, the median of the per-turn ratios, and the first 50 and last 50 turns of each
-(target: ratio <= 1.3); how much continuity's turn grows from the first 50 turns to the last
-against how much SQLite's does (the graph's own work grows with the conversation, whoever
-stores it: flat is within 1.2x of SQLite's growth); and the log syncs continuity makes a turn
-(``os.fdatasync`` and ``os.fsync`` calls counted; SQLite's own, inside its C library, are not:
-``strace -f -c`` counts them, about 9 a turn).
+sync per put; in an ``async`` run a task's writes ride on the next put's sync, ADR 0065) and on
+a ``SqliteSaver`` file (its default: WAL, a commit and its sync per call), in one process, the
+two interleaved turn by turn (the order alternating), with the same LangGraph durability for
+both (``--durability``; LangGraph's default, ``async``). Reported: the median turn of each, the
+median of the per-turn ratios, and the first 50 and last 50 turns of each (target: ratio <=
+1.3); how much continuity's turn grows from the first 50 turns to the last against how much
+SQLite's does (the graph's own work grows with the conversation, whoever stores it: flat is
+within 1.2x of SQLite's growth); and the log syncs continuity makes a turn (``os.fdatasync`` and
+``os.fsync`` calls counted; SQLite's own, inside its C library, are not: ``strace -f -c`` counts
+them, about 9 a turn).
 
 One LangGraph thread is filled with ``N`` checkpoints through ``ContinuitySaver.put``, each as a
 graph step makes it: a ``step`` channel that changes every time, a ``messages`` channel of two
@@ -281,7 +281,7 @@ def run_turns(turns: int = 300, durability: str = "async") -> Report:
     report.notes.append(
         f"paired in one process, turns interleaved with the order alternating; LangGraph's "
         f"durability {durability!r}; JSONL store with its default durability (a sync per put; "
-        "a task's writes ride on it unless the run is 'sync'), SqliteSaver with its own (WAL, a "
+        "a task's writes ride on it in an 'async' run), SqliteSaver with its own (WAL, a "
         "commit and its sync per call)"
     )
     report.seconds = time.perf_counter() - started
