@@ -344,8 +344,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         resume or a scheduled write is synced at once, as is every write of a ``"sync"`` or
         ``"exit"`` run (an ``"exit"`` run stores its pending writes after its last put) or of a
         call made outside a graph run. Either way the write is in the log (every reader sees
-        it, a killed process loses nothing) when the call
-        returns."""
+        it, a killed process loses nothing) when the call returns."""
         tid = self._thread_of(config)
         configurable = config["configurable"]
         ns = str(configurable.get("checkpoint_ns") or "")
