@@ -153,17 +153,17 @@ class OwnWrites:
 
     LangGraph can append a task's writes for a checkpoint before that checkpoint's ``put``
     (``durability="async"`` runs both in the background), so the writes of a key must be kept
-    from before the key's checkpoint is known. A key forgotten to bound memory is remembered
-    as forgotten (its writes are then read from the log again); past :data:`FORGOTTEN` of
-    those the thread answers from the log only."""
+    from before the key's checkpoint is known. A key dropped to bound memory is remembered as
+    dropped (its reads go to the log again); past :data:`FORGOTTEN` of those, or for a thread
+    whose writes were dropped whole (``given_up``), every read goes to the log."""
 
-    KEYS = 64
-    FORGOTTEN = 100_000
+    KEYS = 16
+    FORGOTTEN = 10_000
 
-    def __init__(self) -> None:
+    def __init__(self, *, given_up: bool = False) -> None:
         self.by_key: dict[str, list[Record]] = {}
         self.forgotten: set[str] = set()
-        self.given_up = False
+        self.given_up = given_up
 
     def add(self, key: str, rec: Record) -> None:
         if self.given_up:
@@ -182,7 +182,7 @@ class OwnWrites:
 
     def of(self, key: str) -> list[Record] | None:
         """The writes of ``key`` this process appended, oldest first; None when it may have
-        forgotten some."""
+        dropped some."""
         if self.given_up or key in self.forgotten:
             return None
         return list(self.by_key.get(key, ()))

@@ -260,3 +260,17 @@ def test_which_run_leaves_a_tasks_writes_to_the_next_puts_sync(
     saver.close()  # what still waits is synced on close
     log = tmp_path / "s" / "threads" / "t.jsonl"
     assert syncs[-1] == ("t.jsonl", log.stat().st_size)
+
+
+def test_a_thread_whose_writes_were_dropped_from_memory_reads_them_from_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import continuity.integrations._langgraph_threads as threads
+
+    monkeypatch.setattr(threads, "WRITES_KEPT", 1)  # one thread's writes kept at a time
+    saver = ContinuitySaver(Store(tmp_path / "s", create=True))
+    _interrupting(saver).invoke({"messages": [HumanMessage("hi", id="h0")]}, config("t"))
+    want = ContinuitySaver(Store(tmp_path / "s")).get_tuple(config("t"))
+    assert want is not None and want.pending_writes
+    _ask(tool_graph(saver), 1, "u")  # the writes of u push t's out
+    _same(saver.get_tuple(config("t")), want)
