@@ -21,9 +21,10 @@ from typing import Any
 
 from continuity import frames as fr
 from continuity.context.records import Record, RecordView
+from continuity.integrations._langgraph_log import checkpoint_key
 from continuity.store.base import Thread
 
-__all__ = ["Known", "Memo", "Unknown"]
+__all__ = ["Known", "Memo", "OwnWrites", "Unknown"]
 
 
 class Unknown(LookupError):
@@ -78,6 +79,9 @@ class Known:
         self.head_seq = head_seq
         self.answers = answers
         self.own: set[str] = set()
+        self.fresh: set[str] = set()
+        """Checkpoint keys put in a graph run since the memo began: LangGraph made their ids
+        for that put, so the log holds no record of them from before (ADR 0065)."""
 
     @property
     def last_seq(self) -> int:
@@ -97,6 +101,27 @@ class Known:
 
     def records(self, *_args: Any, **_kwargs: Any) -> Iterator[Record]:
         raise Unknown("records")
+
+    def checkpoint(self, ns: str, checkpoint_id: str | None) -> Record | None:
+        """The record of checkpoint ``checkpoint_id`` of ``ns`` (its namespace's latest when
+        None) when this process put it in a graph run since the memo began (so no tombstone
+        and no other writer came after it: it is visible, the latest pointer of its
+        namespace is the newest one, and every write of it is this process's); None when the
+        memo cannot vouch for it."""
+        if checkpoint_id is None:
+            pointer = self.answers.get(("langgraph.latest", ns))
+            if pointer is None:
+                return None
+            checkpoint_id = str(pointer.data["id"])
+        else:
+            pointer = None
+        key = checkpoint_key(ns, checkpoint_id)
+        if key not in self.fresh:
+            return None
+        rec = self.answers.get(("langgraph.checkpoint", key))
+        if rec is None or (pointer is not None and rec.seq != pointer.seq - 1):
+            return None  # a pointer comes right after its record, in the put's batch
+        return rec
 
     def read(self, seq: int) -> Record:
         raise Unknown("read")
@@ -119,3 +144,45 @@ class Known:
                 self.own.add(frame.key)
         self.head_seq = given.stop - 1
         return True
+
+
+class OwnWrites:
+    """The ``langgraph.writes`` records this process appended to one thread, by checkpoint
+    key, oldest first (the newest :data:`KEYS` keys), so a ``get_tuple`` answered from the memo
+    has its checkpoint's pending writes without reading the log (ADR 0065).
+
+    LangGraph can append a task's writes for a checkpoint before that checkpoint's ``put``
+    (``durability="async"`` runs both in the background), so the writes of a key must be kept
+    from before the key's checkpoint is known. A key dropped to bound memory is remembered as
+    dropped (its reads go to the log again); past :data:`FORGOTTEN` of those, or for a thread
+    whose writes were dropped whole (``given_up``), every read goes to the log."""
+
+    KEYS = 16
+    FORGOTTEN = 10_000
+
+    def __init__(self, *, given_up: bool = False) -> None:
+        self.by_key: dict[str, list[Record]] = {}
+        self.forgotten: set[str] = set()
+        self.given_up = given_up
+
+    def add(self, key: str, rec: Record) -> None:
+        if self.given_up:
+            return
+        kept = self.by_key.pop(key, [])
+        kept.append(rec)
+        self.by_key[key] = kept  # the most recently written key last
+        if len(self.by_key) > self.KEYS:
+            for old in list(self.by_key)[: self.KEYS // 2]:
+                del self.by_key[old]
+                self.forgotten.add(old)
+            if len(self.forgotten) > self.FORGOTTEN:
+                self.by_key.clear()
+                self.forgotten.clear()
+                self.given_up = True
+
+    def of(self, key: str) -> list[Record] | None:
+        """The writes of ``key`` this process appended, oldest first; None when it may have
+        dropped some."""
+        if self.given_up or key in self.forgotten:
+            return None
+        return list(self.by_key.get(key, ()))

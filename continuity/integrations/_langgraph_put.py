@@ -46,6 +46,8 @@ class CheckpointPut:
     checkpoint: Checkpoint
     metadata: CheckpointMetadata
     new_versions: ChannelVersions
+    fresh: bool = False
+    """Put by a graph run, which made the checkpoint's id for it (no record of it is older)."""
 
 
 class CheckpointWriter:
@@ -123,6 +125,8 @@ class CheckpointWriter:
                 answers = Known(thread, head.seq, memo.answers)
         given = thread.append(batch, expected_seq=head.seq + 1)
         if self.store.redactor is None and answers.appended(given, batch):
+            if put.fresh:
+                answers.fresh.add(lg.checkpoint_key(put.ns, put.checkpoint["id"]))
             self.known[thread.id] = answers
         if after is not None:
             self.mirrors[thread.id] = after

@@ -79,10 +79,17 @@ class CheckpointReader:
         return self.serde.loads_typed(lg.from_typed(rec.data["metadata"]))
 
     def checkpoint_tuple(
-        self, cuts: lg.Cuts, tid: str, rec: Record, metadata: Any = None
+        self,
+        cuts: lg.Cuts | None,
+        tid: str,
+        rec: Record,
+        metadata: Any = None,
+        *,
+        writes: list[dict[str, Any]] | None = None,
     ) -> CheckpointTuple:
         """The tuple of a visible checkpoint record of LangGraph thread ``tid`` (``metadata``:
-        when the caller has read it already)."""
+        when the caller has read it already), its pending writes read through ``cuts``, or
+        ``writes`` (the data of its visible ``langgraph.writes`` records, oldest first)."""
         data = rec.data
         ns, cid = data["ns"], data["id"]
         checkpoint = self.serde.loads_typed(lg.from_typed(data["checkpoint"]))
@@ -99,7 +106,11 @@ class CheckpointReader:
             checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
             metadata=metadata,
             parent_config=lg.config_of(tid, ns, parent) if parent else None,
-            pending_writes=self.pending_writes(cuts, ns, cid),
+            pending_writes=(
+                self.pending_writes(cuts, ns, cid)
+                if cuts is not None
+                else self.pending_of(writes or [])
+            ),
         )
 
     def delta_history(
@@ -143,8 +154,14 @@ class CheckpointReader:
             if rec.seq <= floor:
                 break
             calls.append(rec.data)
+        return self.pending_of(calls[::-1], channels)
+
+    def pending_of(
+        self, calls: Sequence[dict[str, Any]], channels: Set[str] | None = None
+    ) -> list[PendingWrite]:
+        """The pending writes of a checkpoint's writes records' data, oldest first."""
         stored: dict[tuple[str, int], tuple[str, str, list[str], str]] = {}
-        for call in reversed(calls):  # oldest first, as InMemorySaver keeps them
+        for call in calls:  # oldest first, as InMemorySaver keeps them
             task_id, task_path = call["task_id"], call["task_path"]
             for idx, channel, typed in call["writes"]:
                 inner = (task_id, idx)

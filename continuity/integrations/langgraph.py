@@ -49,7 +49,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 import continuity.integrations._langgraph_admin as admin
 import continuity.integrations._langgraph_log as lg
 from continuity.aio import AsyncStore
-from continuity.context.records import record_view
+from continuity.context.records import Record, record_view
 from continuity.errors import SeqConflict
 from continuity.integrations._langgraph_put import CheckpointPut, CheckpointWriter
 from continuity.integrations._langgraph_read import CheckpointReader, candidates
@@ -130,6 +130,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         refuses calls afterwards. Closing twice is fine."""
         if self._threads.closed:
             return
+        self._threads.sync()  # the writes still waiting for a put's sync
         self._threads.closed = True
         if self._owns_store:
             self.store.close()
@@ -210,16 +211,43 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         configurable = config["configurable"]
         ns = str(configurable.get("checkpoint_ns") or "")
         thread = self._threads.thread(tid)
+        wanted = get_checkpoint_id(config)
+        own = self._own_checkpoint(thread, ns, str(wanted) if wanted else None)
+        if own is not None:
+            return self._reader().checkpoint_tuple(None, tid, own[0], writes=own[1])
         if not thread.exists():
             return None
         with record_view(thread) as view:  # one index refresh for every lookup below
             cuts = lg.Cuts(view)
-            wanted = get_checkpoint_id(config)
             if wanted:
                 rec = lg.find_checkpoint(cuts, ns, str(wanted))
             else:
                 rec = next(lg.newest_checkpoints(cuts, ns), None)
             return None if rec is None else self._reader().checkpoint_tuple(cuts, tid, rec)
+
+    def _own_checkpoint(
+        self, thread: Thread, ns: str, wanted: str | None
+    ) -> tuple[Record, list[dict[str, Any]]] | None:
+        """A checkpoint this process put, with its writes, answered from what its own writes
+        left (ADR 0065) when nobody else wrote to the thread since (the log's head is still
+        the last frame this process appended): no view of the thread, whose caches the next
+        reader catches up. None when that cannot be vouched for."""
+        if self.store.redactor is not None:
+            return None
+        with self._threads.lock(thread.id):
+            known = self._threads.known.get(thread.id)
+            if known is None:
+                return None
+            rec = known.checkpoint(ns, wanted)
+            if rec is None:
+                return None
+            writes = self._threads.writes_of(thread.id).of(rec.key or "")
+            if writes is None:
+                return None
+            head = thread.head()
+            if head is None or head.seq != known.head_seq:
+                return None
+            return rec, [w.data for w in writes]
 
     def list(
         self,
@@ -282,6 +310,7 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             checkpoint=checkpoint,
             metadata=get_checkpoint_metadata(config, metadata),
             new_versions=new_versions,
+            fresh=_RUNTIME in configurable,
         )
         writer = self._writer()
         thread = self._threads.thread(tid)
@@ -295,6 +324,8 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
                 except SeqConflict:  # another process appended meanwhile: read again
                     if attempt == _RETRIES - 1:
                         raise
+            # its sync (the store's own durability) covers the writes appended before it
+            self._threads.unsynced.pop(thread.id, None)
         return lg.config_of(configurable["thread_id"], ns, checkpoint["id"])
 
     def put_writes(
@@ -305,7 +336,15 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for a checkpoint: one record (values over 4 KiB as artifacts).
-        A write already stored for ``(task_id, idx)`` is kept, as LangGraph's savers do."""
+        A write already stored for ``(task_id, idx)`` is kept, as LangGraph's savers do.
+
+        In a graph run with ``durability="async"`` (LangGraph's default), a task's writes are
+        appended without a sync of their own: the sync of the checkpoint put after the step
+        makes them durable with it (one sync a step, ADR 0065); an error, an interrupt, a
+        resume or a scheduled write is synced at once, as is every write of a ``"sync"`` or
+        ``"exit"`` run (an ``"exit"`` run stores its pending writes after its last put) or of a
+        call made outside a graph run. Either way the write is in the log (every reader sees
+        it, a killed process loses nothing) when the call returns."""
         tid = self._thread_of(config)
         configurable = config["configurable"]
         ns = str(configurable.get("checkpoint_ns") or "")
@@ -323,12 +362,21 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
             )
             stored.append([WRITES_IDX_MAP.get(channel, idx), channel, typed])
         thread = self._threads.thread(tid)
+        deferred = _sync_deferred(configurable, writes)
         with self._threads.lock(thread.id):
             self._threads.ensure(thread, tid)
             data = {"task_id": task_id, "task_path": task_path, "writes": stored}
-            frame = lg.record_frame(self.store, lg.WRITES, data, lg.checkpoint_key(ns, str(cid)))
+            key = lg.checkpoint_key(ns, str(cid))
+            frame = lg.record_frame(self.store, lg.WRITES, data, key)
             known = self._threads.known.pop(thread.id, None)
-            given = thread.append(frame)
+            given = thread.append(frame, durable=False if deferred else None)
+            if deferred:
+                self._threads.unsynced[thread.id] = thread
+            else:  # its sync covers the writes appended before it
+                self._threads.unsynced.pop(thread.id, None)
+            self._threads.writes_of(thread.id).add(
+                key, Record(seq=given.start, ts_ms=0, kind=lg.WRITES, key=key, data=data)
+            )
             if known is not None and known.appended(given, [frame]):
                 self._threads.known[thread.id] = known  # still all that was written since
 
@@ -497,6 +545,25 @@ class ContinuitySaver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self._aio.run_blocking(self.prune, thread_ids, strategy=strategy)
+
+
+_DURABILITY: Final = "__pregel_durability"
+_RUNTIME: Final = "__pregel_runtime"
+"""The configurable keys a graph run gives its saver calls (LangGraph's ``CONFIG_KEY_DURABILITY``
+and ``CONFIG_KEY_RUNTIME``, internal names): the durability it was asked for (absent: its
+default, ``"async"``) and its runtime (absent: a call made outside a graph run)."""
+
+
+def _sync_deferred(configurable: Mapping[str, Any], writes: Sequence[tuple[str, Any]]) -> bool:
+    """Whether a ``put_writes`` may leave its sync to the next put's (ADR 0065): a task's
+    ordinary writes in a graph run with ``durability="async"``, where a checkpoint is put after
+    every step and LangGraph accepts that a crash during the run loses what was not yet
+    written. Not in a ``"sync"`` run, nor an ``"exit"`` one (its pending writes come after its
+    last put), nor outside a run; never the special writes (an error, an interrupt, a resume,
+    a scheduled task), which can end a run with no put after them."""
+    if _RUNTIME not in configurable or configurable.get(_DURABILITY, "async") != "async":
+        return False
+    return not any(channel in WRITES_IDX_MAP for channel, _value in writes)
 
 
 def _meta(metadata: Any, key: str) -> Any:
