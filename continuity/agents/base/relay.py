@@ -26,7 +26,6 @@ import socket
 import sys
 import time
 from pathlib import Path
-
 from typing import TYPE_CHECKING, Any  # msgspec has imported typing already
 
 import msgspec
@@ -198,7 +197,10 @@ def ask(
         first_answer=_deadline(env, "CONTINUITY_HOOK_FIRST_ANSWER", FIRST_ANSWER_SECONDS),
         kept=[(os.fsdecode(p.file), p.nonce, p.final, main) for p, main in kept],
     )
-    data = _encode(request) + b"\n"
+    try:
+        data = _encode(request) + b"\n"
+    except (TypeError, ValueError):  # an adapter's payload that is not JSON: in-process
+        return None
     for _ in range(2):  # a relay on its way out, or an older one: start another, once
         sock = _connect(path) or _start(location, local, path)
         if sock is None:
