@@ -225,7 +225,9 @@ def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(autouse=True)
 def _no_relay_left(request: pytest.FixtureRequest) -> Iterator[None]:
     """A PostgreSQL test's hooks may start a store's relay (ADR 0062): ended with the test."""
-    on_server = "pg_url" in request.fixturenames or request.node.get_closest_marker("postgres")
+    on_server = "pg_url" in request.fixturenames or any(
+        request.node.get_closest_marker(m) for m in ("postgres", "pgbouncer")
+    )
     folder = request.getfixturevalue("tmp_path") if on_server else None
     yield
     if folder is not None:  # torn down before tmp_path, which was set up first

@@ -106,8 +106,10 @@ class Relay:
         self.listener = listener
 
     def _ours(self) -> bool:
+        """Whether the socket file is still this relay's, and the store's local folder is
+        still there (a removed folder, a test's or a benchmark's, has no hooks left to serve)."""
         try:
-            return os.stat(self.path).st_ino == self.inode
+            return os.stat(self.path).st_ino == self.inode and self.local.is_dir()
         except OSError:
             return False
 
