@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from continuity.paths import describe_store, local_dir_of
-from continuity.store.base import BaseStore
 
 if TYPE_CHECKING:
+    from continuity.store.base import BaseStore
     from continuity.store.outage import Pending
 
 __all__ = [

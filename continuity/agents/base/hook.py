@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import msgspec
 
 from continuity.paths import StoreLocation, default_store_location, is_postgres_url, local_dir_of
-from continuity.store.base import BaseStore
 
 if TYPE_CHECKING:
     import threading
+
+    from continuity.store.base import BaseStore  # not imported by a hook the relay serves
 
 __all__ = ["MAX_STDIN", "HookOutcome", "HookSpec", "log_error", "payload_of", "run_guarded"]
 
@@ -74,6 +75,9 @@ class HookSpec(NamedTuple):
     """Added to the event in ``errors.log`` (`` (codex)``): whose hook the line is from."""
     payload: Callable[[list[str], bytes | None], dict[str, Any]] | None = None
     """The payload from the hook's arguments and stdin; None: stdin holds it as JSON."""
+    warm: str = ""
+    """A module the hook's own work needs (its ingest), imported with the collector off just
+    before the work in this process: a hook that the store's relay serves never loads it."""
 
 
 def log_error(local: Path | None, event: str, message: str, *, server: bool = False) -> None:
@@ -153,11 +157,12 @@ class _Run:
     def open(self) -> int | None:
         """Open the store and read the input, in the order the store's kind calls for; an exit
         code when the hook is over already (a server marked down: the input kept)."""
-        from continuity.store.locate import open_store
-
         self.location = location = self.location or default_store_location()
         self.server = is_postgres_url(location)  # ADR 0041's guard is PostgreSQL's
         if not self.server:
+            from continuity.store.locate import open_store
+
+            self.warm()
             self.opened = open_store(location, create=True)
             self.read_input()
             return None
@@ -168,6 +173,7 @@ class _Run:
             code = self.relayed(str(location))
             if code is not None:
                 return code
+        self.warm()
         from continuity.agents.base.guard import server_down
 
         down = server_down(str(location))
@@ -178,6 +184,23 @@ class _Run:
 
         self.opened, self.timer = open_server_store(str(location), lambda why: self.keep(why, True))
         return None
+
+    def warm(self) -> None:
+        """Import the spec's :attr:`HookSpec.warm` module with the collector off (its objects
+        live as long as the process: collections during the import only traverse them)."""
+        if not self.spec.warm:
+            return
+        import gc
+        import importlib
+
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            importlib.import_module(self.spec.warm)
+        finally:
+            if was:
+                gc.freeze()
+                gc.enable()
 
     def relayed(self, location: str) -> int | None:
         """Hand the hook's work to the store's relay (ADR 0062), the transcript kept in
