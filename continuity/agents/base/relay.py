@@ -65,7 +65,7 @@ PID_NAME: Final = "relay.pid"
 """Held (``flock``) by the live relay for its whole life, with its process id inside."""
 LOG_NAME: Final = "relay.log"
 _MAX_SOCKET_PATH: Final = 100  # AF_UNIX's sun_path is 108 bytes with its NUL; some systems 104
-_MAX_LINE: Final = 64 << 20
+MAX_LINE: Final = 64 << 20
 
 
 class Request(msgspec.Struct, kw_only=True):
@@ -235,7 +235,7 @@ def _read_reply(sock: socket.socket) -> Reply | None:
         if not chunk:
             return None
         buf += chunk
-        if len(buf) > _MAX_LINE:
+        if len(buf) > MAX_LINE:
             return None
     try:
         return _decode_reply(buf)

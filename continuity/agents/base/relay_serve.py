@@ -188,7 +188,7 @@ class Relay:
         buf = bytearray()
         while not buf.endswith(b"\n"):
             chunk = conn.recv(1 << 20)
-            if not chunk or len(buf) > relay._MAX_LINE:
+            if not chunk or len(buf) > relay.MAX_LINE:
                 return None
             buf += chunk
         conn.settimeout(None)
