@@ -391,6 +391,43 @@ def test_racing_hooks_start_one_relay(
 
 @pytest.mark.postgres
 @pytest.mark.slow
+def test_one_relay_runs_each_hook_with_that_hooks_environment_and_exits_when_idle(
+    db_url: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two sessions' hooks with different ``$CLAUDE_PROJECT_DIR`` through one relay: each
+    session is noted as the live one of its own project (the hook's environment, not the one
+    the relay started with); with ``$CONTINUITY_RELAY_IDLE`` short the relay then exits."""
+    from continuity.caches.live_session import noted_session
+    from continuity.store.locate import open_store
+
+    env = hook_env(tmp_path / "xdg", db_url, CONTINUITY_RELAY_IDLE="1")
+    local = local_of(db_url, tmp_path / "xdg")
+    sessions = {"/proj/one": SESSION, "/proj/two": SESSION_B}
+    pids = set()
+    for project, session in sessions.items():
+        t = Transcript(tmp_path / "p" / f"{session}.jsonl", session=session, cwd="/elsewhere")
+        work(t, ["a.py"], ["pytest"])
+        t.flush()
+        payload = t.payload("UserPromptSubmit", prompt="x")
+        result = hook("user-prompt-submit", payload, {**env, "CLAUDE_PROJECT_DIR": project})
+        assert (result.code, result.stderr, result.psycopg) == (0, "", False)
+        pids.add(relay_pid(local))
+    assert len(pids) == 1  # one relay served both
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # the hooks' local folder
+    store = open_store(db_url)
+    try:
+        for project, session in sessions.items():
+            note = noted_session(store, project)
+            assert note is not None and note.session_id == session, project
+    finally:
+        store.close()
+    assert relay.wait_gone(pids.pop(), 60)  # idle for a second: gone
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
 def test_a_server_that_is_down_keeps_the_transcript_as_before(tmp_path: Path) -> None:
     """Nothing listens at the server's port: the relay says so, the hook keeps its transcript,
     marks the server and exits 0, without the driver; the next hook skips the marked server."""
