@@ -211,6 +211,7 @@ def ask(
                 sock.sendall(data)
                 first = _read_reply(sock)
             except TimeoutError:
+                _end_wedged(local)
                 return Reply(kind="lost", reason=f"the relay took no request in {ACK_SECONDS:g} s")
             except OSError:
                 first = None
@@ -219,12 +220,31 @@ def ask(
             try:
                 sock.settimeout(deadline + 2.0)  # the relay answers itself at the deadline
                 reply = _read_reply(sock)
+            except TimeoutError:  # past its own watchdog: wedged
+                _end_wedged(local)
+                return Reply(kind="lost", reason="the relay did not answer within the deadline")
             except OSError:
                 reply = None
             if reply is None:
                 return Reply(kind="lost", reason="the relay stopped before it answered")
             return reply
     return None
+
+
+def _end_wedged(local: Path) -> None:
+    """End the store's relay, which took no request or gave no answer past its own watchdog
+    (wedged, or stopped): the next hook starts another rather than wait on it too. What the
+    hooks asked it is in ``pending/``."""
+    try:
+        pid = int((local / PID_NAME).read_text())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"continuity.agents.base.relay_serve" not in f.read():
+                return  # the pid file outlived its relay: another process has that number
+        import signal
+
+        os.kill(pid, signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
 
 
 def _read_reply(sock: socket.socket) -> Reply | None:

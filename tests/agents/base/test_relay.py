@@ -314,6 +314,39 @@ def test_a_stuck_request_ends_that_request_not_the_relay(
 
 @pytest.mark.postgres
 @pytest.mark.slow
+def test_a_wedged_relay_is_ended_and_replaced(
+    db_url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A relay that takes no request (stopped: SIGSTOP) costs one hook its wait for the
+    acknowledgement: that hook keeps its transcript, exits 0 and ends the relay; the next one
+    starts another, which catches the kept transcript up."""
+    t = Transcript(tmp_path / "projects" / "-work-demo" / f"{SESSION}.jsonl")
+    env = hook_env(tmp_path / "xdg", db_url)
+    local = local_of(db_url, tmp_path / "xdg")
+    work(t, ["a.py"], ["pytest"])
+    t.flush()
+    assert hook("post-tool-use", t.payload("PostToolUse"), env).code == 0
+    wedged = relay_pid(local)
+    os.kill(wedged, signal.SIGSTOP)
+    work(t, ["wedged.py"], ["make"])
+    t.flush()
+    result = hook("post-tool-use", t.payload("PostToolUse"), env)
+    assert result.code == 0 and not result.psycopg
+    assert "the relay took no request" in result.stderr and "transcript kept" in result.stderr
+    assert relay.wait_gone(wedged, 30)
+    assert outage.mark_of(local) is None  # the relay failed, not the server
+    work(t, ["after.py"], ["make"])
+    t.flush()
+    after = hook("post-tool-use", t.payload("PostToolUse"), env)
+    assert (after.code, after.stderr, after.psycopg) == (0, "", False)
+    texts = archived_texts(db_url, t.thread_id)
+    assert any("wedged.py" in x for x in texts) and any("after.py" in x for x in texts)
+    assert not outage.pending(local)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
 def test_a_relay_of_another_version_is_replaced(
     db_url: str,  # noqa: F811
     tmp_path: Path,
