@@ -43,8 +43,10 @@ __all__ = [
     "Request",
     "ask",
     "enabled",
+    "idle_seconds",
     "socket_path",
     "version",
+    "wait_gone",
 ]
 
 PROTOCOL: Final = 1
