@@ -222,6 +222,20 @@ def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(autouse=True)
+def _no_relay_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A PostgreSQL test's hooks may start a store's relay (ADR 0062): ended with the test."""
+    on_server = "pg_url" in request.fixturenames or any(
+        request.node.get_closest_marker(m) for m in ("postgres", "pgbouncer")
+    )
+    folder = request.getfixturevalue("tmp_path") if on_server else None
+    yield
+    if folder is not None:  # torn down before tmp_path, which was set up first
+        from tests.support.relays import stop_relays
+
+        stop_relays(folder)
+
+
 @pytest.fixture
 def pg_stores(pg_url: str) -> Iterator[PgStores]:
     """Opens PostgreSQL stores for one test (each in a schema of its own) and closes them."""

@@ -190,25 +190,36 @@ class Pending(msgspec.Struct, frozen=True):
     nonce: str
 
 
-def remember(local: Path, transcript: Path, *, agent: str, session: str, final: bool) -> None:
+def remember(local: Path, transcript: Path, *, agent: str, session: str, final: bool) -> Pending:
     """Keep ``transcript`` for the next hook that reaches the server: one small file per
     transcript (named by a digest of its path, written atomically), so parallel hooks never
-    lose each other's entries and a transcript is listed once. ``final`` sticks."""
+    lose each other's entries and a transcript is listed once. ``final`` sticks. Returns the
+    entry as written (its nonce settles it)."""
     import blake3  # local_dir_of imported it for the server's URL already
 
     folder = local / _PENDING
     folder.mkdir(parents=True, exist_ok=True)
     name = blake3.blake3(os.fsencode(transcript)).hexdigest()[:24] + ".json"
     old = _read_entry(folder / name)
+    entry = Pending(
+        transcript,
+        agent,
+        session,
+        final or (old is not None and old.final),
+        time.time(),
+        folder / name,
+        os.urandom(8).hex(),
+    )
     data = {
         "path": os.fsdecode(transcript),
         "agent": agent,
         "session": session,
-        "final": final or (old is not None and old.final),
-        "time": time.time(),
-        "nonce": os.urandom(8).hex(),
+        "final": entry.final,
+        "time": entry.time,
+        "nonce": entry.nonce,
     }
     atomic_write(folder / name, msgspec.json.encode(data), durable=False)
+    return entry
 
 
 def _read_entry(file: Path) -> Pending | None:

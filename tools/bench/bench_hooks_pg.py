@@ -22,6 +22,9 @@ a listener that accepts and never answers, each without and with the unreachable
 a hook on a sick server never waits for the driver's connect timeout: without the mark
 <= 1 s over the folder store's hook, with it within 10 ms of it.
 
+The hooks on the server go through its relay (ADR 0062; ``bench_hooks_relay`` measures every
+hook that way), unless ``$CONTINUITY_RELAY=0`` is set for the benchmark.
+
 The server is a throwaway ``pgserver`` in a temporary folder (a Unix socket, on this machine),
 or ``$CONTINUITY_BENCH_PG_URL`` (the benchmark uses its database's default ``continuity``
 schema: give it a database without a store, or one this benchmark made).
@@ -61,6 +64,8 @@ from tools.bench._common import (
 
 SESSION: Final = "b5e1c0de-0000-4000-8000-000000000030"
 _CWD: Final = "/work/bench-pg"
+_RELAY: Final = "CONTINUITY_RELAY"
+"""Kept from the benchmark's environment: ``0`` measures the hooks in their own processes."""
 
 
 @contextmanager
@@ -90,6 +95,10 @@ def _silent_listener() -> Iterator[str]:
         for conn in held:
             conn.close()
         listener.close()
+
+
+def _bench_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_") or k == _RELAY}
 
 
 def _closed_port_url() -> str:
@@ -256,7 +265,7 @@ def run_latency(repeat: int, threads: int) -> Report:
         "Claude Code hooks: folder vs PostgreSQL store", {"repeat": repeat, "threads": threads}
     )
     with work_dir("hooks-pg-latency") as work, pg_server() as url:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
+        env = _bench_env()
         env["XDG_DATA_HOME"] = str(work / "xdg")
         # Measured, not cut short: recall on a large server store takes longer than a hook's
         # deadline (issue 30 item 1's search index is what brings it down).
@@ -302,7 +311,7 @@ def run_sick(repeat: int) -> Report:
     report = Report("hooks on a sick PostgreSQL server", {"repeat": repeat})
     with work_dir("hooks-pg") as work, pg_server() as up, _silent_listener() as hung:
         down = _closed_port_url()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
+        env = _bench_env()
         env["XDG_DATA_HOME"] = str(work / "xdg")
         local = {"XDG_DATA_HOME": env["XDG_DATA_HOME"]}
         sessions = {name: _Session(work / name) for name in ("folder", "up", "down", "hung")}

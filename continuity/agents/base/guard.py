@@ -11,16 +11,20 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from continuity.paths import describe_store, local_dir_of
-from continuity.store.base import BaseStore
+
+if TYPE_CHECKING:
+    from continuity.store.base import BaseStore
+    from continuity.store.outage import Pending
 
 __all__ = [
     "DEADLINE_SECONDS",
     "catch_up",
     "keep_for_later",
     "one_line",
+    "remember_input",
     "server_down",
     "unavailable",
     "watchdog",
@@ -129,21 +133,33 @@ def keep_for_later(
     local = local_dir_of(url)
     if news and not busy:
         outage.note_unreachable(local, reason)
-    session = payload.get("session_id")
-    session = session if isinstance(session, str) else ""
-    kept = 0
-    for key, is_final in (("transcript_path", final), ("agent_transcript_path", True)):
-        raw = payload.get(key)
-        if isinstance(raw, str) and raw:
-            path = Path(raw).expanduser().absolute()
-            outage.remember(local, path, agent=agent, session=session, final=is_final)
-            kept += 1
+    kept = remember_input(local, payload, agent=agent, final=final)
     what = "transcript kept to archive later" if kept else "nothing to keep"
     message = f"PostgreSQL store {describe_store(url)} not used ({reason}); {what}"
     sys.stderr.write(f"continuity: {message}\n")
     if news:  # one line per failed try: a hook that skips a marked server adds none
         log(local, label, message)
     return 0
+
+
+def remember_input(
+    local: Path, payload: dict[str, Any], *, agent: str, final: bool
+) -> list[tuple[Pending, bool]]:
+    """Keep the transcript the hook's input names (and a subagent's, always final) in the
+    ``pending/`` list of the store whose local folder is ``local``: the entries written, each
+    with whether it is the main transcript's."""
+    from continuity.store import outage
+
+    session = payload.get("session_id")
+    session = session if isinstance(session, str) else ""
+    kept = []
+    for key, is_final in (("transcript_path", final), ("agent_transcript_path", True)):
+        raw = payload.get(key)
+        if isinstance(raw, str) and raw:
+            path = Path(raw).expanduser().absolute()
+            entry = outage.remember(local, path, agent=agent, session=session, final=is_final)
+            kept.append((entry, key == "transcript_path"))
+    return kept
 
 
 def catch_up(

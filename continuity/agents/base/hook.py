@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import msgspec
 
 from continuity.paths import StoreLocation, default_store_location, is_postgres_url, local_dir_of
-from continuity.store.base import BaseStore
 
 if TYPE_CHECKING:
     import threading
+
+    from continuity.store.base import BaseStore  # not imported by a hook the relay serves
 
 __all__ = ["MAX_STDIN", "HookOutcome", "HookSpec", "log_error", "payload_of", "run_guarded"]
 
@@ -74,6 +75,9 @@ class HookSpec(NamedTuple):
     """Added to the event in ``errors.log`` (`` (codex)``): whose hook the line is from."""
     payload: Callable[[list[str], bytes | None], dict[str, Any]] | None = None
     """The payload from the hook's arguments and stdin; None: stdin holds it as JSON."""
+    warm: str = ""
+    """A module the hook's own work needs (its ingest), imported with the collector off just
+    before the work in this process: a hook that the store's relay serves never loads it."""
 
 
 def log_error(local: Path | None, event: str, message: str, *, server: bool = False) -> None:
@@ -153,15 +157,23 @@ class _Run:
     def open(self) -> int | None:
         """Open the store and read the input, in the order the store's kind calls for; an exit
         code when the hook is over already (a server marked down: the input kept)."""
-        from continuity.store.locate import open_store
-
         self.location = location = self.location or default_store_location()
         self.server = is_postgres_url(location)  # ADR 0041's guard is PostgreSQL's
         if not self.server:
+            from continuity.store.locate import open_store
+
+            self.warm()
             self.opened = open_store(location, create=True)
             self.read_input()
             return None
         self.read_input()
+        from continuity.agents.base import relay
+
+        if relay.enabled():
+            code = self.relayed(str(location))
+            if code is not None:
+                return code
+        self.warm()
         from continuity.agents.base.guard import server_down
 
         down = server_down(str(location))
@@ -172,6 +184,68 @@ class _Run:
 
         self.opened, self.timer = open_server_store(str(location), lambda why: self.keep(why, True))
         return None
+
+    def warm(self) -> None:
+        """Import the spec's :attr:`HookSpec.warm` module with the collector off (its objects
+        live as long as the process: collections during the import only traverse them)."""
+        if not self.spec.warm:
+            return
+        import gc
+        import importlib
+
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            importlib.import_module(self.spec.warm)
+        finally:
+            if was:
+                gc.freeze()
+                gc.enable()
+
+    def relayed(self, location: str) -> int | None:
+        """Hand the hook's work to the store's relay (ADR 0062), the transcript kept in
+        ``pending/`` first; the exit code once it answered, or None: no relay (a server marked
+        down a moment ago, or none could be started), the hook works in its own process."""
+        from continuity.agents.base import relay
+        from continuity.agents.base.guard import remember_input
+        from continuity.store import outage
+
+        spec = self.spec
+        module = spec.run.__module__
+        if getattr(sys.modules.get(module), "SPEC", None) is not spec:
+            return None  # an adapter the relay could not find by its module: in-process
+        assert self.payload is not None and self.event is not None
+        local = local_dir_of(location)
+        if outage.skip_for(local) is not None:
+            return None  # skipped as before, without a relay
+        final = self.event in spec.final_events
+        kept = remember_input(local, self.payload, agent=spec.agent, final=final)
+        reply = relay.ask(
+            location,
+            local,
+            module=module,
+            agent=spec.agent,
+            event=self.event,
+            payload=self.payload,
+            kept=kept,
+        )
+        if reply is None:
+            return None
+        if reply.kind == "ok":
+            outcome = HookOutcome(reply.exit_code, reply.stdout, reply.stderr, reply.notes)
+            return _finish(outcome, local, self.label(self.event), server=True)
+        if reply.kind in ("unavailable", "lost"):
+            # lost: the relay, not the server, failed: the server is not marked
+            return self.keep(reply.reason, True, busy=reply.busy or reply.kind == "lost")
+        return self.report(reply.reason)
+
+    def report(self, message: str) -> int:
+        """One line on stderr and in ``errors.log``; exit 0."""
+        sys.stderr.write(f"continuity: {message}\n")
+        if self.location is not None:
+            local = local_dir_of(self.location)
+            log_error(local, self.label(self.event), message, server=self.server)
+        return 0
 
     def failed(self, exc: Exception) -> int:
         """One line on stderr and in ``errors.log``; exit 0. What could not be written is still
@@ -188,11 +262,7 @@ class _Run:
         failed = unavailable(exc) if self.server and self.payload is not None else None
         if failed is not None:
             return self.keep(one_line(exc), True, busy=failed != "down")
-        message = one_line(exc)
-        sys.stderr.write(f"continuity: {message}\n")
-        if self.location is not None:
-            local = local_dir_of(self.location)
-            log_error(local, self.label(self.event), message, server=self.server)
+        self.report(one_line(exc))
         if os.environ.get("CONTINUITY_DEBUG"):
             import traceback  # only when debugging: it costs 5 ms to import
 
@@ -256,11 +326,17 @@ def run_guarded(
             )
     except Exception as exc:  # a hook never breaks the session: report and exit 0
         return run.failed(exc)
-    _write(outcome)
     assert run.location is not None and run.opened is not None
-    for note in outcome.notes:
-        log_error(local_dir_of(run.location), run.label(run.event), note, server=run.server)
+    _finish(outcome, local_dir_of(run.location), run.label(run.event), server=run.server)
     run.opened.close()
     if run.timer is not None:
         run.timer.cancel()
+    return outcome.exit_code
+
+
+def _finish(outcome: HookOutcome, local: Path, label: str, *, server: bool) -> int:
+    """Write the outcome, each note also in ``errors.log``; the hook's exit code."""
+    _write(outcome)
+    for note in outcome.notes:
+        log_error(local, label, note, server=server)
     return outcome.exit_code

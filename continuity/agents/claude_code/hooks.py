@@ -16,12 +16,11 @@ import msgspec
 
 from continuity._fs import read_checked, write_checked
 from continuity.agents.base.hook import HookOutcome, HookSpec, log_error, run_guarded
-from continuity.agents.claude_code import ingest as _every_hook_ingests  # noqa: F401  (imported at start-up, with the collector off)
 from continuity.paths import StoreLocation
-from continuity.store.base import BaseStore, Thread
 
 if TYPE_CHECKING:
     from continuity.agents.claude_code.ingest import IngestReport
+    from continuity.store.base import BaseStore, Thread
 
 __all__ = ["EVENTS", "HookConfig", "HookOutcome", "log_error", "main", "run_hook"]
 
@@ -482,6 +481,7 @@ SPEC: Final = HookSpec(
     run=run_hook,
     ingest_kept=_ingest_kept,
     final_events=frozenset({"pre-compact", "session-end"}),
+    warm="continuity.agents.claude_code.ingest",  # every hook in this process ingests
 )
 """What the guarded runner (:mod:`continuity.agents.base.hook`) runs for Claude Code."""
 

@@ -18,12 +18,10 @@ import msgspec
 
 from continuity._fs import private_dirs, read_checked, write_checked
 from continuity.agents.base.hook import HookOutcome, HookSpec, run_guarded
-from continuity.agents.codex import ingest as _every_hook_ingests  # noqa: F401  (imported at start-up, with the collector off)
 from continuity.paths import StoreLocation
-from continuity.store.base import BaseStore, Thread
 
 if TYPE_CHECKING:
-    pass
+    from continuity.store.base import BaseStore, Thread
 
 __all__ = ["EVENTS", "main", "run_hook"]
 
@@ -147,6 +145,7 @@ SPEC: Final = HookSpec(
     ingest_kept=_ingest_kept,
     final_events=frozenset({"stop", "session-end"}),
     log_suffix=" (codex)",
+    warm="continuity.agents.codex.ingest",  # every hook in this process ingests
 )
 """What the guarded runner (:mod:`continuity.agents.base.hook`) runs for Codex."""
 

@@ -57,8 +57,9 @@ def _messages(result: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def _env(xdg: Path, store: str) -> dict[str, str]:
+    """The hook in its own process (the relay off: ADR 0062's tests are the relay's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUITY_")}
-    return {**env, "XDG_DATA_HOME": str(xdg), "CONTINUITY_HOME": store}
+    return {**env, "XDG_DATA_HOME": str(xdg), "CONTINUITY_HOME": store, "CONTINUITY_RELAY": "0"}
 
 
 def test_a_hook_on_a_server_store_imports_no_pool_and_says_what_a_folder_store_says(
