@@ -55,6 +55,7 @@ import fcntl
 import os
 import shutil
 import struct
+import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping
 from itertools import chain, islice
 from pathlib import Path
@@ -81,16 +82,18 @@ from continuity.retrieval.segments import (
     crc,
     load_sealed,
     merge_due,
-    merge_segments,
     open_segment,
     read_map,
     sealed_json,
+    write_merged,
 )
 from continuity.store.base import BaseStore, LogStamp, Thread
 
 __all__ = [
     "FOLDER",
+    "PART_MAX_BYTES",
     "STORE_DOC",
+    "SpooledParts",
     "StoreSearchView",
     "ThreadDocs",
     "ThreadEntry",
@@ -107,8 +110,9 @@ _WHERE: Final = "the store-wide search index"
 _VERSION: Final = 3  # 2: stemmed terms (search index version 4, ADR 0032); 3: checksums
 _TAIL: Final = 67
 """A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
-_CHUNK: Final = 16_384
+_CHUNK: Final = 1_024
 _DOC: Final = struct.Struct("<QIIBB6x")
+_U32: Final = 2**32 - 1
 STORE_DOC: Final = np.dtype(
     {
         "names": ["seq", "len", "thread", "kind", "role"],
@@ -451,11 +455,19 @@ def has_store_search(store: BaseStore) -> bool:
     return folder is not None and (folder / "manifest.json").exists()
 
 
+PART_MAX_BYTES: Final = 4 << 20
+"""The largest log whose documents a bulk worker reads whole (:func:`thread_documents`): a
+larger thread is streamed by the rebuild itself, so no part holds more than a few MB."""
+
+
 def thread_documents(thread: Thread) -> ThreadDocs | None:
     """Every document of ``thread`` from the start of its log, as a rebuild of the store-wide
     index reads them; None when it has no committed frame or cannot be read (the rebuild reads
-    it again and says what is wrong)."""
+    it again and says what is wrong), or when its log is larger than :data:`PART_MAX_BYTES`
+    (the rebuild streams it: its documents are never held whole)."""
     try:
+        if thread.log_bytes() > PART_MAX_BYTES:
+            return None
         project, end, last, docs = _read_docs(thread, 0, 0, None)
     except ContinuityError:
         return None
@@ -464,6 +476,43 @@ def thread_documents(thread: Thread) -> ThreadDocs | None:
     sealed = fr.unseal(last[1])
     assert sealed is not None  # read_lines checked the chain
     return ThreadDocs(project, end, last[0], sealed[1].hex(), docs)
+
+
+class SpooledParts(Mapping[str, ThreadDocs]):
+    """Threads' documents read by bulk workers (:class:`ThreadDocs` as msgpack, a thread
+    each), kept in an unnamed temporary file beside the index and decoded one thread at a time
+    as the rebuild takes it: what the calling process holds does not grow with the store. The
+    file goes with the process, however it ends."""
+
+    _decoder: Final = msgspec.msgpack.Decoder(ThreadDocs)
+
+    def __init__(self, folder: Path | None) -> None:
+        if folder is not None:
+            private_dirs(folder)
+        self._file = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by close())
+        self._at: dict[str, tuple[int, int]] = {}
+        self._end = 0
+
+    def add(self, thread_id: str, encoded: bytes) -> None:
+        """Keep ``encoded`` (one thread's :class:`ThreadDocs` as msgpack)."""
+        self._file.seek(self._end)
+        self._file.write(encoded)
+        self._at[thread_id] = (self._end, len(encoded))
+        self._end += len(encoded)
+
+    def __getitem__(self, thread_id: str) -> ThreadDocs:
+        start, size = self._at[thread_id]
+        self._file.seek(start)
+        return self._decoder.decode(self._file.read(size))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def _read_docs(
@@ -571,16 +620,6 @@ def _catch_up(
     return _add(folder, m, chain([first] if first else [], found), run.entries)
 
 
-class _NewDocs(msgspec.Struct, frozen=True):
-    """What one thread adds: its documents after the watermark, and the new watermark."""
-
-    project: str | None
-    log_end: int
-    last_seq: int
-    digest: str
-    docs: list[Doc]
-
-
 class _CatchUp:
     """One catch-up's phases: check what the index holds still is the logs' (``still_holds``),
     find the threads behind (``behind``), read their new documents (``documents``), which
@@ -599,6 +638,7 @@ class _CatchUp:
         self.progress = progress
         self.handles: dict[str, Thread] = {}
         self.entries: list[ThreadEntry] = []
+        self.ordinal: dict[str, int] = {}
         self.changed = False
         self.why = ""
         """Why the index no longer holds (``still_holds``), when it is news."""
@@ -637,55 +677,76 @@ class _CatchUp:
         ]
 
     def documents(self, m: StoreManifest, todo: list[str]) -> Iterator[tuple[int, Doc]]:
-        """The new documents of the threads ``todo``, as (thread ordinal, document); each
-        thread's entry is brought up to date as its documents are read."""
+        """The new documents of the threads ``todo``, as (thread ordinal, document), streamed
+        as each log is read (no thread's documents are held whole: a 1M-frame thread's would
+        not fit a laptop); each thread's entry is brought up to date once its last new document
+        has been taken."""
         known = {e.thread_id: e for e in m.threads}
         self.entries = list(m.threads)
-        ordinal = {e.thread_id: i for i, e in enumerate(self.entries)}
+        self.ordinal = {e.thread_id: i for i, e in enumerate(self.entries)}
         for done, tid in enumerate(todo):
             if self.progress is not None:
                 self.progress(done, len(todo))
-            new = self._read(tid, known.get(tid))
-            if new is None:
-                continue
-            i = ordinal.get(tid)
-            if i is None:
-                i = ordinal[tid] = len(self.entries)
-                self.entries.append(ThreadEntry(tid, new.project, 0, -1, "", 0, 0))
-            e = self.entries[i]
-            self.entries[i] = ThreadEntry(
-                tid,
-                new.project,
-                new.log_end,
-                new.last_seq,
-                new.digest,
-                e.docs + len(new.docs),
-                e.total_length + sum(min(d.length, 2**32 - 1) for d in new.docs),
-            )
-            self.changed = True
-            for d in new.docs:
-                yield i, d
+            yield from self._read(tid, known.get(tid))
         if self.progress is not None:
             self.progress(len(todo), len(todo))
 
-    def _read(self, tid: str, old: ThreadEntry | None) -> _NewDocs | None:
+    def _place(self, tid: str, project: str | None) -> int:
+        """Thread ``tid``'s ordinal (a new one, in the order threads are first found)."""
+        i = self.ordinal.get(tid)
+        if i is None:
+            i = self.ordinal[tid] = len(self.entries)
+            self.entries.append(ThreadEntry(tid, project, 0, -1, "", 0, 0))
+        return i
+
+    def _commit(
+        self, i: int, project: str | None, end: int, last_seq: int, digest: str, n: int, total: int
+    ) -> None:
+        e = self.entries[i]
+        self.entries[i] = ThreadEntry(
+            e.thread_id, project, end, last_seq, digest, e.docs + n, e.total_length + total
+        )
+        self.changed = True
+
+    def _read(self, tid: str, old: ThreadEntry | None) -> Iterator[tuple[int, Doc]]:
         """What thread ``tid`` adds after ``old`` (its entry, None when not indexed yet): from
-        a part read already while it is current, else from its log. None when the log holds
-        nothing new."""
+        a part read already while it is current, else from its log, a line at a time. Nothing
+        when the log holds nothing new."""
         part = None if self.parts is None or old is not None else self.parts.get(tid)
+        n = total = 0
         if part is not None and _current_part(part, self.stamps[tid]):
-            return _NewDocs(part.project, part.log_end, part.last_seq, part.digest, part.docs)
+            i = self._place(tid, part.project)
+            for d in part.docs:
+                n += 1
+                total += min(d.length, _U32)
+                yield i, d
+            self._commit(i, part.project, part.log_end, part.last_seq, part.digest, n, total)
+            return
         thread = self.handle(tid)
         start, from_seq = (old.log_end, old.last_seq + 1) if old is not None else (0, 0)
-        before = old.project if old is not None else None
-        project, end, last, docs = _read_docs(thread, start, from_seq, before)
+        project = old.project if old is not None else None
+        end = start
+        last: tuple[int, bytes] | None = None
+        i = -1
+        for seq, line in thread.read_lines(from_seq=from_seq, start_offset=start):
+            if seq == 0:
+                project = _project(thread.decode(seq, line))
+            if i < 0:
+                i = self._place(tid, project)
+            found = doc_of_line(thread, seq, line)
+            if found is not None:
+                n += 1
+                total += min(found.length, _U32)
+                yield i, found
+            end += len(line) + 1
+            last = (seq, line)
         if last is None:
             if old is None and ThreadIndex.available(thread):
                 ThreadIndex(thread).check_length()  # a log cut to nothing it knew
-            return None
+            return
         sealed = fr.unseal(last[1])
         assert sealed is not None  # read_lines checked the chain
-        return _NewDocs(project, end, last[0], sealed[1].hex(), docs)
+        self._commit(i, project, end, last[0], sealed[1].hex(), n, total)
 
 
 def _project(frame: fr.Frame) -> str | None:
@@ -790,9 +851,11 @@ def _merge(folder: Path, segments: list[SegmentRef], kept: set[str]) -> list[Seg
     while merge_due(segments):
         group = segments[-FANOUT:]
         size = group[0].n_docs
-        merged = merge_segments([open_segment(folder / s.name, s, whole=True) for s in group])
-        ref = SegmentRef(group[0].first_doc, size * FANOUT, crc(merged))
-        _write(folder / ref.name, merged)
+        name = SegmentRef(group[0].first_doc, size * FANOUT).name
+        check = write_merged(
+            folder / name, [open_segment(folder / s.name, s, whole=True) for s in group]
+        )
+        ref = SegmentRef(group[0].first_doc, size * FANOUT, check)
         segments = [*segments[:-FANOUT], ref]
         for s in group:
             if s.name not in kept:
