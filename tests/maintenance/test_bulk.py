@@ -22,7 +22,7 @@ from continuity.errors import ContinuityError
 from continuity.maintenance import bulk as bulk_module, verify as verify_module
 from continuity.maintenance.bulk import rebuild_store
 from continuity.maintenance.verify import VerifyReport, verify_store
-from continuity.retrieval import store_index as store_search_module
+from continuity.retrieval import documents as documents_module, store_index as store_search_module
 from continuity.retrieval.store_index import open_store_search
 from continuity.store.jsonl import Store
 
@@ -185,7 +185,7 @@ def test_parallel_rebuild_reads_the_store_wide_parts_in_the_workers(
     catalog_view(store)
     open_store_search(store)
     parent = os.getpid()
-    real_row, real_docs = catalog_module.read_row, store_search_module.doc_of_line
+    real_row, real_docs = catalog_module.read_row, documents_module.doc_of_line
 
     def row_in_worker(*args: object, **kwargs: object) -> object:
         assert os.getpid() != parent, "a catalog row was read in the calling process"
@@ -216,7 +216,7 @@ def test_parts_past_their_bounds_are_streamed_by_the_rebuild(
     rebuild_store(store, jobs=1)
     reference = _tree(store.root / "cache")
     parent, in_parent = os.getpid(), [0]
-    real = store_search_module.doc_of_line
+    real = documents_module.doc_of_line
 
     def counting(*args: object, **kwargs: object) -> object:
         in_parent[0] += os.getpid() == parent
