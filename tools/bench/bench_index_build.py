@@ -62,9 +62,11 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 _LAUNCHER: Final = """
 import json, os, subprocess, sys, time
 for line in sys.stdin:
-    argv, env = json.loads(line)
+    argv, env, cwd = json.loads(line)
     start = time.perf_counter_ns()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = (time.perf_counter_ns() - start) / 1e9
@@ -86,9 +88,11 @@ class _Launcher:
             text=True,
         )
 
-    def run(self, argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    def run(self, argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
+        """``cwd``: a folder without a continuity package (``python -m`` imports from the
+        current folder first, whatever ``PYTHONPATH`` says)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps([argv, env]) + "\n")
+        self.proc.stdin.write(json.dumps([argv, env, str(cwd)]) + "\n")
         self.proc.stdin.flush()
         seconds, cpu, maxrss_kib, code, message = json.loads(self.proc.stdout.readline())
         if code != 0:
@@ -158,7 +162,7 @@ def run(
                         env = tree_env(trees[variant])
                         shutil.rmtree(store / "cache", ignore_errors=True)
                         for phase in ("first search", "warm search"):
-                            _, c, r = launcher.run(argv, env)
+                            _, c, r = launcher.run(argv, env, work)
                             cpu.setdefault((phase, variant), []).append(c)
                             rss.setdefault((phase, variant), []).append(r)
                             if phase == "first search":
