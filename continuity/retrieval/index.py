@@ -95,7 +95,7 @@ DOC_RECORD: Final = np.dtype(
     [("seq", "<u8"), ("len", "<u4"), ("kind", "u1"), ("role", "u1"), ("pad", "V2")]
 )
 """A ``docs.bin`` record as numpy reads it (the layout of ``_DOC``)."""
-_CHUNK: Final = 16_384
+_CHUNK: Final = 1_024
 """Documents tokenized, written and sealed at a time by a catch-up."""
 VERSION: Final = 5  # 2: Unicode-aware tokens; 3: segments of at most MAX_SEGMENT documents;
 # 4: ASCII words by their Snowball English stem (ADR 0032); 5: checksums of every file
