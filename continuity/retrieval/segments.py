@@ -4,7 +4,9 @@ A segment holds the postings of a run of consecutive documents (:class:`Segment`
 :func:`build_segment`, read in place and memory-mapped when large). An index seals its
 documents ``BLOCK`` (256) at a time, and every ``FANOUT`` (16) equal neighbours merge into one
 (:func:`merge_due`, :func:`merge_segments`) at fixed document counts, up to ``MAX_SEGMENT``
-(65,536; ADR 0011): the set of segments depends only on how many documents exist. A thread's
+(65,536; ADR 0011): the set of segments depends only on how many documents exist. A merge is
+written to disk a range of terms at a time (:func:`write_merged`, ADR 0061), so what it holds
+does not grow with the segments it merges. A thread's
 index (:mod:`.index`) and the store's (:mod:`.store_index`) use the same format; the documents
 not yet sealed are read as a :class:`DocsSegment`.
 

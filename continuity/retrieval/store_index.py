@@ -35,6 +35,13 @@ depend on the order: BM25's statistics are sums, every document's score is summe
 in one order, and ties are broken by (thread id, seq), so the hits equal those of ranking every
 thread's own index together (the reference the tests compare with).
 
+**Bounded memory** (ADR 0061). A build or a catch-up streams each thread's documents as its
+log is read, ``_CHUNK`` at a time, sealing and merging segments on disk as they fill
+(:func:`.segments.write_merged`); the threads' entries are all it holds for the whole run. A
+rebuild by bulk workers takes their parts from an unnamed temporary file
+(:class:`SpooledParts`), a thread at a time, and the workers read no thread whose log is past
+:data:`PART_MAX_BYTES`.
+
 **Damage.** Every file says whether it is whole: the manifest carries the CRC-32 of
 ``docs.bin``'s committed records (extended as they grow), of the tail and of each segment, and
 its own (:func:`.segments.sealed_json`). A manifest that does not decode or match its check,
