@@ -250,6 +250,62 @@ class _Masked:
         return len(docs) if not len(docs) or int(docs[-1]) < end else int(docs.searchsorted(end))
 
 
+_CHECK_STEP: Final = 1 << 18
+"""Documents of ``docs.bin`` checked at a time when a view opens: what the check holds (a sort
+order and a few copies, ~30 bytes a document) stays a few MB however many there are."""
+
+
+def _check_docs(
+    m: StoreManifest,
+    seqs: npt.NDArray[np.uint64],
+    lengths: npt.NDArray[np.uint32],
+    thread_of: npt.NDArray[np.uint32],
+) -> None:
+    """ValueError unless ``docs.bin``'s records are those ``m`` counts: per-thread counts and
+    length sums, the total length, and each thread's seqs ascending and within its watermark.
+    Read ``_CHECK_STEP`` records at a time (the documents of a 1M-frame thread checked at once
+    held ~70 MB)."""
+    n_threads = len(m.threads)
+    counts = np.zeros(n_threads, np.int64)
+    sums = np.zeros(n_threads, np.int64)
+    if m.docs and int(thread_of.max()) >= n_threads:
+        raise ValueError("docs.bin names a thread the manifest does not hold")
+    last = np.zeros(n_threads, np.uint64)  # each thread's last seq so far
+    seen = np.zeros(n_threads, np.bool_)
+    in_order = True
+    for a in range(0, m.docs, _CHECK_STEP):
+        t, s = thread_of[a : a + _CHECK_STEP], seqs[a : a + _CHECK_STEP]
+        counts += np.bincount(t, minlength=n_threads)
+        weights = lengths[a : a + _CHECK_STEP].astype(np.float64)  # exact: far below 2^53
+        sums += np.bincount(t, weights, n_threads).astype(np.int64)
+        # Seqs ascend within each thread (a damaged seq would give a document another frame's
+        # place): stable order by thread keeps each thread's documents in order; each
+        # thread's first here must follow its last before.
+        by = np.argsort(t, kind="stable")
+        t, s = t[by], s[by]
+        same = t[1:] == t[:-1]
+        firsts = np.concatenate(([True], ~same))
+        lasts = np.concatenate((~same, [True]))
+        ft = t[firsts]
+        in_order = in_order and bool(
+            np.all(s[1:][same] > s[:-1][same]) and not np.any(seen[ft] & (s[firsts] <= last[ft]))
+        )
+        last[t[lasts]] = s[lasts]
+        seen[ft] = True
+    if counts.tolist() != [e.docs for e in m.threads] or sums.tolist() != [
+        e.total_length for e in m.threads
+    ]:
+        raise ValueError("docs.bin does not hold the documents its manifest counts")
+    if int(lengths.sum(dtype=np.uint64)) != m.total_length or m.docs != sum(
+        e.docs for e in m.threads
+    ):
+        raise ValueError("docs.bin lengths do not sum to what the manifest says")
+    if not in_order:
+        raise ValueError("docs.bin holds a thread's seqs out of order")
+    if any(int(last[i]) > e.last_seq for i, e in enumerate(m.threads) if e.docs):
+        raise ValueError("docs.bin holds a seq past its thread's watermark")
+
+
 class StoreSearchView:
     """One consistent read of the store-wide index (one manifest, its files), checked."""
 
@@ -269,33 +325,7 @@ class StoreSearchView:
         self.thread_of: npt.NDArray[np.uint32] = docs["thread"]
         self.kinds: npt.NDArray[np.uint8] = docs["kind"]
         self.roles: npt.NDArray[np.uint8] = docs["role"]
-        n_threads = len(m.threads)
-        counts: list[int] = [0] * n_threads
-        sums: list[int] = [0] * n_threads
-        if m.docs:
-            if int(self.thread_of.max()) >= n_threads:
-                raise ValueError("docs.bin names a thread the manifest does not hold")
-            counts = [int(c) for c in np.bincount(self.thread_of, minlength=n_threads)]
-            weights = self.lengths.astype(np.float64)  # exact: sums stay far below 2^53
-            sums = [int(x) for x in np.bincount(self.thread_of, weights, n_threads)]
-        if counts != [e.docs for e in m.threads] or sums != [e.total_length for e in m.threads]:
-            raise ValueError("docs.bin does not hold the documents its manifest counts")
-        if int(self.lengths.sum(dtype=np.uint64)) != m.total_length or m.docs != sum(
-            e.docs for e in m.threads
-        ):
-            raise ValueError("docs.bin lengths do not sum to what the manifest says")
-        if m.docs > 1:
-            # Seqs ascend within each thread (a damaged seq would give a document another
-            # frame's place): stable order by thread keeps each thread's documents in order.
-            by = np.argsort(self.thread_of, kind="stable")
-            t, s = self.thread_of[by], self.seqs[by]
-            same = t[1:] == t[:-1]
-            if not bool(np.all(s[1:][same] > s[:-1][same])):
-                raise ValueError("docs.bin holds a thread's seqs out of order")
-            last = np.zeros(n_threads, np.uint64)
-            np.maximum.at(last, t, s)
-            if any(int(last[i]) > e.last_seq for i, e in enumerate(m.threads) if e.docs):
-                raise ValueError("docs.bin holds a seq past its thread's watermark")
+        _check_docs(m, self.seqs, self.lengths, self.thread_of)
         self.parts: list[Part] = []
         first = 0
         for ref in m.segments:

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -373,3 +374,48 @@ def test_the_build_benchmark_runs_and_reports_every_row(
         assert rows[f"{phase} @300 CPU (after)"].median > 0
         assert rows[f"{phase} @300 peak RSS (after)"].n == 2
     assert rows["index bytes @300: one digest across trees and runs"].median == 1.0
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 64, 1 << 18])
+def test_the_documents_check_sees_the_same_damage_in_any_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: int
+) -> None:
+    """A view checks ``docs.bin`` a step of records at a time (ADR 0061: its memory does not
+    grow with the documents): seqs out of order within a step or across two, counts, length
+    sums and watermarks are caught whatever the step."""
+    store = _big(tmp_path, threads=6, messages=30)
+    search(store, "deploy")
+    _fill(store, random.Random(4), 3, 30)  # a catch-up: threads' documents interleave
+    for tid in store.threads()[:3]:
+        store.thread(tid).append(fr.message("user", "deploy again"))
+    search(store, "deploy")
+    folder = store.cache_dir / ss.FOLDER
+    m = ss._read_manifest(folder)
+    assert m is not None
+    docs = np.frombuffer((folder / "docs.bin").read_bytes(), ss.STORE_DOC, m.docs).copy()
+    thread_of = docs["thread"]
+    assert len(set(thread_of[: m.docs // 2].tolist())) < len(m.threads)  # interleaved later
+    monkeypatch.setattr(ss, "_CHECK_STEP", step)
+
+    def check(seqs: object, lengths: object, threads: object) -> str:
+        try:
+            ss._check_docs(m, seqs, lengths, threads)  # type: ignore[arg-type]
+        except ValueError as exc:
+            return str(exc)
+        return ""
+
+    assert check(docs["seq"], docs["len"], thread_of) == ""
+    rows = np.flatnonzero(thread_of == thread_of[-1])  # the last thread's documents
+    for i, j in ((rows[0], rows[1]), (rows[-2], rows[-1]), (rows[0], rows[-1])):
+        seqs = docs["seq"].copy()
+        seqs[j] = seqs[i]  # a later document with an earlier one's seq
+        assert check(seqs, docs["len"], thread_of) == "docs.bin holds a thread's seqs out of order"
+    seqs = docs["seq"].copy()
+    seqs[rows[-1]] += 10**6
+    assert "past its thread's watermark" in check(seqs, docs["len"], thread_of)
+    lengths = docs["len"].copy()
+    lengths[rows[0]] += 1
+    assert "manifest counts" in check(docs["seq"], lengths, thread_of)
+    moved = thread_of.copy()
+    moved[rows[0]] = (moved[rows[0]] + 1) % len(m.threads)
+    assert "manifest counts" in check(docs["seq"], docs["len"], moved)
