@@ -281,8 +281,9 @@ def _check_docs(
         # Seqs ascend within each thread (a damaged seq would give a document another frame's
         # place): stable order by thread keeps each thread's documents in order; each
         # thread's first here must follow its last before.
-        by = np.argsort(t, kind="stable")
-        t, s = t[by], s[by]
+        if not bool(np.all(t[1:] >= t[:-1])):  # in thread order already: a rebuild's
+            by = np.argsort(t, kind="stable")
+            t, s = t[by], s[by]
         same = t[1:] == t[:-1]
         firsts = np.concatenate(([True], ~same))
         lasts = np.concatenate((~same, [True]))
