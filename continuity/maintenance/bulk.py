@@ -27,7 +27,7 @@ from continuity.store.base import BaseStore
 if TYPE_CHECKING:
     from continuity.caches.catalog import CatalogRow
     from continuity.caches.thread_index import RefreshResult
-    from continuity.retrieval.store_index import ThreadDocs
+    from continuity.retrieval.store_index import SpooledParts
 
 __all__ = [
     "Rebuilt",
@@ -137,6 +137,8 @@ def run_tasks(
 
 
 _MIN_TASK_BYTES = 1 << 20
+_DOCUMENTS_BYTES = 32 << 20
+"""About the most store-wide search documents (msgpack bytes) a batch sends back (ADR 0061)."""
 
 
 def log_sizes(store: BaseStore, ids: Sequence[str]) -> dict[str, int]:
@@ -190,7 +192,9 @@ class _Batch(NamedTuple):
 def _rebuild_batch(task: _Batch) -> tuple[list[RefreshResult], bytes, bytes]:
     """Rebuild each thread's caches, then read what the store-wide caches need of it (its
     catalog row, its documents), so the calling process only merges: (results, the rows and
-    the documents as msgpack, one entry a thread, None where there is nothing to take)."""
+    the documents as msgpack, one entry a thread, None where there is nothing to take; the
+    documents of a batch stop at about ``_DOCUMENTS_BYTES`` so that what a worker holds, and
+    sends, does not grow with the store: ADR 0061)."""
     import msgspec
 
     from continuity.caches.catalog import fresh_row
@@ -201,7 +205,9 @@ def _rebuild_batch(task: _Batch) -> tuple[list[RefreshResult], bytes, bytes]:
     store = worker_store()
     done = []
     rows = []
-    documents = []
+    documents: list[bytes | None] = []
+    encode = msgspec.msgpack.encode
+    room = _DOCUMENTS_BYTES  # past it, the rebuild reads the batch's other threads itself
     for tid in task.ids:
         thread = store.thread(tid)
         done.append(ThreadIndex(thread).rebuild())
@@ -210,8 +216,9 @@ def _rebuild_batch(task: _Batch) -> tuple[list[RefreshResult], bytes, bytes]:
         if task.rows:
             rows.append(fresh_row(thread))
         if task.documents:
-            documents.append(thread_documents(thread))
-    encode = msgspec.msgpack.encode
+            part = thread_documents(thread) if room > 0 else None
+            documents.append(None if part is None else encode(part))
+            room -= len(documents[-1] or b"")
     return done, encode(rows) if task.rows else b"", encode(documents) if task.documents else b""
 
 
@@ -238,7 +245,11 @@ def rebuild_store(
     else:
         done = _rebuild_in_workers(store, thread_ids, n_jobs, on_progress)
     # the one index of every thread's documents (ADR 0029), when a search made it
-    rebuild_store_search(store, if_present=True, parts=done.documents)
+    try:
+        rebuild_store_search(store, if_present=True, parts=done.documents)
+    finally:
+        if done.documents is not None:
+            done.documents.close()
     rebuild_catalog(store, None if thread_ids is None else set(thread_ids), done.rows)
     # the rolling context manager's turns (ADR 0056), those a hook or a policy made
     from continuity.rolling.cache import rebuild_segment_caches
@@ -254,8 +265,9 @@ class _ThreadsRebuilt(NamedTuple):
     search_indexes: int
     rows: dict[str, CatalogRow]
     """Catalog rows the workers read (none: the catalog reads them itself)."""
-    documents: dict[str, ThreadDocs]
-    """Store-wide search documents the workers read (none: that index reads them itself)."""
+    documents: SpooledParts | None
+    """Store-wide search documents the workers read, spooled to a temporary file (none: that
+    index reads them itself)."""
 
 
 def _rebuild_here(
@@ -279,7 +291,7 @@ def _rebuild_here(
             on_progress(len(results), len(every), frames)
     if chosen is None:
         _drop_vanished(store, set(results))
-    return _ThreadsRebuilt(results, rebuild_search(store, chosen), {}, {})
+    return _ThreadsRebuilt(results, rebuild_search(store, chosen), {}, None)
 
 
 def _rebuild_in_workers(
@@ -306,8 +318,18 @@ def _rebuild_in_workers(
         _Batch(batch, wanted & frozenset(batch), with_rows, with_docs)
         for batch in batches(log_sizes(store, ids), ids, jobs)
     ]
-    found = _run_batches(store, tasks, jobs, len(ids), on_progress)
-    done = _merged(tasks, found, len(wanted))
+    spool = None
+    if with_docs:
+        from continuity.retrieval.store_index import FOLDER, SpooledParts
+
+        spool = SpooledParts(store.cache_dir / FOLDER)
+    try:
+        found = _run_batches(store, tasks, jobs, len(ids), on_progress, spool)
+    except BaseException:
+        if spool is not None:
+            spool.close()
+        raise
+    done = _merged(tasks, found, len(wanted), spool)
     if thread_ids is None:
         _drop_vanished(store, set(done.threads))
         for name in sorted(have_search - set(ids)):
@@ -324,11 +346,22 @@ def _run_batches(
     jobs: int,
     threads: int,
     on_progress: Callable[[int, int, int], None] | None,
+    spool: SpooledParts | None = None,
 ) -> list[_BatchResult]:
-    """Each batch's result, in the order of ``tasks``."""
+    """Each batch's result, in the order of ``tasks``; the documents of each go to ``spool``
+    as it comes back (their bytes are not kept)."""
+    import msgspec
+
     found: list[_BatchResult | None] = [None] * len(tasks)
     done_threads = frames = 0
+    docs_decoder = msgspec.msgpack.Decoder(list[bytes | None])
     for i, part in run_tasks(store, _rebuild_batch, tasks, jobs, "rebuild-index"):
+        if spool is not None and tasks[i].documents:
+            got = zip(tasks[i].ids, docs_decoder.decode(part[2]), strict=True)
+            for tid, encoded in got:
+                if encoded is not None:
+                    spool.add(tid, encoded)
+            part = (part[0], part[1], b"")
         found[i] = part
         done_threads += len(part[0])
         frames += sum(r.frames_applied for r in part[0])
@@ -338,24 +371,22 @@ def _run_batches(
     return cast(list[_BatchResult], found)
 
 
-def _merged(tasks: list[_Batch], found: list[_BatchResult], searched: int) -> _ThreadsRebuilt:
-    """The batches' results as one: each thread's, with the catalog rows and documents read."""
+def _merged(
+    tasks: list[_Batch], found: list[_BatchResult], searched: int, spool: SpooledParts | None
+) -> _ThreadsRebuilt:
+    """The batches' results as one: each thread's, with the catalog rows and (spooled
+    already) the documents read."""
     import msgspec
 
     from continuity.caches.catalog import CatalogRow
-    from continuity.retrieval.store_index import ThreadDocs
 
-    done = _ThreadsRebuilt({}, searched, {}, {})
+    done = _ThreadsRebuilt({}, searched, {}, spool)
     row_decoder = msgspec.msgpack.Decoder(list[CatalogRow | None])
-    docs_decoder = msgspec.msgpack.Decoder(list[ThreadDocs | None])
-    for task, (results, row_bytes, doc_bytes) in zip(tasks, found, strict=True):
+    for task, (results, row_bytes, _docs) in zip(tasks, found, strict=True):
         done.threads.update(zip(task.ids, results, strict=True))
         if task.rows:
             got_rows = zip(task.ids, row_decoder.decode(row_bytes), strict=True)
             done.rows.update((t, r) for t, r in got_rows if r is not None)
-        if task.documents:
-            got_docs = zip(task.ids, docs_decoder.decode(doc_bytes), strict=True)
-            done.documents.update((t, d) for t, d in got_docs if d is not None)
     return done
 
 

@@ -67,10 +67,10 @@ from continuity.retrieval.segments import (
     build_segment,
     crc,
     load_sealed,
-    merge_segments,
     open_segment,
     read_map,
     sealed_json,
+    write_merged,
 )
 from continuity.store.base import BaseStore, Thread
 
@@ -95,7 +95,7 @@ DOC_RECORD: Final = np.dtype(
     [("seq", "<u8"), ("len", "<u4"), ("kind", "u1"), ("role", "u1"), ("pad", "V2")]
 )
 """A ``docs.bin`` record as numpy reads it (the layout of ``_DOC``)."""
-_CHUNK: Final = 16_384
+_CHUNK: Final = 1_024
 """Documents tokenized, written and sealed at a time by a catch-up."""
 VERSION: Final = 5  # 2: Unicode-aware tokens; 3: segments of at most MAX_SEGMENT documents;
 # 4: ASCII words by their Snowball English stem (ADR 0032); 5: checksums of every file
@@ -377,9 +377,9 @@ class ThreadSearchIndex:
         while seg_format.merge_due(segments):
             group = segments[-seg_format.FANOUT :]
             size = group[0].n_docs
-            merged = merge_segments([self._segment(s, whole=True) for s in group])
-            ref = SegmentRef(group[0].first_doc, size * seg_format.FANOUT, crc(merged))
-            _write(self.dir / ref.name, merged)
+            name = SegmentRef(group[0].first_doc, size * seg_format.FANOUT).name
+            check = write_merged(self.dir / name, [self._segment(s, whole=True) for s in group])
+            ref = SegmentRef(group[0].first_doc, size * seg_format.FANOUT, check)
             segments = [*segments[: -seg_format.FANOUT], ref]
             for s in group:
                 if s.name not in kept:

@@ -4,7 +4,9 @@ A segment holds the postings of a run of consecutive documents (:class:`Segment`
 :func:`build_segment`, read in place and memory-mapped when large). An index seals its
 documents ``BLOCK`` (256) at a time, and every ``FANOUT`` (16) equal neighbours merge into one
 (:func:`merge_due`, :func:`merge_segments`) at fixed document counts, up to ``MAX_SEGMENT``
-(65,536; ADR 0011): the set of segments depends only on how many documents exist. A thread's
+(65,536; ADR 0011): the set of segments depends only on how many documents exist. A merge is
+written to disk a range of terms at a time (:func:`write_merged`, ADR 0061), so what it holds
+does not grow with the segments it merges. A thread's
 index (:mod:`.index`) and the store's (:mod:`.store_index`) use the same format; the documents
 not yet sealed are read as a :class:`DocsSegment`.
 
@@ -26,15 +28,17 @@ import mmap
 import os
 import struct
 import sys
+import tempfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import BinaryIO, Final, TypeVar
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from continuity._fs import atomic_write
 from continuity.retrieval.documents import Doc
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     "FANOUT",
     "HEADER_BYTES",
     "MAX_SEGMENT",
+    "MERGE_POSTINGS",
     "DocsSegment",
     "Segment",
     "SegmentRef",
@@ -54,6 +59,7 @@ __all__ = [
     "open_segment",
     "read_map",
     "sealed_json",
+    "write_merged",
 ]
 
 BLOCK: Final = 256
@@ -103,6 +109,21 @@ def _pack(
 ) -> bytes:
     order = np.argsort(term_ids, kind="stable")  # stable: each term's postings stay in doc order
     counts = np.bincount(term_ids, minlength=len(vocab)) if len(vocab) else np.zeros(0, np.int64)
+    head, end = _frame(vocab, counts, n_docs)
+    return b"".join(
+        (
+            head,
+            doc_ids[order].astype("<u4", copy=False).data,
+            tfs[order].astype("<u2", copy=False).data,
+            end,
+        )
+    )
+
+
+def _frame(vocab: list[str], counts: npt.NDArray[np.int64], n_docs: int) -> tuple[bytes, bytes]:
+    """A segment's bytes before its postings (header, offsets, starts, vocabulary) and after
+    them (padding, term checks), from its vocabulary and each term's number of postings."""
+    n_post = int(counts.sum())
     starts = np.zeros(len(vocab) + 1, dtype="<u8")
     np.cumsum(counts, out=starts[1:])
     encoded = [t.encode() for t in vocab]
@@ -117,20 +138,23 @@ def _pack(
     # with its term's check (``Segment.postings``).
     checks = np.fromiter(map(_term_check, encoded), np.uint64, len(encoded))
     by_check = np.argsort(checks, kind="stable")
-    pad = b"\0" * (-(4 * len(doc_ids) + 2 * len(doc_ids)) % 8)
-    return b"".join(
+    pad = b"\0" * (-(4 * n_post + 2 * n_post) % 8)
+    head = b"".join(
         (
-            _HEADER.pack(_MAGIC, n_docs, len(vocab), len(doc_ids), len(blob)),
+            _HEADER.pack(_MAGIC, n_docs, len(vocab), n_post, len(blob)),
             offsets.tobytes(),
             starts.tobytes(),
             blob,
-            doc_ids[order].astype("<u4", copy=False).data,
-            tfs[order].astype("<u2", copy=False).data,
+        )
+    )
+    end = b"".join(
+        (
             pad,
             checks[by_check].astype("<u8").tobytes(),
             counts[by_check].astype("<u4").tobytes(),
         )
     )
+    return head, end
 
 
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
@@ -275,6 +299,79 @@ def merge_segments(segments: list[Segment]) -> bytes:
     tfs = np.concatenate(all_tfs) if all_tfs else np.zeros(0, np.uint16)
     del all_terms, all_docs, all_tfs
     return _pack(vocab, term_ids, doc_ids, tfs, base)
+
+
+MERGE_POSTINGS: Final = 1 << 19
+"""Postings a streamed merge (:func:`write_merged`) sorts at a time: about 16 bytes each are
+held, so ~8 MB whatever the size of the segments merged."""
+
+_COPY: Final = 1 << 20
+
+
+def write_merged(path: Path, segments: list[Segment], *, budget: int | None = None) -> int:
+    """Write to ``path`` (whole, under a temporary name renamed into place) the bytes
+    :func:`merge_segments` returns for ``segments``, holding a bounded number of postings at
+    once (``budget``, default :data:`MERGE_POSTINGS`) instead of every posting of the merged
+    segment; return their CRC-32.
+
+    The merged vocabulary and each term's count come first (what the header, offsets and
+    starts need: a few numbers a term). Then the postings go out a range of terms at a time:
+    a range of the merged (sorted) vocabulary is a contiguous range of each segment's postings,
+    since each vocabulary is sorted too, so sorting a range's postings by term (stable, the
+    segments in order) gives exactly the slice of the whole sort. The document ids go straight
+    to the file; the counts, which follow all of them, wait in an unnamed temporary file beside
+    it and are copied after: the file is written front to back and its CRC taken as it goes."""
+    budget = MERGE_POSTINGS if budget is None else max(1, budget)
+    for s in segments:
+        s.check()
+    vocabs = [s.terms() for s in segments]
+    vocab = sorted(set().union(*vocabs))
+    ids = {t: i for i, t in enumerate(vocab)}
+    remaps = [np.fromiter(map(ids.__getitem__, v), np.int64, len(v)) for v in vocabs]
+    del ids, vocabs
+    counts = np.zeros(len(vocab), np.int64)
+    for s, remap in zip(segments, remaps, strict=True):
+        counts[remap] += s._counts()  # a term once per segment: no repeated index
+    head, end = _frame(vocab, counts, sum(s.n_docs for s in segments))
+    del vocab
+    starts = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    bases = np.cumsum([0] + [s.n_docs for s in segments])
+    check = 0
+
+    def write(f: BinaryIO) -> None:
+        nonlocal check
+        with tempfile.TemporaryFile(dir=path.parent) as spill:
+            f.write(head)
+            check = zlib.crc32(head)
+            a, n_terms = 0, len(counts)
+            while a < n_terms:
+                b = int(np.searchsorted(starts, starts[a] + budget, side="right")) - 1
+                b = min(max(b, a + 1), n_terms)
+                terms, docs, tfs = [], [], []
+                for s, remap, base in zip(segments, remaps, bases, strict=False):
+                    lo, hi = np.searchsorted(remap, (a, b))
+                    if lo == hi:
+                        continue
+                    local = s._starts[lo : hi + 1].astype(np.int64)
+                    terms.append(np.repeat(remap[lo:hi], np.diff(local)))
+                    docs.append(s._docs[local[0] : local[-1]] + np.uint32(base))
+                    tfs.append(s._tfs[local[0] : local[-1]])
+                order = np.argsort(np.concatenate(terms), kind="stable")
+                out = np.concatenate(docs)[order].astype("<u4", copy=False).tobytes()
+                f.write(out)
+                check = zlib.crc32(out, check)
+                spill.write(np.concatenate(tfs)[order].astype("<u2", copy=False).tobytes())
+                a = b
+            spill.seek(0)
+            while block := spill.read(_COPY):
+                f.write(block)
+                check = zlib.crc32(block, check)
+            f.write(end)
+            check = zlib.crc32(end, check)
+
+    atomic_write(path, write, durable=False)  # a cache: rebuilt, not recovered
+    return check
 
 
 class SegmentRef(msgspec.Struct, frozen=True, array_like=True):

@@ -35,6 +35,13 @@ depend on the order: BM25's statistics are sums, every document's score is summe
 in one order, and ties are broken by (thread id, seq), so the hits equal those of ranking every
 thread's own index together (the reference the tests compare with).
 
+**Bounded memory** (ADR 0061). A build or a catch-up streams each thread's documents as its
+log is read, ``_CHUNK`` at a time, sealing and merging segments on disk as they fill
+(:func:`.segments.write_merged`); the threads' entries are all it holds for the whole run. A
+rebuild by bulk workers takes their parts from an unnamed temporary file
+(:class:`SpooledParts`), a thread at a time, and the workers read no thread whose log is past
+:data:`PART_MAX_BYTES`.
+
 **Damage.** Every file says whether it is whole: the manifest carries the CRC-32 of
 ``docs.bin``'s committed records (extended as they grow), of the tail and of each segment, and
 its own (:func:`.segments.sealed_json`). A manifest that does not decode or match its check,
@@ -55,6 +62,7 @@ import fcntl
 import os
 import shutil
 import struct
+import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping
 from itertools import chain, islice
 from pathlib import Path
@@ -81,16 +89,18 @@ from continuity.retrieval.segments import (
     crc,
     load_sealed,
     merge_due,
-    merge_segments,
     open_segment,
     read_map,
     sealed_json,
+    write_merged,
 )
 from continuity.store.base import BaseStore, LogStamp, Thread
 
 __all__ = [
     "FOLDER",
+    "PART_MAX_BYTES",
     "STORE_DOC",
+    "SpooledParts",
     "StoreSearchView",
     "ThreadDocs",
     "ThreadEntry",
@@ -107,8 +117,9 @@ _WHERE: Final = "the store-wide search index"
 _VERSION: Final = 3  # 2: stemmed terms (search index version 4, ADR 0032); 3: checksums
 _TAIL: Final = 67
 """A sealed line ends with its 64 hex digest, ``"}`` and a newline."""
-_CHUNK: Final = 16_384
+_CHUNK: Final = 1_024
 _DOC: Final = struct.Struct("<QIIBB6x")
+_U32: Final = 2**32 - 1
 STORE_DOC: Final = np.dtype(
     {
         "names": ["seq", "len", "thread", "kind", "role"],
@@ -239,6 +250,63 @@ class _Masked:
         return len(docs) if not len(docs) or int(docs[-1]) < end else int(docs.searchsorted(end))
 
 
+_CHECK_STEP: Final = 1 << 18
+"""Documents of ``docs.bin`` checked at a time when a view opens: what the check holds (a sort
+order and a few copies, ~30 bytes a document) stays a few MB however many there are."""
+
+
+def _check_docs(
+    m: StoreManifest,
+    seqs: npt.NDArray[np.uint64],
+    lengths: npt.NDArray[np.uint32],
+    thread_of: npt.NDArray[np.uint32],
+) -> None:
+    """ValueError unless ``docs.bin``'s records are those ``m`` counts: per-thread counts and
+    length sums, the total length, and each thread's seqs ascending and within its watermark.
+    Read ``_CHECK_STEP`` records at a time (the documents of a 1M-frame thread checked at once
+    held ~70 MB)."""
+    n_threads = len(m.threads)
+    counts = np.zeros(n_threads, np.int64)
+    sums = np.zeros(n_threads, np.int64)
+    if m.docs and int(thread_of.max()) >= n_threads:
+        raise ValueError("docs.bin names a thread the manifest does not hold")
+    last = np.zeros(n_threads, np.uint64)  # each thread's last seq so far
+    seen = np.zeros(n_threads, np.bool_)
+    in_order = True
+    for a in range(0, m.docs, _CHECK_STEP):
+        t, s = thread_of[a : a + _CHECK_STEP], seqs[a : a + _CHECK_STEP]
+        counts += np.bincount(t, minlength=n_threads)
+        weights = lengths[a : a + _CHECK_STEP].astype(np.float64)  # exact: far below 2^53
+        sums += np.bincount(t, weights, n_threads).astype(np.int64)
+        # Seqs ascend within each thread (a damaged seq would give a document another frame's
+        # place): stable order by thread keeps each thread's documents in order; each
+        # thread's first here must follow its last before.
+        if not bool(np.all(t[1:] >= t[:-1])):  # in thread order already: a rebuild's
+            by = np.argsort(t, kind="stable")
+            t, s = t[by], s[by]
+        same = t[1:] == t[:-1]
+        firsts = np.concatenate(([True], ~same))
+        lasts = np.concatenate((~same, [True]))
+        ft = t[firsts]
+        in_order = in_order and bool(
+            np.all(s[1:][same] > s[:-1][same]) and not np.any(seen[ft] & (s[firsts] <= last[ft]))
+        )
+        last[t[lasts]] = s[lasts]
+        seen[ft] = True
+    if counts.tolist() != [e.docs for e in m.threads] or sums.tolist() != [
+        e.total_length for e in m.threads
+    ]:
+        raise ValueError("docs.bin does not hold the documents its manifest counts")
+    if int(lengths.sum(dtype=np.uint64)) != m.total_length or m.docs != sum(
+        e.docs for e in m.threads
+    ):
+        raise ValueError("docs.bin lengths do not sum to what the manifest says")
+    if not in_order:
+        raise ValueError("docs.bin holds a thread's seqs out of order")
+    if any(int(last[i]) > e.last_seq for i, e in enumerate(m.threads) if e.docs):
+        raise ValueError("docs.bin holds a seq past its thread's watermark")
+
+
 class StoreSearchView:
     """One consistent read of the store-wide index (one manifest, its files), checked."""
 
@@ -258,33 +326,7 @@ class StoreSearchView:
         self.thread_of: npt.NDArray[np.uint32] = docs["thread"]
         self.kinds: npt.NDArray[np.uint8] = docs["kind"]
         self.roles: npt.NDArray[np.uint8] = docs["role"]
-        n_threads = len(m.threads)
-        counts: list[int] = [0] * n_threads
-        sums: list[int] = [0] * n_threads
-        if m.docs:
-            if int(self.thread_of.max()) >= n_threads:
-                raise ValueError("docs.bin names a thread the manifest does not hold")
-            counts = [int(c) for c in np.bincount(self.thread_of, minlength=n_threads)]
-            weights = self.lengths.astype(np.float64)  # exact: sums stay far below 2^53
-            sums = [int(x) for x in np.bincount(self.thread_of, weights, n_threads)]
-        if counts != [e.docs for e in m.threads] or sums != [e.total_length for e in m.threads]:
-            raise ValueError("docs.bin does not hold the documents its manifest counts")
-        if int(self.lengths.sum(dtype=np.uint64)) != m.total_length or m.docs != sum(
-            e.docs for e in m.threads
-        ):
-            raise ValueError("docs.bin lengths do not sum to what the manifest says")
-        if m.docs > 1:
-            # Seqs ascend within each thread (a damaged seq would give a document another
-            # frame's place): stable order by thread keeps each thread's documents in order.
-            by = np.argsort(self.thread_of, kind="stable")
-            t, s = self.thread_of[by], self.seqs[by]
-            same = t[1:] == t[:-1]
-            if not bool(np.all(s[1:][same] > s[:-1][same])):
-                raise ValueError("docs.bin holds a thread's seqs out of order")
-            last = np.zeros(n_threads, np.uint64)
-            np.maximum.at(last, t, s)
-            if any(int(last[i]) > e.last_seq for i, e in enumerate(m.threads) if e.docs):
-                raise ValueError("docs.bin holds a seq past its thread's watermark")
+        _check_docs(m, self.seqs, self.lengths, self.thread_of)
         self.parts: list[Part] = []
         first = 0
         for ref in m.segments:
@@ -451,11 +493,19 @@ def has_store_search(store: BaseStore) -> bool:
     return folder is not None and (folder / "manifest.json").exists()
 
 
+PART_MAX_BYTES: Final = 4 << 20
+"""The largest log whose documents a bulk worker reads whole (:func:`thread_documents`): a
+larger thread is streamed by the rebuild itself, so no part holds more than a few MB."""
+
+
 def thread_documents(thread: Thread) -> ThreadDocs | None:
     """Every document of ``thread`` from the start of its log, as a rebuild of the store-wide
     index reads them; None when it has no committed frame or cannot be read (the rebuild reads
-    it again and says what is wrong)."""
+    it again and says what is wrong), or when its log is larger than :data:`PART_MAX_BYTES`
+    (the rebuild streams it: its documents are never held whole)."""
     try:
+        if thread.log_bytes() > PART_MAX_BYTES:
+            return None
         project, end, last, docs = _read_docs(thread, 0, 0, None)
     except ContinuityError:
         return None
@@ -464,6 +514,43 @@ def thread_documents(thread: Thread) -> ThreadDocs | None:
     sealed = fr.unseal(last[1])
     assert sealed is not None  # read_lines checked the chain
     return ThreadDocs(project, end, last[0], sealed[1].hex(), docs)
+
+
+class SpooledParts(Mapping[str, ThreadDocs]):
+    """Threads' documents read by bulk workers (:class:`ThreadDocs` as msgpack, a thread
+    each), kept in an unnamed temporary file beside the index and decoded one thread at a time
+    as the rebuild takes it: what the calling process holds does not grow with the store. The
+    file goes with the process, however it ends."""
+
+    _decoder: Final = msgspec.msgpack.Decoder(ThreadDocs)
+
+    def __init__(self, folder: Path | None) -> None:
+        if folder is not None:
+            private_dirs(folder)
+        self._file = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by close())
+        self._at: dict[str, tuple[int, int]] = {}
+        self._end = 0
+
+    def add(self, thread_id: str, encoded: bytes) -> None:
+        """Keep ``encoded`` (one thread's :class:`ThreadDocs` as msgpack)."""
+        self._file.seek(self._end)
+        self._file.write(encoded)
+        self._at[thread_id] = (self._end, len(encoded))
+        self._end += len(encoded)
+
+    def __getitem__(self, thread_id: str) -> ThreadDocs:
+        start, size = self._at[thread_id]
+        self._file.seek(start)
+        return self._decoder.decode(self._file.read(size))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def _read_docs(
@@ -571,16 +658,6 @@ def _catch_up(
     return _add(folder, m, chain([first] if first else [], found), run.entries)
 
 
-class _NewDocs(msgspec.Struct, frozen=True):
-    """What one thread adds: its documents after the watermark, and the new watermark."""
-
-    project: str | None
-    log_end: int
-    last_seq: int
-    digest: str
-    docs: list[Doc]
-
-
 class _CatchUp:
     """One catch-up's phases: check what the index holds still is the logs' (``still_holds``),
     find the threads behind (``behind``), read their new documents (``documents``), which
@@ -599,6 +676,7 @@ class _CatchUp:
         self.progress = progress
         self.handles: dict[str, Thread] = {}
         self.entries: list[ThreadEntry] = []
+        self.ordinal: dict[str, int] = {}
         self.changed = False
         self.why = ""
         """Why the index no longer holds (``still_holds``), when it is news."""
@@ -637,55 +715,76 @@ class _CatchUp:
         ]
 
     def documents(self, m: StoreManifest, todo: list[str]) -> Iterator[tuple[int, Doc]]:
-        """The new documents of the threads ``todo``, as (thread ordinal, document); each
-        thread's entry is brought up to date as its documents are read."""
+        """The new documents of the threads ``todo``, as (thread ordinal, document), streamed
+        as each log is read (no thread's documents are held whole: a 1M-frame thread's would
+        not fit a laptop); each thread's entry is brought up to date once its last new document
+        has been taken."""
         known = {e.thread_id: e for e in m.threads}
         self.entries = list(m.threads)
-        ordinal = {e.thread_id: i for i, e in enumerate(self.entries)}
+        self.ordinal = {e.thread_id: i for i, e in enumerate(self.entries)}
         for done, tid in enumerate(todo):
             if self.progress is not None:
                 self.progress(done, len(todo))
-            new = self._read(tid, known.get(tid))
-            if new is None:
-                continue
-            i = ordinal.get(tid)
-            if i is None:
-                i = ordinal[tid] = len(self.entries)
-                self.entries.append(ThreadEntry(tid, new.project, 0, -1, "", 0, 0))
-            e = self.entries[i]
-            self.entries[i] = ThreadEntry(
-                tid,
-                new.project,
-                new.log_end,
-                new.last_seq,
-                new.digest,
-                e.docs + len(new.docs),
-                e.total_length + sum(min(d.length, 2**32 - 1) for d in new.docs),
-            )
-            self.changed = True
-            for d in new.docs:
-                yield i, d
+            yield from self._read(tid, known.get(tid))
         if self.progress is not None:
             self.progress(len(todo), len(todo))
 
-    def _read(self, tid: str, old: ThreadEntry | None) -> _NewDocs | None:
+    def _place(self, tid: str, project: str | None) -> int:
+        """Thread ``tid``'s ordinal (a new one, in the order threads are first found)."""
+        i = self.ordinal.get(tid)
+        if i is None:
+            i = self.ordinal[tid] = len(self.entries)
+            self.entries.append(ThreadEntry(tid, project, 0, -1, "", 0, 0))
+        return i
+
+    def _commit(
+        self, i: int, project: str | None, end: int, last_seq: int, digest: str, n: int, total: int
+    ) -> None:
+        e = self.entries[i]
+        self.entries[i] = ThreadEntry(
+            e.thread_id, project, end, last_seq, digest, e.docs + n, e.total_length + total
+        )
+        self.changed = True
+
+    def _read(self, tid: str, old: ThreadEntry | None) -> Iterator[tuple[int, Doc]]:
         """What thread ``tid`` adds after ``old`` (its entry, None when not indexed yet): from
-        a part read already while it is current, else from its log. None when the log holds
-        nothing new."""
+        a part read already while it is current, else from its log, a line at a time. Nothing
+        when the log holds nothing new."""
         part = None if self.parts is None or old is not None else self.parts.get(tid)
+        n = total = 0
         if part is not None and _current_part(part, self.stamps[tid]):
-            return _NewDocs(part.project, part.log_end, part.last_seq, part.digest, part.docs)
+            i = self._place(tid, part.project)
+            for d in part.docs:
+                n += 1
+                total += min(d.length, _U32)
+                yield i, d
+            self._commit(i, part.project, part.log_end, part.last_seq, part.digest, n, total)
+            return
         thread = self.handle(tid)
         start, from_seq = (old.log_end, old.last_seq + 1) if old is not None else (0, 0)
-        before = old.project if old is not None else None
-        project, end, last, docs = _read_docs(thread, start, from_seq, before)
+        project = old.project if old is not None else None
+        end = start
+        last: tuple[int, bytes] | None = None
+        i = -1
+        for seq, line in thread.read_lines(from_seq=from_seq, start_offset=start):
+            if seq == 0:
+                project = _project(thread.decode(seq, line))
+            if i < 0:
+                i = self._place(tid, project)
+            found = doc_of_line(thread, seq, line)
+            if found is not None:
+                n += 1
+                total += min(found.length, _U32)
+                yield i, found
+            end += len(line) + 1
+            last = (seq, line)
         if last is None:
             if old is None and ThreadIndex.available(thread):
                 ThreadIndex(thread).check_length()  # a log cut to nothing it knew
-            return None
+            return
         sealed = fr.unseal(last[1])
         assert sealed is not None  # read_lines checked the chain
-        return _NewDocs(project, end, last[0], sealed[1].hex(), docs)
+        self._commit(i, project, end, last[0], sealed[1].hex(), n, total)
 
 
 def _project(frame: fr.Frame) -> str | None:
@@ -790,9 +889,11 @@ def _merge(folder: Path, segments: list[SegmentRef], kept: set[str]) -> list[Seg
     while merge_due(segments):
         group = segments[-FANOUT:]
         size = group[0].n_docs
-        merged = merge_segments([open_segment(folder / s.name, s, whole=True) for s in group])
-        ref = SegmentRef(group[0].first_doc, size * FANOUT, crc(merged))
-        _write(folder / ref.name, merged)
+        name = SegmentRef(group[0].first_doc, size * FANOUT).name
+        check = write_merged(
+            folder / name, [open_segment(folder / s.name, s, whole=True) for s in group]
+        )
+        ref = SegmentRef(group[0].first_doc, size * FANOUT, check)
         segments = [*segments[:-FANOUT], ref]
         for s in group:
             if s.name not in kept:

@@ -22,7 +22,7 @@ from continuity.errors import ContinuityError
 from continuity.maintenance import bulk as bulk_module, verify as verify_module
 from continuity.maintenance.bulk import rebuild_store
 from continuity.maintenance.verify import VerifyReport, verify_store
-from continuity.retrieval import store_index as store_search_module
+from continuity.retrieval import documents as documents_module, store_index as store_search_module
 from continuity.retrieval.store_index import open_store_search
 from continuity.store.jsonl import Store
 
@@ -185,7 +185,7 @@ def test_parallel_rebuild_reads_the_store_wide_parts_in_the_workers(
     catalog_view(store)
     open_store_search(store)
     parent = os.getpid()
-    real_row, real_docs = catalog_module.read_row, store_search_module._read_docs
+    real_row, real_docs = catalog_module.read_row, documents_module.doc_of_line
 
     def row_in_worker(*args: object, **kwargs: object) -> object:
         assert os.getpid() != parent, "a catalog row was read in the calling process"
@@ -196,11 +196,39 @@ def test_parallel_rebuild_reads_the_store_wide_parts_in_the_workers(
         return real_docs(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(catalog_module, "read_row", row_in_worker)
-    monkeypatch.setattr(store_search_module, "_read_docs", docs_in_worker)
+    monkeypatch.setattr(store_search_module, "doc_of_line", docs_in_worker)
     rebuild_store(store, jobs=2)
     monkeypatch.setattr(catalog_module, "read_row", real_row)
-    monkeypatch.setattr(store_search_module, "_read_docs", real_docs)
+    monkeypatch.setattr(store_search_module, "doc_of_line", real_docs)
     assert verify_store(store, jobs=1).ok
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("part_max", "batch_bytes"), [(3000, 10**9), (10**9, 1)])
+def test_parts_past_their_bounds_are_streamed_by_the_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, part_max: int, batch_bytes: int
+) -> None:
+    """A thread whose log is past ``PART_MAX_BYTES``, and the threads of a batch past its
+    budget of documents, are not read whole by the workers: the rebuild streams them itself,
+    to the same bytes (ADR 0061)."""
+    store = _store(tmp_path / "s", threads=6, frames=60)
+    open_store_search(store)
+    rebuild_store(store, jobs=1)
+    reference = _tree(store.root / "cache")
+    parent, in_parent = os.getpid(), [0]
+    real = documents_module.doc_of_line
+
+    def counting(*args: object, **kwargs: object) -> object:
+        in_parent[0] += os.getpid() == parent
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_search_module, "PART_MAX_BYTES", part_max)
+    monkeypatch.setattr(bulk_module, "_DOCUMENTS_BYTES", batch_bytes)
+    monkeypatch.setattr(store_search_module, "doc_of_line", counting)
+    rebuild_store(store, jobs=2)
+    assert in_parent[0] > 0  # some threads were streamed here
+    assert _tree(store.root / "cache") == reference
+    assert not [p for p in (store.root / "cache" / "search-store").iterdir() if "tmp" in p.name]
 
 
 def test_parts_read_before_an_append_are_not_taken(tmp_path: Path) -> None:

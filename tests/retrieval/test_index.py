@@ -279,11 +279,12 @@ def test_a_writer_that_dies_in_the_middle_of_a_long_catch_up_leaves_the_old_inde
     assert old is not None
     t.append([fr.message("user", f"word{i} common") for i in range(30, 230)])
     monkeypatch.setattr(si, "_CHUNK", 7)
-    real = si._write
-    monkeypatch.setattr(si, "_write", _die_after(survivors))
+    real, real_merge = si._write, segments.write_merged
+    _die_after(monkeypatch, survivors)
     with pytest.raises(KeyboardInterrupt):
         index.refresh()
     monkeypatch.setattr(si, "_write", real)
+    monkeypatch.setattr(si, "write_merged", real_merge)
     assert index.manifest() == old
     assert index._files_problem(old) is None
     view = index.view()

@@ -8,7 +8,7 @@ import functools
 import random
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import count
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from hypothesis import given, settings, strategies as st
 from continuity import frames as fr
 from continuity.caches.thread_index import ThreadIndex
 from continuity.errors import CorruptFrame, InvalidQuery, InvalidThreadId, ThreadNotFound
-from continuity.retrieval import index as si
+from continuity.retrieval import index as si, segments
 from continuity.retrieval.documents import KIND_MESSAGE, KIND_OBSERVATION, KIND_SUMMARY, doc_of
 from continuity.retrieval.embedders import HashedEmbedder
 from continuity.retrieval.fusion import RRF_C, SEMANTIC_WEIGHT
@@ -524,8 +524,10 @@ def test_index_files_damaged_behind_a_current_manifest_are_noticed(tmp_store: St
             assert search(tmp_store, q, k=5, thread="t") == hits, q
 
 
-def _die_after(survivors: int) -> Callable[[Path, bytes], None]:
-    real = si._write
+def _die_after(monkeypatch: pytest.MonkeyPatch, survivors: int) -> None:
+    """Make the thread index's file writes (whole files and merged segments, which stream to
+    theirs: ADR 0061) die after the first ``survivors``."""
+    real, real_merge = si._write, segments.write_merged
     done = [0]
 
     def dying(path: Path, data: bytes) -> None:
@@ -534,7 +536,14 @@ def _die_after(survivors: int) -> Callable[[Path, bytes], None]:
         done[0] += 1
         real(path, data)
 
-    return dying
+    def dying_merge(path: Path, parts: list[Segment]) -> int:
+        if done[0] >= survivors:
+            raise KeyboardInterrupt(f"died before writing {path.name}")
+        done[0] += 1
+        return real_merge(path, parts)
+
+    monkeypatch.setattr(si, "_write", dying)
+    monkeypatch.setattr(si, "write_merged", dying_merge)
 
 
 @pytest.mark.slow
@@ -553,7 +562,7 @@ def test_a_writer_that_dies_between_files_leaves_an_index_that_gives_right_answe
     index = ThreadSearchIndex(tmp_store.thread("t"))
     index.refresh()
     t.append([text("user", f"word{i} common") for i in range(before, before + 12)])
-    monkeypatch.setattr(si, "_write", _die_after(survivors))
+    _die_after(monkeypatch, survivors)
     with pytest.raises(KeyboardInterrupt):
         index.refresh()
     monkeypatch.undo()

@@ -13,14 +13,16 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from continuity import frames as fr
 from continuity.maintenance.verify import verify_store
-from continuity.retrieval import store_index as ss
+from continuity.retrieval import segments, store_index as ss
 from continuity.retrieval.ranking import query_terms
 from continuity.retrieval.search import _per_thread, search
+from continuity.retrieval.segments import Segment, build_segment
 from continuity.store.jsonl import Store
 from continuity.testing import FixedClock
 
@@ -194,6 +196,76 @@ def test_a_sigkilled_updater_leaves_an_index_that_gives_right_answers(tmp_path: 
 
 
 @pytest.mark.slow
+def test_a_build_in_many_small_runs_is_the_in_memory_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Documents streamed a few at a time and merged a few postings at a time (many runs and
+    merge steps) make the bytes of a build that holds everything (ADR 0061), and each segment
+    is the one built in memory from the documents it covers (in thread id order, each thread's
+    in log order)."""
+    monkeypatch.setattr(ss, "BLOCK", 8)
+    monkeypatch.setattr(ss, "FANOUT", 4)
+    monkeypatch.setattr(segments, "BLOCK", 8)
+    monkeypatch.setattr(segments, "FANOUT", 4)
+    monkeypatch.setattr(segments, "MAX_SEGMENT", 8 * 4**2)
+    store = _big(tmp_path, threads=30, messages=40)
+    builds = []
+    for chunk, budget in ((10**6, 10**9), (1, 1), (3, 7), (50, 64)):
+        monkeypatch.setattr(ss, "_CHUNK", chunk)
+        monkeypatch.setattr(segments, "MERGE_POSTINGS", budget)
+        ss.rebuild_store_search(store)
+        builds.append(_files(store))
+    assert all(b == builds[0] for b in builds[1:])
+    docs = [
+        d
+        for tid in sorted(store.threads())
+        if (part := ss.thread_documents(store.thread(tid))) is not None
+        for d in part.docs
+    ]
+    m = ss._read_manifest(store.cache_dir / ss.FOLDER)
+    assert m is not None and m.docs == len(docs) > 4 * 8 * 4**2
+    assert sum(1 for s in m.segments if s.n_docs == 8 * 4**2) >= 4  # merged to the cap
+    for ref in m.segments:
+        covered = docs[ref.first_doc : ref.first_doc + ref.n_docs]
+        assert builds[0][ref.name] == build_segment(covered)
+    for q in QUERIES:
+        assert search(store, q, k=10) == _reference(store, q, 10)
+
+
+@pytest.mark.slow
+def test_a_build_sigkilled_at_any_point_is_never_believed(tmp_path: Path) -> None:
+    """A first build killed mid-way (one document and one posting at a time, so that it is
+    killed while sealing, merging or writing its tail) leaves nothing a search trusts: the
+    next search builds it and gives the answers of every thread's own index."""
+    store = _big(tmp_path, threads=24, messages=600)  # past 4,096 documents: a merge
+    code = (
+        "import sys; from continuity.store.jsonl import Store;"
+        "from continuity.retrieval import segments, store_index as ss;"
+        "ss._CHUNK = 1; segments.MERGE_POSTINGS = 1;"
+        "ss.open_store_search(Store(sys.argv[1]))"
+    )
+    folder = store.cache_dir / ss.FOLDER
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", code, str(store.root)], check=True)
+    whole = time.monotonic() - started  # how long a build takes here: kills spread over it
+    built = _files(store)
+    assert any(n.endswith("-4096.bin") for n in built)
+    killed = 0
+    for share in (0.3, 0.5, 0.7, 0.85, 0.95):
+        ss.drop_store_search(store)
+        child = subprocess.Popen([sys.executable, "-c", code, str(store.root)])
+        time.sleep(whole * share)
+        os.kill(child.pid, signal.SIGKILL)
+        killed += child.wait() == -signal.SIGKILL
+        for q in QUERIES:
+            assert search(store, q, k=5) == _reference(store, q, 5), (share, q)
+        assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+        assert verify_store(store).ok
+        assert _files(store) == built
+    assert killed  # at least one was killed mid-build (not after it finished)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("survivors", range(4))  # a seal, a merge, the tail, the manifest
 def test_a_writer_that_dies_between_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, survivors: int
@@ -202,7 +274,7 @@ def test_a_writer_that_dies_between_files(
     store.thread("a").append([fr.message("user", f"w{i} common") for i in range(16 * 256 - 6)])
     search(store, "common")
     store.thread("b").append([fr.message("user", f"w{i} common") for i in range(20)])
-    real = ss._write
+    real, real_merge = ss._write, segments.write_merged
     done = [0]
 
     def dying(path: Path, data: bytes) -> None:
@@ -211,7 +283,14 @@ def test_a_writer_that_dies_between_files(
         done[0] += 1
         real(path, data)
 
+    def dying_merge(path: Path, segments: list[Segment]) -> int:
+        if done[0] >= survivors:
+            raise KeyboardInterrupt(path.name)
+        done[0] += 1
+        return real_merge(path, segments)
+
     monkeypatch.setattr(ss, "_write", dying)
+    monkeypatch.setattr(ss, "write_merged", dying_merge)  # a merge streams to its file
     with pytest.raises(KeyboardInterrupt):
         search(store, "common")
     monkeypatch.undo()
@@ -278,3 +357,65 @@ def test_the_benchmark_runs_and_reports_every_row(
         assert f"search @30, {phase} (after)" in metrics
     assert "search @30, warm, 1 thread appended (after)" in metrics
     assert all(r.median > 0 for r in report.rows)
+
+
+@pytest.mark.slow
+def test_the_build_benchmark_runs_and_reports_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTINUITY_BENCH_DIR", str(tmp_path / "bench"))
+    root = str(Path(__file__).resolve().parents[2])  # ``tools`` is a folder of the checkout
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    bench = importlib.import_module("tools.bench.bench_index_build")
+    report = bench.run(sizes=(300,), repeat=2, baseline=None)
+    rows = {r.metric: r for r in report.rows}
+    for phase in ("first search", "warm search"):
+        assert rows[f"{phase} @300 CPU (after)"].median > 0
+        assert rows[f"{phase} @300 peak RSS (after)"].n == 2
+    assert rows["index bytes @300: one digest across trees and runs"].median == 1.0
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 64, 1 << 18])
+def test_the_documents_check_sees_the_same_damage_in_any_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: int
+) -> None:
+    """A view checks ``docs.bin`` a step of records at a time (ADR 0061: its memory does not
+    grow with the documents): seqs out of order within a step or across two, counts, length
+    sums and watermarks are caught whatever the step."""
+    store = _big(tmp_path, threads=6, messages=30)
+    search(store, "deploy")
+    _fill(store, random.Random(4), 3, 30)  # a catch-up: threads' documents interleave
+    for tid in store.threads()[:3]:
+        store.thread(tid).append(fr.message("user", "deploy again"))
+    search(store, "deploy")
+    folder = store.cache_dir / ss.FOLDER
+    m = ss._read_manifest(folder)
+    assert m is not None
+    docs = np.frombuffer((folder / "docs.bin").read_bytes(), ss.STORE_DOC, m.docs).copy()
+    thread_of = docs["thread"]
+    assert len(set(thread_of[: m.docs // 2].tolist())) < len(m.threads)  # interleaved later
+    monkeypatch.setattr(ss, "_CHECK_STEP", step)
+
+    def check(seqs: object, lengths: object, threads: object) -> str:
+        try:
+            ss._check_docs(m, seqs, lengths, threads)  # type: ignore[arg-type]
+        except ValueError as exc:
+            return str(exc)
+        return ""
+
+    assert check(docs["seq"], docs["len"], thread_of) == ""
+    rows = np.flatnonzero(thread_of == thread_of[-1])  # the last thread's documents
+    for i, j in ((rows[0], rows[1]), (rows[-2], rows[-1]), (rows[0], rows[-1])):
+        seqs = docs["seq"].copy()
+        seqs[j] = seqs[i]  # a later document with an earlier one's seq
+        assert check(seqs, docs["len"], thread_of) == "docs.bin holds a thread's seqs out of order"
+    seqs = docs["seq"].copy()
+    seqs[rows[-1]] += 10**6
+    assert "past its thread's watermark" in check(seqs, docs["len"], thread_of)
+    lengths = docs["len"].copy()
+    lengths[rows[0]] += 1
+    assert "manifest counts" in check(docs["seq"], lengths, thread_of)
+    moved = thread_of.copy()
+    moved[rows[0]] = (moved[rows[0]] + 1) % len(m.threads)
+    assert "manifest counts" in check(docs["seq"], docs["len"], moved)
