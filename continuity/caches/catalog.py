@@ -700,7 +700,11 @@ def _vouched_rows(store: BaseStore, path: Path | None) -> list[CatalogRow] | Non
     rows = _load_data(path, data)
     if rows is None:
         return None
-    return [rows[tid] for tid in sorted(rows)]
+    found = [rows[tid] for tid in sorted(rows)]
+    from continuity.caches.session_file import write_sessions_file
+
+    write_sessions_file(path.parent.parent, data, found)  # when it is not that catalog's
+    return found
 
 
 def _vouch(
@@ -729,15 +733,19 @@ def _vouch(
         side = path.with_name(STAT_FILE)
         header = stat_file_header(marker, data, logs)
         try:
-            if vouches(side.read_bytes(), header):
-                return  # the listing after it is the same function of the same catalog
+            current = vouches(side.read_bytes(), header)
         except OSError:
-            pass
-        listing = _listing(kept)
-        if listing is not None:
+            current = False
+        if not current:  # else the listing after it is the same function of the same catalog
+            listing = _listing(kept)
+            if listing is None:
+                return
             atomic_write(side, encode_stat_file(marker, data, logs, listing), durable=False)
     except OSError:
-        pass  # a cache: the listing stands, the next one takes the full path again
+        return  # a cache: the listing stands, the next one takes the full path again
+    from continuity.caches.session_file import write_sessions_file
+
+    write_sessions_file(path.parent.parent, data, kept)
 
 
 def _own_view(store: BaseStore, found: CatalogRows) -> CatalogView:

@@ -25,18 +25,33 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Final
 
 import blake3
 
+TYPE_CHECKING = False  # not typing's: the listings' fast path imports this module (2 ms)
+if TYPE_CHECKING:
+    from typing import Final
+
 __all__ = [
+    "PARTS",
+    "SESSIONS_FILE",
     "STAT_FILE",
     "content_digest",
     "current_listing",
+    "current_sessions",
+    "encode_sessions_file",
     "encode_stat_file",
+    "escape",
     "log_line",
     "logs_digest",
+    "quarantined_count",
+    "sessions_key",
+    "sessions_parts",
+    "sessions_prefix",
     "stat_file_header",
+    "store_artifacts",
+    "tree_bytes",
+    "unescape",
     "vouched_catalog",
     "vouches",
 ]
@@ -125,8 +140,16 @@ way that follows it (the typer command) does not make the same check again."""
 
 
 def _vouched(root: Path) -> tuple[bytes, bytes] | None:
-    """The catalog's bytes and the listing file's sealed listing, when the file vouches."""
-    return _check(root)
+    """The catalog's bytes and the listing file's sealed listing, when the file vouches (a
+    check this process made a moment ago for the sessions file is taken, once)."""
+    found = _VOUCHED.pop(root, None)
+    return found if found is not None else _check(root)
+
+
+_VOUCHED: Final[dict[Path, tuple[bytes, bytes]]] = {}
+"""The stores whose listing file the sessions fast path found vouching in this process but
+whose sessions file did not match: the full way that follows it takes the catalog from it
+rather than stat every log again."""
 
 
 def _check(root: Path) -> tuple[bytes, bytes] | None:
@@ -172,3 +195,219 @@ def _check(root: Path) -> tuple[bytes, bytes] | None:
     if len(logs) != int(parts[4]) or logs_digest(logs).encode() != parts[5]:
         return None
     return catalog, listing
+
+
+# --- the sessions file: ``sessions`` and ``stats`` ---------------------------------------------
+
+SESSIONS_FILE: Final = "sessions.v1"
+_SESSIONS_MAGIC: Final = b"continuity-sessions 1"
+_RENDERED_BY: Final = (
+    "_text.py",
+    "redaction.py",
+    "agents/table.py",
+    "agents/base/sessions.py",
+    "maintenance/stats.py",
+    "caches/session_file.py",
+)
+"""The modules whose code decides the sessions file's content (the redaction's rules among
+them): a change to any of them (another version installed) is another key."""
+REDACTION_CONFIG: Final = "redaction.json"
+""":data:`continuity.redaction.CONFIG_FILE`, named here without importing the redaction."""
+
+
+def sessions_key(root: Path) -> str | None:
+    """What the sessions file's content depends on besides the catalog: the code that renders
+    and redacts it (:data:`_RENDERED_BY`, its source bytes) and the store's redaction config
+    (its bytes, or its absence). None when one cannot be read (no sessions file then)."""
+    package = Path(__file__).resolve().parent.parent
+    hasher = blake3.blake3()
+    try:
+        for name in _RENDERED_BY:
+            code = (package / name).read_bytes()
+            hasher.update(f"{name} {len(code)}\n".encode())
+            hasher.update(code)
+        try:
+            config = (root / REDACTION_CONFIG).read_bytes()
+        except FileNotFoundError:
+            hasher.update(b"no config")
+        else:
+            hasher.update(f"config {len(config)}\n".encode())
+            hasher.update(config)
+    except OSError:
+        return None
+    return hasher.hexdigest(16)
+
+
+def sessions_prefix(catalog: bytes, key: str) -> bytes:
+    """The start of the sessions file made of the catalog ``catalog`` with ``key``."""
+    return _SESSIONS_MAGIC + f" {content_digest(catalog)} {key} ".encode()
+
+
+PARTS: Final = ("stats", "text", "lines", "entries")
+"""The sessions file's parts, in order (see :func:`encode_sessions_file`)."""
+
+
+def encode_sessions_file(catalog: bytes, key: str, parts: list[bytes]) -> bytes:
+    """The sessions file: its parts (:data:`PARTS`): what ``stats`` sums of the catalog's rows
+    (JSON), what ``sessions`` prints and ``sessions --json``, and every session's entry for the
+    other filters (JSON), after a line naming the catalog, the key and each part's length and
+    digest (each part is read and checked alone: ``stats`` reads a few hundred bytes)."""
+    sealed = " ".join(f"{len(part)}:{content_digest(part)}" for part in parts)
+    return sessions_prefix(catalog, key) + sealed.encode() + b"\n" + b"".join(parts)
+
+
+def _layout(line: bytes, prefix: bytes) -> list[tuple[int, int, bytes]] | None:
+    """Each part's (offset, length, digest) from the file's first ``line`` (its newline
+    included); None when it does not start with ``prefix`` or is not such a line."""
+    if not line.startswith(prefix) or not line.endswith(b"\n"):
+        return None
+    found = []
+    offset = len(line)
+    for item in line[len(prefix) : -1].split(b" "):
+        size, colon, digest = item.partition(b":")
+        if not colon or not size.isdigit() or len(digest) != 32:
+            return None
+        found.append((offset, int(size), digest))
+        offset += int(size)
+    return found if len(found) == len(PARTS) else None
+
+
+def sessions_parts(found: bytes, prefix: bytes) -> list[bytes] | None:
+    """Every part of the sessions file ``found`` when it starts with ``prefix`` and no part is
+    damaged; None otherwise."""
+    line, newline, _rest = found.partition(b"\n")
+    layout = _layout(line + newline, prefix)
+    if layout is None or layout[-1][0] + layout[-1][1] != len(found):
+        return None
+    parts = [found[offset : offset + size] for offset, size, _digest in layout]
+    if any(content_digest(p).encode() != d for p, (_o, _s, d) in zip(parts, layout, strict=True)):
+        return None
+    return parts
+
+
+def current_sessions(root: Path, part: str) -> bytes | None:
+    """The part ``part`` (:data:`PARTS`) of the sessions file of the folder store at ``root``
+    when it was made of the catalog the listing file vouches for (every log as it is now:
+    :func:`current_listing`'s check) with this code and this redaction config; None otherwise
+    (list the full way)."""
+    found = _check(root)
+    if found is None:
+        _UNVOUCHED.add(root)
+        return None
+    key = sessions_key(root)
+    data = None if key is None else _part(root, sessions_prefix(found[0], key), part)
+    if data is None:
+        _VOUCHED[root] = found
+    return data
+
+
+def _part(root: Path, prefix: bytes, part: str) -> bytes | None:
+    try:
+        with open(root / "cache" / SESSIONS_FILE, "rb") as f:
+            layout = _layout(f.readline(1 << 12), prefix)
+            if layout is None:
+                return None
+            offset, size, digest = layout[PARTS.index(part)]
+            data = os.pread(f.fileno(), size, offset)
+    except OSError:
+        return None
+    return data if content_digest(data).encode() == digest else None
+
+
+def escape(text: str) -> str:
+    """``text`` as a field of a line of tab-separated fields (backslash, tab and newline
+    escaped)."""
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+
+def unescape(field: str) -> str:
+    """The text :func:`escape` made ``field`` of."""
+    if "\\" not in field:
+        return field
+    import re
+
+    return re.sub(
+        r"\\(.)", lambda m: {"t": "\t", "n": "\n"}.get(m[1], m[1]), field, flags=re.DOTALL
+    )
+
+
+def tree_bytes(root: Path | None) -> int:
+    """The bytes of the files under ``root`` (one ``stat`` a file; symbolic links followed,
+    as ``Path.is_file`` and ``Path.stat`` do): what ``stats`` counts of the cache folder."""
+    if root is None or not root.is_dir():
+        return 0
+    total = 0
+    pending = [str(root)]
+    while pending:
+        try:
+            entries = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif entry.is_file():
+                        total += entry.stat().st_size
+                except OSError:
+                    continue  # removed while it was walked
+    return total
+
+
+def _is_artifact_name(name: str) -> bool:
+    """``<64 lowercase hex>.zst``: :func:`continuity.store.artifacts.is_artifact_id`'s rule."""
+    aid = name[:-4]
+    return name.endswith(".zst") and len(aid) == 64 and all(c in "0123456789abcdef" for c in aid)
+
+
+def store_artifacts(folder: Path) -> tuple[int, int] | None:
+    """How many artifacts the folder store's ``artifacts/`` holds and the bytes of its files
+    (what :class:`~continuity.store.artifacts.FileArtifactStore` counts: ``ids`` and
+    ``stored_bytes``), for a folder of the usual shape (files in one level of folders); None
+    for anything else (a symbolic link, a deeper folder, an error): the store counts those."""
+    count = size = 0
+    try:
+        if not folder.is_dir():
+            return 0, 0
+        with os.scandir(folder) as top:
+            for sub in top:
+                if sub.is_symlink():
+                    return None
+                if not sub.is_dir():
+                    size += sub.stat().st_size if sub.is_file() else 0
+                    continue
+                with os.scandir(sub.path) as inner:
+                    for entry in inner:
+                        if entry.is_symlink() or not entry.is_file():
+                            return None
+                        size += entry.stat().st_size
+                        count += _is_artifact_name(entry.name)
+    except OSError:
+        return None
+    return count, size
+
+
+def quarantined_count(folder: Path) -> int | None:
+    """How many records the folder store's ``quarantine/`` holds that
+    :meth:`~continuity.store.jsonl.Store.quarantined` lists; None when one cannot be read."""
+    if not folder.is_dir():
+        return 0
+    found = 0
+    try:
+        names = sorted(folder.glob("*.json"))
+        if not names:
+            return 0
+        import msgspec
+
+        for path in names:
+            try:
+                rec = msgspec.json.decode(path.read_bytes())
+                for name in ("thread_id", "offset", "length", "reason", "time_ms"):
+                    rec[name]
+            except (msgspec.DecodeError, UnicodeDecodeError, KeyError, TypeError):
+                continue
+            found += 1
+    except OSError:
+        return None
+    return found

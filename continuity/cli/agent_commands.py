@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import typer
 
+from continuity._text import render_sessions, session_head, session_named
 from continuity.cli._common import (
     agent_option,
-    count,
     errors,
     fail,
     open_store,
@@ -477,26 +477,19 @@ def sessions(
         where = f" of {folder}" if folder else ""
         typer.echo(f"no {scope}sessions{where} archived yet")
         return
-    # the agent's name (one word, what --agent takes): the column splits on whitespace
-    shown = [s.agent or "-" for s in found]
-    width = max(len(a) for a in shown)
-    id_width = max(len(s.thread_id) for s in found)
-    lines = []  # one write for them all: thousands of echoes cost more than the listing
-    for s, who, title in zip(found, shown, titles, strict=True):
-        branch = f" ({s.git_branch})" if s.git_branch else ""
-        named = f"  “{' '.join(title.split())[:80]}”" if title and title.strip() else ""
+    # the agent's name (one word, what --agent takes): the column splits on whitespace;
+    # one write for them all: thousands of echoes cost more than the listing
+    table = []
+    for s, title in zip(found, titles, strict=True):
         used = ""
         if context:
             used = "  context -"
             if s.context_tokens is not None and s.context_window:
                 pct = 100 * s.context_tokens / s.context_window
                 used = f"  context {s.context_tokens:,}/{s.context_window:,} ({pct:.0f}%)"
-        lines.append(
-            f"{who:<{width}}  {s.thread_id:<{id_width}}  {s.project or '-'}{branch}  "
-            f"started {s.started}  "
-            f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}{used}{named}"
-        )
-    typer.echo("\n".join(lines))
+        head = session_head(s.project, s.git_branch, s.started, s.messages, s.compactions)
+        table.append((s.agent or "-", s.thread_id, head + used + session_named(title)))
+    typer.echo(render_sessions(table))
 
 
 def _display(name: str) -> str:

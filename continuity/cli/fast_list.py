@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["fast_threads", "parse_store"]
+__all__ = ["fast_sessions", "fast_stats", "fast_threads", "parse_command", "parse_store"]
 
 
 def parse_store(argv: list[str], command: str) -> tuple[str | None] | None:
@@ -39,6 +39,194 @@ def parse_store(argv: list[str], command: str) -> tuple[str | None] | None:
         else:
             return None
     return (store,) if seen_command else None
+
+
+def parse_command(
+    argv: list[str], command: str, flags: tuple[str, ...] = (), valued: tuple[str, ...] = ()
+) -> dict[str, str | bool] | None:
+    """The options of ``argv`` (without the program name) when it is ``command`` with at most
+    a ``--store`` before or after it and, after it, ``flags`` (``--json``: True) and options
+    with a value (``--agent X`` or ``--agent=X``; the last one wins, as in typer); None for
+    any other command line (help, another option, a word more)."""
+    found: dict[str, str | bool] = {}
+    seen_command = False
+    words = iter(argv)
+    for arg in words:
+        name, eq, value = arg.partition("=")
+        if name == "--store" or (seen_command and name in valued):
+            if not eq:
+                given = next(words, None)
+                if given is None:
+                    return None
+                value = given
+            found[name] = value
+        elif seen_command and arg in flags:
+            found[arg] = True
+        elif arg == command and not seen_command:
+            seen_command = True
+        else:
+            return None
+    return found if seen_command else None
+
+
+def _write(data: bytes) -> int:
+    """Print ``data`` (UTF-8) and return 0; 1 when the reader went away (``| head``): quiet,
+    as click does."""
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0
+
+
+def _folder(given: str | bool | None) -> str | None:
+    """The folder store's location ``--store`` (or the default) names; None for a URL or when
+    stdout does not take the files' UTF-8 as it is."""
+    from continuity.paths import is_store_url, resolve_store_location
+
+    location = resolve_store_location(given if isinstance(given, str) else None)
+    if is_store_url(location) or (sys.stdout.encoding or "").lower().replace("-", "") != "utf8":
+        return None
+    return str(location)
+
+
+def fast_sessions(argv: list[str]) -> int | None:
+    """Print ``continuity sessions`` (``--agents``, ``--agent``, ``--project``, ``--json``)
+    from the sessions file (:func:`~continuity.caches.listing.current_sessions`) and return 0;
+    None to leave the command line (``--context``, an agent only the registry knows, any
+    error) to the typer command."""
+    options = parse_command(argv, "sessions", ("--agents", "--json"), ("--agent", "--project"))
+    if options is None:
+        return None
+    agent = options.get("--agent")
+    name: str | None = None
+    if isinstance(agent, str):
+        from continuity.agents.table import agent_named
+
+        known = agent_named(agent)
+        if known is None:
+            return None  # an installed package's agent, or an error: the typer command's
+        name = known.name
+    project = options.get("--project")
+    folder = os.path.abspath(project) if isinstance(project, str) else None
+    location = _folder(options.get("--store"))
+    if location is None:
+        return None
+    from pathlib import Path
+
+    from continuity.caches.listing import current_sessions
+
+    as_json = "--json" in options
+    if name is None and folder is None and "--agents" not in options:
+        shown = current_sessions(Path(location), "lines" if as_json else "text")
+        return None if shown is None else _write(shown)
+    found = current_sessions(Path(location), "entries")
+    if found is None:
+        return None
+    from continuity.caches.listing import escape, unescape
+
+    wanted_agent = None if name is None else escape(name)
+    wanted_project = None if folder is None else escape(folder)
+    every = "--agents" in options
+    entries = []
+    for line in found.decode().split("\n"):
+        e = line.split("\t")
+        if (
+            len(e) == 7
+            and (wanted_agent is None or e[1] == wanted_agent)
+            and (wanted_project is None or e[3] == wanted_project)
+            and (every or e[2] == "0")
+        ):
+            entries.append(e)
+    if as_json:
+        return _write("".join(e[6] + "\n" for e in entries).encode())
+    if entries:
+        from continuity._text import render_sessions
+
+        text = render_sessions([(unescape(e[1]), unescape(e[4]), unescape(e[5])) for e in entries])
+        return _write((text + "\n").encode())
+    from continuity.agents.table import agent_named
+
+    known = agent_named(name) if name else None
+    scope = f"{known.display} " if known is not None else ""
+    where = f" of {folder}" if folder else ""
+    return _write(f"no {scope}sessions{where} archived yet\n".encode())
+
+
+def fast_stats(argv: list[str]) -> int | None:
+    """Print ``continuity stats`` (``--json``) from the sessions file's sums and a walk of the
+    artifacts, cache and quarantine folders, and return 0; None to leave it to the typer
+    command."""
+    options = parse_command(argv, "stats", ("--json",))
+    if options is None:
+        return None
+    location = _folder(options.get("--store"))
+    if location is None:
+        return None
+    from pathlib import Path
+
+    from continuity.caches.listing import (
+        current_sessions,
+        quarantined_count,
+        store_artifacts,
+        tree_bytes,
+    )
+
+    root = Path(location)
+    found = current_sessions(root, "stats")
+    if found is None:
+        return None
+    artifacts = store_artifacts(root / "artifacts")
+    quarantined = quarantined_count(root / "quarantine")
+    if artifacts is None or quarantined is None:
+        return None
+    numbers, by_agent, by_thread, sessions = found.split(b"\n")
+    threads, frames, messages, checkpoints, log_bytes, redactions, redacted = (
+        int(n) for n in numbers.split()
+    )
+    cache_bytes = tree_bytes(root / "cache")
+    if "--json" in options:
+        # StoreStats' JSON (tests compare the bytes with the typer command's)
+        return _write(
+            f'{{"threads":{threads},"frames":{frames},"messages":{messages},'
+            f'"checkpoints":{checkpoints},"log_bytes":{log_bytes},"artifacts":{artifacts[0]},'
+            f'"artifact_bytes":{artifacts[1]},"cache_bytes":{cache_bytes},'
+            f'"quarantined":{quarantined},"redactions":{redactions},'
+            f'"redactions_by_thread":{by_thread.decode()},'
+            f'"sessions_by_agent":{sessions.decode()}}}\n'.encode()
+        )
+    from continuity._text import render_stats
+    from continuity.paths import describe_store
+
+    counts = {
+        "threads": threads,
+        "frames": frames,
+        "messages": messages,
+        "checkpoints": checkpoints,
+        "log_bytes": log_bytes,
+        "artifacts": artifacts[0],
+        "artifact_bytes": artifacts[1],
+        "cache_bytes": cache_bytes,
+        "quarantined": quarantined,
+        "redactions": redactions,
+        "redacted_threads": redacted,
+    }
+    pairs = by_agent.decode().split()
+    per_agent = [(pairs[i], int(pairs[i + 1])) for i in range(0, len(pairs), 2)]
+    return _write(
+        (render_stats(describe_store(location), counts, per_agent, _display) + "\n").encode()
+    )
+
+
+def _display(name: str) -> str:
+    """An agent's display name (``Claude Code``) from its name (``claude-code``)."""
+    from continuity.agents.table import agent_named
+
+    agent = agent_named(name)
+    return agent.display if agent is not None else name
 
 
 def fast_threads(argv: list[str]) -> int | None:

@@ -3,41 +3,15 @@
 
 from __future__ import annotations
 
-import time
-
 import msgspec
 
 from continuity import frames as fr
 from continuity.agents.table import agent_of_session, is_subagent, known_agents
 from continuity.caches.catalog import CatalogRow, catalog_view, current_rows
+from continuity.caches.session_file import SessionInfo, session_info, stamp
 from continuity.store.base import BaseStore, Thread
 
-__all__ = ["SessionInfo", "list_sessions", "previous_session", "session_rows"]
-
-
-class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
-    thread_id: str
-    agent: str = "claude-code"
-    """The agent's name (:mod:`continuity.agents.table`): ``claude-code``, ``codex``, …"""
-    project: str
-    git_branch: str
-    started: str
-    last_active: str
-    last_active_ms: int
-    parent_thread_id: str | None
-    messages: int = 0
-    compactions: int = 0
-    title: str | None = None
-    first_ms: int = 0
-    context_tokens: int | None = None
-    """How full the session's context was at its latest answer, by the agent's own count
-    (:mod:`continuity.rolling.usage`; asked for with ``usage=True``)."""
-    context_window: int | None = None
-    """The model's window, with ``context_tokens``."""
-
-
-def _stamp(ms: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ms / 1000)) if ms else "-"
+__all__ = ["SessionInfo", "list_sessions", "previous_session", "session_info", "session_rows"]
 
 
 def _info(thread: Thread) -> SessionInfo | None:
@@ -50,31 +24,12 @@ def _info(thread: Thread) -> SessionInfo | None:
         thread_id=thread.id,
         project=first.meta.get("project", ""),
         git_branch=first.meta.get("git_branch", ""),
-        started=_stamp(first.ts_ms),
-        last_active=_stamp(last_ms),
+        started=stamp(first.ts_ms),
+        last_active=stamp(last_ms),
         last_active_ms=last_ms,
         parent_thread_id=first.parent_thread_id,
         title=first.title,
         first_ms=first.ts_ms,
-    )
-
-
-def _session(row: CatalogRow) -> SessionInfo:
-    last_ms = row.last_message_ms if row.last_message_ms is not None else row.first_ms
-    agent = agent_of_session(row.thread_id, row.source)
-    return SessionInfo(
-        thread_id=row.thread_id,
-        agent=agent.name if agent is not None else row.source,
-        project=row.project,
-        git_branch=row.git_branch,
-        started=_stamp(row.first_ms),
-        last_active=_stamp(last_ms),
-        last_active_ms=last_ms,
-        parent_thread_id=row.parent_thread_id,
-        messages=row.messages,
-        compactions=row.compactions,
-        title=row.title,
-        first_ms=row.first_ms,
     )
 
 
@@ -111,7 +66,7 @@ def list_sessions(
     :mod:`continuity.caches.catalog`); with ``usage``, how full each one's context was."""
     found = [
         s
-        for s in map(_session, session_rows(store, include_agents=include_agents))
+        for s in map(session_info, session_rows(store, include_agents=include_agents))
         if (agent is None or s.agent == agent) and (project is None or s.project == project)
     ]
     found.sort(key=lambda s: (s.last_active_ms, s.thread_id))
@@ -148,7 +103,7 @@ def previous_session(store: BaseStore, project: str, *, exclude: str) -> Session
     found = current_rows(store, project=project)
     rows, others = found if found is not None else ([], store.threads())
     candidates = [
-        msgspec.structs.replace(_session(r), messages=0, compactions=0)
+        msgspec.structs.replace(session_info(r), messages=0, compactions=0)
         for r in rows
         if wanted(r.thread_id) and r.created and r.source == "claude-code"
     ]

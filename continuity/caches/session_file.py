@@ -1,0 +1,239 @@
+"""The sessions file: ``continuity sessions`` and ``stats`` answered without the catalog's rows.
+
+Written next to the listing file (:mod:`continuity.caches.listing`) whenever the catalog is found
+current for every log (:func:`continuity.caches.catalog.catalog_view`): what ``stats`` sums of
+the rows, what ``sessions`` and ``sessions --json`` print, and, for each session (sub-agents'
+too), the pieces its line and its JSON are made of, for the filters (``--agent``,
+``--project``, ``--agents``). Each title is redacted as ``sessions`` redacts it (the store's
+``redaction.json``, else the built-in rules) once, when its entry is made; an entry whose row
+did not change is taken from the file it replaces (the same row, the same code and config: the
+same entry), so a catch-up after an append redacts the new titles only.
+
+The file is a function of the catalog's bytes and of :func:`~continuity.caches.listing.
+sessions_key` (the code that renders and redacts, the redaction config): deleting it and
+listing again, or ``rebuild-index``, writes the same bytes. The fast path serves it only while
+the listing file vouches for that catalog and the key is the one it names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import blake3
+import msgspec
+
+from continuity._fs import atomic_write
+from continuity._text import render_sessions, session_head, session_named
+from continuity.agents.table import agent_of_session, is_subagent
+from continuity.caches.listing import (
+    PARTS,
+    SESSIONS_FILE,
+    encode_sessions_file,
+    escape,
+    sessions_key,
+    sessions_parts,
+    sessions_prefix,
+    unescape,
+)
+
+if TYPE_CHECKING:
+    from continuity.redaction import Redactor
+    from continuity.store.catalog import CatalogRow
+
+__all__ = [
+    "Entry",
+    "SessionInfo",
+    "entries_of",
+    "session_info",
+    "stamp",
+    "write_sessions_file",
+]
+
+Entry = tuple[str, str, str, str, str, str, str]
+"""One session, a line of the sessions file's last part (its fields split at tabs, each but
+the last :func:`~continuity.caches.listing.escape`\\ d): the digest of its catalog row, its agent
+column, ``1`` for a sub-agent's session (else ``0``), its project, its thread id, the rest of its
+line (its place, start and counts, then its title) and its JSON line (JSON holds no tab or
+newline)."""
+
+_encoder: Final = msgspec.json.Encoder()
+
+
+def entries_of(part: bytes) -> list[Entry]:
+    """The entries of a sessions file's last part."""
+    found: list[Entry] = []
+    for line in part.decode().split("\n"):
+        fields = line.split("\t")
+        if len(fields) == 7:
+            found.append(
+                (fields[0], fields[1], fields[2], fields[3], fields[4], fields[5], fields[6])
+            )
+    return found
+
+
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A session as ``continuity sessions`` lists it (one JSON object a line with ``--json``)."""
+
+    thread_id: str
+    agent: str = "claude-code"
+    """The agent's name (:mod:`continuity.agents.table`): ``claude-code``, ``codex``, …"""
+    project: str
+    git_branch: str
+    started: str
+    last_active: str
+    last_active_ms: int
+    parent_thread_id: str | None
+    messages: int = 0
+    compactions: int = 0
+    title: str | None = None
+    first_ms: int = 0
+    context_tokens: int | None = None
+    """How full the session's context was at its latest answer, by the agent's own count
+    (:mod:`continuity.rolling.usage`; asked for with ``usage=True``)."""
+    context_window: int | None = None
+    """The model's window, with ``context_tokens``."""
+
+
+def stamp(ms: int) -> str:
+    """A session's start or last activity as ``sessions`` shows it (UTC, to the minute)."""
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ms / 1000)) if ms else "-"
+
+
+def session_info(row: CatalogRow) -> SessionInfo:
+    """What ``continuity sessions`` shows of the session whose catalog row is ``row``."""
+    last_ms = row.last_message_ms if row.last_message_ms is not None else row.first_ms
+    agent = agent_of_session(row.thread_id, row.source)
+    return SessionInfo(
+        thread_id=row.thread_id,
+        agent=agent.name if agent is not None else row.source,
+        project=row.project,
+        git_branch=row.git_branch,
+        started=stamp(row.first_ms),
+        last_active=stamp(last_ms),
+        last_active_ms=last_ms,
+        parent_thread_id=row.parent_thread_id,
+        messages=row.messages,
+        compactions=row.compactions,
+        title=row.title,
+        first_ms=row.first_ms,
+    )
+
+
+class _Titles:
+    """The redactor ``sessions`` applies to titles, loaded on first use (most entries are
+    taken from the file they replace)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.loaded = False
+        self.redactor: Redactor | None = None
+
+    def redact(self, title: str | None) -> str | None:
+        if not title:
+            return title
+        if not self.loaded:
+            from continuity.redaction import CONFIG_FILE, load_redactor
+
+            self.redactor = load_redactor(self.root / CONFIG_FILE)
+            self.loaded = True
+        return title if self.redactor is None else self.redactor.redact_text(title)[0]
+
+
+def _entry(check: str, row: CatalogRow, titles: _Titles) -> Entry | None:
+    """The entry of ``row``; None when a line would hold an escape sequence (click strips them
+    from a pipe: the typer command prints those)."""
+    s = session_info(row)
+    title = titles.redact(s.title)
+    who = s.agent or "-"
+    rest = session_head(s.project, s.git_branch, s.started, s.messages, s.compactions)
+    rest += session_named(title)
+    if "\x1b" in who + s.thread_id + rest:
+        return None
+    line = _encoder.encode(msgspec.structs.replace(s, title=title)).decode()
+    sub = "1" if is_subagent(row.thread_id, row.parent_thread_id) else "0"
+    return (check, escape(who), sub, escape(s.project), escape(s.thread_id), escape(rest), line)
+
+
+def _stats(rows: list[CatalogRow]) -> bytes:
+    """What ``stats`` sums of the rows (:func:`continuity.maintenance.stats.store_stats`): a
+    line of counts (threads, frames, messages, checkpoints, log bytes, redactions, threads with
+    a redaction), a line of each agent's name and sessions, and the JSON of the redactions by
+    thread and of the sessions by agent."""
+    redactions = {r.thread_id: r.redactions for r in rows if r.redactions}
+    found: dict[str, int] = {}
+    for r in rows:
+        agent = agent_of_session(r.thread_id, r.source) if r.created else None
+        if agent is not None and not is_subagent(r.thread_id, r.parent_thread_id):
+            found[agent.name] = found.get(agent.name, 0) + 1
+    sessions = dict(sorted(found.items()))
+    counts = (
+        len(rows),
+        sum(r.frames for r in rows),
+        sum(r.messages for r in rows),
+        sum(r.checkpoints for r in rows),
+        sum(r.log_bytes for r in rows),
+        sum(redactions.values()),
+        len(redactions),
+    )
+    return b"\n".join(
+        [
+            " ".join(map(str, counts)).encode(),
+            " ".join(f"{name} {n}" for name, n in sessions.items()).encode(),
+            _encoder.encode(redactions),
+            _encoder.encode(sessions),
+        ]
+    )
+
+
+def write_sessions_file(root: Path, catalog: bytes, rows: list[CatalogRow]) -> None:
+    """Write ``<root>/cache/sessions.v1`` for the catalog ``catalog`` (its bytes), whose rows
+    are ``rows`` (each current: the listing file vouches for them), unless the file there is
+    that already. Nothing when the redaction config does not load (``sessions`` fails on it)
+    or a line would hold an escape sequence (click strips them from a pipe)."""
+    from continuity.errors import InvalidSettings
+
+    key = sessions_key(root)
+    if key is None:
+        return
+    side = root / "cache" / SESSIONS_FILE
+    try:
+        old = side.read_bytes()
+    except OSError:
+        old = b""
+    if sessions_parts(old, sessions_prefix(catalog, key)) is not None:
+        return
+    reuse: dict[str, Entry] = {}
+    # the same code and config, another catalog: its entries of unchanged rows stand
+    head = old.split(b"\n", 1)[0].split(b" ")
+    if len(head) == 4 + len(PARTS) and head[3].decode(errors="replace") == key:
+        before = sessions_parts(old, b" ".join(head[:4]) + b" ")
+        if before is not None:
+            with contextlib.suppress(UnicodeDecodeError):
+                reuse = {e[0]: e for e in entries_of(before[-1])}
+    titles = _Titles(root)
+    found: list[tuple[int, str, Entry]] = []
+    try:
+        for row in rows:
+            if not row.created or agent_of_session(row.thread_id, row.source) is None:
+                continue
+            check = blake3.blake3(_encoder.encode(row)).hexdigest(16)
+            entry = reuse.get(check) or _entry(check, row, titles)
+            if entry is None:
+                return
+            last_ms = row.last_message_ms if row.last_message_ms is not None else row.first_ms
+            found.append((last_ms, row.thread_id, entry))
+    except InvalidSettings:
+        return
+    found.sort(key=lambda f: (f[0], f[1]))
+    entries = [e for _ms, _tid, e in found]
+    shown = [(unescape(e[1]), unescape(e[4]), unescape(e[5])) for e in entries if e[2] == "0"]
+    text = render_sessions(shown) + "\n" if shown else "no sessions archived yet\n"
+    lines = "".join(e[6] + "\n" for e in entries if e[2] == "0")
+    table = "".join("\t".join(e) + "\n" for e in entries)
+    parts = [_stats(rows), text.encode(), lines.encode(), table.encode()]
+    data = encode_sessions_file(catalog, key, parts)
+    with contextlib.suppress(OSError):  # a cache: the next listing takes the full path again
+        atomic_write(side, data, durable=False)
