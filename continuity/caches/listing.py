@@ -243,15 +243,20 @@ def sessions_prefix(catalog: bytes, key: str) -> bytes:
     return _SESSIONS_MAGIC + f" {content_digest(catalog)} {key} ".encode()
 
 
-PARTS: Final = ("stats", "text", "lines", "entries")
-"""The sessions file's parts, in order (see :func:`encode_sessions_file`)."""
+PARTS: Final = ("stats", "text", "lines", "keys", "table", "json", "checks")
+"""The sessions file's parts, in order (see :func:`encode_sessions_file`): ``stats``,
+``sessions``' and ``sessions --json``'s output, then a line a session (sub-agents' too, the most
+recently active last) in each of ``keys`` (what the filters compare: its agent column, ``1`` for
+a sub-agent's session else ``0``, its project; tab-separated, each :func:`escape`\\ d),
+``table`` (its thread id and the rest of its line, the same way), ``json`` (its JSON line: JSON
+holds no newline) and ``checks`` (the digest of its catalog row: an unchanged row's entry is
+taken from the file before)."""
 
 
 def encode_sessions_file(catalog: bytes, key: str, parts: list[bytes]) -> bytes:
-    """The sessions file: its parts (:data:`PARTS`): what ``stats`` sums of the catalog's rows
-    (JSON), what ``sessions`` prints and ``sessions --json``, and every session's entry for the
-    other filters (JSON), after a line naming the catalog, the key and each part's length and
-    digest (each part is read and checked alone: ``stats`` reads a few hundred bytes)."""
+    """The sessions file: its parts (:data:`PARTS`) after a line naming the catalog, the key
+    and each part's length and digest (each part is read and checked alone: ``stats`` reads a
+    few hundred bytes)."""
     sealed = " ".join(f"{len(part)}:{content_digest(part)}" for part in parts)
     return sessions_prefix(catalog, key) + sealed.encode() + b"\n" + b"".join(parts)
 
@@ -285,8 +290,8 @@ def sessions_parts(found: bytes, prefix: bytes) -> list[bytes] | None:
     return parts
 
 
-def current_sessions(root: Path, part: str) -> bytes | None:
-    """The part ``part`` (:data:`PARTS`) of the sessions file of the folder store at ``root``
+def current_sessions(root: Path, *parts: str) -> list[bytes] | None:
+    """The parts ``parts`` (:data:`PARTS`) of the sessions file of the folder store at ``root``
     when it was made of the catalog the listing file vouches for (every log as it is now:
     :func:`current_listing`'s check) with this code and this redaction config; None otherwise
     (list the full way)."""
@@ -295,23 +300,28 @@ def current_sessions(root: Path, part: str) -> bytes | None:
         _UNVOUCHED.add(root)
         return None
     key = sessions_key(root)
-    data = None if key is None else _part(root, sessions_prefix(found[0], key), part)
+    data = None if key is None else _parts(root, sessions_prefix(found[0], key), parts)
     if data is None:
         _VOUCHED[root] = found
     return data
 
 
-def _part(root: Path, prefix: bytes, part: str) -> bytes | None:
+def _parts(root: Path, prefix: bytes, wanted: tuple[str, ...]) -> list[bytes] | None:
+    found = []
     try:
         with open(root / "cache" / SESSIONS_FILE, "rb") as f:
             layout = _layout(f.readline(1 << 12), prefix)
             if layout is None:
                 return None
-            offset, size, digest = layout[PARTS.index(part)]
-            data = os.pread(f.fileno(), size, offset)
+            for part in wanted:
+                offset, size, digest = layout[PARTS.index(part)]
+                data = os.pread(f.fileno(), size, offset)
+                if content_digest(data).encode() != digest:
+                    return None
+                found.append(data)
     except OSError:
         return None
-    return data if content_digest(data).encode() == digest else None
+    return found
 
 
 def escape(text: str) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import blake3
 import msgspec
@@ -52,26 +52,26 @@ __all__ = [
     "write_sessions_file",
 ]
 
-Entry = tuple[str, str, str, str, str, str, str]
-"""One session, a line of the sessions file's last part (its fields split at tabs, each but
-the last :func:`~continuity.caches.listing.escape`\\ d): the digest of its catalog row, its agent
-column, ``1`` for a sub-agent's session (else ``0``), its project, its thread id, the rest of its
-line (its place, start and counts, then its title) and its JSON line (JSON holds no tab or
-newline)."""
 
 _encoder: Final = msgspec.json.Encoder()
 
 
-def entries_of(part: bytes) -> list[Entry]:
-    """The entries of a sessions file's last part."""
-    found: list[Entry] = []
-    for line in part.decode().split("\n"):
-        fields = line.split("\t")
-        if len(fields) == 7:
-            found.append(
-                (fields[0], fields[1], fields[2], fields[3], fields[4], fields[5], fields[6])
-            )
-    return found
+class Entry(NamedTuple):
+    """One session's lines in the sessions file's parts (:data:`~continuity.caches.listing.
+    PARTS`), each field as the file holds it (escaped)."""
+
+    keys: str
+    table: str
+    json: str
+    check: str
+
+
+def entries_of(parts: list[bytes]) -> list[Entry]:
+    """The entries of a sessions file's parts; [] when they do not pair up."""
+    found = [p.decode().split("\n") for p in parts[PARTS.index("keys") :]]
+    if len({len(f) for f in found}) != 1:
+        return []
+    return [Entry(*fields) for fields in zip(*found, strict=True)][:-1]  # after the last newline
 
 
 class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,19 +142,28 @@ class _Titles:
         return title if self.redactor is None else self.redactor.redact_text(title)[0]
 
 
-def _entry(check: str, row: CatalogRow, titles: _Titles) -> Entry | None:
-    """The entry of ``row``; None when a line would hold an escape sequence (click strips them
-    from a pipe: the typer command prints those)."""
+def _entry(check: str, row: CatalogRow, titles: _Titles) -> tuple[Entry, str, str, str]:
+    """The entry of ``row``, with its agent column, thread id and the rest of its line."""
     s = session_info(row)
     title = titles.redact(s.title)
     who = s.agent or "-"
     rest = session_head(s.project, s.git_branch, s.started, s.messages, s.compactions)
     rest += session_named(title)
-    if "\x1b" in who + s.thread_id + rest:
-        return None
     line = _encoder.encode(msgspec.structs.replace(s, title=title)).decode()
     sub = "1" if is_subagent(row.thread_id, row.parent_thread_id) else "0"
-    return (check, escape(who), sub, escape(s.project), escape(s.thread_id), escape(rest), line)
+    keys = f"{escape(who)}\t{sub}\t{escape(s.project)}"
+    return (
+        Entry(keys, f"{escape(s.thread_id)}\t{escape(rest)}", line, check),
+        who,
+        s.thread_id,
+        rest,
+    )
+
+
+def _shown(entry: Entry) -> tuple[str, str, str]:
+    """An entry's agent column, thread id and the rest of its line."""
+    tid, _tab, rest = entry.table.partition("\t")
+    return unescape(entry.keys.partition("\t")[0]), unescape(tid), unescape(rest)
 
 
 def _stats(rows: list[CatalogRow]) -> bytes:
@@ -212,28 +221,34 @@ def write_sessions_file(root: Path, catalog: bytes, rows: list[CatalogRow]) -> N
         before = sessions_parts(old, b" ".join(head[:4]) + b" ")
         if before is not None:
             with contextlib.suppress(UnicodeDecodeError):
-                reuse = {e[0]: e for e in entries_of(before[-1])}
+                reuse = {e.check: e for e in entries_of(before)}
     titles = _Titles(root)
-    found: list[tuple[int, str, Entry]] = []
+    found: list[tuple[int, str, Entry, tuple[str, str, str]]] = []
     try:
         for row in rows:
             if not row.created or agent_of_session(row.thread_id, row.source) is None:
                 continue
             check = blake3.blake3(_encoder.encode(row)).hexdigest(16)
-            entry = reuse.get(check) or _entry(check, row, titles)
-            if entry is None:
-                return
+            entry = reuse.get(check)
+            if entry is not None:
+                shown = _shown(entry)
+            else:
+                entry, *made = _entry(check, row, titles)
+                shown = (made[0], made[1], made[2])
+            if "\x1b" in "".join(shown):
+                return  # click strips escape sequences from a pipe: the typer command's
             last_ms = row.last_message_ms if row.last_message_ms is not None else row.first_ms
-            found.append((last_ms, row.thread_id, entry))
+            found.append((last_ms, row.thread_id, entry, shown))
     except InvalidSettings:
         return
     found.sort(key=lambda f: (f[0], f[1]))
-    entries = [e for _ms, _tid, e in found]
-    shown = [(unescape(e[1]), unescape(e[4]), unescape(e[5])) for e in entries if e[2] == "0"]
-    text = render_sessions(shown) + "\n" if shown else "no sessions archived yet\n"
-    lines = "".join(e[6] + "\n" for e in entries if e[2] == "0")
-    table = "".join("\t".join(e) + "\n" for e in entries)
-    parts = [_stats(rows), text.encode(), lines.encode(), table.encode()]
+    entries = [f[2] for f in found]
+    default = [f[3] for f in found if f[2].keys.split("\t")[1] == "0"]
+    text = render_sessions(default) + "\n" if default else "no sessions archived yet\n"
+    lines = "".join(e.json + "\n" for e in entries if e.keys.split("\t")[1] == "0")
+    parts = [_stats(rows), text.encode(), lines.encode()]
+    for field in Entry._fields:
+        parts.append("".join(getattr(e, field) + "\n" for e in entries).encode())
     data = encode_sessions_file(catalog, key, parts)
     with contextlib.suppress(OSError):  # a cache: the next listing takes the full path again
         atomic_write(side, data, durable=False)

@@ -122,32 +122,38 @@ def fast_sessions(argv: list[str]) -> int | None:
     as_json = "--json" in options
     if name is None and folder is None and "--agents" not in options:
         shown = current_sessions(Path(location), "lines" if as_json else "text")
-        return None if shown is None else _write(shown)
-    found = current_sessions(Path(location), "entries")
+        return None if shown is None else _write(shown[0])
+    found = current_sessions(Path(location), "keys", "json" if as_json else "table")
     if found is None:
         return None
+    keys, rows = found
     from continuity.caches.listing import escape, unescape
 
-    wanted_agent = None if name is None else escape(name)
-    wanted_project = None if folder is None else escape(folder)
     every = "--agents" in options
-    entries = []
-    for line in found.decode().split("\n"):
-        e = line.split("\t")
+    who_wanted = None if name is None else escape(name)
+    wanted = None if folder is None else "\t" + escape(folder)
+    picked = []
+    for i, line in enumerate(keys.decode().split("\n")[:-1]):
+        who, sub, _project = line.split("\t", 2)
         if (
-            len(e) == 7
-            and (wanted_agent is None or e[1] == wanted_agent)
-            and (wanted_project is None or e[3] == wanted_project)
-            and (every or e[2] == "0")
+            (who_wanted is None or who == who_wanted)
+            and (wanted is None or line.endswith(wanted))
+            and (every or sub == "0")
         ):
-            entries.append(e)
+            picked.append(i)
+    lines = rows.split(b"\n")
     if as_json:
-        return _write("".join(e[6] + "\n" for e in entries).encode())
-    if entries:
+        return _write(b"".join(lines[i] + b"\n" for i in picked))
+    if picked:
         from continuity._text import render_sessions
 
-        text = render_sessions([(unescape(e[1]), unescape(e[4]), unescape(e[5])) for e in entries])
-        return _write((text + "\n").encode())
+        table = []
+        agents = keys.split(b"\n")
+        for i in picked:
+            tid, _tab, rest = lines[i].decode().partition("\t")
+            who = agents[i].split(b"\t", 1)[0].decode()
+            table.append((unescape(who), unescape(tid), unescape(rest)))
+        return _write((render_sessions(table) + "\n").encode())
     from continuity.agents.table import agent_named
 
     known = agent_named(name) if name else None
@@ -183,7 +189,7 @@ def fast_stats(argv: list[str]) -> int | None:
     quarantined = quarantined_count(root / "quarantine")
     if artifacts is None or quarantined is None:
         return None
-    numbers, by_agent, by_thread, sessions = found.split(b"\n")
+    numbers, by_agent, by_thread, sessions = found[0].split(b"\n")
     threads, frames, messages, checkpoints, log_bytes, redactions, redacted = (
         int(n) for n in numbers.split()
     )

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from continuity import frames as fr
 from continuity.agents.table import AGENTS
-from continuity.caches.listing import SESSIONS_FILE, escape, unescape
+from continuity.caches.listing import PARTS, SESSIONS_FILE, escape, unescape
 from continuity.cli.app import app
 from continuity.cli.fast_list import fast_sessions, fast_stats, parse_command
 from continuity.store.jsonl import Store
@@ -244,19 +244,29 @@ def test_a_damaged_file_is_not_served_and_the_next_full_listing_mends_it(
     shown = _same_everywhere(store, capsys)
     side = store.root / "cache" / SESSIONS_FILE
     data = side.read_bytes()
-    last = data.rfind(b"cc-s0")
-    damaged = {  # a byte changed in each part: that part is not served, the others may be
-        "sessions": data.replace(b"about cc-s0", b"about cc-s9", 1),
-        "stats": data.replace(b'"claude-code":', b'"claude-codf":', 1),
-        "sessions --agents": data[:last] + b"cc-s9" + data[last + 5 :],
+    head = data.split(b"\n", 1)[0]
+    sizes = [int(item.split(b":")[0]) for item in head.split(b" ")[4:]]
+    readers = {  # a command that reads each part (the last, the checks, only the writer reads)
+        "stats": "stats",
+        "text": "sessions",
+        "lines": "sessions --json",
+        "keys": "sessions --agents",
+        "table": "sessions --agents",
+        "json": "sessions --agents --json",
+        "checks": None,
     }
-    for reads, bad in damaged.items():
-        side.write_bytes(bad)
-        assert _fast(store, reads.split(), capsys) is None, reads
+    assert list(readers) == list(PARTS) and len(sizes) == len(PARTS)
+    offset = len(head) + 1
+    for (part, reader), size in zip(readers.items(), sizes, strict=True):
+        at = offset + size // 2
+        side.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
+        offset += size
+        if reader is not None:
+            assert _fast(store, reader.split(), capsys) is None, part
         for command in COMMANDS:
             assert _fast(store, command, capsys) in (None, shown[" ".join(command)]), command
         _typer(store, ["sessions"])
-        assert side.read_bytes() == data
+        assert side.read_bytes() == data, part
 
 
 def test_an_escape_sequence_in_a_title_leaves_sessions_to_the_typer_command(
