@@ -10,6 +10,7 @@ from typing import Protocol
 
 __all__ = [
     "ListedThread",
+    "context_used",
     "count",
     "format_ts",
     "render_sessions",
@@ -70,6 +71,14 @@ def session_head(
         f"{project or '-'}{branch}  started {started}  "
         f"{count(messages, 'message')}, {count(compactions, 'compaction')}"
     )
+
+
+def context_used(tokens: int | None, window: int | None) -> str:
+    """What a line of ``continuity sessions --context`` shows after a session's counts: how
+    full its context was at its latest answer."""
+    if tokens is None or not window:
+        return "  context -"
+    return f"  context {tokens:,}/{window:,} ({100 * tokens / window:.0f}%)"
 
 
 def session_named(title: str | None) -> str:

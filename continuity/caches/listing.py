@@ -33,12 +33,17 @@ if TYPE_CHECKING:
     from typing import Final
 
 __all__ = [
+    "CONTEXT_FILE",
+    "CONTEXT_PARTS",
     "PARTS",
     "SESSIONS_FILE",
     "STAT_FILE",
     "content_digest",
+    "context_key",
+    "context_prefix",
     "current_listing",
     "current_sessions",
+    "encode_parts",
     "encode_sessions_file",
     "encode_stat_file",
     "escape",
@@ -52,8 +57,10 @@ __all__ = [
     "store_artifacts",
     "tree_bytes",
     "unescape",
+    "usage_of",
     "vouched_catalog",
     "vouches",
+    "with_usage",
 ]
 
 STAT_FILE: Final = "listing.v1"
@@ -245,23 +252,30 @@ def sessions_prefix(catalog: bytes, key: str) -> bytes:
 
 PARTS: Final = ("stats", "text", "lines", "keys", "table", "json", "checks")
 """The sessions file's parts, in order (see :func:`encode_sessions_file`): ``stats``,
-``sessions``' and ``sessions --json``'s output, then a line a session (sub-agents' too, the most
-recently active last) in each of ``keys`` (what the filters compare: its agent column, ``1`` for
-a sub-agent's session else ``0``, its project; tab-separated, each :func:`escape`\\ d),
-``table`` (its thread id and the rest of its line, the same way), ``json`` (its JSON line: JSON
-holds no newline) and ``checks`` (the digest of its catalog row: an unchanged row's entry is
-taken from the file before)."""
+``sessions``' and ``sessions --json``'s output, then a line a session (sub-agents' too, the
+most recently active last) in each of ``keys`` (what the filters compare: its agent column,
+``1`` for a sub-agent's session else ``0``, its project), ``table`` (its thread id, its line's
+rest up to its counts, its title), ``json`` (its JSON line: JSON holds no newline) and
+``checks`` (the digest of its catalog row: an unchanged row's entry is taken from the file
+before); fields are tab-separated, each :func:`escape`\\ d."""
 
 
 def encode_sessions_file(catalog: bytes, key: str, parts: list[bytes]) -> bytes:
     """The sessions file: its parts (:data:`PARTS`) after a line naming the catalog, the key
     and each part's length and digest (each part is read and checked alone: ``stats`` reads a
     few hundred bytes)."""
+    return encode_parts(sessions_prefix(catalog, key), parts)
+
+
+def encode_parts(prefix: bytes, parts: list[bytes]) -> bytes:
+    """A file of ``parts`` after a line of ``prefix`` and each part's length and digest."""
     sealed = " ".join(f"{len(part)}:{content_digest(part)}" for part in parts)
-    return sessions_prefix(catalog, key) + sealed.encode() + b"\n" + b"".join(parts)
+    return prefix + sealed.encode() + b"\n" + b"".join(parts)
 
 
-def _layout(line: bytes, prefix: bytes) -> list[tuple[int, int, bytes]] | None:
+def _layout(
+    line: bytes, prefix: bytes, names: tuple[str, ...] = PARTS
+) -> list[tuple[int, int, bytes]] | None:
     """Each part's (offset, length, digest) from the file's first ``line`` (its newline
     included); None when it does not start with ``prefix`` or is not such a line."""
     if not line.startswith(prefix) or not line.endswith(b"\n"):
@@ -274,14 +288,16 @@ def _layout(line: bytes, prefix: bytes) -> list[tuple[int, int, bytes]] | None:
             return None
         found.append((offset, int(size), digest))
         offset += int(size)
-    return found if len(found) == len(PARTS) else None
+    return found if len(found) == len(names) else None
 
 
-def sessions_parts(found: bytes, prefix: bytes) -> list[bytes] | None:
-    """Every part of the sessions file ``found`` when it starts with ``prefix`` and no part is
-    damaged; None otherwise."""
+def sessions_parts(
+    found: bytes, prefix: bytes, names: tuple[str, ...] = PARTS
+) -> list[bytes] | None:
+    """Every part of the sessions file ``found`` (or another file of parts ``names``) when it
+    starts with ``prefix`` and no part is damaged; None otherwise."""
     line, newline, _rest = found.partition(b"\n")
-    layout = _layout(line + newline, prefix)
+    layout = _layout(line + newline, prefix, names)
     if layout is None or layout[-1][0] + layout[-1][1] != len(found):
         return None
     parts = [found[offset : offset + size] for offset, size, _digest in layout]
@@ -290,38 +306,127 @@ def sessions_parts(found: bytes, prefix: bytes) -> list[bytes] | None:
     return parts
 
 
-def current_sessions(root: Path, *parts: str) -> list[bytes] | None:
+def current_sessions(
+    root: Path, *parts: str, context: tuple[str, ...] = (), with_header: bool = False
+) -> list[bytes] | None:
     """The parts ``parts`` (:data:`PARTS`) of the sessions file of the folder store at ``root``
     when it was made of the catalog the listing file vouches for (every log as it is now:
-    :func:`current_listing`'s check) with this code and this redaction config; None otherwise
-    (list the full way)."""
+    :func:`current_listing`'s check) with this code and this redaction config, then the parts
+    ``context`` (:data:`CONTEXT_PARTS`) of the context file made for that very sessions file
+    with this code, ``rolling.json`` and environment (and, ``with_header``, the digest of the
+    sessions file's first line, which names all it holds); None otherwise (list the full
+    way)."""
     found = _check(root)
     if found is None:
         _UNVOUCHED.add(root)
         return None
     key = sessions_key(root)
-    data = None if key is None else _parts(root, sessions_prefix(found[0], key), parts)
+    data = None
+    if key is not None:
+        prefix = sessions_prefix(found[0], key)
+        data = _parts(root / "cache" / SESSIONS_FILE, prefix, PARTS, parts)
+    if data is not None:
+        header = data.pop()
+        if context:
+            usage = context_key(root)
+            more = None
+            if usage is not None:
+                prefix = context_prefix(header, usage)
+                more = _parts(root / "cache" / CONTEXT_FILE, prefix, CONTEXT_PARTS, context)
+            data = None if more is None else data + more[:-1]
+        if data is not None and with_header:
+            data.append(header)
     if data is None:
         _VOUCHED[root] = found
     return data
 
 
-def _parts(root: Path, prefix: bytes, wanted: tuple[str, ...]) -> list[bytes] | None:
+def _parts(
+    path: Path, prefix: bytes, names: tuple[str, ...], wanted: tuple[str, ...]
+) -> list[bytes] | None:
+    """The parts ``wanted`` of the file at ``path`` whose parts are ``names``, each checked
+    against its digest, then the digest of the file's first line (which names every part's);
+    None when the file does not start with ``prefix`` or a part is damaged."""
     found = []
     try:
-        with open(root / "cache" / SESSIONS_FILE, "rb") as f:
-            layout = _layout(f.readline(1 << 12), prefix)
+        with open(path, "rb") as f:
+            line = f.readline(1 << 12)
+            layout = _layout(line, prefix, names)
             if layout is None:
                 return None
             for part in wanted:
-                offset, size, digest = layout[PARTS.index(part)]
+                offset, size, digest = layout[names.index(part)]
                 data = os.pread(f.fileno(), size, offset)
                 if content_digest(data).encode() != digest:
                     return None
                 found.append(data)
     except OSError:
         return None
-    return found
+    return [*found, content_digest(line).encode()]
+
+
+# --- the context file: ``sessions --context`` ---------------------------------------------------
+
+CONTEXT_FILE: Final = "context.v1"
+CONTEXT_PARTS: Final = ("text", "lines", "usage")
+"""What ``sessions --context`` prints, and ``sessions --context --json``, then a line a session
+of the sessions file it was made for (another sessions file, even of the same rows, is
+another context file: its titles may be redacted otherwise), in its order: the digest of its
+catalog row, the tokens its context held and the model's window (``-``: none reported)."""
+_CONTEXT_MAGIC: Final = b"continuity-context 1"
+_USAGE_BY: Final = ("rolling/usage.py", "rolling/settings.py", "agents/table.py", "_text.py")
+"""The modules whose code decides what the context file says (with ``rolling.json`` and the
+window set in the environment, ``CONTINUITY_CONTEXT_WINDOW``)."""
+
+
+def context_key(root: Path) -> str | None:
+    """What the context file depends on besides the sessions file: the code that reads a
+    session's usage and renders it, ``rolling.json`` and ``CONTINUITY_CONTEXT_WINDOW``."""
+    package = Path(__file__).resolve().parent.parent
+    hasher = blake3.blake3()
+    try:
+        for name in _USAGE_BY:
+            code = (package / name).read_bytes()
+            hasher.update(f"{name} {len(code)}\n".encode())
+            hasher.update(code)
+        try:
+            settings = (root / "rolling.json").read_bytes()
+        except FileNotFoundError:
+            hasher.update(b"no settings")
+        else:
+            hasher.update(f"settings {len(settings)}\n".encode())
+            hasher.update(settings)
+    except OSError:
+        return None
+    hasher.update(os.environ.get("CONTINUITY_CONTEXT_WINDOW", "").encode())
+    return hasher.hexdigest(16)
+
+
+def context_prefix(sessions: bytes, key: str) -> bytes:
+    """The start of the context file made for the sessions file whose first line has the digest
+    ``sessions``, with ``key``."""
+    return _CONTEXT_MAGIC + b" " + sessions + f" {key} ".encode()
+
+
+_NO_USAGE: Final = b'"context_tokens":null,"context_window":null}'
+
+
+def with_usage(line: bytes, tokens: str, window: str) -> bytes | None:
+    """A session's JSON line (``context_tokens`` and ``context_window`` null, its last fields)
+    with the usage of the context file's line (``-``: none); None for another line."""
+    if not line.endswith(_NO_USAGE):
+        return None
+    if tokens == "-":
+        return line
+    shown = window if window != "-" else "null"
+    return (
+        line[: -len(_NO_USAGE)] + f'"context_tokens":{tokens},"context_window":{shown}}}'.encode()
+    )
+
+
+def usage_of(field: str) -> int | None:
+    """A count of the context file (``-``: none)."""
+    return None if field == "-" else int(field)
 
 
 def escape(text: str) -> str:

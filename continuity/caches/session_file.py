@@ -142,28 +142,24 @@ class _Titles:
         return title if self.redactor is None else self.redactor.redact_text(title)[0]
 
 
-def _entry(check: str, row: CatalogRow, titles: _Titles) -> tuple[Entry, str, str, str]:
+def _entry(check: str, row: CatalogRow, titles: _Titles) -> tuple[Entry, tuple[str, str, str]]:
     """The entry of ``row``, with its agent column, thread id and the rest of its line."""
     s = session_info(row)
     title = titles.redact(s.title)
     who = s.agent or "-"
-    rest = session_head(s.project, s.git_branch, s.started, s.messages, s.compactions)
-    rest += session_named(title)
+    head = session_head(s.project, s.git_branch, s.started, s.messages, s.compactions)
+    named = session_named(title)
     line = _encoder.encode(msgspec.structs.replace(s, title=title)).decode()
     sub = "1" if is_subagent(row.thread_id, row.parent_thread_id) else "0"
     keys = f"{escape(who)}\t{sub}\t{escape(s.project)}"
-    return (
-        Entry(keys, f"{escape(s.thread_id)}\t{escape(rest)}", line, check),
-        who,
-        s.thread_id,
-        rest,
-    )
+    table = f"{escape(s.thread_id)}\t{escape(head)}\t{escape(named)}"
+    return Entry(keys, table, line, check), (who, s.thread_id, head + named)
 
 
 def _shown(entry: Entry) -> tuple[str, str, str]:
     """An entry's agent column, thread id and the rest of its line."""
-    tid, _tab, rest = entry.table.partition("\t")
-    return unescape(entry.keys.partition("\t")[0]), unescape(tid), unescape(rest)
+    tid, head, named = entry.table.split("\t")
+    return unescape(entry.keys.partition("\t")[0]), unescape(tid), unescape(head + named)
 
 
 def _stats(rows: list[CatalogRow]) -> bytes:
@@ -233,8 +229,7 @@ def write_sessions_file(root: Path, catalog: bytes, rows: list[CatalogRow]) -> N
             if entry is not None:
                 shown = _shown(entry)
             else:
-                entry, *made = _entry(check, row, titles)
-                shown = (made[0], made[1], made[2])
+                entry, shown = _entry(check, row, titles)
             if "\x1b" in "".join(shown):
                 return  # click strips escape sequences from a pipe: the typer command's
             last_ms = row.last_message_ms if row.last_message_ms is not None else row.first_ms
@@ -247,8 +242,8 @@ def write_sessions_file(root: Path, catalog: bytes, rows: list[CatalogRow]) -> N
     text = render_sessions(default) + "\n" if default else "no sessions archived yet\n"
     lines = "".join(e.json + "\n" for e in entries if e.keys.split("\t")[1] == "0")
     parts = [_stats(rows), text.encode(), lines.encode()]
-    for field in Entry._fields:
-        parts.append("".join(getattr(e, field) + "\n" for e in entries).encode())
+    for i in range(len(PARTS) - len(parts)):  # keys, table, json, checks: Entry's fields
+        parts.append("".join(e[i] + "\n" for e in entries).encode())
     data = encode_sessions_file(catalog, key, parts)
     with contextlib.suppress(OSError):  # a cache: the next listing takes the full path again
         atomic_write(side, data, durable=False)

@@ -9,6 +9,7 @@ MCP server with any MCP client (Cursor too, which is no agent continuity archive
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import typer
 
-from continuity._text import render_sessions, session_head, session_named
+from continuity._text import context_used, render_sessions, session_head, session_named
 from continuity.cli._common import (
     agent_option,
     errors,
@@ -464,6 +465,14 @@ def sessions(
         redactor.redact_text(s.title)[0] if redactor is not None and s.title else s.title
         for s in found
     ]
+    if context:  # the next `sessions --context` of this store reads the file, not the logs
+        from continuity.agents.base.sessions import write_context_file
+        from continuity.errors import ContinuityError
+
+        with contextlib.suppress(ContinuityError):
+            write_context_file(
+                store, {s.thread_id: (s.context_tokens, s.context_window) for s in found}
+            )
     if as_json:
         lines = [
             msgspec.json.encode(msgspec.structs.replace(s, title=t)).decode()
@@ -481,12 +490,7 @@ def sessions(
     # one write for them all: thousands of echoes cost more than the listing
     table = []
     for s, title in zip(found, titles, strict=True):
-        used = ""
-        if context:
-            used = "  context -"
-            if s.context_tokens is not None and s.context_window:
-                pct = 100 * s.context_tokens / s.context_window
-                used = f"  context {s.context_tokens:,}/{s.context_window:,} ({pct:.0f}%)"
+        used = context_used(s.context_tokens, s.context_window) if context else ""
         head = session_head(s.project, s.git_branch, s.started, s.messages, s.compactions)
         table.append((s.agent or "-", s.thread_id, head + used + session_named(title)))
     typer.echo(render_sessions(table))

@@ -98,7 +98,9 @@ def fast_sessions(argv: list[str]) -> int | None:
     from the sessions file (:func:`~continuity.caches.listing.current_sessions`) and return 0;
     None to leave the command line (``--context``, an agent only the registry knows, any
     error) to the typer command."""
-    options = parse_command(argv, "sessions", ("--agents", "--json"), ("--agent", "--project"))
+    options = parse_command(
+        argv, "sessions", ("--agents", "--json", "--context"), ("--agent", "--project")
+    )
     if options is None:
         return None
     agent = options.get("--agent")
@@ -120,16 +122,42 @@ def fast_sessions(argv: list[str]) -> int | None:
     from continuity.caches.listing import current_sessions
 
     as_json = "--json" in options
+    context = "--context" in options
     if name is None and folder is None and "--agents" not in options:
-        shown = current_sessions(Path(location), "lines" if as_json else "text")
+        whole = "lines" if as_json else "text"
+        shown = current_sessions(
+            Path(location), *() if context else (whole,), context=(whole,) if context else ()
+        )
         return None if shown is None else _write(shown[0])
-    found = current_sessions(Path(location), "keys", "json" if as_json else "table")
+    found = current_sessions(
+        Path(location),
+        "keys",
+        "json" if as_json else "table",
+        context=("usage",) if context else (),
+    )
     if found is None:
         return None
-    keys, rows = found
-    from continuity.caches.listing import escape, unescape
+    keys, rows = found[:2]
+    usage = found[2].decode().split("\n") if context else None
+    picked = _picked(keys, name, folder, every="--agents" in options)
+    if picked:
+        out = _shown(keys, rows.split(b"\n"), usage, picked, as_json=as_json)
+        return None if out is None else _write(out)
+    if as_json:
+        return _write(b"")
+    from continuity.agents.table import agent_named
 
-    every = "--agents" in options
+    known = agent_named(name) if name else None
+    scope = f"{known.display} " if known is not None else ""
+    where = f" of {folder}" if folder else ""
+    return _write(f"no {scope}sessions{where} archived yet\n".encode())
+
+
+def _picked(keys: bytes, name: str | None, folder: str | None, *, every: bool) -> list[int]:
+    """The places of the sessions file's entries of the agent ``name`` (any), of the project
+    ``folder`` (any), sub-agents' sessions too with ``every``."""
+    from continuity.caches.listing import escape
+
     who_wanted = None if name is None else escape(name)
     wanted = None if folder is None else "\t" + escape(folder)
     picked = []
@@ -141,25 +169,41 @@ def fast_sessions(argv: list[str]) -> int | None:
             and (every or sub == "0")
         ):
             picked.append(i)
-    lines = rows.split(b"\n")
+    return picked
+
+
+def _shown(
+    keys: bytes, lines: list[bytes], usage: list[str] | None, picked: list[int], *, as_json: bool
+) -> bytes | None:
+    """What ``sessions`` prints of the entries ``picked``: their JSON lines (``lines`` are the
+    sessions file's ``json``) or their table (``lines``: its ``table``); with the context
+    file's ``usage``, what ``--context`` adds. None when a line is not as expected."""
+    from continuity.caches.listing import unescape, usage_of, with_usage
+
     if as_json:
-        return _write(b"".join(lines[i] + b"\n" for i in picked))
-    if picked:
-        from continuity._text import render_sessions
-
-        table = []
-        agents = keys.split(b"\n")
+        if usage is None:
+            return b"".join(lines[i] + b"\n" for i in picked)
+        out = []
         for i in picked:
-            tid, _tab, rest = lines[i].decode().partition("\t")
-            who = agents[i].split(b"\t", 1)[0].decode()
-            table.append((unescape(who), unescape(tid), unescape(rest)))
-        return _write((render_sessions(table) + "\n").encode())
-    from continuity.agents.table import agent_named
+            _check, tokens, window = usage[i].split("\t")
+            spliced = with_usage(lines[i], tokens, window)
+            if spliced is None:
+                return None
+            out.append(spliced + b"\n")
+        return b"".join(out)
+    from continuity._text import context_used, render_sessions
 
-    known = agent_named(name) if name else None
-    scope = f"{known.display} " if known is not None else ""
-    where = f" of {folder}" if folder else ""
-    return _write(f"no {scope}sessions{where} archived yet\n".encode())
+    table = []
+    agents = keys.split(b"\n")
+    for i in picked:
+        tid, head, named = lines[i].decode().split("\t")
+        who = agents[i].split(b"\t", 1)[0].decode()
+        used = ""
+        if usage is not None:
+            _check, tokens, window = usage[i].split("\t")
+            used = context_used(usage_of(tokens), usage_of(window))
+        table.append((unescape(who), unescape(tid), unescape(head) + used + unescape(named)))
+    return (render_sessions(table) + "\n").encode()
 
 
 def fast_stats(argv: list[str]) -> int | None:

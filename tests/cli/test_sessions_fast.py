@@ -13,12 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
 from continuity import frames as fr
 from continuity.agents.table import AGENTS
-from continuity.caches.listing import PARTS, SESSIONS_FILE, escape, unescape
+from continuity.caches.listing import CONTEXT_FILE, PARTS, SESSIONS_FILE, escape, unescape
 from continuity.cli.app import app
 from continuity.cli.fast_list import fast_sessions, fast_stats, parse_command
 from continuity.store.jsonl import Store
@@ -37,6 +38,10 @@ COMMANDS = [
     ["sessions", "--project=/p/tab\there", "--agents"],
     ["sessions", "--project", "/nowhere"],
     ["sessions", "--agent", "opencode", "--project", "/nowhere", "--json"],
+    ["sessions", "--context"],
+    ["sessions", "--context", "--json"],
+    ["sessions", "--context", "--agents"],
+    ["sessions", "--agent", "codex", "--context", "--json", "--agents"],
     ["stats"],
     ["stats", "--json"],
 ]
@@ -74,6 +79,12 @@ def _session(
     )
 
 
+def _sized(store: Store, tid: str, meta: dict[str, str]) -> None:
+    """An answer of ``tid`` that reports its context (``meta``)."""
+    answer = fr.message("assistant", "sized", message_id=f"{tid}-{len(meta)}-{meta}")
+    store.thread(tid).append(msgspec.structs.replace(answer, meta=meta))
+
+
 def _store(tmp_path: Path) -> Store:
     store = Store(tmp_path / "s", create=True, durable=False)
     t = 1_700_000_000_000
@@ -86,6 +97,13 @@ def _store(tmp_path: Path) -> Store:
     _session(store, "cc-odd", cc.source, t=t + 60, title="tab\there\nnew\\line “quoted” é")
     _session(store, "cc-tab", cc.source, t=t + 70, project="/p/tab\there", title="  ")
     _session(store, "cc-none", cc.source, t=t + 80, title="")
+    store.clock = lambda: t + 90
+    for tid, meta in (
+        ("cc-s0", {"context_tokens": "54321", "model": "claude-sonnet-4"}),
+        (f"{AGENTS[1].thread_prefix}s1", {"context_tokens": "1000", "context_window": "4000"}),
+        ("cc-s0.agent-x", {"context_tokens": "7", "model": "gpt-4o"}),
+    ):
+        _sized(store, tid, meta)
     _session(store, "s1", AGENTS[1].source, t=t + 7)  # its source, not its id: no session
     _session(store, "runtime", "my-runtime", t=t - 5)
     store.clock = lambda: t
@@ -214,6 +232,33 @@ def test_a_redaction_config_is_part_of_the_key(
     assert _fast(store, ["sessions"], capsys) is None
 
 
+def test_the_context_file_follows_the_settings_and_the_sessions_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    shown = _same_everywhere(store, capsys)
+    assert "context 54,321/200,000 (27%)" in shown["sessions --context"]
+    assert "context 1,000/4,000 (25%)" in shown["sessions --context"]
+    assert '"context_tokens":54321,"context_window":200000}' in shown["sessions --context --json"]
+    assert "context 7/128,000 (0%)" in shown["sessions --context --agents"]  # a sub-agent's
+    (store.root / "rolling.json").write_text('{"windows": {"claude-": 100000}}')
+    assert _fast(store, ["sessions", "--context"], capsys) is None
+    assert "context 54,321/100,000 (54%)" in _same_everywhere(store, capsys)["sessions --context"]
+    monkeypatch.setenv("CONTINUITY_CONTEXT_WINDOW", "1000000")
+    assert _fast(store, ["sessions", "--context", "--json"], capsys) is None
+    assert "context 54,321/1,000,000 (5%)" in _same_everywhere(store, capsys)["sessions --context"]
+    monkeypatch.delenv("CONTINUITY_CONTEXT_WINDOW")
+    _same_everywhere(store, capsys)
+    _sized(store, "cc-s0", {"context_tokens": "99999"})
+    assert _fast(store, ["sessions", "--context"], capsys) is None
+    assert "context 99,999/200,000 (50%)" in _same_everywhere(store, capsys)["sessions --context"]
+    context = store.root / "cache" / CONTEXT_FILE
+    made = context.read_bytes()
+    context.unlink()
+    _typer(store, ["sessions", "--context"])
+    assert context.read_bytes() == made  # the unchanged sessions' usage was carried over
+
+
 def test_the_file_is_rebuilt_byte_for_byte(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -311,7 +356,6 @@ def test_an_agent_only_the_registry_knows_is_left_to_the_typer_command(
     store = _store(tmp_path)
     _same_everywhere(store, capsys)
     assert _fast(store, ["sessions", "--agent", "no-such-agent"], capsys) is None
-    assert _fast(store, ["sessions", "--context"], capsys) is None
 
 
 @pytest.mark.parametrize("text", ["", "plain", "a\tb", "a\nb", "back\\slash\\t", "\\\\n\t\n"])
