@@ -215,9 +215,12 @@ _RENDERED_BY: Final = (
     "agents/base/sessions.py",
     "maintenance/stats.py",
     "caches/session_file.py",
+    "caches/catalog.py",
+    "store/catalog.py",
 )
-"""The modules whose code decides the sessions file's content (the redaction's rules among
-them): a change to any of them (another version installed) is another key."""
+"""The modules whose code decides the sessions file's content (the redaction's rules and the
+catalog's rows among them): a change to any of them (another version installed) is another
+key."""
 REDACTION_CONFIG: Final = "redaction.json"
 """:data:`continuity.redaction.CONFIG_FILE`, named here without importing the redaction."""
 
@@ -256,8 +259,9 @@ PARTS: Final = ("stats", "text", "lines", "keys", "table", "json", "checks")
 most recently active last) in each of ``keys`` (what the filters compare: its agent column,
 ``1`` for a sub-agent's session else ``0``, its project), ``table`` (its thread id, its line's
 rest up to its counts, its title), ``json`` (its JSON line: JSON holds no newline) and
-``checks`` (the digest of its catalog row: an unchanged row's entry is taken from the file
-before); fields are tab-separated, each :func:`escape`\\ d."""
+``checks`` (its thread id, log length and last digest, which its catalog row is a function
+of: an unchanged row's entry is taken from the file before); fields are tab-separated, each
+:func:`escape`\\ d."""
 
 
 def encode_sessions_file(catalog: bytes, key: str, parts: list[bytes]) -> bytes:
@@ -307,7 +311,11 @@ def sessions_parts(
 
 
 def current_sessions(
-    root: Path, *parts: str, context: tuple[str, ...] = (), with_header: bool = False
+    root: Path,
+    *parts: str,
+    context: tuple[str, ...] = (),
+    with_header: bool = False,
+    remember: bool = False,
 ) -> list[bytes] | None:
     """The parts ``parts`` (:data:`PARTS`) of the sessions file of the folder store at ``root``
     when it was made of the catalog the listing file vouches for (every log as it is now:
@@ -315,10 +323,12 @@ def current_sessions(
     ``context`` (:data:`CONTEXT_PARTS`) of the context file made for that very sessions file
     with this code, ``rolling.json`` and environment (and, ``with_header``, the digest of the
     sessions file's first line, which names all it holds); None otherwise (list the full
-    way)."""
+    way). ``remember``: a fresh process's fast path, whose typer command follows at once (it
+    takes the catalog this check vouched for, or makes no second check when none)."""
     found = _check(root)
     if found is None:
-        _UNVOUCHED.add(root)
+        if remember:
+            _UNVOUCHED.add(root)
         return None
     key = sessions_key(root)
     data = None
@@ -336,7 +346,7 @@ def current_sessions(
             data = None if more is None else data + more[:-1]
         if data is not None and with_header:
             data.append(header)
-    if data is None:
+    if data is None and remember:
         _VOUCHED[root] = found
     return data
 
@@ -371,8 +381,9 @@ CONTEXT_FILE: Final = "context.v1"
 CONTEXT_PARTS: Final = ("text", "lines", "usage")
 """What ``sessions --context`` prints, and ``sessions --context --json``, then a line a session
 of the sessions file it was made for (another sessions file, even of the same rows, is
-another context file: its titles may be redacted otherwise), in its order: the digest of its
-catalog row, the tokens its context held and the model's window (``-``: none reported)."""
+another context file: its titles may be redacted otherwise), in its order: its thread id, log
+length and last digest (as in ``checks``), the tokens its context held and the model's window
+(``-``: none reported)."""
 _CONTEXT_MAGIC: Final = b"continuity-context 1"
 _USAGE_BY: Final = ("rolling/usage.py", "rolling/settings.py", "agents/table.py", "_text.py")
 """The modules whose code decides what the context file says (with ``rolling.json`` and the

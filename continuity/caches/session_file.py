@@ -22,12 +22,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-import blake3
 import msgspec
 
 from continuity._fs import atomic_write
 from continuity._text import render_sessions, session_head, session_named
-from continuity.agents.table import agent_of_session, is_subagent
+from continuity.agents.table import AGENTS, agent_of_session, is_subagent, known_agents
 from continuity.caches.listing import (
     PARTS,
     SESSIONS_FILE,
@@ -167,19 +166,26 @@ def _stats(rows: list[CatalogRow]) -> bytes:
     line of counts (threads, frames, messages, checkpoints, log bytes, redactions, threads with
     a redaction), a line of each agent's name and sessions, and the JSON of the redactions by
     thread and of the sessions by agent."""
-    redactions = {r.thread_id: r.redactions for r in rows if r.redactions}
+    redactions: dict[str, int] = {}
     found: dict[str, int] = {}
+    frames = messages = checkpoints = log_bytes = 0
     for r in rows:
+        frames += r.frames
+        messages += r.messages
+        checkpoints += r.checkpoints
+        log_bytes += r.log_bytes
+        if r.redactions:
+            redactions[r.thread_id] = r.redactions
         agent = agent_of_session(r.thread_id, r.source) if r.created else None
         if agent is not None and not is_subagent(r.thread_id, r.parent_thread_id):
             found[agent.name] = found.get(agent.name, 0) + 1
     sessions = dict(sorted(found.items()))
     counts = (
         len(rows),
-        sum(r.frames for r in rows),
-        sum(r.messages for r in rows),
-        sum(r.checkpoints for r in rows),
-        sum(r.log_bytes for r in rows),
+        frames,
+        messages,
+        checkpoints,
+        log_bytes,
         sum(redactions.values()),
         len(redactions),
     )
@@ -196,13 +202,14 @@ def _stats(rows: list[CatalogRow]) -> bytes:
 def write_sessions_file(root: Path, catalog: bytes, rows: list[CatalogRow]) -> None:
     """Write ``<root>/cache/sessions.v1`` for the catalog ``catalog`` (its bytes), whose rows
     are ``rows`` (each current: the listing file vouches for them), unless the file there is
-    that already. Nothing when the redaction config does not load (``sessions`` fails on it)
-    or a line would hold an escape sequence (click strips them from a pipe)."""
+    that already. Nothing when the redaction config does not load (``sessions`` fails on it),
+    a line would hold an escape sequence (click strips them from a pipe) or this process knows
+    an outside package's agent (a process that does not would list other sessions)."""
     from continuity.errors import InvalidSettings
 
     key = sessions_key(root)
-    if key is None:
-        return
+    if key is None or known_agents() != AGENTS:
+        return  # an outside agent's sessions count in this process only: not a pure function
     side = root / "cache" / SESSIONS_FILE
     try:
         old = side.read_bytes()
@@ -219,31 +226,35 @@ def write_sessions_file(root: Path, catalog: bytes, rows: list[CatalogRow]) -> N
             with contextlib.suppress(UnicodeDecodeError):
                 reuse = {e.check: e for e in entries_of(before)}
     titles = _Titles(root)
-    found: list[tuple[int, str, Entry, tuple[str, str, str]]] = []
+    found: list[tuple[int, str, Entry, tuple[str, str, str] | None]] = []
     try:
         for row in rows:
             if not row.created or agent_of_session(row.thread_id, row.source) is None:
                 continue
-            check = blake3.blake3(_encoder.encode(row)).hexdigest(16)
+            # a row is a function of its log, and a log of its length and last digest
+            check = f"{escape(row.thread_id)} {row.log_bytes} {row.head_digest}"
             entry = reuse.get(check)
-            if entry is not None:
-                shown = _shown(entry)
-            else:
+            shown = None
+            if entry is None:
                 entry, shown = _entry(check, row, titles)
-            if "\x1b" in "".join(shown):
-                return  # click strips escape sequences from a pipe: the typer command's
             last_ms = row.last_message_ms if row.last_message_ms is not None else row.first_ms
             found.append((last_ms, row.thread_id, entry, shown))
     except InvalidSettings:
         return
     found.sort(key=lambda f: (f[0], f[1]))
     entries = [f[2] for f in found]
-    default = [f[3] for f in found if f[2].keys.split("\t")[1] == "0"]
+    default = [
+        _shown(entry) if shown is None else shown
+        for _ms, _tid, entry, shown in found
+        if entry.keys.split("\t")[1] == "0"
+    ]
     text = render_sessions(default) + "\n" if default else "no sessions archived yet\n"
     lines = "".join(e.json + "\n" for e in entries if e.keys.split("\t")[1] == "0")
     parts = [_stats(rows), text.encode(), lines.encode()]
     for i in range(len(PARTS) - len(parts)):  # keys, table, json, checks: Entry's fields
         parts.append("".join(e[i] + "\n" for e in entries).encode())
+    if any(b"\x1b" in part for part in parts[3:5]):
+        return  # click strips escape sequences from a pipe: the typer command prints them
     data = encode_sessions_file(catalog, key, parts)
     with contextlib.suppress(OSError):  # a cache: the next listing takes the full path again
         atomic_write(side, data, durable=False)

@@ -461,6 +461,16 @@ def sessions(
             store, include_agents=agents, agent=name, project=folder, usage=context
         )
         redactor = ingest_redactor(store)
+    root = getattr(store, "root", None)
+    if not context and isinstance(root, Path):
+        # the catalog just caught up wrote the sessions file: its titles are redacted already
+        from continuity.cli.fast_list import sessions_from_file
+
+        code = sessions_from_file(
+            str(root), name, folder, every=agents, as_json=as_json, context=False
+        )
+        if code is not None:
+            raise typer.Exit(code)
     titles = [
         redactor.redact_text(s.title)[0] if redactor is not None and s.title else s.title
         for s in found

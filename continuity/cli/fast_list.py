@@ -16,7 +16,14 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["fast_sessions", "fast_stats", "fast_threads", "parse_command", "parse_store"]
+__all__ = [
+    "fast_sessions",
+    "fast_stats",
+    "fast_threads",
+    "parse_command",
+    "parse_store",
+    "sessions_from_file",
+]
 
 
 def parse_store(argv: list[str], command: str) -> tuple[str | None] | None:
@@ -117,16 +124,45 @@ def fast_sessions(argv: list[str]) -> int | None:
     location = _folder(options.get("--store"))
     if location is None:
         return None
+    return sessions_from_file(
+        location,
+        name,
+        folder,
+        every="--agents" in options,
+        as_json="--json" in options,
+        context="--context" in options,
+        remember=True,
+    )
+
+
+def sessions_from_file(
+    location: str,
+    name: str | None,
+    folder: str | None,
+    *,
+    every: bool,
+    as_json: bool,
+    context: bool,
+    remember: bool = False,
+) -> int | None:
+    """Print what ``continuity sessions`` prints of the folder store at ``location`` (of the
+    agent ``name``, the project ``folder``, sub-agents' too with ``every``) from its sessions
+    file and return 0 (1: the reader went away); None when the file does not vouch for the
+    store as it is now (or stdout does not take its UTF-8 as it is). ``remember``: see
+    :func:`~continuity.caches.listing.current_sessions`."""
+    if (sys.stdout.encoding or "").lower().replace("-", "") != "utf8":
+        return None
     from pathlib import Path
 
     from continuity.caches.listing import current_sessions
 
-    as_json = "--json" in options
-    context = "--context" in options
-    if name is None and folder is None and "--agents" not in options:
+    if name is None and folder is None and not every:
         whole = "lines" if as_json else "text"
         shown = current_sessions(
-            Path(location), *() if context else (whole,), context=(whole,) if context else ()
+            Path(location),
+            *() if context else (whole,),
+            context=(whole,) if context else (),
+            remember=remember,
         )
         return None if shown is None else _write(shown[0])
     found = current_sessions(
@@ -134,55 +170,59 @@ def fast_sessions(argv: list[str]) -> int | None:
         "keys",
         "json" if as_json else "table",
         context=("usage",) if context else (),
+        remember=remember,
     )
     if found is None:
         return None
     keys, rows = found[:2]
     usage = found[2].decode().split("\n") if context else None
-    picked = _picked(keys, name, folder, every="--agents" in options)
+    lines = keys.decode().split("\n")[:-1]
+    picked = _picked(lines, name, folder, every=every)
     if picked:
-        out = _shown(keys, rows.split(b"\n"), usage, picked, as_json=as_json)
+        out = _shown(lines, rows, usage, picked, as_json=as_json)
         return None if out is None else _write(out)
     if as_json:
         return _write(b"")
     from continuity.agents.table import agent_named
 
     known = agent_named(name) if name else None
-    scope = f"{known.display} " if known is not None else ""
+    scope = "" if not name else f"{known.display if known is not None else name} "
     where = f" of {folder}" if folder else ""
     return _write(f"no {scope}sessions{where} archived yet\n".encode())
 
 
-def _picked(keys: bytes, name: str | None, folder: str | None, *, every: bool) -> list[int]:
-    """The places of the sessions file's entries of the agent ``name`` (any), of the project
-    ``folder`` (any), sub-agents' sessions too with ``every``."""
+def _picked(keys: list[str], name: str | None, folder: str | None, *, every: bool) -> list[int]:
+    """The places of the sessions file's entries (``keys``: its lines of ``keys``) of the agent
+    ``name`` (any), of the project ``folder`` (any), sub-agents' sessions too with ``every``."""
     from continuity.caches.listing import escape
 
+    if folder is None and name is not None:  # the agent's column, then 0 or 1: a prefix
+        prefix = escape(name) + ("\t" if every else "\t0\t")
+        return [i for i, line in enumerate(keys) if line.startswith(prefix)]
     who_wanted = None if name is None else escape(name)
     wanted = None if folder is None else "\t" + escape(folder)
     picked = []
-    for i, line in enumerate(keys.decode().split("\n")[:-1]):
+    for i, line in enumerate(keys):
+        if wanted is not None and not line.endswith(wanted):
+            continue
         who, sub, _project = line.split("\t", 2)
-        if (
-            (who_wanted is None or who == who_wanted)
-            and (wanted is None or line.endswith(wanted))
-            and (every or sub == "0")
-        ):
+        if (who_wanted is None or who == who_wanted) and (every or sub == "0"):
             picked.append(i)
     return picked
 
 
 def _shown(
-    keys: bytes, lines: list[bytes], usage: list[str] | None, picked: list[int], *, as_json: bool
+    keys: list[str], rows: bytes, usage: list[str] | None, picked: list[int], *, as_json: bool
 ) -> bytes | None:
-    """What ``sessions`` prints of the entries ``picked``: their JSON lines (``lines`` are the
-    sessions file's ``json``) or their table (``lines``: its ``table``); with the context
-    file's ``usage``, what ``--context`` adds. None when a line is not as expected."""
+    """What ``sessions`` prints of the entries ``picked``: their JSON lines (``rows`` is the
+    sessions file's ``json``) or their table (``rows``: its ``table``); with the context file's
+    ``usage``, what ``--context`` adds. None when a line is not as expected."""
     from continuity.caches.listing import unescape, usage_of, with_usage
 
     if as_json:
+        lines = rows.split(b"\n")
         if usage is None:
-            return b"".join(lines[i] + b"\n" for i in picked)
+            return b"".join([lines[i] + b"\n" for i in picked])
         out = []
         for i in picked:
             _check, tokens, window = usage[i].split("\t")
@@ -193,17 +233,20 @@ def _shown(
         return b"".join(out)
     from continuity._text import context_used, render_sessions
 
-    table = []
-    agents = keys.split(b"\n")
+    text = rows.decode()
+    table = text.split("\n")
+    escaped = "\\" in text or any("\\" in keys[i] for i in picked)
+    shown = []
     for i in picked:
-        tid, head, named = lines[i].decode().split("\t")
-        who = agents[i].split(b"\t", 1)[0].decode()
-        used = ""
+        tid, head, named = table[i].split("\t")
+        who = keys[i][: keys[i].index("\t")]
+        if escaped:
+            who, tid, head, named = unescape(who), unescape(tid), unescape(head), unescape(named)
         if usage is not None:
             _check, tokens, window = usage[i].split("\t")
-            used = context_used(usage_of(tokens), usage_of(window))
-        table.append((unescape(who), unescape(tid), unescape(head) + used + unescape(named)))
-    return (render_sessions(table) + "\n").encode()
+            head += context_used(usage_of(tokens), usage_of(window))
+        shown.append((who, tid, head + named))
+    return (render_sessions(shown) + "\n").encode()
 
 
 def fast_stats(argv: list[str]) -> int | None:
@@ -226,7 +269,7 @@ def fast_stats(argv: list[str]) -> int | None:
     )
 
     root = Path(location)
-    found = current_sessions(root, "stats")
+    found = current_sessions(root, "stats", remember=True)
     if found is None:
         return None
     artifacts = store_artifacts(root / "artifacts")

@@ -111,8 +111,14 @@ def _store(tmp_path: Path) -> Store:
     return store
 
 
-def _typer(store: Store, command: list[str]) -> str:
-    result = CliRunner().invoke(app, ["--store", str(store.root), *command])
+def _typer(store: Store, command: list[str], *, from_file: bool = False) -> str:
+    """The typer command's output; made the full way (every title redacted, every line
+    rendered), not from the sessions file it may take once the catalog caught up, unless
+    ``from_file``."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not from_file:
+            patch.setattr("continuity.cli.fast_list.sessions_from_file", lambda *a, **k: None)
+        result = CliRunner().invoke(app, ["--store", str(store.root), *command])
     assert result.exit_code == 0, result.output
     return result.stdout
 
@@ -132,7 +138,7 @@ def _fast(store: Store, command: list[str], capsys: pytest.CaptureFixture[str]) 
 def _same_everywhere(store: Store, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
     """Each command's output, the fast path's equal to the typer command's (after a full
     listing that writes the caches, which ``stats`` counts)."""
-    _typer(store, ["threads"])
+    _typer(store, ["stats"])
     shown = {}
     for command in COMMANDS:
         expected = _typer(store, command)
@@ -268,6 +274,8 @@ def test_the_file_is_rebuilt_byte_for_byte(
     grown = side.read_bytes()
     side.unlink()
     _typer(store, ["threads"])
+    assert not side.exists()  # `threads` leaves it: a pass over every session
+    _typer(store, ["stats"])
     assert side.read_bytes() == grown  # entries taken from the old file are the ones made anew
 
     store.thread("cc-s0").append(fr.message("user", "later", message_id="later"))
@@ -312,6 +320,30 @@ def test_a_damaged_file_is_not_served_and_the_next_full_listing_mends_it(
             assert _fast(store, command, capsys) in (None, shown[" ".join(command)]), command
         _typer(store, ["sessions"])
         assert side.read_bytes() == data, part
+
+
+def test_the_typer_command_answers_from_the_file_it_brought_up_to_date(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from continuity.cli import fast_list
+
+    store = _store(tmp_path)
+    shown = _same_everywhere(store, capsys)
+    answered: list[int | None] = []
+    real = fast_list.sessions_from_file
+
+    def counted(*args: object, **kwargs: object) -> int | None:
+        answered.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return answered[-1]
+
+    monkeypatch.setattr(fast_list, "sessions_from_file", counted)
+    for command in (["sessions"], ["sessions", "--agent", "codex", "--json"]):
+        _sized(store, "cc-s0", {"context_tokens": str(len(answered))})  # the catalog is behind
+        answer = _typer(store, command, from_file=True)
+        full = _typer(store, command)
+        assert answer == full
+    assert answered == [0, 0]
+    assert shown["sessions"] != full
 
 
 def test_an_escape_sequence_in_a_title_leaves_sessions_to_the_typer_command(

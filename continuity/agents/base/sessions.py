@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import msgspec
 
 from continuity import frames as fr
-from continuity.agents.table import agent_of_session, is_subagent, known_agents
+from continuity.agents.table import AGENTS, agent_of_session, is_subagent, known_agents
 from continuity.caches.catalog import CatalogRow, catalog_view, current_rows
 from continuity.caches.session_file import SessionInfo, session_info, stamp
 from continuity.store.base import BaseStore, Thread
@@ -46,7 +46,7 @@ def session_rows(store: BaseStore, *, include_agents: bool = False) -> list[Cata
     """The catalog rows of every agent's sessions (and sub-agents' with ``include_agents``),
     in thread id order; the first problem of a thread that may be one of them is raised."""
     prefixes = tuple(a.thread_prefix for a in known_agents())
-    view = catalog_view(store)
+    view = catalog_view(store, sessions_file=True)
 
     def wanted(tid: str) -> bool:
         return tid.startswith(prefixes) and (include_agents or ".agent-" not in tid)
@@ -162,7 +162,7 @@ def write_context_file(
     )
 
     root = getattr(store, "root", None)
-    if not isinstance(root, Path) or store.cache_dir is None:
+    if not isinstance(root, Path) or store.cache_dir is None or known_agents() != AGENTS:
         return
     found = current_sessions(root, "keys", "table", "json", "checks", with_header=True)
     key = context_key(root)
