@@ -50,6 +50,7 @@ def _cpu(argv: list[str], env: dict[str, str]) -> tuple[float, bytes]:
 
 
 FLAGS: Final = (
+    "sessions --context",
     "sessions --agent claude-code",
     "sessions --project /home/dev/mobile",
     "sessions --json",
