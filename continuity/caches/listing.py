@@ -38,6 +38,7 @@ __all__ = [
     "PARTS",
     "SESSIONS_FILE",
     "STAT_FILE",
+    "agent_part",
     "content_digest",
     "context_key",
     "context_prefix",
@@ -253,9 +254,10 @@ def sessions_prefix(catalog: bytes, key: str) -> bytes:
     return _SESSIONS_MAGIC + f" {content_digest(catalog)} {key} ".encode()
 
 
-PARTS: Final = ("stats", "text", "lines", "keys", "table", "json", "checks")
+PARTS: Final = ("stats", "text", "lines", "agents", "keys", "table", "json", "checks")
 """The sessions file's parts, in order (see :func:`encode_sessions_file`): ``stats``,
-``sessions``' and ``sessions --json``'s output, then a line a session (sub-agents' too, the
+``sessions``' and ``sessions --json``'s output, those of ``--agent X`` for each agent (after a
+line of their names and lengths), then a line a session (sub-agents' too, the
 most recently active last) in each of ``keys`` (what the filters compare: its agent column,
 ``1`` for a sub-agent's session else ``0``, its project), ``table`` (its thread id, its line's
 rest up to its counts, its title), ``json`` (its JSON line: JSON holds no newline) and
@@ -438,6 +440,25 @@ def with_usage(line: bytes, tokens: str, window: str) -> bytes | None:
 def usage_of(field: str) -> int | None:
     """A count of the context file (``-``: none)."""
     return None if field == "-" else int(field)
+
+
+def agent_part(part: bytes, name: str, *, as_json: bool) -> bytes | None:
+    """What ``sessions --agent name`` (``as_json``: with ``--json``) prints, from the part
+    ``agents``: b"" when the agent has no session; None when the part does not say."""
+    index, newline, blocks = part.partition(b"\n")
+    if not newline:
+        return None
+    offset = 0
+    for item in index.split():
+        named, _colon, sizes = item.decode().partition(":")
+        text, _colon, json = sizes.partition(":")
+        if not text.isdigit() or not json.isdigit():
+            return None
+        if named == name:
+            start = offset + int(text) if as_json else offset
+            return blocks[start : start + int(json if as_json else text)]
+        offset += int(text) + int(json)
+    return b""
 
 
 def escape(text: str) -> str:

@@ -165,6 +165,17 @@ def sessions_from_file(
             remember=remember,
         )
         return None if shown is None else _write(shown[0])
+    if name is not None and folder is None and not every and not context:
+        agents = current_sessions(Path(location), "agents", remember=remember)
+        if agents is None:
+            return None
+        from continuity.caches.listing import agent_part
+
+        of_agent = agent_part(agents[0], name, as_json=as_json)
+        if of_agent:
+            return _write(of_agent)
+        if of_agent is not None:
+            return _write(b"" if as_json else _nothing(name, None))
     found = current_sessions(
         Path(location),
         "keys",
@@ -181,14 +192,18 @@ def sessions_from_file(
     if picked:
         out = _shown(lines, rows, usage, picked, as_json=as_json)
         return None if out is None else _write(out)
-    if as_json:
-        return _write(b"")
+    return _write(b"" if as_json else _nothing(name, folder))
+
+
+def _nothing(name: str | None, folder: str | None) -> bytes:
+    """What ``sessions`` says when the agent ``name`` has no session (of the project
+    ``folder``)."""
     from continuity.agents.table import agent_named
 
     known = agent_named(name) if name else None
     scope = "" if not name else f"{known.display if known is not None else name} "
     where = f" of {folder}" if folder else ""
-    return _write(f"no {scope}sessions{where} archived yet\n".encode())
+    return f"no {scope}sessions{where} archived yet\n".encode()
 
 
 def _picked(keys: list[str], name: str | None, folder: str | None, *, every: bool) -> list[int]:

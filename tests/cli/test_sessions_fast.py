@@ -303,6 +303,7 @@ def test_a_damaged_file_is_not_served_and_the_next_full_listing_mends_it(
         "stats": "stats",
         "text": "sessions",
         "lines": "sessions --json",
+        "agents": "sessions --agent claude-code",
         "keys": "sessions --agents",
         "table": "sessions --agents",
         "json": "sessions --agents --json",
