@@ -254,13 +254,23 @@ def sessions_prefix(catalog: bytes, key: str) -> bytes:
     return _SESSIONS_MAGIC + f" {content_digest(catalog)} {key} ".encode()
 
 
-PARTS: Final = ("stats", "text", "lines", "agents", "keys", "table", "json", "checks")
+PARTS: Final = (
+    "stats",
+    "text",
+    "lines",
+    "agents",
+    "agents_json",
+    "keys",
+    "table",
+    "json",
+    "checks",
+)
 """The sessions file's parts, in order (see :func:`encode_sessions_file`): ``stats``,
-``sessions``' and ``sessions --json``'s output, those of ``--agent X`` for each agent (after a
-line of their names and lengths), then a line a session (sub-agents' too, the
-most recently active last) in each of ``keys`` (what the filters compare: its agent column,
-``1`` for a sub-agent's session else ``0``, its project), ``table`` (its thread id, its line's
-rest up to its counts, its title), ``json`` (its JSON line: JSON holds no newline) and
+``sessions``' and ``sessions --json``'s output, those of ``--agent X`` and ``--agent X --json``
+for each agent (after a line of their names and lengths), then a line a session (sub-agents'
+too, the most recently active last) in each of ``keys`` (what the filters compare: its agent
+column, ``1`` for a sub-agent's session else ``0``, its project), ``table`` (its thread id, its
+line's rest up to its counts, its title), ``json`` (its JSON line: JSON holds no newline) and
 ``checks`` (its thread id, log length and last digest, which its catalog row is a function
 of: an unchanged row's entry is taken from the file before); fields are tab-separated, each
 :func:`escape`\\ d."""
@@ -442,22 +452,20 @@ def usage_of(field: str) -> int | None:
     return None if field == "-" else int(field)
 
 
-def agent_part(part: bytes, name: str, *, as_json: bool) -> bytes | None:
-    """What ``sessions --agent name`` (``as_json``: with ``--json``) prints, from the part
-    ``agents``: b"" when the agent has no session; None when the part does not say."""
+def agent_part(part: bytes, name: str) -> bytes | None:
+    """What ``sessions --agent name`` prints (with ``--json``), from the part ``agents`` (or
+    ``agents_json``): b"" when the agent has no session; None when the part does not say."""
     index, newline, blocks = part.partition(b"\n")
     if not newline:
         return None
     offset = 0
     for item in index.split():
-        named, _colon, sizes = item.decode().partition(":")
-        text, _colon, json = sizes.partition(":")
-        if not text.isdigit() or not json.isdigit():
+        named, _colon, size = item.decode().partition(":")
+        if not size.isdigit():
             return None
         if named == name:
-            start = offset + int(text) if as_json else offset
-            return blocks[start : start + int(json if as_json else text)]
-        offset += int(text) + int(json)
+            return blocks[offset : offset + int(size)]
+        offset += int(size)
     return b""
 
 

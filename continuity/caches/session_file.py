@@ -199,10 +199,10 @@ def _stats(rows: list[CatalogRow]) -> bytes:
     )
 
 
-def _by_agent(entries: list[Entry], default: list[tuple[str, str, str]]) -> bytes:
-    """The part ``agents``: what ``sessions --agent X`` and ``sessions --agent X --json`` print,
-    for each agent X with sessions (``default``: the lines of the entries that are not
-    sub-agents', in their order), after a line of each agent's name and the two lengths."""
+def _by_agent(entries: list[Entry], default: list[tuple[str, str, str]]) -> list[bytes]:
+    """The parts ``agents`` and ``agents_json``: what ``sessions --agent X`` prints, and with
+    ``--json``, for each agent X with sessions (``default``: the lines of the entries that are
+    not sub-agents', in their order), each after a line of the agents' names and lengths."""
     texts: dict[str, list[tuple[str, str, str]]] = {}
     jsons: dict[str, list[str]] = {}
     shown = iter(default)
@@ -211,16 +211,23 @@ def _by_agent(entries: list[Entry], default: list[tuple[str, str, str]]) -> byte
             line = next(shown)
             texts.setdefault(line[0], []).append(line)
             jsons.setdefault(line[0], []).append(e.json + "\n")
-    index = []
-    blocks = []
+    made: list[tuple[str, bytes, bytes]] = []
     for name in sorted(texts):
         if not name or any(c in name for c in " :\t\n\\"):
             continue  # not a name the table gives: the filter reads the entries
         text = (render_sessions(texts[name]) + "\n").encode()
-        json = "".join(jsons[name]).encode()
-        index.append(f"{name}:{len(text)}:{len(json)}")
-        blocks += [text, json]
-    return " ".join(index).encode() + b"\n" + b"".join(blocks)
+        made.append((name, text, "".join(jsons[name]).encode()))
+    return [
+        _blocks([(name, text) for name, text, _json in made]),
+        _blocks([(name, json) for name, _text, json in made]),
+    ]
+
+
+def _blocks(named: list[tuple[str, bytes]]) -> bytes:
+    """Blocks after a line of their names and lengths (:func:`~continuity.caches.listing.
+    agent_part` reads one)."""
+    index = " ".join(f"{name}:{len(block)}" for name, block in named)
+    return index.encode() + b"\n" + b"".join(block for _name, block in named)
 
 
 def write_sessions_file(root: Path, catalog: bytes, rows: list[CatalogRow]) -> None:
@@ -274,7 +281,7 @@ def write_sessions_file(root: Path, catalog: bytes, rows: list[CatalogRow]) -> N
     ]
     text = render_sessions(default) + "\n" if default else "no sessions archived yet\n"
     lines = "".join(e.json + "\n" for e in entries if e.keys.split("\t")[1] == "0")
-    parts = [_stats(rows), text.encode(), lines.encode(), _by_agent(entries, default)]
+    parts = [_stats(rows), text.encode(), lines.encode(), *_by_agent(entries, default)]
     for i in range(len(PARTS) - len(parts)):  # keys, table, json, checks: Entry's fields
         parts.append("".join(e[i] + "\n" for e in entries).encode())
     if any(b"\x1b" in part for part in parts[3:5]):

@@ -166,12 +166,13 @@ def sessions_from_file(
         )
         return None if shown is None else _write(shown[0])
     if name is not None and folder is None and not every and not context:
-        agents = current_sessions(Path(location), "agents", remember=remember)
+        part = "agents_json" if as_json else "agents"
+        agents = current_sessions(Path(location), part, remember=remember)
         if agents is None:
             return None
         from continuity.caches.listing import agent_part
 
-        of_agent = agent_part(agents[0], name, as_json=as_json)
+        of_agent = agent_part(agents[0], name)
         if of_agent:
             return _write(of_agent)
         if of_agent is not None:

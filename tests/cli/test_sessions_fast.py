@@ -304,6 +304,7 @@ def test_a_damaged_file_is_not_served_and_the_next_full_listing_mends_it(
         "text": "sessions",
         "lines": "sessions --json",
         "agents": "sessions --agent claude-code",
+        "agents_json": "sessions --agent claude-code --json",
         "keys": "sessions --agents",
         "table": "sessions --agents",
         "json": "sessions --agents --json",
