@@ -26,7 +26,7 @@ import msgspec
 
 from continuity._fs import atomic_write
 from continuity._text import render_sessions, session_head, session_named
-from continuity.agents.table import AGENTS, agent_of_session, is_subagent, known_agents
+from continuity.agents.table import AGENTS, agent_named, agent_of_session, is_subagent, known_agents
 from continuity.caches.listing import (
     PARTS,
     SESSIONS_FILE,
@@ -164,8 +164,8 @@ def _shown(entry: Entry) -> tuple[str, str, str]:
 def _stats(rows: list[CatalogRow]) -> bytes:
     """What ``stats`` sums of the rows (:func:`continuity.maintenance.stats.store_stats`): a
     line of counts (threads, frames, messages, checkpoints, log bytes, redactions, threads with
-    a redaction), a line of each agent's name and sessions, and the JSON of the redactions by
-    thread and of the sessions by agent."""
+    a redaction), a line of each agent's name, sessions and display name (tab-separated), and
+    the JSON of the redactions by thread and of the sessions by agent."""
     redactions: dict[str, int] = {}
     found: dict[str, int] = {}
     frames = messages = checkpoints = log_bytes = 0
@@ -192,7 +192,7 @@ def _stats(rows: list[CatalogRow]) -> bytes:
     return b"\n".join(
         [
             " ".join(map(str, counts)).encode(),
-            " ".join(f"{name} {n}" for name, n in sessions.items()).encode(),
+            "\t".join(f"{name}\t{n}\t{_display(name)}" for name, n in sessions.items()).encode(),
             _encoder.encode(redactions),
             _encoder.encode(sessions),
         ]
@@ -228,6 +228,12 @@ def _blocks(named: list[tuple[str, bytes]]) -> bytes:
     agent_part` reads one)."""
     index = " ".join(f"{name}:{len(block)}" for name, block in named)
     return index.encode() + b"\n" + b"".join(block for _name, block in named)
+
+
+def _display(name: str) -> str:
+    """An agent's display name, as ``stats`` shows it."""
+    agent = agent_named(name)
+    return agent.display if agent is not None else name
 
 
 def write_sessions_file(root: Path, catalog: bytes, rows: list[CatalogRow]) -> None:

@@ -323,19 +323,11 @@ def fast_stats(argv: list[str]) -> int | None:
         "redactions": redactions,
         "redacted_threads": redacted,
     }
-    pairs = by_agent.decode().split()
-    per_agent = [(pairs[i], int(pairs[i + 1])) for i in range(0, len(pairs), 2)]
-    return _write(
-        (render_stats(describe_store(location), counts, per_agent, _display) + "\n").encode()
-    )
-
-
-def _display(name: str) -> str:
-    """An agent's display name (``Claude Code``) from its name (``claude-code``)."""
-    from continuity.agents.table import agent_named
-
-    agent = agent_named(name)
-    return agent.display if agent is not None else name
+    fields = by_agent.decode().split("\t") if by_agent else []
+    per_agent = [(fields[i], int(fields[i + 1])) for i in range(0, len(fields), 3)]
+    names = {fields[i]: fields[i + 2] for i in range(0, len(fields), 3)}
+    text = render_stats(describe_store(location), counts, per_agent, names.__getitem__)
+    return _write((text + "\n").encode())
 
 
 def fast_threads(argv: list[str]) -> int | None:
