@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: every command line, the hooks' too, skips typing (2 ms)
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -186,6 +186,8 @@ def _main() -> None:
     # waits for its first answer; a search. Each returns None to leave it to the typer command.
     for word, within, module, name in (
         ("threads", 5, "continuity.cli.fast_list", "fast_threads"),
+        ("sessions", 5, "continuity.cli.fast_list", "fast_sessions"),
+        ("stats", 5, "continuity.cli.fast_list", "fast_stats"),
         ("mcp", 4, "continuity.cli.fast_mcp", "fast_mcp"),
         ("search", 4, "continuity.cli.fast_search", "fast_search"),
     ):

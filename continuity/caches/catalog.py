@@ -572,7 +572,12 @@ def fresh_row(thread: Thread) -> CatalogRow | None:
     return row if keep else None
 
 
-def catalog_view(store: BaseStore, *, fresh: Mapping[str, CatalogRow] | None = None) -> CatalogView:
+def catalog_view(
+    store: BaseStore,
+    *,
+    fresh: Mapping[str, CatalogRow] | None = None,
+    sessions_file: bool = False,
+) -> CatalogView:
     """Every thread of ``store`` with committed frames: from the catalog where its rows are
     current, read from the log (and kept) where they are not. A store that keeps no catalog
     (no cache folder, or logs that are not bytes) is read thread by thread. ``fresh`` holds
@@ -580,20 +585,28 @@ def catalog_view(store: BaseStore, *, fresh: Mapping[str, CatalogRow] | None = N
     log when it describes the log as it is now (its size and last digest), as a row of the
     file would be.
 
+    ``sessions_file``: ``sessions`` and ``stats`` (and ``rebuild-index``) also bring the
+    sessions file (:mod:`continuity.caches.session_file`) up to date when the listing file
+    vouches for the rows (other listings leave it: it costs a pass over every session).
+
     Raises :class:`CorruptFrame` when a log cut to nothing was indexed further by its caches
     (:func:`check_no_lost_threads`)."""
     own = store.catalog()
     if own is not None:
         return _own_view(store, own.rows())
     path = _path(store)
-    vouched = _vouched_rows(store, path)
+    vouched = _vouched_rows(store, path, sessions_file=sessions_file)
     if vouched is not None:
         return CatalogView(vouched, {})
-    return _checked_view(store, path, fresh)
+    return _checked_view(store, path, fresh, sessions_file=sessions_file)
 
 
 def _checked_view(
-    store: BaseStore, path: Path | None, fresh: Mapping[str, CatalogRow] | None
+    store: BaseStore,
+    path: Path | None,
+    fresh: Mapping[str, CatalogRow] | None,
+    *,
+    sessions_file: bool = False,
 ) -> CatalogView:
     """:func:`catalog_view` the full way: every log's stamp against its row."""
     stamps = store.log_stamps(_TAIL) if path is not None else None
@@ -648,7 +661,7 @@ def _checked_view(
     if dirty or len(kept) != len(known):
         data = _write(store, path, kept)
     if not problems:
-        _vouch(store, path, data, kept, stamps)
+        _vouch(store, path, data, kept, stamps, sessions_file=sessions_file)
     return CatalogView(rows, problems)
 
 
@@ -684,7 +697,9 @@ def _listing(rows: list[CatalogRow]) -> bytes | None:
     return None if "\x1b" in text else (text + "\n").encode()
 
 
-def _vouched_rows(store: BaseStore, path: Path | None) -> list[CatalogRow] | None:
+def _vouched_rows(
+    store: BaseStore, path: Path | None, *, sessions_file: bool = False
+) -> list[CatalogRow] | None:
     """The catalog's rows, sorted by thread id, when the listing file vouches for every log of
     a folder store as it is now (:func:`~continuity.caches.listing.vouched_catalog`: one stat
     a log, none opened): what the full check would find, every row current and nothing to
@@ -700,7 +715,12 @@ def _vouched_rows(store: BaseStore, path: Path | None) -> list[CatalogRow] | Non
     rows = _load_data(path, data)
     if rows is None:
         return None
-    return [rows[tid] for tid in sorted(rows)]
+    found = [rows[tid] for tid in sorted(rows)]
+    if sessions_file:
+        from continuity.caches.session_file import write_sessions_file
+
+        write_sessions_file(path.parent.parent, data, found)  # when it is not that catalog's
+    return found
 
 
 def _vouch(
@@ -709,6 +729,8 @@ def _vouch(
     data: bytes | None,
     kept: list[CatalogRow],
     stamps: list[LogStamp],
+    *,
+    sessions_file: bool = False,
 ) -> None:
     """Write the stat file that lets the next listing skip opening the logs
     (:mod:`continuity.caches.listing`), when the catalog ``data`` is current for every log and
@@ -729,15 +751,20 @@ def _vouch(
         side = path.with_name(STAT_FILE)
         header = stat_file_header(marker, data, logs)
         try:
-            if vouches(side.read_bytes(), header):
-                return  # the listing after it is the same function of the same catalog
+            current = vouches(side.read_bytes(), header)
         except OSError:
-            pass
-        listing = _listing(kept)
-        if listing is not None:
+            current = False
+        if not current:  # else the listing after it is the same function of the same catalog
+            listing = _listing(kept)
+            if listing is None:
+                return
             atomic_write(side, encode_stat_file(marker, data, logs, listing), durable=False)
     except OSError:
-        pass  # a cache: the listing stands, the next one takes the full path again
+        return  # a cache: the listing stands, the next one takes the full path again
+    if sessions_file:
+        from continuity.caches.session_file import write_sessions_file
+
+        write_sessions_file(path.parent.parent, data, kept)
 
 
 def _own_view(store: BaseStore, found: CatalogRows) -> CatalogView:
@@ -857,7 +884,7 @@ def rebuild_catalog(
         rows = _load(path)
         if rows is not None:
             _write(store, path, [r for t, r in sorted(rows.items()) if t not in thread_ids])
-    catalog_view(store, fresh=fresh)
+    catalog_view(store, fresh=fresh, sessions_file=True)
     loaded = _load(path)
     return 0 if loaded is None else len(loaded)
 

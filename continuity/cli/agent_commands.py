@@ -9,6 +9,7 @@ MCP server with any MCP client (Cursor too, which is no agent continuity archive
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -18,9 +19,9 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import typer
 
+from continuity._text import context_used, render_sessions, session_head, session_named
 from continuity.cli._common import (
     agent_option,
-    count,
     errors,
     fail,
     open_store,
@@ -460,10 +461,28 @@ def sessions(
             store, include_agents=agents, agent=name, project=folder, usage=context
         )
         redactor = ingest_redactor(store)
+    root = getattr(store, "root", None)
+    if not context and isinstance(root, Path):
+        # the catalog just caught up wrote the sessions file: its titles are redacted already
+        from continuity.cli.fast_list import sessions_from_file
+
+        code = sessions_from_file(
+            str(root), name, folder, every=agents, as_json=as_json, context=False
+        )
+        if code is not None:
+            raise typer.Exit(code)
     titles = [
         redactor.redact_text(s.title)[0] if redactor is not None and s.title else s.title
         for s in found
     ]
+    if context:  # the next `sessions --context` of this store reads the file, not the logs
+        from continuity.agents.base.sessions import write_context_file
+        from continuity.errors import ContinuityError
+
+        with contextlib.suppress(ContinuityError):
+            write_context_file(
+                store, {s.thread_id: (s.context_tokens, s.context_window) for s in found}
+            )
     if as_json:
         lines = [
             msgspec.json.encode(msgspec.structs.replace(s, title=t)).decode()
@@ -477,26 +496,14 @@ def sessions(
         where = f" of {folder}" if folder else ""
         typer.echo(f"no {scope}sessions{where} archived yet")
         return
-    # the agent's name (one word, what --agent takes): the column splits on whitespace
-    shown = [s.agent or "-" for s in found]
-    width = max(len(a) for a in shown)
-    id_width = max(len(s.thread_id) for s in found)
-    lines = []  # one write for them all: thousands of echoes cost more than the listing
-    for s, who, title in zip(found, shown, titles, strict=True):
-        branch = f" ({s.git_branch})" if s.git_branch else ""
-        named = f"  “{' '.join(title.split())[:80]}”" if title and title.strip() else ""
-        used = ""
-        if context:
-            used = "  context -"
-            if s.context_tokens is not None and s.context_window:
-                pct = 100 * s.context_tokens / s.context_window
-                used = f"  context {s.context_tokens:,}/{s.context_window:,} ({pct:.0f}%)"
-        lines.append(
-            f"{who:<{width}}  {s.thread_id:<{id_width}}  {s.project or '-'}{branch}  "
-            f"started {s.started}  "
-            f"{count(s.messages, 'message')}, {count(s.compactions, 'compaction')}{used}{named}"
-        )
-    typer.echo("\n".join(lines))
+    # the agent's name (one word, what --agent takes): the column splits on whitespace;
+    # one write for them all: thousands of echoes cost more than the listing
+    table = []
+    for s, title in zip(found, titles, strict=True):
+        used = context_used(s.context_tokens, s.context_window) if context else ""
+        head = session_head(s.project, s.git_branch, s.started, s.messages, s.compactions)
+        table.append((s.agent or "-", s.thread_id, head + used + session_named(title)))
+    typer.echo(render_sessions(table))
 
 
 def _display(name: str) -> str:

@@ -340,24 +340,19 @@ def stats(
     if as_json:
         typer.echo(msgspec.json.encode(s).decode())
         return
-    typer.echo(f"store        {ctx.obj.described}")
-    typer.echo(f"threads      {s.threads}")
-    typer.echo(f"frames       {s.frames}")
-    typer.echo(f"messages     {s.messages}")
-    typer.echo(f"checkpoints  {s.checkpoints}")
-    typer.echo(f"log bytes    {s.log_bytes}")
-    typer.echo(f"artifacts    {s.artifacts} ({s.artifact_bytes} bytes compressed)")
-    typer.echo(f"cache bytes  {s.cache_bytes}")
-    typer.echo(f"quarantined  {s.quarantined}")
-    typer.echo(f"redactions   {s.redactions} in {count(len(s.redactions_by_thread), 'thread')}")
-    if s.sessions_by_agent:  # every agent's sessions, side by side
-        from continuity.agents.table import agent_named
+    from continuity._text import render_stats
+    from continuity.agents.table import agent_named
 
-        by_agent = ", ".join(
-            f"{found.display if (found := agent_named(name)) else name} {n}"
-            for name, n in s.sessions_by_agent.items()
-        )
-        typer.echo(f"sessions     {sum(s.sessions_by_agent.values())} ({by_agent})")
+    def display(name: str) -> str:
+        agent = agent_named(name)
+        return agent.display if agent is not None else name
+
+    counts = {
+        name: value for name, value in msgspec.structs.asdict(s).items() if isinstance(value, int)
+    }
+    counts["redacted_threads"] = len(s.redactions_by_thread)
+    sessions = list(s.sessions_by_agent.items())
+    typer.echo(render_stats(ctx.obj.described, counts, sessions, display))
 
 
 def threads(

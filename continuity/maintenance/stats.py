@@ -67,7 +67,8 @@ def _tree_bytes(root: Path | None) -> int:
 
 def store_stats(store: BaseStore) -> StoreStats:
     """Counts and sizes of every thread, artifact and cache of ``store``."""
-    view = catalog_view(store)  # a thread cut to nothing is an error, not a missing line
+    # a thread cut to nothing is an error, not a missing line
+    view = catalog_view(store, sessions_file=True)
     view.raise_first()
     rows = view.rows
     redactions = {r.thread_id: r.redactions for r in rows if r.redactions}

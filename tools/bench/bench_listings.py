@@ -1,7 +1,7 @@
 """Store-wide listings at 10,000 threads in CPU against the interpreter's floor (issue 42).
 
     python -m tools.bench.bench_listings [--threads 10000] [--repeat 9] [--baseline-tree DIR]
-                                         [--commands threads,sessions,stats] [--json]
+                                         [--commands threads,sessions,stats] [--flags] [--json]
 
 Each round runs, interleaved and in an order that rotates every round, fresh processes of
 ``python -c pass`` (the floor), and each command with ``PYTHONPATH`` set to this tree and, with
@@ -10,7 +10,9 @@ Each round runs, interleaved and in an order that rotates every round, fresh pro
 command run once before timing). A process's CPU is user + sys from
 ``getrusage(RUSAGE_CHILDREN)`` deltas. Reported: the median CPU and p90, and the median's ratio to
 the floor's median in the same run; the target is <= 3x the floor. Each command's output is
-checked byte-identical between the trees.
+checked byte-identical between the trees (``stats``' cache bytes aside: this tree's caches
+count there). A command may carry options (``--commands "sessions --json,stats --json"``);
+``--flags`` adds the options users give ``sessions`` and ``stats`` (an agent, a project, JSON).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -46,9 +49,25 @@ def _cpu(argv: list[str], env: dict[str, str]) -> tuple[float, bytes]:
     return cpu * 1000, done.stdout
 
 
+FLAGS: Final = (
+    "sessions --context",
+    "sessions --agent claude-code",
+    "sessions --project /home/dev/mobile",
+    "sessions --json",
+    "sessions --agents --json",
+    "stats --json",
+)
+"""What ``--flags`` adds: the filters and forms of ``sessions`` and ``stats`` users give
+(``/home/dev/mobile`` is one of the generated store's projects)."""
+
+
 def _shown(out: bytes) -> list[bytes]:
-    """A command's output but ``stats``' cache bytes (this tree's listing file counts there)."""
-    return [line for line in out.splitlines() if not line.startswith(b"cache bytes")]
+    """A command's output but ``stats``' cache bytes (this tree's caches count there)."""
+    return [
+        re.sub(rb'"cache_bytes":\d+', b"", line)
+        for line in out.splitlines()
+        if not line.startswith(b"cache bytes")
+    ]
 
 
 def _p90(values: list[float]) -> float:
@@ -62,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--baseline-tree", type=Path, default=None)
     parser.add_argument("--commands", default="threads,sessions,stats")
+    parser.add_argument("--flags", action="store_true", help="Also time FLAGS.")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     store = cached_threads(args.threads)
@@ -71,10 +91,11 @@ def main(argv: list[str] | None = None) -> None:
         trees["baseline"] = args.baseline_tree.resolve()
     runs: dict[str, tuple[list[str], dict[str, str]]] = {"floor": ([python, "-c", "pass"], {})}
     for name, tree in trees.items():
-        for command in args.commands.split(","):
+        commands = args.commands.split(",") + (list(FLAGS) if args.flags else [])
+        for command in commands:
             env = {**child_env(), "PYTHONPATH": str(tree)}
             runs[f"{command} {name}"] = (
-                [python, "-m", "continuity", "--store", str(store), command],
+                [python, "-m", "continuity", "--store", str(store), *command.split()],
                 env,
             )
     outputs: dict[str, bytes] = {}
@@ -83,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
             _cpu(cmd, env or dict(os.environ))
         outputs[key] = _cpu(cmd, env or dict(os.environ))[1]
     for key, out in outputs.items():
-        command, _, which = key.partition(" ")
+        command, _, which = key.rpartition(" ")
         if which == "baseline" and _shown(out) != _shown(outputs[f"{command} this"]):
             raise SystemExit(f"{command}: the output differs from the baseline tree's")
     found: dict[str, list[float]] = {k: [] for k in runs}
@@ -102,11 +123,12 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"cpus": os.cpu_count(), "threads": args.threads, "rows": report}))
         return
     print(f"{args.threads:,} threads, {os.cpu_count()} cores; CPU (user+sys) of fresh processes")
-    print(f"{'what':<20} {'median ms':>10} {'p90 ms':>8} {'vs floor':>9}  ok (<= {TARGET:g}x)")
+    width = max(20, *(len(key) for key in report))
+    print(f"{'what':<{width}} {'median ms':>10} {'p90 ms':>8} {'vs floor':>9}  ok (<= {TARGET:g}x)")
     for key, row in report.items():
         ok = "" if key == "floor" else ("yes" if row["vs_floor"] <= TARGET else "NO")
         print(
-            f"{key:<20} {row['median_ms']:>10.1f} {row['p90_ms']:>8.1f} "
+            f"{key:<{width}} {row['median_ms']:>10.1f} {row['p90_ms']:>8.1f} "
             f"{row['vs_floor']:>8.2f}x  {ok}"
         )
 
