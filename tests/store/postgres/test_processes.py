@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from continuity import frames as fr
-from continuity.errors import JobInFlight
+from continuity.errors import JobInFlight, SeqConflict
+from continuity.maintenance.verify import verify_store
 from continuity.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from continuity.testing import msg, stored_lines, verify_chain
 from tests.support.narrow import head_seq
@@ -273,3 +274,158 @@ def test_a_writer_killed_mid_batch_leaves_whole_batches(
     last = fr.envelope(lines[-1])
     assert last is not None and not last.more
     assert t.append(msg(2)) == range(len(lines), len(lines) + 1)
+
+
+# --- group commit: a writer that finds the head row locked hands its batch over (ADR 0063) ---
+
+ACKING = r"""
+import json, sys
+args = json.loads(sys.argv[1])
+from continuity.store.postgres import PostgresStore
+from continuity import frames as fr
+store = PostgresStore(args["url"], schema=args["schema"], durable=True, pool_size=1)
+w = args["worker"]
+for b in range(args["batches"]):
+    batch = [fr.message("user", f"w{w} b{b} i{i}", message_id=f"w{w}-{b}-{i}") for i in range(5)]
+    given = store.thread("shared").append(batch)
+    print(f"ack {b} {given.start} {given.stop}", flush=True)  # acknowledged: it must be there
+"""
+
+
+@pytest.mark.slow
+def test_writers_killed_while_others_group_their_batches_lose_nothing_acknowledged(
+    pg_stores: PgStores, tmp_path: Path
+) -> None:
+    store = pg_stores.open(tmp_path, durable=True)
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                ACKING,
+                json.dumps(
+                    {"url": pg_stores.url, "schema": store.schema, "worker": w, "batches": 40}
+                ),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(6)
+    ]
+    acked: dict[int, list[tuple[int, int, int]]] = {w: [] for w in range(6)}
+
+    def read(w: int, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            _, b, start, stop = line.split()
+            acked[w].append((int(b), int(start), int(stop)))
+
+    readers = [threading.Thread(target=read, args=(w, p)) for w, p in enumerate(procs)]
+    for r in readers:
+        r.start()
+    while sum(len(a) for a in acked.values()) < 30 and all(p.poll() is None for p in procs):
+        time.sleep(0.01)
+    for victim in procs[:2]:  # mid-run: mid-batch, waiting for a lock, or handing one over
+        os.kill(victim.pid, signal.SIGKILL)
+    for p in procs[2:]:
+        assert p.wait(timeout=300) == 0, p.stderr.read() if p.stderr else ""
+    for p in procs[:2]:
+        reap(p)
+    for r in readers:
+        r.join()
+    for p in procs:
+        for pipe in (p.stdout, p.stderr):
+            if pipe is not None:
+                pipe.close()
+    t = store.thread("shared")
+    batches = _check_thread(t)  # chained, seqs 0, 1, 2, …, each batch contiguous
+    for w, acks in acked.items():
+        for b, start, stop in acks:
+            assert batches[f"w{w}", b] == list(range(start, stop)), (w, b)  # where it was told
+    assert all(len(seqs) == 5 for seqs in batches.values())  # whole, and never twice
+    for w in range(2, 6):
+        assert {b for (who, b) in batches if who == f"w{w}"} == set(range(40))
+    assert verify_store(store).ok
+    handed = pg_stores.sql(
+        "SELECT n_tup_ins FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'pending'",
+        [store.schema],
+    )
+    assert handed and handed[0][0] > 0  # the writers did hand batches over
+
+
+def test_a_batch_handed_over_gets_its_seqs_or_its_seq_conflict(
+    pg_stores: PgStores, tmp_path: Path
+) -> None:
+    one, two = pg_stores.open(tmp_path), pg_stores.open(tmp_path)
+    one.thread("t").append(msg("first"))
+    head = head_seq(one.thread("t"))
+    holder = pg_stores.connect()
+    holder.execute("BEGIN")
+    holder.execute(f"SELECT 1 FROM {one.schema}.threads FOR UPDATE")  # as a writer would
+    outcome: dict[str, Any] = {}
+
+    def write(name: str, store: Any, **kw: Any) -> None:
+        try:
+            outcome[name] = store.thread("t").append(msg(name), **kw)
+        except Exception as exc:  # what the writer was told
+            outcome[name] = exc
+
+    writers = [
+        threading.Thread(target=write, args=("plain", one)),
+        threading.Thread(target=write, args=("stale", two), kwargs={"expected_seq": head}),
+    ]
+    for w in writers:
+        w.start()
+    deadline = time.monotonic() + 60
+    while pg_stores.sql(f"SELECT count(*) FROM {one.schema}.pending")[0][0] < 2:
+        assert time.monotonic() < deadline, "the writers did not hand their batches over"
+        time.sleep(0.01)
+    holder.execute("COMMIT")
+    for w in writers:
+        w.join(timeout=60)
+    assert outcome["plain"] == range(head + 1, head + 2)
+    stale = outcome["stale"]
+    assert isinstance(stale, SeqConflict) and stale.expected == head
+    assert stale.actual in (head + 1, head + 2)  # sealed before the other batch, or after it
+    assert [f.seq for f in one.thread("t").read()] == list(range(head + 2))
+    assert pg_stores.sql(f"SELECT count(*) FROM {one.schema}.pending") == [(0,)]
+
+
+def test_a_writer_that_gives_up_waiting_takes_its_batch_back(
+    pg_stores: PgStores, tmp_path: Path
+) -> None:
+    store = pg_stores.open(tmp_path)
+    store.thread("t").append(msg("first"))
+    before = stored_lines(store.thread("t"))
+    holder = pg_stores.connect()
+    holder.execute("BEGIN")
+    holder.execute(f"SELECT 1 FROM {store.schema}.threads FOR UPDATE")
+    other = pg_stores.open(tmp_path)
+    told: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            other.thread("t").append(msg("given up"))
+        except Exception as exc:  # what the writer was told
+            told.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    deadline = time.monotonic() + 60
+    while pg_stores.sql(f"SELECT count(*) FROM {store.schema}.pending")[0][0] < 1:
+        assert time.monotonic() < deadline, "the writer did not hand its batch over"
+        time.sleep(0.01)
+    while not pg_stores.sql(  # its wait for the holder's commit, cut (a lost connection)
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    ):
+        assert time.monotonic() < deadline, "the writer is not waiting"
+        time.sleep(0.01)
+    writer.join(timeout=60)
+    assert told and "given up" not in str(told[0])
+    assert pg_stores.sql(f"SELECT count(*) FROM {store.schema}.pending") == [(0,)]
+    holder.execute("COMMIT")
+    store.thread("t").append(msg("later"))  # the lock's next holder has nothing to write for it
+    lines = stored_lines(store.thread("t"))
+    assert not any(b"given up" in line for line in lines) and len(lines) == len(before) + 1
