@@ -325,15 +325,13 @@ class PostgresThread(Thread):
             try:
                 after, state = self._locked(seal, sync, clock, nowait=handover is not None)
             except StoreBusy as exc:
-                if handover is None or not _lock_taken(exc):
-                    raise  # a budget ran out (lock_timeout), not a NOWAIT
+                payload = None if handover is None else _lock_taken(exc) and handover()
+                if not payload:
+                    raise
                 self._store.forget_append(self.key)
-                payload = handover()
-                given = None if payload is None else self._hand_over(payload, seal, sync, clock)
+                given = self._hand_over(payload, seal, sync, clock)
                 if given is not None:
                     return given
-                # not handed over (it does not encode, or `pending` is refused), or the holder
-                # could not seal it: wait for the lock and seal it here, saying what is wrong
                 after, state = self._locked(seal, sync, clock, nowait=False)
             # Nobody wrote since this store's last append (or this is its first): the next
             # one may skip the lock.

@@ -15,7 +15,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from continuity import frames as fr
@@ -430,31 +429,3 @@ def test_a_writer_that_gives_up_waiting_takes_its_batch_back(
     store.thread("t").append(msg("later"))  # the lock's next holder has nothing to write for it
     lines = stored_lines(store.thread("t"))
     assert not any(b"given up" in line for line in lines) and len(lines) == len(before) + 1
-
-
-def test_a_bad_batch_says_what_is_wrong_with_it_when_the_thread_is_locked(
-    pg_stores: PgStores, tmp_path: Path
-) -> None:
-    store = pg_stores.open(tmp_path)
-    bad = msgspec.structs.replace(msg("x"), content=[object()])
-    with pytest.raises(Exception) as alone:
-        store.thread("free").append(bad)
-    store.thread("t").append(msg("first"))
-    holder = pg_stores.connect()
-    holder.execute("BEGIN")
-    holder.execute(f"SELECT 1 FROM {store.schema}.threads FOR UPDATE")
-    told: list[BaseException] = []
-
-    def write() -> None:
-        try:
-            pg_stores.open(tmp_path).thread("t").append(bad)
-        except Exception as exc:  # what the writer was told
-            told.append(exc)
-
-    writer = threading.Thread(target=write)
-    writer.start()
-    writer.join(timeout=1.0)  # it waits for the lock (a batch that does not encode stays home)
-    holder.execute("COMMIT")
-    writer.join(timeout=60)
-    assert told and type(told[0]) is type(alone.value) and str(told[0]) == str(alone.value)
-    assert len(stored_lines(store.thread("t"))) == 2
