@@ -30,22 +30,16 @@ not with this module: :func:`is_postgres_url` costs nothing.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-import msgspec
-
 from continuity import frames as fr
 from continuity.errors import (
-    ContinuityError,
     CorruptFrame,
     JobInFlight,
     MissingExtra,
-    SeqConflict,
-    StoreBusy,
     StoreRefused,
     ThreadDeleted,
     ThreadKeyTaken,
@@ -78,12 +72,8 @@ from continuity.store.postgres.derived import (
 from continuity.store.postgres.keys import thread_key
 
 if TYPE_CHECKING:
-    from psycopg import Cursor as _Cursor
-
     from continuity.store.postgres.db import Connection, Database
     from continuity.store.postgres.search import PostgresSearch
-
-    Cursor = _Cursor[tuple[object, ...]]
 
 __all__ = [
     "PostgresArtifactStore",
@@ -115,11 +105,6 @@ _DERIVED_RELATIONS: Final = (
 """The tables rebuilt from the frames (``stats``' cache bytes)."""
 _MOVED: Final = "continuity: the thread moved since the last append of this store"
 """What the guard of a pipelined append says when the thread is not where the store left it."""
-_PENDING_MS: Final = 60_000
-"""A batch left for the lock's holder (group commit) is dropped, unwritten, after this long:
-its writer gave up waiting (it says so) or died."""
-_batch_encoder: Final = msgspec.json.Encoder()
-_batch_decoder: Final = msgspec.json.Decoder(list[fr.Frame])
 _KNOWN_THREADS: Final = 1024
 """Threads whose state after its own last append a store keeps (the oldest forgotten first)."""
 
@@ -238,27 +223,8 @@ class PostgresThread(Thread):
             )
             return [line[:-1] for line in lines], new_head
 
-        def handover() -> tuple[bytes, int | None] | None:
-            """The batch as another writer of the thread seals it (redacted here, as the
-            seal would); None: it does not encode (the own seal names what is wrong)."""
-            redact = store.redactor
-            try:
-                return _batch_encoder.encode([redact(f) if redact else f for f in batch]), (
-                    expected_seq
-                )
-            except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
-                return None
-
-        # A pooled store only: a hook (one held connection), whose process a watchdog may end
-        # while it waits, never hands a batch over (ADR 0063).
-        done = self._commit(
-            seal,
-            durable,
-            clock=store.clock,
-            rows=len(batch),
-            handover=handover if self._db.pooled else None,
-        )
-        return done if isinstance(done, range) else given
+        self._commit(seal, durable, clock=store.clock, rows=len(batch))
+        return given
 
     def append_sealed(self, lines: Sequence[bytes], *, durable: bool | None = None) -> range:
         stored = [bytes(line) for line in lines]
@@ -267,7 +233,6 @@ class PostgresThread(Thread):
             return stored, check_sealed(self.id, stored, head)
 
         new_head = self._commit(check, durable, clock=now_ms, rows=len(stored))
-        assert isinstance(new_head, Head)  # sealed lines are never handed over
         return range(new_head.seq - len(stored) + 1, new_head.seq + 1)
 
     def _commit(
@@ -277,8 +242,7 @@ class PostgresThread(Thread):
         *,
         clock: Callable[[], int],
         rows: int,
-        handover: Callable[[], tuple[bytes, int | None] | None] | None = None,
-    ) -> Head | range:
+    ) -> Head:
         """One transaction: lock the head row (made for a new thread), ``seal(head, now)``
         the lines to store after it, insert them, move the head, commit. Anything raised
         rolls it all back, the new thread's row too.
@@ -290,15 +254,7 @@ class PostgresThread(Thread):
         row and fails unless the head, the derived rows' watermark and the catalog row are
         still where it left them; then (someone else wrote) it falls back to the lock.
         A batch of :data:`_COPY_ROWS` rows or more is copied in (COPY cannot be pipelined,
-        and is the faster there) after the lock, in a transaction of a few round trips.
-
-        Group commit (ADR 0063): a writer that finds the head row locked by another writer
-        (``handover`` given: ``append``'s batches under :data:`_COPY_ROWS`) does not queue for
-        it: it leaves its batch in ``pending`` and waits for the lock's holder to commit; the
-        holder of the lock seals and writes every pending batch of the thread after its own, in
-        its transaction, and records where each went. So 8 writers into one thread pay one
-        commit for several batches, not one each. Returns the given range of a batch another
-        writer committed, else the new head."""
+        and is the faster there) after the lock, in a transaction of a few round trips."""
         sync = self._store.durable if durable is None else durable
         known = self._store.last_append(self.key)
         try:
@@ -318,21 +274,10 @@ class PostgresThread(Thread):
                 except StoreRefused as exc:  # the guard's failure, as the store maps it
                     if _MOVED not in str(exc):
                         raise
-                except StoreBusy as exc:  # another writer holds the head row (NOWAIT)
-                    if not _lock_taken(exc):
-                        raise
                 known = _Known(known.state, False)  # someone else writes this thread too
-            try:
-                after, state = self._locked(seal, sync, clock, nowait=handover is not None)
-            except StoreBusy as exc:
-                payload = None if handover is None else _lock_taken(exc) and handover()
-                if not payload:
-                    raise
-                self._store.forget_append(self.key)
-                given = self._hand_over(payload, seal, sync, clock)
-                if given is not None:
-                    return given
-                after, state = self._locked(seal, sync, clock, nowait=False)
+            with self._db.pipelined(durable=sync) as conn:
+                state = self._lock(conn, clock)
+                after = self._write(conn, state, seal, clock)
             # Nobody wrote since this store's last append (or this is its first): the next
             # one may skip the lock.
             self._store.appended(self.key, after, solo=known is None or state == known.state)
@@ -348,116 +293,6 @@ class PostgresThread(Thread):
         except BaseException:
             self._store.forget_append(self.key)
             raise
-
-    def _locked(
-        self,
-        seal: Callable[[Head | None, int], tuple[list[bytes], Head]] | None,
-        sync: bool,
-        clock: Callable[[], int],
-        *,
-        nowait: bool,
-    ) -> tuple[_State, _State]:
-        """The lock path: lock the head row (``nowait``: or fail at once with
-        ``LockNotAvailable`` when another writer holds it), seal ``seal``'s batch (None: none of
-        its own) and every batch other writers left pending, write them, commit. (The state
-        after, the state found.)"""
-        sql, key = self._sql, self.key
-        results: list[tuple[int, int | None, int | None, str | None]] = []
-        with self._db.pipelined(durable=sync) as conn:
-            pending: list[Cursor] = []
-            state = self._lock(conn, clock, nowait=nowait, then=pending)
-            waiting = pending[0].fetchall()
-            if seal is None and not waiting:
-                raise _NothingPending
-            if not sync and any(row[3] for row in waiting):  # a durable writer's batch
-                conn.execute("SET LOCAL synchronous_commit = on")
-            now = clock()
-            found = None if state.head_seq < 0 else state.head()
-            stored, head = _grouped(self.id, seal, waiting, results)(found, now)
-            after = state
-            if head is not None and stored:
-                sealed = (stored, head)
-                after = self._write(conn, state, lambda _h, _n: sealed, lambda: now)
-            if results:
-                conn.execute(sql.pending_done, [*map(list, zip(*results, strict=True)), key])
-            conn.execute(sql.pending_expired, [key, _PENDING_MS])
-        return after, state
-
-    def _hand_over(
-        self,
-        payload: tuple[bytes, int | None],
-        seal: Callable[[Head | None, int], tuple[list[bytes], Head]],
-        sync: bool,
-        clock: Callable[[], int],
-    ) -> range | None:
-        """Leave the batch in ``pending`` and wait for the head row's holder to commit it (or,
-        when the lock comes free with the batch still pending, commit it and the others): its
-        given range. None: it cannot be handed over (the writer seals it itself, so its own
-        seal says what is wrong)."""
-        import secrets
-
-        sql, key = self._sql, self.key
-        pid = secrets.randbits(63)
-        frames, expected = payload
-        try:
-            with self._db.transaction(durable=False) as conn:
-                # Not durable: the batch is acknowledged only once a commit wrote it (a durable
-                # one when ``sync``), and that commit flushes this one before it.
-                conn.execute(sql.add_pending, [key, pid, self.id, expected, sync, frames])
-        except StoreRefused:  # a role that may not write `pending`: wait for the lock instead
-            return None
-        try:
-            while True:
-                with self._db.pipelined(durable=False) as conn:
-                    conn.execute(sql.wait_head, [key])  # the holder's commit
-                    done = conn.execute(sql.take_pending, [key, pid])
-                    there = conn.execute(sql.is_pending, [key, pid])
-                row = done.fetchone()
-                if row is not None:
-                    return self._handed(row)
-                if there.fetchone() is None:
-                    raise StoreBusy(
-                        f"the batch for thread {self.id!r} waited over {_PENDING_MS // 1000} s "
-                        "for the thread's other writers and was not written"
-                    )
-                # the lock came free and the batch is still pending: commit the pending ones
-                with contextlib.suppress(_NothingPending):
-                    self._locked(None, sync, clock, nowait=False)
-                self._store.forget_append(self.key)
-        except BaseException:
-            # Given up (a lost connection, a budget, an interrupt): take the batch back, so a
-            # writer told it failed finds it unwritten; one written meanwhile is its answer.
-            taken = self._withdraw(pid)
-            if taken is None:
-                raise
-            return self._handed(taken)
-
-    def _handed(self, row: Sequence[object]) -> range | None:
-        """What a writer that handed its batch over is told: its given range, its seq
-        conflict, or None (seal it yourself: the lock's holder could not)."""
-        first, stop, error = row
-        if error is None:
-            assert isinstance(first, int) and isinstance(stop, int)
-            return range(first, stop)
-        assert isinstance(error, str)
-        if error.startswith("seq "):
-            expected_seq, actual = (int(x) for x in error[4:].split())
-            raise SeqConflict(self.id, expected_seq, actual)
-        return None  # sealed by another writer it failed: seal it here, to say why
-
-    def _withdraw(self, pid: int) -> tuple[object, ...] | None:
-        """Delete the pending batch ``pid`` on a connection of its own: None when it was not
-        written (or the server cannot be asked: then a lock's holder may still write it,
-        within :data:`_PENDING_MS`), else its result row."""
-        try:
-            conn = self._db.connect()
-            with conn, conn.transaction():
-                row = conn.execute(self._sql.withdraw, [self.key, pid]).fetchone()
-        except Exception:  # the server is gone too: nothing more can be done from here
-            return None
-        if row is None or (row[0] is None and row[2] is None):
-            return None
-        return tuple(row)
 
     def _guard(self, conn: Connection, known: _State) -> None:
         """Queue the statement that locks the head row and fails (:data:`_MOVED`) unless the
@@ -476,23 +311,11 @@ class PostgresThread(Thread):
             },
         )
 
-    def _lock(
-        self,
-        conn: Connection,
-        clock: Callable[[], int],
-        *,
-        nowait: bool = False,
-        then: list[Cursor] | None = None,
-    ) -> _State:
+    def _lock(self, conn: Connection, clock: Callable[[], int]) -> _State:
         """Lock the head row (made for a new thread) and read the thread's state under it:
-        one round trip (two for a new thread). ``nowait``: fail at once (``LockNotAvailable``)
-        when another transaction holds it. ``then``: the read of the batches other writers
-        left pending is sent with the lock (in the same round trip) and its cursor added."""
+        one round trip (two for a new thread)."""
         sql, key = self._sql, self.key
-        locked = conn.execute(sql.lock_head_nowait if nowait else sql.lock_head, {"key": key})
-        if then is not None:
-            then.append(conn.execute(sql.pending, [key, _PENDING_MS], binary=True))
-        row = locked.fetchone()
+        row = conn.execute(sql.lock_head, {"key": key}).fetchone()
         if row is None:  # a new thread: its row, locked until this batch commits or not
             # A deleted one is not made again: a writer that waited on the head row while
             # it was deleted finds no row, and the tombstone committed with the delete.
@@ -710,40 +533,6 @@ class _LogSql:
             )
             + f" FROM {s}.threads WHERE thread_key = %(key)s FOR UPDATE"
         )
-        self.lock_head_nowait = self.lock_head + " NOWAIT"
-        # Group commit (ADR 0063): batches left by writers that found the head row locked.
-        # The time is the server's (writers on several hosts): a batch older than
-        # _PENDING_MS, whose writer has surely given up, is dropped, not written.
-        now = "(extract(epoch FROM clock_timestamp()) * 1000)::int8"
-        self.pending = (
-            f"SELECT pending_id, expected_seq, frames, durable FROM {s}.pending "
-            "WHERE thread_key = %s "
-            f"AND first_seq IS NULL AND error IS NULL AND created_ms > {now} - %s "
-            "ORDER BY created_ms, pending_id"
-        )
-        self.add_pending = (
-            f"INSERT INTO {s}.pending (thread_key, pending_id, thread_id, created_ms, "
-            f"expected_seq, durable, frames) VALUES (%s, %s, %s, {now}, %s, %s, %b)"
-        )
-        self.pending_done = (
-            f"UPDATE {s}.pending p SET first_seq = x.first, stop_seq = x.stop, error = x.error "
-            "FROM unnest(%s::int8[], %s::int8[], %s::int8[], %s::text[]) "
-            "AS x(id, first, stop, error) WHERE p.thread_key = %s AND p.pending_id = x.id"
-        )
-        self.pending_expired = (
-            f"DELETE FROM {s}.pending WHERE thread_key = %s AND created_ms <= {now} - %s"
-        )
-        # FOR SHARE: every waiter wakes at the holder's commit, none waits for another
-        self.wait_head = f"SELECT 1 FROM {s}.threads WHERE thread_key = %s FOR SHARE"
-        self.take_pending = (
-            f"DELETE FROM {s}.pending WHERE thread_key = %s AND pending_id = %s "
-            "AND (first_seq IS NOT NULL OR error IS NOT NULL) RETURNING first_seq, stop_seq, error"
-        )
-        self.withdraw = (
-            f"DELETE FROM {s}.pending WHERE thread_key = %s AND pending_id = %s "
-            "RETURNING first_seq, stop_seq, error"
-        )
-        self.is_pending = f"SELECT 1 FROM {s}.pending WHERE thread_key = %s AND pending_id = %s"
         self.create_thread = (
             f"INSERT INTO {s}.threads "
             "(thread_key, thread_id, head_seq, head_digest, bytes, created_ms, updated_ms) "
@@ -759,8 +548,6 @@ class _LogSql:
         # A store's next append when it made the last one: the head row locked as
         # lock_head does, and the statement fails (a text that is no number, the only error
         # SQL can raise without a function) unless the thread is where this store left it.
-        # NOWAIT: a head row another writer holds means the thread is not this store's alone
-        # (the append takes the lock path, and hands its batch over: ADR 0063).
         self.guard = (
             f"WITH s AS (SELECT thread_key FROM {s}.threads WHERE thread_key = %(key)s "
             "AND thread_id = %(tid)s AND head_seq = %(seq)s AND head_digest = %(digest)s "
@@ -771,8 +558,8 @@ class _LogSql:
                 f"IS NOT DISTINCT FROM %({p})s::int8"
                 for c, p in (("seq", "wseq"), ("messages", "wmessages"), ("anchor_seq", "wanchor"))
             )
-            + " FOR UPDATE NOWAIT) SELECT CASE WHEN count(*) = 1 THEN 0 "
-            f"ELSE ('{_MOVED} ' || count(*))::int END FROM s"
+            + f" FOR UPDATE) SELECT CASE WHEN count(*) = 1 THEN 0 ELSE ('{_MOVED} ' || count(*))"
+            "::int END FROM s"
         )
         # The derived rows' watermark (DerivedSql.set_watermark) moves with the head, in the
         # same transaction: two statements, no data-modifying CTE across two tables.
@@ -843,70 +630,13 @@ class _LogSql:
         )
         self.delete_rows = tuple(
             f"DELETE FROM {s}.{t} WHERE thread_key = %s"
-            for t in (
-                "frames",
-                "derived_threads",
-                "messages",
-                "checkpoints",
-                "marks",
-                "catalog",
-                "pending",
-            )
+            for t in ("frames", "derived_threads", "messages", "checkpoints", "marks", "catalog")
         )
         self.delete_thread = f"DELETE FROM {s}.threads WHERE thread_key = %s"
         self.referenced = (
             "SELECT i FROM unnest(%s::text[]) i WHERE EXISTS "
             f"(SELECT 1 FROM {s}.frames f WHERE position(convert_to(i, 'UTF8') IN f.line) > 0)"
         )
-
-
-class _NothingPending(Exception):
-    """A writer that took the lock to commit pending batches found none left."""
-
-
-def _lock_taken(exc: StoreBusy) -> bool:
-    """Whether ``exc`` is a ``NOWAIT`` lock that another transaction held."""
-    return "LockNotAvailable" in type(exc.__cause__).__name__
-
-
-def _grouped(
-    thread_id: str,
-    seal: Callable[[Head | None, int], tuple[list[bytes], Head]] | None,
-    waiting: Sequence[tuple[object, ...]],
-    results: list[tuple[int, int | None, int | None, str | None]],
-) -> Callable[[Head | None, int], tuple[list[bytes], Head | None]]:
-    """A seal of the lock holder's own batch (``seal``; None: none) followed by the batches
-    other writers left pending (``waiting``: id, expected seq, frames), each after the one
-    before; where each went (or why not: a seq conflict, or ``retry`` for a batch its writer
-    must seal itself to learn what is wrong with it) is added to ``results``."""
-
-    def sealed(head: Head | None, now: int) -> tuple[list[bytes], Head | None]:
-        stored: list[bytes] = []
-        if seal is not None:
-            stored, head = seal(head, now)
-        for pid, expected, payload, _durable in waiting:
-            assert isinstance(pid, int) and isinstance(payload, bytes | memoryview)
-            try:
-                frames = _batch_decoder.decode(payload)
-                lines, new_head, given = seal_frames(
-                    thread_id,
-                    frames,
-                    head,
-                    now_ms=now,
-                    expected_seq=expected if isinstance(expected, int) else None,
-                )
-            except SeqConflict as exc:
-                results.append((pid, None, None, f"seq {exc.expected} {exc.actual}"))
-                continue
-            except (ContinuityError, msgspec.MsgspecError, ValueError, TypeError):
-                results.append((pid, None, None, "retry"))
-                continue
-            stored += [line[:-1] for line in lines]
-            head = new_head
-            results.append((pid, given.start, given.stop, None))
-        return stored, head  # nothing stored: every pending batch failed
-
-    return sealed
 
 
 class PostgresStore(BaseStore):

@@ -374,11 +374,5 @@ class Database:
             held.close()
 
     @property
-    def pooled(self) -> bool:
-        """Whether the store keeps a pool (a long-lived process), not one held connection (a
-        hook's choice)."""
-        return self._pool is not None
-
-    @property
     def closed(self) -> bool:
         return self._pool.closed if self._pool is not None else self._closed

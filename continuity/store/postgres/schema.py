@@ -84,9 +84,6 @@ class Migration(NamedTuple):
 REKEY_VERSION: Final = 5
 """The step that re-keys a store by :func:`~.keys.thread_key` (numbered after the catalog's
 4; renumbering it is this constant and its place in :data:`MIGRATIONS`)."""
-PENDING_VERSION: Final = 6
-"""The step that adds ``pending``: batches writers leave for the holder of a thread's head-row
-lock to commit with its own (group commit, ADR 0063)."""
 PER_THREAD_TABLES: Final = (
     "threads",
     "frames",
@@ -99,7 +96,6 @@ PER_THREAD_TABLES: Final = (
     "search_threads",
     "search_docs",
     "search_postings",
-    "pending",
 )
 """Every table keyed by ``thread_key`` (Citus: distributed by it, co-located)."""
 
@@ -298,28 +294,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "ADD PRIMARY KEY (thread_key, tombstone_id)",
             "DROP INDEX {s}.tombstones_thread",
             "CREATE INDEX tombstones_thread ON {s}.tombstones (thread_key, thread_id)",
-        ),
-    ),
-    Migration(
-        PENDING_VERSION,
-        # Only adds: older code appends under the lock as before and leaves pending batches
-        # alone; their writers, finding them still pending when the lock comes free, commit
-        # them themselves.
-        REKEY_VERSION,
-        (
-            """CREATE TABLE {s}.pending (
-                thread_key   bigint NOT NULL,
-                pending_id   bigint NOT NULL,
-                thread_id    text COLLATE "C" NOT NULL,
-                created_ms   bigint NOT NULL,
-                expected_seq bigint,
-                durable      boolean NOT NULL,
-                frames       bytea NOT NULL,
-                first_seq    bigint,
-                stop_seq     bigint,
-                error        text,
-                PRIMARY KEY (thread_key, pending_id)
-            )""",
         ),
     ),
 )
