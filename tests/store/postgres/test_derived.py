@@ -397,7 +397,7 @@ def test_stats_counts_the_derived_rows_as_cache_bytes(pg_stores: PgStores, tmp_p
     derived = pg_stores.sql(
         "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n "
         "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r' "
-        "AND c.relname NOT IN ('frames', 'threads', 'artifacts', 'meta', 'tombstones', 'pending')",
+        "AND c.relname NOT IN ('frames', 'threads', 'artifacts', 'meta', 'tombstones')",
         [s],
     )[0][0]
     assert derived > 0
