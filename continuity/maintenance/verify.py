@@ -18,6 +18,7 @@ import contextlib
 import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Final, NamedTuple, cast
@@ -596,6 +597,9 @@ def verify_store(
             search_found = _verify_in_workers(
                 store, chosen, report, refs, rows, n_jobs, threads is None, on_progress
             )
+        elif limit is None and len(chosen) > 1 and (many := store.read_many(chosen)) is not None:
+            # A server's logs: one pass over the store reads every thread (ADR 0063).
+            _verify_many(many, chosen, report, refs, rows, progress, on_progress)
         elif n_jobs > 1 and len(chosen) > 1 and limit is None:
             # A server's logs: the checks wait on the server, not the CPU; threads share the
             # store's connection pool (ADR 0054).
@@ -628,6 +632,44 @@ def verify_store(
     ids = None if threads is None else {t.id for t in threads}
     report.quarantined = [r for r in store.quarantined() if ids is None or r.thread_id in ids]
     return report
+
+
+def _verify_many(
+    many: AbstractContextManager[Iterator[Thread]],
+    chosen: Sequence[Thread],
+    report: VerifyReport,
+    refs: dict[str, str],
+    rows: dict[str, Row],
+    progress: Callable[[str], None] | None,
+    on_progress: Callable[[int, int, int], None] | None,
+) -> None:
+    """Each thread's log and derived data checked as the store's pass hands it out (in its own
+    order); the findings added in the threads' order, so the report is the serial one's."""
+    results: dict[str, tuple[VerifyReport, dict[str, str], Row | None]] = {}
+    frames = 0
+    with many as threads:
+        for thread in threads:
+            if progress is not None:
+                progress(thread.id)
+            part = VerifyReport()
+            found: dict[str, str] = {}
+            row = _verify_log(thread, part, found)
+            _verify_caches(thread, part)
+            results[thread.id] = (part, found, row)
+            frames += part.frames
+            if on_progress is not None:
+                on_progress(len(results), len(chosen), frames)
+    for thread in chosen:
+        part, found, row = results[thread.id]
+        for problem in part.problems:
+            report.add(problem)
+        report.frames += part.frames
+        report.threads += part.threads
+        report.notes += part.notes
+        for aid, where in found.items():
+            refs.setdefault(aid, where)
+        if row is not None:
+            rows[thread.id] = row
 
 
 def _verify_in_threads(

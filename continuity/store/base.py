@@ -825,6 +825,15 @@ class BaseStore(ABC):
         user. A store whose deletions remove files leaves nothing to rewrite: no lines."""
         return []
 
+    def read_many(
+        self, threads: Sequence[Thread]
+    ) -> AbstractContextManager[Iterator[Thread]] | None:
+        """``threads`` handed out (in an order of the backend's choosing) by one pass over the
+        store while the block lasts, each answering reads of its lines and derived rows from what
+        the pass read (a server store: one snapshot, a few cursors, not a few queries a thread);
+        None: the backend has no such pass, each thread reads for itself (``verify``)."""
+        return None
+
     def derived_bytes(self) -> int:
         """Bytes of derived data this store keeps outside :attr:`cache_dir` (a server store's
         derived, catalog and search rows), which ``stats`` counts with the cache folder; 0 for

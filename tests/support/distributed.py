@@ -96,6 +96,15 @@ FAN_OUT: Final[tuple[tuple[str, str], ...]] = (
         "key (multi-shard on Citus, pruned to the keys' shards where the planner can)",
     ),
     (
+        r"^SELECT t\.thread_key, t\.thread_id, t\.head_seq, d\.seq, .* FROM \w+\.threads t "
+        r"LEFT JOIN \w+\.derived_threads d ON d\.thread_key = t\.thread_key "
+        r"WHERE t\.thread_key = ANY\(\$1\)"
+        r"|^DECLARE \"?continuity_(?:frames|messages|checkpoints|marks)\"? .*"
+        r"WHERE thread_key = ANY\(\$1\) ORDER BY thread_key",
+        "verify's one pass (store/postgres/bulk.py): the threads' head rows, then each table's "
+        "rows of those keys in key order, a co-located join and one cursor a table",
+    ),
+    (
         r"^SELECT count\(\*\), coalesce\(sum\(head_seq \+ 1\), 0\) FROM \w+\.threads "
         r"WHERE head_seq >= 0$",
         "search on a read-only connection with no index yet: how much lags, a sum over every "

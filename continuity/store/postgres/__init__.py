@@ -946,6 +946,13 @@ class PostgresStore(BaseStore):
                 )
         return said
 
+    def read_many(self, threads: Sequence[Thread]) -> AbstractContextManager[Iterator[Thread]]:
+        """The threads read in one snapshot by a few cursors in key order (:mod:`.bulk`, ADR
+        0063): what ``verify`` reads of each, in a handful of round trips in all."""
+        from continuity.store.postgres.bulk import read_many
+
+        return read_many(self, threads)
+
     def derived_bytes(self) -> int:
         """The bytes on the server (tables, indexes, TOAST) of everything derived from the
         frames: the derived tables, the catalog and the search index (what ``stats`` prints as

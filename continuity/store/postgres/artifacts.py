@@ -35,6 +35,8 @@ class PostgresArtifactStore(CompressedArtifactStore):
             "ON CONFLICT (id) DO NOTHING"
         )
         self._select = f"SELECT data FROM {s}.artifacts WHERE id = %s"
+        self._some = f"SELECT id, data FROM {s}.artifacts WHERE id = ANY(%s)"
+        self._preloaded: dict[str, bytes] = {}
         self._exists = f"SELECT 1 FROM {s}.artifacts WHERE id = %s"
         self._head = f"SELECT substring(data FROM 1 FOR 5) FROM {s}.artifacts WHERE id = %s"
         self._ids = f"SELECT id FROM {s}.artifacts ORDER BY id"
@@ -46,7 +48,27 @@ class PostgresArtifactStore(CompressedArtifactStore):
             "WHERE substring(data FROM 1 FOR 4) = %s AND substring(data FROM 6 FOR 32) = ANY(%s)"
         )
 
+    def preload(self, ids: Iterable[str]) -> None:
+        """Read the blobs of ``ids`` in one query, each then served once by a later read
+        instead of a query of its own (the search index reads every checkpoint's summary:
+        one round trip each, ADR 0063). Blobs are named by their content: a preloaded one is
+        the bytes a query would return. Those not read by :meth:`forget_preloaded` are
+        dropped there."""
+        wanted = sorted({a for a in ids if is_artifact_id(a)} - set(self._preloaded))
+        if not wanted:
+            return
+        with self._db.connection() as conn:
+            rows = conn.execute(self._some, [[bytes.fromhex(a) for a in wanted]], binary=True)
+            for aid, data in rows.fetchall():
+                self._preloaded[bytes(aid).hex()] = bytes(data)
+
+    def forget_preloaded(self) -> None:
+        self._preloaded.clear()
+
     def _read_blob(self, aid: str) -> bytes | None:
+        blob = self._preloaded.pop(aid, None)
+        if blob is not None:
+            return blob
         with self._db.connection() as conn:
             row = conn.execute(self._select, [bytes.fromhex(aid)], binary=True).fetchone()
         return None if row is None else bytes(row[0])

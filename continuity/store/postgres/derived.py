@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from continuity.store.base import Thread
     from continuity.store.postgres.db import Connection, Database
 
-__all__ = ["DerivedSql", "PostgresDerived", "Watermark", "catch_up", "write_derived"]
+__all__ = [
+    "DerivedSql",
+    "PostgresDerived",
+    "Snapshot",
+    "Watermark",
+    "catch_up",
+    "write_derived",
+]
 
 _CATCH_UP_CHUNK: Final = 5000
 _spans_encoder: Final = msgspec.json.Encoder()
@@ -243,16 +250,29 @@ def catch_up(
     return current, read
 
 
+class Snapshot(NamedTuple):
+    """A thread's state row (as :attr:`DerivedSql.state` reads it; None: no such thread) and
+    its rows in every derived table (as :meth:`PostgresDerived.dump` reads them), read by a
+    store-wide pass (:mod:`.bulk`)."""
+
+    state: tuple[Any, ...] | None
+    dump: dict[str, list[tuple[Any, ...]]]
+
+
 class PostgresDerived:
     """A thread's derived rows (:class:`continuity.store.derived.DerivedIndex`), read through
     ``db`` with the statements of its store's schema (``sql``); ``thread`` gives the frames a
-    check compares them with."""
+    check compares them with. ``snapshot``: its state and rows as a store-wide pass read them,
+    which :meth:`problems` checks instead of reading them again."""
 
-    def __init__(self, thread: Thread, db: Database, sql: DerivedSql) -> None:
+    def __init__(
+        self, thread: Thread, db: Database, sql: DerivedSql, *, snapshot: Snapshot | None = None
+    ) -> None:
         self.thread = thread
         self._db = db
         self._sql = sql
         self._key = -1
+        self._snapshot = snapshot
 
     def _rows(
         self, statement: str, params: Sequence[Any] | Mapping[str, Any]
@@ -374,11 +394,15 @@ class PostgresDerived:
         return out
 
     def problems(self) -> list[str]:
-        rows = self._rows(self._sql.state, self._ids())
+        given = self._snapshot
+        if given is not None:
+            rows: list[tuple[Any, ...]] = [] if given.state is None else [given.state]
+        else:
+            rows = self._rows(self._sql.state, self._ids())
         if not rows:
             return []
         self._key = int(rows[0][0])
-        have = self.dump()
+        have = self.dump() if given is None else given.dump
         mark = watermark_of(rows[0])
         if mark is None:
             extra = [t for t in ("messages", "checkpoints", "marks") if have[t]]

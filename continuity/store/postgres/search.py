@@ -41,8 +41,9 @@ index (:meth:`~continuity.store.postgres.PostgresStore.search_backend`).
 from __future__ import annotations
 
 import contextlib
+import re
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -61,6 +62,7 @@ from continuity.store.base import (
     WideRun,
     WideSearch,
 )
+from continuity.store.postgres.artifacts import PostgresArtifactStore
 from continuity.store.postgres.keys import thread_key
 from continuity.store.postgres.schema import advisory_key
 
@@ -85,6 +87,9 @@ _ROW_BYTES: Final = 1_500
 """A postings row's terms and lists are cut to stay below PostgreSQL's TOAST threshold (about
 2 KB): a query reads small rows whole, with nothing to fetch aside or decompress."""
 _RECORD: Final = struct.Struct("<QIBB2x")
+_CHECKPOINT: Final = b'{"type":"compaction_checkpoint_created"'
+_SUMMARY_ID: Final = re.compile(rb'"summary_artifact_id":"([0-9a-f]{64})"')
+"""A checkpoint's line, and its summary's id in it (read ahead: one query for a batch)."""
 _U32: Final = 2**32 - 1
 PROJECT: Final = " p:"
 SOURCE: Final = " s:"
@@ -847,6 +852,37 @@ class PostgresSearch:
         by_key: dict[int, list[tuple[int, bytes]]] = {st.key: [] for st in group}
         for key, seq, line in conn.execute(self._sql.lines, params, binary=True):
             by_key[int(key)].append((int(seq), bytes(line)))
+        with self._summaries(line for lines in by_key.values() for _seq, line in lines):
+            self._documents(group, by_key, documents, pieces, marks)
+
+    @contextlib.contextmanager
+    def _summaries(self, lines: Iterable[bytes]) -> Iterator[None]:
+        """The summaries of the checkpoints among ``lines`` read ahead in one query, for the
+        block (a document of a checkpoint holds its summary's text: a read each, ADR 0063)."""
+        artifacts = self._store.artifacts
+        ids = [
+            m.decode()
+            for line in lines
+            if line.startswith(_CHECKPOINT)
+            for m in _SUMMARY_ID.findall(line)
+        ]
+        if not ids or not isinstance(artifacts, PostgresArtifactStore):
+            yield
+            return
+        artifacts.preload(ids)
+        try:
+            yield
+        finally:
+            artifacts.forget_preloaded()
+
+    def _documents(
+        self,
+        group: Sequence[_State],
+        by_key: dict[int, list[tuple[int, bytes]]],
+        documents: DocumentsOf,
+        pieces: list[tuple[_State, int, list[SearchDocument]]],
+        marks: dict[int, _State],
+    ) -> None:
         for st in group:
             batch = by_key[st.key]
             st = self._checked(st, batch)
@@ -897,7 +933,8 @@ class PostgresSearch:
             if len(batch) != hi - seq + 1:
                 raise CorruptFrame(st.thread_id, seq + len(batch), -1, "frame is missing")
             st = self._checked(replace(st, last_seq=seq - 1), batch)
-            pending.extend(documents(thread, batch))
+            with self._summaries(line for _seq, line in batch):
+                pending.extend(documents(thread, batch))
             while len(pending) >= _CHUNK:
                 st = self._write_one(conn, st, pending[:_CHUNK])
                 del pending[:_CHUNK]
@@ -946,15 +983,62 @@ class PostgresSearch:
             for doc_row, rows in postings.rows(st.key, scope):
                 docs_rows.append(doc_row)
                 postings_rows.extend(rows)
+        encoding = conn.info.encoding
         with conn.cursor() as cur:
             with cur.copy(sql.copy_docs) as copy:
-                copy.set_types(["int8", "int4", "int4", "bytea"])
-                for doc_row in docs_rows:
-                    copy.write_row(doc_row)
+                copy.write(_copy_data(_docs_row(*r) for r in docs_rows))
             with cur.copy(sql.copy_postings) as copy:
-                copy.set_types(["int8", "int4", "int2", "text[]", "bytea[]"])
-                for row in postings_rows:
-                    copy.write_row(row)
+                copy.write(_copy_data(_postings_row(*r, encoding=encoding) for r in postings_rows))
+
+
+# PostgreSQL's binary COPY format, written here: psycopg's generic dumper of a row with two
+# arrays cost more client CPU than the tokenizer on a first build (ADR 0063).
+_COPY_HEADER: Final = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_COPY_TRAILER: Final = b"\xff\xff"
+_LEN: Final = struct.Struct(">i")
+_DOCS_HEAD: Final = struct.Struct(">hiqiiiii")
+_POSTINGS_HEAD: Final = struct.Struct(">hiqiiih")
+_ARRAY_HEAD: Final = struct.Struct(">iiiii")
+_EMPTY_ARRAY: Final = struct.Struct(">iii")
+_TEXT_OID: Final = 25
+_BYTEA_OID: Final = 17
+
+
+def _copy_data(rows: Iterator[bytes]) -> bytes:
+    """Rows (each already in the binary format) as one binary COPY stream."""
+    return b"".join((_COPY_HEADER, *rows, _COPY_TRAILER))
+
+
+def _docs_row(key: int, first: int, n: int, records: bytes) -> bytes:
+    """A ``search_docs`` row: (int8, int4, int4, bytea)."""
+    return _DOCS_HEAD.pack(4, 8, key, 4, first, 4, n, len(records)) + records
+
+
+def _array(oid: int, items: Sequence[bytes]) -> bytes:
+    """A one-dimensional array of non-null elements of type ``oid``, in the binary format."""
+    if not items:
+        return _EMPTY_ARRAY.pack(0, 0, oid)
+    pack = _LEN.pack
+    return _ARRAY_HEAD.pack(1, 0, oid, len(items), 1) + b"".join(
+        [pack(len(item)) + item for item in items]
+    )
+
+
+def _postings_row(
+    key: int, first: int, part: int, terms: Sequence[str], lists: Sequence[bytes], *, encoding: str
+) -> bytes:
+    """A ``search_postings`` row: (int8, int4, int2, text[], bytea[])."""
+    names = _array(_TEXT_OID, [t.encode(encoding) for t in terms])
+    data = _array(_BYTEA_OID, lists)
+    return b"".join(
+        (
+            _POSTINGS_HEAD.pack(5, 8, key, 4, first, 2, part),
+            _LEN.pack(len(names)),
+            names,
+            _LEN.pack(len(data)),
+            data,
+        )
+    )
 
 
 def _length(docs: Sequence[SearchDocument]) -> int:

@@ -269,3 +269,28 @@ def test_incremental_catch_ups_leave_the_rows_a_rebuild_makes(stores: tuple[Stor
     forget()
     for query in QUERIES:
         assert search(pg, query, k=9) == search(js, query, k=9)
+
+
+def test_a_first_build_reads_the_checkpoint_summaries_together(
+    pg_stores: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint's document holds its summary's text: the first build reads the summaries of
+    a batch of threads in one query (a query each before, ADR 0063), and finds their words."""
+    from continuity.context.compaction import create_checkpoint
+
+    asked: list[int] = []
+    for n in (2, 24):
+        pg = pg_stores.open(tmp_path / str(n), pooled=False)
+        for i in range(n):
+            t = pg.thread(f"t{i}")
+            t.append([fr.message("user", f"question {i}"), fr.message("assistant", "answer")])
+            create_checkpoint(t, head_seq(t), text=f"summary{i} mentions quokka")
+        # the catch-up holds the store's one connection: any other read opens its own
+        opened: list[int] = []
+        connect = pg._db.connect
+        monkeypatch.setattr(pg._db, "connect", lambda c=connect, o=opened: o.append(1) or c())
+        assert search(pg, "nothingmatchesthis") == []  # builds the index
+        asked.append(len(opened))
+        hits = search(pg, "quokka", k=50)
+        assert sorted(h.thread_id for h in hits) == sorted(f"t{i}" for i in range(n))
+    assert asked[0] == asked[1], asked  # not one more for each checkpoint
