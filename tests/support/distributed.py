@@ -101,7 +101,7 @@ FAN_OUT: Final[tuple[tuple[str, str], ...]] = (
         r"WHERE t\.thread_key = ANY\(\$1\)"
         r"|^DECLARE \"?continuity_(?:frames|messages|checkpoints|marks)\"? .*"
         r"WHERE thread_key = ANY\(\$1\) ORDER BY thread_key",
-        "verify's one pass (store/postgres/bulk.py): the threads' head rows, then each table's "
+        "verify's one pass (PostgresStore.read_many): the threads' head rows, then each table's "
         "rows of those keys in key order, a co-located join and one cursor a table",
     ),
     (

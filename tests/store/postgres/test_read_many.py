@@ -11,7 +11,8 @@ import pytest
 
 from continuity.context.records import record
 from continuity.maintenance.verify import verify_store
-from continuity.store.postgres import PostgresStore, bulk
+from continuity.store import postgres
+from continuity.store.postgres import PostgresStore
 from continuity.testing import msg
 from tests.store.postgres.test_round_trips import _traced
 from tests.support.pg import PgStores
@@ -60,7 +61,7 @@ def test_one_pass_reports_what_the_thread_by_thread_check_reports(
         f"INSERT INTO {s}.frames (thread_key, seq, line) SELECT thread_key, 99, line "
         f"FROM {s}.frames WHERE seq = 0 AND thread_key = {_key(pg, ids[11])}"
     )
-    monkeypatch.setattr(bulk, "SNAPSHOT_FRAMES", 8)  # some threads read themselves, as long ones
+    monkeypatch.setattr(postgres, "SNAPSHOT_FRAMES", 8)  # some threads read themselves
     for n, tid in enumerate(ids[:3]):
         pg.thread(tid).append([msg(f"longer {n}", "user")])
     one_pass = verify_store(pg)
