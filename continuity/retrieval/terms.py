@@ -15,7 +15,7 @@ Changing a rule here changes terms already on disk: bump the index versions with
 from __future__ import annotations
 
 import re
-from collections import _count_elements  # type: ignore[attr-defined]  # Counter's C loop
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Final
@@ -180,13 +180,10 @@ def term_counts(fields: Iterable[tuple[str, int]]) -> dict[str, int]:
             same += found
     counts: dict[str, int] = {}
     for weight, found in by_weight.items():
+        more = Counter(chain.from_iterable(found))
         if not counts:
-            _count_elements(counts, chain.from_iterable(found))
-            if weight != 1:
-                counts = {term: n * weight for term, n in counts.items()}
+            counts = more if weight == 1 else {term: n * weight for term, n in more.items()}
             continue
-        more: dict[str, int] = {}
-        _count_elements(more, chain.from_iterable(found))
         get = counts.get
         for term, n in more.items():
             counts[term] = get(term, 0) + n * weight
