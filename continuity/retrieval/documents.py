@@ -17,7 +17,6 @@ they all hold the same documents.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
@@ -25,7 +24,7 @@ import msgspec
 
 from continuity import frames as fr
 from continuity.errors import ArtifactCorrupt, ArtifactNotFound
-from continuity.retrieval.terms import tokenize
+from continuity.retrieval.terms import term_counts
 from continuity.store.base import BaseStore, Thread
 
 __all__ = [
@@ -121,15 +120,11 @@ def doc_of(frame: fr.Frame, summary: str | None = None) -> Doc | None:
         kind, role = KIND_NOTE, 0
     else:
         return None
-    # Each field's tokens ``weight`` times over, counted in one go: a token's count is the sum
-    # of the weights of its occurrences.
-    tokens: list[str] = []
-    for text, weight in _fields(frame, summary):
-        tokens += tokenize(text[:_MAX_FIELD_CHARS]) * weight
-    tf = Counter(tokens)
+    # A token's count is the sum of the weights of its occurrences.
+    tf = term_counts((text[:_MAX_FIELD_CHARS], w) for text, w in _fields(frame, summary))
     if not tf:
         return None
-    return Doc(frame.seq, kind, role, sum(tf.values()), dict(sorted(tf.items())))
+    return Doc(frame.seq, kind, role, sum(tf.values()), {t: tf[t] for t in sorted(tf)})
 
 
 def note_text(frame: fr.RecordAppended) -> str:
