@@ -247,3 +247,20 @@ def test_a_racy_log_is_not_vouched_for(tmp_path: Path, monkeypatch: pytest.Monke
     _hits(root, "cache")
     _hits(root, "cache")
     assert not (root / "cache" / ss.FOLDER / ss.STAT_FILE).exists()
+
+
+def test_a_damaged_index_file_under_a_vouching_stat_file_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "s"
+    _fill(root, 8)
+    _vouched(root)
+    expected = _reference(root, "retry cursor")
+    docs = root / "cache" / ss.FOLDER / "docs.bin"
+    raw = bytearray(docs.read_bytes())
+    raw[len(raw) // 2] ^= 0x40  # the stat file still vouches: docs.bin's checksum does not
+    docs.write_bytes(bytes(raw))
+    counted = _Counted(monkeypatch)
+    assert _hits(root, "retry cursor") == expected
+    assert counted.calls >= 1  # not opened from the stat file: the full path rebuilt it
+    assert docs.read_bytes() != bytes(raw)

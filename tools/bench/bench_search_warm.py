@@ -1,17 +1,17 @@
 """A warm ``continuity search`` on a large folder store, in CPU against the interpreter's floor.
 
-    python -m tools.bench.bench_search_warm --store DIR [--baseline-tree DIR] [--repeat 9]
+    python -m tools.bench.bench_search_warm --store DIR [--baseline-tree DIR ...] [--repeat 9]
                                             [--queries parser,migration,zzzznothing] [--json]
 
 Issue 42: at 10,000 threads a warm search paid for opening every log to check the store-wide
 index is current (ADR 0061's stat file). ``--store`` is copied to a temporary folder first (a
 shared store is never written); make one with ``python -m tools.bench.gen_threads``. Each round
 runs, interleaved and in an order that rotates every round, fresh processes of ``python -c pass``
-(the floor) and each query with ``PYTHONPATH`` set to this tree and, with ``--baseline-tree``, to
-that tree; every command is run twice before timing (the index built and caught up, the stat file
-written). A process's CPU is user + sys from ``getrusage(RUSAGE_CHILDREN)`` deltas. Reported: the
-median CPU, p90 and the median's ratio to the floor's median in the same run. The trees' outputs
-must be byte-identical.
+(the floor) and each query with ``PYTHONPATH`` set to this tree and, with ``--baseline-tree``
+(once or more: baseline, baseline2, ...), to each of those trees; every command is run twice
+before timing (the index built and caught up, the stat file written). A process's CPU is user +
+sys from ``getrusage(RUSAGE_CHILDREN)`` deltas. Reported: the median CPU, p90 and the median's
+ratio to the floor's median in the same run. The trees' outputs must be byte-identical.
 """
 
 from __future__ import annotations
@@ -37,15 +37,17 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--store", type=Path, required=True)
-    parser.add_argument("--baseline-tree", type=Path, default=None)
+    parser.add_argument(
+        "--baseline-tree", type=Path, action="append", default=[], help="Repeatable."
+    )
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--queries", default="parser,migration,zzzznothing")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     python = sys.executable
     trees = {"this": ROOT}
-    if args.baseline_tree is not None:
-        trees["baseline"] = args.baseline_tree.resolve()
+    for n, tree in enumerate(args.baseline_tree):
+        trees[f"baseline{n + 1 if n else ''}"] = tree.resolve()
     with tempfile.TemporaryDirectory(prefix="bench-search-warm-") as tmp:
         store = Path(tmp) / "store"
         shutil.copytree(args.store, store, symlinks=True)
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
             outputs[key] = _cpu(cmd, env)[1]
         for key, out in outputs.items():
             what, _, which = key.rpartition(" ")
-            if which == "baseline" and out != outputs[f"{what} this"]:
+            if which.startswith("baseline") and out != outputs[f"{what} this"]:
                 raise SystemExit(f"{what}: the output differs from the baseline tree's")
         found: dict[str, list[float]] = {k: [] for k in runs}
         keys = list(runs)
