@@ -49,6 +49,7 @@ __all__ = [
     "encode_stat_file",
     "escape",
     "log_line",
+    "log_lines",
     "logs_digest",
     "quarantined_count",
     "sessions_key",
@@ -176,6 +177,18 @@ def _check(root: Path) -> tuple[bytes, bytes] | None:
         or not parts[4].isdigit()
     ):
         return None
+    logs = log_lines(root)
+    if logs is None:
+        return None
+    if len(logs) != int(parts[4]) or logs_digest(logs).encode() != parts[5]:
+        return None
+    return catalog, listing
+
+
+def log_lines(root: Path) -> list[str] | None:
+    """The :func:`log_line` of every log of the folder store at ``root`` as a stat finds it now,
+    in the folder's order, skipping what :meth:`~continuity.store.jsonl.Store.log_stamps` skips
+    (empty logs, what is not a file); None when the folder cannot be read. One stat a log."""
     logs: list[str] = []
     try:
         dir_fd = os.open(root / "threads", os.O_RDONLY | os.O_DIRECTORY)
@@ -200,9 +213,7 @@ def _check(root: Path) -> tuple[bytes, bytes] | None:
         return None
     finally:
         os.close(dir_fd)
-    if len(logs) != int(parts[4]) or logs_digest(logs).encode() != parts[5]:
-        return None
-    return catalog, listing
+    return logs
 
 
 # --- the sessions file: ``sessions`` and ``stats`` ---------------------------------------------

@@ -74,6 +74,7 @@ import numpy.typing as npt
 
 from continuity import frames as fr
 from continuity._fs import atomic_write, no_room, private_dirs, remove_temps
+from continuity.caches.listing import content_digest, log_line, log_lines, logs_digest
 from continuity.caches.thread_index import DAMAGE, ThreadIndex, caches_writable, writing_caches
 from continuity.errors import CachesReadOnly, ContinuityError, note_rebuilt
 from continuity.retrieval.documents import Doc, doc_of_line
@@ -87,6 +88,7 @@ from continuity.retrieval.segments import (
     SegmentRef,
     build_segment,
     crc,
+    json_sound,
     load_sealed,
     merge_due,
     open_segment,
@@ -437,10 +439,13 @@ def open_store_search(
     folder = _folder(store)
     if folder is None:
         return None
+    view = _vouched_view(store, folder)
+    if view is not None:
+        return view
     stamps = _stamps(store)
     if stamps is None:
         return None
-    view = _current_view(folder, stamps)
+    view = _current_view(folder, stamps, store)
     if view is not None:
         return view
     if not caches_writable(store.cache_dir or folder):
@@ -580,16 +585,111 @@ def drop_store_search(store: BaseStore) -> None:
             _clear(folder)
 
 
-def _current_view(folder: Path, stamps: dict[str, LogStamp]) -> StoreSearchView | None:
+def _current_view(
+    folder: Path, stamps: dict[str, LogStamp], store: BaseStore | None = None
+) -> StoreSearchView | None:
     try:
         with _lock(folder, fcntl.LOCK_SH, create=False):
             m = _read_manifest(folder)
             if m is None or not _is_current(m, stamps):
                 return None
             try:
-                return StoreSearchView(folder, m)
+                view = StoreSearchView(folder, m)
             except DAMAGE:
                 return None  # the writer's path sees what is wrong and rebuilds
+            if store is not None:
+                _vouch(store, folder, stamps)
+            return view
+    except FileNotFoundError:
+        return None
+
+
+# --- the stat file: current without opening a log (ADR 0061) ----------------------------------
+
+STAT_FILE: Final = "stat.v1"
+"""``<store>/cache/search-store/stat.v1``: one line, ``continuity-search-store 1``, the digest
+of ``manifest.json``'s bytes, the number of logs and the digest of every log's (thread id,
+inode, size, mtime, ctime) (:func:`~continuity.caches.listing.log_lines`). Written when the
+full check found that manifest current for every log and every log's stat was settled when its
+stamp was read (the racy-time rule of :meth:`~continuity.store.jsonl.Store.log_stamps`);
+while a stat of every log gives the same digest, that manifest is current without a log opened.
+Anything else (a log appended, cut, replaced, added or gone, a moved or copied store, another
+manifest, a damaged file) is the full check. A stale one vouches for nothing current."""
+_STAT_MAGIC: Final = b"continuity-search-store 1"
+
+
+def _stat_prefix(manifest: bytes) -> bytes:
+    return _STAT_MAGIC + f" {content_digest(manifest)} ".encode()
+
+
+def _stat_line(manifest: bytes, logs: list[str]) -> bytes:
+    return _stat_prefix(manifest) + f"{len(logs)} {logs_digest(logs)}\n".encode()
+
+
+def _stat_root(store: BaseStore, folder: Path) -> Path | None:
+    """The folder store's root when ``folder`` is its index's (what the stat file is for)."""
+    root = getattr(store, "root", None)
+    if not isinstance(root, Path) or folder != root / "cache" / FOLDER:
+        return None
+    return root
+
+
+def _vouch(store: BaseStore, folder: Path, stamps: dict[str, LogStamp]) -> None:
+    """Write the stat file for the manifest in ``folder`` (found current for ``stamps``, under
+    the index's lock) when every log's stat was settled when its stamp was read."""
+    root = _stat_root(store, folder)
+    settled_stats = getattr(store, "settled_stats", None)
+    if root is None or settled_stats is None:
+        return
+    settled: dict[str, tuple[int, int, int, int]] = settled_stats()
+    logs: list[str] = []
+    for tid in stamps:  # log_stamps' order: the folder's, as log_lines reads it
+        key = settled.get(tid)
+        if key is None:
+            return  # changed within the clock's granularity of its read: not vouched for
+        logs.append(log_line(tid, *key))
+    try:
+        line = _stat_line((folder / "manifest.json").read_bytes(), logs)
+        path = folder / STAT_FILE
+        try:
+            if path.read_bytes() == line:
+                return
+        except OSError:
+            pass
+        _write(path, line)
+    except OSError:
+        return  # a cache: the next search takes the full check again
+
+
+def _vouched_view(store: BaseStore, folder: Path) -> StoreSearchView | None:
+    """The index when its stat file vouches for every log of a folder store as a stat finds
+    it now (no log opened); None otherwise (the full check). Only for a store that has not read
+    its stamps yet: a long-lived one's memo is as cheap."""
+    root = _stat_root(store, folder)
+    if root is None or getattr(store, "stamps_read", True):
+        return None
+    try:
+        with _lock(folder, fcntl.LOCK_SH, create=False):
+            try:
+                found = (folder / STAT_FILE).read_bytes()
+                raw = (folder / "manifest.json").read_bytes()
+            except OSError:
+                return None
+            if not found.startswith(_stat_prefix(raw)):
+                return None
+            logs = log_lines(root)
+            if logs is None or found != _stat_line(raw, logs):
+                return None
+            try:
+                m = _manifest_decoder.decode(raw)
+            except (msgspec.DecodeError, UnicodeDecodeError, msgspec.ValidationError):
+                return None
+            if m.version != _VERSION or not json_sound(raw):
+                return None
+            try:
+                return StoreSearchView(folder, m)
+            except DAMAGE:
+                return None
     except FileNotFoundError:
         return None
 

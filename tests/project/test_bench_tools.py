@@ -165,3 +165,25 @@ def test_bench_search_fixtures_runs_and_reports_every_row() -> None:
         fresh.median / rows["baseline: python -c 'import continuity'"].median
     )
     assert rows["search() in-process (warm)"].n == 2
+
+
+@pytest.mark.slow
+def test_bench_search_warm_runs_and_reports_every_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from continuity.store.jsonl import Store
+
+    gen = _tool("tools.bench.gen_threads")
+    store = Store(tmp_path / "s", create=True, durable=False, clock=lambda: 1)
+    gen.write_threads(store, 20, seed=2)
+    before = sorted(p.name for p in (tmp_path / "s").rglob("*"))
+    bench = _tool("tools.bench.bench_search_warm")
+    bench.main(
+        ["--store", str(tmp_path / "s"), "--repeat", "1", "--queries", "parser,zzz", "--json"]
+    )
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert set(rows) == {"floor", "search parser this", "search zzz this"}
+    assert all(row["median_ms"] > 0 for row in rows.values())
+    assert sorted(p.name for p in (tmp_path / "s").rglob("*")) == before  # searched a copy

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from continuity.caches.listing import STAT_FILE
+from continuity.retrieval.store_index import FOLDER as SEARCH_FOLDER, STAT_FILE as SEARCH_STAT_FILE
 from tools.bench._common import continuity_command, copy_store, env_info
 from tools.bench.bench_hooks import child_env
 
@@ -525,15 +526,16 @@ def whole_batches(ids: Sequence[str | None]) -> str:
 
 def _cache_files(root: Path) -> dict[str, bytes]:
     """The cache files of a store by relative path (locks and job locks are not caches, nor
-    the listing file, which records each log's inode and times: no copy of a store has
-    them, and it is written only once the logs have been still for a while, ADR 0058)."""
+    the listing file and the search index's stat file, which record each log's inode and
+    times: no copy of a store has them, and they are written only once the logs have been
+    still for a while, ADR 0058 and 0061)."""
     out: dict[str, bytes] = {}
     cache = root / "cache"
     for p in sorted(cache.rglob("*")):
         rel = p.relative_to(cache)
         if not p.is_file() or p.name.endswith(".lock") or rel.parts[0] in ("jobs", "claude-code"):
             continue
-        if str(rel) == STAT_FILE:
+        if str(rel) in (STAT_FILE, f"{SEARCH_FOLDER}/{SEARCH_STAT_FILE}"):
             continue
         out[str(rel)] = p.read_bytes()
     return out
