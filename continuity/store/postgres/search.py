@@ -143,13 +143,14 @@ class _State:
 
 class _Postings:
     """Documents ``lo ..`` of a thread as flat postings (term id, absolute ordinal, count),
-    with their records: old runs read back, then new documents."""
+    with their records: old runs read back, then new documents. ``ids`` numbers the terms:
+    one dict for every thread of a write (:func:`_runs`)."""
 
-    def __init__(self, lo: int) -> None:
+    def __init__(self, lo: int, ids: dict[str, int]) -> None:
         self.lo = lo
         self.n = lo
         self.records: list[bytes] = []
-        self.ids: dict[str, int] = {}
+        self.ids = ids
         self.term_ids: list[int] = []
         self.ordinals: list[int] = []
         self.counts: list[int] = []
@@ -191,55 +192,124 @@ class _Postings:
             self.counts.extend(tf.values())
         self.n += len(docs)
 
-    def rows(
-        self, key: int, scope: list[str]
-    ) -> Iterator[tuple[tuple[int, int, int, bytes], list[tuple[Any, ...]]]]:
-        """The runs of documents ``lo .. n - 1`` (``lo`` starts a run of the layout of ``n``):
-        each its docs row and its postings rows (terms in order, cut where a row would pass
-        :data:`_ROW_BYTES`, each row carrying the ``scope`` pseudo-terms)."""
-        records = b"".join(self.records)
-        runs = [(first, size) for first, size in layout(self.n) if first >= self.lo]
-        names = sorted(self.ids)
-        rank = np.zeros(len(names), np.int64)
-        rank[[self.ids[t] for t in names]] = np.arange(len(names))
-        ords = np.array(self.ordinals, np.int64)
-        terms = rank[np.array(self.term_ids, np.int64)] if self.term_ids else ords
-        starts = np.array([first for first, _size in runs], np.int64)
-        run_of = np.searchsorted(starts, ords, side="right") - 1
-        order = np.lexsort((ords, terms, run_of))  # by run, then term, then ordinal
-        ords, terms, run_of = ords[order], terms[order], run_of[order]
-        pairs = np.empty((len(ords), 2), "<u2")
-        pairs[:, 0] = ords - starts[run_of] if len(ords) else ords
-        pairs[:, 1] = np.minimum(np.array(self.counts, np.int64)[order], 65535)
-        raw = pairs.tobytes()
-        # one group a (run, term): where either changes
-        cut = np.flatnonzero((np.diff(terms) != 0) | (np.diff(run_of) != 0)) + 1
-        bounds = np.concatenate(([0], cut, [len(ords)])).tolist() if len(ords) else [0]
-        group_run = run_of[bounds[:-1]].tolist() if len(ords) else []
-        group_term = terms[bounds[:-1]].tolist() if len(ords) else []
-        at = 0
-        for r, (first, size) in enumerate(runs):
-            out: list[tuple[Any, ...]] = []
-            row_terms: list[str] = []
-            lists: list[bytes] = []
+
+def _runs(
+    threads: Sequence[tuple[int, list[str], _Postings]], ids: dict[str, int], encoding: str
+) -> tuple[list[bytes], list[bytes]]:
+    """The rows of each thread's runs of documents ``lo .. n - 1`` (``lo`` starts a run of the
+    layout of ``n``), in binary COPY format: the docs rows and the postings rows (terms in
+    order, cut where a row would pass :data:`_ROW_BYTES`, each row carrying the thread's
+    ``scope`` pseudo-terms). ``threads`` is (key, scope, postings) and ``ids`` the terms of
+    all of them: their postings are laid out together, one sort for the write (numpy's fixed
+    cost once, not once per small thread, ADR 0063)."""
+    names = sorted(ids)
+    rank = np.zeros(len(names), np.int64)
+    rank[[ids[t] for t in names]] = np.arange(len(names))
+    encoded = [t.encode(encoding) for t in names]
+    term_ids: list[int] = []
+    ordinals: list[int] = []
+    counts: list[int] = []
+    sizes: list[int] = []
+    runs: list[tuple[int, int, int]] = []  # (thread, first doc, documents)
+    for i, (_key, _scope, p) in enumerate(threads):
+        term_ids.extend(p.term_ids)
+        ordinals.extend(p.ordinals)
+        counts.extend(p.counts)
+        sizes.append(len(p.ordinals))
+        runs.extend((i, first, size) for first, size in layout(p.n) if first >= p.lo)
+    ords = np.array(ordinals, np.int64)
+    terms = rank[np.array(term_ids, np.int64)] if term_ids else ords
+    owner = np.repeat(np.arange(len(threads), dtype=np.int64), sizes)
+    firsts = np.array([first for _i, first, _size in runs], np.int64)
+    starts = (np.array([i for i, _first, _size in runs], np.int64) << 32) + firsts
+    run_of = np.searchsorted(starts, (owner << 32) + ords, side="right") - 1
+    order = np.lexsort((ords, terms, run_of))  # by run, then term, then ordinal
+    ords, terms, run_of = ords[order], terms[order], run_of[order]
+    pairs = np.empty((len(ords), 2), "<u2")
+    pairs[:, 0] = ords - firsts[run_of] if len(ords) else ords
+    pairs[:, 1] = np.minimum(np.array(counts, np.int64)[order], 65535)
+    # one group a (run, term): where either changes
+    cut = np.flatnonzero((np.diff(terms) != 0) | (np.diff(run_of) != 0)) + 1
+    bounds = np.concatenate(([0], cut, [len(ords)])).astype(np.int64)
+    counts_of = np.diff(bounds)  # postings of each group
+    group_term = terms[bounds[:-1]] if len(ords) else np.zeros(0, np.int64)
+    group_run = run_of[bounds[:-1]] if len(ords) else np.zeros(0, np.int64)
+    # each group's bytea element (length, then its (ordinal, count) pairs), all in one stream
+    sizes_of = 4 + 4 * counts_of
+    at_of = np.concatenate(([0], np.cumsum(sizes_of))).astype(np.int64)
+    stream = np.empty(int(at_of[-1]), np.uint8)
+    heads = (at_of[:-1, None] + np.arange(4)).ravel()
+    stream[heads] = (4 * counts_of).astype(">i4").view(np.uint8)
+    owner_of = np.repeat(np.arange(len(counts_of), dtype=np.int64), 4 * counts_of)
+    stream[np.arange(4 * len(ords), dtype=np.int64) + 4 * (owner_of + 1)] = pairs.view(
+        np.uint8
+    ).ravel()
+    lists = stream.tobytes()
+    # and its text element (the term's name), likewise
+    elements = [_LEN.pack(len(e)) + e for e in encoded]
+    gterms = group_term.tolist()
+    names_stream = b"".join([elements[t] for t in gterms])
+    name_at = np.concatenate(
+        ([0], np.cumsum(np.array([len(e) for e in elements], np.int64)[group_term]))
+    ).tolist()
+    list_at = at_of.tolist()
+    # a row is cut where the next group would take it past _ROW_BYTES (the cost of a group:
+    # its term's characters, its postings' bytes, 16); a run under the limit is one row
+    name_chars = np.array([len(t) for t in names], np.int64)
+    cost = (name_chars[group_term] + 4 * counts_of + 16).tolist()
+    run_at = np.searchsorted(group_run, np.arange(len(runs) + 1)).tolist()
+    whole = np.concatenate(([0], np.cumsum(cost, dtype=np.int64))).tolist()
+    records = [b"".join(p.records) for _key, _scope, p in threads]
+    scopes = [
+        (
+            len(scope),
+            b"".join(_LEN.pack(len(e)) + e for e in (t.encode(encoding) for t in scope)),
+            _LEN.pack(0) * len(scope),
+        )
+        for _key, scope, _p in threads
+    ]
+    docs_rows: list[bytes] = []
+    postings_rows: list[bytes] = []
+    for r, (i, first, size) in enumerate(runs):
+        key, _scope, p = threads[i]
+        lo, hi = run_at[r], run_at[r + 1]
+        cuts = [lo]
+        if whole[hi] - whole[lo] > _ROW_BYTES:
             used = 0
-            while at < len(group_run) and group_run[at] == r:
-                t = names[group_term[at]]
-                piece = raw[4 * bounds[at] : 4 * bounds[at + 1]]
-                cost = len(t) + len(piece) + 16
-                if row_terms and used + cost > _ROW_BYTES:
-                    out.append(
-                        (key, first, len(out), scope + row_terms, [b""] * len(scope) + lists)
+            for g in range(lo, hi):
+                if g > cuts[-1] and used + cost[g] > _ROW_BYTES:
+                    cuts.append(g)
+                    used = 0
+                used += cost[g]
+        cuts.append(hi)
+        n_scope, scope_names, scope_lists = scopes[i]
+        for part in range(len(cuts) - 1):
+            g0, g1 = cuts[part], cuts[part + 1]
+            if g1 == g0:
+                continue
+            head = _ARRAY_HEAD.pack(1, 0, _TEXT_OID, n_scope + g1 - g0, 1)
+            names_part = names_stream[name_at[g0] : name_at[g1]]
+            lists_part = lists[list_at[g0] : list_at[g1]]
+            postings_rows.append(
+                b"".join(
+                    (
+                        _POSTINGS_HEAD.pack(5, 8, key, 4, first, 2, part),
+                        _LEN.pack(len(head) + len(scope_names) + len(names_part)),
+                        head,
+                        scope_names,
+                        names_part,
+                        _LEN.pack(len(head) + len(scope_lists) + len(lists_part)),
+                        _ARRAY_HEAD.pack(1, 0, _BYTEA_OID, n_scope + g1 - g0, 1),
+                        scope_lists,
+                        lists_part,
                     )
-                    row_terms, lists, used = [], [], 0
-                row_terms.append(t)
-                lists.append(piece)
-                used += cost
-                at += 1
-            if row_terms:
-                out.append((key, first, len(out), scope + row_terms, [b""] * len(scope) + lists))
-            offset = (first - self.lo) * _RECORD.size
-            yield (key, first, size, records[offset : offset + size * _RECORD.size]), out
+                )
+            )
+        offset = (first - p.lo) * _RECORD.size
+        docs_rows.append(
+            _docs_row(key, first, size, records[i][offset : offset + size * _RECORD.size])
+        )
+    return docs_rows, postings_rows
 
 
 class _Sql:
@@ -969,10 +1039,10 @@ class PostgresSearch:
                 old_postings[int(key)].append((int(first), list(terms), [bytes(x) for x in lists]))
             for statement in sql.drop_runs:
                 conn.execute(statement, [keys, los])
-        docs_rows: list[tuple[int, int, int, bytes]] = []
-        postings_rows: list[tuple[Any, ...]] = []
+        ids: dict[str, int] = {}
+        threads: list[tuple[int, list[str], _Postings]] = []
         for (st, n0, docs), lo in zip(todo, los, strict=True):
-            postings = _Postings(lo)
+            postings = _Postings(lo, ids)
             postings.add_rows(old_docs[st.key], old_postings[st.key])
             if postings.n != n0:
                 raise ValueError(f"the search runs of thread {st.thread_id!r} end early")
@@ -980,15 +1050,13 @@ class PostgresSearch:
             scope = ([PROJECT + st.project] if st.project is not None else []) + [
                 SOURCE + st.source
             ]
-            for doc_row, rows in postings.rows(st.key, scope):
-                docs_rows.append(doc_row)
-                postings_rows.extend(rows)
-        encoding = conn.info.encoding
+            threads.append((st.key, scope, postings))
+        docs_rows, postings_rows = _runs(threads, ids, conn.info.encoding)
         with conn.cursor() as cur:
             with cur.copy(sql.copy_docs) as copy:
-                copy.write(_copy_data(_docs_row(*r) for r in docs_rows))
+                copy.write(_copy_data(docs_rows))
             with cur.copy(sql.copy_postings) as copy:
-                copy.write(_copy_data(_postings_row(*r, encoding=encoding) for r in postings_rows))
+                copy.write(_copy_data(postings_rows))
 
 
 # PostgreSQL's binary COPY format, written here: psycopg's generic dumper of a row with two
@@ -1004,7 +1072,7 @@ _TEXT_OID: Final = 25
 _BYTEA_OID: Final = 17
 
 
-def _copy_data(rows: Iterator[bytes]) -> bytes:
+def _copy_data(rows: Iterable[bytes]) -> bytes:
     """Rows (each already in the binary format) as one binary COPY stream."""
     return b"".join((_COPY_HEADER, *rows, _COPY_TRAILER))
 
@@ -1025,10 +1093,10 @@ def _array(oid: int, items: Sequence[bytes]) -> bytes:
 
 
 def _postings_row(
-    key: int, first: int, part: int, terms: Sequence[str], lists: Sequence[bytes], *, encoding: str
+    key: int, first: int, part: int, terms: Sequence[bytes], lists: Sequence[bytes]
 ) -> bytes:
-    """A ``search_postings`` row: (int8, int4, int2, text[], bytea[])."""
-    names = _array(_TEXT_OID, [t.encode(encoding) for t in terms])
+    """A ``search_postings`` row: (int8, int4, int2, text[], bytea[]), its terms encoded."""
+    names = _array(_TEXT_OID, terms)
     data = _array(_BYTEA_OID, lists)
     return b"".join(
         (

@@ -294,3 +294,23 @@ def test_a_first_build_reads_the_checkpoint_summaries_together(
         hits = search(pg, "quokka", k=50)
         assert sorted(h.thread_id for h in hits) == sorted(f"t{i}" for i in range(n))
     assert asked[0] == asked[1], asked  # not one more for each checkpoint
+
+
+def test_threads_written_together_leave_the_rows_of_each_written_alone(
+    pg_stores: Any, tmp_path: Path
+) -> None:
+    """A first build lays out the runs of a batch of threads in one pass (one term numbering,
+    one sort, ADR 0063): each thread's rows equal those it gets indexed alone (runs of 256
+    and a tail, postings rows cut at the size limit, each thread's own scope terms)."""
+    pg = pg_stores.open(tmp_path / "together", pooled=False)
+    rng = random.Random(5)
+    sizes = (1, 40, 300, 700, 2, 520)
+    for i, n in enumerate(sizes):
+        first: list[fr.Frame] = [fr.ThreadCreated(thread_id=f"w{i}", meta={"project": f"p{i % 2}"})]
+        pg.thread(f"w{i}").append(first + _frames(rng, n))
+    assert search(pg, "nothingmatchesthis") == []  # one catch-up: every thread in one batch
+    together = _rows(pg)
+    assert any(r[2] > 0 for r in together["search_postings"])  # some rows were cut
+    for i in range(len(sizes)):
+        assert rebuild_search(pg, [pg.thread(f"w{i}")]) == 1
+    assert _rows(pg) == together
