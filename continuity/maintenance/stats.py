@@ -9,13 +9,11 @@ that keeps no catalog is read thread by thread. Redactions are counted from the 
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import msgspec
 
 from continuity.agents.table import agent_for_source, agent_of_session, is_subagent, thread_kind
 from continuity.caches.catalog import CatalogRow, catalog_view, read_row, thread_counts
+from continuity.caches.listing import tree_bytes
 from continuity.errors import ContinuityError
 from continuity.store.base import BaseStore, Thread
 
@@ -41,30 +39,6 @@ class StoreStats(msgspec.Struct, frozen=True):
     (:mod:`continuity.agents.table`), for the agents that have any."""
 
 
-def _tree_bytes(root: Path | None) -> int:
-    """The bytes of the files under ``root`` (one ``stat`` a file; symbolic links followed,
-    as ``Path.is_file`` and ``Path.stat`` do)."""
-    if root is None or not root.is_dir():
-        return 0
-    total = 0
-    pending = [str(root)]
-    while pending:
-        try:
-            entries = os.scandir(pending.pop())
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
-                    elif entry.is_file():
-                        total += entry.stat().st_size
-                except OSError:
-                    continue  # removed while it was walked
-    return total
-
-
 def store_stats(store: BaseStore) -> StoreStats:
     """Counts and sizes of every thread, artifact and cache of ``store``."""
     # a thread cut to nothing is an error, not a missing line
@@ -85,7 +59,7 @@ def store_stats(store: BaseStore) -> StoreStats:
         log_bytes=sum(r.log_bytes for r in rows),
         artifacts=sum(1 for _ in store.artifacts.ids()),
         artifact_bytes=store.artifacts.stored_bytes(),
-        cache_bytes=_tree_bytes(store.cache_dir) + store.derived_bytes(),
+        cache_bytes=tree_bytes(store.cache_dir) + store.derived_bytes(),
         quarantined=len(store.quarantined()),
         redactions=sum(redactions.values()),
         redactions_by_thread=redactions,
