@@ -333,21 +333,23 @@ def continuity_command() -> list[str]:
 LAUNCHER_SCRIPT: Final = """
 import json, os, subprocess, sys, tempfile, time
 for line in sys.stdin:
-    argv = json.loads(line)
+    argv, env, cwd = json.loads(line)
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter_ns()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = (time.perf_counter_ns() - start) / 1e9
         proc.returncode = code = os.waitstatus_to_exitcode(status)
         err.seek(0)
         message = err.read().decode(errors="replace") if code else ""
-    print(json.dumps([seconds, usage.ru_maxrss, code, message]), flush=True)
+    cpu = usage.ru_utime + usage.ru_stime
+    print(json.dumps([seconds, cpu, usage.ru_maxrss, code, message]), flush=True)
 """
 
 
 class Launcher:
-    """Runs fresh processes for the benchmark: (seconds, peak RSS in MB) of each."""
+    """Runs fresh processes for the benchmark: (seconds, peak RSS in MB) of each, or with
+    :meth:`measure` (wall seconds, CPU seconds, peak RSS in MB)."""
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
@@ -358,13 +360,20 @@ class Launcher:
         )
 
     def run(self, argv: list[str]) -> tuple[float, float]:
+        seconds, _cpu, mb = self.measure(argv)
+        return seconds, mb
+
+    def measure(
+        self, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> tuple[float, float, float]:
+        """``env``/``cwd``: the child's (default: the launcher's)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(argv) + "\n")
+        self.proc.stdin.write(json.dumps([argv, env, None if cwd is None else str(cwd)]) + "\n")
         self.proc.stdin.flush()
-        seconds, maxrss_kib, code, message = json.loads(self.proc.stdout.readline())
+        seconds, cpu, maxrss_kib, code, message = json.loads(self.proc.stdout.readline())
         if code != 0:
-            raise RuntimeError(f"{argv} exited with {code}: {message}")
-        return seconds, maxrss_kib / 1024
+            raise RuntimeError(f"{' '.join(argv)} exited with {code}: {message}")
+        return seconds, cpu, maxrss_kib / 1024
 
     def close(self) -> None:
         assert self.proc.stdin is not None and self.proc.stdout is not None

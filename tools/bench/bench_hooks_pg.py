@@ -107,14 +107,24 @@ def _closed_port_url() -> str:
         return f"postgresql://bench@127.0.0.1:{s.getsockname()[1]}/bench"
 
 
-class _Session:
-    """A transcript that grows by one turn a round."""
+class GrowingSession:
+    """A transcript that grows by one turn a round (``prompt``: put in every payload)."""
 
-    def __init__(self, folder: Path, session_id: str = SESSION) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        session_id: str = SESSION,
+        *,
+        seed: int = 30,
+        cwd: str = _CWD,
+        prompt: str | None = "go on: why did the tests fail in round 2",
+    ) -> None:
         self.id = session_id
         self.path = folder / f"{session_id}.jsonl"
+        self.cwd = cwd
+        self.prompt = prompt
         self.writer = TranscriptWriter(
-            self.path, session_id=session_id, cwd=_CWD, git_branch="main", rng=random.Random(30)
+            self.path, session_id=session_id, cwd=cwd, git_branch="main", rng=random.Random(seed)
         )
         self.turns = 0
 
@@ -127,13 +137,14 @@ class _Session:
         w.flush()
 
     def payload(self, event: str = "UserPromptSubmit", **extra: str) -> str:
+        said = {} if self.prompt is None else {"prompt": self.prompt}
         return json.dumps(
             {
                 "session_id": self.id,
                 "transcript_path": str(self.path),
-                "cwd": _CWD,
+                "cwd": self.cwd,
                 "hook_event_name": event,
-                "prompt": "go on: why did the tests fail in round 2",
+                **said,
                 **extra,
             }
         )
@@ -141,7 +152,7 @@ class _Session:
 
 def _hook(
     store: str,
-    session: _Session,
+    session: GrowingSession,
     env: dict[str, str],
     event: str = "user-prompt-submit",
     payload: str | None = None,
@@ -216,7 +227,7 @@ def _config(local: Path, *, recall: bool) -> None:
 def _latency_round(
     i: int,
     stores: dict[str, str],
-    sessions: dict[str, _Session],
+    sessions: dict[str, GrowingSession],
     locals_: dict[str, Path],
     env: dict[str, str],
     times: dict[tuple[str, str], list[float]],
@@ -277,7 +288,7 @@ def run_latency(repeat: int, threads: int) -> Report:
         }
         if threads:
             _fill(stores, threads)
-        sessions = {name: _Session(work / name) for name in stores}
+        sessions = {name: GrowingSession(work / name) for name in stores}
         for name, session in sessions.items():  # archived in full first, untimed
             (work / name).mkdir()
             for _ in range(5):
@@ -314,7 +325,7 @@ def run_sick(repeat: int) -> Report:
         env = _bench_env()
         env["XDG_DATA_HOME"] = str(work / "xdg")
         local = {"XDG_DATA_HOME": env["XDG_DATA_HOME"]}
-        sessions = {name: _Session(work / name) for name in ("folder", "up", "down", "hung")}
+        sessions = {name: GrowingSession(work / name) for name in ("folder", "up", "down", "hung")}
         stores = {"folder": str(work / "store"), "up": up, "down": down, "hung": hung}
         for name in ("folder", "up"):  # archived in full first, untimed
             (work / name).mkdir(exist_ok=True)

@@ -21,9 +21,7 @@ The server is a throwaway ``pgserver`` (a Unix socket, sharing this machine's co
 
 from __future__ import annotations
 
-import json
 import os
-import random
 import re
 import resource
 import subprocess
@@ -33,7 +31,6 @@ from pathlib import Path
 from typing import Final
 
 from continuity.agents.base import relay
-from continuity.demo.transcript import TranscriptWriter
 from continuity.paths import local_dir_of
 from tools.bench._common import (
     Report,
@@ -46,6 +43,7 @@ from tools.bench._common import (
     time_row,
     work_dir,
 )
+from tools.bench.bench_hooks_pg import GrowingSession
 
 _CWD: Final = "/work/bench-relay"
 TARGET: Final = 1.5
@@ -78,35 +76,6 @@ def _process_cpu(pid: int | None) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / _TICKS
-
-
-class _Session:
-    def __init__(self, folder: Path, session_id: str, seed: int) -> None:
-        self.id = session_id
-        self.path = folder / f"{session_id}.jsonl"
-        self.writer = TranscriptWriter(
-            self.path, session_id=session_id, cwd=_CWD, git_branch="main", rng=random.Random(seed)
-        )
-        self.turns = 0
-
-    def turn(self) -> None:
-        self.turns += 1
-        w = self.writer
-        w.prompt(f"Round {self.turns}: run the tests again and tell me what failed")
-        w.response([{"type": "text", "text": f"Running them (round {self.turns})."}])
-        w.end_turn([])
-        w.flush()
-
-    def payload(self, event: str, **extra: str) -> str:
-        return json.dumps(
-            {
-                "session_id": self.id,
-                "transcript_path": str(self.path),
-                "cwd": _CWD,
-                "hook_event_name": event,
-                **extra,
-            }
-        )
 
 
 class _Stores:
@@ -171,7 +140,9 @@ def _round(
     for name in order:
         folder = stores.work / "sessions" / name
         folder.mkdir(parents=True, exist_ok=True)
-        session = _Session(folder, f"b5e1c0de-0000-4000-8000-{i:012d}", seed=i)
+        session = GrowingSession(
+            folder, f"b5e1c0de-0000-4000-8000-{i:012d}", seed=i, cwd=_CWD, prompt=None
+        )
         outs = []
         for case in CASES:
             if case in ("prompt", "tool", "stop", "recall"):

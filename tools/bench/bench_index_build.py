@@ -27,10 +27,8 @@ run by hand, not part of ``run_all``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,6 +37,7 @@ from typing import Final
 from tools.bench._common import (
     _MARKER,
     BENCH_THREAD,
+    Launcher,
     Report,
     Row,
     cached_thread,
@@ -58,52 +57,6 @@ TARGET_RSS_MB: Final = 200.0
 QUERY: Final = "error test"
 ADR_PATH: Final = "adr/0061-a-store-index-built-in-bounded-memory.md"
 ROOT: Final = Path(__file__).resolve().parents[2]
-
-_LAUNCHER: Final = """
-import json, os, subprocess, sys, time
-for line in sys.stdin:
-    argv, env, cwd = json.loads(line)
-    start = time.perf_counter_ns()
-    proc = subprocess.Popen(
-        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = (time.perf_counter_ns() - start) / 1e9
-    code = os.waitstatus_to_exitcode(status)
-    cpu = usage.ru_utime + usage.ru_stime
-    message = err.decode(errors="replace")[-2000:] if code else ""
-    print(json.dumps([seconds, cpu, usage.ru_maxrss, code, message]), flush=True)
-"""
-
-
-class _Launcher:
-    """Starts each measured process: (wall seconds, CPU seconds, peak RSS in MB) of each."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCHER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-
-    def run(self, argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
-        """``cwd``: a folder without a continuity package (``python -m`` imports from the
-        current folder first, whatever ``PYTHONPATH`` says)."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps([argv, env, str(cwd)]) + "\n")
-        self.proc.stdin.flush()
-        seconds, cpu, maxrss_kib, code, message = json.loads(self.proc.stdout.readline())
-        if code != 0:
-            raise RuntimeError(f"{' '.join(argv)} exited with {code}: {message}")
-        return seconds, cpu, maxrss_kib / 1024
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        self.proc.wait()
-        self.proc.stdout.close()
 
 
 def _default_baseline() -> str:
@@ -144,7 +97,7 @@ def run(
             "baseline": (baseline or "none")[:12],
         },
     )
-    launcher = _Launcher()
+    launcher = Launcher()
     try:
         with baseline_trees("index-build", baseline) as (work, trees):
             for n in sizes:
@@ -162,7 +115,7 @@ def run(
                         env = tree_env(trees[variant])
                         shutil.rmtree(store / "cache", ignore_errors=True)
                         for phase in ("first search", "warm search"):
-                            _, c, r = launcher.run(argv, env, work)
+                            _, c, r = launcher.measure(argv, env, work)
                             cpu.setdefault((phase, variant), []).append(c)
                             rss.setdefault((phase, variant), []).append(r)
                             if phase == "first search":
